@@ -1,0 +1,1 @@
+"""Fabrics, workloads, baselines, the flow-level simulator and emulated switches."""
