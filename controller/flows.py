@@ -32,7 +32,9 @@ class FlowSet:
         for name in ("src_nic", "dst_nic", "demand", "job"):
             arr = getattr(self, name)
             if arr.shape != self.src_nic.shape or arr.ndim != 1:
-                raise FlowError(f"flow field {name} has shape {arr.shape}, expected 1-D like src_nic")
+                raise FlowError(
+                    f"flow field {name} has shape {arr.shape}, expected 1-D like src_nic"
+                )
             arr.setflags(write=False)
 
     @classmethod
@@ -76,7 +78,9 @@ class FlowSet:
                 )
         bad = np.flatnonzero(~np.isfinite(self.demand) | (self.demand <= 0))
         if bad.size:
-            raise FlowError(f"flow {bad[0]}: demand {self.demand[bad[0]]} must be a positive Gbps value")
+            raise FlowError(
+                f"flow {bad[0]}: demand {self.demand[bad[0]]} must be a positive Gbps value"
+            )
         same = np.flatnonzero(fabric.host_of_nic(self.src_nic) == fabric.host_of_nic(self.dst_nic))
         if same.size:
             raise FlowError(f"flow {same[0]}: source and destination are on the same host")

@@ -58,7 +58,9 @@ class LinkHealth:
         return np.flatnonzero((self.factor > 0.0) & (self.factor < 1.0))
 
 
-def parse_health(fabric: Fabric, specs: Iterable[str], base: LinkHealth | None = None) -> LinkHealth:
+def parse_health(
+    fabric: Fabric, specs: Iterable[str], base: LinkHealth | None = None
+) -> LinkHealth:
     """Apply textual health specs: 'LINK' or 'LINK=down' (down), 'LINK=up', 'LINK=0.5'
     (degraded to half), 'SWITCH=drain' (every link of a switch down)."""
     health = base or LinkHealth.all_up(fabric)

@@ -1,0 +1,28 @@
+"""Shared fixtures: tiny fabrics small enough to check by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from controller.fabric import Fabric
+from sim.clos import PRESETS, ClosSpec, build
+
+
+@pytest.fixture
+def tiny() -> Fabric:
+    """2 pods x 2 racks x 2 hosts x 2 NICs, 4 CTSWs per pod, 1 ATSW per plane, 1:2 taper."""
+    return build(PRESETS["tiny"])
+
+
+@pytest.fixture
+def small() -> Fabric:
+    return build(PRESETS["small"])
+
+
+@pytest.fixture
+def two_rack_pod() -> Fabric:
+    """One pod, 2 racks x 1 host x 2 NICs, 2 CTSWs: the smallest 1:1 pod."""
+    return build(
+        ClosSpec(name="two-rack", pods=1, racks_per_pod=2, hosts_per_rack=1, nics_per_host=2,
+                 ctsws_per_pod=2)
+    )
