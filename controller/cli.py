@@ -1,0 +1,120 @@
+"""`tectl`: the command line of fabric-te.
+
+Offline commands (fabric, simulate, solve, routes, advise) work on a fabric preset or file;
+service commands (serve, job, link, routes get/watch, status) talk to a running controller.
+Reports go to stdout (`--json` for machines); progress and timings go to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from controller.fabric import FabricError
+from controller.report import format_table
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+
+
+class Progress:
+    """Stage timings on stderr, so long runs show where they are."""
+
+    def __init__(self, quiet: bool = False) -> None:
+        self.quiet = quiet
+        self.times: dict[str, float] = {}
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        if not self.quiet:
+            print(f"  {name} ...", end="", file=sys.stderr, flush=True)
+        start = time.perf_counter()
+        yield
+        elapsed = time.perf_counter() - start
+        self.times[name] = elapsed
+        if not self.quiet:
+            print(f" {elapsed:.2f} s", file=sys.stderr, flush=True)
+
+
+def _emit(args: argparse.Namespace, data: Any, text: str) -> None:
+    if getattr(args, "json", False):
+        json.dump(data, sys.stdout, indent=2, sort_keys=True)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+
+
+# ---- fabric --------------------------------------------------------------------------
+def cmd_fabric_show(args: argparse.Namespace) -> int:
+    from sim.fabricfile import load_fabric
+
+    fabric = load_fabric(args.fabric)
+    summary = fabric.summary()
+    rows = [[key, value] for key, value in summary.items()]
+    _emit(args, summary, format_table(["field", "value"], rows))
+    return EXIT_OK
+
+
+def _add_fabric_arg(p: argparse.ArgumentParser) -> None:
+    from sim.clos import DEFAULT_PRESET, PRESETS
+
+    p.add_argument(
+        "--fabric",
+        default=DEFAULT_PRESET,
+        help=f"preset ({', '.join(sorted(PRESETS))}) or a YAML/JSON fabric file "
+        f"(default: {DEFAULT_PRESET})",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tectl", description="fabric-te: traffic engineering for AI-training fabrics"
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    fabric = sub.add_parser("fabric", help="inspect fabrics")
+    fsub = fabric.add_subparsers(dest="fabric_command", required=True, metavar="SUBCOMMAND")
+    show = fsub.add_parser("show", help="summary of a preset or fabric file")
+    show.add_argument("fabric", help="preset name or fabric file")
+    show.add_argument("--json", action="store_true", help="machine-readable output")
+    show.set_defaults(func=cmd_fabric_show)
+
+    for register in _registrars():
+        register(sub, _add_fabric_arg)
+    return parser
+
+
+def _registrars() -> list[Callable[..., None]]:
+    """Subcommand groups that live in their own modules."""
+    from controller import cli_offline
+
+    out: list[Callable[..., None]] = [cli_offline.register]
+    try:
+        from controller import cli_service
+    except ImportError:  # the service's generated code is missing: offline commands still work
+        return out
+    out.append(lambda sub, _fabric_arg: cli_service.register(sub))
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or EXIT_OK)
+    except FabricError as err:  # all domain input errors derive from ValueError subclasses
+        print(f"tectl: error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    except ValueError as err:
+        print(f"tectl: error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

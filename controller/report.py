@@ -1,0 +1,37 @@
+"""Plain-text tables for operator-facing reports."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+def _cell(value: object) -> str:
+    if isinstance(value, float):
+        if value != value:
+            return "-"
+        if abs(value) >= 1000:
+            return f"{value:,.0f}"
+        return f"{value:.4g}" if abs(value) < 1 else f"{value:.3f}".rstrip("0").rstrip(".")
+    if value is None:
+        return "-"
+    return str(value)
+
+
+def format_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """Columns padded to their widest cell; numbers right-aligned."""
+    cells = [[_cell(v) for v in row] for row in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(header)]
+    numeric = [
+        all(isinstance(row[i], (int, float)) or row[i] is None for row in rows) and bool(rows)
+        for i in range(len(header))
+    ]
+
+    def line(values: Sequence[str]) -> str:
+        parts = [
+            v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric, strict=True)
+        ]
+        return "  ".join(parts).rstrip()
+
+    out = [line(list(header)), line(["-" * w for w in widths])]
+    out.extend(line(r) for r in cells)
+    return "\n".join(out) + "\n"

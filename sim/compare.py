@@ -1,0 +1,81 @@
+"""Side-by-side comparison of routings on the same flows: the baselines and TE.
+
+Every row is simulated on the same fabric, health and flows, so the ratios between rows
+are measured in one run. MLU is over switch-to-switch arcs and access arcs alike.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from controller.assignment import Assignment
+from controller.fabric import Fabric
+from controller.flows import FlowSet
+from controller.health import LinkHealth
+from sim.ecmp import ecmp, eecmp, pinning
+from sim.flowsim import SimReport, simulate
+
+BASELINES = ("ecmp", "eecmp", "pinning")
+
+
+@dataclass(frozen=True)
+class Row:
+    """One routing's figures."""
+
+    method: str
+    report: SimReport
+    seconds: float  # time to compute the routing (not to simulate it)
+
+    def to_dict(self, bound: float | None = None) -> dict[str, object]:
+        out: dict[str, object] = {"method": self.method, "seconds": self.seconds}
+        out.update(self.report.to_dict())
+        if bound:
+            out["mlu_over_bound"] = self.report.mlu / bound
+        return out
+
+
+def baseline(
+    name: str, fabric: Fabric, health: LinkHealth, flows: FlowSet, seed: int, qps: int = 16
+) -> Row:
+    """Route `flows` with one baseline and simulate it."""
+    start = time.perf_counter()
+    if name == "ecmp":
+        routing = ecmp(fabric, flows, health, seed)
+        seconds = time.perf_counter() - start
+        return Row("ecmp", simulate(fabric, health, routing), seconds)
+    if name == "eecmp":
+        sub, routing, parent = eecmp(fabric, flows, health, seed, qps)
+        seconds = time.perf_counter() - start
+        return Row(f"eecmp-{qps}qp", simulate(fabric, health, routing, sub, parent), seconds)
+    if name == "pinning":
+        routing = pinning(fabric, flows, health)
+        seconds = time.perf_counter() - start
+        return Row("pinning", simulate(fabric, health, routing), seconds)
+    raise ValueError(f"unknown routing {name!r}; known: {', '.join(BASELINES)}")
+
+
+def routed(
+    method: str, fabric: Fabric, health: LinkHealth, assignment: Assignment, seconds: float
+) -> Row:
+    """Simulate a routing computed elsewhere (TE)."""
+    return Row(method, simulate(fabric, health, assignment), seconds)
+
+
+HEADER = (
+    "routing", "MLU", "MLU/bound", "collided links", "max flows/link", "worst flow share",
+    "busbw mean", "busbw worst job", "unrouted", "time s",
+)  # fmt: skip
+
+
+def table_rows(rows: list[Row], bound: float | None) -> list[list[object]]:
+    """Cells for `controller.report.format_table(HEADER, ...)`."""
+    out: list[list[object]] = []
+    for row in rows:
+        r = row.report
+        out.append([
+            row.method, r.mlu, (r.mlu / bound) if bound else None, r.collided_links,
+            r.max_flows_per_link, r.worst_flow_share, r.busbw_fraction_mean,
+            r.busbw_fraction_min, r.unrouted, row.seconds,
+        ])  # fmt: skip
+    return out
