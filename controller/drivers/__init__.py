@@ -1,0 +1,119 @@
+"""Switch drivers: one small interface, found by name through entry points.
+
+A driver programs TE entries into switches. It reads a switch's table, applies one batch of
+our operations (controller.plan.Add/Replace/Delete) to one switch all or nothing, and closes.
+Applying the same batch twice leaves the same table (Add and Replace set an entry, Delete
+removes it if present), so a batch whose answer was lost can be retried.
+
+Drivers register under the entry-point group "fabric_te.drivers"; `load_driver(name, ...)`
+builds one. Every failure is raised as one of:
+
+    DriverError                 base; bad options, unknown driver, corrupt state
+    +-- DriverTimeout           no answer in time; the batch may or may not have landed
+    +-- DriverRejected          the switch refused the batch; nothing was applied
+    +-- DriverUnavailable       the switch (or its store) cannot be reached
+
+with the lower-layer error kept as the cause.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from importlib.metadata import entry_points
+from types import TracebackType
+from typing import Any, ClassVar
+
+from controller.plan import Delete, Op
+from controller.routes import Entry
+
+GROUP = "fabric_te.drivers"
+
+
+class DriverError(Exception):
+    """A driver failed; see the module docstring for the family."""
+
+
+class DriverTimeout(DriverError):
+    """The switch did not answer in time; the batch may or may not have landed."""
+
+
+class DriverRejected(DriverError):
+    """The switch refused the batch; nothing was applied."""
+
+
+class DriverUnavailable(DriverError):
+    """The switch or its store cannot be reached."""
+
+
+class Driver(ABC):
+    """Reads and programs the TE tables of a set of switches."""
+
+    name: ClassVar[str] = "driver"
+
+    @abstractmethod
+    def switches(self) -> tuple[str, ...]:
+        """Names of the switches this driver can program."""
+
+    @abstractmethod
+    def read(self, switch: str) -> tuple[Entry, ...]:
+        """The switch's installed entries, sorted by (in_port, dst_host)."""
+
+    @abstractmethod
+    def apply(self, switch: str, ops: Sequence[Op], timeout: float | None = None) -> None:
+        """Apply a batch to one switch, all or nothing, within `timeout` seconds."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release connections; the driver is unusable afterwards."""
+
+    def __enter__(self) -> Driver:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def split_ops(switch: str, ops: Sequence[Op]) -> tuple[list[Entry], list[tuple[int, int]]]:
+    """(entries to set, keys to remove) of a batch; DriverRejected if an op is for another
+    switch."""
+    install: list[Entry] = []
+    remove: list[tuple[int, int]] = []
+    for op in ops:
+        if op.entry.switch != switch:
+            raise DriverRejected(f"batch for {switch} holds an entry for {op.entry.switch}")
+        if isinstance(op, Delete):
+            remove.append((op.entry.in_port, op.entry.dst_host))
+        else:
+            install.append(op.entry)
+    return install, remove
+
+
+def known_drivers() -> tuple[str, ...]:
+    """Names registered under the entry-point group."""
+    return tuple(sorted({ep.name for ep in entry_points(group=GROUP)}))
+
+
+def load_driver(name: str, **options: Any) -> Driver:
+    """Build the driver registered as `name` with `options`."""
+    found = [ep for ep in entry_points(group=GROUP) if ep.name == name]
+    if not found:
+        raise DriverError(
+            f"unknown driver {name!r}; known: {', '.join(known_drivers()) or '(none)'}"
+        )
+    try:
+        cls = found[0].load()
+    except (ImportError, AttributeError) as err:
+        raise DriverError(f"driver {name!r} cannot be loaded: {err}") from err
+    try:
+        driver = cls(**options)
+    except TypeError as err:
+        raise DriverError(f"driver {name!r}: bad options: {err}") from err
+    if not isinstance(driver, Driver):
+        raise DriverError(f"driver {name!r} does not implement controller.drivers.Driver")
+    return driver
