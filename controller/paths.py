@@ -91,7 +91,7 @@ def path_arcs(
 def path_alive(arcs: np.ndarray, arc_capacity: np.ndarray) -> np.ndarray:
     """True where every arc of a padded path row has capacity left."""
     ok = np.where(arcs >= 0, arc_capacity[np.maximum(arcs, 0)] > 0, True)
-    return ok.all(axis=1)
+    return np.asarray(ok.all(axis=1))
 
 
 def path_bottleneck(arcs: np.ndarray, arc_capacity: np.ndarray) -> np.ndarray:

@@ -28,7 +28,8 @@ def format_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str
 
     def line(values: Sequence[str]) -> str:
         parts = [
-            v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric, strict=True)
+            v.rjust(w) if num else v.ljust(w)
+            for v, w, num in zip(values, widths, numeric, strict=True)
         ]
         return "  ".join(parts).rstrip()
 
