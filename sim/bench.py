@@ -83,11 +83,15 @@ def bench_foundation(cfg: Config) -> Iterator[Section]:
         t_jobs, flows = timed(lambda fabric=fabric: ring_flows(fabric, 16, seed=1), cfg.repeats)
         health = LinkHealth.all_up(fabric)
         t_sim, row = timed(
-            lambda fabric=fabric, flows=flows: baseline("ecmp", fabric, health, flows, 1),
+            lambda fabric=fabric, flows=flows, health=health: baseline(
+                "ecmp", fabric, health, flows, 1
+            ),
             cfg.repeats,
         )
         t_eecmp, erow = timed(
-            lambda fabric=fabric, flows=flows: baseline("eecmp", fabric, health, flows, 1, 16),
+            lambda fabric=fabric, flows=flows, health=health: baseline(
+                "eecmp", fabric, health, flows, 1, 16
+            ),
             cfg.repeats,
         )
         rows.append([name, fabric.num_nics, len(flows), t_build, t_jobs, t_sim,
@@ -105,8 +109,10 @@ def bench_foundation(cfg: Config) -> Iterator[Section]:
     yield sec
 
     sec = Section("Baselines on fabrics full of ring all-reduce jobs")
-    sec.text("Same flows for every routing; busbw is the fraction of ideal bus bandwidth "
-             "(a step ends when its slowest flow ends). Seeds vary the job placement and hash.")
+    sec.text(
+        "Same flows for every routing; busbw is the fraction of ideal bus bandwidth "
+        "(a step ends when its slowest flow ends). Seeds vary the job placement and hash."
+    )
     sec.text("")  # fmt: skip
     rows = []
     for name in ("pod", "meta-24k"):
@@ -116,8 +122,19 @@ def bench_foundation(cfg: Config) -> Iterator[Section]:
             flows = ring_flows(fabric, 16, seed=seed)
             for method in ("ecmp", "eecmp", "pinning"):
                 r = baseline(method, fabric, health, flows, seed).report
-                rows.append([name, seed, method, r.mlu, r.collided_links, r.max_flows_per_link,
-                             r.worst_flow_share, r.busbw_fraction_mean, r.busbw_fraction_min])
+                rows.append(
+                    [
+                        name,
+                        seed,
+                        method,
+                        r.mlu,
+                        r.collided_links,
+                        r.max_flows_per_link,
+                        r.worst_flow_share,
+                        r.busbw_fraction_mean,
+                        r.busbw_fraction_min,
+                    ]
+                )
         log(f"  baselines {name} done")
     sec.table(["fabric", "seed", "routing", "MLU", "collided links", "max flows/link",
                "worst share", "busbw mean", "busbw worst"], rows)  # fmt: skip
