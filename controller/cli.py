@@ -10,34 +10,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from controller.fabric import FabricError
 from controller.report import format_table
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
-
-
-class Progress:
-    """Stage timings on stderr, so long runs show where they are."""
-
-    def __init__(self, quiet: bool = False) -> None:
-        self.quiet = quiet
-        self.times: dict[str, float] = {}
-
-    @contextmanager
-    def stage(self, name: str) -> Iterator[None]:
-        if not self.quiet:
-            print(f"  {name} ...", end="", file=sys.stderr, flush=True)
-        start = time.perf_counter()
-        yield
-        elapsed = time.perf_counter() - start
-        self.times[name] = elapsed
-        if not self.quiet:
-            print(f" {elapsed:.2f} s", file=sys.stderr, flush=True)
 
 
 def _emit(args: argparse.Namespace, data: Any, text: str) -> None:

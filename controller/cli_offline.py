@@ -7,7 +7,9 @@ import json
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
+from controller.cli import Progress
 from controller.fabric import Fabric
 from controller.flows import FlowSet
 from controller.health import LinkHealth, parse_health, random_failures
@@ -95,6 +97,169 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_solve(args: argparse.Namespace) -> int:
+    from controller.solver import SolveOptions, solve
+    from sim.compare import BASELINES, HEADER, baseline, routed, table_rows
+
+    progress = Progress(quiet=args.json)
+    with progress.stage("loading inputs"):
+        inputs = load_inputs(args)
+    options = SolveOptions(
+        lp=args.lp,
+        backend=args.backend,
+        lp_time_limit=args.time_limit,
+        table_budget=args.table_budget,
+    )
+    with progress.stage("TE solve"):
+        result = solve(inputs.fabric, inputs.health, inputs.flows, options=options)
+    rows = []
+    with progress.stage("simulating TE and baselines"):
+        rows.append(routed("fabric-te", inputs.fabric, inputs.health, result.assignment,
+                           result.times["total"]))  # fmt: skip
+        for name in BASELINES:
+            rows.append(
+                baseline(name, inputs.fabric, inputs.health, inputs.flows, args.seed, args.qps)
+            )
+    bound = result.bound.value
+    metrics = result.metrics()
+    lines = [
+        _describe(inputs),
+        "",
+        format_table(HEADER, table_rows(rows, bound)).rstrip("\n"),
+        "",
+        f"lower bound on MLU: {bound:.4g} ({result.bound.name})"
+        + (f"; LP optimum {result.lp.mlu:.4g} via {result.lp.backend}" if result.lp else ""),
+        f"fabric-te: MLU {result.mlu:.4g} = {result.ratio:.4f} x bound, "
+        f"{result.collided_links} collided links, method {result.method}, "
+        f"{result.unroutable.size} unroutable, {result.fallback_ecmp.size} on ECMP (tables), "
+        f"solve {result.times['total']:.3f} s",
+    ]
+    data: dict[str, object] = {
+        "inputs": _describe(inputs),
+        "bound": {"value": bound, "name": result.bound.name, "parts": result.bound.parts},
+        "te": metrics,
+        "rows": [row.to_dict(bound) for row in rows],
+    }
+    if args.out or args.apply:
+        from controller.routes import build_routes
+
+        with progress.stage("building routes"):
+            routes = build_routes(inputs.fabric, result.assignment)
+        counts = list(routes.counts().values()) or [0]
+        lines.append(
+            f"routes: {len(routes)} TE entries on {len(routes.switches())} switches "
+            f"(max {max(counts)}, median {sorted(counts)[len(counts) // 2]} per switch)"
+        )
+        data["routes"] = {"entries": len(routes), "switches": len(routes.switches())}
+        if args.out:
+            from controller.routefile import write_routes
+
+            write_routes(args.out, inputs.fabric, result.assignment, routes)
+            lines.append(f"wrote {args.out}")
+    if args.apply:
+        ok, text, pushed = _apply(args, inputs, result.assignment, progress)
+        lines.extend(text)
+        data["apply"] = pushed
+        if not ok:
+            _emit(args, data, "\n".join(lines) + "\n")
+            return 1
+    if args.plot:
+        from controller.plot import plot_tiers
+        from sim.ecmp import ecmp
+
+        plot_tiers(
+            args.plot,
+            inputs.fabric,
+            inputs.health,
+            {
+                "fabric-te": result.assignment,
+                "ecmp": ecmp(inputs.fabric, inputs.flows, inputs.health, args.seed),
+            },
+        )
+        lines.append(f"wrote {args.plot}")
+    _emit(args, data, "\n".join(lines) + "\n")
+    return 0
+
+
+def _apply(
+    args: argparse.Namespace, inputs: Inputs, assignment: Any, progress: Progress
+) -> tuple[bool, list[str], dict[str, object]]:
+    """Push an assignment through a driver; verify forwarding on the emulated fabric."""
+    from controller.drivers import load_driver
+    from controller.plan import plan_update
+    from controller.push import push
+    from controller.routes import RouteSet
+
+    options: dict[str, object] = {"fabric": inputs.fabric}
+    if args.apply == "file":
+        options["directory"] = args.driver_dir
+    with load_driver(args.apply, **options) as driver:
+        installed = RouteSet.from_entries(e for sw in driver.switches() for e in driver.read(sw))
+        plan, _ = plan_update(inputs.fabric, installed, assignment)
+        counts = plan.counts()
+        text = [f"plan: {counts} in {len(plan.stages)} stages"]
+        with progress.stage(f"pushing to {args.apply}"):
+            report = push(driver, plan, dry_run=args.dry_run)
+        text.append(f"push: {report.summary()}")
+        out: dict[str, object] = {"plan": counts, "push_ok": report.ok}
+        if not report.ok:
+            return False, text, out
+        emulated = getattr(driver, "emulated", None)
+        if emulated is not None and not args.dry_run:
+            from sim.emulated import verify
+
+            with progress.stage("verifying forwarding"):
+                check = verify(inputs.fabric, emulated, assignment)
+            text.append(f"forwarding check: {check.summary()}")
+            out["verify_ok"] = check.ok
+            return check.ok, text, out
+    return True, text, out
+
+
+def cmd_routes_diff(args: argparse.Namespace) -> int:
+    from controller.plan import diff
+    from controller.routefile import read_routes
+    from sim.fabricfile import load_fabric
+
+    fabric = load_fabric(args.fabric)
+    _, old = read_routes(args.old, fabric)
+    _, new = read_routes(args.new, fabric)
+    plan = diff(old, new, fabric)
+    lines = [f"{len(plan)} operations in {len(plan.stages)} stages: {plan.counts()}"]
+    for stage_no, batch in enumerate(plan.batches()):
+        for op in batch.ops:
+            e = op.entry
+            lines.append(
+                f"  [{stage_no}] {batch.switch}: {type(op).__name__.lower()} "
+                f"{fabric.link_name(e.in_port)} -> {fabric.host_name(e.dst_host)} "
+                f"via {fabric.link_name(e.next_hop)}"
+            )
+    _emit(args, {"counts": plan.counts(), "stages": len(plan.stages)}, "\n".join(lines) + "\n")
+    return 0
+
+
+def cmd_routes_verify(args: argparse.Namespace) -> int:
+    from controller.drivers.emulated import EmulatedDriver
+    from controller.plan import diff
+    from controller.push import push
+    from controller.routefile import read_routes
+    from controller.routes import RouteSet
+    from sim.emulated import verify
+    from sim.fabricfile import load_fabric
+
+    fabric = load_fabric(args.fabric)
+    health = parse_health(fabric, args.fail)
+    assignment, routes = read_routes(args.routes, fabric)
+    driver = EmulatedDriver(fabric)
+    driver.emulated.set_links(health.down_links().tolist(), up=False)
+    report = push(driver, diff(RouteSet(), routes, fabric))
+    if not report.ok:
+        raise ValueError(f"{args.routes}: the routes do not install: {report.summary()}")
+    check = verify(fabric, driver.emulated, assignment)
+    _emit(args, {"ok": check.ok, "summary": check.summary()}, check.summary() + "\n")
+    return 0 if check.ok else 1
+
+
 def _emit(args: argparse.Namespace, data: object, text: str) -> None:
     if args.json:
         json.dump(data, sys.stdout, indent=2, sort_keys=True, default=float)
@@ -115,3 +280,48 @@ def register(sub: argparse._SubParsersAction, add_fabric_arg: Callable[..., None
     )
     sim.add_argument("--qps", type=int, default=16, help="queue pairs per flow for eecmp (16)")
     sim.set_defaults(func=cmd_simulate)
+
+    solve = sub.add_parser(
+        "solve", help="TE solve, side by side with ECMP, E-ECMP, pinning and the LP bound"
+    )
+    add_input_args(solve, add_fabric_arg)
+    solve.add_argument("--qps", type=int, default=16, help="queue pairs per flow for E-ECMP")
+    solve.add_argument(
+        "--lp",
+        choices=("auto", "always", "never"),
+        default="auto",
+        help="run the LP: auto = only when the cheap bound is not met",
+    )
+    solve.add_argument("--backend", default="auto", help="OR-Tools LP backend (auto)")
+    solve.add_argument("--time-limit", type=float, default=30.0, help="LP time limit, s (30)")
+    solve.add_argument(
+        "--table-budget",
+        type=int,
+        default=None,
+        metavar="N",
+        help="TE entries per switch; flows beyond it stay on ECMP",
+    )
+    solve.add_argument("--out", metavar="FILE", help="write the routes as JSON")
+    solve.add_argument("--plot", metavar="PNG", help="per-tier link utilisation, TE vs ECMP")
+    solve.add_argument(
+        "--apply", metavar="DRIVER", help="push the routes through a driver (emulated, file, ...)"
+    )
+    solve.add_argument("--driver-dir", default="tables", help="directory for --apply file")
+    solve.add_argument("--dry-run", action="store_true", help="with --apply: plan only")
+    solve.set_defaults(func=cmd_solve)  # fmt: skip
+
+    routes = sub.add_parser("routes", help="route files: diff, verify")
+    rsub = routes.add_subparsers(dest="routes_command", required=True, metavar="SUBCOMMAND")
+    rdiff = rsub.add_parser("diff", help="operations to go from OLD to NEW, in safe order")
+    add_fabric_arg(rdiff)
+    rdiff.add_argument("old")
+    rdiff.add_argument("new")
+    rdiff.add_argument("--json", action="store_true")
+    rdiff.set_defaults(func=cmd_routes_diff)
+    rver = rsub.add_parser("verify", help="install a route file on the emulated fabric and "
+                           "check every flow forwards on its assigned path")  # fmt: skip
+    add_fabric_arg(rver)
+    rver.add_argument("--routes", required=True, metavar="FILE")
+    rver.add_argument("--fail", action="append", default=[], metavar="LINK[=STATE]")
+    rver.add_argument("--json", action="store_true")
+    rver.set_defaults(func=cmd_routes_verify)

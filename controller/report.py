@@ -1,8 +1,11 @@
-"""Plain-text tables for operator-facing reports."""
+"""Operator-facing output: plain-text tables and stage progress on stderr."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 
 def _cell(value: object) -> str:
@@ -36,3 +39,22 @@ def format_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str
     out = [line(list(header)), line(["-" * w for w in widths])]
     out.extend(line(r) for r in cells)
     return "\n".join(out) + "\n"
+
+
+class Progress:
+    """Stage timings on stderr, so long runs show where they are."""
+
+    def __init__(self, quiet: bool = False) -> None:
+        self.quiet = quiet
+        self.times: dict[str, float] = {}
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        if not self.quiet:
+            print(f"  {name} ...", end="", file=sys.stderr, flush=True)
+        start = time.perf_counter()
+        yield
+        elapsed = time.perf_counter() - start
+        self.times[name] = elapsed
+        if not self.quiet:
+            print(f" {elapsed:.2f} s", file=sys.stderr, flush=True)
