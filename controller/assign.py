@@ -644,6 +644,17 @@ def solve(
             method = "colouring+greedy"
         path = _finish(fabric, health, flows, path, cand, time_budget, start)
         options.append((_score(fabric, health, flows, path), 0, path, method))
+    elif len(flows):
+        # Mixed demands: colour the largest class (line-rate ring flows, typically) so that
+        # no two of them share a rack link, then place the smaller flows around them.
+        big = np.flatnonzero(flows.demand == flows.demand.max())
+        part = colour_assign(fabric, health, flows.take(big))
+        if part is not None and big.size < len(flows):
+            fixed = np.full(len(flows), UNROUTED, np.int64)
+            fixed[big] = part.assignment.path
+            path = greedy(fabric, health, flows, fixed=fixed, guidance=guidance, cand=cand)
+            path = _finish(fabric, health, flows, path, cand, time_budget, start)
+            options.append((_score(fabric, health, flows, path), 0, path, "colouring+greedy"))
     path = greedy(fabric, health, flows, guidance=guidance, cand=cand)
     path = _finish(fabric, health, flows, path, cand, time_budget, start)
     method = "guided-greedy" if guidance is not None else "greedy"

@@ -87,7 +87,9 @@ def repair(
     arcs[hit] = -1
     flat = arcs.reshape(-1)
     weight = np.repeat(flows.demand, arcs.shape[1])
-    load = np.bincount(flat[flat >= 0], weights=weight[flat >= 0], minlength=fabric.num_arcs)
+    load = np.bincount(
+        flat[flat >= 0], weights=weight[flat >= 0], minlength=fabric.num_arcs
+    ).astype(np.float64)
     if hit.size:
         inv = _inverse(cap)
         sub = flows.take(hit)
