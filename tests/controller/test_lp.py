@@ -1,0 +1,156 @@
+"""The min-MLU LP: hand-derived optima, validity as a bound, the sparse model hand-off."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from ortools.linear_solver.python import model_builder as mb
+
+from controller.assignment import Assignment
+from controller.bounds import lower_bound
+from controller.commodities import commodities
+from controller.fabric import Fabric
+from controller.flows import FlowSet
+from controller.health import LinkHealth, parse_health
+from controller.lp import LpError, solve_lp
+from controller.paths import num_paths
+from sim.clos import ClosSpec, build
+
+TOL = 2e-4  # PDLP's relative tolerance, and the bound's conservative shave
+
+
+@pytest.fixture
+def pod2() -> Fabric:
+    """1 pod, 2 racks x 2 hosts x 2 NICs, 2 CTSWs: two 400G uplinks per rack (1:2 NIC:up)."""
+    return build(ClosSpec(pods=1, racks_per_pod=2, hosts_per_rack=2, nics_per_host=2,
+                          ctsws_per_pod=2))  # fmt: skip
+
+
+def _lp(fabric: Fabric, health: LinkHealth, flows: FlowSet, backend: str = "auto") -> float:
+    return solve_lp(fabric, health, commodities(fabric, health, flows), backend=backend).mlu
+
+
+def test_fill_model_from_sparse_data_works() -> None:
+    """The one-call model hand-off this package relies on (pinned OR-Tools minor)."""
+    model = mb.Model()
+    # min y s.t. x0 + x1 = 1, x0 - y <= 0, x1 - y <= 0  -> y = 0.5
+    a = sp.csr_matrix(np.array([[1.0, 1.0, 0.0], [1.0, 0.0, -1.0], [0.0, 1.0, -1.0]]))
+    model.helper.fill_model_from_sparse_data(
+        np.zeros(3), np.full(3, np.inf), np.array([0.0, 0.0, 1.0]),
+        np.array([1.0, -np.inf, -np.inf]), np.array([1.0, 0.0, 0.0]), a,
+    )  # fmt: skip
+    model.minimize(model.var_from_index(2))
+    solver = mb.Solver("glop")
+    assert solver.solve(model) == mb.SolveStatus.OPTIMAL
+    assert solver.objective_value == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize("backend", ["pdlp", "glop", "highs"])
+def test_four_flows_over_two_uplinks(pod2: Fabric, backend: str) -> None:
+    flows = FlowSet.build([0, 1, 2, 3], [4, 5, 6, 7], 400.0)
+    assert _lp(pod2, LinkHealth.all_up(pod2), flows, backend) == pytest.approx(2.0, rel=TOL)
+
+
+def test_uplink_down_and_degraded(pod2: Fabric) -> None:
+    flows = FlowSet.build([0, 1, 2, 3], [4, 5, 6, 7], 400.0)
+    down = parse_health(pod2, ["rtsw-p0-r0:ctsw-p0-c1"])
+    assert _lp(pod2, down, flows) == pytest.approx(4.0, rel=TOL)
+    half = parse_health(pod2, ["rtsw-p0-r0:ctsw-p0-c1=0.5"])
+    assert _lp(pod2, half, flows) == pytest.approx(1600 / 600, rel=TOL)
+
+
+def test_cross_pod_through_taper(tiny: Fabric) -> None:
+    # rack p0-r0's 4 NICs send 400G each to pod 1; 4 planes x one 400G ATSW link each
+    flows = FlowSet.build([0, 1, 2, 3], [8, 9, 10, 11], 400.0)
+    assert _lp(tiny, LinkHealth.all_up(tiny), flows) == pytest.approx(1.0, rel=TOL)
+    # one plane's ATSW link from pod 0 down: 1600G over 3 x 400G
+    health = parse_health(tiny, ["ctsw-p0-c0:atsw-c0-a0"])
+    assert _lp(tiny, health, flows) == pytest.approx(1600 / 1200, rel=TOL)
+
+
+def test_unroutable_commodity_reported(pod2: Fabric) -> None:
+    flows = FlowSet.build([0, 4], [4, 0], 100.0)
+    health = parse_health(pod2, ["rtsw-p0-r0:ctsw-p0-c0", "rtsw-p0-r0:ctsw-p0-c1"])
+    comm = commodities(pod2, health, flows)
+    sol = solve_lp(pod2, health, comm)
+    assert sol.unroutable.tolist() == [0, 1]  # both directions use rack 0's links
+    assert sol.status == "trivial" and sol.mlu == 0.0
+
+
+def test_unknown_backend(pod2: Fabric) -> None:
+    flows = FlowSet.build([0], [4], 100.0)
+    with pytest.raises(LpError, match="unknown LP backend 'cplex'"):
+        _lp(pod2, LinkHealth.all_up(pod2), flows, backend="cplex")
+
+
+def test_path_shares_expand_to_full_paths(tiny: Fabric) -> None:
+    flows = FlowSet.build([0, 1, 2, 3, 4], [8, 9, 10, 11, 0], 400.0)
+    health = LinkHealth.all_up(tiny)
+    comm = commodities(tiny, health, flows)
+    sol = solve_lp(tiny, health, comm)
+    m, path, share = sol.path_shares(tiny, comm)
+    total = np.bincount(m, weights=share, minlength=len(comm))
+    assert np.allclose(total, 1.0, atol=1e-5)
+    assert (path < num_paths(tiny)[2]).all()
+
+
+@st.composite
+def random_flows(draw: st.DrawFn) -> tuple[Fabric, LinkHealth, FlowSet]:
+    fabric = build(ClosSpec(pods=2, racks_per_pod=2, hosts_per_rack=1, nics_per_host=2,
+                            ctsws_per_pod=2, atsws_per_plane=draw(st.integers(1, 2)),
+                            taper=draw(st.sampled_from([1.0, 2.0]))))  # fmt: skip
+    n = draw(st.integers(1, 10))
+    src = draw(st.lists(st.integers(0, fabric.num_nics - 1), min_size=n, max_size=n))
+    dst = [(s + draw(st.integers(1, fabric.num_nics - 1))) % fabric.num_nics for s in src]
+    dst = [
+        d if d // 2 != s // 2 else (d + 2) % fabric.num_nics for s, d in zip(src, dst, strict=True)
+    ]
+    demand = draw(st.lists(st.sampled_from([50.0, 100.0, 400.0]), min_size=n, max_size=n))
+    down = draw(st.lists(st.integers(fabric.rack_base, fabric.num_links - 1), max_size=2))
+    health = LinkHealth.all_up(fabric).down(down)
+    return fabric, health, FlowSet.build(src, dst, demand)
+
+
+@settings(max_examples=40, deadline=None)
+@given(random_flows(), st.integers(0, 2**31))
+def test_lp_between_cheap_bounds_and_any_routing(case, seed: int) -> None:
+    """LP >= every fractional cut bound; LP <= the utilisation of any concrete routing."""
+    fabric, health, flows = case
+    comm = commodities(fabric, health, flows)
+    sol = solve_lp(fabric, health, comm, backend="glop")
+    parts = lower_bound(fabric, health, flows).parts
+    core_bounds = [parts.get(k, 0.0) for k in ("rack-egress", "rack-ingress", "pod-egress",
+                                                "pod-ingress")]  # fmt: skip
+    if sol.unroutable.size == 0:
+        assert sol.mlu >= max(core_bounds) * (1 - 1e-6) - 1e-9
+    # a random alive path per flow is a routing; its core MLU is >= the LP
+    from controller.paths import flow_class, path_alive, path_arcs
+
+    rng = np.random.default_rng(seed)
+    cls = flow_class(fabric, flows.src_nic, flows.dst_nic)
+    counts = np.array(num_paths(fabric))[cls]
+    cap = health.arc_capacity(fabric)
+    path = np.zeros(len(flows), np.int64)
+    for f in range(len(flows)):
+        options = np.arange(counts[f])
+        rows = path_arcs(fabric, np.full(counts[f], flows.src_nic[f]),
+                         np.full(counts[f], flows.dst_nic[f]), options)  # fmt: skip
+        alive = options[path_alive(rows, cap)]
+        if alive.size == 0:
+            return  # unroutable: nothing to compare
+        path[f] = rng.choice(alive)
+    load = Assignment(flows, path).link_load(fabric)
+    core = np.repeat(fabric.link_kind != 0, 2) & (cap > 0)
+    assert sol.mlu <= (load[core] / cap[core]).max() + 1e-6
+
+
+def test_deterministic(tiny: Fabric) -> None:
+    flows = FlowSet.build([0, 1, 2, 3, 5], [8, 9, 10, 11, 1], [400.0, 100, 200, 50, 400])
+    health = LinkHealth.all_up(tiny)
+    a = solve_lp(tiny, health, commodities(tiny, health, flows))
+    b = solve_lp(tiny, health, commodities(tiny, health, flows))
+    assert a.mlu == b.mlu
+    assert np.array_equal(a.rack_share, b.rack_share)
