@@ -9,11 +9,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from controller.cli import Progress
 from controller.fabric import Fabric
 from controller.flows import FlowSet
 from controller.health import LinkHealth, parse_health, random_failures
-from controller.report import format_table
+from controller.report import Progress, format_table
 
 
 @dataclass(frozen=True)
@@ -102,6 +101,10 @@ def cmd_solve(args: argparse.Namespace) -> int:
     from sim.compare import BASELINES, HEADER, baseline, routed, table_rows
 
     progress = Progress(quiet=args.json)
+    if args.plot:
+        from controller.plot import require_matplotlib
+
+        require_matplotlib()
     with progress.stage("loading inputs"):
         inputs = load_inputs(args)
     options = SolveOptions(
@@ -130,7 +133,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
         f"lower bound on MLU: {bound:.4g} ({result.bound.name})"
         + (f"; LP optimum {result.lp.mlu:.4g} via {result.lp.backend}" if result.lp else ""),
         f"fabric-te: MLU {result.mlu:.4g} = {result.ratio:.4f} x bound, "
-        f"{result.collided_links} collided links, method {result.method}, "
+        f"{result.collided_links} overloaded links shared by flows, method {result.method}, "
         f"{result.unroutable.size} unroutable, {result.fallback_ecmp.size} on ECMP (tables), "
         f"solve {result.times['total']:.3f} s",
     ]

@@ -23,19 +23,26 @@ def tier_utilisation(
     return {name: util[(tier == t) & (cap > 0)] for t, name in enumerate(TIER_NAMES)}
 
 
-def plot_tiers(
-    path: str, fabric: Fabric, health: LinkHealth, routings: Mapping[str, Assignment]
-) -> None:
-    """Write a box plot of per-tier utilisation for each routing to `path`."""
+def require_matplotlib() -> None:
+    """Fail early, with the fix, when plotting is asked for but matplotlib is missing."""
     try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        import matplotlib  # noqa: F401
     except ImportError:
         raise ValueError(
             "--plot needs matplotlib: pip install 'fabric-te[plot]' (or matplotlib)"
         ) from None
+
+
+def plot_tiers(
+    path: str, fabric: Fabric, health: LinkHealth, routings: Mapping[str, Assignment]
+) -> None:
+    """Write a box plot of per-tier utilisation for each routing to `path`."""
+    require_matplotlib()
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     data = {name: tier_utilisation(fabric, health, a) for name, a in routings.items()}
     tiers = [t for t in TIER_NAMES if any(v[t].size for v in data.values())]
     fig, axes = plt.subplots(1, len(tiers), figsize=(3.2 * len(tiers), 3.6), sharey=True)
