@@ -18,13 +18,16 @@ from typing import Any
 
 import numpy as np
 
+from controller.commodities import commodities
 from controller.fabric import Fabric
 from controller.flows import FlowSet
-from controller.health import LinkHealth
+from controller.health import LinkHealth, random_failures
+from controller.lp import LpError, solve_lp
 from controller.report import format_table
+from controller.solver import repair, solve
 from sim.clos import PRESETS, build
-from sim.compare import baseline
-from sim.jobmix import ring_jobs
+from sim.compare import baseline, routed
+from sim.jobmix import random_jobs, ring_jobs
 from sim.workloads import jobs_flows
 
 
@@ -141,8 +144,218 @@ def bench_foundation(cfg: Config) -> Iterator[Section]:
     yield sec
 
 
+def _te_row(fabric: Fabric, health: LinkHealth, flows: FlowSet, seed: int) -> dict[str, Any]:
+    """TE and E-ECMP side by side on the same flows."""
+    res = solve(fabric, health, flows)
+    te = routed("fabric-te", fabric, health, res.assignment, res.times["total"]).report
+    ee = baseline("eecmp", fabric, health, flows, seed, 16).report
+    ec = baseline("ecmp", fabric, health, flows, seed).report
+    return {"res": res, "te": te, "eecmp": ee, "ecmp": ec}
+
+
+def bench_solver(cfg: Config) -> Iterator[Section]:
+    """TE quality against the bound and the baselines; failure sweep; speed."""
+    sec = Section("TE on a pod full of ring all-reduce jobs (1:1, equal-rate flows)")
+    sec.text("The target is zero collided links and MLU exactly at the bound, every seed.")
+    sec.text("")
+    fabric = build(PRESETS["pod"])
+    health = LinkHealth.all_up(fabric)
+    rows = []
+    for seed in cfg.seeds:
+        r = _te_row(fabric, health, ring_flows(fabric, 16, seed=seed), seed)
+        res = r["res"]
+        rows.append([seed, res.mlu, res.bound.value, res.ratio, r["te"].collided_links,
+                     r["ecmp"].collided_links, r["ecmp"].max_flows_per_link,
+                     r["te"].busbw_fraction_min, r["eecmp"].busbw_fraction_min,
+                     r["ecmp"].busbw_fraction_min, res.method, res.times["total"]])
+    log("  solver pod seeds done")
+    sec.table(["seed", "TE MLU", "bound", "ratio", "TE collided", "ECMP collided",
+               "ECMP max flows/link", "TE busbw", "E-ECMP busbw", "ECMP busbw", "method",
+               "solve s"], rows)  # fmt: skip
+    yield sec
+
+    sec = Section("TE on meta-24k (8 pods, 1:7 taper)")
+    sec.text("`mix`: the seeded job mix of sim.jobmix (rings, pipelines, all-to-all, partial "
+             "racks, scattered jobs). `ring-scattered`: 16-host rings dealt across all pods. "
+             "The bound is the best of the cut, pigeonhole and LP bounds; the LP runs when the "
+             "assignment does not already meet a cheap bound.")  # fmt: skip
+    sec.text("")
+    fabric = build(PRESETS["meta-24k"])
+    health = LinkHealth.all_up(fabric)
+    rows = []
+    cases: list[tuple[str, Callable[[int], FlowSet]]] = [
+        ("mix", lambda s: jobs_flows(fabric, random_jobs(fabric, seed=s))),
+        ("ring-contiguous", lambda s: ring_flows(fabric, 16)),
+        ("ring-scattered", lambda s: ring_flows(fabric, 16, seed=s)),
+    ]
+    for name, make in cases:
+        for seed in cfg.seeds[:2]:
+            flows = make(seed)
+            r = _te_row(fabric, health, flows, seed)
+            res = r["res"]
+            lp = res.lp.mlu if res.lp is not None else None
+            rows.append([name, seed, len(flows), res.mlu, res.bound.value, res.bound.name, lp,
+                         res.ratio, r["te"].busbw_fraction_mean, r["eecmp"].busbw_fraction_mean,
+                         r["ecmp"].busbw_fraction_mean, res.times["total"]])
+            log(f"  solver meta-24k {name} seed {seed}: {res.times['total']:.2f} s")
+    sec.table(["traffic", "seed", "flows", "TE MLU", "bound", "bound from", "LP", "ratio",
+               "TE busbw", "E-ECMP busbw", "ECMP busbw", "solve s"], rows)  # fmt: skip
+    yield sec
+
+    sec = Section("Failure sweep: random RTSW-CTSW links down per pod (pod preset)")
+    sec.text(f"{cfg.sweep_seeds} seeds per failure count; each seed draws new jobs (16-host "
+             "rings dealt at random) and new failures. busbw = the worst job's fraction of "
+             "ideal bus bandwidth. 'TE >= E-ECMP' counts the seeds where TE's worst job is at "
+             "least as fast as E-ECMP's (16 QPs).")  # fmt: skip
+    sec.text("")
+    fabric = build(PRESETS["pod"])
+    rows = []
+    for failures in range(0, 9):
+        te, ee, ratio = [], [], []
+        for seed in range(cfg.sweep_seeds):
+            health = random_failures(fabric, failures, seed) if failures else (
+                LinkHealth.all_up(fabric))  # fmt: skip
+            r = _te_row(fabric, health, ring_flows(fabric, 16, seed=seed), seed)
+            te.append(r["te"].busbw_fraction_min)
+            ee.append(r["eecmp"].busbw_fraction_min)
+            ratio.append(r["res"].ratio)
+        wins = sum(t >= e - 1e-9 for t, e in zip(te, ee, strict=True))
+        rows.append([failures, f"{wins}/{len(te)}", min(te), statistics.median(te), min(ee),
+                     statistics.median(ee), max(ee), max(ratio)])
+        log(f"  failure sweep {failures}: TE >= E-ECMP in {wins}/{len(te)}")
+    header = ["links down/pod", "TE >= E-ECMP", "TE busbw min", "TE busbw median",
+              "E-ECMP min", "E-ECMP median", "E-ECMP max", "TE worst MLU/bound"]  # fmt: skip
+    sec.table(header, rows)
+    yield sec
+
+    yield from bench_speed(cfg)
+
+
+def bench_speed(cfg: Config) -> Iterator[Section]:
+    """Full solve, incremental repair and growth with flow count."""
+    sec = Section("Solver speed on meta-24k")
+    fabric = build(PRESETS["meta-24k"])
+    health = LinkHealth.all_up(fabric)
+    rows = []
+    flows_full = ring_flows(fabric, 16)
+    t_full, res = timed(lambda: solve(fabric, health, flows_full), cfg.repeats)
+    rows.append(["full solve, contiguous 16-host rings", len(flows_full), t_full])
+    flows_mix = jobs_flows(fabric, random_jobs(fabric, seed=1))
+    t_mix, _ = timed(lambda: solve(fabric, health, flows_mix), 1)
+    rows.append(["full solve, job mix (incl. LP)", len(flows_mix), t_mix])
+    # repair after one failed, used rack uplink: median over several links
+    arcs = res.assignment.arcs(fabric)
+    used = np.unique(arcs[:, 1][arcs[:, 1] >= 0] // 2)
+    rng = np.random.default_rng(7)
+    times = []
+    for link in rng.choice(used, size=min(9, used.size), replace=False):
+        start = time.perf_counter()
+        repair(fabric, health.down([int(link)]), res)
+        times.append(time.perf_counter() - start)
+    rows.append(["incremental repair, 1 link down (median of 9)", len(flows_full),
+                 statistics.median(times)])  # fmt: skip
+    # growth: the same fabric with a tenth of the jobs
+    jobs = ring_jobs(fabric, 16)
+    small = jobs_flows(fabric, jobs[: len(jobs) // 10])
+    t_small, _ = timed(lambda: solve(fabric, health, small), cfg.repeats)
+    rows.append(["full solve, a tenth of the rings", len(small), t_small])
+    sec.text("Medians in seconds. Growth: 10x the flows took "
+             f"{t_full / t_small:.1f}x the time (target < 12x).")  # fmt: skip
+    sec.text("")
+    sec.table(["what", "flows", "seconds"], rows)
+    yield sec
+
+
+def bench_lp(cfg: Config) -> Iterator[Section]:
+    """LP size and solve time per OR-Tools backend."""
+    sec = Section("Min-MLU LP: size and backends")
+    sec.text("Layered LP (controller.lp). HiGHS and GLOP get a 20 s limit; 'limit' means no "
+             "optimal solution by then. PDLP is the default.")  # fmt: skip
+    sec.text("")
+    rows = []
+    for name, make in (
+        ("pod rings", lambda f: ring_flows(f, 16, seed=1)),
+        ("meta-24k mix", lambda f: jobs_flows(f, random_jobs(f, seed=1))),
+        ("meta-24k rings scattered", lambda f: ring_flows(f, 16, seed=1)),
+    ):
+        fabric = build(PRESETS["pod" if name.startswith("pod") else "meta-24k"])
+        health = LinkHealth.all_up(fabric)
+        flows = make(fabric)
+        comm = commodities(fabric, health, flows)
+        row: list[object] = [name, len(flows), len(comm)]
+        for backend in ("pdlp", "highs", "glop"):
+            try:
+                sol = solve_lp(fabric, health, comm, backend=backend, time_limit=20.0)
+                if backend == "pdlp":
+                    row += [sol.variables, sol.rows, sol.build_seconds]
+                row.append(f"{sol.solve_seconds:.2f} s (u={sol.mlu:.4f})")
+            except LpError:
+                if backend == "pdlp":
+                    row += [None, None, None]
+                row.append("limit")
+        rows.append(row)
+        log(f"  lp {name} done")
+    sec.table(["instance", "flows", "commodities", "variables", "rows", "build s", "PDLP",
+               "HiGHS", "GLOP"], rows)  # fmt: skip
+    yield sec
+
+
+def bench_routes(cfg: Config) -> Iterator[Section]:
+    """Route entries per tier, diff, push to the emulated fabric, forwarding check."""
+    from controller.drivers.emulated import EmulatedDriver
+    from controller.plan import plan_update
+    from controller.push import push
+    from controller.routes import RouteSet, build_routes
+    from sim.emulated import verify
+
+    sec = Section("Routes on meta-24k: entries, diff, push, verify")
+    fabric = build(PRESETS["meta-24k"])
+    health = LinkHealth.all_up(fabric)
+    flows = jobs_flows(fabric, random_jobs(fabric, seed=1))
+    res = solve(fabric, health, flows)
+    t_build, routes = timed(lambda: build_routes(fabric, res.assignment), cfg.repeats)
+    counts = routes.counts()
+    tiers = {}
+    for kind in ("rtsw", "ctsw", "atsw"):
+        values = sorted(v for k, v in counts.items() if k.startswith(kind))
+        tiers[kind] = values
+    driver = EmulatedDriver(fabric)
+    t_diff, (plan, _) = timed(lambda: plan_update(fabric, RouteSet(), res.assignment), 1)
+    t_push, report = timed(lambda: push(driver, plan), 1)
+    t_verify, check = timed(lambda: verify(fabric, driver.emulated, res.assignment), cfg.repeats)
+    # an update: re-solve after two links fail, diff against what is installed
+    failed = random_failures(fabric, 1, 3)
+    res2 = solve(fabric, failed, flows, previous=res.assignment)
+    driver.emulated.set_links(failed.down_links().tolist(), up=False)
+    t_diff2, (plan2, _) = timed(lambda: plan_update(fabric, report.installed, res2.assignment), 1)
+    t_push2, report2 = timed(lambda: push(driver, plan2), 1)
+    check2 = verify(fabric, driver.emulated, res2.assignment)
+    sec.text(f"Job mix (seed 1), {len(flows)} flows. Entries per switch (TE overrides only; "
+             "tiers with a single next hop need none):")  # fmt: skip
+    sec.text("")
+    sec.table(["tier", "switches with entries", "max", "median", "total"],
+              [[k, len(v), max(v, default=0), v[len(v) // 2] if v else 0, sum(v)]
+               for k, v in tiers.items()])  # fmt: skip
+    sec.text("")
+    sec.table(["step", "seconds", "result"], [
+        ["build routes", t_build, f"{len(routes)} entries"],
+        ["diff from empty (plan_update)", t_diff, str(plan.counts())],
+        ["push to emulated", t_push, report.summary()],
+        ["verify every flow", t_verify, check.summary()],
+        ["re-solve after 1 link down per pod: diff", t_diff2, str(plan2.counts())],
+        ["push the update", t_push2, report2.summary()],
+        ["verify after update", 0.0, check2.summary()],
+    ])  # fmt: skip
+    sec.text("")
+    sec.text(f"Churn of the re-solve: {res2.churn} of {len(flows)} flows moved.")
+    yield sec
+
+
 SECTIONS: dict[str, Callable[[Config], Iterator[Section]]] = {
     "foundation": bench_foundation,
+    "solver": bench_solver,
+    "lp": bench_lp,
+    "routes": bench_routes,
 }
 
 
