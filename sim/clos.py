@@ -123,6 +123,12 @@ PRESETS: dict[str, ClosSpec] = {
         name="small", pods=2, racks_per_pod=8, hosts_per_rack=2, nics_per_host=4,
         ctsws_per_pod=8, atsws_per_plane=2, taper=2.0,
     ),
+    # 2 pods x 2 racks x 2 hosts x 2 NICs with 2 parallel links at both switch tiers: the
+    # smallest fabric that exercises parallel-member choices.
+    "wide": ClosSpec(
+        name="wide", pods=2, racks_per_pod=2, hosts_per_rack=2, nics_per_host=2,
+        ctsws_per_pod=2, rack_links=2, atsws_per_plane=2, agg_links=2, taper=1.0,
+    ),
     # One AI zone: 192 racks x 2 hosts x 8 GPUs = 3,072 GPUs, 16 CTSWs, 1:1.
     "pod": ClosSpec(
         name="pod", pods=1, racks_per_pod=192, hosts_per_rack=2, nics_per_host=8,

@@ -21,13 +21,10 @@ from controller.routes import (
     entry_role,
     route_conflicts,
 )
-from sim.clos import PRESETS, ClosSpec, build
+from sim.clos import PRESETS, build
 from sim.emulated import DELIVERED, LOOPED, EmulatedFabric, verify
 
-WIDE = ClosSpec(
-    name="wide", pods=2, racks_per_pod=2, hosts_per_rack=2, nics_per_host=2,
-    ctsws_per_pod=2, rack_links=2, atsws_per_plane=2, agg_links=2, taper=1.0,
-)  # fmt: skip
+WIDE = PRESETS["wide"]
 FABRICS = {"tiny": build(PRESETS["tiny"]), "small": build(PRESETS["small"]), "wide": build(WIDE)}
 
 

@@ -24,12 +24,9 @@ from controller.routes import (
     route_conflicts,
     switch_ports,
 )
-from sim.clos import PRESETS, ClosSpec, build
+from sim.clos import PRESETS, build
 
-WIDE = ClosSpec(
-    name="wide", pods=2, racks_per_pod=2, hosts_per_rack=2, nics_per_host=2,
-    ctsws_per_pod=2, rack_links=2, atsws_per_plane=2, agg_links=2, taper=1.0,
-)  # fmt: skip
+WIDE = PRESETS["wide"]
 
 
 def index(fabric, c=0, ku=0, j=0, mu=0, md=0, kd=0, cross=False):

@@ -8,7 +8,7 @@ import pytest
 from controller.assignment import UNROUTED, Assignment
 from controller.flows import FlowSet
 from controller.routes import Entry, build_routes
-from sim.clos import PRESETS, ClosSpec, build
+from sim.clos import PRESETS, build
 from sim.emulated import (
     DELIVERED,
     DROPPED,
@@ -21,10 +21,7 @@ from sim.emulated import (
     verify,
 )
 
-WIDE = ClosSpec(
-    name="wide", pods=2, racks_per_pod=2, hosts_per_rack=2, nics_per_host=2,
-    ctsws_per_pod=2, rack_links=2, atsws_per_plane=2, agg_links=2, taper=1.0,
-)  # fmt: skip
+WIDE = PRESETS["wide"]
 
 
 @pytest.fixture(params=["tiny", "small", "wide"])
