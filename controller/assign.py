@@ -305,7 +305,7 @@ def greedy(
         allowed = None
         if rem is not None:
             allowed = _both(rem >= 0.5 * d - _TOL, must)
-            if not allowed.any():
+            if allowed is None or not allowed.any():
                 allowed = None
         p, _ = _best_path(arcs, load, inv, d, _both(allowed, must))
         if p == UNROUTED and allowed is not None:

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from controller.fabric import FabricError
+from controller.drivers import DriverError
 from controller.report import format_table
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
@@ -71,13 +71,7 @@ def _registrars() -> list[Callable[..., None]]:
     """Subcommand groups that live in their own modules."""
     from controller import cli_offline
 
-    out: list[Callable[..., None]] = [cli_offline.register]
-    try:
-        from controller import cli_service
-    except ImportError:  # the service's generated code is missing: offline commands still work
-        return out
-    out.append(lambda sub, _fabric_arg: cli_service.register(sub))
-    return out
+    return [cli_offline.register]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -85,10 +79,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or EXIT_OK)
-    except FabricError as err:  # all domain input errors derive from ValueError subclasses
-        print(f"tectl: error: {err}", file=sys.stderr)
-        return EXIT_USAGE
-    except ValueError as err:
+    except DriverError as err:  # a switch or driver failed: the command did not complete
+        print(f"tectl: driver error: {err}", file=sys.stderr)
+        return EXIT_FAIL
+    except ValueError as err:  # every input error (FabricError, FlowError, ...) is one
         print(f"tectl: error: {err}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:

@@ -105,6 +105,13 @@ def cmd_solve(args: argparse.Namespace) -> int:
         from controller.plot import require_matplotlib
 
         require_matplotlib()
+    if args.apply:
+        from controller.drivers import known_drivers
+
+        if args.apply not in known_drivers():
+            raise ValueError(
+                f"--apply: unknown driver {args.apply!r}; known: {', '.join(known_drivers())}"
+            )
     with progress.stage("loading inputs"):
         inputs = load_inputs(args)
     options = SolveOptions(
@@ -229,7 +236,7 @@ def cmd_routes_diff(args: argparse.Namespace) -> int:
     _, new = read_routes(args.new, fabric)
     plan = diff(old, new, fabric)
     lines = [f"{len(plan)} operations in {len(plan.stages)} stages: {plan.counts()}"]
-    for stage_no, batch in enumerate(plan.batches()):
+    for stage_no, batch in plan.batches():
         for op in batch.ops:
             e = op.entry
             lines.append(

@@ -14,6 +14,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -82,21 +83,11 @@ def bench_foundation(cfg: Config) -> Iterator[Section]:
     sec = Section("Foundation: generator, workloads, simulator")
     rows = []
     for name in ("pod", "meta-24k"):
-        t_build, fabric = timed(lambda name=name: build(PRESETS[name]), cfg.repeats)
-        t_jobs, flows = timed(lambda fabric=fabric: ring_flows(fabric, 16, seed=1), cfg.repeats)
+        t_build, fabric = timed(partial(build, PRESETS[name]), cfg.repeats)
+        t_jobs, flows = timed(partial(ring_flows, fabric, 16, seed=1), cfg.repeats)
         health = LinkHealth.all_up(fabric)
-        t_sim, row = timed(
-            lambda fabric=fabric, flows=flows, health=health: baseline(
-                "ecmp", fabric, health, flows, 1
-            ),
-            cfg.repeats,
-        )
-        t_eecmp, erow = timed(
-            lambda fabric=fabric, flows=flows, health=health: baseline(
-                "eecmp", fabric, health, flows, 1, 16
-            ),
-            cfg.repeats,
-        )
+        t_sim, _ = timed(partial(baseline, "ecmp", fabric, health, flows, 1), cfg.repeats)
+        t_eecmp, erow = timed(partial(baseline, "eecmp", fabric, health, flows, 1, 16), cfg.repeats)
         rows.append([name, fabric.num_nics, len(flows), t_build, t_jobs, t_sim,
                      erow.report.subflows, t_eecmp])  # fmt: skip
         log(f"  foundation {name}: built, {len(flows)} flows")
@@ -164,10 +155,22 @@ def bench_solver(cfg: Config) -> Iterator[Section]:
     for seed in cfg.seeds:
         r = _te_row(fabric, health, ring_flows(fabric, 16, seed=seed), seed)
         res = r["res"]
-        rows.append([seed, res.mlu, res.bound.value, res.ratio, r["te"].collided_links,
-                     r["ecmp"].collided_links, r["ecmp"].max_flows_per_link,
-                     r["te"].busbw_fraction_min, r["eecmp"].busbw_fraction_min,
-                     r["ecmp"].busbw_fraction_min, res.method, res.times["total"]])
+        rows.append(
+            [
+                seed,
+                res.mlu,
+                res.bound.value,
+                res.ratio,
+                r["te"].collided_links,
+                r["ecmp"].collided_links,
+                r["ecmp"].max_flows_per_link,
+                r["te"].busbw_fraction_min,
+                r["eecmp"].busbw_fraction_min,
+                r["ecmp"].busbw_fraction_min,
+                res.method,
+                res.times["total"],
+            ]
+        )
     log("  solver pod seeds done")
     sec.table(["seed", "TE MLU", "bound", "ratio", "TE collided", "ECMP collided",
                "ECMP max flows/link", "TE busbw", "E-ECMP busbw", "ECMP busbw", "method",
@@ -194,9 +197,22 @@ def bench_solver(cfg: Config) -> Iterator[Section]:
             r = _te_row(fabric, health, flows, seed)
             res = r["res"]
             lp = res.lp.mlu if res.lp is not None else None
-            rows.append([name, seed, len(flows), res.mlu, res.bound.value, res.bound.name, lp,
-                         res.ratio, r["te"].busbw_fraction_mean, r["eecmp"].busbw_fraction_mean,
-                         r["ecmp"].busbw_fraction_mean, res.times["total"]])
+            rows.append(
+                [
+                    name,
+                    seed,
+                    len(flows),
+                    res.mlu,
+                    res.bound.value,
+                    res.bound.name,
+                    lp,
+                    res.ratio,
+                    r["te"].busbw_fraction_mean,
+                    r["eecmp"].busbw_fraction_mean,
+                    r["ecmp"].busbw_fraction_mean,
+                    res.times["total"],
+                ]
+            )
             log(f"  solver meta-24k {name} seed {seed}: {res.times['total']:.2f} s")
     sec.table(["traffic", "seed", "flows", "TE MLU", "bound", "bound from", "LP", "ratio",
                "TE busbw", "E-ECMP busbw", "ECMP busbw", "solve s"], rows)  # fmt: skip
@@ -220,8 +236,18 @@ def bench_solver(cfg: Config) -> Iterator[Section]:
             ee.append(r["eecmp"].busbw_fraction_min)
             ratio.append(r["res"].ratio)
         wins = sum(t >= e - 1e-9 for t, e in zip(te, ee, strict=True))
-        rows.append([failures, f"{wins}/{len(te)}", min(te), statistics.median(te), min(ee),
-                     statistics.median(ee), max(ee), max(ratio)])
+        rows.append(
+            [
+                failures,
+                f"{wins}/{len(te)}",
+                min(te),
+                statistics.median(te),
+                min(ee),
+                statistics.median(ee),
+                max(ee),
+                max(ratio),
+            ]
+        )
         log(f"  failure sweep {failures}: TE >= E-ECMP in {wins}/{len(te)}")
     header = ["links down/pod", "TE >= E-ECMP", "TE busbw min", "TE busbw median",
               "E-ECMP min", "E-ECMP median", "E-ECMP max", "TE worst MLU/bound"]  # fmt: skip
