@@ -9,6 +9,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+import numpy as np
+
 from controller.assignment import Assignment
 from controller.fabric import Fabric
 from controller.flows import FlowSet
@@ -56,10 +58,34 @@ def baseline(
 
 
 def routed(
-    method: str, fabric: Fabric, health: LinkHealth, assignment: Assignment, seconds: float
+    method: str,
+    fabric: Fabric,
+    health: LinkHealth,
+    assignment: Assignment,
+    seconds: float,
+    seed: int = 1,
+    qps: int = 16,
 ) -> Row:
-    """Simulate a routing computed elsewhere (TE)."""
-    return Row(method, simulate(fabric, health, assignment), seconds)
+    """Simulate a TE routing as the data plane carries it: flows without a TE entry (the
+    assignment's unrouted ones) ride the ECMP defaults, their `qps` queue pairs hashed."""
+    flows = assignment.flows
+    te_arcs = assignment.arcs(fabric)
+    fallback = np.flatnonzero(~assignment.routed)
+    if fallback.size == 0:
+        return Row(method, simulate(fabric, health, assignment), seconds)
+    sub, sub_routing, sub_parent = eecmp(fabric, flows.take(fallback), health, seed, qps)
+    routed_idx = np.flatnonzero(assignment.routed)
+    arcs = np.concatenate([te_arcs[routed_idx], sub_routing.arcs(fabric)])
+    parent = np.concatenate([routed_idx, fallback[sub_parent]])
+    te = flows.take(routed_idx)
+    all_flows = FlowSet(  # one job table: the subflows keep their parents' job indices
+        np.concatenate([te.src_nic, sub.src_nic]),
+        np.concatenate([te.dst_nic, sub.dst_nic]),
+        np.concatenate([te.demand, sub.demand]),
+        np.concatenate([te.job, sub.job]),
+        flows.job_ids,
+    )
+    return Row(method, simulate(fabric, health, arcs, all_flows, parent), seconds)
 
 
 HEADER = (
