@@ -125,7 +125,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
     rows = []
     with progress.stage("simulating TE and baselines"):
         rows.append(routed("fabric-te", inputs.fabric, inputs.health, result.assignment,
-                           result.times["total"]))  # fmt: skip
+                           result.times["total"], args.seed, args.qps))  # fmt: skip
         for name in BASELINES:
             rows.append(
                 baseline(name, inputs.fabric, inputs.health, inputs.flows, args.seed, args.qps)
