@@ -548,35 +548,6 @@ def collided_arcs(fabric: Fabric, health: LinkHealth, assignment: Assignment) ->
     return np.flatnonzero(core & (count > 1) & (load > cap + _TOL * np.maximum(cap, 1.0)))
 
 
-def egress_bound(fabric: Fabric, health: LinkHealth, flows: FlowSet) -> float:
-    """A simple lower bound on MLU: per-RTSW egress (ingress) of flows leaving (entering) the
-    rack over its alive uplink (downlink) capacity, and per-NIC access load."""
-    if not len(flows):
-        return 0.0
-    cap = health.arc_capacity(fabric)
-    sr = fabric.rack_of_host(fabric.host_of_nic(flows.src_nic))
-    dr = fabric.rack_of_host(fabric.host_of_nic(flows.dst_nic))
-    off = sr != dr
-    n = fabric.num_rtsws
-    out = np.bincount(sr[off], weights=flows.demand[off], minlength=n)
-    inn = np.bincount(dr[off], weights=flows.demand[off], minlength=n)
-    links = (fabric.rack_base + np.arange(fabric.num_rack_links)).reshape(n, -1)
-    up, down = cap[2 * links].sum(axis=1), cap[2 * links + 1].sum(axis=1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rack = max(
-            np.max(np.where(out > 0, out / up, 0.0)), np.max(np.where(inn > 0, inn / down, 0.0))
-        )
-    nic_out = np.bincount(flows.src_nic, weights=flows.demand, minlength=fabric.num_nics)
-    nic_in = np.bincount(flows.dst_nic, weights=flows.demand, minlength=fabric.num_nics)
-    nics = np.arange(fabric.num_nics)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        nic = max(
-            np.max(np.where(nic_out > 0, nic_out / cap[fabric.up(nics)], 0.0)),
-            np.max(np.where(nic_in > 0, nic_in / cap[fabric.down(nics)], 0.0)),
-        )
-    return float(max(rack, nic))
-
-
 @dataclass(frozen=True)
 class AssignResult:
     """An assignment and what it costs. Index arrays refer to flows (or arcs)."""

@@ -8,33 +8,22 @@ Reports go to stdout (`--json` for machines); progress and timings go to stderr.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from controller.drivers import DriverError
-from controller.report import format_table
+from controller.report import emit, format_table
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
 
-def _emit(args: argparse.Namespace, data: Any, text: str) -> None:
-    if getattr(args, "json", False):
-        json.dump(data, sys.stdout, indent=2, sort_keys=True)
-        sys.stdout.write("\n")
-    else:
-        sys.stdout.write(text if text.endswith("\n") else text + "\n")
-
-
-# ---- fabric --------------------------------------------------------------------------
 def cmd_fabric_show(args: argparse.Namespace) -> int:
     from sim.fabricfile import load_fabric
 
     fabric = load_fabric(args.fabric)
     summary = fabric.summary()
     rows = [[key, value] for key, value in summary.items()]
-    _emit(args, summary, format_table(["field", "value"], rows))
+    emit(args.json, summary, format_table(["field", "value"], rows))
     return EXIT_OK
 
 

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -12,7 +10,7 @@ from typing import Any
 from controller.fabric import Fabric
 from controller.flows import FlowSet
 from controller.health import LinkHealth, parse_health, random_failures
-from controller.report import Progress, format_table
+from controller.report import Progress, emit, format_table
 
 
 @dataclass(frozen=True)
@@ -92,7 +90,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     ]
     data = {"inputs": _describe(inputs), "rows": [row.to_dict() for row in rows]}
     text = _describe(inputs) + "\n\n" + format_table(HEADER, table_rows(rows, None))
-    _emit(args, data, text)
+    emit(args.json, data, text)
     return 0
 
 
@@ -171,7 +169,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
         lines.extend(text)
         data["apply"] = pushed
         if not ok:
-            _emit(args, data, "\n".join(lines) + "\n")
+            emit(args.json, data, "\n".join(lines) + "\n")
             return 1
     if args.plot:
         from controller.plot import plot_tiers
@@ -187,7 +185,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
             },
         )
         lines.append(f"wrote {args.plot}")
-    _emit(args, data, "\n".join(lines) + "\n")
+    emit(args.json, data, "\n".join(lines) + "\n")
     return 0
 
 
@@ -244,7 +242,7 @@ def cmd_routes_diff(args: argparse.Namespace) -> int:
                 f"{fabric.link_name(e.in_port)} -> {fabric.host_name(e.dst_host)} "
                 f"via {fabric.link_name(e.next_hop)}"
             )
-    _emit(args, {"counts": plan.counts(), "stages": len(plan.stages)}, "\n".join(lines) + "\n")
+    emit(args.json, {"counts": plan.counts(), "stages": len(plan.stages)}, "\n".join(lines) + "\n")
     return 0
 
 
@@ -266,16 +264,8 @@ def cmd_routes_verify(args: argparse.Namespace) -> int:
     if not report.ok:
         raise ValueError(f"{args.routes}: the routes do not install: {report.summary()}")
     check = verify(fabric, driver.emulated, assignment)
-    _emit(args, {"ok": check.ok, "summary": check.summary()}, check.summary() + "\n")
+    emit(args.json, {"ok": check.ok, "summary": check.summary()}, check.summary() + "\n")
     return 0 if check.ok else 1
-
-
-def _emit(args: argparse.Namespace, data: object, text: str) -> None:
-    if args.json:
-        json.dump(data, sys.stdout, indent=2, sort_keys=True, default=float)
-        sys.stdout.write("\n")
-    else:
-        sys.stdout.write(text)
 
 
 def register(sub: argparse._SubParsersAction, add_fabric_arg: Callable[..., None]) -> None:

@@ -13,7 +13,6 @@ import numpy as np
 
 from controller.fabric import Fabric
 from controller.flows import FlowSet
-from controller.health import LinkHealth
 from controller.paths import SAME_RACK, flow_class
 
 
@@ -37,9 +36,8 @@ class Commodities:
         return fabric.pod_of_rack(self.dst_rtsw)
 
 
-def commodities(fabric: Fabric, health: LinkHealth, flows: FlowSet) -> Commodities:
+def commodities(fabric: Fabric, flows: FlowSet) -> Commodities:
     """Aggregate the flows that leave their rack by RTSW pair (deterministic order)."""
-    del health  # paths are filtered where they are built (controller.lp)
     sr = fabric.rack_of_host(fabric.host_of_nic(flows.src_nic))
     dr = fabric.rack_of_host(fabric.host_of_nic(flows.dst_nic))
     cls = flow_class(fabric, flows.src_nic, flows.dst_nic)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -58,3 +59,12 @@ class Progress:
         self.times[name] = elapsed
         if not self.quiet:
             print(f" {elapsed:.2f} s", file=sys.stderr, flush=True)
+
+
+def emit(as_json: bool, data: object, text: str) -> None:
+    """Write a report to stdout: `data` as JSON for machines, or `text` for people."""
+    if as_json:
+        json.dump(data, sys.stdout, indent=2, sort_keys=True, default=float)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")

@@ -160,7 +160,7 @@ def solve(
     )
     if need_lp and len(flows):
         t = time.perf_counter()
-        comm = commodities(fabric, health, flows)
+        comm = commodities(fabric, flows)
         lp = solve_lp(fabric, health, comm, backend=opts.backend, time_limit=opts.lp_time_limit)
         times["lp"] = time.perf_counter() - t
         bound = lower_bound(fabric, health, flows, lp)

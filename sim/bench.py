@@ -307,7 +307,7 @@ def bench_lp(cfg: Config) -> Iterator[Section]:
         fabric = build(PRESETS["pod" if name.startswith("pod") else "meta-24k"])
         health = LinkHealth.all_up(fabric)
         flows = make(fabric)
-        comm = commodities(fabric, health, flows)
+        comm = commodities(fabric, flows)
         row: list[object] = [name, len(flows), len(comm)]
         for backend in ("pdlp", "highs", "glop"):
             try:

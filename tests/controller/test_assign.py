@@ -10,12 +10,12 @@ from controller.assign import (
     Guidance,
     align_entries,
     assign,
-    egress_bound,
     entries_per_switch,
     greedy,
     local_search,
 )
 from controller.assignment import UNROUTED, Assignment
+from controller.bounds import lower_bound
 from controller.flows import FlowSet
 from controller.health import LinkHealth
 from controller.paths import path_alive
@@ -96,7 +96,7 @@ def test_properties(case):
     cap = health.arc_capacity(fabric)
     assert path_alive(a.arcs(fabric)[routed], cap).all()
     assert set(np.flatnonzero(~routed).tolist()) == set(res.unroutable.tolist())
-    assert res.mlu >= egress_bound(fabric, health, flows.take(np.flatnonzero(routed))) - 1e-9
+    assert res.mlu >= lower_bound(fabric, health, flows.take(np.flatnonzero(routed))).value - 1e-9
     assert abs(res.mlu - _max_util(fabric, health, a)) < 1e-9
     again = assign(fabric, health, flows, time_budget=2.0)
     assert np.array_equal(again.assignment.path, a.path) and again.method == res.method
@@ -189,5 +189,5 @@ def test_meets_bound_on_one_to_one_pod():
     flows = FlowSet.build(nics, ((host + 2) % fabric.num_hosts) * 4 + nics % 4, 400.0)
     health = LinkHealth.all_up(fabric)
     res = assign(fabric, health, flows)
-    assert res.mlu == egress_bound(fabric, health, flows) == 1.0
+    assert res.mlu == lower_bound(fabric, health, flows).value == 1.0
     assert res.collided_links.size == 0

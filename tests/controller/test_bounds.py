@@ -69,7 +69,7 @@ def test_empty_flows(pod2: Fabric) -> None:
 
 def test_commodities_aggregate_by_rack_pair(tiny: Fabric) -> None:
     flows = FlowSet.build([0, 1, 2, 0, 0], [4, 5, 6, 8, 3], [100.0, 200, 50, 400, 10])
-    comm = commodities(tiny, LinkHealth.all_up(tiny), flows)
+    comm = commodities(tiny, flows)
     assert comm.src_rtsw.tolist() == [0, 0] and comm.dst_rtsw.tolist() == [1, 2]
     assert comm.demand.tolist() == [350.0, 400.0]
     assert comm.cls.tolist() == [SAME_POD, CROSS_POD]

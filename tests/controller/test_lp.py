@@ -30,7 +30,7 @@ def pod2() -> Fabric:
 
 
 def _lp(fabric: Fabric, health: LinkHealth, flows: FlowSet, backend: str = "auto") -> float:
-    return solve_lp(fabric, health, commodities(fabric, health, flows), backend=backend).mlu
+    return solve_lp(fabric, health, commodities(fabric, flows), backend=backend).mlu
 
 
 def test_fill_model_from_sparse_data_works() -> None:
@@ -74,7 +74,7 @@ def test_cross_pod_through_taper(tiny: Fabric) -> None:
 def test_unroutable_commodity_reported(pod2: Fabric) -> None:
     flows = FlowSet.build([0, 4], [4, 0], 100.0)
     health = parse_health(pod2, ["rtsw-p0-r0:ctsw-p0-c0", "rtsw-p0-r0:ctsw-p0-c1"])
-    comm = commodities(pod2, health, flows)
+    comm = commodities(pod2, flows)
     sol = solve_lp(pod2, health, comm)
     assert sol.unroutable.tolist() == [0, 1]  # both directions use rack 0's links
     assert sol.status == "trivial" and sol.mlu == 0.0
@@ -89,7 +89,7 @@ def test_unknown_backend(pod2: Fabric) -> None:
 def test_path_shares_expand_to_full_paths(tiny: Fabric) -> None:
     flows = FlowSet.build([0, 1, 2, 3, 4], [8, 9, 10, 11, 0], 400.0)
     health = LinkHealth.all_up(tiny)
-    comm = commodities(tiny, health, flows)
+    comm = commodities(tiny, flows)
     sol = solve_lp(tiny, health, comm)
     m, path, share = sol.path_shares(tiny, comm)
     total = np.bincount(m, weights=share, minlength=len(comm))
@@ -119,7 +119,7 @@ def random_flows(draw: st.DrawFn) -> tuple[Fabric, LinkHealth, FlowSet]:
 def test_lp_between_cheap_bounds_and_any_routing(case, seed: int) -> None:
     """LP >= every fractional cut bound; LP <= the utilisation of any concrete routing."""
     fabric, health, flows = case
-    comm = commodities(fabric, health, flows)
+    comm = commodities(fabric, flows)
     sol = solve_lp(fabric, health, comm, backend="glop")
     parts = lower_bound(fabric, health, flows).parts
     core_bounds = [parts.get(k, 0.0) for k in ("rack-egress", "rack-ingress", "pod-egress",
@@ -150,7 +150,7 @@ def test_lp_between_cheap_bounds_and_any_routing(case, seed: int) -> None:
 def test_deterministic(tiny: Fabric) -> None:
     flows = FlowSet.build([0, 1, 2, 3, 5], [8, 9, 10, 11, 1], [400.0, 100, 200, 50, 400])
     health = LinkHealth.all_up(tiny)
-    a = solve_lp(tiny, health, commodities(tiny, health, flows))
-    b = solve_lp(tiny, health, commodities(tiny, health, flows))
+    a = solve_lp(tiny, health, commodities(tiny, flows))
+    b = solve_lp(tiny, health, commodities(tiny, flows))
     assert a.mlu == b.mlu
     assert np.array_equal(a.rack_share, b.rack_share)
