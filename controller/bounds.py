@@ -69,10 +69,7 @@ def lower_bound(
         dr = fabric.rack_of_host(fabric.host_of_nic(dst))
         leaves = cls != SAME_RACK
         racks = fabric.num_racks
-        rack_links = fabric.rack_link(
-            np.arange(racks)[:, None, None], np.arange(fabric.ctsws_per_pod)[None, :, None],
-            np.arange(fabric.rack_links)[None, None, :],
-        ).reshape(racks, -1)  # fmt: skip
+        rack_links = _rack_grid(fabric).reshape(racks, -1)
         up_cap = cap[fabric.up(rack_links)].sum(axis=1)
         down_cap = cap[fabric.down(rack_links)].sum(axis=1)
         parts["rack-egress"] = _ratio(np.bincount(sr[leaves], d[leaves], racks), up_cap)
@@ -83,12 +80,7 @@ def lower_bound(
         cross = cls == CROSS_POD
         if cross.any():
             pods = fabric.pods
-            agg = fabric.agg_link(
-                np.arange(pods)[:, None, None, None],
-                np.arange(fabric.ctsws_per_pod)[None, :, None, None],
-                np.arange(fabric.atsws_per_plane)[None, None, :, None],
-                np.arange(fabric.agg_links)[None, None, None, :],
-            ).reshape(pods, -1)
+            agg = _agg_grid(fabric).reshape(pods, -1)
             sp, dp = fabric.pod_of_rack(sr[cross]), fabric.pod_of_rack(dr[cross])
             parts["pod-egress"] = _ratio(
                 np.bincount(sp, d[cross], pods), cap[fabric.up(agg)].sum(axis=1)
@@ -105,6 +97,25 @@ def lower_bound(
         return Bound(0.0, "none", parts)
     name = max(sorted(parts), key=lambda k: parts[k])
     return Bound(parts[name], name, parts)
+
+
+def _rack_grid(fabric: Fabric) -> np.ndarray:
+    """Link ids [racks, C, K] of every RTSW's uplinks."""
+    return fabric.rack_link(
+        np.arange(fabric.num_racks)[:, None, None],
+        np.arange(fabric.ctsws_per_pod)[None, :, None],
+        np.arange(fabric.rack_links)[None, None, :],
+    )
+
+
+def _agg_grid(fabric: Fabric) -> np.ndarray:
+    """Link ids [pods, C, A, L] of every CTSW's ATSW links."""
+    return fabric.agg_link(
+        np.arange(fabric.pods)[:, None, None, None],
+        np.arange(fabric.ctsws_per_pod)[None, :, None, None],
+        np.arange(fabric.atsws_per_plane)[None, None, :, None],
+        np.arange(fabric.agg_links)[None, None, None, :],
+    )
 
 
 def _unsplit(group: np.ndarray, demand: np.ndarray, link_cap: np.ndarray) -> float:
@@ -139,20 +150,13 @@ def _largest_flow(
 
     Parallel members are independent choices, so the best member of each hop is taken
     first; then the best plane c (and ATSW j) maximises the smallest hop."""
-    c = np.arange(fabric.ctsws_per_pod)
-    members = np.arange(fabric.rack_links)
-    links = fabric.rack_link(np.arange(fabric.num_racks)[:, None, None], c[None, :, None], members)
+    links = _rack_grid(fabric)
     rack_up = cap[fabric.up(links)].max(axis=2)  # [racks, C]
     rack_down = cap[fabric.down(links)].max(axis=2)
     plane = np.minimum(rack_up[sr], rack_down[dr])  # [F, C]
     cross = cls == CROSS_POD
     if cross.any():
-        agg = fabric.agg_link(
-            np.arange(fabric.pods)[:, None, None, None],
-            c[None, :, None, None],
-            np.arange(fabric.atsws_per_plane)[None, None, :, None],
-            np.arange(fabric.agg_links)[None, None, None, :],
-        )
+        agg = _agg_grid(fabric)
         agg_up = cap[fabric.up(agg)].max(axis=3)  # [pods, C, A]
         agg_down = cap[fabric.down(agg)].max(axis=3)
         sp, dp = fabric.pod_of_rack(sr[cross]), fabric.pod_of_rack(dr[cross])
