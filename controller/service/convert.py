@@ -1,0 +1,83 @@
+"""Protobuf <-> plain data, in one place."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from controller.api.fabric_te.v1 import te_pb2 as pb
+from controller.fabric import Fabric, FabricError
+from controller.routes import Entry, RouteSet
+from sim.placement import dump_placement, parse_placement
+from sim.workloads import Job
+
+
+def job_from_pb(fabric: Fabric, msg: pb.Job, field: str = "job") -> Job:
+    """A validated Job; errors name the field (e.g. 'job.hosts[3]: unknown host ...')."""
+    doc: dict[str, object] = {"id": msg.id, "hosts": list(msg.hosts)}
+    for name in ("dp", "pp", "tp", "channels", "gpus_per_host"):
+        value = getattr(msg, name)
+        if value:
+            doc[name] = int(value)
+    if msg.collectives:
+        doc["collectives"] = list(msg.collectives)
+    if msg.demand_gbps:
+        doc["demand_gbps"] = float(msg.demand_gbps)
+    return parse_placement(fabric, {"jobs": [doc]}, field)[0]
+
+
+def job_to_pb(fabric: Fabric, job: Job) -> pb.Job:
+    doc = dump_placement(fabric, [job])["jobs"][0]
+    return pb.Job(
+        id=doc["id"], hosts=doc["hosts"], dp=doc.get("dp", 0), pp=doc.get("pp", 0),
+        tp=doc.get("tp", 0), collectives=doc.get("collectives", []),
+        channels=doc.get("channels", 0), demand_gbps=doc.get("demand_gbps", 0.0),
+        gpus_per_host=doc.get("gpus_per_host") or 0,
+    )  # fmt: skip
+
+
+def link_updates(fabric: Fabric, reports: Iterable[pb.LinkReport]) -> dict[int, float]:
+    """Link id -> capacity factor; errors name the report by index."""
+    out: dict[int, float] = {}
+    for i, report in enumerate(reports):
+        where = f"reports[{i}]"
+        link = fabric.link_by_name(report.link) if report.link else None
+        if link is None:
+            raise FabricError(f"{where}.link: missing")
+        if report.state == pb.LinkReport.UP:
+            out[link] = 1.0
+        elif report.state == pb.LinkReport.DOWN:
+            out[link] = 0.0
+        elif report.state == pb.LinkReport.DEGRADED:
+            if not 0.0 < report.fraction < 1.0:
+                raise FabricError(f"{where}.fraction: {report.fraction} is not within (0, 1)")
+            out[link] = float(report.fraction)
+        else:
+            raise FabricError(f"{where}.state: must be UP, DOWN or DEGRADED")
+    return out
+
+
+def entry_to_pb(fabric: Fabric, entry: Entry) -> pb.RouteEntry:
+    return pb.RouteEntry(
+        switch=entry.switch,
+        in_port=fabric.link_name(entry.in_port),
+        dst_host=fabric.host_name(entry.dst_host),
+        next_hop=fabric.link_name(entry.next_hop),
+    )
+
+
+def snapshot_to_pb(fabric: Fabric, version: int, routes: RouteSet) -> pb.RouteSnapshot:
+    return pb.RouteSnapshot(version=version, entries=[entry_to_pb(fabric, e) for e in routes])
+
+
+def delta_to_pb(
+    fabric: Fabric, version: int, added: Iterable[Entry], removed: Iterable[Entry]
+) -> pb.RouteDelta:
+    return pb.RouteDelta(
+        version=version,
+        added=[entry_to_pb(fabric, e) for e in added],
+        removed=[entry_to_pb(fabric, e) for e in removed],
+    )
+
+
+def str_map(values: Mapping[str, object]) -> dict[str, str]:
+    return {k: str(v) for k, v in values.items()}

@@ -1,0 +1,282 @@
+"""The controller's engine: desired state in, installed routes out, one worker thread.
+
+API calls validate and record inputs (jobs, link health) and return at once; the worker
+batches changes that arrive within `debounce` seconds into one solve. A health-only change
+is repaired first (only the hit flows move, pushed at once), then re-solved globally with the
+repaired assignment as `previous` (churn minimisation). Every change reaches the switches
+through `plan_update` + `push`, and what the engine reports as installed is what it read
+back from the driver afterwards.
+
+Fail-static: at start the engine reads the installed routes and pushes nothing until it has
+received inputs. Routes left on the switches at exit stay (ECMP defaults carry the rest).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+
+from controller.assignment import Assignment
+from controller.drivers import Driver, DriverError
+from controller.fabric import Fabric
+from controller.health import LinkHealth
+from controller.plan import plan_update
+from controller.push import push
+from controller.routes import Entry, RouteSet
+from controller.service.errors import PreconditionError
+from controller.solver import SolveOptions, SolveResult, repair, solve
+from sim.workloads import Job, jobs_flows
+
+log = logging.getLogger("fabric_te.engine")
+DELTA_LOG = 1000  # route deltas kept for resuming watchers
+
+
+@dataclass(frozen=True)
+class RouteEvent:
+    """What a watcher receives: a snapshot, a sync marker, or a delta."""
+
+    kind: str  # "snapshot" | "sync" | "delta"
+    version: int
+    entries: tuple[Entry, ...] = ()  # snapshot: all; delta: added
+    removed: tuple[Entry, ...] = ()
+
+
+@dataclass
+class _State:
+    jobs: dict[str, tuple[Job, int]] = field(default_factory=dict)
+    health: LinkHealth | None = None
+    version: int = 0  # bumped by every accepted input change
+    health_only: bool = True  # since the last solve, only health changed
+
+
+def read_installed(driver: Driver) -> RouteSet:
+    """Every switch's table, read back from the driver."""
+    return RouteSet.from_entries(e for sw in driver.switches() for e in driver.read(sw))
+
+
+class Engine:
+    """Desired state, the solve loop and the installed routes of one fabric."""
+
+    def __init__(
+        self,
+        fabric: Fabric,
+        driver: Driver,
+        *,
+        driver_name: str = "",
+        debounce: float = 0.05,
+        options: SolveOptions | None = None,
+        push_timeout: float = 5.0,
+    ) -> None:
+        self.fabric = fabric
+        self.driver = driver
+        self.driver_name = driver_name or type(driver).__name__
+        self.debounce = debounce
+        self.options = options or SolveOptions()
+        self.push_timeout = push_timeout
+        self._cond = threading.Condition()
+        self._state = _State(health=LinkHealth.all_up(fabric))
+        self._applied = 0  # state version the installed routes answer to
+        self._busy = False
+        self._stop = False
+        self.installed = read_installed(driver)  # fail-static: adopt what is there
+        self.routes_version = 1
+        self._log: deque[tuple[int, tuple[Entry, ...], tuple[Entry, ...]]] = deque(maxlen=DELTA_LOG)
+        self.last_result: SolveResult | None = None
+        self._last_inputs: tuple[tuple[str, ...], LinkHealth] | None = None
+        self.last_error = ""
+        self.driver_ok = True
+        self.ops_pushed = 0
+        self._thread = threading.Thread(target=self._run, name="fabric-te-engine", daemon=True)
+        self._thread.start()
+
+    # ---- inputs (called from API threads; validate first, then commit) ----------------
+    def put_job(self, job: Job, generation: int) -> tuple[int, int]:
+        """Create or replace a job; returns (generation, state version)."""
+        with self._cond:
+            stored = self._state.jobs.get(job.id)
+            if generation and stored and generation <= stored[1]:
+                raise PreconditionError(
+                    f"job {job.id!r}: generation {generation} is not newer than {stored[1]}"
+                )
+            new_gen = generation or (stored[1] + 1 if stored else 1)
+            mine = set(job.hosts)
+            for other, (existing, _) in self._state.jobs.items():
+                shared = sorted(mine.intersection(existing.hosts)) if other != job.id else []
+                if shared:
+                    raise ValueError(
+                        f"job.hosts: {self.fabric.host_name(shared[0])} is already in job "
+                        f"{other!r} (duplicate GPU)"
+                    )
+            jobs = {k: v for k, (v, _) in self._state.jobs.items()}
+            jobs[job.id] = job
+            jobs_flows(self.fabric, [jobs[k] for k in sorted(jobs)])  # all-or-nothing check
+            self._state.jobs[job.id] = (job, new_gen)
+            return new_gen, self._changed(health_only=False)
+
+    def delete_job(self, job_id: str) -> tuple[bool, int]:
+        with self._cond:
+            existed = self._state.jobs.pop(job_id, None) is not None
+            return existed, self._changed(health_only=False) if existed else self._state.version
+
+    def jobs(self) -> list[tuple[Job, int]]:
+        with self._cond:
+            return [self._state.jobs[k] for k in sorted(self._state.jobs)]
+
+    def report_links(self, updates: Mapping[int, float], replace_all: bool = False) -> int:
+        with self._cond:
+            base = LinkHealth.all_up(self.fabric) if replace_all else self._state.health
+            assert base is not None
+            self._state.health = base.with_factors(updates)
+            return self._changed(health_only=True)
+
+    def _changed(self, health_only: bool) -> int:
+        self._state.version += 1
+        self._state.health_only &= health_only
+        self._cond.notify_all()
+        return self._state.version
+
+    # ---- queries ----------------------------------------------------------------------
+    @property
+    def state_version(self) -> int:
+        with self._cond:
+            return self._state.version
+
+    def snapshot(self) -> tuple[int, RouteSet]:
+        with self._cond:
+            return self.routes_version, self.installed
+
+    def what_if(self, updates: Mapping[int, float], extra: list[Job]) -> SolveResult:
+        """Solve the current state plus changes; nothing is pushed or recorded."""
+        with self._cond:
+            jobs = {k: v for k, (v, _) in self._state.jobs.items()}
+            health = self._state.health
+        assert health is not None
+        for job in extra:
+            if job.id in jobs:
+                raise ValueError(f"extra_jobs: job id {job.id!r} already exists")
+            jobs[job.id] = job
+        flows = jobs_flows(self.fabric, [jobs[k] for k in sorted(jobs)])
+        return solve(self.fabric, health.with_factors(updates), flows, options=self.options)
+
+    def wait_idle(self, timeout: float = 10.0) -> bool:
+        """Block until the installed routes answer to every accepted input change."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self._busy or self._applied < self._state.version:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(left)
+            return True
+
+    def watch(self, since: int = 0, alive: object = None) -> Iterator[RouteEvent]:
+        """Snapshot (or the deltas after `since`), a sync marker, then deltas as they come.
+
+        `alive` is a callable returning False when the watcher has gone away."""
+        with self._cond:
+            version = self.routes_version
+            logged = [v for v, _, _ in self._log]
+            resumable = 0 < since <= version and (since == version or since + 1 in logged)
+            if resumable:
+                backlog = [(v, a, r) for v, a, r in self._log if v > since]
+            else:
+                snapshot = RouteEvent("snapshot", version, tuple(self.installed))
+        if resumable:
+            for v, added, removed in backlog:
+                yield RouteEvent("delta", v, added, removed)
+        else:
+            yield snapshot
+        yield RouteEvent("sync", version)
+        seen = version
+        while True:
+            with self._cond:
+                while self.routes_version == seen and not self._stop:
+                    self._cond.wait(0.2)
+                    if alive is not None and not alive():  # type: ignore[operator]
+                        return
+                if self._stop:
+                    return
+                pending = [(v, a, r) for v, a, r in self._log if v > seen]
+                seen = self.routes_version
+            for v, added, removed in pending:
+                yield RouteEvent("delta", v, added, removed)
+
+    def close(self) -> None:
+        with self._cond:
+            self._stop = True
+            self._cond.notify_all()
+        self._thread.join(timeout=10)
+
+    # ---- the worker -------------------------------------------------------------------
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._stop and self._applied >= self._state.version:
+                    self._cond.wait()
+                if self._stop:
+                    return
+                self._busy = True
+            time.sleep(self.debounce)  # let a burst of changes land in one solve
+            with self._cond:
+                target = self._state.version
+                jobs = [self._state.jobs[k][0] for k in sorted(self._state.jobs)]
+                health = self._state.health
+                health_only = self._state.health_only
+                self._state.health_only = True
+            assert health is not None
+            try:
+                self._solve_and_push(jobs, health, health_only)
+                self.last_error = ""
+            except Exception as err:  # noqa: BLE001 - the loop must survive anything
+                log.exception("solve/push failed")
+                self.last_error = f"{type(err).__name__}: {err}"
+                self.driver_ok = not isinstance(err, DriverError)
+            with self._cond:
+                self._applied = target
+                self._busy = False
+                self._cond.notify_all()
+
+    def _solve_and_push(self, jobs: list[Job], health: LinkHealth, health_only: bool) -> None:
+        flows = jobs_flows(self.fabric, jobs)
+        ids = tuple(j.id for j in jobs)
+        last = self.last_result
+        same_jobs = self._last_inputs is not None and self._last_inputs[0] == ids
+        if last is not None and health_only and same_jobs:
+            assert self._last_inputs is not None
+            fixed = repair(self.fabric, health, last, old_health=self._last_inputs[1])
+            self._push(fixed.assignment)
+            last = fixed
+        previous = last.assignment if last is not None else None  # matched by NIC pair
+        result = solve(self.fabric, health, flows, previous=previous, options=self.options)
+        self._push(result.assignment)
+        self.last_result = result
+        self._last_inputs = (ids, health)
+
+    def _push(self, assignment: Assignment) -> None:
+        plan, _ = plan_update(self.fabric, self.installed, assignment)
+        report = push(self.driver, plan, timeout=self.push_timeout)
+        self.ops_pushed += sum(plan.counts().values())
+        installed = read_installed(self.driver)
+        self.driver_ok = report.ok
+        self._record(installed)
+        if not report.ok:
+            raise DriverError(f"push stopped: {report.summary()}")
+
+    def _record(self, installed: RouteSet) -> None:
+        before, after = set(self.installed), set(installed)
+        added = tuple(sorted(after - before, key=_entry_key))
+        removed = tuple(sorted(before - after, key=_entry_key))
+        with self._cond:
+            self.installed = installed
+            if added or removed:
+                self.routes_version += 1
+                self._log.append((self.routes_version, added, removed))
+                self._cond.notify_all()
+
+
+def _entry_key(e: Entry) -> tuple[str, int, int, int]:
+    return (e.switch, e.in_port, e.dst_host, e.next_hop)

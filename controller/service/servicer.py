@@ -1,0 +1,110 @@
+"""gRPC servicer: thin methods that convert, call the engine and convert back."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import grpc
+
+from controller.api.fabric_te.v1 import te_pb2 as pb
+from controller.api.fabric_te.v1 import te_pb2_grpc as pb_grpc
+from controller.service import convert
+from controller.service.engine import Engine, RouteEvent
+from controller.service.errors import mapped, status_of
+
+
+class TrafficEngineering(pb_grpc.TrafficEngineeringServicer):
+    """fabric_te.v1.TrafficEngineering over one Engine."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.fabric = engine.fabric
+
+    @mapped
+    def PutJob(self, request: pb.PutJobRequest, context: grpc.ServicerContext) -> pb.PutJobResponse:
+        job = convert.job_from_pb(self.fabric, request.job)
+        generation, version = self.engine.put_job(job, request.generation)
+        return pb.PutJobResponse(generation=generation, state_version=version)
+
+    @mapped
+    def DeleteJob(
+        self, request: pb.DeleteJobRequest, context: grpc.ServicerContext
+    ) -> pb.DeleteJobResponse:  # noqa: E501
+        existed, version = self.engine.delete_job(request.id)
+        return pb.DeleteJobResponse(existed=existed, state_version=version)
+
+    @mapped
+    def ListJobs(
+        self, request: pb.ListJobsRequest, context: grpc.ServicerContext
+    ) -> pb.ListJobsResponse:  # noqa: E501
+        entries = [
+            pb.JobEntry(job=convert.job_to_pb(self.fabric, job), generation=gen)
+            for job, gen in self.engine.jobs()
+        ]
+        return pb.ListJobsResponse(jobs=entries)
+
+    @mapped
+    def ReportLinks(
+        self, request: pb.ReportLinksRequest, context: grpc.ServicerContext
+    ) -> pb.ReportLinksResponse:  # noqa: E501
+        updates = convert.link_updates(self.fabric, request.reports)
+        version = self.engine.report_links(updates, request.replace_all)
+        return pb.ReportLinksResponse(accepted=len(request.reports), state_version=version)
+
+    def StreamLinkReports(
+        self, request_iterator: Iterator[pb.LinkReport], context: grpc.ServicerContext
+    ) -> pb.ReportLinksResponse:  # noqa: E501
+        reports = list(request_iterator)
+        try:
+            updates = convert.link_updates(self.fabric, reports)
+            version = self.engine.report_links(updates)
+        except Exception as err:  # noqa: BLE001 - mapped like every other method
+            context.abort(status_of(err), str(err))
+        return pb.ReportLinksResponse(accepted=len(reports), state_version=version)
+
+    @mapped
+    def GetRoutes(
+        self, request: pb.GetRoutesRequest, context: grpc.ServicerContext
+    ) -> pb.RouteSnapshot:  # noqa: E501
+        version, routes = self.engine.snapshot()
+        return convert.snapshot_to_pb(self.fabric, version, routes)
+
+    def WatchRoutes(
+        self, request: pb.WatchRoutesRequest, context: grpc.ServicerContext
+    ) -> Iterator[pb.RouteEvent]:  # noqa: E501
+        for event in self.engine.watch(request.since_version, alive=context.is_active):
+            yield self._event(event)
+
+    def _event(self, event: RouteEvent) -> pb.RouteEvent:
+        if event.kind == "snapshot":
+            snap = convert.snapshot_to_pb(self.fabric, event.version, event.entries)  # type: ignore[arg-type]
+            return pb.RouteEvent(snapshot=snap)
+        if event.kind == "sync":
+            return pb.RouteEvent(sync=pb.Sync(version=event.version))
+        delta = convert.delta_to_pb(self.fabric, event.version, event.entries, event.removed)
+        return pb.RouteEvent(delta=delta)
+
+    @mapped
+    def Solve(self, request: pb.SolveRequest, context: grpc.ServicerContext) -> pb.SolveResponse:
+        updates = convert.link_updates(self.fabric, request.links)
+        extra = [
+            convert.job_from_pb(self.fabric, job, f"extra_jobs[{i}]")
+            for i, job in enumerate(request.extra_jobs)
+        ]
+        return pb.SolveResponse(metrics=self.engine.what_if(updates, extra).metrics())
+
+    @mapped
+    def Status(self, request: pb.StatusRequest, context: grpc.ServicerContext) -> pb.StatusResponse:
+        e = self.engine
+        version, routes = e.snapshot()
+        last = e.last_result.metrics() if e.last_result is not None else {}
+        return pb.StatusResponse(
+            fabric=convert.str_map(self.fabric.summary()),
+            last_solve=last,
+            state_version=e.state_version,
+            routes_version=version,
+            driver=e.driver_name,
+            driver_ok=e.driver_ok,
+            installed_entries=len(routes),
+            last_error=e.last_error,
+        )
