@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from controller.drivers import DriverError
 from controller.report import emit, format_table
@@ -51,16 +51,11 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--json", action="store_true", help="machine-readable output")
     show.set_defaults(func=cmd_fabric_show)
 
-    for register in _registrars():
-        register(sub, _add_fabric_arg)
+    from controller import cli_offline, cli_service
+
+    routes = cli_offline.register(sub, _add_fabric_arg)
+    cli_service.register(sub, _add_fabric_arg, routes)
     return parser
-
-
-def _registrars() -> list[Callable[..., None]]:
-    """Subcommand groups that live in their own modules."""
-    from controller import cli_offline
-
-    return [cli_offline.register]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -268,8 +268,10 @@ def cmd_routes_verify(args: argparse.Namespace) -> int:
     return 0 if check.ok else 1
 
 
-def register(sub: argparse._SubParsersAction, add_fabric_arg: Callable[..., None]) -> None:
-    """Add the offline subcommands to `tectl`."""
+def register(
+    sub: argparse._SubParsersAction, add_fabric_arg: Callable[..., None]
+) -> argparse._SubParsersAction:
+    """Add the offline subcommands to `tectl`; returns the `routes` group for more."""
     sim = sub.add_parser("simulate", help="simulate baseline routings (ECMP, E-ECMP, pinning)")
     add_input_args(sim, add_fabric_arg)
     sim.add_argument(
@@ -325,3 +327,4 @@ def register(sub: argparse._SubParsersAction, add_fabric_arg: Callable[..., None
     rver.add_argument("--fail", action="append", default=[], metavar="LINK[=STATE]")
     rver.add_argument("--json", action="store_true")
     rver.set_defaults(func=cmd_routes_verify)
+    return rsub
