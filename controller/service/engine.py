@@ -20,6 +20,8 @@ from collections import deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from controller.assignment import Assignment
 from controller.drivers import Driver, DriverError
 from controller.fabric import Fabric
@@ -111,9 +113,7 @@ class Engine:
                         f"job.hosts: {self.fabric.host_name(shared[0])} is already in job "
                         f"{other!r} (duplicate GPU)"
                     )
-            jobs = {k: v for k, (v, _) in self._state.jobs.items()}
-            jobs[job.id] = job
-            jobs_flows(self.fabric, [jobs[k] for k in sorted(jobs)])  # all-or-nothing check
+            jobs_flows(self.fabric, [job])  # the job on its own; overlaps checked above
             self._state.jobs[job.id] = (job, new_gen)
             return new_gen, self._changed(health_only=False)
 
@@ -248,7 +248,8 @@ class Engine:
         if last is not None and health_only and same_jobs:
             assert self._last_inputs is not None
             fixed = repair(self.fabric, health, last, old_health=self._last_inputs[1])
-            self._push(fixed.assignment)
+            moved = np.flatnonzero(fixed.assignment.path != last.assignment.path)
+            self._push(fixed.assignment, moved)
             last = fixed
         previous = last.assignment if last is not None else None  # matched by NIC pair
         result = solve(self.fabric, health, flows, previous=previous, options=self.options)
@@ -256,18 +257,70 @@ class Engine:
         self.last_result = result
         self._last_inputs = (ids, health)
 
-    def _push(self, assignment: Assignment) -> None:
-        plan, _ = plan_update(self.fabric, self.installed, assignment)
+    def _push(self, assignment: Assignment, moved: np.ndarray | None = None) -> None:
+        """Plan against what is installed and push; with `moved`, only the racks those
+        flows leave are planned (see `_scope`)."""
+        installed, target = self.installed, assignment
+        scope = self._scope(assignment, moved) if moved is not None else None
+        if scope is not None:
+            installed, keep = scope
+            target = Assignment(assignment.flows.take(keep), assignment.path[keep])
+        plan, _ = plan_update(self.fabric, installed, target)
         report = push(self.driver, plan, timeout=self.push_timeout)
         self.ops_pushed += sum(plan.counts().values())
-        installed = read_installed(self.driver)
+        # the push read back every switch it touched; the others are as they were
+        touched = sorted(plan.switches())
+        if report.unreadable:
+            installed = read_installed(self.driver)
+            touched = sorted(set(installed.switches()) | set(self.installed.switches()))
+        else:
+            tables = dict(self.installed.tables)
+            for sw in touched:
+                tables[sw] = report.installed.table(sw)
+            installed = RouteSet({sw: t for sw, t in sorted(tables.items()) if t})
         self.driver_ok = report.ok
-        self._record(installed)
+        self._record(installed, touched)
         if not report.ok:
             raise DriverError(f"push stopped: {report.summary()}")
 
-    def _record(self, installed: RouteSet) -> None:
-        before, after = set(self.installed), set(installed)
+    def _scope(
+        self, assignment: Assignment, moved: np.ndarray
+    ) -> tuple[RouteSet, np.ndarray] | None:
+        """(installed entries, flow indices) of the racks the moved flows leave.
+
+        With one member per link, TE entries live only at the source RTSW (keyed on a NIC's
+        access link) and the source CTSW (keyed on the rack's uplink), so every entry
+        belongs to the rack its in_port leads from: planning those racks' flows against
+        those racks' entries is exact. Other fabrics get the full plan (None)."""
+        f = self.fabric
+        if f.rack_links != 1 or f.agg_links != 1:
+            return None
+        flows = assignment.flows
+        src_rack = f.rack_of_host(f.host_of_nic(flows.src_nic))
+        racks = np.unique(src_rack[moved])
+        keep = np.flatnonzero(np.isin(src_rack, racks))
+        rack_set = set(racks.tolist())
+
+        def rack_of_port(port: int) -> int:
+            if port < f.rack_base:
+                return int(f.rack_of_host(f.host_of_nic(port)))
+            return (port - f.rack_base) // f.ctsws_per_pod
+
+        pods = {int(f.pod_of_rack(r)) for r in rack_set}
+        switches = [f.rtsw_name(r) for r in sorted(rack_set)] + [
+            f.ctsw_name(p * f.ctsws_per_pod + c) for p in sorted(pods)
+            for c in range(f.ctsws_per_pod)
+        ]  # fmt: skip
+        entries = [
+            e for sw in switches for e in self.installed.table(sw)
+            if rack_of_port(e.in_port) in rack_set
+        ]  # fmt: skip
+        return RouteSet.from_entries(entries), keep
+
+    def _record(self, installed: RouteSet, switches: list[str]) -> None:
+        """Adopt what was read back; log the delta of the switches that may have changed."""
+        before = {e for sw in switches for e in self.installed.table(sw)}
+        after = {e for sw in switches for e in installed.table(sw)}
         added = tuple(sorted(after - before, key=_entry_key))
         removed = tuple(sorted(before - after, key=_entry_key))
         with self._cond:
