@@ -60,6 +60,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         options["directory"] = args.driver_dir
     driver = load_driver(args.driver, **options)
     engine = Engine(fabric, driver, driver_name=args.driver, debounce=args.debounce)
+    if args.metrics_port:
+        engine.metrics.serve(args.metrics_port)
     running = start(engine, args.listen)
     print(f"fabric-te serving fabric {fabric.name} on port {running.port} "
           f"(driver {args.driver})", file=sys.stderr, flush=True)  # fmt: skip
@@ -171,6 +173,8 @@ def register(
     serve.add_argument("--driver-dir", default="tables", help="directory for --driver file")
     serve.add_argument("--listen", default=DEFAULT_ADDRESS, help=f"({DEFAULT_ADDRESS})")
     serve.add_argument("--debounce", type=float, default=0.2, help="batch window, s (0.2)")
+    serve.add_argument("--metrics-port", type=int, default=9464,
+                       help="Prometheus /metrics port on 127.0.0.1 (9464; 0 = off)")  # fmt: skip
     serve.add_argument("--grace", type=float, default=5.0, help="shutdown grace, s (5)")
     serve.set_defaults(func=cmd_serve)
 

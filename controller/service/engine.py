@@ -30,6 +30,7 @@ from controller.plan import plan_update
 from controller.push import push
 from controller.routes import Entry, RouteSet
 from controller.service.errors import PreconditionError
+from controller.service.metrics import Metrics
 from controller.solver import SolveOptions, SolveResult, repair, solve
 from sim.workloads import Job, jobs_flows
 
@@ -72,6 +73,7 @@ class Engine:
         debounce: float = 0.05,
         options: SolveOptions | None = None,
         push_timeout: float = 5.0,
+        metrics: Metrics | None = None,
     ) -> None:
         self.fabric = fabric
         self.driver = driver
@@ -79,6 +81,7 @@ class Engine:
         self.debounce = debounce
         self.options = options or SolveOptions()
         self.push_timeout = push_timeout
+        self.metrics = metrics or Metrics()
         self._cond = threading.Condition()
         self._state = _State(health=LinkHealth.all_up(fabric))
         self._applied = 0  # state version the installed routes answer to
@@ -135,6 +138,7 @@ class Engine:
 
     def _changed(self, health_only: bool) -> int:
         self._state.version += 1
+        self.metrics.queue_depth.set(self._state.version - self._applied)
         self._state.health_only &= health_only
         self._cond.notify_all()
         return self._state.version
@@ -234,9 +238,11 @@ class Engine:
             except Exception as err:  # noqa: BLE001 - the loop must survive anything
                 log.exception("solve/push failed")
                 self.last_error = f"{type(err).__name__}: {err}"
+                self.metrics.push_errors.inc()
                 self.driver_ok = not isinstance(err, DriverError)
             with self._cond:
                 self._applied = target
+                self.metrics.queue_depth.set(self._state.version - self._applied)
                 self._busy = False
                 self._cond.notify_all()
 
@@ -247,12 +253,17 @@ class Engine:
         same_jobs = self._last_inputs is not None and self._last_inputs[0] == ids
         if last is not None and health_only and same_jobs:
             assert self._last_inputs is not None
-            fixed = repair(self.fabric, health, last, old_health=self._last_inputs[1])
+            with self.metrics.solve_seconds.labels("repair").time():
+                fixed = repair(self.fabric, health, last, old_health=self._last_inputs[1])
             moved = np.flatnonzero(fixed.assignment.path != last.assignment.path)
             self._push(fixed.assignment, moved)
             last = fixed
         previous = last.assignment if last is not None else None  # matched by NIC pair
-        result = solve(self.fabric, health, flows, previous=previous, options=self.options)
+        with self.metrics.solve_seconds.labels("solve").time():
+            result = solve(self.fabric, health, flows, previous=previous, options=self.options)
+        self.metrics.mlu.set(result.mlu)
+        self.metrics.bound_ratio.set(result.ratio)
+        self.metrics.churn.inc(result.churn)
         self._push(result.assignment)
         self.last_result = result
         self._last_inputs = (ids, health)
@@ -267,7 +278,9 @@ class Engine:
             target = Assignment(assignment.flows.take(keep), assignment.path[keep])
         plan, _ = plan_update(self.fabric, installed, target)
         report = push(self.driver, plan, timeout=self.push_timeout)
-        self.ops_pushed += sum(plan.counts().values())
+        ops = sum(plan.counts().values())
+        self.ops_pushed += ops
+        self.metrics.ops_pushed.inc(ops)
         # the push read back every switch it touched; the others are as they were
         touched = sorted(plan.switches())
         if report.unreadable:

@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import grpc
@@ -57,10 +58,10 @@ def test_client_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
 
 
 def test_serve_process_starts_and_stops_gracefully() -> None:
-    port = _free_port()
+    port, metrics_port = _free_port(), _free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "controller.cli", "serve", "--fabric", "tiny",
-         "--listen", f"127.0.0.1:{port}"],
+         "--listen", f"127.0.0.1:{port}", "--metrics-port", str(metrics_port)],
         stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
@@ -69,6 +70,9 @@ def test_serve_process_starts_and_stops_gracefully() -> None:
         check = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest())
         assert check.status == health_pb2.HealthCheckResponse.SERVING
         channel.close()
+        url = f"http://127.0.0.1:{metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=10) as reply:
+            assert "fabric_te_pending_changes" in reply.read().decode()
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=20) == 0
         assert "shutting down" in (proc.stderr.read() if proc.stderr else "")

@@ -56,6 +56,11 @@ def test_jobs_in_routes_installed_and_forwarding(service, driver) -> None:
     assert status.installed_entries == len(routes.entries) and status.driver_ok
     assert status.last_solve["ratio"] == pytest.approx(1.0)
     assert [e.job.id for e in stub.ListJobs(pb.ListJobsRequest()).jobs] == ["a", "b"]
+    registry = running.engine.metrics.registry
+    assert registry.get_sample_value("fabric_te_mlu") == running.engine.last_result.mlu
+    assert registry.get_sample_value("fabric_te_solve_seconds_count", {"kind": "solve"}) >= 1
+    assert registry.get_sample_value("fabric_te_pending_changes") == 0
+    assert registry.get_sample_value("fabric_te_entry_ops_total") >= len(routes.entries)
 
 
 def test_link_down_moves_only_affected_flows(service, driver) -> None:
