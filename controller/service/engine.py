@@ -149,6 +149,13 @@ class Engine:
         with self._cond:
             return self._state.version
 
+    @property
+    def health(self) -> LinkHealth:
+        """The link health the next solve will use."""
+        with self._cond:
+            assert self._state.health is not None
+            return self._state.health
+
     def snapshot(self) -> tuple[int, RouteSet]:
         with self._cond:
             return self.routes_version, self.installed

@@ -196,3 +196,13 @@ def test_health_and_reflection(service) -> None:
     services = ProtoReflectionDescriptorDatabase(channel).get_services()
     assert SERVICE_NAME in services and "grpc.health.v1.Health" in services
     channel.close()
+
+
+def test_full_snapshot_of_link_health_replaces_earlier_reports(service) -> None:
+    running, stub = service
+    a, b = (FABRIC.link_name(FABRIC.rack_link(0, c)) for c in (0, 1))
+    down = pb.LinkReport.DOWN
+    stub.ReportLinks(pb.ReportLinksRequest(reports=[pb.LinkReport(link=a, state=down)]))
+    stub.ReportLinks(pb.ReportLinksRequest(reports=[pb.LinkReport(link=b, state=down)],
+                                           replace_all=True))  # fmt: skip
+    assert running.engine.health.down_links().tolist() == [FABRIC.rack_link(0, 1)]
