@@ -1,0 +1,304 @@
+"""Placement advice: where a new job runs best, and how good a proposed placement is.
+
+Search (a handful of candidates, never all subsets):
+    free hosts   = hosts in no running job and not in the request's avoid list
+    rack health  = alive uplink capacity / built uplink capacity of the rack
+    single pod   for each pod that fits, best fit first (the least free hosts that still
+                 fit, keeping large holes for large jobs): "pack" (whole free racks first,
+                 then the fullest partial racks: fewest racks), "healthy" (healthiest
+                 racks first), "first-fit" (racks in order)
+    cross pod    only when no single pod fits (or same_pod="any"): fewest pods, packed
+Scoring: the running jobs' flows keep their current TE paths (solved once per call); the
+new job's flows are placed around them (greedy + local search on the new flows only), and
+the whole fabric is simulated. Ranked by the new job's bus-bandwidth fraction, then the
+worst drop it causes for running jobs, cross-pod traffic, racks spanned, host ids.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from controller.assign import greedy, local_search
+from controller.assignment import UNROUTED, Assignment
+from controller.bounds import lower_bound
+from controller.fabric import Fabric
+from controller.flows import FlowSet
+from controller.health import LinkHealth
+from controller.paths import CROSS_POD, flow_class
+from controller.solver import SolveOptions, solve
+from sim.flowsim import simulate
+from sim.workloads import PATTERNS, Job, WorkloadError, jobs_flows
+
+SAME_POD = ("require", "prefer", "any")
+CANDIDATE_ID = "candidate"
+
+
+class AdvisorError(ValueError):
+    """A request that cannot be advised on (bad sizes, not enough free hosts, ...)."""
+
+
+@dataclass(frozen=True)
+class Request:
+    """A job to place: GPU count and parallelism, traffic pattern and constraints."""
+
+    gpus: int
+    dp: int = 0  # 0: gpus / (pp * tp)
+    pp: int = 1
+    tp: int = 1
+    pattern: str = "ring"
+    same_pod: str = "prefer"  # require | prefer | any
+    avoid_hosts: tuple[int, ...] = ()
+    top: int = 3
+    channels: int = 1
+    demand_gbps: float = 400.0
+
+
+@dataclass(frozen=True)
+class Score:
+    """Predicted figures for one placement."""
+
+    hosts: tuple[int, ...]
+    pods: int
+    racks: int
+    cross_pod_gbps: float  # the new job's traffic that crosses the aggregation layer
+    te_mlu: float  # TE MLU with the job added
+    bound: float  # lower bound on MLU with the job added
+    new_job_busbw: float  # the new job's bus-bandwidth fraction
+    worst_existing_delta: float  # min over running jobs of (after - before) busbw
+    strategy: str = ""
+
+    @property
+    def mlu_ratio(self) -> float:
+        return self.te_mlu / self.bound if self.bound > 0 else 1.0
+
+    def rank_key(self) -> tuple[float, float, float, int, tuple[int, ...]]:
+        return (-round(self.new_job_busbw, 9), -round(self.worst_existing_delta, 9),
+                round(self.cross_pod_gbps, 6), self.racks, self.hosts)  # fmt: skip
+
+
+@dataclass
+class _Context:
+    """Per-call state: the running jobs routed once."""
+
+    fabric: Fabric
+    health: LinkHealth
+    jobs: list[Job]
+    flows: FlowSet
+    path: np.ndarray
+    busbw: dict[str, float] = field(default_factory=dict)
+
+
+def _hosts_needed(fabric: Fabric, request: Request) -> int:
+    n = fabric.nics_per_host
+    if request.gpus <= 0 or request.gpus % n:
+        raise AdvisorError(f"gpus: {request.gpus} is not a positive multiple of {n} per host")
+    dp = request.dp or request.gpus // max(request.pp * request.tp, 1)
+    if dp * request.pp * request.tp != request.gpus:
+        raise AdvisorError(
+            f"dp*pp*tp: {dp}*{request.pp}*{request.tp} = {dp * request.pp * request.tp} "
+            f"must equal gpus {request.gpus}"
+        )
+    if request.pattern not in PATTERNS:
+        raise AdvisorError(f"pattern: {request.pattern!r} is not one of {', '.join(PATTERNS)}")
+    if request.same_pod not in SAME_POD:
+        raise AdvisorError(f"same_pod: {request.same_pod!r} is not one of {', '.join(SAME_POD)}")
+    bad = [h for h in request.avoid_hosts if not 0 <= h < fabric.num_hosts]
+    if bad:
+        raise AdvisorError(f"avoid_hosts: host id {bad[0]} is not in fabric {fabric.name!r}")
+    return request.gpus // n
+
+
+def _job(request: Request, hosts: Sequence[int]) -> Job:
+    dp = request.dp or request.gpus // max(request.pp * request.tp, 1)
+    return Job(id=CANDIDATE_ID, hosts=tuple(int(h) for h in hosts), dp=dp, pp=request.pp,
+               tp=request.tp, collectives=(request.pattern,), channels=request.channels,
+               demand_gbps=request.demand_gbps)  # fmt: skip
+
+
+def _context(fabric: Fabric, health: LinkHealth, jobs: Sequence[Job]) -> _Context:
+    flows = jobs_flows(fabric, list(jobs))
+    res = solve(fabric, health, flows, options=SolveOptions(lp="never", search_time=1.0))
+    ctx = _Context(fabric, health, list(jobs), flows, res.assignment.path.copy())
+    if len(flows):
+        ctx.busbw = simulate(fabric, health, res.assignment).job_busbw_fraction
+    return ctx
+
+
+def _free_hosts(fabric: Fabric, jobs: Sequence[Job], avoid: Sequence[int]) -> np.ndarray:
+    free = np.ones(fabric.num_hosts, dtype=bool)
+    for job in jobs:
+        free[list(job.hosts)] = False
+    free[list(avoid)] = False
+    return free
+
+
+def _rack_health(fabric: Fabric, health: LinkHealth) -> np.ndarray:
+    """Alive / built uplink capacity per rack."""
+    links = fabric.rack_link(
+        np.arange(fabric.num_racks)[:, None, None],
+        np.arange(fabric.ctsws_per_pod)[None, :, None],
+        np.arange(fabric.rack_links)[None, None, :],
+    ).reshape(fabric.num_racks, -1)
+    alive = health.arc_capacity(fabric)[fabric.up(links)].sum(axis=1)
+    return np.asarray(alive / fabric.capacity[fabric.up(links)].sum(axis=1))
+
+
+def _take(racks: Sequence[int], by_rack: dict[int, list[int]], n: int) -> tuple[int, ...]:
+    out: list[int] = []
+    for r in racks:
+        out.extend(by_rack[r][: n - len(out)])
+        if len(out) == n:
+            return tuple(out)
+    return ()
+
+
+def candidates(
+    fabric: Fabric, health: LinkHealth, jobs: Sequence[Job], request: Request
+) -> list[tuple[str, tuple[int, ...]]]:
+    """Hierarchy-aware candidate host sets, deterministic, de-duplicated."""
+    n = _hosts_needed(fabric, request)
+    free = _free_hosts(fabric, jobs, request.avoid_hosts)
+    if free.sum() < n:
+        raise AdvisorError(
+            f"gpus: {request.gpus} GPUs need {n} free hosts, only {int(free.sum())} are free"
+        )
+    rack_of = fabric.rack_of_host(np.arange(fabric.num_hosts))
+    by_rack: dict[int, list[int]] = {}
+    for h in np.flatnonzero(free).tolist():
+        by_rack.setdefault(int(rack_of[h]), []).append(h)
+    rack_ok = _rack_health(fabric, health)
+    pod_free = {p: 0 for p in range(fabric.pods)}
+    for r, hosts in by_rack.items():
+        pod_free[int(fabric.pod_of_rack(r))] += len(hosts)
+    fitting = sorted((free_n, p) for p, free_n in pod_free.items() if free_n >= n)
+    out: list[tuple[str, tuple[int, ...]]] = []
+
+    def racks_of(pods: Sequence[int]) -> list[int]:
+        return [r for r in sorted(by_rack) if int(fabric.pod_of_rack(r)) in pods]
+
+    def pack_key(r: int) -> tuple[float, float, int]:
+        return (-len(by_rack[r]), -rack_ok[r], r)
+
+    for _, pod in fitting[:3]:
+        racks = racks_of([pod])
+        out.append((f"pack pod {pod}", _take(sorted(racks, key=pack_key), by_rack, n)))
+        healthy = sorted(racks, key=lambda r: (-rack_ok[r], -len(by_rack[r]), r))
+        out.append((f"healthy pod {pod}", _take(healthy, by_rack, n)))
+        out.append((f"first-fit pod {pod}", _take(racks, by_rack, n)))
+    if not fitting or request.same_pod == "any":
+        if request.same_pod == "require" and not fitting:
+            raise AdvisorError(f"same_pod: no single pod has {n} free hosts")
+        pods = sorted(pod_free, key=lambda p: (-pod_free[p], p))
+        chosen: list[int] = []
+        for p in pods:
+            chosen.append(p)
+            if sum(pod_free[q] for q in chosen) >= n:
+                break
+        racks = sorted(racks_of(chosen), key=lambda r: (chosen.index(int(fabric.pod_of_rack(r))),
+                                                        *pack_key(r)))  # fmt: skip
+        out.append((f"pack pods {','.join(map(str, sorted(chosen)))}", _take(racks, by_rack, n)))
+    seen: set[tuple[int, ...]] = set()
+    unique = []
+    for name, hosts in out:
+        if hosts and hosts not in seen:
+            seen.add(hosts)
+            unique.append((name, hosts))
+    return unique
+
+
+def _score(ctx: _Context, request: Request, hosts: tuple[int, ...], strategy: str) -> Score:
+    f = ctx.fabric
+    new = jobs_flows(f, [_job(request, hosts)])
+    flows = FlowSet.concat([ctx.flows, new])
+    fixed = np.concatenate([ctx.path, np.full(len(new), UNROUTED, np.int64)])
+    path = greedy(f, ctx.health, flows, fixed=fixed)
+    movable = np.zeros(len(flows), bool)
+    movable[len(ctx.flows) :] = True
+    path = local_search(f, ctx.health, flows, path, movable=movable, time_budget=0.5)
+    assignment = Assignment(flows, path)
+    report = simulate(f, ctx.health, assignment)
+    after = report.job_busbw_fraction
+    deltas = [after.get(k, v) - v for k, v in ctx.busbw.items()]
+    cross = flow_class(f, new.src_nic, new.dst_nic) == CROSS_POD
+    host_arr = np.asarray(hosts)
+    racks = np.unique(f.rack_of_host(host_arr))
+    return Score(
+        hosts=tuple(int(h) for h in hosts),
+        pods=int(np.unique(f.pod_of_rack(racks)).size),
+        racks=int(racks.size),
+        cross_pod_gbps=float(new.demand[cross].sum()),
+        te_mlu=float(report.mlu),
+        bound=lower_bound(f, ctx.health, flows).value,
+        new_job_busbw=after.get(CANDIDATE_ID, 1.0),
+        worst_existing_delta=float(min(deltas, default=0.0)),
+        strategy=strategy,
+    )
+
+
+def advise(
+    fabric: Fabric, health: LinkHealth, jobs: Sequence[Job], request: Request
+) -> list[Score]:
+    """Ranked candidate placements (best first), at most `request.top`."""
+    options = candidates(fabric, health, jobs, request)
+    ctx = _context(fabric, health, jobs)
+    scored = [_score(ctx, request, hosts, name) for name, hosts in options]
+    return sorted(scored, key=Score.rank_key)[: max(request.top, 1)]
+
+
+def score_many(
+    fabric: Fabric,
+    health: LinkHealth,
+    jobs: Sequence[Job],
+    placements: Sequence[Sequence[int]],
+    request: Request,
+) -> list[Score]:
+    """Figures for placements a scheduler proposes, in the order given."""
+    _hosts_needed(fabric, request)
+    busy = set().union(*(set(j.hosts) for j in jobs)) if jobs else set()
+    for i, hosts in enumerate(placements):
+        bad = [h for h in hosts if not 0 <= h < fabric.num_hosts]
+        if bad:
+            raise AdvisorError(f"placements[{i}]: host id {bad[0]} is not in the fabric")
+        taken = sorted(busy.intersection(hosts))
+        if taken:
+            raise AdvisorError(
+                f"placements[{i}]: {fabric.host_name(taken[0])} is already in a running job"
+            )
+        if len(hosts) * fabric.nics_per_host != request.gpus:
+            raise AdvisorError(
+                f"placements[{i}]: {len(hosts)} hosts do not hold {request.gpus} GPUs"
+            )
+        try:
+            jobs_flows(fabric, [_job(request, hosts)])
+        except WorkloadError as err:
+            raise AdvisorError(f"placements[{i}]: {err}") from None
+    ctx = _context(fabric, health, jobs)
+    return [_score(ctx, request, tuple(h), "proposed") for h in placements]
+
+
+def score(
+    fabric: Fabric, health: LinkHealth, jobs: Sequence[Job], hosts: Sequence[int],
+    request: Request,
+) -> Score:  # fmt: skip
+    """Figures for one proposed placement."""
+    return score_many(fabric, health, jobs, [hosts], request)[0]
+
+
+def first_fit_hosts(fabric: Fabric, jobs: Sequence[Job], n_hosts: int) -> tuple[int, ...]:
+    """The lowest-numbered free hosts: what a topology-blind scheduler does."""
+    free = np.flatnonzero(_free_hosts(fabric, jobs, ()))
+    if free.size < n_hosts:
+        raise AdvisorError(f"only {free.size} free hosts, {n_hosts} needed")
+    return tuple(int(h) for h in free[:n_hosts])
+
+
+def random_hosts(fabric: Fabric, jobs: Sequence[Job], n_hosts: int, seed: int) -> tuple[int, ...]:
+    """Free hosts drawn at random (seeded)."""
+    free = np.flatnonzero(_free_hosts(fabric, jobs, ()))
+    if free.size < n_hosts:
+        raise AdvisorError(f"only {free.size} free hosts, {n_hosts} needed")
+    pick = np.random.default_rng(seed).choice(free, size=n_hosts, replace=False)
+    return tuple(int(h) for h in np.sort(pick))

@@ -1,0 +1,81 @@
+"""Topology exports parse back and describe exactly the fabric."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+import yaml
+
+from controller.fabric import Fabric
+from controller.topology_export import FORMATS, export, hostlist
+
+
+def expand(spec: str) -> list[str]:
+    """Inverse of hostlist: 'h[0-2,5]' -> ['h0', 'h1', 'h2', 'h5']."""
+    m = re.fullmatch(r"(.*?)\[([0-9,\-]+)\]", spec)
+    if not m:
+        return [spec]
+    out = []
+    for part in m.group(2).split(","):
+        a, _, b = part.partition("-")
+        out += [f"{m.group(1)}{i}" for i in range(int(a), int(b or a) + 1)]
+    return out
+
+
+def test_hostlist_round_trip() -> None:
+    assert hostlist("h", [5, 0, 1, 2, 7, 8]) == "h[0-2,5,7-8]"
+    assert expand(hostlist("h", [3, 9, 4])) == ["h3", "h4", "h9"]
+    assert hostlist("h", [3]) == "h3"
+
+
+def test_slurm_conf_tree(small: Fabric) -> None:
+    parents: dict[str, str] = {}
+    for line in export(small, "slurm-conf").splitlines():
+        if line.startswith("#"):
+            continue
+        fields = dict(kv.split("=", 1) for kv in line.split())
+        children = fields.get("Nodes") or fields["Switches"]
+        for child in expand(children):
+            assert child not in parents
+            parents[child] = fields["SwitchName"]
+    for host in range(small.num_hosts):
+        rtsw = parents[small.host_name(host)]
+        assert rtsw == small.rtsw_name(small.rack_of_host(host))
+        assert parents[rtsw] == f"pod{small.pod_of_rack(small.rack_of_host(host))}"
+    assert parents["pod0"] == parents["pod1"] == "cluster"
+
+
+def test_slurm_yaml_tree_and_blocks(small: Fabric) -> None:
+    doc = yaml.safe_load(export(small, "slurm-yaml"))
+    tree, block = doc[0]["tree"]["switches"], doc[1]["block"]["blocks"]
+    hosts = [h for s in tree if "nodes" in s for h in expand(s["nodes"])]
+    assert sorted(hosts) == sorted(small.host_name(h) for h in range(small.num_hosts))
+    assert len(block) == small.num_racks
+    assert doc[1]["block"]["block_sizes"] == [small.hosts_per_rack]
+
+
+def test_k8s_kueue_volcano(small: Fabric) -> None:
+    labels = json.loads(export(small, "k8s-labels"))
+    assert labels["host-p1-r3-h1"] == {
+        "fabric-te.io/pod": "p1", "fabric-te.io/rack": "p1-r3",
+        "kubernetes.io/hostname": "host-p1-r3-h1",
+    }  # fmt: skip
+    kueue = yaml.safe_load(export(small, "kueue"))
+    assert [lvl["nodeLabel"] for lvl in kueue["spec"]["levels"]] == [
+        "fabric-te.io/pod", "fabric-te.io/rack", "kubernetes.io/hostname"]  # fmt: skip
+    docs = list(yaml.safe_load_all(export(small, "volcano")))
+    tiers = [d["spec"]["tier"] for d in docs]
+    assert tiers.count(1) == small.num_racks and tiers.count(2) == small.pods
+    rack = next(d for d in docs if d["metadata"]["name"] == "rack-p0-r2")
+    names = [m["selector"]["exactMatch"]["name"] for m in rack["spec"]["members"]]
+    assert names == ["host-p0-r2-h0", "host-p0-r2-h1"]
+
+
+def test_json_and_unknown_format(small: Fabric) -> None:
+    doc = json.loads(export(small, "json"))
+    assert sum(len(r["hosts"]) for p in doc["pods"] for r in p["racks"]) == small.num_hosts
+    with pytest.raises(ValueError, match="unknown format 'dot'"):
+        export(small, "dot")
+    assert "json" in FORMATS
