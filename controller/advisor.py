@@ -171,8 +171,8 @@ def candidates(
         by_rack.setdefault(int(rack_of[h]), []).append(h)
     rack_ok = _rack_health(fabric, health)
     pod_free = {p: 0 for p in range(fabric.pods)}
-    for r, hosts in by_rack.items():
-        pod_free[int(fabric.pod_of_rack(r))] += len(hosts)
+    for r, rack_hosts in by_rack.items():
+        pod_free[int(fabric.pod_of_rack(r))] += len(rack_hosts)
     fitting = sorted((free_n, p) for p, free_n in pod_free.items() if free_n >= n)
     out: list[tuple[str, tuple[int, ...]]] = []
 
@@ -201,7 +201,7 @@ def candidates(
                                                         *pack_key(r)))  # fmt: skip
         out.append((f"pack pods {','.join(map(str, sorted(chosen)))}", _take(racks, by_rack, n)))
     seen: set[tuple[int, ...]] = set()
-    unique = []
+    unique: list[tuple[str, tuple[int, ...]]] = []
     for name, hosts in out:
         if hosts and hosts not in seen:
             seen.add(hosts)

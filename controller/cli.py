@@ -51,10 +51,11 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--json", action="store_true", help="machine-readable output")
     show.set_defaults(func=cmd_fabric_show)
 
-    from controller import cli_offline, cli_service
+    from controller import cli_advise, cli_offline, cli_service
 
     routes = cli_offline.register(sub, _add_fabric_arg)
     cli_service.register(sub, _add_fabric_arg, routes)
+    cli_advise.register(sub, _add_fabric_arg)
     return parser
 
 

@@ -63,3 +63,13 @@ def test_bad_input_exits_2_with_a_named_error(
 ) -> None:
     assert main(argv) == 2
     assert message in capsys.readouterr().err
+
+
+def test_advise_and_topology_export(capsys: pytest.CaptureFixture[str]) -> None:
+    data = _json(capsys, ["advise", "--fabric", "small", "--jobs", "none", "--gpus", "16",
+                          "--tp", "4", "--json"])  # fmt: skip
+    assert data[0]["pods"] == 1 and len(data[0]["hosts"]) == 4
+    assert main(["topology", "export", "--fabric", "tiny", "--format", "slurm-conf"]) == 0
+    assert "SwitchName=rtsw-p0-r0 Nodes=host-p0-r0-h[0-1]" in capsys.readouterr().out
+    assert main(["advise", "--fabric", "tiny", "--jobs", "none", "--gpus", "64"]) == 2
+    assert "free hosts" in capsys.readouterr().err

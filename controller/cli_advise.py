@@ -1,0 +1,101 @@
+"""`tectl advise` and `tectl topology export`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from dataclasses import asdict
+
+from controller.fabric import Fabric
+from controller.report import emit, format_table
+
+
+def cmd_advise(args: argparse.Namespace) -> int:
+    from controller.advisor import Request, advise
+    from controller.health import parse_health
+    from sim.fabricfile import load_fabric
+    from sim.jobmix import random_jobs
+    from sim.placement import load_placement
+
+    fabric = load_fabric(args.fabric)
+    if args.jobs == "random":
+        jobs = random_jobs(fabric, seed=args.seed, fill=args.fill)
+    elif args.jobs == "none":
+        jobs = []
+    else:
+        jobs = load_placement(fabric, args.jobs)
+    health = parse_health(fabric, args.fail)
+    request = Request(
+        gpus=args.gpus, dp=args.dp, pp=args.pp, tp=args.tp, pattern=args.pattern,
+        same_pod=args.same_pod, avoid_hosts=tuple(fabric.host_by_name(h) for h in args.avoid),
+        top=args.top,
+    )  # fmt: skip
+    advice = advise(fabric, health, jobs, request)
+    rows = [
+        [i + 1, s.strategy, len(s.hosts), s.pods, s.racks, s.cross_pod_gbps, s.te_mlu,
+         s.mlu_ratio, s.new_job_busbw, s.worst_existing_delta]
+        for i, s in enumerate(advice)
+    ]  # fmt: skip
+    header = ["rank", "candidate", "hosts", "pods", "racks", "cross-pod Gbps", "TE MLU",
+              "MLU/bound", "new job busbw", "worst running-job change"]  # fmt: skip
+    text = (
+        f"fabric {fabric.name}: {len(jobs)} running jobs; request {args.gpus} GPUs "
+        f"(dp {args.dp or '-'} pp {args.pp} tp {args.tp}, {args.pattern})\n\n"
+        + format_table(header, rows)
+        + "".join(f"\n#{i + 1} hosts: {_names(fabric, s.hosts)}" for i, s in enumerate(advice))
+    )
+    data = [
+        {**asdict(s), "hosts": [fabric.host_name(h) for h in s.hosts], "mlu_ratio": s.mlu_ratio}
+        for s in advice
+    ]
+    emit(args.json, data, text + "\n")
+    return 0
+
+
+def _names(fabric: Fabric, hosts: tuple[int, ...], shown: int = 6) -> str:
+    names = [fabric.host_name(h) for h in hosts]
+    more = f" ... (+{len(names) - shown} more; --json lists all)" if len(names) > shown else ""
+    return " ".join(names[:shown]) + more
+
+
+def cmd_topology_export(args: argparse.Namespace) -> int:
+    from controller.topology_export import export
+    from sim.fabricfile import load_fabric
+
+    sys.stdout.write(export(load_fabric(args.fabric), args.format).rstrip("\n") + "\n")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction, add_fabric_arg: Callable[..., None]) -> None:
+    """Add `advise` and `topology export` to `tectl`."""
+    from controller.advisor import SAME_POD
+    from controller.topology_export import FORMATS
+
+    adv = sub.add_parser("advise", help="where should a new job run (ranked placements)")
+    add_fabric_arg(adv)
+    adv.add_argument(
+        "--jobs",
+        default="random",
+        help="running jobs: placement file, 'random' (seeded mix) or 'none'",
+    )
+    adv.add_argument("--seed", type=int, default=1)
+    adv.add_argument("--fill", type=float, default=0.5, help="for --jobs random (0.5)")
+    adv.add_argument("--fail", action="append", default=[], metavar="LINK[=STATE]")
+    adv.add_argument("--gpus", type=int, required=True)
+    adv.add_argument("--dp", type=int, default=0, help="0: gpus / (pp * tp)")
+    adv.add_argument("--pp", type=int, default=1)
+    adv.add_argument("--tp", type=int, default=1)
+    adv.add_argument("--pattern", default="ring", choices=("ring", "alltoall", "pipeline"))
+    adv.add_argument("--same-pod", default="prefer", choices=SAME_POD)
+    adv.add_argument("--avoid", nargs="*", default=[], metavar="HOST")
+    adv.add_argument("--top", type=int, default=3)
+    adv.add_argument("--json", action="store_true")
+    adv.set_defaults(func=cmd_advise)  # fmt: skip
+
+    topo = sub.add_parser("topology", help="the fabric's hierarchy for schedulers")
+    tsub = topo.add_subparsers(dest="topology_command", required=True, metavar="SUBCOMMAND")
+    exp = tsub.add_parser("export", help="Slurm, Kubernetes (Kueue, Volcano) or JSON")
+    add_fabric_arg(exp)
+    exp.add_argument("--format", required=True, choices=FORMATS)
+    exp.set_defaults(func=cmd_topology_export)
