@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from controller.advisor import Request, Score
 from controller.api.fabric_te.v1 import te_pb2 as pb
 from controller.fabric import Fabric, FabricError
 from controller.routes import Entry, RouteSet
@@ -81,3 +82,37 @@ def delta_to_pb(
 
 def str_map(values: Mapping[str, object]) -> dict[str, str]:
     return {k: str(v) for k, v in values.items()}
+
+
+def placement_request_from_pb(fabric: Fabric, msg: pb.PlacementRequest) -> Request:
+    """An advisor Request; host names resolved, errors naming the field."""
+    avoid = []
+    for i, name in enumerate(msg.avoid_hosts):
+        try:
+            avoid.append(fabric.host_by_name(name))
+        except FabricError as err:
+            raise FabricError(f"request.avoid_hosts[{i}]: {err}") from None
+    return Request(
+        gpus=msg.gpus, dp=msg.dp, pp=msg.pp or 1, tp=msg.tp or 1,
+        pattern=msg.pattern or "ring", same_pod=msg.same_pod or "prefer",
+        avoid_hosts=tuple(avoid), top=msg.top or 3,
+    )  # fmt: skip
+
+
+def placement_from_pb(fabric: Fabric, msg: pb.Placement, field: str) -> tuple[int, ...]:
+    out = []
+    for i, name in enumerate(msg.hosts):
+        try:
+            out.append(fabric.host_by_name(name))
+        except FabricError as err:
+            raise FabricError(f"{field}.hosts[{i}]: {err}") from None
+    return tuple(out)
+
+
+def score_to_pb(fabric: Fabric, s: Score) -> pb.PlacementScore:
+    return pb.PlacementScore(
+        hosts=[fabric.host_name(h) for h in s.hosts], pods=s.pods, racks=s.racks,
+        cross_pod_gbps=s.cross_pod_gbps, te_mlu=s.te_mlu, bound=s.bound,
+        mlu_ratio=s.mlu_ratio, new_job_busbw=s.new_job_busbw,
+        worst_existing_delta=s.worst_existing_delta, strategy=s.strategy,
+    )  # fmt: skip

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 import grpc
 
+from controller.advisor import advise, score_many
 from controller.api.fabric_te.v1 import te_pb2 as pb
 from controller.api.fabric_te.v1 import te_pb2_grpc as pb_grpc
 from controller.service import convert
@@ -108,3 +109,21 @@ class TrafficEngineering(pb_grpc.TrafficEngineeringServicer):
             installed_entries=len(routes),
             last_error=e.last_error,
         )
+
+    @mapped
+    def Advise(self, request: pb.AdviseRequest, context: grpc.ServicerContext) -> pb.AdviseResponse:  # noqa: E501
+        req = convert.placement_request_from_pb(self.fabric, request.request)
+        jobs = [job for job, _ in self.engine.jobs()]
+        advice = advise(self.fabric, self.engine.health, jobs, req)
+        return pb.AdviseResponse(candidates=[convert.score_to_pb(self.fabric, s) for s in advice])
+
+    @mapped
+    def Score(self, request: pb.ScoreRequest, context: grpc.ServicerContext) -> pb.ScoreResponse:
+        req = convert.placement_request_from_pb(self.fabric, request.request)
+        placements = [
+            convert.placement_from_pb(self.fabric, p, f"placements[{i}]")
+            for i, p in enumerate(request.placements)
+        ]
+        jobs = [job for job, _ in self.engine.jobs()]
+        scores = score_many(self.fabric, self.engine.health, jobs, placements, req)
+        return pb.ScoreResponse(scores=[convert.score_to_pb(self.fabric, s) for s in scores])

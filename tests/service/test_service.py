@@ -206,3 +206,23 @@ def test_full_snapshot_of_link_health_replaces_earlier_reports(service) -> None:
     stub.ReportLinks(pb.ReportLinksRequest(reports=[pb.LinkReport(link=b, state=down)],
                                            replace_all=True))  # fmt: skip
     assert running.engine.health.down_links().tolist() == [FABRIC.rack_link(0, 1)]
+
+
+def test_advise_and_score_over_grpc(service) -> None:
+    running, stub = service
+    stub.PutJob(pb.PutJobRequest(job=_job("a", range(0, 10))))
+    assert running.engine.wait_idle()
+    request = pb.PlacementRequest(gpus=16, tp=4, avoid_hosts=["host-p0-r6-h0"])
+    advice = stub.Advise(pb.AdviseRequest(request=request)).candidates
+    assert advice and advice[0].pods == 1 and advice[0].new_job_busbw == 1.0
+    assert "host-p0-r6-h0" not in advice[0].hosts
+    assert not set(advice[0].hosts) & {FABRIC.host_name(h) for h in range(10)}
+    scores = stub.Score(pb.ScoreRequest(request=request, placements=[
+        pb.Placement(hosts=list(advice[0].hosts)),
+        pb.Placement(hosts=[FABRIC.host_name(h) for h in (16, 18, 20, 22)])])).scores  # fmt: skip
+    assert [list(s.hosts) for s in scores][0] == list(advice[0].hosts)
+    assert scores[0].new_job_busbw == advice[0].new_job_busbw
+    with pytest.raises(grpc.RpcError) as err:
+        stub.Advise(pb.AdviseRequest(request=pb.PlacementRequest(gpus=4000, tp=4)))
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "free hosts" in err.value.details()
