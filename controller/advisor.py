@@ -137,11 +137,7 @@ def _free_hosts(fabric: Fabric, jobs: Sequence[Job], avoid: Sequence[int]) -> np
 
 def _rack_health(fabric: Fabric, health: LinkHealth) -> np.ndarray:
     """Alive / built uplink capacity per rack."""
-    links = fabric.rack_link(
-        np.arange(fabric.num_racks)[:, None, None],
-        np.arange(fabric.ctsws_per_pod)[None, :, None],
-        np.arange(fabric.rack_links)[None, None, :],
-    ).reshape(fabric.num_racks, -1)
+    links = fabric.rack_uplinks().reshape(fabric.num_racks, -1)
     alive = health.arc_capacity(fabric)[fabric.up(links)].sum(axis=1)
     return np.asarray(alive / fabric.capacity[fabric.up(links)].sum(axis=1))
 

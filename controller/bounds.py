@@ -69,7 +69,7 @@ def lower_bound(
         dr = fabric.rack_of_host(fabric.host_of_nic(dst))
         leaves = cls != SAME_RACK
         racks = fabric.num_racks
-        rack_links = _rack_grid(fabric).reshape(racks, -1)
+        rack_links = fabric.rack_uplinks().reshape(racks, -1)
         up_cap = cap[fabric.up(rack_links)].sum(axis=1)
         down_cap = cap[fabric.down(rack_links)].sum(axis=1)
         parts["rack-egress"] = _ratio(np.bincount(sr[leaves], d[leaves], racks), up_cap)
@@ -97,15 +97,6 @@ def lower_bound(
         return Bound(0.0, "none", parts)
     name = max(sorted(parts), key=lambda k: parts[k])
     return Bound(parts[name], name, parts)
-
-
-def _rack_grid(fabric: Fabric) -> np.ndarray:
-    """Link ids [racks, C, K] of every RTSW's uplinks."""
-    return fabric.rack_link(
-        np.arange(fabric.num_racks)[:, None, None],
-        np.arange(fabric.ctsws_per_pod)[None, :, None],
-        np.arange(fabric.rack_links)[None, None, :],
-    )
 
 
 def _agg_grid(fabric: Fabric) -> np.ndarray:
@@ -150,7 +141,7 @@ def _largest_flow(
 
     Parallel members are independent choices, so the best member of each hop is taken
     first; then the best plane c (and ATSW j) maximises the smallest hop."""
-    links = _rack_grid(fabric)
+    links = fabric.rack_uplinks()
     rack_up = cap[fabric.up(links)].max(axis=2)  # [racks, C]
     rack_down = cap[fabric.down(links)].max(axis=2)
     plane = np.minimum(rack_up[sr], rack_down[dr])  # [F, C]

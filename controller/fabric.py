@@ -140,6 +140,14 @@ class Fabric:
         ctsw = pod * self.ctsws_per_pod + c
         return self.agg_base + (ctsw * self.atsws_per_plane + j) * self.agg_links + m
 
+    def rack_uplinks(self) -> np.ndarray:
+        """Link ids [racks, C, K] of every RTSW's links to its CTSWs."""
+        return self.rack_link(
+            np.arange(self.num_racks)[:, None, None],
+            np.arange(self.ctsws_per_pod)[None, :, None],
+            np.arange(self.rack_links)[None, None, :],
+        )
+
     @staticmethod
     def up(link):  # type: ignore[no-untyped-def]
         return 2 * link

@@ -84,29 +84,28 @@ def str_map(values: Mapping[str, object]) -> dict[str, str]:
     return {k: str(v) for k, v in values.items()}
 
 
+def _hosts(fabric: Fabric, names: Iterable[str], field: str) -> tuple[int, ...]:
+    """Host ids for names; an unknown one is named with its index under `field`."""
+    out = []
+    for i, name in enumerate(names):
+        try:
+            out.append(fabric.host_by_name(name))
+        except FabricError as err:
+            raise FabricError(f"{field}[{i}]: {err}") from None
+    return tuple(out)
+
+
 def placement_request_from_pb(fabric: Fabric, msg: pb.PlacementRequest) -> Request:
     """An advisor Request; host names resolved, errors naming the field."""
-    avoid = []
-    for i, name in enumerate(msg.avoid_hosts):
-        try:
-            avoid.append(fabric.host_by_name(name))
-        except FabricError as err:
-            raise FabricError(f"request.avoid_hosts[{i}]: {err}") from None
     return Request(
         gpus=msg.gpus, dp=msg.dp, pp=msg.pp or 1, tp=msg.tp or 1,
         pattern=msg.pattern or "ring", same_pod=msg.same_pod or "prefer",
-        avoid_hosts=tuple(avoid), top=msg.top or 3,
+        avoid_hosts=_hosts(fabric, msg.avoid_hosts, "request.avoid_hosts"), top=msg.top or 3,
     )  # fmt: skip
 
 
 def placement_from_pb(fabric: Fabric, msg: pb.Placement, field: str) -> tuple[int, ...]:
-    out = []
-    for i, name in enumerate(msg.hosts):
-        try:
-            out.append(fabric.host_by_name(name))
-        except FabricError as err:
-            raise FabricError(f"{field}.hosts[{i}]: {err}") from None
-    return tuple(out)
+    return _hosts(fabric, msg.hosts, f"{field}.hosts")
 
 
 def score_to_pb(fabric: Fabric, s: Score) -> pb.PlacementScore:
