@@ -37,7 +37,6 @@ def test_two_flows_split_over_two_ctsws(two_rack_pod):
 
 
 def test_unequal_demands_hand_optimum(two_rack_pod):
-    # 300 + 200 + 100 + 100 from rack 0 to rack 1 over two 400G uplinks: best is 350/400
     fabric = two_rack_pod
     flows = FlowSet.build([0, 0, 1, 1], [2, 3, 2, 3], [300.0, 100.0, 200.0, 100.0])
     health = LinkHealth.all_up(fabric)
