@@ -2,12 +2,17 @@
 
 Search (a handful of candidates, never all subsets):
     free hosts   = hosts in no running job and not in the request's avoid list
-    rack health  = alive uplink capacity / built uplink capacity of the rack
-    single pod   for each pod that fits, best fit first (the least free hosts that still
+    rack health  = alive uplink capacity / built uplink capacity of the rack (down and
+                   degraded uplinks make a rack less attractive among equally full racks)
+    single pod   for each of the three best-fitting pods (the least free hosts that still
                  fit, keeping large holes for large jobs): "pack" (whole free racks first,
-                 then the fullest partial racks: fewest racks), "healthy" (healthiest
-                 racks first), "first-fit" (racks in order)
-    cross pod    only when no single pod fits (or same_pod="any"): fewest pods, packed
+                 then the fullest partial racks: fewest racks; healthier first among
+                 equals), "healthy" (healthiest racks first), "first-fit" (racks in order);
+                 in the best-fitting pod also "pack ... seed S", ties between equally full
+                 and healthy racks broken by a permutation seeded by `seed`
+    cross pod    only when no single pod fits (or same_pod="any"): fewest pods (most free
+                 first), then same-size pod sets with the most aggregation headroom, and
+                 one set of one more pod if fewer than three exist; packed as above
 Scoring: the running jobs' flows keep their current TE paths (solved once per call); the
 new job's flows are placed around them (greedy + local search on the new flows only), and
 the whole fabric is simulated. Ranked by the new job's bus-bandwidth fraction, then the
@@ -17,7 +22,8 @@ worst drop it causes for running jobs, cross-pod traffic, racks spanned, host id
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from itertools import combinations
 
 import numpy as np
 
@@ -42,9 +48,12 @@ class AdvisorError(ValueError):
 
 @dataclass(frozen=True)
 class Request:
-    """A job to place: GPU count and parallelism, traffic pattern and constraints."""
+    """A job to place: size (GPUs, or hosts), parallelism, traffic pattern and constraints.
 
-    gpus: int
+    Give `gpus` or `hosts` (hosts * GPUs per host); when both are given they must agree.
+    """
+
+    gpus: int = 0
     dp: int = 0  # 0: gpus / (pp * tp)
     pp: int = 1
     tp: int = 1
@@ -54,6 +63,7 @@ class Request:
     top: int = 3
     channels: int = 1
     demand_gbps: float = 400.0
+    hosts: int = 0
 
 
 @dataclass(frozen=True)
@@ -69,6 +79,7 @@ class Score:
     new_job_busbw: float  # the new job's bus-bandwidth fraction
     worst_existing_delta: float  # min over running jobs of (after - before) busbw
     strategy: str = ""
+    rank: int = 0  # 1 = best, in `advise` output; 0 when scored alone
 
     @property
     def mlu_ratio(self) -> float:
@@ -91,15 +102,32 @@ class _Context:
     busbw: dict[str, float] = field(default_factory=dict)
 
 
+def _gpus(fabric: Fabric, request: Request) -> int:
+    """The request's GPU count, from `gpus` or `hosts`."""
+    n = fabric.nics_per_host
+    if request.hosts < 0:
+        raise AdvisorError(f"hosts: {request.hosts} must be positive")
+    if request.hosts and request.gpus and request.hosts * n != request.gpus:
+        raise AdvisorError(
+            f"hosts: {request.hosts} hosts hold {request.hosts * n} GPUs, not gpus {request.gpus}"
+        )
+    return request.gpus or request.hosts * n
+
+
 def _hosts_needed(fabric: Fabric, request: Request) -> int:
     n = fabric.nics_per_host
-    if request.gpus <= 0 or request.gpus % n:
-        raise AdvisorError(f"gpus: {request.gpus} is not a positive multiple of {n} per host")
-    dp = request.dp or request.gpus // max(request.pp * request.tp, 1)
-    if dp * request.pp * request.tp != request.gpus:
+    gpus = _gpus(fabric, request)
+    if gpus <= 0 or gpus % n:
+        raise AdvisorError(f"gpus: {gpus} is not a positive multiple of {n} per host")
+    if min(request.dp, request.pp, request.tp) < 0 or request.pp == 0 or request.tp == 0:
+        raise AdvisorError(
+            f"dp*pp*tp: dp {request.dp}, pp {request.pp}, tp {request.tp} must be positive"
+        )
+    dp = request.dp or gpus // (request.pp * request.tp)
+    if dp * request.pp * request.tp != gpus:
         raise AdvisorError(
             f"dp*pp*tp: {dp}*{request.pp}*{request.tp} = {dp * request.pp * request.tp} "
-            f"must equal gpus {request.gpus}"
+            f"must equal gpus {gpus}"
         )
     if request.pattern not in PATTERNS:
         raise AdvisorError(f"pattern: {request.pattern!r} is not one of {', '.join(PATTERNS)}")
@@ -108,11 +136,13 @@ def _hosts_needed(fabric: Fabric, request: Request) -> int:
     bad = [h for h in request.avoid_hosts if not 0 <= h < fabric.num_hosts]
     if bad:
         raise AdvisorError(f"avoid_hosts: host id {bad[0]} is not in fabric {fabric.name!r}")
-    return request.gpus // n
+    if request.top < 1:
+        raise AdvisorError(f"top: {request.top} must be at least 1")
+    return gpus // n
 
 
-def _job(request: Request, hosts: Sequence[int]) -> Job:
-    dp = request.dp or request.gpus // max(request.pp * request.tp, 1)
+def _job(fabric: Fabric, request: Request, hosts: Sequence[int]) -> Job:
+    dp = request.dp or _gpus(fabric, request) // max(request.pp * request.tp, 1)
     return Job(id=CANDIDATE_ID, hosts=tuple(int(h) for h in hosts), dp=dp, pp=request.pp,
                tp=request.tp, collectives=(request.pattern,), channels=request.channels,
                demand_gbps=request.demand_gbps)  # fmt: skip
@@ -142,6 +172,59 @@ def _rack_health(fabric: Fabric, health: LinkHealth) -> np.ndarray:
     return np.asarray(alive / fabric.capacity[fabric.up(links)].sum(axis=1))
 
 
+def _agg_headroom(fabric: Fabric, health: LinkHealth, jobs: Sequence[Job]) -> np.ndarray:
+    """Per pod: 1 - (running jobs' cross-pod Gbps leaving it) / (alive agg uplink Gbps)."""
+    if fabric.atsws_per_plane == 0:
+        return np.ones(fabric.pods)
+    links = fabric.agg_link(
+        np.arange(fabric.pods)[:, None, None, None],
+        np.arange(fabric.ctsws_per_pod)[None, :, None, None],
+        np.arange(fabric.atsws_per_plane)[None, None, :, None],
+        np.arange(fabric.agg_links)[None, None, None, :],
+    ).reshape(fabric.pods, -1)
+    alive = health.arc_capacity(fabric)[fabric.up(links)].sum(axis=1)
+    load = np.zeros(fabric.pods)
+    if jobs:
+        flows = jobs_flows(fabric, list(jobs))
+        cross = flow_class(fabric, flows.src_nic, flows.dst_nic) == CROSS_POD
+        src_pod = fabric.pod_of_rack(fabric.rack_of_host(fabric.host_of_nic(flows.src_nic)))
+        np.add.at(load, src_pod[cross], flows.demand[cross])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(alive > 0, 1.0 - load / alive, -np.inf)
+
+
+def _pod_sets(
+    fabric: Fabric, health: LinkHealth, jobs: Sequence[Job], pod_free: dict[int, int], n: int
+) -> list[tuple[str, list[int]]]:
+    """Up to three sets of the fewest pods holding n free hosts, each listed most free first.
+
+    The first takes the pods with the most free hosts; the others are the sets of the same
+    size whose tightest pod has the most aggregation headroom left by the running jobs; when
+    fewer than three exist, one set of one more pod (most headroom) is offered too, so the
+    scorer can compare spreading the job's cross-pod traffic over more aggregation uplinks.
+    """
+    by_free = sorted(pod_free, key=lambda p: (-pod_free[p], p))
+    size = next(k for k in range(1, len(by_free) + 1)
+                if sum(pod_free[p] for p in by_free[:k]) >= n)  # fmt: skip
+    first = by_free[:size]
+    out = [("", first)]
+    headroom = _agg_headroom(fabric, health, jobs)
+    pool = by_free[: size + 4]
+    sets = [list(c) for c in combinations(pool, size) if sum(pod_free[p] for p in c) >= n]
+    sets.sort(key=lambda c: (-min(headroom[p] for p in c), -sum(pod_free[p] for p in c), c))
+    for c in sets:
+        if len(out) == 3:
+            break
+        chosen = sorted(c, key=lambda p: (-pod_free[p], p))
+        if chosen != first:
+            out.append((" (agg headroom)", chosen))
+    if len(out) < 3 and size < len(by_free):
+        wider = sorted(combinations(by_free[: size + 4], size + 1),
+                       key=lambda c: (-min(headroom[p] for p in c), c))  # fmt: skip
+        out.append((" (one more pod)", sorted(wider[0], key=lambda p: (-pod_free[p], p))))
+    return out
+
+
 def _take(racks: Sequence[int], by_rack: dict[int, list[int]], n: int) -> tuple[int, ...]:
     out: list[int] = []
     for r in racks:
@@ -152,14 +235,15 @@ def _take(racks: Sequence[int], by_rack: dict[int, list[int]], n: int) -> tuple[
 
 
 def candidates(
-    fabric: Fabric, health: LinkHealth, jobs: Sequence[Job], request: Request
+    fabric: Fabric, health: LinkHealth, jobs: Sequence[Job], request: Request, seed: int = 0
 ) -> list[tuple[str, tuple[int, ...]]]:
-    """Hierarchy-aware candidate host sets, deterministic, de-duplicated."""
+    """Hierarchy-aware candidate host sets (name, hosts), deterministic, de-duplicated."""
     n = _hosts_needed(fabric, request)
     free = _free_hosts(fabric, jobs, request.avoid_hosts)
     if free.sum() < n:
         raise AdvisorError(
-            f"gpus: {request.gpus} GPUs need {n} free hosts, only {int(free.sum())} are free"
+            f"gpus: {n * fabric.nics_per_host} GPUs need {n} free hosts, "
+            f"only {int(free.sum())} are free"
         )
     rack_of = fabric.rack_of_host(np.arange(fabric.num_hosts))
     by_rack: dict[int, list[int]] = {}
@@ -178,24 +262,24 @@ def candidates(
     def pack_key(r: int) -> tuple[float, float, int]:
         return (-len(by_rack[r]), -rack_ok[r], r)
 
-    for _, pod in fitting[:3]:
+    tie = np.random.default_rng(seed).permutation(fabric.num_racks)
+    for i, (_, pod) in enumerate(fitting[:3]):
         racks = racks_of([pod])
         out.append((f"pack pod {pod}", _take(sorted(racks, key=pack_key), by_rack, n)))
+        if i == 0:
+            seeded = sorted(racks, key=lambda r: (-len(by_rack[r]), -rack_ok[r], tie[r]))
+            out.append((f"pack pod {pod} seed {seed}", _take(seeded, by_rack, n)))
         healthy = sorted(racks, key=lambda r: (-rack_ok[r], -len(by_rack[r]), r))
         out.append((f"healthy pod {pod}", _take(healthy, by_rack, n)))
         out.append((f"first-fit pod {pod}", _take(racks, by_rack, n)))
     if not fitting or request.same_pod == "any":
         if request.same_pod == "require" and not fitting:
             raise AdvisorError(f"same_pod: no single pod has {n} free hosts")
-        pods = sorted(pod_free, key=lambda p: (-pod_free[p], p))
-        chosen: list[int] = []
-        for p in pods:
-            chosen.append(p)
-            if sum(pod_free[q] for q in chosen) >= n:
-                break
-        racks = sorted(racks_of(chosen), key=lambda r: (chosen.index(int(fabric.pod_of_rack(r))),
-                                                        *pack_key(r)))  # fmt: skip
-        out.append((f"pack pods {','.join(map(str, sorted(chosen)))}", _take(racks, by_rack, n)))
+        for label, chosen in _pod_sets(fabric, health, jobs, pod_free, n):
+            racks = sorted(racks_of(chosen), key=lambda r: (
+                chosen.index(int(fabric.pod_of_rack(r))), *pack_key(r)))  # fmt: skip
+            name = f"pack pods {','.join(map(str, sorted(chosen)))}{label}"
+            out.append((name, _take(racks, by_rack, n)))
     seen: set[tuple[int, ...]] = set()
     unique: list[tuple[str, tuple[int, ...]]] = []
     for name, hosts in out:
@@ -207,7 +291,7 @@ def candidates(
 
 def _score(ctx: _Context, request: Request, hosts: tuple[int, ...], strategy: str) -> Score:
     f = ctx.fabric
-    new = jobs_flows(f, [_job(request, hosts)])
+    new = jobs_flows(f, [_job(f, request, hosts)])
     flows = FlowSet.concat([ctx.flows, new])
     fixed = np.concatenate([ctx.path, np.full(len(new), UNROUTED, np.int64)])
     path = greedy(f, ctx.health, flows, fixed=fixed)
@@ -235,13 +319,18 @@ def _score(ctx: _Context, request: Request, hosts: tuple[int, ...], strategy: st
 
 
 def advise(
-    fabric: Fabric, health: LinkHealth, jobs: Sequence[Job], request: Request
+    fabric: Fabric, health: LinkHealth, jobs: Sequence[Job], request: Request, seed: int = 0
 ) -> list[Score]:
-    """Ranked candidate placements (best first), at most `request.top`."""
-    options = candidates(fabric, health, jobs, request)
+    """Ranked candidate placements (best first, `rank` 1, 2, ...), at most `request.top`.
+
+    Ranking: new job's busbw fraction (desc), worst running-job busbw change (the smaller
+    the drop the better), the new job's cross-pod Gbps (asc), racks spanned (asc), host ids.
+    """
+    options = candidates(fabric, health, jobs, request, seed)
     ctx = _context(fabric, health, jobs)
-    scored = [_score(ctx, request, hosts, name) for name, hosts in options]
-    return sorted(scored, key=Score.rank_key)[: max(request.top, 1)]
+    scored = sorted((_score(ctx, request, hosts, name) for name, hosts in options),
+                    key=Score.rank_key)  # fmt: skip
+    return [replace(s, rank=i + 1) for i, s in enumerate(scored[: request.top])]
 
 
 def score_many(
@@ -252,7 +341,7 @@ def score_many(
     request: Request,
 ) -> list[Score]:
     """Figures for placements a scheduler proposes, in the order given."""
-    _hosts_needed(fabric, request)
+    gpus = _hosts_needed(fabric, request) * fabric.nics_per_host
     busy = set().union(*(set(j.hosts) for j in jobs)) if jobs else set()
     for i, hosts in enumerate(placements):
         bad = [h for h in hosts if not 0 <= h < fabric.num_hosts]
@@ -263,12 +352,12 @@ def score_many(
             raise AdvisorError(
                 f"placements[{i}]: {fabric.host_name(taken[0])} is already in a running job"
             )
-        if len(hosts) * fabric.nics_per_host != request.gpus:
-            raise AdvisorError(
-                f"placements[{i}]: {len(hosts)} hosts do not hold {request.gpus} GPUs"
-            )
+        if len(hosts) * fabric.nics_per_host != gpus:
+            raise AdvisorError(f"placements[{i}]: {len(hosts)} hosts do not hold {gpus} GPUs")
+        if len(set(hosts)) != len(hosts):
+            raise AdvisorError(f"placements[{i}]: a host is listed twice")
         try:
-            jobs_flows(fabric, [_job(request, hosts)])
+            jobs_flows(fabric, [_job(fabric, request, hosts)])
         except WorkloadError as err:
             raise AdvisorError(f"placements[{i}]: {err}") from None
     ctx = _context(fabric, health, jobs)

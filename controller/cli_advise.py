@@ -27,20 +27,22 @@ def cmd_advise(args: argparse.Namespace) -> int:
         jobs = load_placement(fabric, args.jobs)
     health = parse_health(fabric, args.fail)
     request = Request(
-        gpus=args.gpus, dp=args.dp, pp=args.pp, tp=args.tp, pattern=args.pattern,
-        same_pod=args.same_pod, avoid_hosts=tuple(fabric.host_by_name(h) for h in args.avoid),
+        gpus=args.gpus or 0, hosts=args.hosts or 0, dp=args.dp, pp=args.pp, tp=args.tp,
+        pattern=args.pattern,
+        same_pod=args.same_pod, avoid_hosts=_avoid(fabric, args.avoid),
         top=args.top,
     )  # fmt: skip
-    advice = advise(fabric, health, jobs, request)
+    advice = advise(fabric, health, jobs, request, seed=args.seed)
     rows = [
-        [i + 1, s.strategy, len(s.hosts), s.pods, s.racks, s.cross_pod_gbps, s.te_mlu,
+        [s.rank, s.strategy, len(s.hosts), s.pods, s.racks, s.cross_pod_gbps, s.te_mlu,
          s.mlu_ratio, s.new_job_busbw, s.worst_existing_delta]
-        for i, s in enumerate(advice)
+        for s in advice
     ]  # fmt: skip
     header = ["rank", "candidate", "hosts", "pods", "racks", "cross-pod Gbps", "TE MLU",
               "MLU/bound", "new job busbw", "worst running-job change"]  # fmt: skip
+    gpus = request.gpus or request.hosts * fabric.nics_per_host
     text = (
-        f"fabric {fabric.name}: {len(jobs)} running jobs; request {args.gpus} GPUs "
+        f"fabric {fabric.name}: {len(jobs)} running jobs; request {gpus} GPUs "
         f"(dp {args.dp or '-'} pp {args.pp} tp {args.tp}, {args.pattern})\n\n"
         + format_table(header, rows)
         + "".join(f"\n#{i + 1} hosts: {_names(fabric, s.hosts)}" for i, s in enumerate(advice))
@@ -51,6 +53,20 @@ def cmd_advise(args: argparse.Namespace) -> int:
     ]
     emit(args.json, data, text + "\n")
     return 0
+
+
+def _avoid(fabric: Fabric, names: list[str]) -> tuple[int, ...]:
+    """Host ids of the --avoid names; an unknown name is an error naming the option."""
+    from controller.advisor import AdvisorError
+    from controller.fabric import FabricError
+
+    out = []
+    for name in names:
+        try:
+            out.append(fabric.host_by_name(name))
+        except FabricError as err:
+            raise AdvisorError(f"--avoid: {err}") from None
+    return tuple(out)
 
 
 def _names(fabric: Fabric, hosts: tuple[int, ...], shown: int = 6) -> str:
@@ -79,10 +95,17 @@ def register(sub: argparse._SubParsersAction, add_fabric_arg: Callable[..., None
         default="random",
         help="running jobs: placement file, 'random' (seeded mix) or 'none'",
     )
-    adv.add_argument("--seed", type=int, default=1)
+    adv.add_argument(
+        "--seed",
+        type=int,
+        default=1,
+        help="seed of the random job mix and of the advisor's tie-breaks",
+    )
     adv.add_argument("--fill", type=float, default=0.5, help="for --jobs random (0.5)")
     adv.add_argument("--fail", action="append", default=[], metavar="LINK[=STATE]")
-    adv.add_argument("--gpus", type=int, required=True)
+    size = adv.add_mutually_exclusive_group(required=True)
+    size.add_argument("--gpus", type=int)
+    size.add_argument("--hosts", type=int, help="instead of --gpus: whole hosts")
     adv.add_argument("--dp", type=int, default=0, help="0: gpus / (pp * tp)")
     adv.add_argument("--pp", type=int, default=1)
     adv.add_argument("--tp", type=int, default=1)

@@ -4,8 +4,10 @@ slurm-conf   Slurm topology.conf, tree plugin: one line per RTSW (its hosts), pe
              (its RTSWs) and one for the cluster (its pods)
 slurm-yaml   Slurm topology.yaml (24.11+): a `tree` topology as above and a `block`
              topology with one block per rack
-k8s-labels   node -> labels: fabric-te.io/pod, fabric-te.io/rack, kubernetes.io/hostname
-kueue        a Kueue Topology whose levels are those labels, outermost first
+k8s-labels   node -> labels: fabric-te.io/pod, fabric-te.io/rack, fabric-te.io/host and
+             kubernetes.io/hostname
+kueue        a Kueue Topology (v1alpha1) with levels pod, rack, kubernetes.io/hostname
+             (outermost first; Kueue wants the hostname label as the lowest level)
 volcano      Volcano HyperNodes: tier 1 per rack (nodes), tier 2 per pod (rack hypernodes)
 json         pods -> racks -> hosts, with switch names
 """
@@ -24,6 +26,7 @@ FORMATS = ("slurm-conf", "slurm-yaml", "k8s-labels", "kueue", "volcano", "json")
 POD_LABEL, RACK_LABEL, HOST_LABEL = (
     "fabric-te.io/pod", "fabric-te.io/rack", "kubernetes.io/hostname",
 )  # fmt: skip
+FABRIC_HOST_LABEL = "fabric-te.io/host"
 
 
 def hostlist(prefix: str, numbers: Iterable[int]) -> str:
@@ -51,6 +54,7 @@ def _rack_hosts(fabric: Fabric, rack: int) -> str:
 
 
 def slurm_conf(fabric: Fabric) -> str:
+    """topology.conf for the tree plugin: rack switches, pod switches, one top switch."""
     lines = [f"# Slurm topology.conf (tree) for fabric {fabric.name}, by fabric-te"]
     for rack in range(fabric.num_racks):
         lines.append(f"SwitchName={fabric.rtsw_name(rack)} Nodes={_rack_hosts(fabric, rack)}")
@@ -63,6 +67,7 @@ def slurm_conf(fabric: Fabric) -> str:
 
 
 def slurm_yaml(fabric: Fabric) -> str:
+    """topology.yaml (Slurm 24.11+): a default `tree` topology and a `block` one (racks)."""
     switches: list[dict[str, Any]] = [
         {"switch": fabric.rtsw_name(r), "nodes": _rack_hosts(fabric, r)}
         for r in range(fabric.num_racks)
@@ -86,16 +91,19 @@ def slurm_yaml(fabric: Fabric) -> str:
 
 
 def k8s_labels(fabric: Fabric) -> dict[str, dict[str, str]]:
+    """Node name -> the labels to put on it (pod, rack, host)."""
     out = {}
     for host in range(fabric.num_hosts):
         rack = int(fabric.rack_of_host(host))
         pod, r = divmod(rack, fabric.racks_per_pod)
         name = fabric.host_name(host)
-        out[name] = {POD_LABEL: f"p{pod}", RACK_LABEL: f"p{pod}-r{r}", HOST_LABEL: name}
+        out[name] = {POD_LABEL: f"p{pod}", RACK_LABEL: f"p{pod}-r{r}",
+                     FABRIC_HOST_LABEL: name, HOST_LABEL: name}  # fmt: skip
     return out
 
 
 def kueue(fabric: Fabric) -> str:
+    """A Kueue Topology object over the labels of `k8s_labels`."""
     doc = {
         "apiVersion": "kueue.x-k8s.io/v1alpha1",
         "kind": "Topology",
@@ -106,6 +114,7 @@ def kueue(fabric: Fabric) -> str:
 
 
 def volcano(fabric: Fabric) -> str:
+    """Volcano HyperNodes, one YAML document each: racks (tier 1), then pods (tier 2)."""
     docs = []
     for rack in range(fabric.num_racks):
         pod, r = divmod(rack, fabric.racks_per_pod)
@@ -133,6 +142,7 @@ def _hypernode(name: str, tier: int, members: list[dict[str, Any]]) -> dict[str,
 
 
 def as_json(fabric: Fabric) -> str:
+    """pods -> racks -> hosts with switch names, as JSON."""
     pods = []
     for p in range(fabric.pods):
         racks = []

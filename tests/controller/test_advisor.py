@@ -5,7 +5,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from controller.advisor import AdvisorError, Request, advise, score, score_many
+from controller.advisor import (
+    AdvisorError,
+    Request,
+    advise,
+    candidates,
+    first_fit_hosts,
+    random_hosts,
+    score,
+    score_many,
+)  # fmt: skip
 from controller.fabric import Fabric
 from controller.health import LinkHealth, parse_health
 from controller.solver import solve
@@ -76,6 +85,10 @@ def test_deterministic(small: Fabric) -> None:
         (Request(gpus=16, dp=3, tp=4), r"dp\*pp\*tp: 3\*1\*4 = 12 must equal gpus 16"),
         (Request(gpus=16, tp=4, avoid_hosts=(999,)), "avoid_hosts: host id 999"),
         (Request(gpus=16, tp=4, pattern="mesh"), "pattern: 'mesh'"),
+        (Request(hosts=3, gpus=16, tp=4), "hosts: 3 hosts hold 12 GPUs, not gpus 16"),
+        (Request(gpus=16, tp=0), r"dp\*pp\*tp: .* must be positive"),
+        (Request(gpus=16, tp=4, top=0), "top: 0"),
+        (Request(tp=4), "gpus: 0 is not a positive multiple"),
     ],
 )
 def test_bad_requests(small: Fabric, request_: Request, message: str) -> None:
@@ -91,3 +104,54 @@ def test_score_rejects_busy_and_unknown_hosts(small: Fabric) -> None:
     with pytest.raises(AdvisorError, match="host id 99"):
         score(small, health, RUNNING, (16, 17, 18, 99), request)
     assert np.isfinite(score(small, health, RUNNING, (16, 17, 18, 19), request).bound)
+
+
+def test_ranks_and_hosts_request(small: Fabric) -> None:
+    health = LinkHealth.all_up(small)
+    by_gpus = advise(small, health, RUNNING, Request(gpus=16, tp=4, top=4))
+    by_hosts = advise(small, health, RUNNING, Request(hosts=4, tp=4, top=4))
+    assert by_gpus == by_hosts
+    assert [c.rank for c in by_gpus] == list(range(1, len(by_gpus) + 1))
+    keys = [c.rank_key() for c in by_gpus]
+    assert keys == sorted(keys)
+    assert score(small, health, RUNNING, by_gpus[0].hosts, Request(gpus=16, tp=4)).rank == 0
+
+
+def test_degraded_racks_packed_last(small: Fabric) -> None:
+    # all racks of pod 0 are free and whole; rack 0 lost one uplink, so packing skips it
+    health = parse_health(small, ["rtsw-p0-r0:ctsw-p0-c0"])
+    named = dict(candidates(small, health, [], Request(gpus=16, tp=4)))
+    assert named["pack pod 0"] == (2, 3, 4, 5)
+    assert named["first-fit pod 0"] == (0, 1, 2, 3)
+
+
+def test_seed_changes_only_tie_breaks(small: Fabric) -> None:
+    health = LinkHealth.all_up(small)
+    a = dict(candidates(small, health, [], Request(gpus=16, tp=4), seed=1))
+    b = dict(candidates(small, health, [], Request(gpus=16, tp=4), seed=2))
+    assert a["pack pod 0"] == b["pack pod 0"]
+    assert len(a["pack pod 0 seed 1"]) == len(b["pack pod 0 seed 2"]) == 4
+    assert a == dict(candidates(small, health, [], Request(gpus=16, tp=4), seed=1))
+
+
+def test_cross_pod_uses_fewest_pods(small: Fabric) -> None:
+    # 80 GPUs = 20 hosts: pod 1 (16 free) + pod 0 (6 free); never more than two pods
+    named = candidates(small, LinkHealth.all_up(small), RUNNING, Request(gpus=80, tp=4))
+    assert named and all(name.startswith("pack pods") for name, _ in named)
+    pods = {int(small.pod_of_rack(small.rack_of_host(h))) for _, hosts in named for h in hosts}
+    assert pods == {0, 1}
+    assert all(not set(hosts) & set(RUNNING[0].hosts) for _, hosts in named)
+
+
+def test_baselines(small: Fabric) -> None:
+    assert first_fit_hosts(small, RUNNING, 3) == (10, 11, 12)
+    picked = random_hosts(small, RUNNING, 5, seed=7)
+    assert picked == random_hosts(small, RUNNING, 5, seed=7)
+    assert len(set(picked)) == 5 and not set(picked) & set(RUNNING[0].hosts)
+    with pytest.raises(AdvisorError, match="only 22 free hosts"):
+        first_fit_hosts(small, RUNNING, 23)
+
+
+def test_score_rejects_repeated_host(small: Fabric) -> None:
+    with pytest.raises(AdvisorError, match=r"placements\[0\]: a host is listed twice"):
+        score(small, LinkHealth.all_up(small), RUNNING, (16, 16, 17, 18), Request(gpus=16, tp=4))

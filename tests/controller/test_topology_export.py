@@ -60,7 +60,7 @@ def test_k8s_kueue_volcano(small: Fabric) -> None:
     labels = json.loads(export(small, "k8s-labels"))
     assert labels["host-p1-r3-h1"] == {
         "fabric-te.io/pod": "p1", "fabric-te.io/rack": "p1-r3",
-        "kubernetes.io/hostname": "host-p1-r3-h1",
+        "fabric-te.io/host": "host-p1-r3-h1", "kubernetes.io/hostname": "host-p1-r3-h1",
     }  # fmt: skip
     kueue = yaml.safe_load(export(small, "kueue"))
     assert [lvl["nodeLabel"] for lvl in kueue["spec"]["levels"]] == [
@@ -79,3 +79,44 @@ def test_json_and_unknown_format(small: Fabric) -> None:
     with pytest.raises(ValueError, match="unknown format 'dot'"):
         export(small, "dot")
     assert "json" in FORMATS
+
+
+def test_slurm_yaml_blocks_are_racks_and_tree_nests(small: Fabric) -> None:
+    doc = yaml.safe_load(export(small, "slurm-yaml"))
+    assert [t["topology"] for t in doc] == ["tree", "block"]
+    blocks = {b["block"]: expand(b["nodes"]) for b in doc[1]["block"]["blocks"]}
+    for rack in range(small.num_racks):
+        hosts = range(rack * small.hosts_per_rack, (rack + 1) * small.hosts_per_rack)
+        assert blocks[small.rtsw_name(rack)] == [small.host_name(h) for h in hosts]
+    children = {s["switch"]: expand(s["children"]) for s in doc[0]["tree"]["switches"]
+                if "children" in s}  # fmt: skip
+    assert children["cluster"] == ["pod0", "pod1"]
+    assert children["pod1"] == [f"rtsw-p1-r{r}" for r in range(small.racks_per_pod)]
+
+
+def test_kueue_and_volcano_objects(tiny: Fabric) -> None:
+    kueue = yaml.safe_load(export(tiny, "kueue"))
+    assert (kueue["apiVersion"], kueue["kind"]) == ("kueue.x-k8s.io/v1alpha1", "Topology")
+    labels = json.loads(export(tiny, "k8s-labels"))
+    assert set(labels) == {tiny.host_name(h) for h in range(tiny.num_hosts)}
+    assert all(lvl["nodeLabel"] in labels["host-p0-r0-h0"] for lvl in kueue["spec"]["levels"])
+    docs = list(yaml.safe_load_all(export(tiny, "volcano")))
+    assert {d["apiVersion"] for d in docs} == {"topology.volcano.sh/v1alpha1"}
+    assert {d["kind"] for d in docs} == {"HyperNode"}
+    pod1 = next(d for d in docs if d["metadata"]["name"] == "pod-p1")
+    assert [m["type"] for m in pod1["spec"]["members"]] == ["HyperNode", "HyperNode"]
+    assert [m["selector"]["exactMatch"]["name"] for m in pod1["spec"]["members"]] == [
+        "rack-p1-r0", "rack-p1-r1"]  # fmt: skip
+
+
+def test_slurm_conf_tiny_text(tiny: Fabric) -> None:
+    lines = [ln for ln in export(tiny, "slurm-conf").splitlines() if not ln.startswith("#")]
+    assert lines == [
+        "SwitchName=rtsw-p0-r0 Nodes=host-p0-r0-h[0-1]",
+        "SwitchName=rtsw-p0-r1 Nodes=host-p0-r1-h[0-1]",
+        "SwitchName=rtsw-p1-r0 Nodes=host-p1-r0-h[0-1]",
+        "SwitchName=rtsw-p1-r1 Nodes=host-p1-r1-h[0-1]",
+        "SwitchName=pod0 Switches=rtsw-p0-r[0-1]",
+        "SwitchName=pod1 Switches=rtsw-p1-r[0-1]",
+        "SwitchName=cluster Switches=pod[0-1]",
+    ]
