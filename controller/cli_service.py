@@ -44,12 +44,12 @@ def _call(fn: Callable[[], Any]) -> Any:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    _api()  # a one-line error, before the server module needs the generated code
     from controller.drivers import load_driver
     from controller.service.engine import Engine
     from controller.service.server import start
     from sim.fabricfile import load_fabric
 
-    _api()
     logging.basicConfig(
         level=logging.INFO, format='{"time": "%(asctime)s", "level": "%(levelname)s", '
         '"logger": "%(name)s", "message": "%(message)s"}',

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from controller.advisor import Request, Score
 from controller.api.fabric_te.v1 import te_pb2 as pb
 from controller.fabric import Fabric, FabricError
-from controller.routes import Entry, RouteSet
+from controller.routes import Entry
 from sim.placement import dump_placement, parse_placement
 from sim.workloads import Job
 
@@ -36,14 +36,19 @@ def job_to_pb(fabric: Fabric, job: Job) -> pb.Job:
     )  # fmt: skip
 
 
-def link_updates(fabric: Fabric, reports: Iterable[pb.LinkReport]) -> dict[int, float]:
-    """Link id -> capacity factor; errors name the report by index."""
+def link_updates(
+    fabric: Fabric, reports: Iterable[pb.LinkReport], field: str = "reports"
+) -> dict[int, float]:
+    """Link id -> capacity factor; errors name the report by index under `field`."""
     out: dict[int, float] = {}
     for i, report in enumerate(reports):
-        where = f"reports[{i}]"
-        link = fabric.link_by_name(report.link) if report.link else None
-        if link is None:
+        where = f"{field}[{i}]"
+        if not report.link:
             raise FabricError(f"{where}.link: missing")
+        try:
+            link = fabric.link_by_name(report.link)
+        except FabricError as err:
+            raise FabricError(f"{where}.link: {err}") from None
         if report.state == pb.LinkReport.UP:
             out[link] = 1.0
         elif report.state == pb.LinkReport.DOWN:
@@ -66,7 +71,7 @@ def entry_to_pb(fabric: Fabric, entry: Entry) -> pb.RouteEntry:
     )
 
 
-def snapshot_to_pb(fabric: Fabric, version: int, routes: RouteSet) -> pb.RouteSnapshot:
+def snapshot_to_pb(fabric: Fabric, version: int, routes: Iterable[Entry]) -> pb.RouteSnapshot:
     return pb.RouteSnapshot(version=version, entries=[entry_to_pb(fabric, e) for e in routes])
 
 

@@ -5,7 +5,8 @@ batches changes that arrive within `debounce` seconds into one solve. A health-o
 is repaired first (only the hit flows move, pushed at once), then re-solved globally with the
 repaired assignment as `previous` (churn minimisation). Every change reaches the switches
 through `plan_update` + `push`, and what the engine reports as installed is what it read
-back from the driver afterwards.
+back from the driver afterwards. The desired state and the route log are plain data
+(`controller.service.state`); the engine adds the lock, the thread and the driver.
 
 Fail-static: at start the engine reads the installed routes and pushes nothing until it has
 received inputs. Routes left on the switches at exit stay (ECMP defaults carry the rest).
@@ -16,9 +17,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import deque
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -29,13 +29,12 @@ from controller.health import LinkHealth
 from controller.plan import plan_update
 from controller.push import push
 from controller.routes import Entry, RouteSet
-from controller.service.errors import PreconditionError
 from controller.service.metrics import Metrics
+from controller.service.state import DesiredState, RouteLog
 from controller.solver import SolveOptions, SolveResult, repair, solve
 from sim.workloads import Job, jobs_flows
 
 log = logging.getLogger("fabric_te.engine")
-DELTA_LOG = 1000  # route deltas kept for resuming watchers
 
 
 @dataclass(frozen=True)
@@ -46,14 +45,6 @@ class RouteEvent:
     version: int
     entries: tuple[Entry, ...] = ()  # snapshot: all; delta: added
     removed: tuple[Entry, ...] = ()
-
-
-@dataclass
-class _State:
-    jobs: dict[str, tuple[Job, int]] = field(default_factory=dict)
-    health: LinkHealth | None = None
-    version: int = 0  # bumped by every accepted input change
-    health_only: bool = True  # since the last solve, only health changed
 
 
 def read_installed(driver: Driver) -> RouteSet:
@@ -83,13 +74,11 @@ class Engine:
         self.push_timeout = push_timeout
         self.metrics = metrics or Metrics()
         self._cond = threading.Condition()
-        self._state = _State(health=LinkHealth.all_up(fabric))
+        self._state = DesiredState(fabric)
         self._applied = 0  # state version the installed routes answer to
         self._busy = False
         self._stop = False
-        self.installed = read_installed(driver)  # fail-static: adopt what is there
-        self.routes_version = 1
-        self._log: deque[tuple[int, tuple[Entry, ...], tuple[Entry, ...]]] = deque(maxlen=DELTA_LOG)
+        self._routes = RouteLog(read_installed(driver))  # fail-static: adopt what is there
         self.last_result: SolveResult | None = None
         self._last_inputs: tuple[tuple[str, ...], LinkHealth] | None = None
         self.last_error = ""
@@ -102,44 +91,28 @@ class Engine:
     def put_job(self, job: Job, generation: int) -> tuple[int, int]:
         """Create or replace a job; returns (generation, state version)."""
         with self._cond:
-            stored = self._state.jobs.get(job.id)
-            if generation and stored and generation <= stored[1]:
-                raise PreconditionError(
-                    f"job {job.id!r}: generation {generation} is not newer than {stored[1]}"
-                )
-            new_gen = generation or (stored[1] + 1 if stored else 1)
-            mine = set(job.hosts)
-            for other, (existing, _) in self._state.jobs.items():
-                shared = sorted(mine.intersection(existing.hosts)) if other != job.id else []
-                if shared:
-                    raise ValueError(
-                        f"job.hosts: {self.fabric.host_name(shared[0])} is already in job "
-                        f"{other!r} (duplicate GPU)"
-                    )
-            jobs_flows(self.fabric, [job])  # the job on its own; overlaps checked above
-            self._state.jobs[job.id] = (job, new_gen)
-            return new_gen, self._changed(health_only=False)
+            generation = self._state.put_job(job, generation)
+            return generation, self._changed()
 
     def delete_job(self, job_id: str) -> tuple[bool, int]:
+        """Remove a job (idempotent); returns (existed, state version)."""
         with self._cond:
-            existed = self._state.jobs.pop(job_id, None) is not None
-            return existed, self._changed(health_only=False) if existed else self._state.version
+            existed = self._state.delete_job(job_id)
+            return existed, self._changed() if existed else self._state.version
 
     def jobs(self) -> list[tuple[Job, int]]:
+        """(job, generation) sorted by id."""
         with self._cond:
-            return [self._state.jobs[k] for k in sorted(self._state.jobs)]
+            return self._state.job_list()
 
     def report_links(self, updates: Mapping[int, float], replace_all: bool = False) -> int:
+        """Apply link factors (see DesiredState.report_links); returns the state version."""
         with self._cond:
-            base = LinkHealth.all_up(self.fabric) if replace_all else self._state.health
-            assert base is not None
-            self._state.health = base.with_factors(updates)
-            return self._changed(health_only=True)
+            self._state.report_links(updates, replace_all)
+            return self._changed()
 
-    def _changed(self, health_only: bool) -> int:
-        self._state.version += 1
+    def _changed(self) -> int:
         self.metrics.queue_depth.set(self._state.version - self._applied)
-        self._state.health_only &= health_only
         self._cond.notify_all()
         return self._state.version
 
@@ -156,9 +129,21 @@ class Engine:
             assert self._state.health is not None
             return self._state.health
 
-    def snapshot(self) -> tuple[int, RouteSet]:
+    @property
+    def installed(self) -> RouteSet:
+        """The routes last read back from the driver."""
         with self._cond:
-            return self.routes_version, self.installed
+            return self._routes.installed
+
+    @property
+    def routes_version(self) -> int:
+        with self._cond:
+            return self._routes.version
+
+    def snapshot(self) -> tuple[int, RouteSet]:
+        """(routes version, installed routes), consistent with each other."""
+        with self._cond:
+            return self._routes.version, self._routes.installed
 
     def what_if(self, updates: Mapping[int, float], extra: list[Job]) -> SolveResult:
         """Solve the current state plus changes; nothing is pushed or recorded."""
@@ -184,37 +169,33 @@ class Engine:
                 self._cond.wait(left)
             return True
 
-    def watch(self, since: int = 0, alive: object = None) -> Iterator[RouteEvent]:
-        """Snapshot (or the deltas after `since`), a sync marker, then deltas as they come.
-
-        `alive` is a callable returning False when the watcher has gone away."""
+    def watch(
+        self, since: int = 0, alive: Callable[[], bool] | None = None
+    ) -> Iterator[RouteEvent]:
+        """Snapshot (or only the deltas after `since`, if all still logged), a sync marker,
+        then deltas as they come. Ends when the engine closes or `alive()` turns False."""
         with self._cond:
-            version = self.routes_version
-            logged = [v for v, _, _ in self._log]
-            resumable = 0 < since <= version and (since == version or since + 1 in logged)
-            if resumable:
-                backlog = [(v, a, r) for v, a, r in self._log if v > since]
+            version = self._routes.version
+            backlog = self._routes.after(since) if since else None
+            if backlog is None:
+                first = [RouteEvent("snapshot", version, tuple(self._routes.installed))]
             else:
-                snapshot = RouteEvent("snapshot", version, tuple(self.installed))
-        if resumable:
-            for v, added, removed in backlog:
-                yield RouteEvent("delta", v, added, removed)
-        else:
-            yield snapshot
+                first = [RouteEvent("delta", d.version, d.added, d.removed) for d in backlog]
+        yield from first
         yield RouteEvent("sync", version)
         seen = version
         while True:
             with self._cond:
-                while self.routes_version == seen and not self._stop:
+                while self._routes.version == seen and not self._stop:
                     self._cond.wait(0.2)
-                    if alive is not None and not alive():  # type: ignore[operator]
+                    if alive is not None and not alive():
                         return
                 if self._stop:
                     return
-                pending = [(v, a, r) for v, a, r in self._log if v > seen]
-                seen = self.routes_version
-            for v, added, removed in pending:
-                yield RouteEvent("delta", v, added, removed)
+                pending = self._routes.after(seen) or []
+                seen = self._routes.version
+            for d in pending:
+                yield RouteEvent("delta", d.version, d.added, d.removed)
 
     def close(self) -> None:
         with self._cond:
@@ -233,14 +214,9 @@ class Engine:
                 self._busy = True
             time.sleep(self.debounce)  # let a burst of changes land in one solve
             with self._cond:
-                target = self._state.version
-                jobs = [self._state.jobs[k][0] for k in sorted(self._state.jobs)]
-                health = self._state.health
-                health_only = self._state.health_only
-                self._state.health_only = True
-            assert health is not None
+                inputs = self._state.take()
             try:
-                self._solve_and_push(jobs, health, health_only)
+                self._solve_and_push(list(inputs.jobs), inputs.health, inputs.health_only)
                 self.last_error = ""
             except Exception as err:  # noqa: BLE001 - the loop must survive anything
                 log.exception("solve/push failed")
@@ -248,7 +224,7 @@ class Engine:
                 self.metrics.push_errors.inc()
                 self.driver_ok = not isinstance(err, DriverError)
             with self._cond:
-                self._applied = target
+                self._applied = inputs.version
                 self.metrics.queue_depth.set(self._state.version - self._applied)
                 self._busy = False
                 self._cond.notify_all()
@@ -339,17 +315,6 @@ class Engine:
 
     def _record(self, installed: RouteSet, switches: list[str]) -> None:
         """Adopt what was read back; log the delta of the switches that may have changed."""
-        before = {e for sw in switches for e in self.installed.table(sw)}
-        after = {e for sw in switches for e in installed.table(sw)}
-        added = tuple(sorted(after - before, key=_entry_key))
-        removed = tuple(sorted(before - after, key=_entry_key))
         with self._cond:
-            self.installed = installed
-            if added or removed:
-                self.routes_version += 1
-                self._log.append((self.routes_version, added, removed))
+            if self._routes.record(installed, switches) is not None:
                 self._cond.notify_all()
-
-
-def _entry_key(e: Entry) -> tuple[str, int, int, int]:
-    return (e.switch, e.in_port, e.dst_host, e.next_hop)

@@ -16,13 +16,11 @@ from typing import Any, TypeVar
 import grpc
 
 from controller.drivers import DriverError
+from controller.service.state import PreconditionError
 
 log = logging.getLogger("fabric_te.service")
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-class PreconditionError(Exception):
-    """The request is valid but cannot apply to the current state."""
+__all__ = ["PreconditionError", "mapped", "status_of"]
 
 
 def status_of(err: BaseException) -> grpc.StatusCode:

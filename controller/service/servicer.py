@@ -11,7 +11,7 @@ from controller.api.fabric_te.v1 import te_pb2 as pb
 from controller.api.fabric_te.v1 import te_pb2_grpc as pb_grpc
 from controller.service import convert
 from controller.service.engine import Engine, RouteEvent
-from controller.service.errors import mapped, status_of
+from controller.service.errors import mapped
 
 
 class TrafficEngineering(pb_grpc.TrafficEngineeringServicer):
@@ -30,14 +30,14 @@ class TrafficEngineering(pb_grpc.TrafficEngineeringServicer):
     @mapped
     def DeleteJob(
         self, request: pb.DeleteJobRequest, context: grpc.ServicerContext
-    ) -> pb.DeleteJobResponse:  # noqa: E501
+    ) -> pb.DeleteJobResponse:
         existed, version = self.engine.delete_job(request.id)
         return pb.DeleteJobResponse(existed=existed, state_version=version)
 
     @mapped
     def ListJobs(
         self, request: pb.ListJobsRequest, context: grpc.ServicerContext
-    ) -> pb.ListJobsResponse:  # noqa: E501
+    ) -> pb.ListJobsResponse:
         entries = [
             pb.JobEntry(job=convert.job_to_pb(self.fabric, job), generation=gen)
             for job, gen in self.engine.jobs()
@@ -47,38 +47,36 @@ class TrafficEngineering(pb_grpc.TrafficEngineeringServicer):
     @mapped
     def ReportLinks(
         self, request: pb.ReportLinksRequest, context: grpc.ServicerContext
-    ) -> pb.ReportLinksResponse:  # noqa: E501
+    ) -> pb.ReportLinksResponse:
         updates = convert.link_updates(self.fabric, request.reports)
         version = self.engine.report_links(updates, request.replace_all)
         return pb.ReportLinksResponse(accepted=len(request.reports), state_version=version)
 
+    @mapped
     def StreamLinkReports(
         self, request_iterator: Iterator[pb.LinkReport], context: grpc.ServicerContext
-    ) -> pb.ReportLinksResponse:  # noqa: E501
-        reports = list(request_iterator)
-        try:
-            updates = convert.link_updates(self.fabric, reports)
-            version = self.engine.report_links(updates)
-        except Exception as err:  # noqa: BLE001 - mapped like every other method
-            context.abort(status_of(err), str(err))
+    ) -> pb.ReportLinksResponse:
+        reports = list(request_iterator)  # applied as one batch, all or nothing
+        updates = convert.link_updates(self.fabric, reports)
+        version = self.engine.report_links(updates)
         return pb.ReportLinksResponse(accepted=len(reports), state_version=version)
 
     @mapped
     def GetRoutes(
         self, request: pb.GetRoutesRequest, context: grpc.ServicerContext
-    ) -> pb.RouteSnapshot:  # noqa: E501
+    ) -> pb.RouteSnapshot:
         version, routes = self.engine.snapshot()
         return convert.snapshot_to_pb(self.fabric, version, routes)
 
     def WatchRoutes(
         self, request: pb.WatchRoutesRequest, context: grpc.ServicerContext
-    ) -> Iterator[pb.RouteEvent]:  # noqa: E501
+    ) -> Iterator[pb.RouteEvent]:
         for event in self.engine.watch(request.since_version, alive=context.is_active):
             yield self._event(event)
 
     def _event(self, event: RouteEvent) -> pb.RouteEvent:
         if event.kind == "snapshot":
-            snap = convert.snapshot_to_pb(self.fabric, event.version, event.entries)  # type: ignore[arg-type]
+            snap = convert.snapshot_to_pb(self.fabric, event.version, event.entries)
             return pb.RouteEvent(snapshot=snap)
         if event.kind == "sync":
             return pb.RouteEvent(sync=pb.Sync(version=event.version))
@@ -87,7 +85,7 @@ class TrafficEngineering(pb_grpc.TrafficEngineeringServicer):
 
     @mapped
     def Solve(self, request: pb.SolveRequest, context: grpc.ServicerContext) -> pb.SolveResponse:
-        updates = convert.link_updates(self.fabric, request.links)
+        updates = convert.link_updates(self.fabric, request.links, "links")
         extra = [
             convert.job_from_pb(self.fabric, job, f"extra_jobs[{i}]")
             for i, job in enumerate(request.extra_jobs)
@@ -111,7 +109,7 @@ class TrafficEngineering(pb_grpc.TrafficEngineeringServicer):
         )
 
     @mapped
-    def Advise(self, request: pb.AdviseRequest, context: grpc.ServicerContext) -> pb.AdviseResponse:  # noqa: E501
+    def Advise(self, request: pb.AdviseRequest, context: grpc.ServicerContext) -> pb.AdviseResponse:
         req = convert.placement_request_from_pb(self.fabric, request.request)
         jobs = [job for job, _ in self.engine.jobs()]
         advice = advise(self.fabric, self.engine.health, jobs, req)

@@ -146,11 +146,11 @@ def test_restart_with_same_inputs_pushes_nothing(driver) -> None:
          grpc.StatusCode.FAILED_PRECONDITION, "generation 1 is not newer than 5"),
         (pb.ReportLinksRequest(reports=[pb.LinkReport(link="rtsw-p0-r0:ctsw-p0-c99",
                                                       state=pb.LinkReport.DOWN)]),
-         grpc.StatusCode.INVALID_ARGUMENT, "unknown link"),
+         grpc.StatusCode.INVALID_ARGUMENT, "reports[0].link: unknown link"),
         (pb.ReportLinksRequest(reports=[pb.LinkReport(link="rtsw-p0-r0:ctsw-p0-c1",
                                                       state=pb.LinkReport.DEGRADED,
                                                       fraction=1.5)]),
-         grpc.StatusCode.INVALID_ARGUMENT, "fraction"),
+         grpc.StatusCode.INVALID_ARGUMENT, "reports[0].fraction"),
     ],
 )  # fmt: skip
 def test_bad_requests_change_nothing(service, request_, code, message) -> None:
@@ -226,3 +226,16 @@ def test_advise_and_score_over_grpc(service) -> None:
         stub.Advise(pb.AdviseRequest(request=pb.PlacementRequest(gpus=4000, tp=4)))
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "free hosts" in err.value.details()
+
+
+def test_stream_link_reports_bad_link_changes_nothing(service) -> None:
+    running, stub = service
+    version = running.engine.state_version
+    good = pb.LinkReport(link=FABRIC.link_name(FABRIC.rack_link(1, 0)), state=pb.LinkReport.DOWN)
+    bad = pb.LinkReport(link="rtsw-p0-r0:nowhere", state=pb.LinkReport.DOWN)
+    with pytest.raises(grpc.RpcError) as err:
+        stub.StreamLinkReports(iter([good, bad]))
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert err.value.details().startswith("reports[1].link: unknown link")
+    assert running.engine.state_version == version
+    assert running.engine.health.down_links().tolist() == []

@@ -1,0 +1,161 @@
+"""The controller's state as plain data: desired inputs, and the versioned installed routes.
+
+`DesiredState` holds what the operator and the scheduler asked for: jobs by id, each with a
+generation number, and the health of every link. Every accepted change bumps `version`;
+a rejected one changes nothing (validation happens before the first write).
+
+`RouteLog` holds what the switches reported back as installed, with a version bumped by
+every change and a bounded log of deltas so that a watcher can resume from a version.
+
+Neither class locks, sleeps or talks to a driver; the engine serialises access.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from controller.fabric import Fabric
+from controller.health import LinkHealth
+from controller.routes import Entry, RouteSet
+from sim.workloads import Job, jobs_flows
+
+DELTA_LOG = 1000  # route deltas kept for resuming watchers
+
+
+class PreconditionError(Exception):
+    """The request is valid but cannot apply to the current state (e.g. a stale generation)."""
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """One consistent reading of the desired state, for one solve."""
+
+    version: int
+    jobs: tuple[Job, ...]  # sorted by id
+    health: LinkHealth
+    health_only: bool  # only link health changed since the previous reading
+
+
+@dataclass
+class DesiredState:
+    """Jobs (with generations) and link health; `version` counts accepted changes."""
+
+    fabric: Fabric
+    jobs: dict[str, tuple[Job, int]] = field(default_factory=dict)
+    health: LinkHealth | None = None
+    version: int = 0
+    _health_only: bool = True
+
+    def __post_init__(self) -> None:
+        if self.health is None:
+            self.health = LinkHealth.all_up(self.fabric)
+
+    def put_job(self, job: Job, generation: int = 0) -> int:
+        """Create or replace `job`; returns its stored generation.
+
+        generation 0 means "no check" and stores the next number; otherwise it must be
+        greater than the stored one (PreconditionError). A host already used by another
+        job is a ValueError naming the host and that job."""
+        stored = self.jobs.get(job.id)
+        if generation and stored and generation <= stored[1]:
+            raise PreconditionError(
+                f"job {job.id!r}: generation {generation} is not newer than {stored[1]}"
+            )
+        mine = set(job.hosts)
+        for other, (existing, _) in sorted(self.jobs.items()):
+            shared = sorted(mine.intersection(existing.hosts)) if other != job.id else []
+            if shared:
+                raise ValueError(
+                    f"job.hosts: {self.fabric.host_name(shared[0])} is already in job "
+                    f"{other!r} (duplicate GPU)"
+                )
+        jobs_flows(self.fabric, [job])  # the job's own traffic must be valid
+        new_gen = generation or (stored[1] + 1 if stored else 1)
+        self.jobs[job.id] = (job, new_gen)
+        self._bump(health_only=False)
+        return new_gen
+
+    def delete_job(self, job_id: str) -> bool:
+        """Remove a job; an unknown id is not an error and changes nothing."""
+        existed = self.jobs.pop(job_id, None) is not None
+        if existed:
+            self._bump(health_only=False)
+        return existed
+
+    def report_links(self, updates: Mapping[int, float], replace_all: bool = False) -> None:
+        """Set link factors (1 up, 0 down, between: degraded); with `replace_all` every
+        link not named is up."""
+        base = LinkHealth.all_up(self.fabric) if replace_all else self.health
+        assert base is not None
+        self.health = base.with_factors(updates)
+        self._bump(health_only=True)
+
+    def job_list(self) -> list[tuple[Job, int]]:
+        """(job, generation) sorted by job id."""
+        return [self.jobs[k] for k in sorted(self.jobs)]
+
+    def take(self) -> Inputs:
+        """The inputs of the next solve; resets the health-only flag."""
+        assert self.health is not None
+        inputs = Inputs(
+            self.version, tuple(j for j, _ in self.job_list()), self.health, self._health_only
+        )
+        self._health_only = True
+        return inputs
+
+    def _bump(self, health_only: bool) -> None:
+        self.version += 1
+        self._health_only &= health_only
+
+
+@dataclass(frozen=True)
+class Delta:
+    """The change that took the installed routes to `version`."""
+
+    version: int
+    added: tuple[Entry, ...]
+    removed: tuple[Entry, ...]
+
+
+class RouteLog:
+    """Installed routes as read back, versioned, with the most recent deltas."""
+
+    def __init__(self, installed: RouteSet, keep: int = DELTA_LOG) -> None:
+        self.installed = installed
+        self.version = 1
+        self._deltas: deque[Delta] = deque(maxlen=keep)
+
+    def record(self, installed: RouteSet, switches: list[str]) -> Delta | None:
+        """Adopt `installed`; the delta is computed over `switches` (those that may have
+        changed). Returns the logged delta, or None when nothing changed."""
+        before = {e for sw in switches for e in self.installed.table(sw)}
+        after = {e for sw in switches for e in installed.table(sw)}
+        self.installed = installed
+        if before == after:
+            return None
+        self.version += 1
+        delta = Delta(
+            self.version,
+            tuple(sorted(after - before, key=entry_key)),
+            tuple(sorted(before - after, key=entry_key)),
+        )
+        self._deltas.append(delta)
+        return delta
+
+    def after(self, since: int) -> list[Delta] | None:
+        """The deltas after version `since`, or None if they are no longer (or never were)
+        all in the log; `since == version` gives an empty list."""
+        if not 0 < since <= self.version:
+            return None
+        if since == self.version:
+            return []
+        if not self._deltas or self._deltas[0].version > since + 1:
+            return None
+        return [d for d in self._deltas if d.version > since]
+
+
+def entry_key(e: Entry) -> tuple[str, int, int, int]:
+    """Stable sort key of a route entry."""
+    return (e.switch, e.in_port, e.dst_host, e.next_hop)
