@@ -22,6 +22,22 @@ the racks, so pooling it per (pod pair, plane) is exact: any (x, w) decomposes i
 flows by splitting each commodity's plane-c traffic over q in proportion to w[g, q]. This
 keeps the LP at C*K*K variables per commodity instead of C*K*A*L*L*K.
 
+The reported bound is certified by weak duality, not read off the solver's primal u (a
+first-order method such as PDLP stops with a slightly infeasible primal whose u can lie below
+the optimum). For any arc prices p_e >= 0, not all zero, and any feasible (x, w, u):
+
+    u * sum_e p_e cap_e >= sum_e p_e load_e
+                         = sum_(m,o) x[m, o] d_m P(o) + sum_(g,q) w[g, q] P(q)
+                         >= sum_(m,o) x[m, o] d_m (P(o) + [m cross-pod] min_q P(g(m, o), q))
+                         >= sum_m d_m min_o (P(o) + [m cross-pod] min_q P(g(m, o), q))
+
+where P(.) is the sum of p over an option's arcs; the second step uses the group balance
+rows, the last sum_o x[m, o] = 1. So the right-hand side over sum_e p_e cap_e bounds every
+fractional (hence every integral) routing, whatever p is. With p the solver's arc-row duals
+it equals the optimum up to the solver's tolerance; if the duals certify less than
+u * (1 - CERT_REL_TOL) (HiGHS through model_builder returns no usable duals), the solution
+falls back to the primal u, shaved by PDLP_REL_TOL for PDLP, and says so (certified=False).
+
 The matrix is built with numpy/scipy.sparse and handed to OR-Tools in one call
 (model_builder's fill_model_from_sparse_data); one Python call per coefficient would cost
 seconds at 24K GPUs.
@@ -43,9 +59,13 @@ from controller.paths import CROSS_POD
 
 BACKENDS = ("pdlp", "highs", "glop")
 DEFAULT_BACKEND = "pdlp"  # see docs/benchmarks.md: predictable at scale, unlike simplex
-# PDLP stops at a relative optimality gap; the bound it reports is shaved by this much so
-# that it stays a valid lower bound (its primal u is never below the true optimum by more).
+# Used only when the duals do not certify a bound: PDLP stops at a relative optimality gap
+# with a slightly infeasible primal, so its u is shaved by this much (a heuristic margin).
 PDLP_REL_TOL = 1e-4
+# Dual certificates this close to the primal u are accepted; a tiny relative shave keeps the
+# certified value below the optimum despite floating-point rounding.
+CERT_REL_TOL = 1e-3
+FLOAT_SHAVE = 1e-9
 
 
 class LpError(ValueError):
@@ -71,6 +91,8 @@ class LpSolution:
     rows: int = 0
     build_seconds: float = 0.0
     solve_seconds: float = 0.0
+    objective: float = 0.0  # the solver's primal u, as returned
+    certified: bool = True  # mlu comes from the dual certificate (see the module docstring)
 
     def path_shares(
         self, fabric: Fabric, comm: Commodities, min_share: float = 1e-6
@@ -122,6 +144,7 @@ class _Model:
 
     rack_comm: np.ndarray
     rack_option: np.ndarray
+    rack_group: np.ndarray  # plane group of each x column, -1 for same-pod commodities
     group_key: np.ndarray
     agg_group: np.ndarray
     agg_option: np.ndarray
@@ -130,6 +153,7 @@ class _Model:
     row_lb: np.ndarray
     row_ub: np.ndarray
     scale: float
+    first_arc_row: int  # rows [first_arc_row, end) are the arc rows
 
 
 def _rack_options(fabric: Fabric, comm: Commodities, cap: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -217,7 +241,38 @@ def build_model(fabric: Fabric, health: LinkHealth, comm: Commodities) -> _Model
     matrix.sum_duplicates()
     row_lb = np.concatenate([np.ones(n_c), np.zeros(n_g), np.full(arcs_used.size, -np.inf)])
     row_ub = np.concatenate([np.ones(n_c), np.zeros(n_g), np.zeros(arcs_used.size)])
-    return _Model(xm, xo, groups, wg, wq, unroutable, matrix, row_lb, row_ub, scale)
+    x_group = np.full(n_x, -1, dtype=np.int64)
+    x_group[cross] = xgid
+    return _Model(
+        xm, xo, x_group, groups, wg, wq, unroutable, matrix, row_lb, row_ub, scale, n_c + n_g
+    )
+
+
+def certified_bound(a: _Model, n_comm: int, price: np.ndarray) -> float:
+    """Weak-duality lower bound on u from arc-row prices (any values; negatives count as 0).
+
+    See the module docstring for the proof; valid whatever solver produced `price`."""
+    p = np.clip(np.nan_to_num(price, nan=0.0, posinf=0.0, neginf=0.0), 0.0, None)
+    arc = a.matrix[a.first_arc_row :]
+    denom = -float(arc[:, -1].toarray().ravel() @ p)  # sum_e p_e cap_e / scale
+    if denom <= 0:
+        return 0.0
+    col = arc[:, :-1].T @ p  # d_m P(o) / scale per x column, P(q) per w column
+    n_x = a.rack_comm.size
+    cost = col[:n_x]
+    n_g = a.group_key.shape[0]
+    if n_g:
+        best_q = np.full(n_g, np.inf)
+        np.minimum.at(best_q, a.agg_group, col[n_x:])
+        # a cross-pod x column's coefficient in its group's balance row is -d_m / scale
+        balance = a.matrix[a.first_arc_row - n_g : a.first_arc_row, :n_x]
+        d_x = -np.asarray(balance.sum(axis=0)).ravel()
+        cross = a.rack_group >= 0
+        cost = cost + np.where(cross, d_x * best_q[np.maximum(a.rack_group, 0)], 0.0)
+    best = np.full(n_comm, np.inf)
+    np.minimum.at(best, a.rack_comm, cost)
+    total = float(best[np.isfinite(best)].sum())
+    return max(total / denom * (1.0 - FLOAT_SHAVE), 0.0)
 
 
 def _pick_backend(backend: str) -> str:
@@ -244,7 +299,9 @@ def solve_lp(
     n_x, n_w = a.rack_comm.size, a.agg_group.size
     n_var = n_x + n_w + 1
     if n_x == 0:
-        return _solution("trivial", 0.0, name, a, np.zeros(0), np.zeros(0), 0, start, start)
+        return _solution(
+            "trivial", 0.0, name, a, np.zeros(0), np.zeros(0), 0, start, start, 0.0, True
+        )
     var_lb = np.zeros(n_var)
     var_ub = np.concatenate([np.ones(n_x), np.full(n_w + 1, np.inf)])
     obj = np.zeros(n_var)
@@ -267,13 +324,20 @@ def solve_lp(
             f"LP ({name}) ended {status.name} after {time.perf_counter() - built:.1f} s "
             f"(limit {time_limit} s, {n_var} variables, {a.matrix.shape[0]} rows)"
         )
-    values = np.asarray(solver._Solver__solve_helper.variable_values(), dtype=np.float64)  # type: ignore[attr-defined]
-    u = float(values[-1])
-    if name == "pdlp":
-        u *= 1.0 - PDLP_REL_TOL
+    helper = solver._Solver__solve_helper  # type: ignore[attr-defined]
+    values = np.asarray(helper.variable_values(), dtype=np.float64)
+    objective = float(values[-1])
+    duals = np.asarray(helper.dual_values(), dtype=np.float64)[a.first_arc_row :]
+    # either sign convention gives a valid bound; take the better one
+    cert = max(certified_bound(a, len(comm), duals), certified_bound(a, len(comm), -duals))
+    certified = cert >= objective * (1.0 - CERT_REL_TOL)
+    if certified:
+        u = cert
+    else:
+        u = objective * (1.0 - PDLP_REL_TOL) if name == "pdlp" else objective
     x = _normalise(np.clip(values[:n_x], 0.0, None), a.rack_comm, len(comm))
     w = _normalise(np.clip(values[n_x : n_x + n_w], 0.0, None), a.agg_group, a.group_key.shape[0])
-    return _solution("optimal", u, name, a, x, w, n_var, start, built)
+    return _solution("optimal", u, name, a, x, w, n_var, start, built, objective, certified)
 
 
 def _normalise(values: np.ndarray, group: np.ndarray, n_groups: int) -> np.ndarray:
@@ -297,6 +361,8 @@ def _solution(
     n_var: int,
     start: float,
     built: float,
+    objective: float,
+    certified: bool,
 ) -> LpSolution:
     now = time.perf_counter()
     return LpSolution(
@@ -315,4 +381,6 @@ def _solution(
         rows=int(a.matrix.shape[0]),
         build_seconds=built - start,
         solve_seconds=now - built,
+        objective=objective,
+        certified=certified,
     )

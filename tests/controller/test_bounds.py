@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from controller.assignment import Assignment
 from controller.bounds import lower_bound
 from controller.commodities import commodities
 from controller.fabric import Fabric
 from controller.flows import FlowSet
 from controller.health import LinkHealth, parse_health
-from controller.paths import CROSS_POD, SAME_POD
-from sim.clos import ClosSpec, build
+from controller.lp import solve_lp
+from controller.paths import CROSS_POD, SAME_POD, flow_class, num_paths, path_alive, path_arcs
+from sim.clos import PRESETS, ClosSpec, build
 
 
 @pytest.fixture
@@ -74,3 +78,55 @@ def test_commodities_aggregate_by_rack_pair(tiny: Fabric) -> None:
     assert comm.demand.tolist() == [350.0, 400.0]
     assert comm.cls.tolist() == [SAME_POD, CROSS_POD]
     assert comm.flow_comm.tolist() == [0, 0, 0, 1, -1]  # last flow stays in its rack
+
+
+@st.composite
+def _instances(draw: st.DrawFn) -> tuple[Fabric, LinkHealth, FlowSet]:
+    fabric = build(PRESETS[draw(st.sampled_from(["tiny", "wide"]))])
+    n = draw(st.integers(1, 12))
+    nics = st.integers(0, fabric.num_nics - 1)
+    src = np.array(draw(st.lists(nics, min_size=n, max_size=n)))
+    dst = np.array(draw(st.lists(nics, min_size=n, max_size=n)))
+    npl = fabric.nics_per_host
+    dst = np.where(src // npl == dst // npl, (dst + npl) % fabric.num_nics, dst)
+    demand = draw(st.lists(st.sampled_from([25.0, 100.0, 400.0]), min_size=n, max_size=n))
+    links = st.integers(fabric.rack_base, fabric.num_links - 1)
+    factors = st.sampled_from([0.0, 0.5])
+    health = LinkHealth.all_up(fabric).with_factors(draw(st.dictionaries(links, factors,
+                                                                         max_size=3)))  # fmt: skip
+    return fabric, health, FlowSet.build(src, dst, demand)
+
+
+def _random_routing_mlu(fabric: Fabric, health: LinkHealth, flows: FlowSet, seed: int) -> float:
+    """Full MLU (access links included) of a random alive path per flow; inf if none."""
+    rng = np.random.default_rng(seed)
+    cls = flow_class(fabric, flows.src_nic, flows.dst_nic)
+    counts = np.array(num_paths(fabric))[cls]
+    cap = health.arc_capacity(fabric)
+    path = np.zeros(len(flows), np.int64)
+    for f in range(len(flows)):
+        options = np.arange(counts[f])
+        rows = path_arcs(fabric, np.full(counts[f], flows.src_nic[f]),
+                         np.full(counts[f], flows.dst_nic[f]), options)  # fmt: skip
+        alive = options[path_alive(rows, cap)]
+        if alive.size == 0:
+            return float("inf")
+        path[f] = rng.choice(alive)
+    load = Assignment(flows, path).link_load(fabric)
+    used = load > 0
+    return float((load[used] / cap[used]).max())
+
+
+@settings(max_examples=60, deadline=None)
+@given(_instances(), st.integers(0, 2**31))
+def test_every_bound_below_integral_routings_and_cuts_below_lp(case, seed: int) -> None:
+    fabric, health, flows = case
+    comm = commodities(fabric, flows)
+    sol = solve_lp(fabric, health, comm, backend="glop")
+    bound = lower_bound(fabric, health, flows, sol)
+    mlu = _random_routing_mlu(fabric, health, flows, seed)
+    for name, value in bound.parts.items():
+        assert value <= mlu * (1 + 1e-9) + 1e-9, name
+    if sol.unroutable.size == 0:
+        for name in ("rack-egress", "rack-ingress", "pod-egress", "pod-ingress"):
+            assert bound.parts.get(name, 0.0) <= sol.mlu * (1 + 1e-6) + 1e-9, name

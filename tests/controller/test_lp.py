@@ -154,3 +154,82 @@ def test_deterministic(tiny: Fabric) -> None:
     b = solve_lp(tiny, health, commodities(tiny, flows))
     assert a.mlu == b.mlu
     assert np.array_equal(a.rack_share, b.rack_share)
+
+
+@pytest.mark.parametrize("backend", ["pdlp", "glop", "highs"])
+def test_three_flows_hand_optima(pod2: Fabric, backend: str) -> None:
+    """1200G out of rack 0 over its uplinks: 2 x 400G, one down, one at half."""
+    flows = FlowSet.build([0, 1, 2], [4, 5, 6], 400.0)
+    cases = [([], 1.5), (["rtsw-p0-r0:ctsw-p0-c1"], 3.0), (["rtsw-p0-r0:ctsw-p0-c1=0.5"], 2.0)]
+    for specs, expected in cases:
+        health = parse_health(pod2, specs)
+        assert _lp(pod2, health, flows, backend) == pytest.approx(expected, rel=TOL)
+
+
+def _fractional_mlu(fabric: Fabric, health: LinkHealth, flows: FlowSet) -> tuple[float, float]:
+    """(LP bound, core MLU of the LP's own fractional routing expanded to full paths)."""
+    from controller.paths import core_arcs, path_arcs
+
+    comm = commodities(fabric, flows)
+    sol = solve_lp(fabric, health, comm, backend="pdlp")
+    m, path, share = sol.path_shares(fabric, comm, min_share=0.0)
+    nic = fabric.hosts_per_rack * fabric.nics_per_host  # first NIC of each rack
+    arcs = core_arcs(path_arcs(fabric, comm.src_rtsw[m] * nic, comm.dst_rtsw[m] * nic, path))
+    flat = arcs.reshape(-1)
+    weight = np.repeat(comm.demand[m] * share, arcs.shape[1])
+    load = np.bincount(flat[flat >= 0], weights=weight[flat >= 0], minlength=fabric.num_arcs)
+    cap = health.arc_capacity(fabric)
+    used = load > 0
+    return sol.mlu, float((load[used] / cap[used]).max())
+
+
+def test_pdlp_bound_is_certified_and_tight(small: Fabric) -> None:
+    """The dual certificate sits below the routing PDLP found, within solver tolerance."""
+    rng = np.random.default_rng(3)
+    hosts = rng.permutation(small.num_hosts)
+    nxt = np.empty_like(hosts)
+    nxt[hosts] = np.roll(hosts, -1)
+    n = small.nics_per_host
+    src = (np.arange(small.num_hosts)[:, None] * n + np.arange(n)).ravel()
+    dst = (nxt[:, None] * n + np.arange(n)).ravel()
+    flows = FlowSet.build(src, dst, 400.0)
+    health = parse_health(small, ["rtsw-p0-r0:ctsw-p0-c0", "ctsw-p1-c2:atsw-c2-a1=0.5"])
+    sol = solve_lp(small, health, commodities(small, flows), backend="pdlp")
+    assert sol.certified
+    exact = _lp(small, health, flows, backend="glop")
+    assert exact * (1 - 1e-6) <= _fractional_mlu(small, health, flows)[1] + 1e-9
+    assert sol.mlu <= exact * (1 + 1e-9)
+    assert sol.mlu == pytest.approx(exact, rel=TOL)
+
+
+def test_certificate_is_valid_for_any_prices(tiny: Fabric) -> None:
+    """Weak duality: arbitrary non-negative arc prices never certify more than the optimum."""
+    from controller.lp import build_model, certified_bound
+
+    flows = FlowSet.build([0, 1, 2, 3, 4, 9], [8, 9, 10, 11, 0, 5], [400.0, 400, 200, 100, 400, 50])
+    health = parse_health(tiny, ["ctsw-p0-c1:atsw-c1-a0=0.5"])
+    comm = commodities(tiny, flows)
+    exact = solve_lp(tiny, health, comm, backend="glop").mlu
+    model = build_model(tiny, health, comm)
+    rng = np.random.default_rng(0)
+    n_arc_rows = model.matrix.shape[0] - model.first_arc_row
+    for _ in range(50):
+        price = rng.exponential(size=n_arc_rows) * (rng.random(n_arc_rows) < 0.5)
+        assert certified_bound(model, len(comm), price) <= exact * (1 + 1e-9)
+    assert certified_bound(model, len(comm), np.zeros(n_arc_rows)) == 0.0
+
+
+def test_highs_falls_back_to_its_primal(pod2: Fabric) -> None:
+    """HiGHS via model_builder gives no usable duals: the exact primal u is reported instead."""
+    flows = FlowSet.build([0, 1, 2], [4, 5, 6], 400.0)
+    sol = solve_lp(pod2, LinkHealth.all_up(pod2), commodities(pod2, flows), backend="highs")
+    assert sol.mlu == pytest.approx(1.5) and sol.objective == pytest.approx(1.5)
+
+
+def test_lp_not_above_all_on_path_zero(small: Fabric) -> None:
+    flows = FlowSet.build(np.arange(0, 64), np.arange(64, 128), 400.0)
+    health = LinkHealth.all_up(small)
+    load = Assignment(flows, np.zeros(len(flows), np.int64)).link_load(small)
+    cap = health.arc_capacity(small)
+    core = np.repeat(small.link_kind != 0, 2)
+    assert _lp(small, health, flows) <= (load[core] / cap[core]).max() * (1 + 1e-9)
