@@ -12,11 +12,15 @@ Search (a handful of candidates, never all subsets):
                  and healthy racks broken by a permutation seeded by `seed`
     cross pod    only when no single pod fits (or same_pod="any"): fewest pods (most free
                  first), then same-size pod sets with the most aggregation headroom, and
-                 one set of one more pod if fewer than three exist; packed as above
-Scoring: the running jobs' flows keep their current TE paths (solved once per call); the
-new job's flows are placed around them (greedy + local search on the new flows only), and
-the whole fabric is simulated. Ranked by the new job's bus-bandwidth fraction, then the
-worst drop it causes for running jobs, cross-pod traffic, racks spanned, host ids.
+                 one set of one more pod if fewer than three exist; packed as above; and
+                 "whole racks": the fewest pods whose wholly free racks hold the job, most
+                 whole racks first, so that no rack is shared with a running job (a shared
+                 rack's uplinks already carry the other job's fixed paths)
+Scoring: the running jobs' flows keep their TE paths (`current`, the controller's live
+assignment, or solved once per call when not given); the new job's flows are placed around
+them (greedy + local search on the new flows only), and the whole fabric is simulated.
+Ranked by the new job's bus-bandwidth fraction, then the worst drop it causes for running
+jobs, cross-pod traffic, racks spanned, host ids.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from controller.health import LinkHealth
 from controller.paths import CROSS_POD, flow_class
 from controller.solver import SolveOptions, solve
 from sim.flowsim import simulate
-from sim.workloads import PATTERNS, Job, WorkloadError, jobs_flows
+from sim.workloads import PATTERNS, Job, WorkloadError, check_job, jobs_flows
 
 SAME_POD = ("require", "prefer", "any")
 CANDIDATE_ID = "candidate"
@@ -138,7 +142,13 @@ def _hosts_needed(fabric: Fabric, request: Request) -> int:
         raise AdvisorError(f"avoid_hosts: host id {bad[0]} is not in fabric {fabric.name!r}")
     if request.top < 1:
         raise AdvisorError(f"top: {request.top} must be at least 1")
-    return gpus // n
+    hosts = gpus // n
+    if hosts <= fabric.num_hosts:  # else the free-host count is the error to report
+        try:  # tp within a host, pipeline stages against hosts, channels, demand
+            check_job(fabric, _job(fabric, request, range(hosts)))
+        except WorkloadError as err:
+            raise AdvisorError(str(err)) from None
+    return hosts
 
 
 def _job(fabric: Fabric, request: Request, hosts: Sequence[int]) -> Job:
@@ -148,12 +158,43 @@ def _job(fabric: Fabric, request: Request, hosts: Sequence[int]) -> Job:
                demand_gbps=request.demand_gbps)  # fmt: skip
 
 
-def _context(fabric: Fabric, health: LinkHealth, jobs: Sequence[Job]) -> _Context:
+def _kept_paths(flows: FlowSet, current: Assignment) -> np.ndarray:
+    """`current`'s path for each flow it holds, matched on (job id, source NIC, destination
+    NIC) in order of occurrence; UNROUTED for flows it does not hold."""
+    cur = current.flows
+    if cur.job_ids == flows.job_ids and all(
+        np.array_equal(getattr(cur, a), getattr(flows, a)) for a in ("job", "src_nic", "dst_nic")
+    ):
+        return current.path.copy()
+    held: dict[tuple[str, int, int], list[int]] = {}
+    keys = zip(cur.job.tolist(), cur.src_nic.tolist(), cur.dst_nic.tolist(), strict=True)
+    for i, (j, src, dst) in reversed(list(enumerate(keys))):
+        held.setdefault((cur.job_ids[j], src, dst), []).append(i)
+    out = np.full(len(flows), UNROUTED, np.int64)
+    keys = zip(flows.job.tolist(), flows.src_nic.tolist(), flows.dst_nic.tolist(), strict=True)
+    for f, (j, src, dst) in enumerate(keys):
+        stack = held.get((flows.job_ids[j], src, dst))
+        if stack:
+            out[f] = current.path[stack.pop()]
+    return out
+
+
+def _context(
+    fabric: Fabric, health: LinkHealth, jobs: Sequence[Job], current: Assignment | None
+) -> _Context:
+    """Route the running jobs once: keep `current` where it has their flows, route the rest
+    greedily around it; with no `current`, a quick TE solve (no LP)."""
     flows = jobs_flows(fabric, list(jobs))
-    res = solve(fabric, health, flows, options=SolveOptions(lp="never", search_time=1.0))
-    ctx = _Context(fabric, health, list(jobs), flows, res.assignment.path.copy())
+    if current is None:
+        res = solve(fabric, health, flows, options=SolveOptions(lp="never", search_time=1.0))
+        path = res.assignment.path.copy()
+    else:
+        path = _kept_paths(flows, current)
+        if (path == UNROUTED).any():
+            path = greedy(fabric, health, flows, fixed=path)
+    ctx = _Context(fabric, health, list(jobs), flows, path)
     if len(flows):
-        ctx.busbw = simulate(fabric, health, res.assignment).job_busbw_fraction
+        ctx.busbw = simulate(fabric, health, Assignment(flows, path)).job_busbw_fraction
     return ctx
 
 
@@ -262,6 +303,11 @@ def candidates(
     def pack_key(r: int) -> tuple[float, float, int]:
         return (-len(by_rack[r]), -rack_ok[r], r)
 
+    def in_pod_order(pods: list[int], racks: list[int]) -> list[int]:
+        """Grouped by pod in the order of `pods` (a ring crosses each pod boundary once),
+        packed within each pod."""
+        return sorted(racks, key=lambda r: (pods.index(int(fabric.pod_of_rack(r))), *pack_key(r)))
+
     tie = np.random.default_rng(seed).permutation(fabric.num_racks)
     for i, (_, pod) in enumerate(fitting[:3]):
         racks = racks_of([pod])
@@ -276,9 +322,21 @@ def candidates(
         if request.same_pod == "require" and not fitting:
             raise AdvisorError(f"same_pod: no single pod has {n} free hosts")
         for label, chosen in _pod_sets(fabric, health, jobs, pod_free, n):
-            racks = sorted(racks_of(chosen), key=lambda r: (
-                chosen.index(int(fabric.pod_of_rack(r))), *pack_key(r)))  # fmt: skip
             name = f"pack pods {','.join(map(str, sorted(chosen)))}{label}"
+            out.append((name, _take(in_pod_order(chosen, racks_of(chosen)), by_rack, n)))
+        whole = {r for r, hs in by_rack.items() if len(hs) == fabric.hosts_per_rack}
+        pod_whole = {p: 0 for p in range(fabric.pods)}
+        for r in whole:
+            pod_whole[int(fabric.pod_of_rack(r))] += fabric.hosts_per_rack
+        chosen, held = [], 0
+        for p in sorted(pod_whole, key=lambda p: (-pod_whole[p], p)):
+            if held >= n or not pod_whole[p]:
+                break
+            chosen.append(p)
+            held += pod_whole[p]
+        if held >= n:
+            racks = in_pod_order(chosen, [r for r in racks_of(chosen) if r in whole])
+            name = f"whole racks pods {','.join(map(str, sorted(chosen)))}"
             out.append((name, _take(racks, by_rack, n)))
     seen: set[tuple[int, ...]] = set()
     unique: list[tuple[str, tuple[int, ...]]] = []
@@ -319,15 +377,23 @@ def _score(ctx: _Context, request: Request, hosts: tuple[int, ...], strategy: st
 
 
 def advise(
-    fabric: Fabric, health: LinkHealth, jobs: Sequence[Job], request: Request, seed: int = 0
+    fabric: Fabric,
+    health: LinkHealth,
+    jobs: Sequence[Job],
+    request: Request,
+    seed: int = 0,
+    *,
+    current: Assignment | None = None,
 ) -> list[Score]:
     """Ranked candidate placements (best first, `rank` 1, 2, ...), at most `request.top`.
 
     Ranking: new job's busbw fraction (desc), worst running-job busbw change (the smaller
     the drop the better), the new job's cross-pod Gbps (asc), racks spanned (asc), host ids.
+    `current` is the controller's assignment of the running jobs' flows (e.g. the last
+    `SolveResult.assignment`); passing it skips re-solving them, the bulk of the latency.
     """
     options = candidates(fabric, health, jobs, request, seed)
-    ctx = _context(fabric, health, jobs)
+    ctx = _context(fabric, health, jobs, current)
     scored = sorted((_score(ctx, request, hosts, name) for name, hosts in options),
                     key=Score.rank_key)  # fmt: skip
     return [replace(s, rank=i + 1) for i, s in enumerate(scored[: request.top])]
@@ -339,8 +405,11 @@ def score_many(
     jobs: Sequence[Job],
     placements: Sequence[Sequence[int]],
     request: Request,
+    *,
+    current: Assignment | None = None,
 ) -> list[Score]:
-    """Figures for placements a scheduler proposes, in the order given."""
+    """Figures for placements a scheduler proposes, in the order given (`current` as in
+    `advise`)."""
     gpus = _hosts_needed(fabric, request) * fabric.nics_per_host
     busy = set().union(*(set(j.hosts) for j in jobs)) if jobs else set()
     for i, hosts in enumerate(placements):
@@ -360,16 +429,21 @@ def score_many(
             jobs_flows(fabric, [_job(fabric, request, hosts)])
         except WorkloadError as err:
             raise AdvisorError(f"placements[{i}]: {err}") from None
-    ctx = _context(fabric, health, jobs)
+    ctx = _context(fabric, health, jobs, current)
     return [_score(ctx, request, tuple(h), "proposed") for h in placements]
 
 
 def score(
-    fabric: Fabric, health: LinkHealth, jobs: Sequence[Job], hosts: Sequence[int],
+    fabric: Fabric,
+    health: LinkHealth,
+    jobs: Sequence[Job],
+    hosts: Sequence[int],
     request: Request,
-) -> Score:  # fmt: skip
-    """Figures for one proposed placement."""
-    return score_many(fabric, health, jobs, [hosts], request)[0]
+    *,
+    current: Assignment | None = None,
+) -> Score:
+    """Figures for one proposed placement (`current` as in `advise`)."""
+    return score_many(fabric, health, jobs, [hosts], request, current=current)[0]
 
 
 def first_fit_hosts(fabric: Fabric, jobs: Sequence[Job], n_hosts: int) -> tuple[int, ...]:

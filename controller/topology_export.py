@@ -3,12 +3,15 @@
 slurm-conf   Slurm topology.conf, tree plugin: one line per RTSW (its hosts), per pod
              (its RTSWs) and one for the cluster (its pods)
 slurm-yaml   Slurm topology.yaml (24.11+): a `tree` topology as above and a `block`
-             topology with one block per rack
+             topology with one base block per rack, listed pod by pod; block_sizes are
+             the rack size times each power of two that divides the racks of a pod, so
+             every aggregated block (consecutive base blocks) stays inside one pod
 k8s-labels   node -> labels: fabric-te.io/pod, fabric-te.io/rack, fabric-te.io/host and
              kubernetes.io/hostname
 kueue        a Kueue Topology (v1alpha1) with levels pod, rack, kubernetes.io/hostname
              (outermost first; Kueue wants the hostname label as the lowest level)
-volcano      Volcano HyperNodes: tier 1 per rack (nodes), tier 2 per pod (rack hypernodes)
+volcano      Volcano HyperNodes: tier 1 per rack (nodes), tier 2 per pod (rack hypernodes),
+             tier 3 for the cluster (pod hypernodes) when there is more than one pod
 json         pods -> racks -> hosts, with switch names
 """
 
@@ -85,9 +88,18 @@ def slurm_yaml(fabric: Fabric) -> str:
     doc = [
         {"topology": "tree", "cluster_default": True, "tree": {"switches": switches}},
         {"topology": "block", "cluster_default": False,
-         "block": {"block_sizes": [fabric.hosts_per_rack], "blocks": blocks}},
+         "block": {"block_sizes": block_sizes(fabric), "blocks": blocks}},
     ]  # fmt: skip
     return yaml.safe_dump(doc, sort_keys=False)
+
+
+def block_sizes(fabric: Fabric) -> list[int]:
+    """Hosts per block at each level: a rack, then 2, 4, ... racks while that divides a pod."""
+    sizes, racks = [], 1
+    while fabric.racks_per_pod % racks == 0:
+        sizes.append(racks * fabric.hosts_per_rack)
+        racks *= 2
+    return sizes
 
 
 def k8s_labels(fabric: Fabric) -> dict[str, dict[str, str]]:
@@ -129,6 +141,12 @@ def volcano(fabric: Fabric) -> str:
             for r in range(fabric.racks_per_pod)
         ]
         docs.append(_hypernode(f"pod-p{p}", 2, members))
+    if fabric.pods > 1:
+        members = [
+            {"type": "HyperNode", "selector": {"exactMatch": {"name": f"pod-p{p}"}}}
+            for p in range(fabric.pods)
+        ]
+        docs.append(_hypernode("cluster", 3, members))
     return yaml.safe_dump_all(docs, sort_keys=False)
 
 

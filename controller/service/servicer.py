@@ -9,6 +9,7 @@ import grpc
 from controller.advisor import advise, score_many
 from controller.api.fabric_te.v1 import te_pb2 as pb
 from controller.api.fabric_te.v1 import te_pb2_grpc as pb_grpc
+from controller.assignment import Assignment
 from controller.service import convert
 from controller.service.engine import Engine, RouteEvent
 from controller.service.errors import mapped
@@ -112,7 +113,7 @@ class TrafficEngineering(pb_grpc.TrafficEngineeringServicer):
     def Advise(self, request: pb.AdviseRequest, context: grpc.ServicerContext) -> pb.AdviseResponse:
         req = convert.placement_request_from_pb(self.fabric, request.request)
         jobs = [job for job, _ in self.engine.jobs()]
-        advice = advise(self.fabric, self.engine.health, jobs, req)
+        advice = advise(self.fabric, self.engine.health, jobs, req, current=self._current())
         return pb.AdviseResponse(candidates=[convert.score_to_pb(self.fabric, s) for s in advice])
 
     @mapped
@@ -123,5 +124,12 @@ class TrafficEngineering(pb_grpc.TrafficEngineeringServicer):
             for i, p in enumerate(request.placements)
         ]
         jobs = [job for job, _ in self.engine.jobs()]
-        scores = score_many(self.fabric, self.engine.health, jobs, placements, req)
+        scores = score_many(
+            self.fabric, self.engine.health, jobs, placements, req, current=self._current()
+        )
         return pb.ScoreResponse(scores=[convert.score_to_pb(self.fabric, s) for s in scores])
+
+    def _current(self) -> Assignment | None:
+        """The live assignment, so advice scores against the routes the fabric has."""
+        last = self.engine.last_result
+        return last.assignment if last is not None else None

@@ -15,7 +15,9 @@ from controller.advisor import (
     score,
     score_many,
 )  # fmt: skip
+from controller.assignment import Assignment
 from controller.fabric import Fabric
+from controller.flows import FlowSet
 from controller.health import LinkHealth, parse_health
 from controller.solver import solve
 from sim.flowsim import simulate
@@ -89,6 +91,9 @@ def test_deterministic(small: Fabric) -> None:
         (Request(gpus=16, tp=0), r"dp\*pp\*tp: .* must be positive"),
         (Request(gpus=16, tp=4, top=0), "top: 0"),
         (Request(tp=4), "gpus: 0 is not a positive multiple"),
+        (Request(gpus=12, dp=4, tp=3), "tp: tensor parallelism 3 must divide the 4 GPUs"),
+        (Request(gpus=16, tp=4, channels=0), "channels: must be a positive integer"),
+        (Request(gpus=16, tp=4, demand_gbps=-1.0), "demand_gbps: must be a positive number"),
     ],
 )
 def test_bad_requests(small: Fabric, request_: Request, message: str) -> None:
@@ -155,3 +160,33 @@ def test_baselines(small: Fabric) -> None:
 def test_score_rejects_repeated_host(small: Fabric) -> None:
     with pytest.raises(AdvisorError, match=r"placements\[0\]: a host is listed twice"):
         score(small, LinkHealth.all_up(small), RUNNING, (16, 16, 17, 18), Request(gpus=16, tp=4))
+
+
+def test_cross_pod_prefers_whole_racks(small: Fabric) -> None:
+    # one busy host in racks 0 and 1 (pod 0) and rack 8 (pod 1): 16 hosts fit in no pod;
+    # the 14 whole-rack hosts of pod 1 plus one whole rack of pod 0 share no rack with it
+    running = [Job(id="spread", hosts=(0, 2, 16), dp=3, tp=4)]
+    request = Request(gpus=64, tp=4, top=5)
+    named = dict(candidates(small, LinkHealth.all_up(small), running, request))
+    assert named["whole racks pods 0,1"] == (*range(18, 32), 4, 5)
+    best = advise(small, LinkHealth.all_up(small), running, request)[0]
+    assert best.hosts == (*range(18, 32), 4, 5)
+    assert (best.pods, best.racks, best.new_job_busbw) == (2, 8, 1.0)
+
+
+def test_current_assignment_is_kept(small: Fabric) -> None:
+    health = LinkHealth.all_up(small)
+    request = Request(gpus=16, tp=4, top=4)
+    current = solve(small, health, jobs_flows(small, RUNNING)).assignment
+    plain = advise(small, health, RUNNING, request)
+    assert advise(small, health, RUNNING, request, current=current) == plain
+    # matched on (job, source, destination), whatever the order; missing flows are routed
+    perm = np.arange(len(current.flows))[::-1].copy()
+    shuffled = Assignment(current.flows.take(perm), current.path[perm])
+    assert advise(small, health, RUNNING, request, current=shuffled) == plain
+    empty = Assignment(FlowSet.empty(), np.zeros(0, np.int64))
+    assert advise(small, health, RUNNING, request, current=empty) == plain
+    hosts = plain[0].hosts
+    assert score(small, health, RUNNING, hosts, request, current=current) == score(
+        small, health, RUNNING, hosts, request
+    )

@@ -53,7 +53,7 @@ def test_slurm_yaml_tree_and_blocks(small: Fabric) -> None:
     hosts = [h for s in tree if "nodes" in s for h in expand(s["nodes"])]
     assert sorted(hosts) == sorted(small.host_name(h) for h in range(small.num_hosts))
     assert len(block) == small.num_racks
-    assert doc[1]["block"]["block_sizes"] == [small.hosts_per_rack]
+    assert doc[1]["block"]["block_sizes"][0] == small.hosts_per_rack  # the base block: a rack
 
 
 def test_k8s_kueue_volcano(small: Fabric) -> None:
@@ -120,3 +120,23 @@ def test_slurm_conf_tiny_text(tiny: Fabric) -> None:
         "SwitchName=pod1 Switches=rtsw-p1-r[0-1]",
         "SwitchName=cluster Switches=pod[0-1]",
     ]
+
+
+def test_slurm_block_levels_stay_inside_pods(small: Fabric) -> None:
+    block = yaml.safe_load(export(small, "slurm-yaml"))[1]["block"]
+    assert block["block_sizes"] == [2, 4, 8, 16]  # 8 racks of 2 hosts a pod
+    hosts = [h for b in block["blocks"] for h in expand(b["nodes"])]
+    for size in block["block_sizes"]:
+        for start in range(0, len(hosts), size):  # higher levels join consecutive blocks
+            pods = {small.host_by_name(h) // (small.racks_per_pod * small.hosts_per_rack)
+                    for h in hosts[start : start + size]}  # fmt: skip
+            assert len(pods) == 1
+
+
+def test_volcano_cluster_tier(small: Fabric) -> None:
+    docs = list(yaml.safe_load_all(export(small, "volcano")))
+    top = [d for d in docs if d["spec"]["tier"] == 3]
+    assert [d["metadata"]["name"] for d in top] == ["cluster"]
+    names = {d["metadata"]["name"] for d in docs}
+    members = [m["selector"]["exactMatch"]["name"] for m in top[0]["spec"]["members"]]
+    assert members == ["pod-p0", "pod-p1"] and set(members) <= names
