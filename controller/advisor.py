@@ -186,7 +186,9 @@ def _context(
     greedily around it; with no `current`, a quick TE solve (no LP)."""
     flows = jobs_flows(fabric, list(jobs))
     if current is None:
-        res = solve(fabric, health, flows, options=SolveOptions(lp="never", search_time=1.0))
+        # flows stay whole (qps=1): scoring places new flows around one path per flow
+        opts = SolveOptions(lp="never", search_time=1.0, qps=1)
+        res = solve(fabric, health, flows, options=opts)
         path = res.assignment.path.copy()
     else:
         path = _kept_paths(flows, current)

@@ -32,9 +32,10 @@ import numpy as np
 from controller.assignment import UNROUTED, Assignment
 from controller.colouring import colour_assign, path_index
 from controller.fabric import ACCESS, Fabric
-from controller.flows import FlowSet
+from controller.flows import ALL_QPS, FlowSet
 from controller.health import LinkHealth
 from controller.paths import CROSS_POD, SAME_POD, SAME_RACK, decode, flow_class, num_paths
+from controller.routes import MAX_QP_BUCKETS
 
 _TOL = 1e-9
 
@@ -418,19 +419,26 @@ def _entry_keys(
     chosen = cand.all_chosen(path)
     dst_host = flows.dst_host(fabric)
     access = fabric.up(flows.src_nic)
-    parts_f, parts_arc = [], []
+    parts_f, parts_arc, parts_qp = [], [], []
     for cls, hops in _entry_hops(fabric).items():
         rows = np.flatnonzero((cand.cls == cls) & (path >= 0))
         for pos, _ in hops:
             parts_f.append(rows)
             parts_arc.append(access[rows] if pos < 0 else chosen[rows, pos])
+            parts_qp.append(flows.qp[rows] if pos < 0 else np.full(rows.size, ALL_QPS))
     if not parts_f:
         empty = np.zeros(0, np.int64)
         return empty, empty, empty
     f = np.concatenate(parts_f)
     arc = np.concatenate(parts_arc)
     switch = fabric.arc_ends[1][arc]
-    return f, switch, arc * fabric.num_hosts + dst_host[f]
+    return f, switch, _key(fabric, arc, dst_host[f], np.concatenate(parts_qp))
+
+
+def _key(fabric: Fabric, arc: np.ndarray, dst_host: np.ndarray, qp: np.ndarray) -> np.ndarray:
+    """One integer per entry key (arriving arc, destination host, QP bucket or ALL_QPS):
+    QP buckets are told apart at the source RTSW only (see controller.routes)."""
+    return (arc * fabric.num_hosts + dst_host) * (MAX_QP_BUCKETS + 1) + (qp - ALL_QPS)
 
 
 def entries_per_switch(fabric: Fabric, assignment: Assignment) -> np.ndarray:
@@ -466,7 +474,8 @@ def align_entries(
         for pos, dig in hops:
             chosen = cand.all_chosen(path)[rows]
             arc = access[rows] if pos < 0 else chosen[:, pos]
-            key = arc * fabric.num_hosts + dst_host[rows]
+            qp = flows.qp[rows] if pos < 0 else np.full(rows.size, ALL_QPS)
+            key = _key(fabric, arc, dst_host[rows], qp)
             order = np.lexsort((rows, pr[rows], key))
             k = key[order]
             first = np.r_[True, k[1:] != k[:-1]]

@@ -16,6 +16,10 @@ the candidate paths, and all but `largest-flow` for fractional routings too:
 - largest-flow: an unsplit flow of demand d on a path whose smallest capacity is b puts at
   least d / b on that arc; the best path has the largest b.
 - lp: the fractional min-MLU optimum (controller.lp) bounds every routing.
+
+With `qps` > 1 the bounds hold for routings that may split each flow into up to `qps` equal
+QP buckets (controller.qpsplit): the unsplit and largest-flow bounds then count buckets of
+demand / qps instead of whole flows (and the unsplit ones are named rack-egress-16qp etc.).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from controller.fabric import Fabric
-from controller.flows import FlowSet
+from controller.flows import ALL_QPS, FlowSet
 from controller.health import LinkHealth
 from controller.lp import LpSolution
 from controller.paths import CROSS_POD, SAME_RACK, flow_class
@@ -51,7 +55,11 @@ def _ratio(load: np.ndarray, cap: np.ndarray) -> float:
 
 
 def lower_bound(
-    fabric: Fabric, health: LinkHealth, flows: FlowSet, lp: LpSolution | None = None
+    fabric: Fabric,
+    health: LinkHealth,
+    flows: FlowSet,
+    lp: LpSolution | None = None,
+    qps: int = 1,
 ) -> Bound:
     """The largest valid lower bound on MLU (see the module docstring)."""
     cap = health.arc_capacity(fabric)
@@ -75,8 +83,18 @@ def lower_bound(
         parts["rack-egress"] = _ratio(np.bincount(sr[leaves], d[leaves], racks), up_cap)
         parts["rack-ingress"] = _ratio(np.bincount(dr[leaves], d[leaves], racks), down_cap)
         up, down = cap[fabric.up(rack_links)], cap[fabric.down(rack_links)]
-        parts["rack-egress-unsplit"] = _unsplit(sr[leaves], d[leaves], up)
-        parts["rack-ingress-unsplit"] = _unsplit(dr[leaves], d[leaves], down)
+        # unsplit bounds count QP buckets when flows may be split (qps > 1)
+        mult = np.where(flows.qp == ALL_QPS, max(qps, 1), 1)
+        unit = d / mult
+
+        tag = "unsplit" if qps <= 1 else f"{qps}qp"
+
+        def unsplit(group: np.ndarray, rows: np.ndarray, link_cap: np.ndarray) -> float:
+            m = mult[rows]
+            return _unsplit(np.repeat(group, m), np.repeat(unit[rows], m), link_cap)
+
+        parts[f"rack-egress-{tag}"] = unsplit(sr[leaves], leaves, up)
+        parts[f"rack-ingress-{tag}"] = unsplit(dr[leaves], leaves, down)
         cross = cls == CROSS_POD
         if cross.any():
             pods = fabric.pods
@@ -88,9 +106,9 @@ def lower_bound(
             parts["pod-ingress"] = _ratio(
                 np.bincount(dp, d[cross], pods), cap[fabric.down(agg)].sum(axis=1)
             )
-            parts["pod-egress-unsplit"] = _unsplit(sp, d[cross], cap[fabric.up(agg)])
-            parts["pod-ingress-unsplit"] = _unsplit(dp, d[cross], cap[fabric.down(agg)])
-        parts["largest-flow"] = _largest_flow(fabric, cap, flows, cls, sr, dr)
+            parts[f"pod-egress-{tag}"] = unsplit(sp, cross, cap[fabric.up(agg)])
+            parts[f"pod-ingress-{tag}"] = unsplit(dp, cross, cap[fabric.down(agg)])
+        parts["largest-flow"] = _largest_flow(fabric, cap, unit, flows, cls, sr, dr)
     if lp is not None:
         parts["lp"] = lp.mlu
     if not parts:
@@ -132,12 +150,14 @@ def _unsplit(group: np.ndarray, demand: np.ndarray, link_cap: np.ndarray) -> flo
 def _largest_flow(
     fabric: Fabric,
     cap: np.ndarray,
+    demand: np.ndarray,
     flows: FlowSet,
     cls: np.ndarray,
     sr: np.ndarray,
     dr: np.ndarray,
 ) -> float:
-    """max over flows of demand / (best alive path's bottleneck), access links included.
+    """max over flows of demand (the unsplittable unit) / (best alive path's bottleneck),
+    access links included.
 
     Parallel members are independent choices, so the best member of each hop is taken
     first; then the best plane c (and ATSW j) maximises the smallest hop."""
@@ -156,4 +176,4 @@ def _largest_flow(
     best = plane.max(axis=1)
     access = np.minimum(cap[fabric.up(flows.src_nic)], cap[fabric.down(flows.dst_nic)])
     best = np.where(cls == SAME_RACK, access, np.minimum(best, access))
-    return _ratio(flows.demand, best)
+    return _ratio(demand, best)

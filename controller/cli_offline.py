@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from controller.fabric import Fabric
-from controller.flows import FlowSet
+from controller.flows import ALL_QPS, FlowSet
 from controller.health import LinkHealth, parse_health, random_failures
 from controller.report import Progress, emit, format_table
 
@@ -117,13 +117,14 @@ def cmd_solve(args: argparse.Namespace) -> int:
         backend=args.backend,
         lp_time_limit=args.time_limit,
         table_budget=args.table_budget,
+        qps=args.qps,
     )
     with progress.stage("TE solve"):
         result = solve(inputs.fabric, inputs.health, inputs.flows, options=options)
     rows = []
     with progress.stage("simulating TE and baselines"):
         rows.append(routed("fabric-te", inputs.fabric, inputs.health, result.assignment,
-                           result.times["total"], args.seed, args.qps))  # fmt: skip
+                           result.times["total"], args.seed, args.qps, result.parent))  # fmt: skip
         for name in BASELINES:
             rows.append(
                 baseline(name, inputs.fabric, inputs.health, inputs.flows, args.seed, args.qps)
@@ -240,7 +241,8 @@ def cmd_routes_diff(args: argparse.Namespace) -> int:
             lines.append(
                 f"  [{stage_no}] {batch.switch}: {type(op).__name__.lower()} "
                 f"{fabric.link_name(e.in_port)} -> {fabric.host_name(e.dst_host)} "
-                f"via {fabric.link_name(e.next_hop)}"
+                + (f"qp {e.qp} " if e.qp != ALL_QPS else "")
+                + f"via {fabric.link_name(e.next_hop)}"
             )
     emit(args.json, {"counts": plan.counts(), "stages": len(plan.stages)}, "\n".join(lines) + "\n")
     return 0
@@ -287,7 +289,11 @@ def register(
         "solve", help="TE solve, side by side with ECMP, E-ECMP, pinning and the LP bound"
     )
     add_input_args(solve, add_fabric_arg)
-    solve.add_argument("--qps", type=int, default=16, help="queue pairs per flow for E-ECMP")
+    solve.add_argument(
+        "--qps", type=int, default=16,
+        help="queue pairs per flow: E-ECMP hashes them; TE may split a flow on an overloaded "
+             "link into this many QP buckets (1: never split) (16)",
+    )  # fmt: skip
     solve.add_argument(
         "--lp",
         choices=("auto", "always", "never"),

@@ -122,7 +122,8 @@ def cmd_routes_show(args: argparse.Namespace) -> int:
     pb, stub = _stub(args)
 
     def line(prefix: str, e: Any) -> str:
-        return f"{prefix}{e.switch}\t{e.in_port} -> {e.dst_host} via {e.next_hop}"
+        qp = f" qp {e.qp_bucket}" if e.HasField("qp_bucket") else ""
+        return f"{prefix}{e.switch}\t{e.in_port} -> {e.dst_host}{qp} via {e.next_hop}"
 
     if not args.watch:
         snap = _call(lambda: stub.GetRoutes(pb.GetRoutesRequest()))

@@ -3,6 +3,11 @@
 A flow is routed by (source NIC, destination host), as Meta's TE keys its entries on
 <ingress port, destination host prefix>. `dst_nic` is the NIC of the destination host that
 receives it (rail-aligned traffic goes GPU i -> GPU i), which fixes the last hop.
+
+A flow may also be one QP bucket of a larger flow: `qp[f] >= 0` names the bucket (RoCE
+spreads a flow over its queue pairs, and the source RTSW can tell them apart by UDP source
+port), `qp[f] == ALL_QPS` the whole flow. The solver splits flows this way only where one
+path per flow cannot avoid an overloaded link (see controller.qpsplit).
 """
 
 from __future__ import annotations
@@ -12,6 +17,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from controller.fabric import Fabric
+
+ALL_QPS = -1  # qp value of a flow that is not split into QP buckets
 
 
 class FlowError(ValueError):
@@ -27,9 +34,12 @@ class FlowSet:
     demand: np.ndarray = field(repr=False)  # float64 [F], Gbps
     job: np.ndarray = field(repr=False)  # int64 [F]
     job_ids: tuple[str, ...] = ()
+    qp: np.ndarray = field(default=None, repr=False)  # type: ignore[arg-type]  # int64 [F]
 
     def __post_init__(self) -> None:
-        for name in ("src_nic", "dst_nic", "demand", "job"):
+        if self.qp is None:
+            object.__setattr__(self, "qp", np.full(self.src_nic.shape, ALL_QPS, np.int64))
+        for name in ("src_nic", "dst_nic", "demand", "job", "qp"):
             arr = getattr(self, name)
             if arr.shape != self.src_nic.shape or arr.ndim != 1:
                 raise FlowError(
@@ -87,12 +97,22 @@ class FlowSet:
         bad = np.flatnonzero((self.job < 0) | (self.job >= max(len(self.job_ids), 1)))
         if bad.size:
             raise FlowError(f"flow {bad[0]}: job index {self.job[bad[0]]} has no job id")
+        bad = np.flatnonzero(self.qp < ALL_QPS)
+        if bad.size:
+            raise FlowError(
+                f"flow {bad[0]}: qp bucket {self.qp[bad[0]]} must be >= 0 (or {ALL_QPS}: all)"
+            )
+
+    @property
+    def split(self) -> bool:
+        """Whether any flow is a single QP bucket of a larger flow."""
+        return bool((self.qp != ALL_QPS).any())
 
     def take(self, index: np.ndarray) -> FlowSet:
         """The subset of flows at `index` (same job table)."""
         return FlowSet(
             self.src_nic[index], self.dst_nic[index], self.demand[index], self.job[index],
-            self.job_ids,
+            self.job_ids, self.qp[index],
         )
 
     @staticmethod
@@ -111,4 +131,5 @@ class FlowSet:
             np.concatenate([p.demand for p in parts]),
             np.concatenate(jobs),
             tuple(ids),
+            np.concatenate([p.qp for p in parts]),
         )

@@ -117,8 +117,8 @@ class Plan:
         return sum(len(batch.ops) for _, batch in self.batches())
 
 
-def _op_sort_key(op: Op) -> tuple[int, int, int]:
-    return (op.entry.in_port, op.entry.dst_host, isinstance(op, Delete))
+def _op_sort_key(op: Op) -> tuple[int, int, int, int]:
+    return (*op.entry.match, isinstance(op, Delete))
 
 
 def diff(installed: RouteSet, wanted: RouteSet, fabric: Fabric, owner: str = OWNER) -> Plan:
@@ -130,8 +130,8 @@ def diff(installed: RouteSet, wanted: RouteSet, fabric: Fabric, owner: str = OWN
         staged.setdefault((stage, op.entry.switch), []).append(op)
 
     for switch in sorted(set(installed.tables) | set(wanted.tables)):
-        have = {(e.in_port, e.dst_host): e for e in installed.table(switch)}
-        want = {(e.in_port, e.dst_host): e for e in wanted.table(switch)}
+        have = {e.match: e for e in installed.table(switch)}
+        want = {e.match: e for e in wanted.table(switch)}
         for key, new in want.items():
             old = have.get(key)
             install = CTSW_DOWN - entry_role(fabric, new)

@@ -1,8 +1,11 @@
 """Route files: an assignment and its per-switch TE entries as JSON, by name.
 
     {"format": "fabric-te-routes/1", "fabric": "meta-24k", "job_ids": [...],
-     "flows": [[src NIC, dst NIC, demand Gbps, job index, path index (-1: ECMP)], ...],
-     "switches": {"rtsw-p0-r0": [[in_port link, dst host, next_hop link], ...], ...}}
+     "flows": [[src NIC, dst NIC, demand Gbps, job index, path index (-1: ECMP)(, qp)], ...],
+     "switches": {"rtsw-p0-r0": [[in_port link, dst host, next_hop link(, qp)], ...], ...}}
+
+The trailing qp (a QP bucket, see controller.flows) is written only for flows split into QP
+buckets and for entries that match one bucket; without it a row covers every bucket.
 
 Names, not ids, so a file can be read by people and checked against the fabric on load.
 """
@@ -17,7 +20,7 @@ import numpy as np
 
 from controller.assignment import Assignment
 from controller.fabric import Fabric, FabricError
-from controller.flows import FlowSet
+from controller.flows import ALL_QPS, FlowSet
 from controller.routes import Entry, RouteSet
 
 FORMAT = "fabric-te-routes/1"
@@ -28,9 +31,10 @@ def dump_routes(fabric: Fabric, assignment: Assignment, routes: RouteSet) -> dic
     f = assignment.flows
     flows = [
         [fabric.nic_name(s), fabric.nic_name(d), float(dm), int(j), int(p)]
-        for s, d, dm, j, p in zip(
+        + ([q] if q != ALL_QPS else [])
+        for s, d, dm, j, p, q in zip(
             f.src_nic.tolist(), f.dst_nic.tolist(), f.demand.tolist(), f.job.tolist(),
-            assignment.path.tolist(), strict=True,
+            assignment.path.tolist(), f.qp.tolist(), strict=True,
         )
     ]  # fmt: skip
     switches = {
@@ -40,6 +44,7 @@ def dump_routes(fabric: Fabric, assignment: Assignment, routes: RouteSet) -> dic
                 fabric.host_name(e.dst_host),
                 fabric.link_name(e.next_hop),
             ]
+            + ([e.qp] if e.qp != ALL_QPS else [])
             for e in routes.table(sw)
         ]
         for sw in routes.switches()
@@ -71,6 +76,10 @@ def parse_routes(fabric: Fabric, doc: Any, source: str = "<routes>") -> tuple[As
     flows = FlowSet.build(
         src, dst, [r[2] for r in rows], [r[3] for r in rows], tuple(doc.get("job_ids", ()))
     )
+    flows = FlowSet(
+        flows.src_nic, flows.dst_nic, flows.demand, flows.job, flows.job_ids,
+        np.asarray([r[5] if len(r) > 5 else ALL_QPS for r in rows], dtype=np.int64),
+    )  # fmt: skip
     flows.validate(fabric)
     assignment = Assignment(flows, np.asarray([r[4] for r in rows], dtype=np.int64))
     entries = []
@@ -84,9 +93,10 @@ def parse_routes(fabric: Fabric, doc: Any, source: str = "<routes>") -> tuple[As
                         fabric.link_by_name(row[0]),
                         fabric.host_by_name(row[1]),
                         fabric.link_by_name(row[2]),
+                        qp=int(row[3]) if len(row) > 3 else ALL_QPS,
                     )
                 )
-            except FabricError as err:
+            except (FabricError, TypeError, ValueError) as err:
                 raise FabricError(f"{where}: {err}") from None
     return assignment, RouteSet.from_entries(entries)
 

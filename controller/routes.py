@@ -21,6 +21,13 @@ An entry is installed only where the fabric offers a choice at that hop: hop 0 w
 hop 1 when A*L > 1, hop 2 when L > 1, hop 3 when K > 1. Where there is one next hop, ECMP
 already takes it, and an entry would only cost table space and churn.
 
+QP buckets. A flow the solver split into QP buckets (controller.qpsplit) is steered at the
+source RTSW only, where the entry key adds the bucket: <ingress port, destination host, QP
+bucket>, matched on the RoCE UDP source port. The buckets' most common next hop becomes one
+entry for all buckets (`qp == ALL_QPS`); only the buckets that leave on another link get an
+entry of their own, which takes precedence. Switches after the source RTSW never look at
+the bucket, so the buckets of one flow that meet there must agree, like any two flows.
+
 Every entry points one hop closer to its destination (up before the turn, down after), the
 same direction ECMP would go, so any mix of entries and ECMP defaults is loop-free.
 """
@@ -34,9 +41,11 @@ import numpy as np
 
 from controller.assignment import UNROUTED, Assignment
 from controller.fabric import AGG, Fabric
+from controller.flows import ALL_QPS
 from controller.paths import CROSS_POD, SAME_POD, flow_class
 
 OWNER = "fabric-te"
+MAX_QP_BUCKETS = 1 << 16  # a bucket is matched on the UDP source port: 16 bits at most
 
 # Hop roles: the position of an entry along the path it steers, from the source.
 RTSW_UP, CTSW_UP, ATSW_DOWN, CTSW_DOWN = 0, 1, 2, 3
@@ -53,32 +62,39 @@ class RouteConflict(RouteError):
 
 @dataclass(frozen=True, slots=True, order=True)
 class Entry:
-    """One exact-match TE entry: on `switch`, (in_port, dst_host) -> next_hop (link ids)."""
+    """One exact-match TE entry: on `switch`, (in_port, dst_host[, qp bucket]) -> next_hop
+    (link ids). `qp == ALL_QPS` matches every bucket; a bucket's own entry takes precedence."""
 
     switch: str
     in_port: int
     dst_host: int
     next_hop: int
     owner: str = OWNER
+    qp: int = ALL_QPS
 
     @property
-    def key(self) -> tuple[str, int, int]:
-        return (self.switch, self.in_port, self.dst_host)
+    def key(self) -> tuple[str, int, int, int]:
+        return (self.switch, self.in_port, self.dst_host, self.qp)
+
+    @property
+    def match(self) -> tuple[int, int, int]:
+        """What the entry matches on its switch: (in_port, dst_host, qp)."""
+        return (self.in_port, self.dst_host, self.qp)
 
 
 @dataclass(frozen=True)
 class RouteSet:
-    """Entries grouped by switch name; each table sorted by (in_port, dst_host)."""
+    """Entries grouped by switch name; each table sorted by (in_port, dst_host, qp)."""
 
     tables: Mapping[str, tuple[Entry, ...]] = field(default_factory=dict)
 
     @classmethod
     def from_entries(cls, entries: Iterable[Entry]) -> RouteSet:
         """Group entries by switch; a key given twice is an error."""
-        grouped: dict[str, dict[tuple[int, int], Entry]] = {}
+        grouped: dict[str, dict[tuple[int, int, int], Entry]] = {}
         for entry in entries:
             table = grouped.setdefault(entry.switch, {})
-            key = (entry.in_port, entry.dst_host)
+            key = entry.match
             if key in table and table[key] != entry:
                 raise RouteError(f"{entry.switch}: two entries for key {key}")
             table[key] = entry
@@ -132,9 +148,12 @@ class _Keys:
     out_arc: np.ndarray
     dst_host: np.ndarray
     role: np.ndarray
+    qp: np.ndarray  # the flow's QP bucket at the source RTSW, ALL_QPS elsewhere
 
     def key(self, fabric: Fabric) -> np.ndarray:
-        return self.in_arc * fabric.num_hosts + self.dst_host
+        """One integer per distinct (arriving arc, destination host, qp)."""
+        buckets = int(self.qp.max(initial=ALL_QPS)) + 2
+        return (self.in_arc * fabric.num_hosts + self.dst_host) * buckets + (self.qp - ALL_QPS)
 
 
 def _hops(fabric: Fabric) -> dict[int, list[tuple[int, int, bool]]]:
@@ -162,15 +181,43 @@ def _keys(fabric: Fabric, assignment: Assignment) -> _Keys:
         rows = np.flatnonzero((cls == flow_cls) & assignment.routed)
         for pos, role, needed in hops:
             if needed and rows.size:
+                qp = flows.qp[rows] if role == RTSW_UP else np.full(rows.size, ALL_QPS)
                 parts.append(
                     (rows, arcs[rows, pos], arcs[rows, pos + 1], dst_host[rows],
-                     np.full(rows.size, role, np.int8))
+                     np.full(rows.size, role, np.int8), qp)
                 )  # fmt: skip
     if not parts:
         empty = np.zeros(0, np.int64)
-        return _Keys(empty, empty, empty, empty, np.zeros(0, np.int8))
+        return _Keys(empty, empty, empty, empty, np.zeros(0, np.int8), empty)
     cols = [np.concatenate(col) for col in zip(*parts, strict=True)]
     return _Keys(*cols)
+
+
+def _disagree(fabric: Fabric, keys: _Keys) -> tuple[np.ndarray, np.ndarray]:
+    """(row, row it disagrees with) for every entry row whose next hop differs from the
+    first flow's (by index) at its key. A whole flow (ALL_QPS) at the source RTSW also
+    meets every bucket of its key, so a bucket row that differs from it disagrees too."""
+    order = np.lexsort((keys.flow, keys.key(fabric)))
+    key = keys.key(fabric)[order]
+    first = np.r_[True, key[1:] != key[:-1]]
+    head = np.maximum.accumulate(np.where(first, np.arange(key.size), 0))
+    nh = keys.out_arc[order]
+    bad = np.flatnonzero(nh != nh[head])
+    rows, against = [order[bad]], [order[head[bad]]]
+    split = keys.qp != ALL_QPS
+    if split.any():
+        base = keys.in_arc * fabric.num_hosts + keys.dst_host
+        whole = np.flatnonzero(~split & (keys.role == RTSW_UP))
+        wk, wfirst = np.unique(base[whole], return_index=True)
+        s = np.flatnonzero(split)
+        pos = np.minimum(np.searchsorted(wk, base[s]), max(wk.size - 1, 0))
+        if wk.size:
+            meet = wk[pos] == base[s]
+            w = whole[wfirst[pos[meet]]]
+            diff = keys.out_arc[s[meet]] != keys.out_arc[w]
+            rows.append(s[meet][diff])
+            against.append(w[diff])
+    return np.concatenate(rows), np.concatenate(against)
 
 
 def route_conflicts(fabric: Fabric, assignment: Assignment) -> np.ndarray:
@@ -182,25 +229,17 @@ def route_conflicts(fabric: Fabric, assignment: Assignment) -> np.ndarray:
     out = np.zeros(len(assignment.flows), dtype=bool)
     if not keys.flow.size:
         return out
-    order = np.lexsort((keys.flow, keys.key(fabric)))
-    key = keys.key(fabric)[order]
-    first = np.r_[True, key[1:] != key[:-1]]
-    head = np.maximum.accumulate(np.where(first, np.arange(key.size), 0))
-    nh = keys.out_arc[order]
-    out[keys.flow[order][nh != nh[head]]] = True
+    rows, _ = _disagree(fabric, keys)
+    out[keys.flow[rows]] = True
     return out
 
 
 def _check_conflicts(fabric: Fabric, keys: _Keys) -> None:
-    order = np.lexsort((keys.flow, keys.key(fabric)))
-    key = keys.key(fabric)[order]
-    first = np.r_[True, key[1:] != key[:-1]]
-    head = np.maximum.accumulate(np.where(first, np.arange(key.size), 0))
-    nh = keys.out_arc[order]
-    bad = np.flatnonzero(nh != nh[head])
-    if not bad.size:
+    rows, against = _disagree(fabric, keys)
+    if not rows.size:
         return
-    i, h = order[bad[0]], order[head[bad[0]]]
+    bad = rows
+    i, h = rows[0], against[0]
     switch = fabric.node_name(int(fabric.arc_ends[1][keys.in_arc[i]]))
     raise RouteConflict(
         f"{bad.size} conflicting flow(s); first: flows {keys.flow[h]} and {keys.flow[i]} both "
@@ -219,15 +258,19 @@ def build_routes(fabric: Fabric, assignment: Assignment, owner: str = OWNER) -> 
     _check_conflicts(fabric, keys)
     _, first = np.unique(keys.key(fabric), return_index=True)
     in_arc, out_arc, dst = keys.in_arc[first], keys.out_arc[first], keys.dst_host[first]
+    qp = _fold_buckets(fabric, in_arc, out_arc, dst, keys.qp[first])
+    keep = qp != _FOLDED
+    in_arc, out_arc, dst, qp = in_arc[keep], out_arc[keep], dst[keep], qp[keep]
     switch = fabric.arc_ends[1][in_arc]
     names = {int(s): fabric.node_name(int(s)) for s in np.unique(switch)}
     entries = [
-        Entry(names[s], ip, d, nh, owner)
-        for s, ip, d, nh in zip(
+        Entry(names[s], ip, d, nh, owner, q)
+        for s, ip, d, nh, q in zip(
             switch.tolist(),
             (in_arc // 2).tolist(),
             dst.tolist(),
             (out_arc // 2).tolist(),
+            qp.tolist(),
             strict=True,
         )
     ]
@@ -235,11 +278,45 @@ def build_routes(fabric: Fabric, assignment: Assignment, owner: str = OWNER) -> 
     for entry in entries:
         grouped.setdefault(entry.switch, []).append(entry)
     return RouteSet(
-        {
-            name: tuple(sorted(grouped[name], key=lambda e: (e.in_port, e.dst_host)))
-            for name in sorted(grouped)
-        }
+        {name: tuple(sorted(grouped[name], key=lambda e: e.match)) for name in sorted(grouped)}
     )
+
+
+_FOLDED = -2  # a bucket entry covered by its key's all-buckets entry
+
+
+def _fold_buckets(
+    fabric: Fabric, in_arc: np.ndarray, out_arc: np.ndarray, dst: np.ndarray, qp: np.ndarray
+) -> np.ndarray:
+    """The qp of each distinct entry after folding buckets: per (in_arc, dst) whose entries
+    are all buckets, the most common next hop (ties: the smallest arc) becomes one ALL_QPS
+    entry and its buckets are dropped (_FOLDED); the other buckets keep entries of their own."""
+    qp = qp.copy()
+    split = np.flatnonzero(qp != ALL_QPS)
+    if not split.size:
+        return qp
+    base = in_arc * fabric.num_hosts + dst
+    covered = np.isin(base[split], base[qp == ALL_QPS])  # agree with it (conflict-checked)
+    qp[split[covered]] = _FOLDED
+    rows = split[~covered]
+    if not rows.size:
+        return qp
+    # count next hops per key: sort by (key, next hop), runs of equal pairs
+    order = rows[np.lexsort((out_arc[rows], base[rows]))]
+    k, nh = base[order], out_arc[order]
+    new_pair = np.r_[True, (k[1:] != k[:-1]) | (nh[1:] != nh[:-1])]
+    starts = np.flatnonzero(new_pair)
+    counts = np.diff(np.r_[starts, k.size])
+    pair_key = k[starts]
+    # the first pair with the largest count per key (pairs are sorted by next hop)
+    rank = np.lexsort((np.arange(starts.size), -counts, pair_key))
+    best = rank[np.r_[True, pair_key[rank][1:] != pair_key[rank][:-1]]]
+    mode = dict(zip(pair_key[best].tolist(), nh[starts[best]].tolist(), strict=True))
+    winner = np.array([mode[b] for b in k.tolist()]) == nh
+    won, kw = order[winner], k[winner]
+    qp[won] = _FOLDED
+    qp[won[np.r_[True, kw[1:] != kw[:-1]]]] = ALL_QPS
+    return qp
 
 
 def fit_tables(
@@ -279,7 +356,14 @@ def fit_tables(
                 used[s] += n
         else:
             path[f] = UNROUTED
-    return Assignment(assignment.flows, path)
+    # A bucket without its own entry would follow the key's all-buckets entry, not ECMP:
+    # leave all buckets of a flow on ECMP together.
+    flows = assignment.flows
+    if flows.split:
+        pair = flows.src_nic * np.int64(fabric.num_nics) + flows.dst_nic
+        dropped = np.unique(pair[(path == UNROUTED) & (flows.qp != ALL_QPS)])
+        path[np.isin(pair, dropped) & (flows.qp != ALL_QPS)] = UNROUTED
+    return Assignment(flows, path)
 
 
 # ---- entry validity ----------------------------------------------------------------------
@@ -311,6 +395,11 @@ def entry_problem(fabric: Fabric, ports: Mapping[str, frozenset[int]], entry: En
         return f"{entry.switch}: next_hop {entry.next_hop} is not one of its links"
     if not 0 <= entry.dst_host < fabric.num_hosts:
         return f"{entry.switch}: dst_host {entry.dst_host} out of range"
+    if not ALL_QPS <= entry.qp < MAX_QP_BUCKETS:
+        return (
+            f"{entry.switch}: qp {entry.qp} is neither {ALL_QPS} (all buckets) nor a bucket "
+            f"below {MAX_QP_BUCKETS}"
+        )
     return None
 
 

@@ -7,10 +7,15 @@
     4. if the result is above the cheap bound, the min-MLU LP over aggregated commodities
        (controller.lp) gives the tight bound and path shares; the assignment is re-run
        guided by them and the better result is kept
-    5. the ratio MLU / bound is reported with every result
+    5. if a link is still loaded beyond its capacity, the flows on overloaded links are
+       split into QP buckets and the buckets re-placed (controller.qpsplit); the bound is
+       then the one for routings split into `qps` buckets
+    6. the ratio MLU / bound is reported with every result
 
 An assignment whose MLU equals a valid lower bound is optimal, so step 4 is skipped when the
 cheap bound is already met (the usual case in a healthy 1:1 pod). `lp="always"` forces it.
+With `qps` > 1 (the default) the bound reported is valid for routings that split flows into
+up to `qps` QP buckets, since that is what the solver may return.
 """
 
 from __future__ import annotations
@@ -21,15 +26,17 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from controller import assign as assign_mod
-from controller.assign import AssignResult, Guidance
-from controller.assignment import Assignment
+from controller.assign import AssignResult, Guidance, collided_arcs, utilisation
+from controller.assignment import UNROUTED, Assignment
 from controller.bounds import Bound, lower_bound
 from controller.commodities import Commodities, commodities
 from controller.fabric import Fabric
-from controller.flows import FlowSet
+from controller.flows import ALL_QPS, FlowSet
 from controller.health import LinkHealth
 from controller.lp import LpSolution, solve_lp
+from controller.qpsplit import DEFAULT_QPS, Split, split_overloaded
 from controller.repair import repair as repair_assignment
+from controller.routes import MAX_QP_BUCKETS, build_routes
 
 _TOL = 1e-9
 LP_MODES = ("auto", "always", "never")
@@ -45,6 +52,7 @@ class SolveOptions:
     search_time: float | None = 5.0  # seconds of local search per assignment run
     move_threshold: float = 0.02  # re-place kept flows only if MLU improves by > 2%
     table_budget: int | None = None  # TE entries per switch; None = unlimited
+    qps: int = DEFAULT_QPS  # QP buckets a flow may be split into on overload; 1 = never
 
     def __post_init__(self) -> None:
         if self.lp not in LP_MODES:
@@ -55,6 +63,8 @@ class SolveOptions:
             raise ValueError(f"move_threshold must be >= 0, got {self.move_threshold}")
         if self.table_budget is not None and self.table_budget < 0:
             raise ValueError(f"table_budget must be >= 0, got {self.table_budget}")
+        if not 1 <= self.qps <= MAX_QP_BUCKETS:
+            raise ValueError(f"qps must be within [1, {MAX_QP_BUCKETS}], got {self.qps}")
 
 
 @dataclass(frozen=True)
@@ -71,6 +81,15 @@ class SolveResult:
     fallback_ecmp: np.ndarray = field(repr=False)  # flow indices over the table budget
     method: str = ""
     times: dict[str, float] = field(default_factory=dict)
+    parent: np.ndarray | None = field(default=None, repr=False)  # row -> input flow index
+    split_flows: np.ndarray | None = field(default=None, repr=False)  # input flows split
+
+    def __post_init__(self) -> None:
+        rows = len(self.assignment.flows)
+        if self.parent is None:
+            object.__setattr__(self, "parent", np.arange(rows, dtype=np.int64))
+        if self.split_flows is None:
+            object.__setattr__(self, "split_flows", np.zeros(0, np.int64))
 
     @property
     def ratio(self) -> float:
@@ -91,6 +110,7 @@ class SolveResult:
             "churn": float(self.churn),
             "unroutable": float(self.unroutable.size),
             "fallback_ecmp": float(self.fallback_ecmp.size),
+            "qp_split_flows": float(self.split_flows.size),  # type: ignore[union-attr]
         }
         out.update({f"{name}_seconds": value for name, value in self.times.items()})
         return out
@@ -108,19 +128,67 @@ def _result(
     bound: Bound,
     lp: LpSolution | None,
     times: dict[str, float],
+    parent: np.ndarray | None = None,
 ) -> SolveResult:
+    if parent is None:
+        parent = np.arange(len(res.assignment.flows), dtype=np.int64)
+    split = res.assignment.flows.qp != ALL_QPS
     return SolveResult(
         assignment=res.assignment,
         mlu=res.mlu,
         bound=bound,
         lp=lp,
         collided_links=int(res.collided_links.size),
-        churn=int(res.churn.size),
-        unroutable=res.unroutable,
-        fallback_ecmp=res.fallback_ecmp,
+        churn=int(np.unique(parent[res.churn]).size),
+        unroutable=np.unique(parent[res.unroutable]),
+        fallback_ecmp=np.unique(parent[res.fallback_ecmp]),
         method=res.method,
         times=times,
+        parent=parent,
+        split_flows=np.unique(parent[split]),
     )
+
+
+def _split(
+    fabric: Fabric,
+    health: LinkHealth,
+    res: AssignResult,
+    qps: int,
+    table_budget: int | None,
+    time_budget: float | None,
+    track_churn: bool,
+) -> tuple[AssignResult, np.ndarray] | None:
+    """The assignment with the flows of overloaded links split into QP buckets, or None if
+    that does not lower the MLU (or would not fit the table budget)."""
+    if qps < 2 or res.mlu <= 1.0 + _TOL:
+        return None
+    split: Split | None = split_overloaded(
+        fabric, health, res.assignment.flows, res.assignment.path, qps=qps,
+        time_budget=time_budget,
+    )  # fmt: skip
+    if split is None:
+        return None
+    assignment = Assignment(split.flows, split.path)
+    if table_budget is not None:
+        counts = build_routes(fabric, assignment).counts()
+        if counts and max(counts.values()) > table_budget:
+            return None
+    parent = split.parent
+    fallback = np.flatnonzero(np.isin(parent, res.fallback_ecmp))
+    unroutable = np.flatnonzero(split.path == UNROUTED)
+    out = AssignResult(
+        assignment=assignment,
+        mlu=float(utilisation(fabric, health, assignment).max(initial=0.0)),
+        collided_links=collided_arcs(fabric, health, assignment),
+        churn=np.flatnonzero(
+            np.isin(parent, res.churn) | ((split.flows.qp != ALL_QPS) & track_churn)
+        ),
+        fallback_ecmp=fallback,
+        unroutable=unroutable,
+        method=res.method + "+qp-split",
+        seconds=res.seconds,
+    )
+    return out, parent
 
 
 def solve(
@@ -169,8 +237,19 @@ def solve(
         times["guided_assign"] = time.perf_counter() - t
         if (guided.mlu, guided.collided_links.size) < (res.mlu, res.collided_links.size):
             res = guided
+    parent = None
+    if opts.qps > 1 and len(flows):
+        t = time.perf_counter()
+        split = _split(
+            fabric, health, res, opts.qps, opts.table_budget, opts.search_time,
+            track_churn=previous is not None,
+        )  # fmt: skip
+        if split is not None:
+            res, parent = split
+        bound = lower_bound(fabric, health, flows, lp, qps=opts.qps)
+        times["qp_split"] = time.perf_counter() - t
     times["total"] = time.perf_counter() - start
-    return _result(fabric, res, bound, lp, times)
+    return _result(fabric, res, bound, lp, times, parent)
 
 
 def repair(
@@ -189,4 +268,4 @@ def repair(
     t_repair = time.perf_counter() - start
     bound = lower_bound(fabric, health, previous.assignment.flows)
     times = {"repair": t_repair, "total": time.perf_counter() - start}
-    return _result(fabric, res, bound, None, times)
+    return _result(fabric, res, bound, None, times, previous.parent)

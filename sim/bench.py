@@ -138,7 +138,8 @@ def bench_foundation(cfg: Config) -> Iterator[Section]:
 def _te_row(fabric: Fabric, health: LinkHealth, flows: FlowSet, seed: int) -> dict[str, Any]:
     """TE and E-ECMP side by side on the same flows."""
     res = solve(fabric, health, flows)
-    te = routed("fabric-te", fabric, health, res.assignment, res.times["total"], seed).report
+    te = routed("fabric-te", fabric, health, res.assignment, res.times["total"], seed,
+                parent=res.parent).report  # fmt: skip
     ee = baseline("eecmp", fabric, health, flows, seed, 16).report
     ec = baseline("ecmp", fabric, health, flows, seed).report
     return {"res": res, "te": te, "eecmp": ee, "ecmp": ec}

@@ -65,18 +65,22 @@ def routed(
     seconds: float,
     seed: int = 1,
     qps: int = 16,
+    parent: np.ndarray | None = None,
 ) -> Row:
     """Simulate a TE routing as the data plane carries it: flows without a TE entry (the
-    assignment's unrouted ones) ride the ECMP defaults, their `qps` queue pairs hashed."""
+    assignment's unrouted ones) ride the ECMP defaults, their `qps` queue pairs hashed.
+    `parent` maps the assignment's rows to the flows they are part of (QP buckets of one
+    flow, see SolveResult.parent); shares are counted per flow."""
     flows = assignment.flows
+    rows = np.arange(len(flows), dtype=np.int64) if parent is None else np.asarray(parent)
     te_arcs = assignment.arcs(fabric)
     fallback = np.flatnonzero(~assignment.routed)
     if fallback.size == 0:
-        return Row(method, simulate(fabric, health, assignment), seconds)
+        return Row(method, simulate(fabric, health, te_arcs, flows, rows), seconds)
     sub, sub_routing, sub_parent = eecmp(fabric, flows.take(fallback), health, seed, qps)
     routed_idx = np.flatnonzero(assignment.routed)
     arcs = np.concatenate([te_arcs[routed_idx], sub_routing.arcs(fabric)])
-    parent = np.concatenate([routed_idx, fallback[sub_parent]])
+    parent = np.concatenate([rows[routed_idx], rows[fallback[sub_parent]]])
     te = flows.take(routed_idx)
     all_flows = FlowSet(  # one job table: the subflows keep their parents' job indices
         np.concatenate([te.src_nic, sub.src_nic]),

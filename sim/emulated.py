@@ -1,7 +1,8 @@
 """An emulated fabric: switches with exact-match TE tables over BGP/ECMP defaults.
 
-Data plane. A packet of flow (src NIC, dst NIC) arriving at a switch on arc `a` looks up
-(link of a, dst host) in the switch's TE table. The entry is used when its next-hop link is
+Data plane. A packet of flow (src NIC, dst NIC) in QP bucket q arriving at a switch on arc
+`a` looks up (link of a, dst host, q) in the switch's TE table, then (link of a, dst host)
+with all buckets. The entry is used when its next-hop link is
 up and the switch behind it still has a route to the destination (BGP next-hop tracking, as
 with fast reroute: an entry into a dead end is withdrawn, never followed). Otherwise the
 packet takes the ECMP default: the live links towards the destination that BGP offers
@@ -36,8 +37,9 @@ import numpy as np
 
 from controller.assignment import Assignment
 from controller.fabric import Fabric
+from controller.flows import ALL_QPS
 from controller.paths import MAX_HOPS
-from controller.routes import Entry, RouteSet, entry_problem, switch_ports
+from controller.routes import MAX_QP_BUCKETS, Entry, RouteSet, entry_problem, switch_ports
 
 MAX_WALK = 12  # arcs; a valid path has at most MAX_HOPS
 DELIVERED, LOOPED, DROPPED = 0, 1, 2
@@ -90,7 +92,7 @@ class EmulatedSwitch:
     node: int
     ports: frozenset[int]
     capacity: float
-    table: dict[tuple[int, int], Entry] = field(default_factory=dict)
+    table: dict[tuple[int, int, int], Entry] = field(default_factory=dict)
     alive: bool = True
     faults: list[Fault] = field(default_factory=list)
 
@@ -175,7 +177,7 @@ class EmulatedFabric:
         self.seed = int(seed)
         self._lock = threading.Lock()
         self._version = 0
-        self._cache: tuple[int, np.ndarray, np.ndarray] | None = None
+        self._cache: tuple[int, tuple[np.ndarray, ...]] | None = None
         self.alive = np.ones(fabric.num_links, dtype=bool)
         self.alive[list(down_links)] = False
         ports = switch_ports(fabric)
@@ -201,7 +203,7 @@ class EmulatedFabric:
             raise SwitchRejected(f"no switch {name!r} in fabric {self.fabric.name!r}") from None
 
     def read(self, name: str) -> tuple[Entry, ...]:
-        """The switch's table, sorted by (in_port, dst_host)."""
+        """The switch's table, sorted by (in_port, dst_host, qp)."""
         with self._lock:
             switch = self._switch(name)
             if not switch.alive:
@@ -212,10 +214,10 @@ class EmulatedFabric:
         self,
         name: str,
         install: Sequence[Entry] = (),
-        remove: Sequence[tuple[int, int]] = (),
+        remove: Sequence[tuple[int, int, int]] = (),
         timeout: float | None = None,
     ) -> None:
-        """Set entries and remove keys (in_port, dst_host), all or nothing."""
+        """Set entries and remove keys (in_port, dst_host, qp), all or nothing."""
         with self._lock:
             switch = self._switch(name)
             if not switch.alive:
@@ -248,7 +250,7 @@ class EmulatedFabric:
             for is_install, item in steps:
                 if is_install:
                     assert isinstance(item, Entry)
-                    table[(item.in_port, item.dst_host)] = item
+                    table[item.match] = item
                 else:
                     table.pop(item, None)  # type: ignore[call-overload]
             if len(table) > switch.capacity:
@@ -291,25 +293,30 @@ class EmulatedFabric:
             )  # fmt: skip
 
     # ---- data plane -----------------------------------------------------------------
-    def _lookup(self) -> tuple[np.ndarray, np.ndarray]:
-        """Sorted keys (arriving arc * hosts + dst host) and their next-hop links."""
+    def _lookup(self) -> tuple[np.ndarray, ...]:
+        """Sorted keys and next-hop links of the all-buckets entries (key: arriving arc *
+        hosts + dst host) and of the bucket entries (key * MAX_QP_BUCKETS + bucket)."""
         with self._lock:
             if self._cache is not None and self._cache[0] == self._version:
-                return self._cache[1], self._cache[2]
+                return self._cache[1]
             rows = [
-                (s.node, e.in_port, e.dst_host, e.next_hop)
+                (s.node, e.in_port, e.dst_host, e.next_hop, e.qp)
                 for s in self.switches.values()
                 for e in s.table.values()
             ]
             version = self._version
-        data = np.array(rows, dtype=np.int64).reshape(-1, 4)
+        data = np.array(rows, dtype=np.int64).reshape(-1, 5)
         hi = self.fabric.link_ends[1]
         arc = np.where(hi[data[:, 1]] == data[:, 0], 2 * data[:, 1], 2 * data[:, 1] + 1)
-        keys = arc * self.fabric.num_hosts + data[:, 2]
-        order = np.argsort(keys, kind="stable")
-        keys, nh = keys[order], data[order, 3]
-        self._cache = (version, keys, nh)
-        return keys, nh
+        base = arc * self.fabric.num_hosts + data[:, 2]
+        whole = data[:, 4] == ALL_QPS
+        keys = np.where(whole, base, base * MAX_QP_BUCKETS + data[:, 4])
+        tables: list[np.ndarray] = []
+        for rows_of in (whole, ~whole):
+            order = np.argsort(keys[rows_of], kind="stable")
+            tables += [keys[rows_of][order], data[rows_of, 3][order]]
+        self._cache = (version, tuple(tables))
+        return tuple(tables)
 
     def _reach(self) -> tuple[np.ndarray, ...]:
         """(rack uplink ok [RTSW, C], CTSW reach [P, C, P, R], ATSW reach [C, A, P, R])."""
@@ -413,14 +420,23 @@ class EmulatedFabric:
             out[idx] = np.where(col >= 0, links[np.arange(idx.size), col], -1)
         return out
 
-    def forward(self, src_nic: Sequence[int] | np.ndarray, dst_nic: Sequence[int] | np.ndarray
-                ) -> Walks:  # fmt: skip
-        """Walk every (src NIC, dst NIC) packet through the tables and ECMP defaults."""
+    def forward(
+        self,
+        src_nic: Sequence[int] | np.ndarray,
+        dst_nic: Sequence[int] | np.ndarray,
+        qp: Sequence[int] | np.ndarray | None = None,
+    ) -> Walks:
+        """Walk every (src NIC, dst NIC[, QP bucket]) packet through the tables and ECMP
+        defaults. A packet with qp ALL_QPS (the default) matches all-buckets entries only."""
         f = self.fabric
         src = np.asarray(src_nic, dtype=np.int64).reshape(-1)
         dst = np.asarray(dst_nic, dtype=np.int64).reshape(-1)
         n = src.size
-        keys, next_hop = self._lookup()
+        bucket = (
+            np.full(n, ALL_QPS, np.int64) if qp is None
+            else np.asarray(qp, dtype=np.int64).reshape(-1)
+        )  # fmt: skip
+        keys, next_hop, qp_keys, qp_next_hop = self._lookup()
         lo, hi = f.link_ends
         arc_dst = f.arc_ends[1]
         dst_host = f.host_of_nic(dst)
@@ -441,11 +457,21 @@ class EmulatedFabric:
             at, last = node[act], arcs[act, step - 1]
             # TE entry, if present and usable.
             out = np.full(act.size, -1, dtype=np.int64)
-            if keys.size:
+            if keys.size or qp_keys.size:
                 k = last * f.num_hosts + dst_host[act]
-                pos = np.minimum(np.searchsorted(keys, k), keys.size - 1)
-                hit = np.flatnonzero(keys[pos] == k)
-                nh = next_hop[pos[hit]]
+                nh_all = np.full(act.size, -1, dtype=np.int64)
+                if keys.size:
+                    pos = np.minimum(np.searchsorted(keys, k), keys.size - 1)
+                    found = keys[pos] == k
+                    nh_all[found] = next_hop[pos[found]]
+                b = bucket[act]
+                if qp_keys.size and (b != ALL_QPS).any():
+                    kq = k * MAX_QP_BUCKETS + b
+                    pos = np.minimum(np.searchsorted(qp_keys, kq), qp_keys.size - 1)
+                    found = (qp_keys[pos] == kq) & (b != ALL_QPS)
+                    nh_all[found] = qp_next_hop[pos[found]]
+                hit = np.flatnonzero(nh_all >= 0)
+                nh = nh_all[hit]
                 other = lo[nh] + hi[nh] - at[hit]
                 to_nic = other < first_switch
                 usable = self.alive[nh] & np.where(
@@ -473,20 +499,25 @@ class EmulatedFabric:
         status[status < 0] = LOOPED
         return Walks(status, arcs)
 
-    def walk(self, src_nic: int, dst_nic: int) -> Walk:
+    def walk(self, src_nic: int, dst_nic: int, qp: int = ALL_QPS) -> Walk:
         """Forwarding outcome of one packet."""
-        return self.forward([src_nic], [dst_nic]).walk(0)
+        return self.forward([src_nic], [dst_nic], [qp]).walk(0)
 
 
-def forward(emulated: EmulatedFabric, src_nic: np.ndarray, dst_nic: np.ndarray) -> Walks:
-    """Walk every (src NIC, dst NIC) pair through an emulated fabric."""
-    return emulated.forward(src_nic, dst_nic)
+def forward(
+    emulated: EmulatedFabric,
+    src_nic: np.ndarray,
+    dst_nic: np.ndarray,
+    qp: np.ndarray | None = None,
+) -> Walks:
+    """Walk every (src NIC, dst NIC[, QP bucket]) packet through an emulated fabric."""
+    return emulated.forward(src_nic, dst_nic, qp)
 
 
 def verify(fabric: Fabric, emulated: EmulatedFabric, assignment: Assignment) -> VerifyReport:
     """Every flow delivered, loop-free, and every routed flow on exactly its assigned path."""
     flows = assignment.flows
-    walks = emulated.forward(flows.src_nic, flows.dst_nic)
+    walks = emulated.forward(flows.src_nic, flows.dst_nic, flows.qp)
     want = assignment.arcs(fabric)
     got = walks.arcs
     off = (got[:, :MAX_HOPS] != want).any(axis=1) | (got[:, MAX_HOPS:] >= 0).any(axis=1)

@@ -57,7 +57,7 @@ class Driver(ABC):
 
     @abstractmethod
     def read(self, switch: str) -> tuple[Entry, ...]:
-        """The switch's installed entries, sorted by (in_port, dst_host)."""
+        """The switch's installed entries, sorted by (in_port, dst_host, qp)."""
 
     @abstractmethod
     def apply(self, switch: str, ops: Sequence[Op], timeout: float | None = None) -> None:
@@ -79,16 +79,18 @@ class Driver(ABC):
         self.close()
 
 
-def split_ops(switch: str, ops: Sequence[Op]) -> tuple[list[Entry], list[tuple[int, int]]]:
-    """(entries to set, keys to remove) of a batch; DriverRejected if an op is for another
-    switch."""
+def split_ops(
+    switch: str, ops: Sequence[Op]
+) -> tuple[list[Entry], list[tuple[int, int, int]]]:
+    """(entries to set, keys (in_port, dst_host, qp) to remove) of a batch; DriverRejected
+    if an op is for another switch."""
     install: list[Entry] = []
-    remove: list[tuple[int, int]] = []
+    remove: list[tuple[int, int, int]] = []
     for op in ops:
         if op.entry.switch != switch:
             raise DriverRejected(f"batch for {switch} holds an entry for {op.entry.switch}")
         if isinstance(op, Delete):
-            remove.append((op.entry.in_port, op.entry.dst_host))
+            remove.append(op.entry.match)
         else:
             install.append(op.entry)
     return install, remove

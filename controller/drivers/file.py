@@ -1,8 +1,10 @@
 """The file driver: one JSON table per switch in a directory, for review or hand-off.
 
     <directory>/<switch>.json = {"switch": "rtsw-p0-r0", "entries": [
-        {"in_port": 3, "dst_host": 12, "next_hop": 41, "owner": "fabric-te",
+        {"in_port": 3, "dst_host": 12, "next_hop": 41, "owner": "fabric-te", "qp": -1,
          "in_port_name": "...", "dst_host_name": "...", "next_hop_name": "..."}, ...]}
+
+`qp` is the QP bucket an entry matches (-1, or absent: every bucket).
 
 The *_name fields are written when the driver knows the fabric and are ignored on reading.
 A switch without a file has an empty table. Each apply rewrites one file atomically (a
@@ -21,10 +23,11 @@ from typing import Any
 
 from controller.drivers import Driver, DriverError, DriverRejected, DriverUnavailable, split_ops
 from controller.fabric import Fabric
+from controller.flows import ALL_QPS
 from controller.plan import Op
 from controller.routes import Entry, entry_problem, switch_ports
 
-FIELDS = ("in_port", "dst_host", "next_hop", "owner")
+FIELDS = ("in_port", "dst_host", "next_hop", "owner", "qp")
 
 
 class FileDriver(Driver):
@@ -85,12 +88,12 @@ class FileDriver(Driver):
             doc = json.loads(text)
             entries = [
                 Entry(switch, int(e["in_port"]), int(e["dst_host"]), int(e["next_hop"]),
-                      str(e["owner"]))
+                      str(e["owner"]), int(e.get("qp", ALL_QPS)))
                 for e in doc["entries"]
             ]  # fmt: skip
         except (ValueError, KeyError, TypeError) as err:
             raise DriverError(f"{path}: corrupt table: {err}") from err
-        return tuple(sorted(entries, key=lambda e: (e.in_port, e.dst_host)))
+        return tuple(sorted(entries, key=lambda e: e.match))
 
     def _row(self, entry: Entry) -> dict[str, Any]:
         row: dict[str, Any] = {name: getattr(entry, name) for name in FIELDS}
@@ -109,9 +112,9 @@ class FileDriver(Driver):
                 problem = entry_problem(self.fabric, self._ports, entry)
                 if problem:
                     raise DriverRejected(problem)
-        table = {(e.in_port, e.dst_host): e for e in self.read(switch)}
+        table = {e.match: e for e in self.read(switch)}
         for entry in install:
-            table[(entry.in_port, entry.dst_host)] = entry
+            table[entry.match] = entry
         for key in remove:
             table.pop(key, None)
         if self.capacity is not None and len(table) > self.capacity:

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping
 from controller.advisor import Request, Score
 from controller.api.fabric_te.v1 import te_pb2 as pb
 from controller.fabric import Fabric, FabricError
+from controller.flows import ALL_QPS
 from controller.routes import Entry
 from sim.placement import dump_placement, parse_placement
 from sim.workloads import Job
@@ -63,12 +64,15 @@ def link_updates(
 
 
 def entry_to_pb(fabric: Fabric, entry: Entry) -> pb.RouteEntry:
-    return pb.RouteEntry(
+    msg = pb.RouteEntry(
         switch=entry.switch,
         in_port=fabric.link_name(entry.in_port),
         dst_host=fabric.host_name(entry.dst_host),
         next_hop=fabric.link_name(entry.next_hop),
     )
+    if entry.qp != ALL_QPS:
+        msg.qp_bucket = entry.qp
+    return msg
 
 
 def snapshot_to_pb(fabric: Fabric, version: int, routes: Iterable[Entry]) -> pb.RouteSnapshot:

@@ -156,6 +156,6 @@ class RouteLog:
         return [d for d in self._deltas if d.version > since]
 
 
-def entry_key(e: Entry) -> tuple[str, int, int, int]:
+def entry_key(e: Entry) -> tuple[str, int, int, int, int]:
     """Stable sort key of a route entry."""
-    return (e.switch, e.in_port, e.dst_host, e.next_hop)
+    return (e.switch, e.in_port, e.dst_host, e.qp, e.next_hop)

@@ -150,7 +150,7 @@ def test_reconcile_repairs_drift_and_leaves_foreign_entries(em, driver):
     wanted = build_routes(FABRIC, a)
     assert push(driver, diff(RouteSet(), wanted, FABRIC)).ok
     victim = wanted.table("ctsw-p1-c0")[0]
-    em.program(victim.switch, remove=[(victim.in_port, victim.dst_host)])
+    em.program(victim.switch, remove=[victim.match])
     rtsw = wanted.table("rtsw-p0-r1")[0]
     wrong = Entry(rtsw.switch, rtsw.in_port, rtsw.dst_host,
                   FABRIC.rack_link(1, 1, 1) if rtsw.next_hop != FABRIC.rack_link(1, 1, 1)

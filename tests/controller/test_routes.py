@@ -178,3 +178,46 @@ def test_entry_checks_and_route_set_helpers():
         RouteSet.from_entries([good, Entry("rtsw-p0-r0", 0, 2, fabric.rack_link(0, 2))])
     routes = RouteSet.from_entries([good, good])
     assert len(routes) == 1 and routes.only(["ctsw-p0-c0"]).switches() == ()
+
+
+def bucket_flows(src, dst, qp, path, demand=25.0):
+    flows = FlowSet.build(src, dst, demand)
+    flows = FlowSet(flows.src_nic, flows.dst_nic, flows.demand, flows.job, flows.job_ids,
+                    np.array(qp, dtype=np.int64))  # fmt: skip
+    return Assignment(flows, np.array(path, dtype=np.int64))
+
+
+def test_qp_buckets_fold_into_one_entry_plus_the_odd_buckets():
+    fabric = build(PRESETS["tiny"])
+    dst = fabric.nic_id(2, 0)  # rack 1 of pod 0: one RTSW entry per bucket key
+    # buckets 0-2 via CTSW 3, bucket 3 via CTSW 1
+    a = bucket_flows([0] * 4, [dst] * 4, [0, 1, 2, 3], [index(fabric, c=c) for c in (3, 3, 3, 1)])
+    routes = build_routes(fabric, a)
+    got = [(e.qp, fabric.link_name(e.next_hop)) for e in routes]
+    assert got == [(-1, "rtsw-p0-r0:ctsw-p0-c3"), (3, "rtsw-p0-r0:ctsw-p0-c1")]
+    # a tie between next hops goes to the smaller link id
+    a = bucket_flows([0] * 2, [dst] * 2, [0, 1], [index(fabric, c=2), index(fabric, c=1)])
+    got = [(e.qp, fabric.link_name(e.next_hop)) for e in build_routes(fabric, a)]
+    assert got == [(-1, "rtsw-p0-r0:ctsw-p0-c1"), (0, "rtsw-p0-r0:ctsw-p0-c2")]
+
+
+def test_whole_flow_and_a_bucket_of_its_key_must_agree():
+    fabric = build(PRESETS["tiny"])
+    dst = fabric.nic_id(2, 0)
+    a = bucket_flows([0, 0], [dst, dst], [-1, 5], [index(fabric, c=0), index(fabric, c=2)])
+    assert route_conflicts(fabric, a).tolist() == [False, True]
+    with pytest.raises(RouteConflict, match="flows 0 and 1"):
+        build_routes(fabric, a)
+    # agreeing: the bucket needs no entry of its own
+    a = bucket_flows([0, 0], [dst, dst], [-1, 5], [index(fabric, c=2), index(fabric, c=2)])
+    assert [e.qp for e in build_routes(fabric, a)] == [-1]
+
+
+def test_buckets_are_told_apart_at_the_source_rtsw_only():
+    fabric = build(WIDE)
+    # two buckets of one flow on the same uplink must agree after it (the CTSW does not see
+    # the bucket)
+    p1 = index(fabric, c=1, j=0, cross=True)
+    p2 = index(fabric, c=1, j=1, cross=True)
+    a = bucket_flows([0, 0], [10, 10], [0, 1], [p1, p2])
+    assert route_conflicts(fabric, a).tolist() == [False, True]

@@ -28,16 +28,42 @@ def test_full_pod_of_rings_is_collision_free() -> None:
         assert res.ratio == 1.0
 
 
-def test_failure_meets_unsplit_bound() -> None:
+def _rack0_below_one_to_one():
     fabric = build(ClosSpec(name="p", racks_per_pod=6, hosts_per_rack=1, nics_per_host=4,
                             ctsws_per_pod=4))  # fmt: skip
     flows = jobs_flows(fabric, ring_jobs(fabric, 6))  # one host per rack: all flows leave
     health = parse_health(fabric, ["rtsw-p0-r0:ctsw-p0-c3"])
-    res = solve(fabric, health, flows)
+    return fabric, flows, health
+
+
+def test_failure_meets_unsplit_bound() -> None:
+    fabric, flows, health = _rack0_below_one_to_one()
+    res = solve(fabric, health, flows, options=SolveOptions(qps=1))
     # 4 line-rate flows leave rack 0 over 3 alive uplinks: two must share one
     assert res.mlu == pytest.approx(res.bound.value) == pytest.approx(2.0)
+    assert res.bound.name == "rack-egress-unsplit"
+    assert res.split_flows.size == 0 and not res.assignment.flows.split
     arcs = res.assignment.arcs(fabric)
     assert path_alive(arcs, health.arc_capacity(fabric)).all()
+
+
+def test_failure_split_into_qp_buckets_meets_bucket_bound() -> None:
+    fabric, flows, health = _rack0_below_one_to_one()
+    res = solve(fabric, health, flows)  # default: 16 QP buckets
+    # 4 flows x 16 buckets = 64 buckets on 3 uplinks: some uplink carries ceil(64/3) = 22
+    # buckets of 1/16 line rate each
+    assert res.bound.value == pytest.approx(22 / 16)
+    assert res.mlu == pytest.approx(22 / 16)
+    split = res.assignment.flows
+    assert split.split and res.split_flows.size >= 1
+    # every split flow keeps its demand over its buckets; only flows into or out of rack 0
+    # (whose link failed both ways) split
+    total = np.bincount(res.parent, weights=split.demand, minlength=len(flows))
+    assert np.allclose(total, flows.demand)
+    racks = [fabric.rack_of_host(fabric.host_of_nic(nics[res.split_flows]))
+             for nics in (flows.src_nic, flows.dst_nic)]  # fmt: skip
+    assert ((racks[0] == 0) | (racks[1] == 0)).all()
+    assert path_alive(res.assignment.arcs(fabric), health.arc_capacity(fabric)).all()
 
 
 def test_lp_always_reports_lp_bound(small) -> None:

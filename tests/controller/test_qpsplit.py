@@ -1,0 +1,134 @@
+"""QP-bucket splitting: hand-derived bounds, folding, and invariants on random failures."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from controller.assign import utilisation
+from controller.assignment import Assignment
+from controller.flows import ALL_QPS, FlowSet
+from controller.health import LinkHealth, parse_health, random_failures
+from controller.paths import path_alive
+from controller.qpsplit import split_flows, split_overloaded
+from controller.routefile import dump_routes, parse_routes
+from controller.routes import build_routes
+from controller.solver import SolveOptions, solve
+from sim.clos import PRESETS, ClosSpec, build
+from sim.emulated import EmulatedFabric, verify
+from sim.jobmix import ring_jobs
+from sim.workloads import jobs_flows
+
+LINE = 400.0
+
+
+@pytest.fixture
+def pair_of_racks():
+    """Rack 0 sends one line-rate flow per NIC (4) to rack 1; its uplink to CTSW 3 is down,
+    so 4 flows share 3 uplinks."""
+    fabric = build(ClosSpec(name="pair", racks_per_pod=2, hosts_per_rack=1, nics_per_host=4,
+                            ctsws_per_pod=4))  # fmt: skip
+    flows = FlowSet.build(np.arange(4), np.arange(4, 8), LINE)
+    health = parse_health(fabric, ["rtsw-p0-r0:ctsw-p0-c3"])
+    return fabric, flows, health
+
+
+def test_split_flows_keeps_order_and_demand() -> None:
+    flows = FlowSet.build([0, 1, 2], [5, 6, 7], [400.0, 100.0, 200.0])
+    out, parent = split_flows(flows, np.array([1]), 4)
+    assert parent.tolist() == [0, 1, 1, 1, 1, 2]
+    assert out.qp.tolist() == [ALL_QPS, 0, 1, 2, 3, ALL_QPS]
+    assert out.demand.tolist() == [400.0, 25.0, 25.0, 25.0, 25.0, 200.0]
+    with pytest.raises(ValueError, match="qps must be >= 2"):
+        split_flows(flows, np.array([0]), 1)
+
+
+@pytest.mark.parametrize(("qps", "mlu"), [(16, 22 / 16), (4, 6 / 4), (2, 3 / 2)])
+def test_split_reaches_the_bucket_bound(pair_of_racks, qps: int, mlu: float) -> None:
+    fabric, flows, health = pair_of_racks
+    whole = solve(fabric, health, flows, options=SolveOptions(qps=1))
+    assert whole.mlu == pytest.approx(2.0)  # two flows on one uplink
+    res = solve(fabric, health, flows, options=SolveOptions(qps=qps))
+    # 4 * qps buckets on 3 uplinks: one carries ceil(4 qps / 3) buckets of LINE / qps
+    assert res.bound.value == pytest.approx(mlu) and res.bound.name.endswith(f"-{qps}qp")
+    assert res.mlu == pytest.approx(mlu)
+    assert res.ratio == pytest.approx(1.0)
+    rows = res.assignment.flows
+    # each split flow is exactly its qps buckets; whole flows kept one row
+    for f in range(len(flows)):
+        mine = rows.qp[res.parent == f]
+        if f in res.split_flows:
+            assert sorted(mine.tolist()) == list(range(qps))
+        else:
+            assert mine.tolist() == [ALL_QPS]
+    assert np.allclose(np.bincount(res.parent, weights=rows.demand), flows.demand)
+
+
+def test_nothing_to_gain_leaves_flows_whole(two_rack_pod) -> None:
+    fabric = two_rack_pod
+    flows = FlowSet.build([0, 1], [2, 3], LINE)
+    # one uplink left: splitting cannot spread anything
+    health = parse_health(fabric, ["rtsw-p0-r0:ctsw-p0-c1"])
+    assert split_overloaded(fabric, health, flows, solve(
+        fabric, health, flows, options=SolveOptions(qps=1)).assignment.path) is None
+    res = solve(fabric, health, flows)
+    assert res.mlu == pytest.approx(2.0) and not res.assignment.flows.split
+    # nothing overloaded: nothing split
+    res = solve(fabric, LinkHealth.all_up(fabric), flows)
+    assert res.mlu == pytest.approx(1.0) and not res.assignment.flows.split
+
+
+def test_split_routes_forward_every_bucket_on_its_path(pair_of_racks) -> None:
+    fabric, flows, health = pair_of_racks
+    res = solve(fabric, health, flows)
+    routes = build_routes(fabric, res.assignment)
+    assert any(e.qp != ALL_QPS for e in routes)
+    em = EmulatedFabric(fabric, down_links=health.down_links().tolist())
+    for sw in routes.switches():
+        em.program(sw, routes.table(sw))
+    assert verify(fabric, em, res.assignment).ok
+    # a packet of a split flow without its own bucket entry takes the all-buckets entry
+    split = res.assignment.flows.qp != ALL_QPS
+    walks = em.forward(flows.src_nic[res.split_flows], flows.dst_nic[res.split_flows])
+    assert (walks.status == 0).all()
+    # the route file keeps buckets of flows and entries
+    doc = dump_routes(fabric, res.assignment, routes)
+    back, back_routes = parse_routes(fabric, doc)
+    assert back.flows.qp.tolist() == res.assignment.flows.qp.tolist()
+    assert back.path.tolist() == res.assignment.path.tolist()
+    assert list(back_routes) == list(routes)
+    assert split.any()
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.integers(0, 10_000), st.integers(1, 4))
+def test_split_invariants_on_random_failures(seed: int, failures: int) -> None:
+    fabric = build(PRESETS["small"])
+    flows = jobs_flows(fabric, ring_jobs(fabric, 4, seed=seed))
+    health = random_failures(fabric, failures, seed)
+    whole = solve(fabric, health, flows, options=SolveOptions(qps=1))
+    res = solve(fabric, health, flows)
+    again = solve(fabric, health, flows)
+    rows = res.assignment.flows
+    # deterministic, demand kept per flow, every routed row on an alive path
+    assert np.array_equal(res.assignment.path, again.assignment.path)
+    assert np.array_equal(rows.qp, again.assignment.flows.qp)
+    assert np.allclose(np.bincount(res.parent, weights=rows.demand, minlength=len(flows)),
+                       flows.demand)  # fmt: skip
+    routed = res.assignment.routed
+    arcs = res.assignment.arcs(fabric)[routed]
+    assert path_alive(arcs, health.arc_capacity(fabric)).all()
+    # never worse than one path per flow, never below the bound for bucket routings
+    assert res.mlu <= whole.mlu + 1e-9
+    assert res.mlu >= res.bound.value * (1 - 1e-9)
+    assert res.bound.value <= whole.bound.value + 1e-9
+    mlu = float(utilisation(fabric, health, Assignment(rows, res.assignment.path)).max())
+    assert mlu == pytest.approx(res.mlu)
+    # the routes carry every row on its path
+    routes = build_routes(fabric, res.assignment)
+    em = EmulatedFabric(fabric, down_links=health.down_links().tolist())
+    for sw in routes.switches():
+        em.program(sw, routes.table(sw))
+    assert verify(fabric, em, res.assignment).ok
