@@ -9,8 +9,15 @@ average out. Splitting only the flows on overloaded links into `qps` equal bucke
 placed like a flow, reaches the bound at bucket granularity (MLU 18/16 for 16 buckets on 15
 links) and keeps every other flow on one path with one entry.
 
-`split_overloaded` works on plain arrays: flows and paths in, flows (with `qp` set on the
-split ones), paths and the parent flow of every row out.
+Where overloads are everywhere (a tight mix of unequal flows, which one path per flow
+cannot pack), `spray` splits every flow that leaves its rack and sends bucket q of flow f to
+plane (q + f) mod C, with the ATSW and parallel members chosen from the destination host.
+Every uplink and downlink then carries an equal share of each rack's traffic, so in a
+healthy fabric the MLU equals the largest access, rack or pod cut bound; buckets whose
+sprayed path is dead are placed like flows. It costs up to one RTSW entry per bucket.
+
+Both work on plain arrays: flows and paths in, flows (with `qp` set on the split ones),
+paths and the parent flow of every row out.
 """
 
 from __future__ import annotations
@@ -22,12 +29,15 @@ import numpy as np
 
 from controller.assign import (
     Candidates,
+    access_alive,
     align_entries,
     candidates,
+    greedy,
     local_search,
     utilisation,
 )
 from controller.assignment import UNROUTED, Assignment
+from controller.colouring import path_index
 from controller.fabric import ACCESS, Fabric
 from controller.flows import ALL_QPS, FlowSet
 from controller.health import LinkHealth
@@ -98,6 +108,88 @@ def _merge_whole(flows: FlowSet, path: np.ndarray, parent: np.ndarray) -> np.nda
     return keep
 
 
+def _fold(
+    flows: FlowSet, new: FlowSet, path: np.ndarray, parent: np.ndarray
+) -> tuple[FlowSet, np.ndarray, np.ndarray]:
+    """Fold every flow whose buckets all took one path back into one whole row."""
+    keep = _merge_whole(new, path, parent)
+    folded = np.flatnonzero(~keep)
+    if not folded.size:
+        return new, path, parent
+    head = np.flatnonzero(keep & (new.qp != ALL_QPS))
+    whole_again = head[np.isin(parent[head], parent[folded])]
+    qp = new.qp.copy()
+    qp[whole_again] = ALL_QPS
+    demand = new.demand.copy()
+    demand[whole_again] = flows.demand[parent[whole_again]]
+    out = FlowSet(new.src_nic, new.dst_nic, demand, new.job, new.job_ids, qp)
+    rows = np.flatnonzero(keep)
+    return out.take(rows), path[rows], parent[rows]
+
+
+def _place_dead(
+    fabric: Fabric,
+    health: LinkHealth,
+    flows: FlowSet,
+    path: np.ndarray,
+    time_budget: float | None,
+) -> np.ndarray:
+    """Re-place the rows whose path has a dead arc around all the others."""
+    cand = candidates(fabric, flows)
+    cap = health.arc_capacity(fabric)
+    chosen = cand.all_chosen(path)
+    dead = (np.where(chosen >= 0, cap[np.maximum(chosen, 0)] <= 0, False)).any(axis=1)
+    dead |= ~access_alive(fabric, flows, cap)
+    if not dead.any():
+        return path
+    fixed = np.where(dead, UNROUTED, path)
+    path = greedy(fabric, health, flows, fixed=fixed, cand=cand)
+    return local_search(
+        fabric, health, flows, path, movable=dead, time_budget=time_budget, cand=cand
+    )
+
+
+def spray(
+    fabric: Fabric,
+    health: LinkHealth,
+    flows: FlowSet,
+    *,
+    qps: int = DEFAULT_QPS,
+    time_budget: float | None = 2.0,
+) -> Split | None:
+    """Split every whole flow that leaves its rack into `qps` buckets spread evenly over
+    the planes (see the module docstring); None if no flow leaves its rack."""
+    cand = candidates(fabric, flows)
+    which = np.flatnonzero((flows.qp == ALL_QPS) & (cand.cls != SAME_RACK))
+    if not which.size:
+        return None
+    new, parent = split_flows(flows, which, qps)
+    cls = cand.cls[parent]
+    c_, k, a, m = (
+        fabric.ctsws_per_pod, fabric.rack_links, max(fabric.atsws_per_plane, 1),
+        fabric.agg_links,
+    )  # fmt: skip
+    turn = np.maximum(new.qp, 0) + parent
+    c = turn % c_
+    dst = new.dst_host(fabric)
+    src_rack = fabric.rack_of_host(fabric.host_of_nic(new.src_nic))
+    # what follows the uplink depends on (source rack, destination host, plane) only, so
+    # flows that meet at a CTSW or ATSW entry agree by construction
+    digits = {
+        "c": c,
+        "ku": (turn // c_) % k,
+        "j": (dst + src_rack + c) % a,
+        "mu": (dst // a + c) % m,
+        "md": (dst // a + c) % m,
+        "kd": (dst + c) % k,
+    }
+    path = np.where(cls == SAME_RACK, 0, path_index(fabric, cls, digits))
+    path = _place_dead(fabric, health, new, path, time_budget)
+    path = align_entries(fabric, new, path, (new.qp != ALL_QPS).astype(np.float64))
+    new, path, parent = _fold(flows, new, path, parent)
+    return Split(new, path, parent, np.unique(parent[new.qp != ALL_QPS]))
+
+
 def split_overloaded(
     fabric: Fabric,
     health: LinkHealth,
@@ -124,20 +216,7 @@ def split_overloaded(
         fabric, health, new, new_path, movable=movable, time_budget=left, cand=new_cand
     )
     new_path = align_entries(fabric, new, new_path, movable.astype(np.float64))
-    keep = _merge_whole(new, new_path, parent)
-    folded = np.flatnonzero(~keep)
-    if folded.size:
-        # a flow whose buckets all stayed on one path is whole again
-        head = np.flatnonzero(keep & (new.qp != ALL_QPS))
-        whole_again = np.isin(parent[head], parent[folded])
-        qp = new.qp.copy()
-        qp[head[whole_again]] = ALL_QPS
-        demand = new.demand.copy()
-        demand[head[whole_again]] = flows.demand[parent[head[whole_again]]]
-        new = FlowSet(new.src_nic, new.dst_nic, demand, new.job, new.job_ids, qp).take(
-            np.flatnonzero(keep)
-        )
-        new_path, parent = new_path[keep], parent[keep]
+    new, new_path, parent = _fold(flows, new, new_path, parent)
     before = float(utilisation(fabric, health, Assignment(flows, path)).max(initial=0.0))
     after = float(utilisation(fabric, health, Assignment(new, new_path)).max(initial=0.0))
     if not after < before - _TOL or (new_path == UNROUTED).sum() > (path == UNROUTED).sum():

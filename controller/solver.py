@@ -21,7 +21,7 @@ up to `qps` QP buckets, since that is what the solver may return.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -34,7 +34,7 @@ from controller.fabric import Fabric
 from controller.flows import ALL_QPS, FlowSet
 from controller.health import LinkHealth
 from controller.lp import LpSolution, solve_lp
-from controller.qpsplit import DEFAULT_QPS, Split, split_overloaded
+from controller.qpsplit import DEFAULT_QPS, Split, split_overloaded, spray
 from controller.repair import repair as repair_assignment
 from controller.routes import MAX_QP_BUCKETS, build_routes
 
@@ -149,33 +149,12 @@ def _result(
     )
 
 
-def _split(
-    fabric: Fabric,
-    health: LinkHealth,
-    res: AssignResult,
-    qps: int,
-    table_budget: int | None,
-    time_budget: float | None,
-    track_churn: bool,
-) -> tuple[AssignResult, np.ndarray] | None:
-    """The assignment with the flows of overloaded links split into QP buckets, or None if
-    that does not lower the MLU (or would not fit the table budget)."""
-    if qps < 2 or res.mlu <= 1.0 + _TOL:
-        return None
-    split: Split | None = split_overloaded(
-        fabric, health, res.assignment.flows, res.assignment.path, qps=qps,
-        time_budget=time_budget,
-    )  # fmt: skip
-    if split is None:
-        return None
+def _split_result(
+    fabric: Fabric, health: LinkHealth, res: AssignResult, split: Split, track_churn: bool
+) -> tuple[AssignResult, np.ndarray]:
+    """An AssignResult over the split rows, and the parent flow of every row."""
     assignment = Assignment(split.flows, split.path)
-    if table_budget is not None:
-        counts = build_routes(fabric, assignment).counts()
-        if counts and max(counts.values()) > table_budget:
-            return None
     parent = split.parent
-    fallback = np.flatnonzero(np.isin(parent, res.fallback_ecmp))
-    unroutable = np.flatnonzero(split.path == UNROUTED)
     out = AssignResult(
         assignment=assignment,
         mlu=float(utilisation(fabric, health, assignment).max(initial=0.0)),
@@ -183,12 +162,80 @@ def _split(
         churn=np.flatnonzero(
             np.isin(parent, res.churn) | ((split.flows.qp != ALL_QPS) & track_churn)
         ),
-        fallback_ecmp=fallback,
-        unroutable=unroutable,
-        method=res.method + "+qp-split",
+        fallback_ecmp=np.flatnonzero(np.isin(parent, res.fallback_ecmp)),
+        unroutable=np.flatnonzero(split.path == UNROUTED),
+        method=res.method,
         seconds=res.seconds,
     )
     return out, parent
+
+
+def _fits(fabric: Fabric, assignment: Assignment, table_budget: int | None) -> bool:
+    if table_budget is None:
+        return True
+    counts = build_routes(fabric, assignment).counts()
+    return not counts or max(counts.values()) <= table_budget
+
+
+def _sprayed(
+    fabric: Fabric,
+    health: LinkHealth,
+    res: AssignResult,
+    bound: float,
+    opts: SolveOptions,
+    track_churn: bool,
+) -> tuple[AssignResult, np.ndarray] | None:
+    """Every flow sprayed over the planes (controller.qpsplit.spray), if that meets `bound`
+    (so nothing can beat it), is better than `res` by more than `move_threshold`, and fits
+    the table budget; else None."""
+    budget = None if opts.search_time is None else min(opts.search_time, 1.0)
+    sprayed = spray(fabric, health, res.assignment.flows, qps=opts.qps, time_budget=budget)
+    if sprayed is None:
+        return None
+    out, parent = _split_result(fabric, health, res, sprayed, track_churn)
+    if (
+        out.mlu > bound * (1 + _TOL) + _TOL
+        or not out.mlu < res.mlu * (1 - opts.move_threshold) - _TOL
+        or not _fits(fabric, out.assignment, opts.table_budget)
+    ):
+        return None
+    return replace(out, method=res.method + "+qp-spray"), parent
+
+
+def _split(
+    fabric: Fabric,
+    health: LinkHealth,
+    res: AssignResult,
+    bound: float,
+    opts: SolveOptions,
+    track_churn: bool,
+) -> tuple[AssignResult, np.ndarray] | None:
+    """Split flows into QP buckets where that lowers the MLU (controller.qpsplit): first
+    only the flows on overloaded links; if that leaves the MLU more than `move_threshold`
+    above the bound, every flow sprayed over the planes, kept only if it lowers the MLU by
+    more than `move_threshold` too (it costs an entry per bucket). None if neither helps or
+    fits the table budget."""
+    if opts.qps < 2 or res.mlu <= 1.0 + _TOL:
+        return None
+    flows = res.assignment.flows
+    budget = None if opts.search_time is None else min(opts.search_time, 1.0)
+    best: tuple[AssignResult, np.ndarray] | None = None
+    local = split_overloaded(
+        fabric, health, flows, res.assignment.path, qps=opts.qps, time_budget=budget
+    )
+    if local is not None:
+        out, parent = _split_result(fabric, health, res, local, track_churn)
+        best = (replace(out, method=res.method + "+qp-split"), parent)
+    mlu = best[0].mlu if best is not None else res.mlu
+    if mlu > bound * (1 + opts.move_threshold) + _TOL:
+        sprayed = spray(fabric, health, flows, qps=opts.qps, time_budget=budget)
+        if sprayed is not None:
+            out, parent = _split_result(fabric, health, res, sprayed, track_churn)
+            if out.mlu < mlu * (1 - opts.move_threshold) - _TOL:
+                best = (replace(out, method=res.method + "+qp-spray"), parent)
+    if best is None or not _fits(fabric, best[0].assignment, opts.table_budget):
+        return None
+    return best
 
 
 def solve(
@@ -226,6 +273,20 @@ def solve(
     need_lp = opts.lp == "always" or (
         opts.lp == "auto" and res.mlu > bound.value * (1 + _TOL) + _TOL
     )
+    parent = None
+    track_churn = previous is not None
+    split_bound = bound
+    if opts.qps > 1 and len(flows):
+        split_bound = lower_bound(fabric, health, flows, qps=opts.qps)
+        if need_lp and opts.lp == "auto" and res.mlu > 1.0 + _TOL:
+            # Widespread overload one path per flow cannot pack: when spraying QP buckets
+            # meets the bound, it is optimal and the LP and second pass cannot beat it.
+            t = time.perf_counter()
+            sprayed = _sprayed(fabric, health, res, split_bound.value, opts, track_churn)
+            times["qp_spray"] = time.perf_counter() - t
+            if sprayed is not None:
+                res, parent = sprayed
+                need_lp = False
     if need_lp and len(flows):
         t = time.perf_counter()
         comm = commodities(fabric, flows)
@@ -237,16 +298,13 @@ def solve(
         times["guided_assign"] = time.perf_counter() - t
         if (guided.mlu, guided.collided_links.size) < (res.mlu, res.collided_links.size):
             res = guided
-    parent = None
     if opts.qps > 1 and len(flows):
         t = time.perf_counter()
-        split = _split(
-            fabric, health, res, opts.qps, opts.table_budget, opts.search_time,
-            track_churn=previous is not None,
-        )  # fmt: skip
-        if split is not None:
-            res, parent = split
-        bound = lower_bound(fabric, health, flows, lp, qps=opts.qps)
+        bound = split_bound if lp is None else lower_bound(fabric, health, flows, lp, opts.qps)
+        if parent is None:
+            split = _split(fabric, health, res, bound.value, opts, track_churn)
+            if split is not None:
+                res, parent = split
         times["qp_split"] = time.perf_counter() - t
     times["total"] = time.perf_counter() - start
     return _result(fabric, res, bound, lp, times, parent)

@@ -12,13 +12,13 @@ from controller.assignment import Assignment
 from controller.flows import ALL_QPS, FlowSet
 from controller.health import LinkHealth, parse_health, random_failures
 from controller.paths import path_alive
-from controller.qpsplit import split_flows, split_overloaded
+from controller.qpsplit import split_flows, split_overloaded, spray
 from controller.routefile import dump_routes, parse_routes
 from controller.routes import build_routes
 from controller.solver import SolveOptions, solve
 from sim.clos import PRESETS, ClosSpec, build
 from sim.emulated import EmulatedFabric, verify
-from sim.jobmix import ring_jobs
+from sim.jobmix import random_jobs, ring_jobs
 from sim.workloads import jobs_flows
 
 LINE = 400.0
@@ -71,8 +71,15 @@ def test_nothing_to_gain_leaves_flows_whole(two_rack_pod) -> None:
     flows = FlowSet.build([0, 1], [2, 3], LINE)
     # one uplink left: splitting cannot spread anything
     health = parse_health(fabric, ["rtsw-p0-r0:ctsw-p0-c1"])
-    assert split_overloaded(fabric, health, flows, solve(
-        fabric, health, flows, options=SolveOptions(qps=1)).assignment.path) is None
+    assert (
+        split_overloaded(
+            fabric,
+            health,
+            flows,
+            solve(fabric, health, flows, options=SolveOptions(qps=1)).assignment.path,
+        )
+        is None
+    )
     res = solve(fabric, health, flows)
     assert res.mlu == pytest.approx(2.0) and not res.assignment.flows.split
     # nothing overloaded: nothing split
@@ -132,3 +139,53 @@ def test_split_invariants_on_random_failures(seed: int, failures: int) -> None:
     for sw in routes.switches():
         em.program(sw, routes.table(sw))
     assert verify(fabric, em, res.assignment).ok
+
+
+def test_spray_spreads_every_flow_evenly_over_the_planes() -> None:
+    """3 flows of 2/3 line rate leave a rack with 2 uplinks: whole flows put two on one
+    uplink (MLU 4/3); 16 buckets each, 8 per plane, load both uplinks to exactly 1."""
+    fabric = build(ClosSpec(name="three", racks_per_pod=2, hosts_per_rack=1, nics_per_host=3,
+                            ctsws_per_pod=2))  # fmt: skip
+    flows = FlowSet.build([0, 1, 2], [3, 4, 5], LINE * 2 / 3)
+    health = LinkHealth.all_up(fabric)
+    whole = solve(fabric, health, flows, options=SolveOptions(qps=1))
+    assert whole.mlu == pytest.approx(4 / 3)
+    out = spray(fabric, health, flows, qps=16)
+    assert out is not None and out.split.tolist() == [0, 1, 2]
+    a = Assignment(out.flows, out.path)
+    assert float(utilisation(fabric, health, a).max()) == pytest.approx(1.0)
+    planes = out.path  # same pod, one link per pair: the path index is the plane
+    for f in range(3):
+        assert np.bincount(planes[out.parent == f], minlength=2).tolist() == [8, 8]
+    routes = build_routes(fabric, a)
+    # per flow: one entry for all buckets plus the 8 buckets on the other plane
+    assert len(routes) == 3 * (1 + 8)
+    em = EmulatedFabric(fabric)
+    for sw in routes.switches():
+        em.program(sw, routes.table(sw))
+    assert verify(fabric, em, a).ok
+
+
+def test_spray_places_buckets_of_dead_planes_elsewhere(pair_of_racks) -> None:
+    fabric, flows, health = pair_of_racks
+    out = spray(fabric, health, flows, qps=16)
+    assert out is not None
+    a = Assignment(out.flows, out.path)
+    assert path_alive(a.arcs(fabric), health.arc_capacity(fabric)).all()
+    assert float(utilisation(fabric, health, a).max()) <= 22 / 16 + 1e-9
+
+
+@pytest.mark.parametrize("seed", [3])
+def test_solver_sprays_a_mix_it_cannot_pack_whole(small, seed: int) -> None:
+    flows = jobs_flows(small, random_jobs(small, seed=seed))
+    health = LinkHealth.all_up(small)
+    whole = solve(small, health, flows, options=SolveOptions(qps=1))
+    res = solve(small, health, flows)
+    assert whole.mlu > 1.3  # unequal flows: one path each overloads some link
+    assert res.method.endswith("qp-spray")
+    assert res.mlu == pytest.approx(res.bound.value) == pytest.approx(1.0)
+    assert np.allclose(np.bincount(res.parent, weights=res.assignment.flows.demand),
+                       flows.demand)  # fmt: skip
+    # a budget the sprayed tables do not fit keeps flows whole
+    budgeted = solve(small, health, flows, options=SolveOptions(table_budget=8))
+    assert not budgeted.method.endswith("qp-spray")
