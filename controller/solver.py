@@ -27,7 +27,7 @@ import numpy as np
 
 from controller import assign as assign_mod
 from controller.assign import AssignResult, Guidance, collided_arcs, utilisation
-from controller.assignment import UNROUTED, Assignment
+from controller.assignment import UNROUTED, Assignment, moved_pairs
 from controller.bounds import Bound, lower_bound
 from controller.commodities import Commodities, commodities
 from controller.fabric import Fabric
@@ -150,8 +150,7 @@ def _result(
 
 
 def _split_result(
-    fabric: Fabric, health: LinkHealth, res: AssignResult, split: Split, track_churn: bool
-) -> tuple[AssignResult, np.ndarray]:
+    fabric: Fabric, health: LinkHealth, res: AssignResult, split: Split) -> tuple[AssignResult, np.ndarray]:
     """An AssignResult over the split rows, and the parent flow of every row."""
     assignment = Assignment(split.flows, split.path)
     parent = split.parent
@@ -159,9 +158,7 @@ def _split_result(
         assignment=assignment,
         mlu=float(utilisation(fabric, health, assignment).max(initial=0.0)),
         collided_links=collided_arcs(fabric, health, assignment),
-        churn=np.flatnonzero(
-            np.isin(parent, res.churn) | ((split.flows.qp != ALL_QPS) & track_churn)
-        ),
+        churn=np.zeros(0, np.int64),  # counted against `previous` by solve
         fallback_ecmp=np.flatnonzero(np.isin(parent, res.fallback_ecmp)),
         unroutable=np.flatnonzero(split.path == UNROUTED),
         method=res.method,
@@ -183,7 +180,6 @@ def _sprayed(
     res: AssignResult,
     bound: float,
     opts: SolveOptions,
-    track_churn: bool,
 ) -> tuple[AssignResult, np.ndarray] | None:
     """Every flow sprayed over the planes (controller.qpsplit.spray), if that meets `bound`
     (so nothing can beat it), is better than `res` by more than `move_threshold`, and fits
@@ -192,7 +188,7 @@ def _sprayed(
     sprayed = spray(fabric, health, res.assignment.flows, qps=opts.qps, time_budget=budget)
     if sprayed is None:
         return None
-    out, parent = _split_result(fabric, health, res, sprayed, track_churn)
+    out, parent = _split_result(fabric, health, res, sprayed)
     if (
         out.mlu > bound * (1 + _TOL) + _TOL
         or not out.mlu < res.mlu * (1 - opts.move_threshold) - _TOL
@@ -202,13 +198,59 @@ def _sprayed(
     return replace(out, method=res.method + "+qp-spray"), parent
 
 
+def _kept_split(
+    fabric: Fabric,
+    health: LinkHealth,
+    flows: FlowSet,
+    previous: Assignment,
+    res: AssignResult,
+    move_threshold: float,
+) -> tuple[AssignResult, np.ndarray] | None:
+    """`previous` as it is, if it split flows into buckets, carries exactly `flows` (one
+    flow per NIC pair, same demands), is alive, and is within `move_threshold` of `res`:
+    a re-solve then moves no bucket. Else None."""
+    if not previous.flows.split or not len(flows):
+        return None
+    big = np.int64(max(int(flows.dst_nic.max()), int(previous.flows.dst_nic.max())) + 1)
+    key = flows.src_nic * big + flows.dst_nic
+    order = np.argsort(key, kind="stable")
+    sorted_key = key[order]
+    if np.unique(sorted_key).size != len(flows):
+        return None
+    prev_key = previous.flows.src_nic * big + previous.flows.dst_nic
+    pos = np.minimum(np.searchsorted(sorted_key, prev_key), len(flows) - 1)
+    if not (sorted_key[pos] == prev_key).all():
+        return None
+    parent = order[pos]
+    total = np.bincount(parent, weights=previous.flows.demand, minlength=len(flows))
+    if not np.allclose(total, flows.demand) or (previous.path == UNROUTED).any():
+        return None
+    cap = health.arc_capacity(fabric)
+    arcs = previous.arcs(fabric)
+    if (np.where(arcs >= 0, cap[np.maximum(arcs, 0)] <= 0, False)).any():
+        return None
+    mlu = float(utilisation(fabric, health, previous).max(initial=0.0))
+    if mlu > res.mlu * (1 + move_threshold) + _TOL:
+        return None
+    kept = AssignResult(
+        assignment=previous,
+        mlu=mlu,
+        collided_links=collided_arcs(fabric, health, previous),
+        churn=np.zeros(0, np.int64),
+        fallback_ecmp=np.zeros(0, np.int64),
+        unroutable=np.zeros(0, np.int64),
+        method="kept+" + res.method,
+        seconds=res.seconds,
+    )
+    return kept, parent
+
+
 def _split(
     fabric: Fabric,
     health: LinkHealth,
     res: AssignResult,
     bound: float,
     opts: SolveOptions,
-    track_churn: bool,
 ) -> tuple[AssignResult, np.ndarray] | None:
     """Split flows into QP buckets where that lowers the MLU (controller.qpsplit): first
     only the flows on overloaded links; if that leaves the MLU more than `move_threshold`
@@ -224,13 +266,13 @@ def _split(
         fabric, health, flows, res.assignment.path, qps=opts.qps, time_budget=budget
     )
     if local is not None:
-        out, parent = _split_result(fabric, health, res, local, track_churn)
+        out, parent = _split_result(fabric, health, res, local)
         best = (replace(out, method=res.method + "+qp-split"), parent)
     mlu = best[0].mlu if best is not None else res.mlu
     if mlu > bound * (1 + opts.move_threshold) + _TOL:
         sprayed = spray(fabric, health, flows, qps=opts.qps, time_budget=budget)
         if sprayed is not None:
-            out, parent = _split_result(fabric, health, res, sprayed, track_churn)
+            out, parent = _split_result(fabric, health, res, sprayed)
             if out.mlu < mlu * (1 - opts.move_threshold) - _TOL:
                 best = (replace(out, method=res.method + "+qp-spray"), parent)
     if best is None or not _fits(fabric, best[0].assignment, opts.table_budget):
@@ -274,7 +316,6 @@ def solve(
         opts.lp == "auto" and res.mlu > bound.value * (1 + _TOL) + _TOL
     )
     parent = None
-    track_churn = previous is not None
     split_bound = bound
     if opts.qps > 1 and len(flows):
         split_bound = lower_bound(fabric, health, flows, qps=opts.qps)
@@ -282,7 +323,7 @@ def solve(
             # Widespread overload one path per flow cannot pack: when spraying QP buckets
             # meets the bound, it is optimal and the LP and second pass cannot beat it.
             t = time.perf_counter()
-            sprayed = _sprayed(fabric, health, res, split_bound.value, opts, track_churn)
+            sprayed = _sprayed(fabric, health, res, split_bound.value, opts)
             times["qp_spray"] = time.perf_counter() - t
             if sprayed is not None:
                 res, parent = sprayed
@@ -302,12 +343,20 @@ def solve(
         t = time.perf_counter()
         bound = split_bound if lp is None else lower_bound(fabric, health, flows, lp, opts.qps)
         if parent is None:
-            split = _split(fabric, health, res, bound.value, opts, track_churn)
+            split = _split(fabric, health, res, bound.value, opts)
             if split is not None:
                 res, parent = split
+        if previous is not None and opts.table_budget is None:
+            kept = _kept_split(fabric, health, flows, previous, res, opts.move_threshold)
+            if kept is not None:
+                res, parent = kept
         times["qp_split"] = time.perf_counter() - t
     times["total"] = time.perf_counter() - start
-    return _result(fabric, res, bound, lp, times, parent)
+    out = _result(fabric, res, bound, lp, times, parent)
+    if previous is not None and (parent is not None or previous.flows.split):
+        # buckets moved or (un)split: compare the rows of every flow in both
+        out = replace(out, churn=int(moved_pairs(previous, res.assignment).size))
+    return out
 
 
 def repair(

@@ -189,3 +189,24 @@ def test_solver_sprays_a_mix_it_cannot_pack_whole(small, seed: int) -> None:
     # a budget the sprayed tables do not fit keeps flows whole
     budgeted = solve(small, health, flows, options=SolveOptions(table_budget=8))
     assert not budgeted.method.endswith("qp-spray")
+
+
+def test_moved_pairs_compares_every_bucket() -> None:
+    from controller.assignment import moved_pairs
+
+    whole = FlowSet.build([0, 1, 2], [5, 6, 7], LINE)
+    old = Assignment(whole, np.array([0, 1, 2]))
+    split, _ = split_flows(whole, np.array([1]), 2)
+    # flow 0 same path; flow 1 split over paths 1 and 3; flow 2 moved
+    new = Assignment(split, np.array([0, 1, 3, 0]))
+    assert moved_pairs(old, new).tolist() == [1 * 8 + 6, 2 * 8 + 7]
+    assert moved_pairs(new, new).size == 0
+
+
+def test_resolve_with_split_previous_moves_nothing(pair_of_racks) -> None:
+    fabric, flows, health = pair_of_racks
+    first = solve(fabric, health, flows)
+    assert first.assignment.flows.split
+    again = solve(fabric, health, flows, previous=first.assignment)
+    assert again.churn == 0
+    assert np.array_equal(again.assignment.path, first.assignment.path)
