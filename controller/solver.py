@@ -150,7 +150,8 @@ def _result(
 
 
 def _split_result(
-    fabric: Fabric, health: LinkHealth, res: AssignResult, split: Split) -> tuple[AssignResult, np.ndarray]:
+    fabric: Fabric, health: LinkHealth, res: AssignResult, split: Split
+) -> tuple[AssignResult, np.ndarray]:
     """An AssignResult over the split rows, and the parent flow of every row."""
     assignment = Assignment(split.flows, split.path)
     parent = split.parent
