@@ -269,7 +269,7 @@ def bench_speed(cfg: Config) -> Iterator[Section]:
     rows.append(["full solve, contiguous 16-host rings", len(flows_full), t_full])
     flows_mix = jobs_flows(fabric, random_jobs(fabric, seed=1))
     t_mix, _ = timed(lambda: solve(fabric, health, flows_mix), 1)
-    rows.append(["full solve, job mix (incl. LP)", len(flows_mix), t_mix])
+    rows.append(["full solve, job mix", len(flows_mix), t_mix])
     # repair after one failed, used rack uplink: median over several links
     arcs = res.assignment.arcs(fabric)
     used = np.unique(arcs[:, 1][arcs[:, 1] >= 0] // 2)
