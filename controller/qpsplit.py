@@ -29,7 +29,6 @@ import numpy as np
 
 from controller.assign import (
     Candidates,
-    access_alive,
     align_entries,
     candidates,
     greedy,
@@ -41,7 +40,7 @@ from controller.colouring import path_index
 from controller.fabric import ACCESS, Fabric
 from controller.flows import ALL_QPS, FlowSet
 from controller.health import LinkHealth
-from controller.paths import SAME_RACK
+from controller.paths import SAME_RACK, path_alive
 
 _TOL = 1e-9
 DEFAULT_QPS = 16  # queue pairs per flow, as the E-ECMP baseline opens
@@ -135,13 +134,10 @@ def _place_dead(
     time_budget: float | None,
 ) -> np.ndarray:
     """Re-place the rows whose path has a dead arc around all the others."""
-    cand = candidates(fabric, flows)
-    cap = health.arc_capacity(fabric)
-    chosen = cand.all_chosen(path)
-    dead = (np.where(chosen >= 0, cap[np.maximum(chosen, 0)] <= 0, False)).any(axis=1)
-    dead |= ~access_alive(fabric, flows, cap)
+    dead = ~path_alive(Assignment(flows, path).arcs(fabric), health.arc_capacity(fabric))
     if not dead.any():
         return path
+    cand = candidates(fabric, flows)
     fixed = np.where(dead, UNROUTED, path)
     path = greedy(fabric, health, flows, fixed=fixed, cand=cand)
     return local_search(

@@ -311,8 +311,8 @@ def _fold_buckets(
     # the first pair with the largest count per key (pairs are sorted by next hop)
     rank = np.lexsort((np.arange(starts.size), -counts, pair_key))
     best = rank[np.r_[True, pair_key[rank][1:] != pair_key[rank][:-1]]]
-    mode = dict(zip(pair_key[best].tolist(), nh[starts[best]].tolist(), strict=True))
-    winner = np.array([mode[b] for b in k.tolist()]) == nh
+    keys, mode = pair_key[best], nh[starts[best]]  # keys ascend: one row per key
+    winner = mode[np.searchsorted(keys, k)] == nh
     won, kw = order[winner], k[winner]
     qp[won] = _FOLDED
     qp[won[np.r_[True, kw[1:] != kw[:-1]]]] = ALL_QPS

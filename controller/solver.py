@@ -34,6 +34,7 @@ from controller.fabric import Fabric
 from controller.flows import ALL_QPS, FlowSet
 from controller.health import LinkHealth
 from controller.lp import LpSolution, solve_lp
+from controller.paths import path_alive
 from controller.qpsplit import DEFAULT_QPS, Split, split_overloaded, spray
 from controller.repair import repair as repair_assignment
 from controller.routes import MAX_QP_BUCKETS, build_routes
@@ -175,6 +176,23 @@ def _fits(fabric: Fabric, assignment: Assignment, table_budget: int | None) -> b
     return not counts or max(counts.values()) <= table_budget
 
 
+def _split_time(opts: SolveOptions) -> float | None:
+    """Seconds of search for a split stage: the search time, at most 1 s."""
+    return None if opts.search_time is None else min(opts.search_time, 1.0)
+
+
+def _spray(
+    fabric: Fabric, health: LinkHealth, res: AssignResult, opts: SolveOptions
+) -> tuple[AssignResult, np.ndarray] | None:
+    """Every flow of `res` sprayed over the planes (controller.qpsplit.spray)."""
+    flows = res.assignment.flows
+    sprayed = spray(fabric, health, flows, qps=opts.qps, time_budget=_split_time(opts))
+    if sprayed is None:
+        return None
+    out, parent = _split_result(fabric, health, res, sprayed)
+    return replace(out, method=res.method + "+qp-spray"), parent
+
+
 def _sprayed(
     fabric: Fabric,
     health: LinkHealth,
@@ -182,21 +200,19 @@ def _sprayed(
     bound: float,
     opts: SolveOptions,
 ) -> tuple[AssignResult, np.ndarray] | None:
-    """Every flow sprayed over the planes (controller.qpsplit.spray), if that meets `bound`
-    (so nothing can beat it), is better than `res` by more than `move_threshold`, and fits
-    the table budget; else None."""
-    budget = None if opts.search_time is None else min(opts.search_time, 1.0)
-    sprayed = spray(fabric, health, res.assignment.flows, qps=opts.qps, time_budget=budget)
+    """The spray of `res`, if it meets `bound` (so nothing can beat it), is better than
+    `res` by more than `move_threshold`, and fits the table budget; else None."""
+    sprayed = _spray(fabric, health, res, opts)
     if sprayed is None:
         return None
-    out, parent = _split_result(fabric, health, res, sprayed)
+    out = sprayed[0]
     if (
         out.mlu > bound * (1 + _TOL) + _TOL
         or not out.mlu < res.mlu * (1 - opts.move_threshold) - _TOL
         or not _fits(fabric, out.assignment, opts.table_budget)
     ):
         return None
-    return replace(out, method=res.method + "+qp-spray"), parent
+    return sprayed
 
 
 def _kept_split(
@@ -226,9 +242,7 @@ def _kept_split(
     total = np.bincount(parent, weights=previous.flows.demand, minlength=len(flows))
     if not np.allclose(total, flows.demand) or (previous.path == UNROUTED).any():
         return None
-    cap = health.arc_capacity(fabric)
-    arcs = previous.arcs(fabric)
-    if (np.where(arcs >= 0, cap[np.maximum(arcs, 0)] <= 0, False)).any():
+    if not path_alive(previous.arcs(fabric), health.arc_capacity(fabric)).all():
         return None
     mlu = float(utilisation(fabric, health, previous).max(initial=0.0))
     if mlu > res.mlu * (1 + move_threshold) + _TOL:
@@ -261,21 +275,18 @@ def _split(
     if opts.qps < 2 or res.mlu <= 1.0 + _TOL:
         return None
     flows = res.assignment.flows
-    budget = None if opts.search_time is None else min(opts.search_time, 1.0)
     best: tuple[AssignResult, np.ndarray] | None = None
     local = split_overloaded(
-        fabric, health, flows, res.assignment.path, qps=opts.qps, time_budget=budget
+        fabric, health, flows, res.assignment.path, qps=opts.qps, time_budget=_split_time(opts)
     )
     if local is not None:
         out, parent = _split_result(fabric, health, res, local)
         best = (replace(out, method=res.method + "+qp-split"), parent)
     mlu = best[0].mlu if best is not None else res.mlu
     if mlu > bound * (1 + opts.move_threshold) + _TOL:
-        sprayed = spray(fabric, health, flows, qps=opts.qps, time_budget=budget)
-        if sprayed is not None:
-            out, parent = _split_result(fabric, health, res, sprayed)
-            if out.mlu < mlu * (1 - opts.move_threshold) - _TOL:
-                best = (replace(out, method=res.method + "+qp-spray"), parent)
+        sprayed = _spray(fabric, health, res, opts)
+        if sprayed is not None and sprayed[0].mlu < mlu * (1 - opts.move_threshold) - _TOL:
+            best = sprayed
     if best is None or not _fits(fabric, best[0].assignment, opts.table_budget):
         return None
     return best
