@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from randompaths import random_alive_paths
 
 from controller.assignment import Assignment
 from controller.bounds import lower_bound
@@ -14,7 +15,7 @@ from controller.fabric import Fabric
 from controller.flows import FlowSet
 from controller.health import LinkHealth, parse_health
 from controller.lp import solve_lp
-from controller.paths import CROSS_POD, SAME_POD, flow_class, num_paths, path_alive, path_arcs
+from controller.paths import CROSS_POD, SAME_POD
 from sim.clos import PRESETS, ClosSpec, build
 
 
@@ -99,19 +100,10 @@ def _instances(draw: st.DrawFn) -> tuple[Fabric, LinkHealth, FlowSet]:
 
 def _random_routing_mlu(fabric: Fabric, health: LinkHealth, flows: FlowSet, seed: int) -> float:
     """Full MLU (access links included) of a random alive path per flow; inf if none."""
-    rng = np.random.default_rng(seed)
-    cls = flow_class(fabric, flows.src_nic, flows.dst_nic)
-    counts = np.array(num_paths(fabric))[cls]
+    path = random_alive_paths(fabric, health, flows, seed)
+    if path is None:
+        return float("inf")
     cap = health.arc_capacity(fabric)
-    path = np.zeros(len(flows), np.int64)
-    for f in range(len(flows)):
-        options = np.arange(counts[f])
-        rows = path_arcs(fabric, np.full(counts[f], flows.src_nic[f]),
-                         np.full(counts[f], flows.dst_nic[f]), options)  # fmt: skip
-        alive = options[path_alive(rows, cap)]
-        if alive.size == 0:
-            return float("inf")
-        path[f] = rng.choice(alive)
     load = Assignment(flows, path).link_load(fabric)
     used = load > 0
     return float((load[used] / cap[used]).max())

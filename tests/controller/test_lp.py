@@ -8,6 +8,7 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from ortools.linear_solver.python import model_builder as mb
+from randompaths import random_alive_paths
 
 from controller.assignment import Assignment
 from controller.bounds import lower_bound
@@ -127,21 +128,10 @@ def test_lp_between_cheap_bounds_and_any_routing(case, seed: int) -> None:
     if sol.unroutable.size == 0:
         assert sol.mlu >= max(core_bounds) * (1 - 1e-6) - 1e-9
     # a random alive path per flow is a routing; its core MLU is >= the LP
-    from controller.paths import flow_class, path_alive, path_arcs
-
-    rng = np.random.default_rng(seed)
-    cls = flow_class(fabric, flows.src_nic, flows.dst_nic)
-    counts = np.array(num_paths(fabric))[cls]
+    path = random_alive_paths(fabric, health, flows, seed)
+    if path is None:
+        return  # unroutable: nothing to compare
     cap = health.arc_capacity(fabric)
-    path = np.zeros(len(flows), np.int64)
-    for f in range(len(flows)):
-        options = np.arange(counts[f])
-        rows = path_arcs(fabric, np.full(counts[f], flows.src_nic[f]),
-                         np.full(counts[f], flows.dst_nic[f]), options)  # fmt: skip
-        alive = options[path_alive(rows, cap)]
-        if alive.size == 0:
-            return  # unroutable: nothing to compare
-        path[f] = rng.choice(alive)
     load = Assignment(flows, path).link_load(fabric)
     core = np.repeat(fabric.link_kind != 0, 2) & (cap > 0)
     assert sol.mlu <= (load[core] / cap[core]).max() + 1e-6
