@@ -19,17 +19,18 @@ from typing import Any
 
 import numpy as np
 
-from controller.commodities import commodities
-from controller.fabric import Fabric
-from controller.flows import FlowSet
-from controller.health import LinkHealth, random_failures
-from controller.lp import LpError, solve_lp
-from controller.report import format_table
-from controller.solver import repair, solve
-from sim.clos import PRESETS, build
+from controller.errors import LpError
+from controller.formats.output import format_table
+from controller.model.clos import PRESETS, build
+from controller.model.fabric import Fabric
+from controller.model.flows import FlowSet
+from controller.model.health import LinkHealth, random_failures
+from controller.model.jobs import jobs_flows
+from controller.solver.commodities import commodities
+from controller.solver.lp import solve_lp
+from controller.solver.solve import repair, solve
 from sim.compare import baseline, routed
 from sim.jobmix import random_jobs, ring_jobs
-from sim.workloads import jobs_flows
 
 
 def timed(fn: Callable[[], Any], repeats: int) -> tuple[float, Any]:
@@ -296,7 +297,7 @@ def bench_speed(cfg: Config) -> Iterator[Section]:
 def bench_lp(cfg: Config) -> Iterator[Section]:
     """LP size and solve time per OR-Tools backend."""
     sec = Section("Min-MLU LP: size and backends")
-    sec.text("Layered LP (controller.lp). HiGHS and GLOP get a 20 s limit; 'limit' means no "
+    sec.text("Layered LP (controller.solver.lp). HiGHS and GLOP get a 20 s limit; 'limit' means no "
              "optimal solution by then. PDLP is the default.")  # fmt: skip
     sec.text("")
     rows = []
@@ -329,11 +330,11 @@ def bench_lp(cfg: Config) -> Iterator[Section]:
 
 def bench_routes(cfg: Config) -> Iterator[Section]:
     """Route entries per tier, diff, push to the emulated fabric, forwarding check."""
-    from controller.drivers.emulated import EmulatedDriver
-    from controller.plan import plan_update
-    from controller.push import push
-    from controller.routes import RouteSet, build_routes
-    from sim.emulated import verify
+    from controller.drivers.push import push
+    from controller.routes.entries import RouteSet, build_routes
+    from controller.routes.plan import plan_update
+    from sim.driver import EmulatedDriver
+    from sim.switches import verify
 
     sec = Section("Routes on meta-24k: entries, diff, push, verify")
     fabric = build(PRESETS["meta-24k"])
@@ -380,9 +381,9 @@ def bench_routes(cfg: Config) -> Iterator[Section]:
 
 def bench_service(cfg: Config) -> Iterator[Section]:
     """Controller engine at meta-24k: link-down latency and placement update rate."""
-    from controller.drivers.emulated import EmulatedDriver
     from controller.service.engine import Engine
-    from sim.emulated import verify
+    from sim.driver import EmulatedDriver
+    from sim.switches import verify
 
     sec = Section("Controller service on meta-24k: reaction to a link failure, update rate")
     fabric = build(PRESETS["meta-24k"])
@@ -455,7 +456,7 @@ def bench_service(cfg: Config) -> Iterator[Section]:
 
 def bench_advisor(cfg: Config) -> Iterator[Section]:
     """Advice latency and quality against first-fit and random placement."""
-    from controller.advisor import Request, advise, first_fit_hosts, random_hosts, score
+    from controller.advisor.advise import Request, advise, first_fit_hosts, random_hosts, score
 
     sec = Section("Placement advisor on meta-24k, half full")
     fabric = build(PRESETS["meta-24k"])

@@ -11,12 +11,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from controller.assignment import Assignment
-from controller.fabric import Fabric
-from controller.flows import FlowSet
-from controller.health import LinkHealth
-from sim.ecmp import ecmp, eecmp, pinning
-from sim.flowsim import SimReport, simulate
+from controller.errors import InputError
+from controller.model.assignment import Assignment
+from controller.model.fabric import Fabric
+from controller.model.flows import FlowSet
+from controller.model.health import LinkHealth
+from controller.model.rates import SimReport, simulate
+from sim.baselines import ecmp, eecmp, pinning
 
 BASELINES = ("ecmp", "eecmp", "pinning")
 
@@ -54,7 +55,7 @@ def baseline(
         routing = pinning(fabric, flows, health)
         seconds = time.perf_counter() - start
         return Row("pinning", simulate(fabric, health, routing), seconds)
-    raise ValueError(f"unknown routing {name!r}; known: {', '.join(BASELINES)}")
+    raise InputError(f"unknown routing {name!r}; known: {', '.join(BASELINES)}")
 
 
 def routed(

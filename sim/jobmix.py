@@ -23,8 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from controller.fabric import Fabric
-from sim.workloads import LINE_RATE_GBPS, Job, WorkloadError
+from controller.errors import JobError
+from controller.model.fabric import Fabric
+from controller.model.jobs import LINE_RATE_GBPS, Job
 
 # Hosts per job -> weight. With 8 GPUs a host: 8..2048 GPUs, weighted to mid sizes; the
 # non-powers of two leave partial racks behind.
@@ -43,21 +44,21 @@ def _weights(
 ) -> tuple[list[Any], np.ndarray]:
     """Keys in sorted order and their weights normalised to probabilities."""
     if not isinstance(table, Mapping):
-        raise WorkloadError(f"must be a mapping of choice to weight, got {table!r}", name)
+        raise JobError(f"must be a mapping of choice to weight, got {table!r}", name)
     for key in table:
         if not valid(key):
-            raise WorkloadError(f"invalid key {key!r}", f"{name}[{key!r}]")
+            raise JobError(f"invalid key {key!r}", f"{name}[{key!r}]")
         weight = table[key]
         if (
             isinstance(weight, bool)
             or not isinstance(weight, (int, float))
             or not (math.isfinite(weight) and weight >= 0)
         ):
-            raise WorkloadError(f"weight must be a number >= 0, got {weight!r}", f"{name}[{key!r}]")
+            raise JobError(f"weight must be a number >= 0, got {weight!r}", f"{name}[{key!r}]")
     keys = sorted(table)
     w = np.array([float(table[k]) for k in keys])
     if not keys or w.sum() <= 0:
-        raise WorkloadError("needs at least one entry with a positive weight", name)
+        raise JobError("needs at least one entry with a positive weight", name)
     return keys, w / w.sum()
 
 
@@ -91,13 +92,13 @@ def random_jobs(
     """A seeded, realistic job mix over `fill` of the hosts, with partial racks and scattered
     (fragmented) jobs; `sizes` maps hosts per job to weight, `patterns` maps kind to weight."""
     if isinstance(fill, bool) or not isinstance(fill, (int, float)) or not 0 <= fill <= 1:
-        raise WorkloadError(f"must be a number in [0, 1], got {fill!r}", "fill")
+        raise JobError(f"must be a number in [0, 1], got {fill!r}", "fill")
     if (
         isinstance(fragmentation, bool)
         or not isinstance(fragmentation, (int, float))
         or not 0 <= fragmentation <= 1
     ):
-        raise WorkloadError(f"must be a number in [0, 1], got {fragmentation!r}", "fragmentation")
+        raise JobError(f"must be a number in [0, 1], got {fragmentation!r}", "fragmentation")
     size_keys, size_p = _weights(
         DEFAULT_SIZES if sizes is None else sizes, "sizes",
         lambda k: isinstance(k, int) and not isinstance(k, bool) and k >= 1,
@@ -173,7 +174,7 @@ def ring_jobs(
     """The fabric packed full of ring all-reduce jobs of `hosts_per_job` hosts (the last may be
     smaller): contiguous in host order, or with `seed` hosts dealt out at random (scattered)."""
     if isinstance(hosts_per_job, bool) or not isinstance(hosts_per_job, int) or hosts_per_job < 1:
-        raise WorkloadError(f"must be a positive integer, got {hosts_per_job!r}", "hosts_per_job")
+        raise JobError(f"must be a positive integer, got {hosts_per_job!r}", "hosts_per_job")
     hosts = np.arange(fabric.num_hosts, dtype=np.int64)
     if seed is not None:
         hosts = np.random.default_rng(seed).permutation(hosts)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from controller.fabric import Fabric
-from sim.clos import PRESETS, ClosSpec, build
+from controller.model.clos import PRESETS, ClosSpec, build
+from controller.model.fabric import Fabric
 
 
 @pytest.fixture

@@ -21,11 +21,12 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from controller.drivers import Driver, DriverError, DriverRejected, DriverUnavailable, split_ops
-from controller.fabric import Fabric
-from controller.flows import ALL_QPS
-from controller.plan import Op
-from controller.routes import Entry, entry_problem, switch_ports
+from controller.drivers.interface import Driver, split_ops
+from controller.errors import DriverError, DriverRejected, DriverUnavailable
+from controller.model.fabric import Fabric
+from controller.model.flows import ALL_QPS
+from controller.routes.entries import Entry, entry_problem, switch_ports
+from controller.routes.plan import Op
 
 FIELDS = ("in_port", "dst_host", "next_hop", "owner", "qp")
 

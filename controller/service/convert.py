@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from controller.advisor import Request, Score
+from controller.advisor.advise import Request, Score
 from controller.api.fabric_te.v1 import te_pb2 as pb
-from controller.fabric import Fabric, FabricError
-from controller.flows import ALL_QPS
-from controller.routes import Entry
-from sim.placement import dump_placement, parse_placement
-from sim.workloads import Job
+from controller.errors import FabricError
+from controller.formats.placement import dump_placement, parse_placement
+from controller.model.fabric import Fabric
+from controller.model.flows import ALL_QPS
+from controller.model.jobs import Job
+from controller.routes.entries import Entry
 
 
 def job_from_pb(fabric: Fabric, msg: pb.Job, field: str = "job") -> Job:

@@ -22,17 +22,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from controller.assignment import Assignment
-from controller.drivers import Driver, DriverError
-from controller.fabric import Fabric
-from controller.health import LinkHealth
-from controller.plan import plan_update
-from controller.push import push
-from controller.routes import Entry, RouteSet
+from controller.drivers.interface import Driver
+from controller.drivers.push import push
+from controller.errors import DriverError, InputError
+from controller.model.assignment import Assignment
+from controller.model.fabric import Fabric
+from controller.model.health import LinkHealth
+from controller.model.jobs import Job, jobs_flows
+from controller.routes.entries import Entry, RouteSet
+from controller.routes.plan import plan_update
 from controller.service.metrics import Metrics
 from controller.service.state import DesiredState, RouteLog
-from controller.solver import SolveOptions, SolveResult, repair, solve
-from sim.workloads import Job, jobs_flows
+from controller.solver.solve import SolveOptions, SolveResult, repair, solve
 
 log = logging.getLogger("fabric_te.engine")
 
@@ -153,7 +154,7 @@ class Engine:
         assert health is not None
         for job in extra:
             if job.id in jobs:
-                raise ValueError(f"extra_jobs: job id {job.id!r} already exists")
+                raise InputError(f"extra_jobs: job id {job.id!r} already exists")
             jobs[job.id] = job
         flows = jobs_flows(self.fabric, [jobs[k] for k in sorted(jobs)])
         return solve(self.fabric, health.with_factors(updates), flows, options=self.options)

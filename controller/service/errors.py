@@ -1,9 +1,11 @@
-"""The one map from domain errors to gRPC status codes.
+"""The one map from the error tree (`controller.errors`) to gRPC status codes.
 
-ValueError (FabricError, FlowError, WorkloadError, ...)  -> INVALID_ARGUMENT
-PreconditionError (stale generation, ...)                  -> FAILED_PRECONDITION
-DriverError                                                -> UNAVAILABLE
-anything else                                              -> INTERNAL
+InputError (FabricError, FlowError, JobError, ...)  -> INVALID_ARGUMENT
+PreconditionError (a stale generation, ...)           -> FAILED_PRECONDITION
+LpTimeout                                             -> DEADLINE_EXCEEDED
+SolverError                                           -> INTERNAL
+DriverError                                           -> UNAVAILABLE
+anything else (a bug)                                 -> INTERNAL, traceback logged
 """
 
 from __future__ import annotations
@@ -15,21 +17,26 @@ from typing import Any, TypeVar
 
 import grpc
 
-from controller.drivers import DriverError
-from controller.service.state import PreconditionError
+from controller.errors import DriverError, InputError, LpTimeout, PreconditionError, SolverError
 
 log = logging.getLogger("fabric_te.service")
 F = TypeVar("F", bound=Callable[..., Any])
-__all__ = ["PreconditionError", "mapped", "status_of"]
+__all__ = ["mapped", "status_of"]
+
+_STATUS: tuple[tuple[type[BaseException], grpc.StatusCode], ...] = (
+    (InputError, grpc.StatusCode.INVALID_ARGUMENT),
+    (PreconditionError, grpc.StatusCode.FAILED_PRECONDITION),
+    (LpTimeout, grpc.StatusCode.DEADLINE_EXCEEDED),
+    (SolverError, grpc.StatusCode.INTERNAL),
+    (DriverError, grpc.StatusCode.UNAVAILABLE),
+)
 
 
 def status_of(err: BaseException) -> grpc.StatusCode:
-    if isinstance(err, PreconditionError):
-        return grpc.StatusCode.FAILED_PRECONDITION
-    if isinstance(err, DriverError):
-        return grpc.StatusCode.UNAVAILABLE
-    if isinstance(err, ValueError):
-        return grpc.StatusCode.INVALID_ARGUMENT
+    """The status code for `err`: the first branch of the tree it belongs to."""
+    for cls, code in _STATUS:
+        if isinstance(err, cls):
+            return code
     return grpc.StatusCode.INTERNAL
 
 
@@ -42,7 +49,7 @@ def mapped(method: F) -> F:
             return method(self, request, context)
         except Exception as err:  # noqa: BLE001 - every error leaves as a status
             code = status_of(err)
-            if code == grpc.StatusCode.INTERNAL:
+            if not isinstance(err, InputError | PreconditionError | SolverError | DriverError):
                 log.exception("%s failed", method.__name__)
             context.abort(code, str(err))
 

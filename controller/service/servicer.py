@@ -6,10 +6,10 @@ from collections.abc import Iterator
 
 import grpc
 
-from controller.advisor import advise, score_many
+from controller.advisor.advise import advise, score_many
 from controller.api.fabric_te.v1 import te_pb2 as pb
 from controller.api.fabric_te.v1 import te_pb2_grpc as pb_grpc
-from controller.assignment import Assignment
+from controller.model.assignment import Assignment
 from controller.service import convert
 from controller.service.engine import Engine, RouteEvent
 from controller.service.errors import mapped

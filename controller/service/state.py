@@ -16,16 +16,13 @@ from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from controller.fabric import Fabric
-from controller.health import LinkHealth
-from controller.routes import Entry, RouteSet
-from sim.workloads import Job, jobs_flows
+from controller.errors import InputError, PreconditionError
+from controller.model.fabric import Fabric
+from controller.model.health import LinkHealth
+from controller.model.jobs import Job, jobs_flows
+from controller.routes.entries import Entry, RouteSet
 
 DELTA_LOG = 1000  # route deltas kept for resuming watchers
-
-
-class PreconditionError(Exception):
-    """The request is valid but cannot apply to the current state (e.g. a stale generation)."""
 
 
 @dataclass(frozen=True)
@@ -67,7 +64,7 @@ class DesiredState:
         for other, (existing, _) in sorted(self.jobs.items()):
             shared = sorted(mine.intersection(existing.hosts)) if other != job.id else []
             if shared:
-                raise ValueError(
+                raise InputError(
                     f"job.hosts: {self.fabric.host_name(shared[0])} is already in job "
                     f"{other!r} (duplicate GPU)"
                 )

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from controller.assignment import Assignment
-from controller.health import random_failures
-from controller.solver import SolveOptions, solve
-from sim.clos import PRESETS, build
+from controller.model.assignment import Assignment
+from controller.model.clos import PRESETS, build
+from controller.model.health import random_failures
+from controller.model.jobs import jobs_flows
+from controller.solver.solve import SolveOptions, solve
 from sim.compare import baseline, routed
 from sim.jobmix import ring_jobs
-from sim.workloads import jobs_flows
 
 
 def test_unrouted_flows_are_carried_like_eecmp() -> None:

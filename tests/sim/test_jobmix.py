@@ -7,9 +7,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.clos import PRESETS, build
+from controller.errors import JobError
+from controller.model.clos import PRESETS, build
+from controller.model.jobs import check_job, jobs_flows
 from sim.jobmix import ALLTOALL_MAX_HOSTS, random_jobs, ring_jobs
-from sim.workloads import WorkloadError, check_job, jobs_flows
 
 TINY = build(PRESETS["tiny"])
 SMALL = build(PRESETS["small"])
@@ -100,7 +101,7 @@ def test_empty_fill_gives_no_jobs() -> None:
     ],
 )
 def test_bad_mix_parameters_name_the_field(kwargs: dict, field: str) -> None:
-    with pytest.raises(WorkloadError) as info:
+    with pytest.raises(JobError) as info:
         random_jobs(SMALL, 0, **kwargs)
     assert info.value.field == field
 
@@ -120,7 +121,7 @@ def test_ring_jobs_scattered_by_seed() -> None:
     assert jobs == ring_jobs(POD, 16, seed=4) != ring_jobs(POD, 16, seed=5)
     assert sorted(all_hosts(jobs)) == list(range(POD.num_hosts))
     assert all(list(job.hosts) == sorted(job.hosts) for job in jobs)
-    with pytest.raises(WorkloadError, match="hosts_per_job"):
+    with pytest.raises(JobError, match="hosts_per_job"):
         ring_jobs(POD, 0)
 
 

@@ -1,0 +1,462 @@
+"""Placement advice: where a new job runs best, and how good a proposed placement is.
+
+Search (a handful of candidates, never all subsets):
+    free hosts   = hosts in no running job and not in the request's avoid list
+    rack health  = alive uplink capacity / built uplink capacity of the rack (down and
+                   degraded uplinks make a rack less attractive among equally full racks)
+    single pod   for each of the three best-fitting pods (the least free hosts that still
+                 fit, keeping large holes for large jobs): "pack" (whole free racks first,
+                 then the fullest partial racks: fewest racks; healthier first among
+                 equals), "healthy" (healthiest racks first), "first-fit" (racks in order);
+                 in the best-fitting pod also "pack ... seed S", ties between equally full
+                 and healthy racks broken by a permutation seeded by `seed`
+    cross pod    only when no single pod fits (or same_pod="any"): fewest pods (most free
+                 first), then same-size pod sets with the most aggregation headroom, and
+                 one set of one more pod if fewer than three exist; packed as above; and
+                 "whole racks": the fewest pods whose wholly free racks hold the job, most
+                 whole racks first, so that no rack is shared with a running job (a shared
+                 rack's uplinks already carry the other job's fixed paths)
+Scoring: the running jobs' flows keep their TE paths (`current`, the controller's live
+assignment, or solved once per call when not given); the new job's flows are placed around
+them (greedy + local search on the new flows only), and the whole fabric is simulated.
+Ranked by the new job's bus-bandwidth fraction, then the worst drop it causes for running
+jobs, cross-pod traffic, racks spanned, host ids.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from itertools import combinations
+
+import numpy as np
+
+from controller.errors import AdvisorError, JobError
+from controller.model.assignment import UNROUTED, Assignment
+from controller.model.fabric import Fabric
+from controller.model.flows import FlowSet
+from controller.model.health import LinkHealth
+from controller.model.jobs import PATTERNS, Job, check_job, jobs_flows
+from controller.model.paths import CROSS_POD, flow_class
+from controller.model.rates import simulate
+from controller.solver.bounds import lower_bound
+from controller.solver.greedy import greedy, local_search
+from controller.solver.solve import SolveOptions, solve
+
+SAME_POD = ("require", "prefer", "any")
+CANDIDATE_ID = "candidate"
+
+
+@dataclass(frozen=True)
+class Request:
+    """A job to place: size (GPUs, or hosts), parallelism, traffic pattern and constraints.
+
+    Give `gpus` or `hosts` (hosts * GPUs per host); when both are given they must agree.
+    """
+
+    gpus: int = 0
+    dp: int = 0  # 0: gpus / (pp * tp)
+    pp: int = 1
+    tp: int = 1
+    pattern: str = "ring"
+    same_pod: str = "prefer"  # require | prefer | any
+    avoid_hosts: tuple[int, ...] = ()
+    top: int = 3
+    channels: int = 1
+    demand_gbps: float = 400.0
+    hosts: int = 0
+
+
+@dataclass(frozen=True)
+class Score:
+    """Predicted figures for one placement."""
+
+    hosts: tuple[int, ...]
+    pods: int
+    racks: int
+    cross_pod_gbps: float  # the new job's traffic that crosses the aggregation layer
+    te_mlu: float  # TE MLU with the job added
+    bound: float  # lower bound on MLU with the job added
+    new_job_busbw: float  # the new job's bus-bandwidth fraction
+    worst_existing_delta: float  # min over running jobs of (after - before) busbw
+    strategy: str = ""
+    rank: int = 0  # 1 = best, in `advise` output; 0 when scored alone
+
+    @property
+    def mlu_ratio(self) -> float:
+        return self.te_mlu / self.bound if self.bound > 0 else 1.0
+
+    def rank_key(self) -> tuple[float, float, float, int, tuple[int, ...]]:
+        return (-round(self.new_job_busbw, 9), -round(self.worst_existing_delta, 9),
+                round(self.cross_pod_gbps, 6), self.racks, self.hosts)  # fmt: skip
+
+
+@dataclass
+class _Context:
+    """Per-call state: the running jobs routed once."""
+
+    fabric: Fabric
+    health: LinkHealth
+    jobs: list[Job]
+    flows: FlowSet
+    path: np.ndarray
+    busbw: dict[str, float] = field(default_factory=dict)
+
+
+def _gpus(fabric: Fabric, request: Request) -> int:
+    """The request's GPU count, from `gpus` or `hosts`."""
+    n = fabric.nics_per_host
+    if request.hosts < 0:
+        raise AdvisorError(f"hosts: {request.hosts} must be positive")
+    if request.hosts and request.gpus and request.hosts * n != request.gpus:
+        raise AdvisorError(
+            f"hosts: {request.hosts} hosts hold {request.hosts * n} GPUs, not gpus {request.gpus}"
+        )
+    return request.gpus or request.hosts * n
+
+
+def _hosts_needed(fabric: Fabric, request: Request) -> int:
+    n = fabric.nics_per_host
+    gpus = _gpus(fabric, request)
+    if gpus <= 0 or gpus % n:
+        raise AdvisorError(f"gpus: {gpus} is not a positive multiple of {n} per host")
+    if min(request.dp, request.pp, request.tp) < 0 or request.pp == 0 or request.tp == 0:
+        raise AdvisorError(
+            f"dp*pp*tp: dp {request.dp}, pp {request.pp}, tp {request.tp} must be positive"
+        )
+    dp = request.dp or gpus // (request.pp * request.tp)
+    if dp * request.pp * request.tp != gpus:
+        raise AdvisorError(
+            f"dp*pp*tp: {dp}*{request.pp}*{request.tp} = {dp * request.pp * request.tp} "
+            f"must equal gpus {gpus}"
+        )
+    if request.pattern not in PATTERNS:
+        raise AdvisorError(f"pattern: {request.pattern!r} is not one of {', '.join(PATTERNS)}")
+    if request.same_pod not in SAME_POD:
+        raise AdvisorError(f"same_pod: {request.same_pod!r} is not one of {', '.join(SAME_POD)}")
+    bad = [h for h in request.avoid_hosts if not 0 <= h < fabric.num_hosts]
+    if bad:
+        raise AdvisorError(f"avoid_hosts: host id {bad[0]} is not in fabric {fabric.name!r}")
+    if request.top < 1:
+        raise AdvisorError(f"top: {request.top} must be at least 1")
+    hosts = gpus // n
+    if hosts <= fabric.num_hosts:  # else the free-host count is the error to report
+        try:  # tp within a host, pipeline stages against hosts, channels, demand
+            check_job(fabric, _job(fabric, request, range(hosts)))
+        except JobError as err:
+            raise AdvisorError(str(err)) from None
+    return hosts
+
+
+def _job(fabric: Fabric, request: Request, hosts: Sequence[int]) -> Job:
+    dp = request.dp or _gpus(fabric, request) // max(request.pp * request.tp, 1)
+    return Job(id=CANDIDATE_ID, hosts=tuple(int(h) for h in hosts), dp=dp, pp=request.pp,
+               tp=request.tp, collectives=(request.pattern,), channels=request.channels,
+               demand_gbps=request.demand_gbps)  # fmt: skip
+
+
+def _kept_paths(flows: FlowSet, current: Assignment) -> np.ndarray:
+    """`current`'s path for each flow it holds, matched on (job id, source NIC, destination
+    NIC) in order of occurrence; UNROUTED for flows it does not hold."""
+    cur = current.flows
+    if cur.job_ids == flows.job_ids and all(
+        np.array_equal(getattr(cur, a), getattr(flows, a)) for a in ("job", "src_nic", "dst_nic")
+    ):
+        return current.path.copy()
+    held: dict[tuple[str, int, int], list[int]] = {}
+    keys = zip(cur.job.tolist(), cur.src_nic.tolist(), cur.dst_nic.tolist(), strict=True)
+    for i, (j, src, dst) in reversed(list(enumerate(keys))):
+        held.setdefault((cur.job_ids[j], src, dst), []).append(i)
+    out = np.full(len(flows), UNROUTED, np.int64)
+    keys = zip(flows.job.tolist(), flows.src_nic.tolist(), flows.dst_nic.tolist(), strict=True)
+    for f, (j, src, dst) in enumerate(keys):
+        stack = held.get((flows.job_ids[j], src, dst))
+        if stack:
+            out[f] = current.path[stack.pop()]
+    return out
+
+
+def _context(
+    fabric: Fabric, health: LinkHealth, jobs: Sequence[Job], current: Assignment | None
+) -> _Context:
+    """Route the running jobs once: keep `current` where it has their flows, route the rest
+    greedily around it; with no `current`, a quick TE solve (no LP)."""
+    flows = jobs_flows(fabric, list(jobs))
+    if current is None:
+        # flows stay whole (qps=1): scoring places new flows around one path per flow
+        opts = SolveOptions(lp="never", search_time=1.0, qps=1)
+        res = solve(fabric, health, flows, options=opts)
+        path = res.assignment.path.copy()
+    else:
+        path = _kept_paths(flows, current)
+        if (path == UNROUTED).any():
+            path = greedy(fabric, health, flows, fixed=path)
+    ctx = _Context(fabric, health, list(jobs), flows, path)
+    if len(flows):
+        ctx.busbw = simulate(fabric, health, Assignment(flows, path)).job_busbw_fraction
+    return ctx
+
+
+def _free_hosts(fabric: Fabric, jobs: Sequence[Job], avoid: Sequence[int]) -> np.ndarray:
+    free = np.ones(fabric.num_hosts, dtype=bool)
+    for job in jobs:
+        free[list(job.hosts)] = False
+    free[list(avoid)] = False
+    return free
+
+
+def _rack_health(fabric: Fabric, health: LinkHealth) -> np.ndarray:
+    """Alive / built uplink capacity per rack."""
+    links = fabric.rack_uplinks().reshape(fabric.num_racks, -1)
+    alive = health.arc_capacity(fabric)[fabric.up(links)].sum(axis=1)
+    return np.asarray(alive / fabric.capacity[fabric.up(links)].sum(axis=1))
+
+
+def _agg_headroom(fabric: Fabric, health: LinkHealth, jobs: Sequence[Job]) -> np.ndarray:
+    """Per pod: 1 - (running jobs' cross-pod Gbps leaving it) / (alive agg uplink Gbps)."""
+    if fabric.atsws_per_plane == 0:
+        return np.ones(fabric.pods)
+    links = fabric.agg_link(
+        np.arange(fabric.pods)[:, None, None, None],
+        np.arange(fabric.ctsws_per_pod)[None, :, None, None],
+        np.arange(fabric.atsws_per_plane)[None, None, :, None],
+        np.arange(fabric.agg_links)[None, None, None, :],
+    ).reshape(fabric.pods, -1)
+    alive = health.arc_capacity(fabric)[fabric.up(links)].sum(axis=1)
+    load = np.zeros(fabric.pods)
+    if jobs:
+        flows = jobs_flows(fabric, list(jobs))
+        cross = flow_class(fabric, flows.src_nic, flows.dst_nic) == CROSS_POD
+        src_pod = fabric.pod_of_rack(fabric.rack_of_host(fabric.host_of_nic(flows.src_nic)))
+        np.add.at(load, src_pod[cross], flows.demand[cross])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(alive > 0, 1.0 - load / alive, -np.inf)
+
+
+def _pod_sets(
+    fabric: Fabric, health: LinkHealth, jobs: Sequence[Job], pod_free: dict[int, int], n: int
+) -> list[tuple[str, list[int]]]:
+    """Up to three sets of the fewest pods holding n free hosts, each listed most free first.
+
+    The first takes the pods with the most free hosts; the others are the sets of the same
+    size whose tightest pod has the most aggregation headroom left by the running jobs; when
+    fewer than three exist, one set of one more pod (most headroom) is offered too, so the
+    scorer can compare spreading the job's cross-pod traffic over more aggregation uplinks.
+    """
+    by_free = sorted(pod_free, key=lambda p: (-pod_free[p], p))
+    size = next(k for k in range(1, len(by_free) + 1)
+                if sum(pod_free[p] for p in by_free[:k]) >= n)  # fmt: skip
+    first = by_free[:size]
+    out = [("", first)]
+    headroom = _agg_headroom(fabric, health, jobs)
+    pool = by_free[: size + 4]
+    sets = [list(c) for c in combinations(pool, size) if sum(pod_free[p] for p in c) >= n]
+    sets.sort(key=lambda c: (-min(headroom[p] for p in c), -sum(pod_free[p] for p in c), c))
+    for c in sets:
+        if len(out) == 3:
+            break
+        chosen = sorted(c, key=lambda p: (-pod_free[p], p))
+        if chosen != first:
+            out.append((" (agg headroom)", chosen))
+    if len(out) < 3 and size < len(by_free):
+        wider = sorted(combinations(by_free[: size + 4], size + 1),
+                       key=lambda c: (-min(headroom[p] for p in c), c))  # fmt: skip
+        out.append((" (one more pod)", sorted(wider[0], key=lambda p: (-pod_free[p], p))))
+    return out
+
+
+def _take(racks: Sequence[int], by_rack: dict[int, list[int]], n: int) -> tuple[int, ...]:
+    out: list[int] = []
+    for r in racks:
+        out.extend(by_rack[r][: n - len(out)])
+        if len(out) == n:
+            return tuple(out)
+    return ()
+
+
+def candidates(
+    fabric: Fabric, health: LinkHealth, jobs: Sequence[Job], request: Request, seed: int = 0
+) -> list[tuple[str, tuple[int, ...]]]:
+    """Hierarchy-aware candidate host sets (name, hosts), deterministic, de-duplicated."""
+    n = _hosts_needed(fabric, request)
+    free = _free_hosts(fabric, jobs, request.avoid_hosts)
+    if free.sum() < n:
+        raise AdvisorError(
+            f"gpus: {n * fabric.nics_per_host} GPUs need {n} free hosts, "
+            f"only {int(free.sum())} are free"
+        )
+    rack_of = fabric.rack_of_host(np.arange(fabric.num_hosts))
+    by_rack: dict[int, list[int]] = {}
+    for h in np.flatnonzero(free).tolist():
+        by_rack.setdefault(int(rack_of[h]), []).append(h)
+    rack_ok = _rack_health(fabric, health)
+    pod_free = {p: 0 for p in range(fabric.pods)}
+    for r, rack_hosts in by_rack.items():
+        pod_free[int(fabric.pod_of_rack(r))] += len(rack_hosts)
+    fitting = sorted((free_n, p) for p, free_n in pod_free.items() if free_n >= n)
+    out: list[tuple[str, tuple[int, ...]]] = []
+
+    def racks_of(pods: Sequence[int]) -> list[int]:
+        return [r for r in sorted(by_rack) if int(fabric.pod_of_rack(r)) in pods]
+
+    def pack_key(r: int) -> tuple[float, float, int]:
+        return (-len(by_rack[r]), -rack_ok[r], r)
+
+    def in_pod_order(pods: list[int], racks: list[int]) -> list[int]:
+        """Grouped by pod in the order of `pods` (a ring crosses each pod boundary once),
+        packed within each pod."""
+        return sorted(racks, key=lambda r: (pods.index(int(fabric.pod_of_rack(r))), *pack_key(r)))
+
+    tie = np.random.default_rng(seed).permutation(fabric.num_racks)
+    for i, (_, pod) in enumerate(fitting[:3]):
+        racks = racks_of([pod])
+        out.append((f"pack pod {pod}", _take(sorted(racks, key=pack_key), by_rack, n)))
+        if i == 0:
+            seeded = sorted(racks, key=lambda r: (-len(by_rack[r]), -rack_ok[r], tie[r]))
+            out.append((f"pack pod {pod} seed {seed}", _take(seeded, by_rack, n)))
+        healthy = sorted(racks, key=lambda r: (-rack_ok[r], -len(by_rack[r]), r))
+        out.append((f"healthy pod {pod}", _take(healthy, by_rack, n)))
+        out.append((f"first-fit pod {pod}", _take(racks, by_rack, n)))
+    if not fitting or request.same_pod == "any":
+        if request.same_pod == "require" and not fitting:
+            raise AdvisorError(f"same_pod: no single pod has {n} free hosts")
+        for label, chosen in _pod_sets(fabric, health, jobs, pod_free, n):
+            name = f"pack pods {','.join(map(str, sorted(chosen)))}{label}"
+            out.append((name, _take(in_pod_order(chosen, racks_of(chosen)), by_rack, n)))
+        whole = {r for r, hs in by_rack.items() if len(hs) == fabric.hosts_per_rack}
+        pod_whole = {p: 0 for p in range(fabric.pods)}
+        for r in whole:
+            pod_whole[int(fabric.pod_of_rack(r))] += fabric.hosts_per_rack
+        chosen, held = [], 0
+        for p in sorted(pod_whole, key=lambda p: (-pod_whole[p], p)):
+            if held >= n or not pod_whole[p]:
+                break
+            chosen.append(p)
+            held += pod_whole[p]
+        if held >= n:
+            racks = in_pod_order(chosen, [r for r in racks_of(chosen) if r in whole])
+            name = f"whole racks pods {','.join(map(str, sorted(chosen)))}"
+            out.append((name, _take(racks, by_rack, n)))
+    seen: set[tuple[int, ...]] = set()
+    unique: list[tuple[str, tuple[int, ...]]] = []
+    for name, hosts in out:
+        if hosts and hosts not in seen:
+            seen.add(hosts)
+            unique.append((name, hosts))
+    return unique
+
+
+def _score(ctx: _Context, request: Request, hosts: tuple[int, ...], strategy: str) -> Score:
+    f = ctx.fabric
+    new = jobs_flows(f, [_job(f, request, hosts)])
+    flows = FlowSet.concat([ctx.flows, new])
+    fixed = np.concatenate([ctx.path, np.full(len(new), UNROUTED, np.int64)])
+    path = greedy(f, ctx.health, flows, fixed=fixed)
+    movable = np.zeros(len(flows), bool)
+    movable[len(ctx.flows) :] = True
+    path = local_search(f, ctx.health, flows, path, movable=movable, time_budget=0.5)
+    assignment = Assignment(flows, path)
+    report = simulate(f, ctx.health, assignment)
+    after = report.job_busbw_fraction
+    deltas = [after.get(k, v) - v for k, v in ctx.busbw.items()]
+    cross = flow_class(f, new.src_nic, new.dst_nic) == CROSS_POD
+    host_arr = np.asarray(hosts)
+    racks = np.unique(f.rack_of_host(host_arr))
+    return Score(
+        hosts=tuple(int(h) for h in hosts),
+        pods=int(np.unique(f.pod_of_rack(racks)).size),
+        racks=int(racks.size),
+        cross_pod_gbps=float(new.demand[cross].sum()),
+        te_mlu=float(report.mlu),
+        bound=lower_bound(f, ctx.health, flows).value,
+        new_job_busbw=after.get(CANDIDATE_ID, 1.0),
+        worst_existing_delta=float(min(deltas, default=0.0)),
+        strategy=strategy,
+    )
+
+
+def advise(
+    fabric: Fabric,
+    health: LinkHealth,
+    jobs: Sequence[Job],
+    request: Request,
+    seed: int = 0,
+    *,
+    current: Assignment | None = None,
+) -> list[Score]:
+    """Ranked candidate placements (best first, `rank` 1, 2, ...), at most `request.top`.
+
+    Ranking: new job's busbw fraction (desc), worst running-job busbw change (the smaller
+    the drop the better), the new job's cross-pod Gbps (asc), racks spanned (asc), host ids.
+    `current` is the controller's assignment of the running jobs' flows (e.g. the last
+    `SolveResult.assignment`); passing it skips re-solving them, the bulk of the latency.
+    """
+    options = candidates(fabric, health, jobs, request, seed)
+    ctx = _context(fabric, health, jobs, current)
+    scored = sorted((_score(ctx, request, hosts, name) for name, hosts in options),
+                    key=Score.rank_key)  # fmt: skip
+    return [replace(s, rank=i + 1) for i, s in enumerate(scored[: request.top])]
+
+
+def score_many(
+    fabric: Fabric,
+    health: LinkHealth,
+    jobs: Sequence[Job],
+    placements: Sequence[Sequence[int]],
+    request: Request,
+    *,
+    current: Assignment | None = None,
+) -> list[Score]:
+    """Figures for placements a scheduler proposes, in the order given (`current` as in
+    `advise`)."""
+    gpus = _hosts_needed(fabric, request) * fabric.nics_per_host
+    busy = set().union(*(set(j.hosts) for j in jobs)) if jobs else set()
+    for i, hosts in enumerate(placements):
+        bad = [h for h in hosts if not 0 <= h < fabric.num_hosts]
+        if bad:
+            raise AdvisorError(f"placements[{i}]: host id {bad[0]} is not in the fabric")
+        taken = sorted(busy.intersection(hosts))
+        if taken:
+            raise AdvisorError(
+                f"placements[{i}]: {fabric.host_name(taken[0])} is already in a running job"
+            )
+        if len(hosts) * fabric.nics_per_host != gpus:
+            raise AdvisorError(f"placements[{i}]: {len(hosts)} hosts do not hold {gpus} GPUs")
+        if len(set(hosts)) != len(hosts):
+            raise AdvisorError(f"placements[{i}]: a host is listed twice")
+        try:
+            jobs_flows(fabric, [_job(fabric, request, hosts)])
+        except JobError as err:
+            raise AdvisorError(f"placements[{i}]: {err}") from None
+    ctx = _context(fabric, health, jobs, current)
+    return [_score(ctx, request, tuple(h), "proposed") for h in placements]
+
+
+def score(
+    fabric: Fabric,
+    health: LinkHealth,
+    jobs: Sequence[Job],
+    hosts: Sequence[int],
+    request: Request,
+    *,
+    current: Assignment | None = None,
+) -> Score:
+    """Figures for one proposed placement (`current` as in `advise`)."""
+    return score_many(fabric, health, jobs, [hosts], request, current=current)[0]
+
+
+def first_fit_hosts(fabric: Fabric, jobs: Sequence[Job], n_hosts: int) -> tuple[int, ...]:
+    """The lowest-numbered free hosts: what a topology-blind scheduler does."""
+    free = np.flatnonzero(_free_hosts(fabric, jobs, ()))
+    if free.size < n_hosts:
+        raise AdvisorError(f"only {free.size} free hosts, {n_hosts} needed")
+    return tuple(int(h) for h in free[:n_hosts])
+
+
+def random_hosts(fabric: Fabric, jobs: Sequence[Job], n_hosts: int, seed: int) -> tuple[int, ...]:
+    """Free hosts drawn at random (seeded)."""
+    free = np.flatnonzero(_free_hosts(fabric, jobs, ()))
+    if free.size < n_hosts:
+        raise AdvisorError(f"only {free.size} free hosts, {n_hosts} needed")
+    pick = np.random.default_rng(seed).choice(free, size=n_hosts, replace=False)
+    return tuple(int(h) for h in np.sort(pick))

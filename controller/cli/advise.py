@@ -1,0 +1,121 @@
+"""`tectl advise` and `tectl topology export`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import asdict
+from typing import TYPE_CHECKING
+
+from controller.errors import AdvisorError, FabricError
+
+if TYPE_CHECKING:
+    from controller.cli.main import Commands
+from controller.formats.output import emit, format_table
+from controller.model.fabric import Fabric
+
+
+def cmd_advise(args: argparse.Namespace) -> int:
+    from controller.advisor.advise import Request, advise
+    from controller.formats.fabric_file import load_fabric
+    from controller.formats.placement import load_jobs
+    from controller.model.health import parse_health
+
+    fabric = load_fabric(args.fabric)
+    jobs = load_jobs(fabric, args.jobs, seed=args.seed, fill=args.fill)
+    health = parse_health(fabric, args.fail)
+    request = Request(
+        gpus=args.gpus or 0, hosts=args.hosts or 0, dp=args.dp, pp=args.pp, tp=args.tp,
+        pattern=args.pattern,
+        same_pod=args.same_pod, avoid_hosts=_avoid(fabric, args.avoid),
+        top=args.top,
+    )  # fmt: skip
+    advice = advise(fabric, health, jobs, request, seed=args.seed)
+    rows = [
+        [s.rank, s.strategy, len(s.hosts), s.pods, s.racks, s.cross_pod_gbps, s.te_mlu,
+         s.mlu_ratio, s.new_job_busbw, s.worst_existing_delta]
+        for s in advice
+    ]  # fmt: skip
+    header = ["rank", "candidate", "hosts", "pods", "racks", "cross-pod Gbps", "TE MLU",
+              "MLU/bound", "new job busbw", "worst running-job change"]  # fmt: skip
+    gpus = request.gpus or request.hosts * fabric.nics_per_host
+    text = (
+        f"fabric {fabric.name}: {len(jobs)} running jobs; request {gpus} GPUs "
+        f"(dp {args.dp or '-'} pp {args.pp} tp {args.tp}, {args.pattern})\n\n"
+        + format_table(header, rows)
+        + "".join(f"\n#{i + 1} hosts: {_names(fabric, s.hosts)}" for i, s in enumerate(advice))
+    )
+    data = [
+        {**asdict(s), "hosts": [fabric.host_name(h) for h in s.hosts], "mlu_ratio": s.mlu_ratio}
+        for s in advice
+    ]
+    emit(args.json, data, text + "\n")
+    return 0
+
+
+def _avoid(fabric: Fabric, names: list[str]) -> tuple[int, ...]:
+    """Host ids of the --avoid names; an unknown name is an error naming the option."""
+
+    out = []
+    for name in names:
+        try:
+            out.append(fabric.host_by_name(name))
+        except FabricError as err:
+            raise AdvisorError(f"--avoid: {err}") from None
+    return tuple(out)
+
+
+def _names(fabric: Fabric, hosts: tuple[int, ...], shown: int = 6) -> str:
+    names = [fabric.host_name(h) for h in hosts]
+    more = f" ... (+{len(names) - shown} more; --json lists all)" if len(names) > shown else ""
+    return " ".join(names[:shown]) + more
+
+
+def cmd_topology_export(args: argparse.Namespace) -> int:
+    from controller.formats.fabric_file import load_fabric
+    from controller.formats.topology import export
+
+    sys.stdout.write(export(load_fabric(args.fabric), args.format).rstrip("\n") + "\n")
+    return 0
+
+
+def register(cli: Commands) -> None:
+    """Add `advise` and `topology export` to `tectl`."""
+    sub, add_fabric_arg = cli.sub, cli.add_fabric_arg
+    from controller.advisor.advise import SAME_POD
+    from controller.formats.topology import FORMATS
+
+    adv = sub.add_parser("advise", help="where should a new job run (ranked placements)")
+    add_fabric_arg(adv)
+    adv.add_argument(
+        "--jobs",
+        default="random",
+        help="running jobs: placement file, a job mix ('random': seeded) or 'none'",
+    )
+    adv.add_argument(
+        "--seed",
+        type=int,
+        default=1,
+        help="seed of the random job mix and of the advisor's tie-breaks",
+    )
+    adv.add_argument("--fill", type=float, default=0.5, help="for --jobs random (0.5)")
+    adv.add_argument("--fail", action="append", default=[], metavar="LINK[=STATE]")
+    size = adv.add_mutually_exclusive_group(required=True)
+    size.add_argument("--gpus", type=int)
+    size.add_argument("--hosts", type=int, help="instead of --gpus: whole hosts")
+    adv.add_argument("--dp", type=int, default=0, help="0: gpus / (pp * tp)")
+    adv.add_argument("--pp", type=int, default=1)
+    adv.add_argument("--tp", type=int, default=1)
+    adv.add_argument("--pattern", default="ring", choices=("ring", "alltoall", "pipeline"))
+    adv.add_argument("--same-pod", default="prefer", choices=SAME_POD)
+    adv.add_argument("--avoid", nargs="*", default=[], metavar="HOST")
+    adv.add_argument("--top", type=int, default=3)
+    adv.add_argument("--json", action="store_true")
+    adv.set_defaults(func=cmd_advise)  # fmt: skip
+
+    topo = sub.add_parser("topology", help="the fabric's hierarchy for schedulers")
+    tsub = topo.add_subparsers(dest="topology_command", required=True, metavar="SUBCOMMAND")
+    exp = tsub.add_parser("export", help="Slurm, Kubernetes (Kueue, Volcano) or JSON")
+    add_fabric_arg(exp)
+    exp.add_argument("--format", required=True, choices=FORMATS)
+    exp.set_defaults(func=cmd_topology_export)

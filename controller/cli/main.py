@@ -1,0 +1,83 @@
+"""`tectl`: the command line of fabric-te.
+
+Offline commands (fabric, routes diff, advise, topology) work on a fabric preset or file;
+service commands (serve, job, link, routes show, status) talk to a running controller.
+More commands plug in through the entry-point group ``fabric_te.commands``: each entry is a
+callable ``register(cli: Commands)``; the simulator adds ``simulate``, ``solve`` and
+``routes verify`` that way. Reports go to stdout (``--json`` for machines); progress and
+timings go to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+
+from controller.errors import DriverError, InputError, SolverError
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+COMMANDS_GROUP = "fabric_te.commands"
+
+
+def add_fabric_arg(p: argparse.ArgumentParser) -> None:
+    """The ``--fabric`` option every offline command takes."""
+    from controller.model.clos import DEFAULT_PRESET, PRESETS
+
+    p.add_argument(
+        "--fabric",
+        default=DEFAULT_PRESET,
+        help=f"preset ({', '.join(sorted(PRESETS))}) or a YAML/JSON fabric file "
+        f"(default: {DEFAULT_PRESET})",
+    )
+
+
+@dataclass
+class Commands:
+    """What a command plug-in gets: the subcommand table and the shared groups."""
+
+    sub: argparse._SubParsersAction
+    groups: dict[str, argparse._SubParsersAction] = field(default_factory=dict)
+
+    @staticmethod
+    def add_fabric_arg(p: argparse.ArgumentParser) -> None:
+        add_fabric_arg(p)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from controller.cli import advise, offline, service
+
+    parser = argparse.ArgumentParser(
+        prog="tectl", description="fabric-te: traffic engineering for AI-training fabrics"
+    )
+    cli = Commands(parser.add_subparsers(dest="command", required=True, metavar="COMMAND"))
+    offline.register(cli)
+    service.register(cli)
+    advise.register(cli)
+    for ep in sorted(entry_points(group=COMMANDS_GROUP), key=lambda ep: ep.name):
+        ep.load()(cli)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or EXIT_OK)
+    except DriverError as err:  # a switch or driver failed: the command did not complete
+        print(f"tectl: driver error: {err}", file=sys.stderr)
+        return EXIT_FAIL
+    except SolverError as err:  # the solver failed on valid input
+        print(f"tectl: solver error: {err}", file=sys.stderr)
+        return EXIT_FAIL
+    except InputError as err:  # every input error (FabricError, FlowError, ...) is one
+        print(f"tectl: error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,209 @@
+"""`tectl serve` and the client commands that talk to a running controller."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from controller.errors import InputError
+
+if TYPE_CHECKING:
+    from controller.cli.main import Commands
+
+DEFAULT_ADDRESS = "127.0.0.1:50051"
+
+
+def _api() -> Any:
+    try:
+        from controller.api.fabric_te.v1 import te_pb2, te_pb2_grpc
+    except ImportError:
+        raise InputError(
+            "the gRPC code is not generated: run `make protos` (make demo/test do it)"
+        ) from None
+    return te_pb2, te_pb2_grpc
+
+
+def _stub(args: argparse.Namespace) -> tuple[Any, Any]:
+    import grpc
+
+    pb, pb_grpc = _api()
+    channel = grpc.insecure_channel(args.server)
+    return pb, pb_grpc.TrafficEngineeringStub(channel)
+
+
+def _call(fn: Callable[[], Any]) -> Any:
+    """Turn an RPC error into a one-line message naming the status."""
+    import grpc
+
+    try:
+        return fn()
+    except grpc.RpcError as err:
+        raise InputError(f"{err.code().name}: {err.details()}") from None
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    _api()  # a one-line error, before the server module needs the generated code
+    from controller.drivers.interface import load_driver
+    from controller.formats.fabric_file import load_fabric
+    from controller.service.engine import Engine
+    from controller.service.server import start
+
+    logging.basicConfig(
+        level=logging.INFO, format='{"time": "%(asctime)s", "level": "%(levelname)s", '
+        '"logger": "%(name)s", "message": "%(message)s"}',
+    )  # fmt: skip
+    fabric = load_fabric(args.fabric)
+    options: dict[str, object] = {"fabric": fabric}
+    if args.driver == "file":
+        options["directory"] = args.driver_dir
+    driver = load_driver(args.driver, **options)
+    engine = Engine(fabric, driver, driver_name=args.driver, debounce=args.debounce)
+    if args.metrics_port:
+        engine.metrics.serve(args.metrics_port)
+    running = start(engine, args.listen)
+    print(f"fabric-te serving fabric {fabric.name} on port {running.port} "
+          f"(driver {args.driver})", file=sys.stderr, flush=True)  # fmt: skip
+    done = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: done.set())
+    done.wait()
+    print("shutting down: NOT_SERVING, then stop; installed routes stay", file=sys.stderr)
+    running.stop(grace=args.grace)
+    driver.close()
+    return 0
+
+
+def cmd_job_put(args: argparse.Namespace) -> int:
+    pb, stub = _stub(args)
+    with open(args.file) as fh:
+        doc = json.load(fh)
+    jobs = doc.get("jobs") if isinstance(doc, dict) else None
+    if not isinstance(jobs, list):
+        raise InputError(f'{args.file}: expected {{"jobs": [...]}}')
+    for i, job in enumerate(jobs):
+        try:
+            msg = pb.Job(**job)
+        except (TypeError, ValueError) as err:
+            raise InputError(f"{args.file}: jobs[{i}]: {err}") from None
+        reply = _call(partial(stub.PutJob, pb.PutJobRequest(job=msg)))
+        print(f"{msg.id}: generation {reply.generation}")
+    return 0
+
+
+def cmd_job_rm(args: argparse.Namespace) -> int:
+    pb, stub = _stub(args)
+    reply = _call(lambda: stub.DeleteJob(pb.DeleteJobRequest(id=args.id)))
+    print(f"{args.id}: {'deleted' if reply.existed else 'not found (nothing to do)'}")
+    return 0
+
+
+def cmd_job_ls(args: argparse.Namespace) -> int:
+    pb, stub = _stub(args)
+    for entry in _call(lambda: stub.ListJobs(pb.ListJobsRequest())).jobs:
+        print(f"{entry.job.id}\tgeneration {entry.generation}\t{len(entry.job.hosts)} hosts")
+    return 0
+
+
+def cmd_link(args: argparse.Namespace) -> int:
+    pb, stub = _stub(args)
+    state = {"down": pb.LinkReport.DOWN, "up": pb.LinkReport.UP,
+             "degrade": pb.LinkReport.DEGRADED}[args.state]  # fmt: skip
+    if args.state == "degrade" and args.fraction is None:
+        raise InputError("link degrade needs a FRACTION of capacity, e.g. 0.5")
+    report = pb.LinkReport(link=args.link, state=state, fraction=args.fraction or 0.0)
+    reply = _call(lambda: stub.ReportLinks(pb.ReportLinksRequest(reports=[report])))
+    print(f"accepted; state version {reply.state_version}")
+    return 0
+
+
+def cmd_routes_show(args: argparse.Namespace) -> int:
+    pb, stub = _stub(args)
+
+    def line(prefix: str, e: Any) -> str:
+        qp = f" qp {e.qp_bucket}" if e.HasField("qp_bucket") else ""
+        return f"{prefix}{e.switch}\t{e.in_port} -> {e.dst_host}{qp} via {e.next_hop}"
+
+    if not args.watch:
+        snap = _call(lambda: stub.GetRoutes(pb.GetRoutesRequest()))
+        print(f"# routes version {snap.version}: {len(snap.entries)} entries")
+        for e in snap.entries:
+            print(line("", e))
+        return 0
+    for event in stub.WatchRoutes(pb.WatchRoutesRequest(since_version=args.since)):
+        kind = event.WhichOneof("event")
+        if kind == "snapshot":
+            print(f"# snapshot version {event.snapshot.version}: "
+                  f"{len(event.snapshot.entries)} entries", flush=True)  # fmt: skip
+        elif kind == "sync":
+            print(f"# in sync at version {event.sync.version}", flush=True)
+        else:
+            d = event.delta
+            print(f"# delta version {d.version}", flush=True)
+            for e in d.added:
+                print(line("+ ", e), flush=True)
+            for e in d.removed:
+                print(line("- ", e), flush=True)
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    pb, stub = _stub(args)
+    s = _call(lambda: stub.Status(pb.StatusRequest()))
+    data = {
+        "fabric": dict(s.fabric), "last_solve": dict(s.last_solve),
+        "state_version": s.state_version, "routes_version": s.routes_version,
+        "driver": s.driver, "driver_ok": s.driver_ok,
+        "installed_entries": s.installed_entries, "last_error": s.last_error,
+    }  # fmt: skip
+    json.dump(data, sys.stdout, indent=2, sort_keys=True)
+    sys.stdout.write("\n")
+    return 0
+
+
+def register(cli: Commands) -> None:
+    """Add `serve`, `job`, `link`, `status` and `routes show` to `tectl`."""
+    sub, add_fabric_arg, routes_sub = cli.sub, cli.add_fabric_arg, cli.groups["routes"]
+    serve = sub.add_parser("serve", help="run the controller as a gRPC service")
+    add_fabric_arg(serve)
+    serve.add_argument("--driver", default="emulated", help="switch driver (emulated)")
+    serve.add_argument("--driver-dir", default="tables", help="directory for --driver file")
+    serve.add_argument("--listen", default=DEFAULT_ADDRESS, help=f"({DEFAULT_ADDRESS})")
+    serve.add_argument("--debounce", type=float, default=0.2, help="batch window, s (0.2)")
+    serve.add_argument("--metrics-port", type=int, default=9464,
+                       help="Prometheus /metrics port on 127.0.0.1 (9464; 0 = off)")  # fmt: skip
+    serve.add_argument("--grace", type=float, default=5.0, help="shutdown grace, s (5)")
+    serve.set_defaults(func=cmd_serve)
+
+    def client(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        p.add_argument("--server", default=DEFAULT_ADDRESS, help=f"({DEFAULT_ADDRESS})")
+        return p
+
+    job = sub.add_parser("job", help="jobs on a running controller")
+    jsub = job.add_subparsers(dest="job_command", required=True, metavar="SUBCOMMAND")
+    put = client(jsub.add_parser("put", help="create or replace the jobs of a placement file"))
+    put.add_argument("file")
+    put.set_defaults(func=cmd_job_put)
+    rm = client(jsub.add_parser("rm", help="delete a job (idempotent)"))
+    rm.add_argument("id")
+    rm.set_defaults(func=cmd_job_rm)
+    client(jsub.add_parser("ls", help="list jobs")).set_defaults(func=cmd_job_ls)
+
+    link = client(sub.add_parser("link", help="report a link's state to a running controller"))
+    link.add_argument("state", choices=("down", "up", "degrade"))
+    link.add_argument("link", help="link name, e.g. rtsw-p0-r3:ctsw-p0-c2")
+    link.add_argument("fraction", nargs="?", type=float, help="for degrade: capacity left")
+    link.set_defaults(func=cmd_link)
+
+    client(sub.add_parser("status", help="controller status")).set_defaults(func=cmd_status)
+
+    show = client(routes_sub.add_parser("show", help="installed routes of a running controller"))
+    show.add_argument("--watch", action="store_true", help="stream changes")
+    show.add_argument("--since", type=int, default=0, help="resume a watch from a version")
+    show.set_defaults(func=cmd_routes_show)

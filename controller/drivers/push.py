@@ -1,0 +1,273 @@
+"""Pushing plans through a driver, and reconciling switches with the routes we want.
+
+`push` applies a plan stage by stage; the batches of one stage go out concurrently, each
+with a per-call timeout and bounded retries (timeouts and unreachable switches are retried,
+since a batch is idempotent; rejections are not). When a batch fails for good, the stage's
+other batches finish, and no later stage starts. Because the plan is ordered make before
+break, the stages already applied leave a loop- and black-hole-free fabric. The report then
+reads back every switch the plan touches, so it says what is installed, not what was meant.
+
+A timed-out call may still land after the report is taken; such switches are listed in
+`uncertain`, and the next `reconcile` sees their real state.
+
+`reconcile` reads the switches we own, reports drift against the wanted routes (missing,
+wrong and extra entries of our owner; foreign entries are counted and never touched) and,
+unless asked not to, pushes the diff that repairs it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+
+from controller.drivers.interface import Driver
+from controller.errors import DriverError, DriverRejected, DriverTimeout, DriverUnavailable
+from controller.model.fabric import Fabric
+from controller.routes.entries import OWNER, Entry, RouteSet
+from controller.routes.plan import Add, Batch, Delete, Plan, Replace, diff
+
+APPLIED, FAILED, TIMEOUT, SKIPPED, PLANNED = "applied", "failed", "timeout", "skipped", "planned"
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    """What happened to one batch."""
+
+    stage: int
+    switch: str
+    ops: int
+    status: str  # applied, failed, timeout, skipped, planned (dry run)
+    attempts: int = 0
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class PushReport:
+    """Outcome of a push: per-batch results and the tables read back afterwards."""
+
+    plan: Plan
+    results: tuple[BatchResult, ...]
+    stages_applied: int
+    installed: RouteSet = field(default_factory=RouteSet)
+    unreadable: tuple[str, ...] = ()  # switches whose table could not be read back
+    uncertain: tuple[str, ...] = ()  # switches with a call that may still land
+    dry_run: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return all(r.status in (APPLIED, PLANNED) for r in self.results) and not self.unreadable
+
+    @property
+    def failed(self) -> tuple[BatchResult, ...]:
+        return tuple(r for r in self.results if r.status in (FAILED, TIMEOUT))
+
+    def summary(self) -> str:
+        if self.dry_run:
+            return f"dry run: {len(self.plan)} ops in {len(self.plan.stages)} stages"
+        text = (
+            f"{self.stages_applied}/{len(self.plan.stages)} stages applied, "
+            f"{len(self.installed)} entries read back"
+        )
+        for r in self.failed:
+            text += f"; {r.switch} {r.status} after {r.attempts} attempt(s): {r.error}"
+        return text
+
+
+def _apply_with_retries(
+    driver: Driver,
+    batch: Batch,
+    timeout: float | None,
+    retries: int,
+    backoff: float,
+    sleep: Callable[[float], None],
+) -> tuple[int, DriverError | None]:
+    """(attempts made, final error or None)."""
+    error: DriverError | None = None
+    for attempt in range(1, retries + 2):
+        try:
+            driver.apply(batch.switch, batch.ops, timeout=timeout)
+            return attempt, None
+        except DriverRejected as err:
+            return attempt, err
+        except (DriverTimeout, DriverUnavailable) as err:
+            error = err
+        except DriverError as err:
+            return attempt, err
+        if attempt <= retries and backoff:
+            sleep(backoff * attempt)
+    return retries + 1, error
+
+
+def read_back(driver: Driver, switches: Iterable[str]) -> tuple[RouteSet, tuple[str, ...]]:
+    """(tables of the readable switches, names of the unreadable ones)."""
+    tables: dict[str, tuple[Entry, ...]] = {}
+    unreadable: list[str] = []
+    for switch in sorted(set(switches)):
+        try:
+            table = driver.read(switch)
+        except DriverError:
+            unreadable.append(switch)
+            continue
+        if table:
+            tables[switch] = table
+    return RouteSet(tables), tuple(unreadable)
+
+
+def push(
+    driver: Driver,
+    plan: Plan,
+    timeout: float | None = 5.0,
+    retries: int = 2,
+    *,
+    workers: int = 8,
+    backoff: float = 0.0,
+    dry_run: bool = False,
+    sleep: Callable[[float], None] = time.sleep,
+) -> PushReport:
+    """Apply `plan` stage by stage; stop at the first stage with a failed batch."""
+    if dry_run:
+        planned = tuple(BatchResult(s, b.switch, len(b.ops), PLANNED) for s, b in plan.batches())
+        return PushReport(plan, planned, 0, dry_run=True)
+    results: list[BatchResult] = []
+    uncertain: set[str] = set()
+    applied_stages = 0
+    # A stage that outlives every attempt's timeout plus slack is abandoned (backstop
+    # for drivers that do not honour `timeout`).
+    grace = None if timeout is None else (retries + 1) * (timeout + backoff * (retries + 1)) + 1
+    pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="push")
+    try:
+        for index, stage in enumerate(plan.stages):
+            futures: dict[Future[tuple[int, DriverError | None]], Batch] = {
+                pool.submit(_apply_with_retries, driver, b, timeout, retries, backoff, sleep): b
+                for b in stage
+            }
+            stage_results: dict[str, BatchResult] = {}
+            pending = set(futures)
+            deadline = (
+                None
+                if grace is None
+                else time.monotonic() + grace * max(1, -(-len(stage) // max(1, workers)))
+            )
+            while pending:
+                left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                done, pending = wait(pending, timeout=left, return_when=FIRST_COMPLETED)
+                for fut in done:
+                    batch = futures[fut]
+                    attempts, err = fut.result()
+                    if err is None:
+                        status = APPLIED
+                    elif isinstance(err, DriverTimeout):
+                        status = TIMEOUT
+                        uncertain.add(batch.switch)
+                    else:
+                        status = FAILED
+                    stage_results[batch.switch] = BatchResult(
+                        index, batch.switch, len(batch.ops), status, attempts,
+                        "" if err is None else f"{type(err).__name__}: {err}",
+                    )  # fmt: skip
+                if not done and deadline is not None and time.monotonic() >= deadline:
+                    for fut in pending:
+                        batch = futures[fut]
+                        fut.cancel()
+                        uncertain.add(batch.switch)
+                        stage_results[batch.switch] = BatchResult(
+                            index, batch.switch, len(batch.ops), TIMEOUT, retries + 1,
+                            "stage deadline passed",
+                        )  # fmt: skip
+                    pending = set()
+            results.extend(stage_results[b.switch] for b in stage)
+            if any(stage_results[b.switch].status != APPLIED for b in stage):
+                for later, batch in plan.batches():
+                    if later > index:
+                        results.append(BatchResult(later, batch.switch, len(batch.ops), SKIPPED))
+                break
+            applied_stages += 1
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+    installed, unreadable = read_back(driver, plan.switches())
+    return PushReport(
+        plan, tuple(results), applied_stages, installed, unreadable, tuple(sorted(uncertain))
+    )
+
+
+@dataclass(frozen=True)
+class Drift:
+    """How one switch differs from the wanted routes."""
+
+    switch: str
+    missing: tuple[Entry, ...] = ()  # wanted, absent
+    wrong: tuple[tuple[Entry, Entry], ...] = ()  # (installed, wanted) for one key
+    extra: tuple[Entry, ...] = ()  # ours, not wanted
+    blocked: tuple[Entry, ...] = ()  # wanted, key held by another owner
+    foreign: int = 0  # entries of other owners (left alone)
+
+    @property
+    def drifted(self) -> bool:
+        return bool(self.missing or self.wrong or self.extra or self.blocked)
+
+
+@dataclass(frozen=True)
+class ReconcileReport:
+    """Drift found per switch, and the push that repaired it (if one was made)."""
+
+    drift: tuple[Drift, ...]
+    unreadable: tuple[str, ...]
+    repair: PushReport | None = None
+
+    @property
+    def in_sync(self) -> bool:
+        """True when nothing had drifted and every owned switch was readable."""
+        return not self.unreadable and not any(d.drifted for d in self.drift)
+
+    @property
+    def repaired(self) -> bool:
+        return self.repair is not None and self.repair.ok
+
+
+def reconcile(
+    driver: Driver,
+    fabric: Fabric,
+    wanted: RouteSet,
+    owned_switches: Iterable[str] | None = None,
+    *,
+    owner: str = OWNER,
+    repair: bool = True,
+    timeout: float | None = 5.0,
+    retries: int = 2,
+    workers: int = 8,
+) -> ReconcileReport:
+    """Report (and repair) drift of `owner`'s entries on the owned switches."""
+    owned = tuple(sorted(set(driver.switches() if owned_switches is None else owned_switches)))
+    actual, unreadable = read_back(driver, owned)
+    readable = [s for s in owned if s not in unreadable]
+    target = wanted.only(readable)
+    plan = diff(actual, target, fabric, owner)
+    per_switch: dict[str, dict[str, list]] = {}
+    for op in plan.ops():
+        kinds = per_switch.setdefault(op.entry.switch, {"missing": [], "wrong": [], "extra": []})
+        if isinstance(op, Add):
+            kinds["missing"].append(op.entry)
+        elif isinstance(op, Replace):
+            kinds["wrong"].append((op.old, op.entry))
+        elif isinstance(op, Delete):
+            kinds["extra"].append(op.entry)
+    blocked: dict[str, list[Entry]] = {}
+    for entry in plan.blocked:
+        blocked.setdefault(entry.switch, []).append(entry)
+    drift = tuple(
+        Drift(
+            switch,
+            tuple(per_switch.get(switch, {}).get("missing", ())),
+            tuple(per_switch.get(switch, {}).get("wrong", ())),
+            tuple(per_switch.get(switch, {}).get("extra", ())),
+            tuple(blocked.get(switch, ())),
+            sum(1 for e in actual.table(switch) if e.owner != owner),
+        )
+        for switch in readable
+    )
+    report = None
+    if repair and len(plan):
+        report = push(driver, plan, timeout, retries, workers=workers)
+    return ReconcileReport(tuple(d for d in drift if d.drifted or d.foreign), unreadable, report)

@@ -1,0 +1,94 @@
+"""Every error fabric-te raises, in one tree; the service maps each branch to one status.
+
+    FabricTeError
+    +-- InputError (ValueError)       bad input: a file, a flag or a request  INVALID_ARGUMENT
+    |   +-- FabricError               a fabric, or a name or id into one
+    |   +-- FlowError                 flows that do not fit their fabric
+    |   +-- JobError                  a job, job mix or placement (`field` names the part)
+    |   +-- RouteError                routes that cannot be built or do not fit the fabric
+    |   |   +-- RouteConflict         two flows want different next hops at one entry key
+    |   +-- AdvisorError              a placement request that cannot be advised on
+    +-- PreconditionError             valid, but not against the current state
+    |                                 (a stale generation)                 FAILED_PRECONDITION
+    +-- SolverError                   the solver failed on valid input             INTERNAL
+    |   +-- LpError                   the LP ended without an optimum
+    |       +-- LpTimeout             ... because its time limit ran out  DEADLINE_EXCEEDED
+    +-- DriverError                   a switch or driver failed                 UNAVAILABLE
+        +-- DriverTimeout             no answer in time; the batch may or may not have landed
+        +-- DriverRejected            the switch refused the batch; nothing was applied
+        +-- DriverUnavailable         the switch (or its store) cannot be reached
+
+Lower-layer errors are raised as the most specific of these, with the cause kept. Anything
+outside the tree is a bug and leaves the service as INTERNAL with its traceback logged.
+"""
+
+from __future__ import annotations
+
+
+class FabricTeError(Exception):
+    """The root of every error fabric-te raises on purpose."""
+
+
+class InputError(FabricTeError, ValueError):
+    """Bad input: the caller's to fix; the message names the field at fault."""
+
+
+class FabricError(InputError):
+    """A fabric description or a reference into a fabric is invalid."""
+
+
+class FlowError(InputError):
+    """A flow set does not fit its fabric (unknown NIC, negative demand, ...)."""
+
+
+class JobError(InputError):
+    """A job, job mix or placement is invalid; `field` names the part at fault."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(f"{field}: {message}" if field else message)
+        self.field = field
+        self.detail = message
+
+
+class RouteError(InputError):
+    """Routes cannot be built or do not fit the fabric."""
+
+
+class RouteConflict(RouteError):
+    """Two flows meet at one entry key but want different next hops."""
+
+
+class AdvisorError(InputError):
+    """A request that cannot be advised on (bad sizes, not enough free hosts, ...)."""
+
+
+class PreconditionError(FabricTeError):
+    """The request is valid but cannot apply to the current state (e.g. a stale generation)."""
+
+
+class SolverError(FabricTeError):
+    """The solver failed on valid input."""
+
+
+class LpError(SolverError):
+    """The LP could not be solved (infeasible, no solution, backend not in this build)."""
+
+
+class LpTimeout(LpError):
+    """The LP's time limit ran out before an optimum."""
+
+
+class DriverError(FabricTeError):
+    """A driver failed: bad options, unknown driver, corrupt state, or one of the below."""
+
+
+class DriverTimeout(DriverError):
+    """The switch did not answer in time; the batch may or may not have landed."""
+
+
+class DriverRejected(DriverError):
+    """The switch refused the batch; nothing was applied."""
+
+
+class DriverUnavailable(DriverError):
+    """The switch or its store cannot be reached."""

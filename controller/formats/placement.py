@@ -1,0 +1,205 @@
+"""Placement files: which hosts each job owns and how it runs, loaded all or nothing.
+
+    {"jobs": [
+      {"id": "llm-1",                                  # unique, non-empty
+       "hosts": ["host-p0-r0-h0", "host-p0-r0-h1"],    # host names, in rank order
+       "dp": 2, "pp": 1, "tp": 8,                       # dp*pp*tp = hosts x GPUs per host
+       "collectives": ["ring"],                         # ring | alltoall | pipeline
+       "channels": 1, "demand_gbps": 400,               # optional
+       "gpus_per_host": 8},                             # optional, default: every NIC
+      ...]}
+
+Required keys: id and hosts. dp defaults to the GPU count over pp*tp; pp, tp, collectives,
+channels and demand_gbps default as in `sim.workloads.Job`. Unknown keys are rejected. A host
+may belong to one job only (a job uses GPUs 0..g-1 of each host). Every error names the field
+path at fault, e.g. "jobs[2].hosts[5]: unknown host 'host-p9-r0-h0'". JSON, or YAML by suffix.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from controller.errors import FabricError, JobError
+from controller.model.fabric import Fabric
+from controller.model.jobs import Job, check_job
+
+TOP_KEYS = frozenset({"jobs"})
+JOB_KEYS = (
+    "id", "hosts", "dp", "pp", "tp", "collectives", "channels", "demand_gbps", "gpus_per_host",
+)  # fmt: skip
+REQUIRED = ("id", "hosts")
+INT_KEYS = ("dp", "pp", "tp", "channels", "gpus_per_host")
+
+
+def _fail(source: str, path: str, message: str) -> JobError:
+    err = JobError(f"{source}: {path}: {message}")
+    err.field, err.detail = path, message
+    return err
+
+
+def _parse_job(fabric: Fabric, entry: Any, path: str, source: str) -> Job:
+    """One job entry, validated against the fabric; errors are prefixed with `path`."""
+    if not isinstance(entry, Mapping):
+        raise _fail(source, path, f"expected a mapping, got {type(entry).__name__}")
+    unknown = sorted(str(k) for k in set(entry) - set(JOB_KEYS))
+    if unknown:
+        raise _fail(
+            source, path, f"unknown key(s) {', '.join(unknown)}; allowed: {', '.join(JOB_KEYS)}"
+        )
+    for key in REQUIRED:
+        if key not in entry:
+            raise _fail(source, path, f"missing required key {key!r}")
+    job_id = entry["id"]
+    if not isinstance(job_id, str) or not job_id:
+        raise _fail(source, f"{path}.id", f"must be a non-empty string, got {job_id!r}")
+    names = entry["hosts"]
+    if isinstance(names, (str, bytes)) or not isinstance(names, Sequence) or not names:
+        raise _fail(source, f"{path}.hosts", "must be a non-empty list of host names")
+    hosts: list[int] = []
+    first: dict[int, int] = {}
+    for i, name in enumerate(names):
+        if not isinstance(name, str):
+            raise _fail(source, f"{path}.hosts[{i}]", f"host name must be a string, got {name!r}")
+        try:
+            node = fabric.node_by_name(name)
+        except FabricError:
+            raise _fail(
+                source, f"{path}.hosts[{i}]", f"unknown host {name!r} in fabric {fabric.name!r}"
+            ) from None
+        if fabric.node_kind(node) != "host":
+            kind = fabric.node_kind(node)
+            raise _fail(source, f"{path}.hosts[{i}]", f"{name!r} is a {kind}, not a host")
+        hosts.append(fabric.host_by_name(name))
+        if hosts[-1] in first:
+            also = first[hosts[-1]]
+            raise _fail(
+                source, f"{path}.hosts[{i}]", f"duplicate GPU: host {name!r} is also hosts[{also}]"
+            )
+        first[hosts[-1]] = i
+    for key in INT_KEYS:
+        value = entry.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise _fail(source, f"{path}.{key}", f"must be an integer, got {value!r}")
+    collectives = entry.get("collectives", ["ring"])
+    if isinstance(collectives, str) or not isinstance(collectives, Sequence):
+        raise _fail(source, f"{path}.collectives", f"must be a list, got {collectives!r}")
+    kwargs: dict[str, Any] = {
+        k: entry[k] for k in ("pp", "tp", "channels", "demand_gbps") if k in entry
+    }
+    kwargs["collectives"] = tuple(collectives)
+    kwargs["gpus_per_host"] = entry.get("gpus_per_host")
+    dp = entry.get("dp")
+    if dp is None:
+        g = kwargs["gpus_per_host"] or fabric.nics_per_host
+        pp, tp = kwargs.get("pp", 1), kwargs.get("tp", 1)
+        if pp >= 1 and tp >= 1 and (len(hosts) * g) % (pp * tp):
+            raise _fail(
+                source,
+                f"{path}.dp",
+                f"omitted, and the job's {len(hosts) * g} GPUs do not divide by pp*tp = {pp * tp}",
+            )
+        dp = max(len(hosts) * g // max(pp * tp, 1), 1)
+    try:
+        job = Job(job_id, tuple(hosts), dp, **kwargs)
+        check_job(fabric, job)
+    except JobError as err:
+        where = f"{path}.{err.field}" if err.field else path
+        raise _fail(source, where, err.detail) from None
+    return job
+
+
+def parse_placement(fabric: Fabric, data: Any, source: str = "<placement>") -> list[Job]:
+    """Validate a decoded placement document against `fabric`; all jobs or an error."""
+    if not isinstance(data, Mapping):
+        raise JobError(f"{source}: expected a mapping with a 'jobs' list at the top level")
+    unknown = sorted(str(k) for k in set(data) - TOP_KEYS)
+    if unknown:
+        raise JobError(f"{source}: unknown key(s) {', '.join(unknown)}; allowed: jobs")
+    entries = data.get("jobs")
+    if isinstance(entries, (str, bytes)) or not isinstance(entries, Sequence):
+        raise _fail(source, "jobs", f"must be a list of jobs, got {entries!r}")
+    jobs: list[Job] = []
+    seen_ids: dict[str, int] = {}
+    owner: dict[int, tuple[int, int]] = {}  # host -> (job index, position in its hosts)
+    for k, entry in enumerate(entries):
+        job = _parse_job(fabric, entry, f"jobs[{k}]", source)
+        if job.id in seen_ids:
+            raise _fail(
+                source,
+                f"jobs[{k}].id",
+                f"duplicate job id {job.id!r} (also jobs[{seen_ids[job.id]}])",
+            )
+        seen_ids[job.id] = k
+        for i, host in enumerate(job.hosts):
+            if host in owner:
+                other, at = owner[host]
+                raise _fail(
+                    source,
+                    f"jobs[{k}].hosts[{i}]",
+                    f"duplicate GPU: host {fabric.host_name(host)!r} is already in job "
+                    f"{jobs[other].id!r} (jobs[{other}].hosts[{at}])",
+                )
+            owner[host] = (k, i)
+        jobs.append(job)
+    return jobs
+
+
+def load_placement(fabric: Fabric, path: str | Path) -> list[Job]:
+    """Read and validate a placement file (.json, or .yaml/.yml) against `fabric`."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as err:
+        raise JobError(f"{path}: cannot read placement file: {err.strerror}") from None
+    yaml_file = path.suffix in (".yaml", ".yml")
+    try:
+        data = yaml.safe_load(text) if yaml_file else json.loads(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as err:
+        kind = "YAML" if yaml_file else "JSON"
+        raise JobError(f"{path}: not valid {kind}: {err}") from None
+    return parse_placement(fabric, data, str(path))
+
+
+JOB_MIXES_GROUP = "fabric_te.job_mixes"
+
+
+def job_mixes() -> tuple[str, ...]:
+    """Names of the job-mix generators registered under the entry-point group."""
+    return tuple(sorted({ep.name for ep in entry_points(group=JOB_MIXES_GROUP)}))
+
+
+def load_jobs(fabric: Fabric, spec: str, *, seed: int, fill: float) -> list[Job]:
+    """Jobs from a command line: 'none', a registered job mix by name (called as
+    ``mix(fabric, seed=seed, fill=fill)``), or a placement file."""
+    if spec == "none":
+        return []
+    mix = [ep for ep in entry_points(group=JOB_MIXES_GROUP) if ep.name == spec]
+    if mix:
+        return list(mix[0].load()(fabric, seed=seed, fill=fill))
+    return load_placement(fabric, spec)
+
+
+def dump_placement(fabric: Fabric, jobs: Sequence[Job]) -> dict[str, Any]:
+    """The placement document for `jobs` (host names, every size explicit); parses back equal."""
+    out = []
+    for job in jobs:
+        entry: dict[str, Any] = {
+            "id": job.id,
+            "hosts": [fabric.host_name(h) for h in job.hosts],
+            "dp": job.dp,
+            "pp": job.pp,
+            "tp": job.tp,
+            "collectives": list(job.collectives),
+            "channels": job.channels,
+            "demand_gbps": job.demand_gbps,
+        }
+        if job.gpus_per_host is not None:
+            entry["gpus_per_host"] = job.gpus_per_host
+        out.append(entry)
+    return {"jobs": out}

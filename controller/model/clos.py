@@ -1,0 +1,166 @@
+"""Parametric 3-tier Clos fabrics and the presets built from published figures.
+
+A `ClosSpec` is the whole description; `build` turns it into a `controller.fabric.Fabric`.
+The CTSW->ATSW capacity is given either as a link speed or as a taper (CTSW downlink
+capacity : uplink capacity, e.g. 7 for the 1:7 of Meta's 24K-GPU clusters).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields, replace
+
+import numpy as np
+
+from controller.errors import FabricError
+from controller.model.fabric import Fabric
+
+
+@dataclass(frozen=True)
+class ClosSpec:
+    """Dimensions and link speeds of a 3-tier Clos. Speeds in Gbps."""
+
+    name: str = "custom"
+    pods: int = 1
+    racks_per_pod: int = 4
+    hosts_per_rack: int = 2
+    nics_per_host: int = 8
+    ctsws_per_pod: int = 16
+    rack_links: int = 1
+    atsws_per_plane: int = 0
+    agg_links: int = 1
+    nic_gbps: float = 400.0
+    rack_link_gbps: float = 400.0
+    agg_link_gbps: float | None = None  # explicit CTSW-ATSW link speed, or
+    taper: float | None = None  # CTSW down:up capacity ratio (e.g. 7.0 for 1:7)
+
+    def validate(self) -> None:
+        """Raise FabricError naming the first bad field."""
+        for name in (
+            "pods",
+            "racks_per_pod",
+            "hosts_per_rack",
+            "nics_per_host",
+            "ctsws_per_pod",
+            "rack_links",
+            "agg_links",
+        ):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise FabricError(f"{name} must be a positive integer, got {value!r}")
+        if not isinstance(self.atsws_per_plane, int) or self.atsws_per_plane < 0:
+            raise FabricError(
+                f"atsws_per_plane must be a non-negative integer, got {self.atsws_per_plane!r}"
+            )
+        if self.pods > 1 and self.atsws_per_plane == 0:
+            raise FabricError("atsws_per_plane must be >= 1 when pods > 1")
+        for name in ("nic_gbps", "rack_link_gbps"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or value <= 0:
+                raise FabricError(f"{name} must be a positive number, got {value!r}")
+        if self.atsws_per_plane:
+            if (self.agg_link_gbps is None) == (self.taper is None):
+                raise FabricError("give exactly one of agg_link_gbps or taper")
+            value = self.agg_link_gbps if self.taper is None else self.taper
+            label = "agg_link_gbps" if self.taper is None else "taper"
+            if not isinstance(value, (int, float)) or value <= 0:
+                raise FabricError(f"{label} must be a positive number, got {value!r}")
+
+    @property
+    def effective_agg_link_gbps(self) -> float:
+        """CTSW-ATSW link speed, derived from the taper when that is what was given."""
+        if self.taper is None:
+            return float(self.agg_link_gbps or 0.0)
+        ctsw_down = self.racks_per_pod * self.rack_links * self.rack_link_gbps
+        return ctsw_down / (self.taper * self.atsws_per_plane * self.agg_links)
+
+
+def build(spec: ClosSpec, link_gbps: Mapping[str, float] | None = None) -> Fabric:
+    """Build the fabric; `link_gbps` overrides single links' speeds by link name."""
+    spec.validate()
+    num_links = (
+        spec.pods * spec.racks_per_pod * spec.hosts_per_rack * spec.nics_per_host
+        + spec.pods * spec.racks_per_pod * spec.ctsws_per_pod * spec.rack_links
+        + spec.pods * spec.ctsws_per_pod * spec.atsws_per_plane * spec.agg_links
+    )
+    link_cap = np.empty(num_links)
+    n_access = spec.pods * spec.racks_per_pod * spec.hosts_per_rack * spec.nics_per_host
+    n_rack = spec.pods * spec.racks_per_pod * spec.ctsws_per_pod * spec.rack_links
+    link_cap[:n_access] = spec.nic_gbps
+    link_cap[n_access : n_access + n_rack] = spec.rack_link_gbps
+    link_cap[n_access + n_rack :] = spec.effective_agg_link_gbps
+    fabric = Fabric(
+        name=spec.name,
+        pods=spec.pods,
+        racks_per_pod=spec.racks_per_pod,
+        hosts_per_rack=spec.hosts_per_rack,
+        nics_per_host=spec.nics_per_host,
+        ctsws_per_pod=spec.ctsws_per_pod,
+        rack_links=spec.rack_links,
+        atsws_per_plane=spec.atsws_per_plane,
+        agg_links=spec.agg_links,
+        capacity=np.repeat(link_cap, 2),
+    )
+    if link_gbps:
+        capacity = fabric.capacity.copy()
+        for name, gbps in sorted(link_gbps.items()):
+            if not isinstance(gbps, (int, float)) or isinstance(gbps, bool) or gbps <= 0:
+                raise FabricError(f"links.{name}: speed must be a positive number, got {gbps!r}")
+            link = fabric.link_by_name(name)
+            capacity[2 * link : 2 * link + 2] = float(gbps)
+        fabric = replace(fabric, capacity=capacity)
+    return fabric
+
+
+PRESETS: dict[str, ClosSpec] = {
+    # 2 pods x 2 racks x 2 hosts x 2 NICs = 16 GPUs; 4 CTSWs per pod (1:1), one ATSW per
+    # plane at 1:2 taper. Small enough to reason about by hand.
+    "tiny": ClosSpec(
+        name="tiny", pods=2, racks_per_pod=2, hosts_per_rack=2, nics_per_host=2,
+        ctsws_per_pod=4, atsws_per_plane=1, taper=2.0,
+    ),
+    # 2 pods x 8 racks x 2 hosts x 4 NICs = 128 GPUs, 8 CTSWs, 2 ATSWs per plane, 1:2.
+    "small": ClosSpec(
+        name="small", pods=2, racks_per_pod=8, hosts_per_rack=2, nics_per_host=4,
+        ctsws_per_pod=8, atsws_per_plane=2, taper=2.0,
+    ),
+    # 2 pods x 2 racks x 2 hosts x 2 NICs with 2 parallel links at both switch tiers: the
+    # smallest fabric that exercises parallel-member choices.
+    "wide": ClosSpec(
+        name="wide", pods=2, racks_per_pod=2, hosts_per_rack=2, nics_per_host=2,
+        ctsws_per_pod=2, rack_links=2, atsws_per_plane=2, agg_links=2, taper=1.0,
+    ),
+    # One AI zone: 192 racks x 2 hosts x 8 GPUs = 3,072 GPUs, 16 CTSWs, 1:1.
+    "pod": ClosSpec(
+        name="pod", pods=1, racks_per_pod=192, hosts_per_rack=2, nics_per_host=8,
+        ctsws_per_pod=16,
+    ),
+    # Meta's 24K-GPU cluster: 8 pods joined by ATSWs tapered 1:7.
+    "meta-24k": ClosSpec(
+        name="meta-24k", pods=8, racks_per_pod=192, hosts_per_rack=2, nics_per_host=8,
+        ctsws_per_pod=16, atsws_per_plane=4, taper=7.0,
+    ),
+    # The same with over-provisioned rack uplinks (18 for 16 NICs, 1:1.125).
+    "meta-24k-1125": ClosSpec(
+        name="meta-24k-1125", pods=8, racks_per_pod=192, hosts_per_rack=2, nics_per_host=8,
+        ctsws_per_pod=18, atsws_per_plane=4, taper=7.0,
+    ),
+}  # fmt: skip
+
+DEFAULT_PRESET = "pod"
+
+
+def preset(name: str) -> ClosSpec:
+    try:
+        return PRESETS[name]
+    except KeyError:
+        raise FabricError(
+            f"unknown fabric preset {name!r}; known: {', '.join(sorted(PRESETS))}"
+        ) from None
+
+
+SPEC_FIELDS = frozenset(f.name for f in fields(ClosSpec))
+
+
+def spec_to_dict(spec: ClosSpec) -> dict[str, object]:
+    return {k: v for k, v in asdict(spec).items() if v is not None}

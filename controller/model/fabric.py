@@ -1,0 +1,367 @@
+"""The fabric: a 3-tier Clos of hosts, NICs, RTSWs, CTSWs and ATSWs, as plain arrays.
+
+Shape (all indices are dense integers; names are derived from them):
+
+    pod p in [0, P), rack r in [0, R) per pod, host h in [0, H) per rack, NIC n in [0, N)
+    RTSW  id = p*R + r                  one per rack
+    CTSW  id = p*C + c                  C per pod; every RTSW has K parallel links to each
+    ATSW  id = c*A + j                  plane c joins CTSW c of every pod; A ATSWs a plane,
+                                         L parallel links from each CTSW to each ATSW
+    host  id = (p*R + r)*H + h          NIC id = host*N + n
+
+Links are physical cables, numbered in three blocks (access, rack-cluster, cluster-agg).
+Each link has two directed arcs: arc 2*l goes up (towards the ATSWs), arc 2*l+1 goes down.
+Arc capacities are in Gbps. Every index formula lives here so that path enumeration,
+hashing and simulation can work on whole arrays at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from controller.errors import FabricError
+
+if TYPE_CHECKING:
+    import networkx as nx
+
+# Link kinds, in block order.
+ACCESS, RACK, AGG = 0, 1, 2
+LINK_KIND_NAMES = ("access", "rtsw-ctsw", "ctsw-atsw")
+# Arc tiers, for per-tier reports: direction matters.
+TIER_NAMES = ("nic>rtsw", "rtsw>nic", "rtsw>ctsw", "ctsw>rtsw", "ctsw>atsw", "atsw>ctsw")
+
+
+@dataclass(frozen=True)
+class Fabric:
+    """An immutable 3-tier Clos fabric with per-arc capacities (Gbps)."""
+
+    name: str
+    pods: int
+    racks_per_pod: int
+    hosts_per_rack: int
+    nics_per_host: int
+    ctsws_per_pod: int
+    rack_links: int  # K: parallel links from each RTSW to each CTSW
+    atsws_per_plane: int  # A: 0 means a single pod with no aggregation layer
+    agg_links: int  # L: parallel links from each CTSW to each ATSW
+    capacity: np.ndarray = field(repr=False)  # float64 [num_arcs], Gbps, as built
+
+    def __post_init__(self) -> None:
+        if self.capacity.shape != (self.num_arcs,):
+            raise FabricError(
+                f"capacity has shape {self.capacity.shape}, expected ({self.num_arcs},)"
+            )
+        self.capacity.setflags(write=False)
+
+    # ---- counts -------------------------------------------------------------------
+    @property
+    def num_racks(self) -> int:
+        return self.pods * self.racks_per_pod
+
+    @property
+    def num_hosts(self) -> int:
+        return self.num_racks * self.hosts_per_rack
+
+    @property
+    def num_nics(self) -> int:
+        return self.num_hosts * self.nics_per_host
+
+    @property
+    def num_rtsws(self) -> int:
+        return self.num_racks
+
+    @property
+    def num_ctsws(self) -> int:
+        return self.pods * self.ctsws_per_pod
+
+    @property
+    def num_atsws(self) -> int:
+        return self.ctsws_per_pod * self.atsws_per_plane
+
+    @property
+    def num_access_links(self) -> int:
+        return self.num_nics
+
+    @property
+    def num_rack_links(self) -> int:
+        return self.num_rtsws * self.ctsws_per_pod * self.rack_links
+
+    @property
+    def num_agg_links(self) -> int:
+        return self.num_ctsws * self.atsws_per_plane * self.agg_links
+
+    @property
+    def num_links(self) -> int:
+        return self.num_access_links + self.num_rack_links + self.num_agg_links
+
+    @property
+    def num_arcs(self) -> int:
+        return 2 * self.num_links
+
+    @property
+    def rack_base(self) -> int:
+        """First link id of the RTSW-CTSW block."""
+        return self.num_access_links
+
+    @property
+    def agg_base(self) -> int:
+        """First link id of the CTSW-ATSW block."""
+        return self.num_access_links + self.num_rack_links
+
+    # ---- index formulas (vectorised: accept ints or integer arrays) --------------
+    def host_of_nic(self, nic):  # type: ignore[no-untyped-def]
+        return nic // self.nics_per_host
+
+    def rack_of_host(self, host):  # type: ignore[no-untyped-def]
+        """Global rack id, which is also the RTSW id."""
+        return host // self.hosts_per_rack
+
+    def pod_of_rack(self, rack):  # type: ignore[no-untyped-def]
+        return rack // self.racks_per_pod
+
+    def nic_id(self, host, n):  # type: ignore[no-untyped-def]
+        return host * self.nics_per_host + n
+
+    def access_link(self, nic):  # type: ignore[no-untyped-def]
+        return nic
+
+    def rack_link(self, rtsw, c, k=0):  # type: ignore[no-untyped-def]
+        """Link between RTSW `rtsw` and CTSW index `c` of its pod, parallel member `k`."""
+        return self.rack_base + (rtsw * self.ctsws_per_pod + c) * self.rack_links + k
+
+    def agg_link(self, pod, c, j, m=0):  # type: ignore[no-untyped-def]
+        """Link between CTSW `c` of pod `pod` and ATSW `j` of plane `c`, member `m`."""
+        ctsw = pod * self.ctsws_per_pod + c
+        return self.agg_base + (ctsw * self.atsws_per_plane + j) * self.agg_links + m
+
+    def rack_uplinks(self) -> np.ndarray:
+        """Link ids [racks, C, K] of every RTSW's links to its CTSWs."""
+        return self.rack_link(
+            np.arange(self.num_racks)[:, None, None],
+            np.arange(self.ctsws_per_pod)[None, :, None],
+            np.arange(self.rack_links)[None, None, :],
+        )
+
+    @staticmethod
+    def up(link):  # type: ignore[no-untyped-def]
+        return 2 * link
+
+    @staticmethod
+    def down(link):  # type: ignore[no-untyped-def]
+        return 2 * link + 1
+
+    # ---- derived arrays ---------------------------------------------------------
+    @cached_property
+    def link_kind(self) -> np.ndarray:
+        kind = np.empty(self.num_links, dtype=np.int8)
+        kind[: self.rack_base] = ACCESS
+        kind[self.rack_base : self.agg_base] = RACK
+        kind[self.agg_base :] = AGG
+        kind.setflags(write=False)
+        return kind
+
+    @cached_property
+    def arc_tier(self) -> np.ndarray:
+        """Tier of each arc: index into TIER_NAMES."""
+        tier = (2 * np.repeat(self.link_kind.astype(np.int8), 2)).astype(np.int8)
+        tier[1::2] += 1
+        tier.setflags(write=False)
+        return tier
+
+    @cached_property
+    def link_ends(self) -> tuple[np.ndarray, np.ndarray]:
+        """(lower, upper) endpoint node ids of every link; see `node_name`."""
+        lo = np.empty(self.num_links, dtype=np.int64)
+        hi = np.empty(self.num_links, dtype=np.int64)
+        nics = np.arange(self.num_nics)
+        lo[: self.rack_base] = self._node_base["nic"] + nics
+        hi[: self.rack_base] = self._node_base["rtsw"] + self.rack_of_host(self.host_of_nic(nics))
+        rl = np.arange(self.num_rack_links)
+        rtsw = rl // (self.ctsws_per_pod * self.rack_links)
+        c = (rl // self.rack_links) % self.ctsws_per_pod
+        lo[self.rack_base : self.agg_base] = self._node_base["rtsw"] + rtsw
+        hi[self.rack_base : self.agg_base] = (
+            self._node_base["ctsw"] + self.pod_of_rack(rtsw) * self.ctsws_per_pod + c
+        )
+        al = np.arange(self.num_agg_links)
+        ctsw = al // (self.atsws_per_plane * self.agg_links)
+        j = (al // self.agg_links) % max(self.atsws_per_plane, 1)
+        lo[self.agg_base :] = self._node_base["ctsw"] + ctsw
+        hi[self.agg_base :] = (
+            self._node_base["atsw"] + (ctsw % self.ctsws_per_pod) * self.atsws_per_plane + j
+        )
+        lo.setflags(write=False)
+        hi.setflags(write=False)
+        return lo, hi
+
+    @cached_property
+    def arc_ends(self) -> tuple[np.ndarray, np.ndarray]:
+        """(source node, target node) of every arc."""
+        lo, hi = self.link_ends
+        src = np.empty(self.num_arcs, dtype=np.int64)
+        dst = np.empty(self.num_arcs, dtype=np.int64)
+        src[0::2], dst[0::2] = lo, hi
+        src[1::2], dst[1::2] = hi, lo
+        return src, dst
+
+    # ---- names ------------------------------------------------------------------
+    @cached_property
+    def _node_base(self) -> dict[str, int]:
+        base, out = 0, {}
+        for kind, count in (
+            ("host", self.num_hosts),
+            ("nic", self.num_nics),
+            ("rtsw", self.num_rtsws),
+            ("ctsw", self.num_ctsws),
+            ("atsw", self.num_atsws),
+        ):
+            out[kind] = base
+            base += count
+        out["end"] = base
+        return out
+
+    @property
+    def num_nodes(self) -> int:
+        return self._node_base["end"]
+
+    def node_kind(self, node: int) -> str:
+        for kind in ("atsw", "ctsw", "rtsw", "nic", "host"):
+            if node >= self._node_base[kind]:
+                if node >= self._node_base["end"]:
+                    break
+                return kind
+        raise FabricError(f"node id {node} out of range")
+
+    def node_id(self, kind: str, index: int) -> int:
+        return self._node_base[kind] + int(index)
+
+    def host_name(self, host: int) -> str:
+        rack, h = divmod(int(host), self.hosts_per_rack)
+        p, r = divmod(rack, self.racks_per_pod)
+        return f"host-p{p}-r{r}-h{h}"
+
+    def rtsw_name(self, rtsw: int) -> str:
+        p, r = divmod(int(rtsw), self.racks_per_pod)
+        return f"rtsw-p{p}-r{r}"
+
+    def ctsw_name(self, ctsw: int) -> str:
+        p, c = divmod(int(ctsw), self.ctsws_per_pod)
+        return f"ctsw-p{p}-c{c}"
+
+    def atsw_name(self, atsw: int) -> str:
+        c, j = divmod(int(atsw), self.atsws_per_plane)
+        return f"atsw-c{c}-a{j}"
+
+    def nic_name(self, nic: int) -> str:
+        host, n = divmod(int(nic), self.nics_per_host)
+        return f"{self.host_name(host)}/nic{n}"
+
+    def node_name(self, node: int) -> str:
+        kind = self.node_kind(node)
+        index = int(node) - self._node_base[kind]
+        return getattr(self, f"{kind}_name")(index)
+
+    def link_name(self, link: int) -> str:
+        """Stable name of a physical link: 'lower:upper', with '#m' for a parallel member."""
+        link = int(link)
+        if not 0 <= link < self.num_links:
+            raise FabricError(f"link id {link} out of range [0, {self.num_links})")
+        lo, hi = self.link_ends
+        name = f"{self.node_name(int(lo[link]))}:{self.node_name(int(hi[link]))}"
+        members = self.agg_links if link >= self.agg_base else self.rack_links
+        if link >= self.rack_base and members > 1:
+            base = self.agg_base if link >= self.agg_base else self.rack_base
+            name += f"#{(link - base) % members}"
+        return name
+
+    def arc_name(self, arc: int) -> str:
+        link = int(arc) // 2
+        lo, hi = self.link_ends
+        a, b = self.node_name(int(lo[link])), self.node_name(int(hi[link]))
+        return f"{a}>{b}" if arc % 2 == 0 else f"{b}>{a}"
+
+    @cached_property
+    def _link_index(self) -> dict[str, int]:
+        return {self.link_name(link): link for link in range(self.num_links)}
+
+    @cached_property
+    def _node_index(self) -> dict[str, int]:
+        return {self.node_name(node): node for node in range(self.num_nodes)}
+
+    def link_by_name(self, name: str) -> int:
+        """Link id for a link name; 'a:b' and 'b:a' are both accepted."""
+        index = self._link_index
+        if name in index:
+            return index[name]
+        base, sep, member = name.partition("#")
+        a, colon, b = base.partition(":")
+        if colon:
+            swapped = f"{b}:{a}" + (sep + member if sep else "")
+            if swapped in index:
+                return index[swapped]
+        raise FabricError(f"unknown link {name!r} in fabric {self.name!r}")
+
+    def node_by_name(self, name: str) -> int:
+        try:
+            return self._node_index[name]
+        except KeyError:
+            raise FabricError(f"unknown node {name!r} in fabric {self.name!r}") from None
+
+    def host_by_name(self, name: str) -> int:
+        node = self.node_by_name(name)
+        if self.node_kind(node) != "host":
+            raise FabricError(f"{name!r} is a {self.node_kind(node)}, not a host")
+        return node - self._node_base["host"]
+
+    def switch_links(self, switch_name: str) -> np.ndarray:
+        """All link ids touching a switch (for draining a whole switch)."""
+        node = self.node_by_name(switch_name)
+        if self.node_kind(node) in ("host", "nic"):
+            raise FabricError(f"{switch_name!r} is not a switch")
+        lo, hi = self.link_ends
+        return np.flatnonzero((lo == node) | (hi == node))
+
+    # ---- general graph view -----------------------------------------------------
+    def graph(self) -> nx.MultiDiGraph:
+        """A networkx view (node names, arc ids as keys) for cross-checks on small fabrics."""
+        import networkx as nx
+
+        g = nx.MultiDiGraph(name=self.name)
+        src, dst = self.arc_ends
+        for arc in range(self.num_arcs):
+            g.add_edge(
+                self.node_name(int(src[arc])),
+                self.node_name(int(dst[arc])),
+                key=arc,
+                capacity=float(self.capacity[arc]),
+            )
+        return g
+
+    def summary(self) -> dict[str, object]:
+        """Counts and capacities an operator wants at a glance."""
+        cap = self.capacity
+        kind = np.repeat(self.link_kind, 2)
+        rack_up = cap[0::2][self.link_kind == RACK].sum() / max(self.num_racks, 1)
+        nic_up = cap[0::2][self.link_kind == ACCESS].sum() / max(self.num_racks, 1)
+        out: dict[str, object] = {
+            "name": self.name,
+            "pods": self.pods,
+            "racks": self.num_racks,
+            "hosts": self.num_hosts,
+            "gpus": self.num_nics,
+            "rtsws": self.num_rtsws,
+            "ctsws": self.num_ctsws,
+            "atsws": self.num_atsws,
+            "links": self.num_links,
+            "access_gbps_total": float(cap[0::2][kind[0::2] == ACCESS].sum()),
+            "rack_uplink_ratio": float(rack_up / nic_up) if nic_up else 0.0,
+        }
+        if self.num_agg_links:
+            per_ctsw_down = cap[0::2][self.link_kind == RACK].sum() / self.num_ctsws
+            per_ctsw_up = cap[0::2][self.link_kind == AGG].sum() / self.num_ctsws
+            out["agg_taper"] = float(per_ctsw_down / per_ctsw_up)
+        return out

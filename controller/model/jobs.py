@@ -1,0 +1,283 @@
+"""Training jobs and the flows they put on the network.
+
+A `Job` owns whole hosts (global host ids, in rank order) and uses GPUs/NICs 0..g-1 of each,
+g = `gpus_per_host` (default: every NIC of the host). Its G = len(hosts) * g GPUs run 3D
+parallelism with dp * pp * tp = G, ranks laid out Megatron-style (tp fastest, pp slowest):
+
+    rank r lives on host hosts[r // g], GPU/NIC r % g
+    pipeline stage s = ranks [s*S, (s+1)*S), S = dp*tp GPUs per stage
+
+Tensor parallelism must divide g, so it never leaves a host (NVLink): it makes no flows.
+A stage must fill whole hosts (S a multiple of g) or share one host with others (S divides g).
+All traffic is rail-aligned as in NCCL: NIC i of one host talks to NIC i of another.
+Each pattern in `collectives` gets an equal share p = demand_gbps / len(collectives) of every
+NIC's send budget, so no NIC of a job ever sends more than `demand_gbps` in total:
+
+- "ring": all-reduce over the hosts of each stage (n hosts). Channel c is a ring with offset
+  o_c taken from +1, -1, +2, -2, ... (mod n, distinct and non-zero while they last): NIC i of
+  the k-th host sends p/C to NIC i of host (k + o_c) mod n. With C=1 (default) every NIC has
+  exactly one outgoing and one incoming flow at p; extra channels spread to other neighbours
+  the way a bidirectional ring does. Channels that land on the same host are merged.
+- "alltoall": within each stage, every NIC sends p/(n-1) to the same-rail NIC of each of the
+  other n-1 hosts (n(n-1)g flows: keep such jobs modest).
+- "pipeline": rank r of stage s sends activations to rank r+S of stage s+1 and receives
+  gradients back, p/2 each way. When the two ranks share a host it is NVLink traffic; when
+  they sit on different rails the sender uses the receiver's rail (PXN), so it stays aligned.
+
+Flows are keyed (source NIC, destination host) as the TE keys its entries; identical keys are
+summed, so every key is unique in `job_flows` output, which is sorted by that key.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from controller.errors import JobError
+from controller.model.fabric import Fabric
+from controller.model.flows import FlowSet
+
+PATTERNS = ("ring", "alltoall", "pipeline")
+LINE_RATE_GBPS = 400.0
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+@dataclass(frozen=True)
+class Job:
+    """A training job: its hosts in rank order, 3D parallelism and collective patterns."""
+
+    id: str
+    hosts: tuple[int, ...]
+    dp: int
+    pp: int = 1
+    tp: int = 1
+    gpus_per_host: int | None = None  # None: every NIC of the host
+    collectives: tuple[str, ...] = ("ring",)
+    channels: int = 1
+    demand_gbps: float = LINE_RATE_GBPS  # per-NIC send budget, shared by the collectives
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.id, str) or not self.id:
+            raise JobError(f"must be a non-empty string, got {self.id!r}", "id")
+        if isinstance(self.hosts, (str, bytes)) or not isinstance(
+            self.hosts, Sequence | np.ndarray
+        ):
+            raise JobError(f"must be a sequence of host ids, got {self.hosts!r}", "hosts")
+        if len(self.hosts) == 0:
+            raise JobError("a job needs at least one host", "hosts")
+        for i, host in enumerate(self.hosts):
+            if not _is_int(host):
+                raise JobError(f"host id must be an integer, got {host!r}", f"hosts[{i}]")
+        object.__setattr__(self, "hosts", tuple(int(h) for h in self.hosts))
+        for name in ("dp", "pp", "tp", "channels"):
+            value = getattr(self, name)
+            if not _is_int(value) or value < 1:
+                raise JobError(f"must be a positive integer, got {value!r}", name)
+            object.__setattr__(self, name, int(value))
+        if self.gpus_per_host is not None:
+            if not _is_int(self.gpus_per_host) or self.gpus_per_host < 1:
+                raise JobError(
+                    f"must be a positive integer or None, got {self.gpus_per_host!r}",
+                    "gpus_per_host",
+                )
+            object.__setattr__(self, "gpus_per_host", int(self.gpus_per_host))
+        if isinstance(self.collectives, str) or not isinstance(self.collectives, Sequence):
+            raise JobError(
+                f"must be a list of pattern names, got {self.collectives!r}", "collectives"
+            )
+        if not self.collectives:
+            raise JobError(
+                f"name at least one pattern of {', '.join(PATTERNS)}", "collectives"
+            )
+        for i, name in enumerate(self.collectives):
+            if name not in PATTERNS:
+                raise JobError(
+                    f"unknown pattern {name!r}; known: {', '.join(PATTERNS)}", f"collectives[{i}]"
+                )
+            if name in self.collectives[:i]:
+                raise JobError(f"pattern {name!r} is listed twice", f"collectives[{i}]")
+        object.__setattr__(self, "collectives", tuple(self.collectives))
+        demand = self.demand_gbps
+        if (
+            not isinstance(demand, (int, float, np.number))
+            or isinstance(demand, bool)
+            or not (math.isfinite(demand) and demand > 0)
+        ):
+            raise JobError(f"must be a positive number of Gbps, got {demand!r}", "demand_gbps")
+        object.__setattr__(self, "demand_gbps", float(demand))
+        seen: dict[int, int] = {}
+        for i, host in enumerate(self.hosts):
+            if host in seen:
+                raise JobError(
+                    f"duplicate host {host} (also hosts[{seen[host]}])", f"hosts[{i}]"
+                )
+            seen[host] = i
+
+    def gpus(self, fabric: Fabric) -> int:
+        """GPUs used on each host of `fabric` (resolves the `gpus_per_host=None` default)."""
+        return fabric.nics_per_host if self.gpus_per_host is None else self.gpus_per_host
+
+    @property
+    def num_hosts(self) -> int:
+        return len(self.hosts)
+
+
+def check_job(fabric: Fabric, job: Job) -> None:
+    """Raise JobError (with `field`) if `job` does not fit `fabric` or its sizes clash."""
+    hosts = np.asarray(job.hosts, dtype=np.int64)
+    bad = np.flatnonzero((hosts < 0) | (hosts >= fabric.num_hosts))
+    if bad.size:
+        i = int(bad[0])
+        raise JobError(
+            f"host {job.hosts[i]} out of range [0, {fabric.num_hosts}) of fabric {fabric.name!r}",
+            f"hosts[{i}]",
+        )
+    g = job.gpus(fabric)
+    if g > fabric.nics_per_host:
+        raise JobError(
+            f"{g} exceeds the {fabric.nics_per_host} GPUs/NICs per host of fabric {fabric.name!r}",
+            "gpus_per_host",
+        )
+    if g % job.tp:
+        raise JobError(
+            f"tensor parallelism {job.tp} must divide the {g} GPUs per host "
+            "(tensor parallel stays inside a host)",
+            "tp",
+        )
+    total = job.num_hosts * g
+    if job.dp * job.pp * job.tp != total:
+        raise JobError(
+            f"{job.dp}*{job.pp}*{job.tp} = {job.dp * job.pp * job.tp} must equal the job's "
+            f"GPU count {job.num_hosts} hosts x {g} = {total}",
+            "dp*pp*tp",
+        )
+    stage = job.dp * job.tp
+    if stage % g and g % stage:
+        raise JobError(
+            f"a pipeline stage of dp*tp = {stage} GPUs must be a multiple or a divisor of "
+            f"the {g} GPUs per host",
+            "pp",
+        )
+
+
+def _ring(stage_hosts: np.ndarray, channels: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(src host, dst host, share) for a host ring per channel over each row of stage_hosts."""
+    n = stage_hosts.shape[1]
+    if n < 2:
+        return _empty3()
+    offsets: list[int] = []
+    step = 1
+    while len(offsets) < n - 1:
+        for o in (step % n, -step % n):
+            if o and o not in offsets:
+                offsets.append(o)
+        step += 1
+    chosen = np.array([offsets[c % len(offsets)] for c in range(channels)], dtype=np.int64)
+    # Channels that repeat an offset are merged here, so their share is exact (k/C).
+    offset, count = np.unique(chosen, return_counts=True)
+    dst_pos = (np.arange(n)[None, :] + offset[:, None]) % n  # [O, n]
+    src = np.broadcast_to(stage_hosts[:, None, :], (stage_hosts.shape[0], offset.size, n))
+    dst = stage_hosts[:, dst_pos]  # [stages, O, n]
+    share = np.broadcast_to((count / channels)[None, :, None], src.shape).reshape(-1)
+    return src.reshape(-1), dst.reshape(-1), share
+
+
+def _alltoall(stage_hosts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    n = stage_hosts.shape[1]
+    if n < 2:
+        return _empty3()
+    i, j = np.nonzero(~np.eye(n, dtype=bool))
+    src, dst = stage_hosts[:, i], stage_hosts[:, j]
+    return src.reshape(-1), dst.reshape(-1), np.full(src.size, 1.0 / (n - 1))
+
+
+def _empty3() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    e = np.empty(0, dtype=np.int64)
+    return e, e, np.empty(0)
+
+
+def job_flows(fabric: Fabric, job: Job) -> FlowSet:
+    """The flows `job` puts on the network, one per unique (source NIC, destination host)."""
+    try:
+        check_job(fabric, job)
+    except JobError as err:
+        wrapped = JobError(f"job {job.id!r}: {err}")
+        wrapped.field, wrapped.detail = err.field, err.detail
+        raise wrapped from None
+    nics = fabric.nics_per_host
+    g = job.gpus(fabric)
+    hosts = np.asarray(job.hosts, dtype=np.int64)
+    stage = job.dp * job.tp
+    budget = job.demand_gbps / len(job.collectives)
+    src_nic: list[np.ndarray] = []
+    dst_nic: list[np.ndarray] = []
+    demand: list[np.ndarray] = []
+    rails = np.arange(g, dtype=np.int64)
+
+    def add_rails(src_h: np.ndarray, dst_h: np.ndarray, gbps: np.ndarray) -> None:
+        # Every (src host, dst host) pair carries one flow on each of the job's g rails.
+        src_nic.append((src_h[:, None] * nics + rails[None, :]).reshape(-1))
+        dst_nic.append((dst_h[:, None] * nics + rails[None, :]).reshape(-1))
+        demand.append(np.repeat(gbps, g))
+
+    if stage % g == 0:  # stages own whole hosts: ring and all-to-all cross the network
+        stage_hosts = hosts.reshape(job.pp, stage // g)
+        if "ring" in job.collectives:
+            s, d, share = _ring(stage_hosts, job.channels)
+            add_rails(s, d, share * budget)
+        if "alltoall" in job.collectives:
+            s, d, share = _alltoall(stage_hosts)
+            add_rails(s, d, share * budget)
+    if "pipeline" in job.collectives and job.pp > 1:
+        r = np.arange((job.pp - 1) * stage, dtype=np.int64)
+        nxt = r + stage
+        h_r, h_n = hosts[r // g], hosts[nxt // g]
+        cross = h_r != h_n
+        r, nxt, h_r, h_n = r[cross], nxt[cross], h_r[cross], h_n[cross]
+        half = np.full(r.size, budget / 2)
+        # Forward on the receiver's rail, backward (gradients) likewise.
+        src_nic += [h_r * nics + nxt % g, h_n * nics + r % g]
+        dst_nic += [h_n * nics + nxt % g, h_r * nics + r % g]
+        demand += [half, half]
+    if not src_nic:
+        return FlowSet.build([], [], [], None, (job.id,))
+    src = np.concatenate(src_nic)
+    dst = np.concatenate(dst_nic)
+    gbps = np.concatenate(demand)
+    # Merge identical (src NIC, dst host) keys; the dst NIC follows from the rail.
+    key = src * fabric.num_hosts + dst // nics
+    uniq, inverse = np.unique(key, return_inverse=True)
+    total = np.bincount(inverse, weights=gbps, minlength=uniq.size)
+    src_u = uniq // fabric.num_hosts
+    dst_u = (uniq % fabric.num_hosts) * nics + src_u % nics
+    return FlowSet.build(src_u, dst_u, total, None, (job.id,))
+
+
+def jobs_flows(fabric: Fabric, jobs: Sequence[Job]) -> FlowSet:
+    """All jobs' flows in one FlowSet, job_ids in job order; jobs must not share a host."""
+    owner: dict[str, int] = {}
+    for k, job in enumerate(jobs):
+        if job.id in owner:
+            raise JobError(
+                f"duplicate job id {job.id!r} (also jobs[{owner[job.id]}])", f"jobs[{k}].id"
+            )
+        owner[job.id] = k
+    if jobs:
+        all_hosts = np.concatenate([np.asarray(j.hosts, dtype=np.int64) for j in jobs])
+        which = np.repeat(np.arange(len(jobs)), [j.num_hosts for j in jobs])
+        order = np.argsort(all_hosts, kind="stable")
+        clash = np.flatnonzero(np.diff(all_hosts[order]) == 0)
+        if clash.size:
+            a, b = order[clash[0]], order[clash[0] + 1]
+            host = int(all_hosts[a])
+            raise JobError(
+                f"host {host} is in job {jobs[which[a]].id!r} and job {jobs[which[b]].id!r}",
+                f"jobs[{which[b]}].hosts",
+            )
+    return FlowSet.concat([job_flows(fabric, job) for job in jobs])

@@ -1,0 +1,409 @@
+"""TE route entries: the exact-match overrides an assignment needs on every switch.
+
+BGP gives every switch default ECMP routes; TE adds exact-match entries on top, each keyed
+<ingress port, destination host> -> next hop, all ports being physical link ids. A packet
+that matches no entry (or whose entry cannot be used) stays on ECMP and is still delivered.
+
+Keying per tier, for a flow from NIC s (rack sr, pod sp) to host d (rack dr, pod dp) on path
+(c, ku, j, mu, md, kd) (see controller.model.paths):
+
+    hop 0  RTSW sr     (access link of s,          d) -> rack link (sr, c, ku)    up
+    hop 1  CTSW sp/c   (rack link (sr, c, ku),     d) -> agg link (sp, c, j, mu)  up
+    hop 2  ATSW c/j    (agg link (sp, c, j, mu),   d) -> agg link (dp, c, j, md)  down
+    hop 3  CTSW dp/c   (agg link (dp, c, j, md),   d) -> rack link (dr, c, kd)    down
+
+A same-pod flow has hop 0 and a hop 3 keyed on (rack link (sr, c, ku), d); a same-rack flow
+needs nothing. The ingress port names the upstream link, so flows meet at an entry only when
+they already share the path up to it; two flows meeting at one key with different next hops
+are a conflict (`RouteConflict`, `route_conflicts`).
+
+An entry is installed only where the fabric offers a choice at that hop: hop 0 when C*K > 1,
+hop 1 when A*L > 1, hop 2 when L > 1, hop 3 when K > 1. Where there is one next hop, ECMP
+already takes it, and an entry would only cost table space and churn.
+
+QP buckets. A flow the solver split into QP buckets (controller.solver.qp_buckets) is steered at the
+source RTSW only, where the entry key adds the bucket: <ingress port, destination host, QP
+bucket>, matched on the RoCE UDP source port. The buckets' most common next hop becomes one
+entry for all buckets (`qp == ALL_QPS`); only the buckets that leave on another link get an
+entry of their own, which takes precedence. Switches after the source RTSW never look at
+the bucket, so the buckets of one flow that meet there must agree, like any two flows.
+
+Every entry points one hop closer to its destination (up before the turn, down after), the
+same direction ECMP would go, so any mix of entries and ECMP defaults is loop-free.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from controller.errors import RouteConflict, RouteError
+from controller.model.assignment import UNROUTED, Assignment
+from controller.model.fabric import AGG, Fabric
+from controller.model.flows import ALL_QPS
+from controller.model.paths import CROSS_POD, SAME_POD, flow_class
+
+OWNER = "fabric-te"
+MAX_QP_BUCKETS = 1 << 16  # a bucket is matched on the UDP source port: 16 bits at most
+
+# Hop roles: the position of an entry along the path it steers, from the source.
+RTSW_UP, CTSW_UP, ATSW_DOWN, CTSW_DOWN = 0, 1, 2, 3
+ROLE_NAMES = ("rtsw-up", "ctsw-up", "atsw-down", "ctsw-down")
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Entry:
+    """One exact-match TE entry: on `switch`, (in_port, dst_host[, qp bucket]) -> next_hop
+    (link ids). `qp == ALL_QPS` matches every bucket; a bucket's own entry takes precedence."""
+
+    switch: str
+    in_port: int
+    dst_host: int
+    next_hop: int
+    owner: str = OWNER
+    qp: int = ALL_QPS
+
+    @property
+    def key(self) -> tuple[str, int, int, int]:
+        return (self.switch, self.in_port, self.dst_host, self.qp)
+
+    @property
+    def match(self) -> tuple[int, int, int]:
+        """What the entry matches on its switch: (in_port, dst_host, qp)."""
+        return (self.in_port, self.dst_host, self.qp)
+
+
+@dataclass(frozen=True)
+class RouteSet:
+    """Entries grouped by switch name; each table sorted by (in_port, dst_host, qp)."""
+
+    tables: Mapping[str, tuple[Entry, ...]] = field(default_factory=dict)
+
+    @classmethod
+    def from_entries(cls, entries: Iterable[Entry]) -> RouteSet:
+        """Group entries by switch; a key given twice is an error."""
+        grouped: dict[str, dict[tuple[int, int, int], Entry]] = {}
+        for entry in entries:
+            table = grouped.setdefault(entry.switch, {})
+            key = entry.match
+            if key in table and table[key] != entry:
+                raise RouteError(f"{entry.switch}: two entries for key {key}")
+            table[key] = entry
+        return cls(
+            {
+                name: tuple(table[k] for k in sorted(table))
+                for name, table in sorted(grouped.items())
+            }
+        )
+
+    def __len__(self) -> int:
+        return sum(len(t) for t in self.tables.values())
+
+    def __iter__(self) -> Iterator[Entry]:
+        for name in sorted(self.tables):
+            yield from self.tables[name]
+
+    def switches(self) -> tuple[str, ...]:
+        return tuple(sorted(name for name, table in self.tables.items() if table))
+
+    def table(self, switch: str) -> tuple[Entry, ...]:
+        return self.tables.get(switch, ())
+
+    def only(self, switches: Iterable[str]) -> RouteSet:
+        """The entries of some switches only."""
+        keep = set(switches)
+        return RouteSet({n: t for n, t in self.tables.items() if n in keep})
+
+    def counts(self) -> dict[str, int]:
+        """Entries per switch."""
+        return {name: len(t) for name, t in sorted(self.tables.items()) if t}
+
+    def overflow(self, capacity: int | Mapping[str, int]) -> dict[str, int]:
+        """Switches whose table exceeds its capacity, with their entry count."""
+        return {name: n for name, n in self.counts().items() if n > _capacity_of(capacity, name)}
+
+
+def _capacity_of(capacity: int | Mapping[str, int], switch: str) -> float:
+    if isinstance(capacity, Mapping):
+        return capacity.get(switch, np.inf)
+    return capacity
+
+
+# ---- entry extraction (vectorised) -------------------------------------------------------
+@dataclass(frozen=True)
+class _Keys:
+    """One row per (flow, hop) that needs an entry."""
+
+    flow: np.ndarray  # int64 [E]
+    in_arc: np.ndarray  # arriving arc; fixes the switch and the in_port
+    out_arc: np.ndarray
+    dst_host: np.ndarray
+    role: np.ndarray
+    qp: np.ndarray  # the flow's QP bucket at the source RTSW, ALL_QPS elsewhere
+
+    def key(self, fabric: Fabric) -> np.ndarray:
+        """One integer per distinct (arriving arc, destination host, qp)."""
+        buckets = int(self.qp.max(initial=ALL_QPS)) + 2
+        return (self.in_arc * fabric.num_hosts + self.dst_host) * buckets + (self.qp - ALL_QPS)
+
+
+def _hops(fabric: Fabric) -> dict[int, list[tuple[int, int, bool]]]:
+    """Per flow class: (arc position of the arrival, role, entry needed?)."""
+    c, k = fabric.ctsws_per_pod, fabric.rack_links
+    a, m = fabric.atsws_per_plane, fabric.agg_links
+    return {
+        SAME_POD: [(0, RTSW_UP, c * k > 1), (1, CTSW_DOWN, k > 1)],
+        CROSS_POD: [
+            (0, RTSW_UP, c * k > 1),
+            (1, CTSW_UP, a * m > 1),
+            (2, ATSW_DOWN, m > 1),
+            (3, CTSW_DOWN, k > 1),
+        ],
+    }
+
+
+def _keys(fabric: Fabric, assignment: Assignment) -> _Keys:
+    flows = assignment.flows
+    arcs = assignment.arcs(fabric)
+    cls = flow_class(fabric, flows.src_nic, flows.dst_nic)
+    dst_host = flows.dst_host(fabric)
+    parts: list[tuple[np.ndarray, ...]] = []
+    for flow_cls, hops in _hops(fabric).items():
+        rows = np.flatnonzero((cls == flow_cls) & assignment.routed)
+        for pos, role, needed in hops:
+            if needed and rows.size:
+                qp = flows.qp[rows] if role == RTSW_UP else np.full(rows.size, ALL_QPS)
+                parts.append(
+                    (rows, arcs[rows, pos], arcs[rows, pos + 1], dst_host[rows],
+                     np.full(rows.size, role, np.int8), qp)
+                )  # fmt: skip
+    if not parts:
+        empty = np.zeros(0, np.int64)
+        return _Keys(empty, empty, empty, empty, np.zeros(0, np.int8), empty)
+    cols = [np.concatenate(col) for col in zip(*parts, strict=True)]
+    return _Keys(*cols)
+
+
+def _disagree(fabric: Fabric, keys: _Keys) -> tuple[np.ndarray, np.ndarray]:
+    """(row, row it disagrees with) for every entry row whose next hop differs from the
+    first flow's (by index) at its key. A whole flow (ALL_QPS) at the source RTSW also
+    meets every bucket of its key, so a bucket row that differs from it disagrees too."""
+    order = np.lexsort((keys.flow, keys.key(fabric)))
+    key = keys.key(fabric)[order]
+    first = np.r_[True, key[1:] != key[:-1]]
+    head = np.maximum.accumulate(np.where(first, np.arange(key.size), 0))
+    nh = keys.out_arc[order]
+    bad = np.flatnonzero(nh != nh[head])
+    rows, against = [order[bad]], [order[head[bad]]]
+    split = keys.qp != ALL_QPS
+    if split.any():
+        base = keys.in_arc * fabric.num_hosts + keys.dst_host
+        whole = np.flatnonzero(~split & (keys.role == RTSW_UP))
+        wk, wfirst = np.unique(base[whole], return_index=True)
+        s = np.flatnonzero(split)
+        pos = np.minimum(np.searchsorted(wk, base[s]), max(wk.size - 1, 0))
+        if wk.size:
+            meet = wk[pos] == base[s]
+            w = whole[wfirst[pos[meet]]]
+            diff = keys.out_arc[s[meet]] != keys.out_arc[w]
+            rows.append(s[meet][diff])
+            against.append(w[diff])
+    return np.concatenate(rows), np.concatenate(against)
+
+
+def route_conflicts(fabric: Fabric, assignment: Assignment) -> np.ndarray:
+    """Mask of flows that disagree with the first flow (by index) at some entry key.
+
+    Unrouting every flow in the mask leaves a conflict-free assignment.
+    """
+    keys = _keys(fabric, assignment)
+    out = np.zeros(len(assignment.flows), dtype=bool)
+    if not keys.flow.size:
+        return out
+    rows, _ = _disagree(fabric, keys)
+    out[keys.flow[rows]] = True
+    return out
+
+
+def _check_conflicts(fabric: Fabric, keys: _Keys) -> None:
+    rows, against = _disagree(fabric, keys)
+    if not rows.size:
+        return
+    bad = rows
+    i, h = rows[0], against[0]
+    switch = fabric.node_name(int(fabric.arc_ends[1][keys.in_arc[i]]))
+    raise RouteConflict(
+        f"{bad.size} conflicting flow(s); first: flows {keys.flow[h]} and {keys.flow[i]} both "
+        f"reach {switch} on {fabric.link_name(int(keys.in_arc[i] // 2))} for "
+        f"{fabric.host_name(int(keys.dst_host[i]))} but want next hops "
+        f"{fabric.link_name(int(keys.out_arc[h] // 2))} and "
+        f"{fabric.link_name(int(keys.out_arc[i] // 2))}; unroute them with route_conflicts()"
+    )
+
+
+def build_routes(fabric: Fabric, assignment: Assignment, owner: str = OWNER) -> RouteSet:
+    """The TE entries that steer every routed flow onto its assigned path."""
+    keys = _keys(fabric, assignment)
+    if not keys.flow.size:
+        return RouteSet({})
+    _check_conflicts(fabric, keys)
+    _, first = np.unique(keys.key(fabric), return_index=True)
+    in_arc, out_arc, dst = keys.in_arc[first], keys.out_arc[first], keys.dst_host[first]
+    qp = _fold_buckets(fabric, in_arc, out_arc, dst, keys.qp[first])
+    keep = qp != _FOLDED
+    in_arc, out_arc, dst, qp = in_arc[keep], out_arc[keep], dst[keep], qp[keep]
+    switch = fabric.arc_ends[1][in_arc]
+    names = {int(s): fabric.node_name(int(s)) for s in np.unique(switch)}
+    entries = [
+        Entry(names[s], ip, d, nh, owner, q)
+        for s, ip, d, nh, q in zip(
+            switch.tolist(),
+            (in_arc // 2).tolist(),
+            dst.tolist(),
+            (out_arc // 2).tolist(),
+            qp.tolist(),
+            strict=True,
+        )
+    ]
+    grouped: dict[str, list[Entry]] = {}
+    for entry in entries:
+        grouped.setdefault(entry.switch, []).append(entry)
+    return RouteSet(
+        {name: tuple(sorted(grouped[name], key=lambda e: e.match)) for name in sorted(grouped)}
+    )
+
+
+_FOLDED = -2  # a bucket entry covered by its key's all-buckets entry
+
+
+def _fold_buckets(
+    fabric: Fabric, in_arc: np.ndarray, out_arc: np.ndarray, dst: np.ndarray, qp: np.ndarray
+) -> np.ndarray:
+    """The qp of each distinct entry after folding buckets: per (in_arc, dst) whose entries
+    are all buckets, the most common next hop (ties: the smallest arc) becomes one ALL_QPS
+    entry and its buckets are dropped (_FOLDED); the other buckets keep entries of their own."""
+    qp = qp.copy()
+    split = np.flatnonzero(qp != ALL_QPS)
+    if not split.size:
+        return qp
+    base = in_arc * fabric.num_hosts + dst
+    covered = np.isin(base[split], base[qp == ALL_QPS])  # agree with it (conflict-checked)
+    qp[split[covered]] = _FOLDED
+    rows = split[~covered]
+    if not rows.size:
+        return qp
+    # count next hops per key: sort by (key, next hop), runs of equal pairs
+    order = rows[np.lexsort((out_arc[rows], base[rows]))]
+    k, nh = base[order], out_arc[order]
+    new_pair = np.r_[True, (k[1:] != k[:-1]) | (nh[1:] != nh[:-1])]
+    starts = np.flatnonzero(new_pair)
+    counts = np.diff(np.r_[starts, k.size])
+    pair_key = k[starts]
+    # the first pair with the largest count per key (pairs are sorted by next hop)
+    rank = np.lexsort((np.arange(starts.size), -counts, pair_key))
+    best = rank[np.r_[True, pair_key[rank][1:] != pair_key[rank][:-1]]]
+    keys, mode = pair_key[best], nh[starts[best]]  # keys ascend: one row per key
+    winner = mode[np.searchsorted(keys, k)] == nh
+    won, kw = order[winner], k[winner]
+    qp[won] = _FOLDED
+    qp[won[np.r_[True, kw[1:] != kw[:-1]]]] = ALL_QPS
+    return qp
+
+
+def fit_tables(
+    fabric: Fabric, assignment: Assignment, capacity: int | Mapping[str, int]
+) -> Assignment:
+    """The assignment with flows unrouted (left on ECMP) until every table fits `capacity`.
+
+    Flows are admitted greedily, largest demand first (ties by flow index); a flow is admitted
+    whole or not at all, so no flow is steered on only part of its path. Entries shared with
+    admitted flows cost nothing.
+    """
+    keys = _keys(fabric, assignment)
+    switch = fabric.arc_ends[1][keys.in_arc]
+    names = {int(s): fabric.node_name(int(s)) for s in np.unique(switch)}
+    limit = {s: _capacity_of(capacity, n) for s, n in names.items()}
+    key = keys.key(fabric)
+    uniq, first = np.unique(key, return_index=True)
+    per_switch = np.bincount(switch[first], minlength=fabric.num_nodes) if uniq.size else None
+    if per_switch is None or all(per_switch[s] <= lim for s, lim in limit.items()):
+        return assignment
+    by_flow: dict[int, list[tuple[int, int]]] = {}
+    for f, s, k in zip(keys.flow.tolist(), switch.tolist(), key.tolist(), strict=True):
+        by_flow.setdefault(f, []).append((s, k))
+    demand = assignment.flows.demand
+    order = sorted(by_flow, key=lambda f: (-demand[f], f))
+    used: dict[int, int] = dict.fromkeys(names, 0)
+    installed: set[int] = set()
+    path = assignment.path.copy()
+    for f in order:
+        new = [(s, k) for s, k in by_flow[f] if k not in installed]
+        extra: dict[int, int] = {}
+        for s, _ in new:
+            extra[s] = extra.get(s, 0) + 1
+        if all(used[s] + n <= limit[s] for s, n in extra.items()):
+            installed.update(k for _, k in new)
+            for s, n in extra.items():
+                used[s] += n
+        else:
+            path[f] = UNROUTED
+    # A bucket without its own entry would follow the key's all-buckets entry, not ECMP:
+    # leave all buckets of a flow on ECMP together.
+    flows = assignment.flows
+    if flows.split:
+        pair = flows.src_nic * np.int64(fabric.num_nics) + flows.dst_nic
+        dropped = np.unique(pair[(path == UNROUTED) & (flows.qp != ALL_QPS)])
+        path[np.isin(pair, dropped) & (flows.qp != ALL_QPS)] = UNROUTED
+    return Assignment(flows, path)
+
+
+# ---- entry validity ----------------------------------------------------------------------
+def switch_ports(fabric: Fabric) -> dict[str, frozenset[int]]:
+    """Link ids attached to every switch, by switch name."""
+    lo, hi = fabric.link_ends
+    first_switch = fabric.node_id("rtsw", 0)
+    ends = np.concatenate([lo, hi])
+    links = np.concatenate([np.arange(fabric.num_links)] * 2)
+    keep = ends >= first_switch
+    ends, links = ends[keep], links[keep]
+    order = np.argsort(ends, kind="stable")
+    ends, links = ends[order], links[order]
+    cuts = np.flatnonzero(np.diff(ends)) + 1
+    return {
+        fabric.node_name(int(group_ends[0])): frozenset(group_links.tolist())
+        for group_ends, group_links in zip(np.split(ends, cuts), np.split(links, cuts), strict=True)
+    }
+
+
+def entry_problem(fabric: Fabric, ports: Mapping[str, frozenset[int]], entry: Entry) -> str | None:
+    """Why `entry` cannot live on its switch, or None if it can."""
+    attached = ports.get(entry.switch)
+    if attached is None:
+        return f"{entry.switch!r} is not a switch of fabric {fabric.name!r}"
+    if entry.in_port not in attached:
+        return f"{entry.switch}: in_port {entry.in_port} is not one of its links"
+    if entry.next_hop not in attached:
+        return f"{entry.switch}: next_hop {entry.next_hop} is not one of its links"
+    if not 0 <= entry.dst_host < fabric.num_hosts:
+        return f"{entry.switch}: dst_host {entry.dst_host} out of range"
+    if not ALL_QPS <= entry.qp < MAX_QP_BUCKETS:
+        return (
+            f"{entry.switch}: qp {entry.qp} is neither {ALL_QPS} (all buckets) nor a bucket "
+            f"below {MAX_QP_BUCKETS}"
+        )
+    return None
+
+
+def entry_role(fabric: Fabric, entry: Entry) -> int:
+    """RTSW_UP, CTSW_UP, ATSW_DOWN or CTSW_DOWN: where an entry sits along a path."""
+    prefix = entry.switch[:4]
+    if prefix == "rtsw":
+        return RTSW_UP
+    if prefix == "atsw":
+        return ATSW_DOWN
+    if prefix == "ctsw":
+        up = 0 <= entry.next_hop < fabric.num_links and fabric.link_kind[entry.next_hop] == AGG
+        return CTSW_UP if up else CTSW_DOWN
+    raise RouteError(f"{entry.switch!r} is not a switch name")

@@ -1,0 +1,169 @@
+"""Route updates: the operations that turn installed entries into wanted ones, safely ordered.
+
+`diff` compares two RouteSets and returns a `Plan`: our own operations (Add, Replace,
+Delete), one `Batch` per switch, batches grouped into stages that are applied one after the
+other (the batches of a stage are independent and may be applied concurrently).
+
+Order (make before break): entries are installed downstream first, so that when an upstream
+entry starts sending traffic somewhere, the entries that carry it onwards are already there;
+entries are removed upstream first, so nothing is sent towards an entry that is gone.
+
+    stage 0  install ctsw-down   (destination CTSW -> RTSW member)
+    stage 1  install atsw-down
+    stage 2  install ctsw-up     (source CTSW -> ATSW link)
+    stage 3  install and remove rtsw-up (the entry that picks the path for a NIC)
+    stage 4  remove ctsw-up
+    stage 5  remove atsw-down
+    stage 6  remove ctsw-down
+
+Only entries of one owner are planned. Installed entries of other owners are left alone;
+a wanted entry whose key is held by another owner is not planned but listed in `blocked`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from controller.model.assignment import Assignment
+from controller.model.fabric import Fabric
+from controller.routes.entries import (
+    CTSW_DOWN,
+    OWNER,
+    Entry,
+    RouteSet,
+    build_routes,
+    entry_role,
+    fit_tables,
+)
+
+STAGE_NAMES = (
+    "install ctsw-down",
+    "install atsw-down",
+    "install ctsw-up",
+    "rtsw-up",
+    "remove ctsw-up",
+    "remove atsw-down",
+    "remove ctsw-down",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Add:
+    """Install an entry on a key that holds none of ours."""
+
+    entry: Entry
+
+
+@dataclass(frozen=True, slots=True)
+class Replace:
+    """Change the next hop (or owner) of one of our entries."""
+
+    old: Entry
+    entry: Entry
+
+
+@dataclass(frozen=True, slots=True)
+class Delete:
+    """Remove one of our entries."""
+
+    entry: Entry
+
+
+Op = Add | Replace | Delete
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Operations for one switch, applied all or nothing."""
+
+    switch: str
+    ops: tuple[Op, ...]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Per-switch batches in the stages of STAGE_NAMES (some may be empty), in order."""
+
+    stages: tuple[tuple[Batch, ...], ...] = ()
+    blocked: tuple[Entry, ...] = ()  # wanted, but the key is held by another owner
+    ecmp_flows: np.ndarray = field(
+        default_factory=lambda: np.zeros(0, np.int64), repr=False, compare=False
+    )
+
+    def batches(self) -> Iterator[tuple[int, Batch]]:
+        """(stage index, batch) in application order."""
+        for index, stage in enumerate(self.stages):
+            for batch in stage:
+                yield index, batch
+
+    def ops(self) -> Iterator[Op]:
+        for _, batch in self.batches():
+            yield from batch.ops
+
+    def counts(self) -> dict[str, int]:
+        """Number of adds, replaces and deletes (the churn of the update)."""
+        out = {"add": 0, "replace": 0, "delete": 0}
+        for op in self.ops():
+            out[type(op).__name__.lower()] += 1
+        return out
+
+    def switches(self) -> tuple[str, ...]:
+        return tuple(sorted({batch.switch for _, batch in self.batches()}))
+
+    def __len__(self) -> int:
+        return sum(len(batch.ops) for _, batch in self.batches())
+
+
+def _op_sort_key(op: Op) -> tuple[int, int, int, int]:
+    return (*op.entry.match, isinstance(op, Delete))
+
+
+def diff(installed: RouteSet, wanted: RouteSet, fabric: Fabric, owner: str = OWNER) -> Plan:
+    """Operations taking `owner`'s entries in `installed` to `wanted`, in safe order."""
+    staged: dict[tuple[int, str], list[Op]] = {}
+    blocked: list[Entry] = []
+
+    def put(stage: int, op: Op) -> None:
+        staged.setdefault((stage, op.entry.switch), []).append(op)
+
+    for switch in sorted(set(installed.tables) | set(wanted.tables)):
+        have = {e.match: e for e in installed.table(switch)}
+        want = {e.match: e for e in wanted.table(switch)}
+        for key, new in want.items():
+            old = have.get(key)
+            install = CTSW_DOWN - entry_role(fabric, new)
+            if old is None:
+                put(install, Add(new))
+            elif old.owner != owner:
+                blocked.append(new)
+            elif old != new:
+                put(install, Replace(old, new))
+        for key, old in have.items():
+            if old.owner == owner and key not in want:
+                put(CTSW_DOWN + entry_role(fabric, old), Delete(old))
+    stages: list[list[Batch]] = [[] for _ in STAGE_NAMES]
+    for (stage, switch), ops in sorted(staged.items()):
+        stages[stage].append(Batch(switch, tuple(sorted(ops, key=_op_sort_key))))
+    return Plan(tuple(tuple(s) for s in stages), tuple(sorted(blocked)))
+
+
+def plan_update(
+    fabric: Fabric,
+    installed: RouteSet,
+    assignment: Assignment,
+    capacity: int | Mapping[str, int] | None = None,
+    owner: str = OWNER,
+) -> tuple[Plan, RouteSet]:
+    """Fit the assignment to the tables, build its routes and diff them: (plan, wanted).
+
+    `plan.ecmp_flows` lists the flows left on ECMP (unrouted or not fitting a table).
+    """
+    if capacity is not None:
+        assignment = fit_tables(fabric, assignment, capacity)
+    wanted = build_routes(fabric, assignment, owner)
+    plan = diff(installed, wanted, fabric, owner)
+    ecmp = np.flatnonzero(~assignment.routed)
+    return Plan(plan.stages, plan.blocked, ecmp), wanted

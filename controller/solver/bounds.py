@@ -1,0 +1,179 @@
+"""Lower bounds on maximum link utilisation (MLU) for any routing of a set of flows.
+
+Each bound is a cut or a single-flow argument; all are valid for every integral routing over
+the candidate paths, and all but `largest-flow` for fractional routings too:
+
+- access: a NIC's traffic has exactly one access link each way; its load is fixed.
+- rack-egress / rack-ingress: every flow leaving rack r crosses one of r's alive uplinks, so
+  some uplink carries at least egress(r) / alive uplink capacity(r) (pigeonhole over the
+  cut); likewise for traffic entering r over its downlinks.
+- pod-egress / pod-ingress: every cross-pod flow from pod p crosses an alive CTSW->ATSW link
+  of p; likewise for traffic entering p.
+- rack-egress-unsplit (and ingress, pod-*): flows are not split, so if a cut has U alive
+  links of capacity at most cap_max, the i-th largest flow d_i (i = t*U, counting from 0)
+  and the t*U flows before it cannot all sit on different links: some link carries t+1
+  flows of at least d_i each, so MLU >= (t+1) d_i / cap_max.
+- largest-flow: an unsplit flow of demand d on a path whose smallest capacity is b puts at
+  least d / b on that arc; the best path has the largest b.
+- lp: the fractional min-MLU optimum (controller.solver.lp) bounds every routing.
+
+With `qps` > 1 the bounds hold for routings that may split each flow into up to `qps` equal
+QP buckets (controller.solver.qp_buckets): the unsplit and largest-flow bounds then count buckets of
+demand / qps instead of whole flows (and the unsplit ones are named rack-egress-16qp etc.).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from controller.model.fabric import Fabric
+from controller.model.flows import ALL_QPS, FlowSet
+from controller.model.health import LinkHealth
+from controller.model.paths import CROSS_POD, SAME_RACK, flow_class
+from controller.solver.lp import LpSolution
+
+
+@dataclass(frozen=True)
+class Bound:
+    """The best lower bound and every part it was taken from."""
+
+    value: float
+    name: str
+    parts: dict[str, float] = field(default_factory=dict)
+
+
+def _ratio(load: np.ndarray, cap: np.ndarray) -> float:
+    """max load/cap over groups; load on zero capacity is infinite."""
+    loaded = load > 0
+    if not loaded.any():
+        return 0.0
+    if (loaded & (cap <= 0)).any():
+        return float("inf")
+    return float((load[loaded] / cap[loaded]).max())
+
+
+def lower_bound(
+    fabric: Fabric,
+    health: LinkHealth,
+    flows: FlowSet,
+    lp: LpSolution | None = None,
+    qps: int = 1,
+) -> Bound:
+    """The largest valid lower bound on MLU (see the module docstring)."""
+    cap = health.arc_capacity(fabric)
+    parts: dict[str, float] = {}
+    if len(flows):
+        src, dst, d = flows.src_nic, flows.dst_nic, flows.demand
+        nic_out = np.bincount(src, weights=d, minlength=fabric.num_nics)
+        nic_in = np.bincount(dst, weights=d, minlength=fabric.num_nics)
+        nics = np.arange(fabric.num_nics)
+        parts["access"] = max(
+            _ratio(nic_out, cap[fabric.up(nics)]), _ratio(nic_in, cap[fabric.down(nics)])
+        )
+        cls = flow_class(fabric, src, dst)
+        sr = fabric.rack_of_host(fabric.host_of_nic(src))
+        dr = fabric.rack_of_host(fabric.host_of_nic(dst))
+        leaves = cls != SAME_RACK
+        racks = fabric.num_racks
+        rack_links = fabric.rack_uplinks().reshape(racks, -1)
+        up_cap = cap[fabric.up(rack_links)].sum(axis=1)
+        down_cap = cap[fabric.down(rack_links)].sum(axis=1)
+        parts["rack-egress"] = _ratio(np.bincount(sr[leaves], d[leaves], racks), up_cap)
+        parts["rack-ingress"] = _ratio(np.bincount(dr[leaves], d[leaves], racks), down_cap)
+        up, down = cap[fabric.up(rack_links)], cap[fabric.down(rack_links)]
+        # unsplit bounds count QP buckets when flows may be split (qps > 1)
+        mult = np.where(flows.qp == ALL_QPS, max(qps, 1), 1)
+        unit = d / mult
+
+        tag = "unsplit" if qps <= 1 else f"{qps}qp"
+
+        def unsplit(group: np.ndarray, rows: np.ndarray, link_cap: np.ndarray) -> float:
+            m = mult[rows]
+            return _unsplit(np.repeat(group, m), np.repeat(unit[rows], m), link_cap)
+
+        parts[f"rack-egress-{tag}"] = unsplit(sr[leaves], leaves, up)
+        parts[f"rack-ingress-{tag}"] = unsplit(dr[leaves], leaves, down)
+        cross = cls == CROSS_POD
+        if cross.any():
+            pods = fabric.pods
+            agg = _agg_grid(fabric).reshape(pods, -1)
+            sp, dp = fabric.pod_of_rack(sr[cross]), fabric.pod_of_rack(dr[cross])
+            parts["pod-egress"] = _ratio(
+                np.bincount(sp, d[cross], pods), cap[fabric.up(agg)].sum(axis=1)
+            )
+            parts["pod-ingress"] = _ratio(
+                np.bincount(dp, d[cross], pods), cap[fabric.down(agg)].sum(axis=1)
+            )
+            parts[f"pod-egress-{tag}"] = unsplit(sp, cross, cap[fabric.up(agg)])
+            parts[f"pod-ingress-{tag}"] = unsplit(dp, cross, cap[fabric.down(agg)])
+        parts["largest-flow"] = _largest_flow(fabric, cap, unit, flows, cls, sr, dr)
+    if lp is not None:
+        parts["lp"] = lp.mlu
+    if not parts:
+        return Bound(0.0, "none", parts)
+    name = max(sorted(parts), key=lambda k: parts[k])
+    return Bound(parts[name], name, parts)
+
+
+def _agg_grid(fabric: Fabric) -> np.ndarray:
+    """Link ids [pods, C, A, L] of every CTSW's ATSW links."""
+    return fabric.agg_link(
+        np.arange(fabric.pods)[:, None, None, None],
+        np.arange(fabric.ctsws_per_pod)[None, :, None, None],
+        np.arange(fabric.atsws_per_plane)[None, None, :, None],
+        np.arange(fabric.agg_links)[None, None, None, :],
+    )
+
+
+def _unsplit(group: np.ndarray, demand: np.ndarray, link_cap: np.ndarray) -> float:
+    """Pigeonhole bound for unsplit flows crossing per-group cuts of links [G, links]."""
+    if group.size == 0:
+        return 0.0
+    alive = (link_cap > 0).sum(axis=1)
+    cap_max = link_cap.max(axis=1)
+    order = np.lexsort((-demand, group))
+    g, dm = group[order], demand[order]
+    first = np.searchsorted(g, g, side="left")
+    rank = np.arange(g.size) - first
+    n_links = alive[g]
+    if (n_links == 0).any():
+        return float("inf")
+    t = rank // n_links
+    pick = (rank % n_links == 0) & (t >= 1)
+    if not pick.any():
+        return 0.0
+    return float(((t[pick] + 1) * dm[pick] / cap_max[g[pick]]).max())
+
+
+def _largest_flow(
+    fabric: Fabric,
+    cap: np.ndarray,
+    demand: np.ndarray,
+    flows: FlowSet,
+    cls: np.ndarray,
+    sr: np.ndarray,
+    dr: np.ndarray,
+) -> float:
+    """max over flows of demand (the unsplittable unit) / (best alive path's bottleneck),
+    access links included.
+
+    Parallel members are independent choices, so the best member of each hop is taken
+    first; then the best plane c (and ATSW j) maximises the smallest hop."""
+    links = fabric.rack_uplinks()
+    rack_up = cap[fabric.up(links)].max(axis=2)  # [racks, C]
+    rack_down = cap[fabric.down(links)].max(axis=2)
+    plane = np.minimum(rack_up[sr], rack_down[dr])  # [F, C]
+    cross = cls == CROSS_POD
+    if cross.any():
+        agg = _agg_grid(fabric)
+        agg_up = cap[fabric.up(agg)].max(axis=3)  # [pods, C, A]
+        agg_down = cap[fabric.down(agg)].max(axis=3)
+        sp, dp = fabric.pod_of_rack(sr[cross]), fabric.pod_of_rack(dr[cross])
+        via_atsw = np.minimum(agg_up[sp], agg_down[dp]).max(axis=2)  # [cross flows, C]
+        plane[cross] = np.minimum(plane[cross], via_atsw)
+    best = plane.max(axis=1)
+    access = np.minimum(cap[fabric.up(flows.src_nic)], cap[fabric.down(flows.dst_nic)])
+    best = np.where(cls == SAME_RACK, access, np.minimum(best, access))
+    return _ratio(demand, best)

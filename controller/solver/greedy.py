@@ -1,0 +1,721 @@
+"""Integral assignment: every flow gets exactly one candidate path (or is reported).
+
+Methods, all deterministic:
+
+- Greedy, largest first: flows in order of descending demand (ties by flow index) each take
+  the alive candidate path with the smallest resulting bottleneck utilisation over the
+  switch-to-switch arcs (ties: smallest sum of utilisations, then smallest path index).
+  Candidate arcs are `base[flow] + offset[path]` (the structured numbering of
+  controller.model.paths is affine in its digits), so one flow costs a few numpy calls.
+  Optional LP guidance restricts a flow to the paths of its commodity that still have target
+  share left, when there are any.
+- Local search: take the most utilised switch-to-switch arc; try its flows (largest first)
+  on every other candidate; accept the first move whose new path stays strictly below the
+  current maximum (lexicographically fewer arcs at the maximum, or a lower maximum).
+- Colouring (controller.solver.colouring) when all demands are equal: exact on the RTSW<->CTSW
+  layer; flows it cannot place go through the greedy, then local search runs on the result.
+  The better of colouring and greedy by (MLU, collisions) is kept.
+
+`assign` adds stability against a previous assignment, route-entry consistency (flows that
+meet at one TE entry key must leave it on the same next hop; see controller.routes.entries), and a
+per-switch table budget (flows that do not fit stay on ECMP).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from controller.model.assignment import UNROUTED, Assignment
+from controller.model.fabric import ACCESS, Fabric
+from controller.model.flows import ALL_QPS, FlowSet
+from controller.model.health import LinkHealth
+from controller.model.paths import CROSS_POD, SAME_POD, SAME_RACK, decode, flow_class, num_paths
+from controller.routes.entries import MAX_QP_BUCKETS
+from controller.solver.colouring import colour_assign, path_index
+
+_TOL = 1e-9
+
+
+# ---- candidate paths as arrays -------------------------------------------------------------
+@dataclass(frozen=True)
+class Candidates:
+    """Switch-to-switch arcs of every candidate path: arc = base[f, h] + offset[cls][p, h].
+
+    Same-pod paths have 2 core hops, cross-pod 4; same-rack flows have none.
+    """
+
+    cls: np.ndarray  # int8 [F]
+    base: np.ndarray  # int64 [F, 4]
+    offset: dict[int, np.ndarray]  # class -> int64 [P, hops]
+
+    def arcs(self, f: int) -> np.ndarray:
+        """Core arcs [P, hops] of every candidate of flow f (empty for same rack)."""
+        off = self.offset[int(self.cls[f])]
+        return self.base[f, : off.shape[1]] + off
+
+    def chosen(self, f: int, path: int) -> np.ndarray:
+        off = self.offset[int(self.cls[f])]
+        return self.base[f, : off.shape[1]] + off[path]
+
+    def all_chosen(self, path: np.ndarray) -> np.ndarray:
+        """Core arcs [F, 4] of the given paths, -1 padded (and for UNROUTED)."""
+        out = np.full(self.base.shape, -1, np.int64)
+        for cls, off in self.offset.items():
+            rows = np.flatnonzero((self.cls == cls) & (path >= 0))
+            if rows.size and off.shape[1]:
+                h = off.shape[1]
+                out[rows, :h] = self.base[rows, :h] + off[path[rows]]
+        return out
+
+
+def candidates(fabric: Fabric, flows: FlowSet) -> Candidates:
+    """The candidate-path tables of `flows` (see Candidates)."""
+    cls = flow_class(fabric, flows.src_nic, flows.dst_nic)
+    sr = fabric.rack_of_host(fabric.host_of_nic(flows.src_nic))
+    dr = fabric.rack_of_host(fabric.host_of_nic(flows.dst_nic))
+    base = np.zeros((len(flows), 4), np.int64)
+    up_rack = fabric.up(fabric.rack_link(sr, 0, 0))
+    down_rack = fabric.down(fabric.rack_link(dr, 0, 0))
+    pod = cls == SAME_POD
+    base[pod, 0], base[pod, 1] = up_rack[pod], down_rack[pod]
+    cross = cls == CROSS_POD
+    if fabric.atsws_per_plane:
+        sp, dp = fabric.pod_of_rack(sr), fabric.pod_of_rack(dr)
+        base[cross, 0] = up_rack[cross]
+        base[cross, 1] = fabric.up(fabric.agg_link(sp, 0, 0, 0))[cross]
+        base[cross, 2] = fabric.down(fabric.agg_link(dp, 0, 0, 0))[cross]
+        base[cross, 3] = down_rack[cross]
+    _, n_pod, n_cross = num_paths(fabric)
+    k, a, m = fabric.rack_links, fabric.atsws_per_plane, fabric.agg_links
+    d = decode(fabric, np.full(n_pod, SAME_POD), np.arange(n_pod))
+    offset = {
+        SAME_RACK: np.zeros((1, 0), np.int64),
+        SAME_POD: np.stack([2 * (d["c"] * k + d["ku"]), 2 * (d["c"] * k + d["kd"])], axis=1),
+    }
+    if a:
+        d = decode(fabric, np.full(n_cross, CROSS_POD), np.arange(n_cross))
+        offset[CROSS_POD] = np.stack(
+            [
+                2 * (d["c"] * k + d["ku"]),
+                2 * ((d["c"] * a + d["j"]) * m + d["mu"]),
+                2 * ((d["c"] * a + d["j"]) * m + d["md"]),
+                2 * (d["c"] * k + d["kd"]),
+            ],
+            axis=1,
+        )
+    return Candidates(cls, base, offset)
+
+
+def _inverse(capacity: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore"):
+        return np.where(capacity > 0, 1.0 / np.where(capacity > 0, capacity, 1.0), np.inf)
+
+
+def access_alive(fabric: Fabric, flows: FlowSet, arc_capacity: np.ndarray) -> np.ndarray:
+    """Flows whose NIC access arcs (fixed for every path) both have capacity."""
+    return (arc_capacity[fabric.up(flows.src_nic)] > 0) & (
+        arc_capacity[fabric.down(flows.dst_nic)] > 0
+    )
+
+
+def _best_path(
+    arcs: np.ndarray,
+    load: np.ndarray,
+    inv: np.ndarray,
+    demand: float,
+    allowed: np.ndarray | None = None,
+) -> tuple[int, float]:
+    """(path, bottleneck utilisation) of the best candidate; (-1, inf) if none is alive."""
+    util = (load[arcs] + demand) * inv[arcs]
+    worst = util.max(axis=1)
+    if allowed is not None:
+        worst = np.where(allowed, worst, np.inf)
+    best = worst.min()
+    if not np.isfinite(best):
+        return UNROUTED, float("inf")
+    tied = np.flatnonzero(worst <= best + _TOL)
+    if tied.size > 1:
+        tied = tied[np.argmin(util[tied].sum(axis=1))]
+    else:
+        tied = tied[0]
+    return int(tied), float(best)
+
+
+class _Mates:
+    """Flows from one source RTSW to one destination host meet at the same CTSW entry key
+    when they share an uplink, so they must share the digits after it (the suffix of the
+    path index). Tracks, per such group and uplink, the suffix in use and how many use it."""
+
+    @staticmethod
+    def spans(fabric: Fabric) -> np.ndarray:
+        """Suffix size per class (0 where no entry follows the uplink)."""
+        k, a, m = fabric.rack_links, fabric.atsws_per_plane, fabric.agg_links
+        span = np.zeros(3, np.int64)
+        span[SAME_POD] = k if k > 1 else 0
+        span[CROSS_POD] = a * m * m * k if a * m > 1 else 0
+        return span
+
+    def __init__(self, fabric: Fabric, flows: FlowSet, cand: Candidates) -> None:
+        k = fabric.rack_links
+        self.span = self.spans(fabric)
+        sr = fabric.rack_of_host(fabric.host_of_nic(flows.src_nic))
+        key = (sr * fabric.num_hosts + flows.dst_host(fabric)) * 3 + cand.cls
+        on = self.span[cand.cls] > 0
+        self.group = np.full(len(flows), -1, np.int64)
+        if on.any():
+            uniq, inv, count = np.unique(key[on], return_inverse=True, return_counts=True)
+            gid = np.where(count[inv] > 1, inv, -1)
+            self.group[on] = gid
+            n_up = fabric.ctsws_per_pod * k
+            self.forced = np.full((uniq.size, n_up), -1, np.int64)
+            self.count = np.zeros((uniq.size, n_up), np.int64)
+
+    def fill(self, cls: np.ndarray, path: np.ndarray) -> None:
+        """Add every routed flow at once."""
+        rows = np.flatnonzero((self.group >= 0) & (path >= 0))
+        if not rows.size:
+            return
+        span = self.span[cls[rows]]
+        g, up = self.group[rows], path[rows] // span
+        self.forced[g, up] = path[rows] % span
+        np.add.at(self.count, (g, up), 1)
+
+    def allowed(self, f: int, cls: int, n_paths: int) -> np.ndarray | None:
+        g = self.group[f]
+        if g < 0:
+            return None
+        span = int(self.span[cls])
+        p = np.arange(n_paths)
+        fs = self.forced[g, p // span]
+        return (fs < 0) | (fs == p % span)
+
+    def add(self, f: int, cls: int, path: int) -> None:
+        g = self.group[f]
+        if g >= 0 and path >= 0:
+            span = int(self.span[cls])
+            self.forced[g, path // span] = path % span
+            self.count[g, path // span] += 1
+
+    def remove(self, f: int, cls: int, path: int) -> None:
+        g = self.group[f]
+        if g >= 0 and path >= 0:
+            u = path // int(self.span[cls])
+            self.count[g, u] -= 1
+            if self.count[g, u] == 0:
+                self.forced[g, u] = -1
+
+
+def _both(a: np.ndarray | None, b: np.ndarray | None) -> np.ndarray | None:
+    if a is None:
+        return b
+    return a if b is None else a & b
+
+
+# ---- guidance -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Guidance:
+    """Target fraction of a commodity's demand per path: rows (src RTSW, dst RTSW, path,
+    share). Built by the caller from an LP solution; shares of a commodity sum to ~1."""
+
+    src_rtsw: np.ndarray = field(repr=False)
+    dst_rtsw: np.ndarray = field(repr=False)
+    path: np.ndarray = field(repr=False)
+    share: np.ndarray = field(repr=False)
+
+
+def _targets(
+    fabric: Fabric, flows: FlowSet, cls: np.ndarray, guidance: Guidance
+) -> dict[tuple[int, int], np.ndarray]:
+    """Remaining Gbps per path for every guided commodity."""
+    _, n_pod, n_cross = num_paths(fabric)
+    sr = fabric.rack_of_host(fabric.host_of_nic(flows.src_nic))
+    dr = fabric.rack_of_host(fabric.host_of_nic(flows.dst_nic))
+    total: dict[tuple[int, int], float] = {}
+    for s, d, q in zip(sr.tolist(), dr.tolist(), flows.demand.tolist(), strict=True):
+        total[(s, d)] = total.get((s, d), 0.0) + q
+    cls_of = {(int(s), int(d)): int(c) for s, d, c in zip(sr, dr, cls, strict=True)}
+    out: dict[tuple[int, int], np.ndarray] = {}
+    for s, d, p, q in zip(
+        np.asarray(guidance.src_rtsw).tolist(), np.asarray(guidance.dst_rtsw).tolist(),
+        np.asarray(guidance.path).tolist(), np.asarray(guidance.share).tolist(), strict=True,
+    ):  # fmt: skip
+        key = (int(s), int(d))
+        if key not in total or cls_of[key] == SAME_RACK:
+            continue
+        size = n_cross if cls_of[key] == CROSS_POD else n_pod
+        if not 0 <= p < size:
+            continue
+        vec = out.setdefault(key, np.zeros(size))
+        vec[int(p)] += float(q) * total[key]
+    return out
+
+
+# ---- greedy and local search ---------------------------------------------------------------
+def demand_order(flows: FlowSet) -> np.ndarray:
+    """Flow indices by descending demand, ties by index."""
+    return np.argsort(-flows.demand, kind="stable")
+
+
+def greedy(
+    fabric: Fabric,
+    health: LinkHealth,
+    flows: FlowSet,
+    *,
+    fixed: np.ndarray | None = None,
+    guidance: Guidance | None = None,
+    cand: Candidates | None = None,
+) -> np.ndarray:
+    """Largest-first greedy paths. `fixed[f] >= 0` keeps flow f on that path (its load is
+    counted first); every other flow is placed. Flows with no alive path get UNROUTED."""
+    cap = health.arc_capacity(fabric)
+    inv = _inverse(cap)
+    cand = cand or candidates(fabric, flows)
+    path = np.full(len(flows), UNROUTED, np.int64)
+    load = np.zeros(fabric.num_arcs)
+    if fixed is not None:
+        keep = fixed >= 0
+        path[keep] = fixed[keep]
+        arcs = cand.all_chosen(path)
+        flat = arcs.reshape(-1)
+        w = np.repeat(flows.demand, arcs.shape[1])
+        load += np.bincount(flat[flat >= 0], weights=w[flat >= 0], minlength=fabric.num_arcs)
+    else:
+        keep = np.zeros(len(flows), bool)
+    targets = _targets(fabric, flows, cand.cls, guidance) if guidance is not None else {}
+    alive = access_alive(fabric, flows, cap)
+    sr = fabric.rack_of_host(fabric.host_of_nic(flows.src_nic))
+    dr = fabric.rack_of_host(fabric.host_of_nic(flows.dst_nic))
+    demand = flows.demand
+    mates = _Mates(fabric, flows, cand)
+    mates.fill(cand.cls, np.where(keep, path, UNROUTED))
+    for f in demand_order(flows).tolist():
+        if keep[f] or not alive[f]:
+            continue
+        cls = int(cand.cls[f])
+        if cls == SAME_RACK:
+            path[f] = 0
+            continue
+        arcs = cand.arcs(f)
+        d = float(demand[f])
+        must = mates.allowed(f, cls, arcs.shape[0])
+        rem = targets.get((int(sr[f]), int(dr[f]))) if targets else None
+        allowed = None
+        if rem is not None:
+            allowed = _both(rem >= 0.5 * d - _TOL, must)
+            if allowed is None or not allowed.any():
+                allowed = None
+        p, _ = _best_path(arcs, load, inv, d, _both(allowed, must))
+        if p == UNROUTED and allowed is not None:
+            p, _ = _best_path(arcs, load, inv, d, must)
+        if p == UNROUTED:
+            continue
+        path[f] = p
+        mates.add(f, cls, p)
+        load[arcs[p]] += d
+        if rem is not None:
+            rem[p] -= d
+    return path
+
+
+def core_load(fabric: Fabric, flows: FlowSet, cand: Candidates, path: np.ndarray) -> np.ndarray:
+    """Gbps per arc from the switch-to-switch hops of the given paths."""
+    arcs = cand.all_chosen(path)
+    flat = arcs.reshape(-1)
+    w = np.repeat(flows.demand, arcs.shape[1])
+    return np.bincount(flat[flat >= 0], weights=w[flat >= 0], minlength=fabric.num_arcs)
+
+
+def local_search(
+    fabric: Fabric,
+    health: LinkHealth,
+    flows: FlowSet,
+    path: np.ndarray,
+    *,
+    movable: np.ndarray | None = None,
+    max_moves: int = 100_000,
+    time_budget: float | None = None,
+    cand: Candidates | None = None,
+) -> np.ndarray:
+    """Move flows off the most utilised arc while that strictly improves (max, count at max);
+    stop at the first most-utilised arc none of whose flows can move.
+    Only flows with `movable[f]` (default: all routed) may move. Returns new paths."""
+    start = time.perf_counter()
+    cap = health.arc_capacity(fabric)
+    inv = _inverse(cap)
+    cand = cand or candidates(fabric, flows)
+    path = path.copy()
+    chosen = cand.all_chosen(path)
+    load = core_load(fabric, flows, cand, path)
+    may = path >= 0 if movable is None else movable & (path >= 0)
+    may &= cand.cls != SAME_RACK
+    demand = flows.demand
+    mates = _Mates(fabric, flows, cand)
+    mates.fill(cand.cls, path)
+    core = np.repeat(fabric.link_kind != ACCESS, 2)
+    weight = np.where(core & np.isfinite(inv), inv, 0.0)
+    for _ in range(max_moves):
+        if time_budget is not None and time.perf_counter() - start > time_budget:
+            break
+        util = load * weight
+        top = float(util.max(initial=0.0))
+        if top <= _TOL:
+            break
+        moved = False
+        for arc in (int(np.argmax(util)),):  # an arc nobody can leave pins the maximum
+            on = np.flatnonzero((chosen == arc).any(axis=1) & may)
+            on = on[np.argsort(-demand[on], kind="stable")]
+            for f in on.tolist():
+                d = float(demand[f])
+                cls = int(cand.cls[f])
+                old = chosen[f, chosen[f] >= 0]
+                load[old] -= d
+                mates.remove(f, cls, int(path[f]))
+                arcs = cand.arcs(f)
+                p, worst = _best_path(arcs, load, inv, d, mates.allowed(f, cls, arcs.shape[0]))
+                if p != UNROUTED and p != path[f] and worst < top - _TOL:
+                    path[f] = p
+                    chosen[f, : arcs.shape[1]] = arcs[p]
+                    load[arcs[p]] += d
+                    mates.add(f, cls, p)
+                    moved = True
+                    break
+                load[old] += d
+                mates.add(f, cls, int(path[f]))
+            if moved:
+                break
+        if not moved:
+            break
+    return path
+
+
+# ---- route-entry model ------------------------------------------------------------------------
+def _entry_hops(fabric: Fabric) -> dict[int, list[tuple[int, tuple[str, ...]]]]:
+    """Per flow class: (core-arc position of the arrival, or -1 for the access arc; digits
+    that the next hops after it depend on), for each hop that needs a TE entry."""
+    c, k = fabric.ctsws_per_pod, fabric.rack_links
+    a, m = fabric.atsws_per_plane, fabric.agg_links
+    every = ("c", "ku", "j", "mu", "md", "kd")
+    pod = [(-1, every, c * k > 1), (0, ("kd",), k > 1)]
+    cross = [
+        (-1, every, c * k > 1),
+        (0, ("j", "mu", "md", "kd"), a * m > 1),
+        (1, ("md", "kd"), m > 1),
+        (2, ("kd",), k > 1),
+    ]
+    return {
+        SAME_POD: [(pos, dig) for pos, dig, need in pod if need],
+        CROSS_POD: [(pos, dig) for pos, dig, need in cross if need],
+    }
+
+
+def _entry_keys(
+    fabric: Fabric, flows: FlowSet, cand: Candidates, path: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(flow, switch node, key) of every TE entry the routed flows need."""
+    chosen = cand.all_chosen(path)
+    dst_host = flows.dst_host(fabric)
+    access = fabric.up(flows.src_nic)
+    parts_f, parts_arc, parts_qp = [], [], []
+    for cls, hops in _entry_hops(fabric).items():
+        rows = np.flatnonzero((cand.cls == cls) & (path >= 0))
+        for pos, _ in hops:
+            parts_f.append(rows)
+            parts_arc.append(access[rows] if pos < 0 else chosen[rows, pos])
+            parts_qp.append(flows.qp[rows] if pos < 0 else np.full(rows.size, ALL_QPS))
+    if not parts_f:
+        empty = np.zeros(0, np.int64)
+        return empty, empty, empty
+    f = np.concatenate(parts_f)
+    arc = np.concatenate(parts_arc)
+    switch = fabric.arc_ends[1][arc]
+    return f, switch, _key(fabric, arc, dst_host[f], np.concatenate(parts_qp))
+
+
+def _key(fabric: Fabric, arc: np.ndarray, dst_host: np.ndarray, qp: np.ndarray) -> np.ndarray:
+    """One integer per entry key (arriving arc, destination host, QP bucket or ALL_QPS):
+    QP buckets are told apart at the source RTSW only (see controller.routes.entries)."""
+    return (arc * fabric.num_hosts + dst_host) * (MAX_QP_BUCKETS + 1) + (qp - ALL_QPS)
+
+
+def entries_per_switch(fabric: Fabric, assignment: Assignment) -> np.ndarray:
+    """TE entries per switch node id (int64 [num_nodes]).
+
+    Model (as controller.routes.entries builds them): an entry is keyed <arriving link, destination
+    host> on the switch the link enters, one per distinct key, at the hops that offer a
+    choice: the source RTSW (keyed on the NIC's access link; C*K > 1), the source CTSW of a
+    cross-pod flow (A*L > 1), the ATSW (L > 1) and the destination CTSW (K > 1).
+    """
+    cand = candidates(fabric, assignment.flows)
+    _, switch, key = _entry_keys(fabric, assignment.flows, cand, assignment.path)
+    if not key.size:
+        return np.zeros(fabric.num_nodes, np.int64)
+    _, first = np.unique(key, return_index=True)
+    return np.bincount(switch[first], minlength=fabric.num_nodes).astype(np.int64)
+
+
+def align_entries(
+    fabric: Fabric, flows: FlowSet, path: np.ndarray, priority: np.ndarray | None = None
+) -> np.ndarray:
+    """Make flows that share an entry key leave it on the same next hops: every flow copies
+    the later digits of the group member with the smallest (priority, index)."""
+    cand = candidates(fabric, flows)
+    path = path.copy()
+    pr = np.zeros(len(flows)) if priority is None else np.asarray(priority, np.float64)
+    dst_host = flows.dst_host(fabric)
+    access = fabric.up(flows.src_nic)
+    for cls, hops in _entry_hops(fabric).items():
+        rows = np.flatnonzero((cand.cls == cls) & (path >= 0))
+        if rows.size < 2:
+            continue
+        for pos, dig in hops:
+            chosen = cand.all_chosen(path)[rows]
+            arc = access[rows] if pos < 0 else chosen[:, pos]
+            qp = flows.qp[rows] if pos < 0 else np.full(rows.size, ALL_QPS)
+            key = _key(fabric, arc, dst_host[rows], qp)
+            order = np.lexsort((rows, pr[rows], key))
+            k = key[order]
+            first = np.r_[True, k[1:] != k[:-1]]
+            head = order[np.maximum.accumulate(np.where(first, np.arange(k.size), 0))]
+            follower = head != order
+            if not follower.any():
+                continue
+            cls_arr = np.full(rows.size, cls)
+            digits = decode(fabric, cls_arr, path[rows])
+            for name in dig:
+                digits[name][order[follower]] = digits[name][head[follower]]
+            path[rows] = path_index(fabric, cls_arr, digits)
+    return path
+
+
+def fit_budget(
+    fabric: Fabric, flows: FlowSet, path: np.ndarray, budget: int | Mapping[int, int]
+) -> np.ndarray:
+    """Unroute flows (largest demand keeps TE first, ties by index) until every switch's
+    entries fit `budget` (per switch node id, or one number for all)."""
+    cand = candidates(fabric, flows)
+    f, switch, key = _entry_keys(fabric, flows, cand, path)
+    path = path.copy()
+    if not key.size:
+        return path
+    _, first = np.unique(key, return_index=True)
+    need = np.bincount(switch[first], minlength=fabric.num_nodes)
+
+    def limit(s: int) -> float:
+        if isinstance(budget, Mapping):
+            return float(budget.get(s, np.inf))
+        return float(budget)
+
+    if all(need[s] <= limit(int(s)) for s in np.flatnonzero(need)):
+        return path
+    rank = np.empty(len(flows), np.int64)
+    rank[demand_order(flows)] = np.arange(len(flows))
+    order = np.argsort(rank[f], kind="stable")
+    f, switch, key = f[order].tolist(), switch[order].tolist(), key[order].tolist()
+    used: dict[int, int] = {}
+    installed: set[int] = set()
+    i = 0
+    while i < len(f):
+        j = i
+        while j < len(f) and f[j] == f[i]:
+            j += 1
+        new: dict[int, int] = {}
+        keys = [key[t] for t in range(i, j) if key[t] not in installed]
+        for t in range(i, j):
+            if key[t] not in installed:
+                new[switch[t]] = new.get(switch[t], 0) + 1
+        if all(used.get(s, 0) + n <= limit(s) for s, n in new.items()):
+            installed.update(keys)
+            for s, n in new.items():
+                used[s] = used.get(s, 0) + n
+        else:
+            path[f[i]] = UNROUTED
+        i = j
+    return path
+
+
+# ---- results ------------------------------------------------------------------------------------
+def utilisation(fabric: Fabric, health: LinkHealth, assignment: Assignment) -> np.ndarray:
+    """Load / alive capacity per arc (inf where a dead arc carries load)."""
+    load = assignment.link_load(fabric)
+    cap = health.arc_capacity(fabric)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(cap > 0, load / np.where(cap > 0, cap, 1.0), np.where(load > 0, np.inf, 0))
+
+
+def collided_arcs(fabric: Fabric, health: LinkHealth, assignment: Assignment) -> np.ndarray:
+    """Switch-to-switch arcs carrying two or more flows whose total exceeds the capacity."""
+    arcs = assignment.arcs(fabric).reshape(-1)
+    arcs = arcs[arcs >= 0]
+    count = np.bincount(arcs, minlength=fabric.num_arcs)
+    load = assignment.link_load(fabric)
+    cap = health.arc_capacity(fabric)
+    core = np.repeat(fabric.link_kind != ACCESS, 2)
+    return np.flatnonzero(core & (count > 1) & (load > cap + _TOL * np.maximum(cap, 1.0)))
+
+
+@dataclass(frozen=True)
+class AssignResult:
+    """An assignment and what it costs. Index arrays refer to flows (or arcs)."""
+
+    assignment: Assignment
+    mlu: float  # max arc utilisation of the TE-routed flows (ECMP fallback not counted)
+    collided_links: np.ndarray = field(repr=False)  # arc ids, see collided_arcs
+    churn: np.ndarray = field(repr=False)  # flows whose path differs from `previous`
+    fallback_ecmp: np.ndarray = field(repr=False)  # routed, but over the table budget
+    unroutable: np.ndarray = field(repr=False)  # no alive path
+    method: str
+    seconds: float
+
+
+def _score(fabric: Fabric, health: LinkHealth, flows: FlowSet, path: np.ndarray) -> tuple:
+    a = Assignment(flows, path)
+    util = utilisation(fabric, health, a)
+    mlu = float(util.max(initial=0.0))
+    return round(mlu, 9), int(collided_arcs(fabric, health, a).size)
+
+
+NO_PREVIOUS = -2  # a flow with no counterpart in the previous assignment
+
+
+def _previous_paths(flows: FlowSet, previous: Assignment) -> np.ndarray:
+    """Previous path of every flow with the same (source NIC, destination NIC), else
+    NO_PREVIOUS."""
+    big = np.int64(
+        max(int(flows.dst_nic.max(initial=0)), int(previous.flows.dst_nic.max(initial=0))) + 1
+    )
+    pk = previous.flows.src_nic * big + previous.flows.dst_nic
+    uk, first = np.unique(pk, return_index=True)
+    key = flows.src_nic * big + flows.dst_nic
+    pos = np.minimum(np.searchsorted(uk, key), max(uk.size - 1, 0))
+    hit = uk.size > 0
+    match = (uk[pos] == key) if hit else np.zeros(len(flows), bool)
+    out = np.full(len(flows), NO_PREVIOUS, np.int64)
+    out[match] = previous.path[first[pos[match]]]
+    return out
+
+
+def _alive_paths(cand: Candidates, cap: np.ndarray, path: np.ndarray, ok: np.ndarray) -> np.ndarray:
+    chosen = cand.all_chosen(np.where(path >= 0, path, UNROUTED))
+    alive = np.where(chosen >= 0, cap[np.maximum(chosen, 0)] > 0, True).all(axis=1)
+    return alive & (path >= 0) & ok
+
+
+def best_paths(
+    fabric: Fabric,
+    health: LinkHealth,
+    flows: FlowSet,
+    *,
+    guidance: Guidance | None = None,
+    time_budget: float | None = None,
+    cand: Candidates | None = None,
+) -> tuple[np.ndarray, str]:
+    """Best of colouring (when it applies) and greedy, each followed by local search and
+    entry alignment; returns (paths, method)."""
+    cand = cand or candidates(fabric, flows)
+    start = time.perf_counter()
+    options: list[tuple[tuple, int, np.ndarray, str]] = []
+    coloured = colour_assign(fabric, health, flows)
+    if coloured is not None:
+        path = coloured.assignment.path.copy()
+        method = "colouring"
+        if coloured.failed.size:
+            fixed = path.copy()
+            path = greedy(fabric, health, flows, fixed=fixed, cand=cand)
+            method = "colouring+greedy"
+        path = _finish(fabric, health, flows, path, cand, time_budget, start)
+        options.append((_score(fabric, health, flows, path), 0, path, method))
+    elif len(flows):
+        # Mixed demands: colour the largest class (line-rate ring flows, typically) so that
+        # no two of them share a rack link, then place the smaller flows around them.
+        big = np.flatnonzero(flows.demand == flows.demand.max())
+        part = colour_assign(fabric, health, flows.take(big))
+        if part is not None and big.size < len(flows):
+            fixed = np.full(len(flows), UNROUTED, np.int64)
+            fixed[big] = part.assignment.path
+            path = greedy(fabric, health, flows, fixed=fixed, guidance=guidance, cand=cand)
+            path = _finish(fabric, health, flows, path, cand, time_budget, start)
+            options.append((_score(fabric, health, flows, path), 0, path, "colouring+greedy"))
+    path = greedy(fabric, health, flows, guidance=guidance, cand=cand)
+    path = _finish(fabric, health, flows, path, cand, time_budget, start)
+    method = "guided-greedy" if guidance is not None else "greedy"
+    options.append((_score(fabric, health, flows, path), 1, path, method))
+    best = min(options, key=lambda o: (o[0], o[1]))
+    return best[2], best[3]
+
+
+def _finish(
+    fabric: Fabric,
+    health: LinkHealth,
+    flows: FlowSet,
+    path: np.ndarray,
+    cand: Candidates,
+    time_budget: float | None,
+    start: float,
+    movable: np.ndarray | None = None,
+) -> np.ndarray:
+    left = None if time_budget is None else max(time_budget - (time.perf_counter() - start), 0)
+    path = local_search(fabric, health, flows, path, movable=movable, time_budget=left, cand=cand)
+    priority = None if movable is None else movable.astype(np.float64)
+    return align_entries(fabric, flows, path, priority)
+
+
+def assign_paths(
+    fabric: Fabric,
+    health: LinkHealth,
+    flows: FlowSet,
+    *,
+    previous: Assignment | None = None,
+    move_threshold: float = 0.0,
+    table_budget: int | Mapping[int, int] | None = None,
+    lp_guidance: Guidance | None = None,
+    time_budget: float | None = None,
+) -> AssignResult:
+    """Integral paths for all flows.
+
+    With `previous`, flows with the same (source NIC, destination NIC) stay on their previous
+    path while it is alive, new or broken flows are placed around them; a fresh solve replaces
+    that only if its MLU is lower by more than `move_threshold` (relative). `table_budget`
+    caps TE entries per switch node id (see entries_per_switch); flows that do not fit stay
+    on ECMP. `time_budget` (seconds) bounds the local search.
+    """
+    start = time.perf_counter()
+    cand = candidates(fabric, flows)
+    cap = health.arc_capacity(fabric)
+    path, method = best_paths(
+        fabric, health, flows, guidance=lp_guidance, time_budget=time_budget, cand=cand
+    )
+    churn = np.zeros(0, np.int64)
+    if previous is not None:
+        prev = _previous_paths(flows, previous)
+        keep = _alive_paths(cand, cap, prev, access_alive(fabric, flows, cap))
+        fixed = np.where(keep, prev, UNROUTED)
+        kept = greedy(fabric, health, flows, fixed=fixed, guidance=lp_guidance, cand=cand)
+        kept = _finish(fabric, health, flows, kept, cand, time_budget, start, movable=~keep)
+        fresh_mlu = _score(fabric, health, flows, path)[0]
+        kept_mlu = _score(fabric, health, flows, kept)[0]
+        if not fresh_mlu < kept_mlu * (1.0 - move_threshold) - _TOL:
+            path, method = kept, "kept+" + method
+        matched = prev != NO_PREVIOUS
+        churn = np.flatnonzero(matched & (prev != path))
+    unroutable = np.flatnonzero(path == UNROUTED)
+    fallback = np.zeros(0, np.int64)
+    if table_budget is not None:
+        fitted = fit_budget(fabric, flows, path, table_budget)
+        fallback = np.flatnonzero((fitted == UNROUTED) & (path != UNROUTED))
+        path = fitted
+    assignment = Assignment(flows, path)
+    mlu = float(utilisation(fabric, health, assignment).max(initial=0.0))
+    return AssignResult(
+        assignment=assignment,
+        mlu=mlu,
+        collided_links=collided_arcs(fabric, health, assignment),
+        churn=churn,
+        fallback_ecmp=fallback,
+        unroutable=unroutable,
+        method=method,
+        seconds=time.perf_counter() - start,
+    )

@@ -1,0 +1,222 @@
+"""QP-bucket splitting: spread the flows of overloaded links over their queue pairs.
+
+A RoCE flow runs over several queue pairs (QPs) and the source RTSW can tell them apart by
+UDP source port, so a TE entry keyed <ingress port, destination host, QP bucket> sends one
+bucket of a flow one way and the rest another (see controller.routes.entries). One path per flow
+cannot beat hashing once a failure takes a rack below 1:1: 16 line-rate flows on 15 alive
+uplinks put two flows on one link (MLU 2, both at half rate), while E-ECMP's hashed QPs
+average out. Splitting only the flows on overloaded links into `qps` equal buckets, each
+placed like a flow, reaches the bound at bucket granularity (MLU 18/16 for 16 buckets on 15
+links) and keeps every other flow on one path with one entry.
+
+Where overloads are everywhere (a tight mix of unequal flows, which one path per flow
+cannot pack), `spray` splits every flow that leaves its rack and sends bucket q of flow f to
+plane (q + f) mod C, with the ATSW and parallel members chosen from the destination host.
+Every uplink and downlink then carries an equal share of each rack's traffic, so in a
+healthy fabric the MLU equals the largest access, rack or pod cut bound; buckets whose
+sprayed path is dead are placed like flows. It costs up to one RTSW entry per bucket.
+
+Both work on plain arrays: flows and paths in, flows (with `qp` set on the split ones),
+paths and the parent flow of every row out.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from controller.errors import InputError
+from controller.model.assignment import UNROUTED, Assignment
+from controller.model.fabric import ACCESS, Fabric
+from controller.model.flows import ALL_QPS, FlowSet
+from controller.model.health import LinkHealth
+from controller.model.paths import SAME_RACK, path_alive
+from controller.solver.colouring import path_index
+from controller.solver.greedy import (
+    Candidates,
+    align_entries,
+    candidates,
+    greedy,
+    local_search,
+    utilisation,
+)
+
+_TOL = 1e-9
+DEFAULT_QPS = 16  # queue pairs per flow, as the E-ECMP baseline opens
+
+
+@dataclass(frozen=True)
+class Split:
+    """Flows after splitting: row i is flow `parent[i]` of the input, whole (qp ALL_QPS) or
+    one QP bucket of it (demand / qps)."""
+
+    flows: FlowSet
+    path: np.ndarray = field(repr=False)
+    parent: np.ndarray = field(repr=False)  # int64 [rows] -> input flow index
+    split: np.ndarray = field(repr=False)  # input flow indices that were split
+
+
+def split_flows(flows: FlowSet, which: np.ndarray, qps: int) -> tuple[FlowSet, np.ndarray]:
+    """Replace flows `which` by `qps` buckets each (demand / qps, qp 0..qps-1), in input
+    order; returns (flows, parent index of every row)."""
+    if qps < 2:
+        raise InputError(f"qps must be >= 2 to split, got {qps}")
+    count = np.ones(len(flows), np.int64)
+    count[which] = qps
+    parent = np.repeat(np.arange(len(flows), dtype=np.int64), count)
+    first = np.cumsum(count) - count
+    rank = np.arange(parent.size) - first[parent]
+    is_split = count[parent] > 1
+    out = flows.take(parent)
+    qp = np.where(is_split, rank, out.qp)
+    demand = np.where(is_split, out.demand / qps, out.demand)
+    return FlowSet(out.src_nic, out.dst_nic, demand, out.job, out.job_ids, qp), parent
+
+
+def _overloaded(
+    fabric: Fabric, health: LinkHealth, flows: FlowSet, path: np.ndarray, cand: Candidates
+) -> np.ndarray:
+    """Whole, routed flows on a switch-to-switch arc loaded beyond its capacity, with every
+    other whole flow of the same (source NIC, destination host): they share the source
+    RTSW's entry key, so they split together."""
+    util = utilisation(fabric, health, Assignment(flows, path))
+    core = np.repeat(fabric.link_kind != ACCESS, 2)
+    hot = np.flatnonzero(core & (util > 1.0 + _TOL))
+    if not hot.size:
+        return np.zeros(0, np.int64)
+    whole = (flows.qp == ALL_QPS) & (path >= 0) & (cand.cls != SAME_RACK)
+    on_hot = np.isin(cand.all_chosen(path), hot).any(axis=1) & whole
+    pair = flows.src_nic * np.int64(fabric.num_hosts) + flows.dst_host(fabric)
+    return np.flatnonzero(whole & np.isin(pair, pair[on_hot]))
+
+
+def _merge_whole(flows: FlowSet, path: np.ndarray, parent: np.ndarray) -> np.ndarray:
+    """Rows to keep after folding back the flows whose buckets all took one path."""
+    keep = np.ones(parent.size, bool)
+    split = flows.qp != ALL_QPS
+    if not split.any():
+        return keep
+    p = parent[split]
+    rows = np.flatnonzero(split)
+    first = np.r_[True, p[1:] != p[:-1]]
+    start = np.flatnonzero(first)
+    same = np.minimum.reduceat(path[rows], start) == np.maximum.reduceat(path[rows], start)
+    one_path = np.repeat(same, np.diff(np.r_[start, p.size]))
+    keep[rows[one_path & ~first]] = False
+    return keep
+
+
+def _fold(
+    flows: FlowSet, new: FlowSet, path: np.ndarray, parent: np.ndarray
+) -> tuple[FlowSet, np.ndarray, np.ndarray]:
+    """Fold every flow whose buckets all took one path back into one whole row."""
+    keep = _merge_whole(new, path, parent)
+    folded = np.flatnonzero(~keep)
+    if not folded.size:
+        return new, path, parent
+    head = np.flatnonzero(keep & (new.qp != ALL_QPS))
+    whole_again = head[np.isin(parent[head], parent[folded])]
+    qp = new.qp.copy()
+    qp[whole_again] = ALL_QPS
+    demand = new.demand.copy()
+    demand[whole_again] = flows.demand[parent[whole_again]]
+    out = FlowSet(new.src_nic, new.dst_nic, demand, new.job, new.job_ids, qp)
+    rows = np.flatnonzero(keep)
+    return out.take(rows), path[rows], parent[rows]
+
+
+def _place_dead(
+    fabric: Fabric,
+    health: LinkHealth,
+    flows: FlowSet,
+    path: np.ndarray,
+    time_budget: float | None,
+) -> np.ndarray:
+    """Re-place the rows whose path has a dead arc around all the others."""
+    dead = ~path_alive(Assignment(flows, path).arcs(fabric), health.arc_capacity(fabric))
+    if not dead.any():
+        return path
+    cand = candidates(fabric, flows)
+    fixed = np.where(dead, UNROUTED, path)
+    path = greedy(fabric, health, flows, fixed=fixed, cand=cand)
+    return local_search(
+        fabric, health, flows, path, movable=dead, time_budget=time_budget, cand=cand
+    )
+
+
+def spray(
+    fabric: Fabric,
+    health: LinkHealth,
+    flows: FlowSet,
+    *,
+    qps: int = DEFAULT_QPS,
+    time_budget: float | None = 2.0,
+) -> Split | None:
+    """Split every whole flow that leaves its rack into `qps` buckets spread evenly over
+    the planes (see the module docstring); None if no flow leaves its rack."""
+    cand = candidates(fabric, flows)
+    which = np.flatnonzero((flows.qp == ALL_QPS) & (cand.cls != SAME_RACK))
+    if not which.size:
+        return None
+    new, parent = split_flows(flows, which, qps)
+    cls = cand.cls[parent]
+    c_, k, a, m = (
+        fabric.ctsws_per_pod, fabric.rack_links, max(fabric.atsws_per_plane, 1),
+        fabric.agg_links,
+    )  # fmt: skip
+    turn = np.maximum(new.qp, 0) + parent
+    c = turn % c_
+    dst = new.dst_host(fabric)
+    src_rack = fabric.rack_of_host(fabric.host_of_nic(new.src_nic))
+    # what follows the uplink depends on (source rack, destination host, plane) only, so
+    # flows that meet at a CTSW or ATSW entry agree by construction
+    digits = {
+        "c": c,
+        "ku": (turn // c_) % k,
+        "j": (dst + src_rack + c) % a,
+        "mu": (dst // a + c) % m,
+        "md": (dst // a + c) % m,
+        "kd": (dst + c) % k,
+    }
+    path = np.where(cls == SAME_RACK, 0, path_index(fabric, cls, digits))
+    path = _place_dead(fabric, health, new, path, time_budget)
+    path = align_entries(fabric, new, path, (new.qp != ALL_QPS).astype(np.float64))
+    new, path, parent = _fold(flows, new, path, parent)
+    return Split(new, path, parent, np.unique(parent[new.qp != ALL_QPS]))
+
+
+def split_overloaded(
+    fabric: Fabric,
+    health: LinkHealth,
+    flows: FlowSet,
+    path: np.ndarray,
+    *,
+    qps: int = DEFAULT_QPS,
+    time_budget: float | None = 2.0,
+) -> Split | None:
+    """Split the whole flows on overloaded links into `qps` buckets and re-place the buckets
+    (local search, then entry alignment); buckets that all end on one path fold back into
+    the whole flow. None when no link is overloaded or splitting does not lower the MLU."""
+    start = time.perf_counter()
+    cand = candidates(fabric, flows)
+    which = _overloaded(fabric, health, flows, path, cand)
+    if not which.size:
+        return None
+    new, parent = split_flows(flows, which, qps)
+    new_path = path[parent]
+    movable = new.qp != ALL_QPS
+    new_cand = candidates(fabric, new)
+    left = None if time_budget is None else max(time_budget - (time.perf_counter() - start), 0)
+    new_path = local_search(
+        fabric, health, new, new_path, movable=movable, time_budget=left, cand=new_cand
+    )
+    new_path = align_entries(fabric, new, new_path, movable.astype(np.float64))
+    new, new_path, parent = _fold(flows, new, new_path, parent)
+    before = float(utilisation(fabric, health, Assignment(flows, path)).max(initial=0.0))
+    after = float(utilisation(fabric, health, Assignment(new, new_path)).max(initial=0.0))
+    if not after < before - _TOL or (new_path == UNROUTED).sum() > (path == UNROUTED).sum():
+        return None
+    split = np.unique(parent[new.qp != ALL_QPS])
+    return Split(new, new_path, parent, split)

@@ -1,0 +1,396 @@
+"""The TE solve: flows in, one path per flow out, with a proof of how good it is.
+
+    1. validate the flows against the fabric (unknown NIC, bad demand -> FlowError)
+    2. cheap lower bounds on MLU (controller.solver.bounds)
+    3. integral assignment (controller.solver.greedy): exact edge colouring where it applies,
+       largest-first greedy and local search elsewhere, stability against `previous`
+    4. if the result is above the cheap bound, the min-MLU LP over aggregated commodities
+       (controller.solver.lp) gives the tight bound and path shares; the assignment is re-run
+       guided by them and the better result is kept
+    5. if a link is still loaded beyond its capacity, the flows on overloaded links are
+       split into QP buckets and the buckets re-placed (controller.solver.qp_buckets); the bound is
+       then the one for routings split into `qps` buckets
+    6. the ratio MLU / bound is reported with every result
+
+An assignment whose MLU equals a valid lower bound is optimal, so step 4 is skipped when the
+cheap bound is already met (the usual case in a healthy 1:1 pod). `lp="always"` forces it.
+With `qps` > 1 (the default) the bound reported is valid for routings that split flows into
+up to `qps` QP buckets, since that is what the solver may return.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from controller.errors import InputError
+from controller.model.assignment import UNROUTED, Assignment, moved_pairs
+from controller.model.fabric import Fabric
+from controller.model.flows import ALL_QPS, FlowSet
+from controller.model.health import LinkHealth
+from controller.model.paths import path_alive
+from controller.routes.entries import MAX_QP_BUCKETS, build_routes
+from controller.solver.bounds import Bound, lower_bound
+from controller.solver.commodities import Commodities, commodities
+from controller.solver.greedy import (
+    AssignResult,
+    Guidance,
+    assign_paths,
+    collided_arcs,
+    utilisation,
+)
+from controller.solver.lp import LpSolution, solve_lp
+from controller.solver.qp_buckets import DEFAULT_QPS, Split, split_overloaded, spray
+from controller.solver.repair import repair as repair_assignment
+
+_TOL = 1e-9
+LP_MODES = ("auto", "always", "never")
+
+
+@dataclass(frozen=True)
+class SolveOptions:
+    """Knobs of a solve; the defaults suit a production controller."""
+
+    lp: str = "auto"  # auto: only when the cheap bound is not met; always; never
+    backend: str = "auto"  # OR-Tools LP backend (see controller.solver.lp)
+    lp_time_limit: float = 30.0  # seconds
+    search_time: float | None = 5.0  # seconds of local search per assignment run
+    move_threshold: float = 0.02  # re-place kept flows only if MLU improves by > 2%
+    table_budget: int | None = None  # TE entries per switch; None = unlimited
+    qps: int = DEFAULT_QPS  # QP buckets a flow may be split into on overload; 1 = never
+
+    def __post_init__(self) -> None:
+        if self.lp not in LP_MODES:
+            raise InputError(f"lp must be one of {', '.join(LP_MODES)}, got {self.lp!r}")
+        if self.lp_time_limit <= 0:
+            raise InputError(f"lp_time_limit must be positive, got {self.lp_time_limit}")
+        if self.move_threshold < 0:
+            raise InputError(f"move_threshold must be >= 0, got {self.move_threshold}")
+        if self.table_budget is not None and self.table_budget < 0:
+            raise InputError(f"table_budget must be >= 0, got {self.table_budget}")
+        if not 1 <= self.qps <= MAX_QP_BUCKETS:
+            raise InputError(f"qps must be within [1, {MAX_QP_BUCKETS}], got {self.qps}")
+
+
+@dataclass(frozen=True)
+class SolveResult:
+    """An assignment, its quality against the lower bound, and what it cost."""
+
+    assignment: Assignment
+    mlu: float  # max utilisation over all arcs, TE-routed flows
+    bound: Bound
+    lp: LpSolution | None
+    collided_links: int  # switch-to-switch arcs with more than one flow
+    churn: int  # flows moved against `previous`
+    unroutable: np.ndarray = field(repr=False)  # flow indices with no healthy path
+    fallback_ecmp: np.ndarray = field(repr=False)  # flow indices over the table budget
+    method: str = ""
+    times: dict[str, float] = field(default_factory=dict)
+    parent: np.ndarray | None = field(default=None, repr=False)  # row -> input flow index
+    split_flows: np.ndarray | None = field(default=None, repr=False)  # input flows split
+
+    def __post_init__(self) -> None:
+        rows = len(self.assignment.flows)
+        if self.parent is None:
+            object.__setattr__(self, "parent", np.arange(rows, dtype=np.int64))
+        if self.split_flows is None:
+            object.__setattr__(self, "split_flows", np.zeros(0, np.int64))
+
+    @property
+    def ratio(self) -> float:
+        """MLU over the lower bound: 1.0 is provably optimal."""
+        if self.bound.value <= 0:
+            return 1.0 if self.mlu <= 0 else float("inf")
+        return self.mlu / self.bound.value
+
+    def metrics(self) -> dict[str, float]:
+        """Plain numbers for reports, logs and the service's Status."""
+        out = {
+            "flows": float(len(self.assignment.flows)),
+            "mlu": self.mlu,
+            "bound": self.bound.value,
+            "ratio": self.ratio,
+            "lp_mlu": self.lp.mlu if self.lp is not None else float("nan"),
+            "collided_links": float(self.collided_links),
+            "churn": float(self.churn),
+            "unroutable": float(self.unroutable.size),
+            "fallback_ecmp": float(self.fallback_ecmp.size),
+            "qp_split_flows": float(self.split_flows.size),  # type: ignore[union-attr]
+        }
+        out.update({f"{name}_seconds": value for name, value in self.times.items()})
+        return out
+
+
+def _guidance(fabric: Fabric, comm: Commodities, lp: LpSolution) -> Guidance:
+    """LP path shares per (src RTSW, dst RTSW, path) for the guided assignment."""
+    m, path, share = lp.path_shares(fabric, comm)
+    return Guidance(src_rtsw=comm.src_rtsw[m], dst_rtsw=comm.dst_rtsw[m], path=path, share=share)
+
+
+def _result(
+    fabric: Fabric,
+    res: AssignResult,
+    bound: Bound,
+    lp: LpSolution | None,
+    times: dict[str, float],
+    parent: np.ndarray | None = None,
+) -> SolveResult:
+    if parent is None:
+        parent = np.arange(len(res.assignment.flows), dtype=np.int64)
+    split = res.assignment.flows.qp != ALL_QPS
+    return SolveResult(
+        assignment=res.assignment,
+        mlu=res.mlu,
+        bound=bound,
+        lp=lp,
+        collided_links=int(res.collided_links.size),
+        churn=int(np.unique(parent[res.churn]).size),
+        unroutable=np.unique(parent[res.unroutable]),
+        fallback_ecmp=np.unique(parent[res.fallback_ecmp]),
+        method=res.method,
+        times=times,
+        parent=parent,
+        split_flows=np.unique(parent[split]),
+    )
+
+
+def _split_result(
+    fabric: Fabric, health: LinkHealth, res: AssignResult, split: Split
+) -> tuple[AssignResult, np.ndarray]:
+    """An AssignResult over the split rows, and the parent flow of every row."""
+    assignment = Assignment(split.flows, split.path)
+    parent = split.parent
+    out = AssignResult(
+        assignment=assignment,
+        mlu=float(utilisation(fabric, health, assignment).max(initial=0.0)),
+        collided_links=collided_arcs(fabric, health, assignment),
+        churn=np.zeros(0, np.int64),  # counted against `previous` by solve
+        fallback_ecmp=np.flatnonzero(np.isin(parent, res.fallback_ecmp)),
+        unroutable=np.flatnonzero(split.path == UNROUTED),
+        method=res.method,
+        seconds=res.seconds,
+    )
+    return out, parent
+
+
+def _fits(fabric: Fabric, assignment: Assignment, table_budget: int | None) -> bool:
+    if table_budget is None:
+        return True
+    counts = build_routes(fabric, assignment).counts()
+    return not counts or max(counts.values()) <= table_budget
+
+
+def _split_time(opts: SolveOptions) -> float | None:
+    """Seconds of search for a split stage: the search time, at most 1 s."""
+    return None if opts.search_time is None else min(opts.search_time, 1.0)
+
+
+def _spray(
+    fabric: Fabric, health: LinkHealth, res: AssignResult, opts: SolveOptions
+) -> tuple[AssignResult, np.ndarray] | None:
+    """Every flow of `res` sprayed over the planes (controller.qpsplit.spray)."""
+    flows = res.assignment.flows
+    sprayed = spray(fabric, health, flows, qps=opts.qps, time_budget=_split_time(opts))
+    if sprayed is None:
+        return None
+    out, parent = _split_result(fabric, health, res, sprayed)
+    return replace(out, method=res.method + "+qp-spray"), parent
+
+
+def _sprayed(
+    fabric: Fabric,
+    health: LinkHealth,
+    res: AssignResult,
+    bound: float,
+    opts: SolveOptions,
+) -> tuple[AssignResult, np.ndarray] | None:
+    """The spray of `res`, if it meets `bound` (so nothing can beat it), is better than
+    `res` by more than `move_threshold`, and fits the table budget; else None."""
+    sprayed = _spray(fabric, health, res, opts)
+    if sprayed is None:
+        return None
+    out = sprayed[0]
+    if (
+        out.mlu > bound * (1 + _TOL) + _TOL
+        or not out.mlu < res.mlu * (1 - opts.move_threshold) - _TOL
+        or not _fits(fabric, out.assignment, opts.table_budget)
+    ):
+        return None
+    return sprayed
+
+
+def _kept_split(
+    fabric: Fabric,
+    health: LinkHealth,
+    flows: FlowSet,
+    previous: Assignment,
+    res: AssignResult,
+    move_threshold: float,
+) -> tuple[AssignResult, np.ndarray] | None:
+    """`previous` as it is, if it split flows into buckets, carries exactly `flows` (one
+    flow per NIC pair, same demands), is alive, and is within `move_threshold` of `res`:
+    a re-solve then moves no bucket. Else None."""
+    if not previous.flows.split or not len(flows):
+        return None
+    big = np.int64(max(int(flows.dst_nic.max()), int(previous.flows.dst_nic.max())) + 1)
+    key = flows.src_nic * big + flows.dst_nic
+    order = np.argsort(key, kind="stable")
+    sorted_key = key[order]
+    if np.unique(sorted_key).size != len(flows):
+        return None
+    prev_key = previous.flows.src_nic * big + previous.flows.dst_nic
+    pos = np.minimum(np.searchsorted(sorted_key, prev_key), len(flows) - 1)
+    if not (sorted_key[pos] == prev_key).all():
+        return None
+    parent = order[pos]
+    total = np.bincount(parent, weights=previous.flows.demand, minlength=len(flows))
+    if not np.allclose(total, flows.demand) or (previous.path == UNROUTED).any():
+        return None
+    if not path_alive(previous.arcs(fabric), health.arc_capacity(fabric)).all():
+        return None
+    mlu = float(utilisation(fabric, health, previous).max(initial=0.0))
+    if mlu > res.mlu * (1 + move_threshold) + _TOL:
+        return None
+    kept = AssignResult(
+        assignment=previous,
+        mlu=mlu,
+        collided_links=collided_arcs(fabric, health, previous),
+        churn=np.zeros(0, np.int64),
+        fallback_ecmp=np.zeros(0, np.int64),
+        unroutable=np.zeros(0, np.int64),
+        method="kept+" + res.method,
+        seconds=res.seconds,
+    )
+    return kept, parent
+
+
+def _split(
+    fabric: Fabric,
+    health: LinkHealth,
+    res: AssignResult,
+    bound: float,
+    opts: SolveOptions,
+) -> tuple[AssignResult, np.ndarray] | None:
+    """Split flows into QP buckets where that lowers the MLU (controller.solver.qp_buckets): first
+    only the flows on overloaded links; if that leaves the MLU more than `move_threshold`
+    above the bound, every flow sprayed over the planes, kept only if it lowers the MLU by
+    more than `move_threshold` too (it costs an entry per bucket). None if neither helps or
+    fits the table budget."""
+    if opts.qps < 2 or res.mlu <= 1.0 + _TOL:
+        return None
+    flows = res.assignment.flows
+    best: tuple[AssignResult, np.ndarray] | None = None
+    local = split_overloaded(
+        fabric, health, flows, res.assignment.path, qps=opts.qps, time_budget=_split_time(opts)
+    )
+    if local is not None:
+        out, parent = _split_result(fabric, health, res, local)
+        best = (replace(out, method=res.method + "+qp-split"), parent)
+    mlu = best[0].mlu if best is not None else res.mlu
+    if mlu > bound * (1 + opts.move_threshold) + _TOL:
+        sprayed = _spray(fabric, health, res, opts)
+        if sprayed is not None and sprayed[0].mlu < mlu * (1 - opts.move_threshold) - _TOL:
+            best = sprayed
+    if best is None or not _fits(fabric, best[0].assignment, opts.table_budget):
+        return None
+    return best
+
+
+def solve(
+    fabric: Fabric,
+    health: LinkHealth,
+    flows: FlowSet,
+    *,
+    previous: Assignment | None = None,
+    options: SolveOptions | None = None,
+) -> SolveResult:
+    """Assign every flow a path; report MLU, the lower bound and their ratio."""
+    opts = options or SolveOptions()
+    times: dict[str, float] = {}
+    start = time.perf_counter()
+    flows.validate(fabric)
+    bound = lower_bound(fabric, health, flows)
+    times["bound"] = time.perf_counter() - start
+
+    def run(guidance: Guidance | None) -> AssignResult:
+        return assign_paths(
+            fabric,
+            health,
+            flows,
+            previous=previous,
+            move_threshold=opts.move_threshold,
+            table_budget=opts.table_budget,
+            lp_guidance=guidance,
+            time_budget=opts.search_time,
+        )
+
+    lp: LpSolution | None = None
+    t = time.perf_counter()
+    res = run(None)
+    times["assign"] = time.perf_counter() - t
+    need_lp = opts.lp == "always" or (
+        opts.lp == "auto" and res.mlu > bound.value * (1 + _TOL) + _TOL
+    )
+    parent = None
+    split_bound = bound
+    if opts.qps > 1 and len(flows):
+        split_bound = lower_bound(fabric, health, flows, qps=opts.qps)
+        if need_lp and opts.lp == "auto" and res.mlu > 1.0 + _TOL:
+            # Widespread overload one path per flow cannot pack: when spraying QP buckets
+            # meets the bound, it is optimal and the LP and second pass cannot beat it.
+            t = time.perf_counter()
+            sprayed = _sprayed(fabric, health, res, split_bound.value, opts)
+            times["qp_spray"] = time.perf_counter() - t
+            if sprayed is not None:
+                res, parent = sprayed
+                need_lp = False
+    if need_lp and len(flows):
+        t = time.perf_counter()
+        comm = commodities(fabric, flows)
+        lp = solve_lp(fabric, health, comm, backend=opts.backend, time_limit=opts.lp_time_limit)
+        times["lp"] = time.perf_counter() - t
+        bound = lower_bound(fabric, health, flows, lp)
+        t = time.perf_counter()
+        guided = run(_guidance(fabric, comm, lp))
+        times["guided_assign"] = time.perf_counter() - t
+        if (guided.mlu, guided.collided_links.size) < (res.mlu, res.collided_links.size):
+            res = guided
+    if opts.qps > 1 and len(flows):
+        t = time.perf_counter()
+        bound = split_bound if lp is None else lower_bound(fabric, health, flows, lp, opts.qps)
+        if parent is None:
+            split = _split(fabric, health, res, bound.value, opts)
+            if split is not None:
+                res, parent = split
+        if previous is not None and opts.table_budget is None:
+            kept = _kept_split(fabric, health, flows, previous, res, opts.move_threshold)
+            if kept is not None:
+                res, parent = kept
+        times["qp_split"] = time.perf_counter() - t
+    times["total"] = time.perf_counter() - start
+    out = _result(fabric, res, bound, lp, times, parent)
+    if previous is not None and (parent is not None or previous.flows.split):
+        # buckets moved or (un)split: compare the rows of every flow in both
+        out = replace(out, churn=int(moved_pairs(previous, res.assignment).size))
+    return out
+
+
+def repair(
+    fabric: Fabric,
+    health: LinkHealth,
+    previous: SolveResult,
+    *,
+    old_health: LinkHealth | None = None,
+) -> SolveResult:
+    """Re-place only the flows the health change hit; everything else stays put.
+
+    The bound is recomputed from the cheap bounds only (milliseconds); run `solve` with
+    `previous=` afterwards for a global re-optimisation."""
+    start = time.perf_counter()
+    res = repair_assignment(fabric, health, previous.assignment, old_health=old_health)
+    t_repair = time.perf_counter() - start
+    bound = lower_bound(fabric, health, previous.assignment.flows)
+    times = {"repair": t_repair, "total": time.perf_counter() - start}
+    return _result(fabric, res, bound, None, times, previous.parent)

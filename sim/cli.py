@@ -1,0 +1,303 @@
+"""The simulator's `tectl` commands: simulate baselines, solve side by side with them, and
+verify route files on the emulated fabric."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from controller.errors import InputError
+from controller.formats.output import Progress, emit, format_table
+from controller.model.fabric import Fabric
+from controller.model.flows import FlowSet
+from controller.model.health import LinkHealth, parse_health, random_failures
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What every offline command starts from."""
+
+    fabric: Fabric
+    health: LinkHealth
+    flows: FlowSet
+    jobs: int
+
+
+def add_input_args(p: argparse.ArgumentParser, add_fabric_arg: Callable[..., None]) -> None:
+    add_fabric_arg(p)
+    p.add_argument(
+        "--jobs",
+        default="random",
+        help="placement file (JSON) or 'random' for a seeded job mix (default: random)",
+    )
+    p.add_argument("--seed", type=int, default=1, help="seed for job mixes and hashing (1)")
+    p.add_argument(
+        "--fill", type=float, default=1.0, help="fraction of hosts random jobs use (1.0)"
+    )
+    p.add_argument(
+        "--fail",
+        action="append",
+        default=[],
+        metavar="LINK[=STATE]",
+        help="link down (or =0.5 degraded, SWITCH=drain); repeatable",
+    )
+    p.add_argument(
+        "--fail-random",
+        type=int,
+        default=0,
+        metavar="N",
+        help="N random RTSW-CTSW links down in every pod (seeded by --seed)",
+    )
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def load_inputs(args: argparse.Namespace) -> Inputs:
+    """Fabric, health and flows from the command line, validated all or nothing."""
+    from controller.formats.fabric_file import load_fabric
+    from controller.formats.placement import load_jobs
+    from controller.model.jobs import jobs_flows
+
+    fabric = load_fabric(args.fabric)
+    if not 0.0 < args.fill <= 1.0:
+        raise InputError(f"--fill must be in (0, 1], got {args.fill}")
+    jobs = load_jobs(fabric, args.jobs, seed=args.seed, fill=args.fill)
+    health = random_failures(fabric, args.fail_random, args.seed) if args.fail_random else None
+    health = parse_health(fabric, args.fail, base=health)
+    flows = jobs_flows(fabric, jobs)
+    return Inputs(fabric, health, flows, len(jobs))
+
+
+def _describe(inputs: Inputs) -> str:
+    f = inputs.fabric
+    return (
+        f"fabric {f.name}: {f.num_nics} GPUs in {f.pods} pod(s); {inputs.jobs} jobs, "
+        f"{len(inputs.flows)} flows; {inputs.health.down_links().size} links down, "
+        f"{inputs.health.degraded_links().size} degraded"
+    )
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from sim.compare import BASELINES, HEADER, baseline, table_rows
+
+    inputs = load_inputs(args)
+    rows = [
+        baseline(name, inputs.fabric, inputs.health, inputs.flows, args.seed, args.qps)
+        for name in (args.routing or BASELINES)
+    ]
+    data = {"inputs": _describe(inputs), "rows": [row.to_dict() for row in rows]}
+    text = _describe(inputs) + "\n\n" + format_table(HEADER, table_rows(rows, None))
+    emit(args.json, data, text)
+    return 0
+
+
+def cmd_solve(args: argparse.Namespace) -> int:
+    from controller.solver.solve import SolveOptions, solve
+    from sim.compare import BASELINES, HEADER, baseline, routed, table_rows
+
+    progress = Progress(quiet=args.json)
+    if args.plot:
+        from sim.plot import require_matplotlib
+
+        require_matplotlib()
+    if args.apply:
+        from controller.drivers.interface import known_drivers
+
+        if args.apply not in known_drivers():
+            raise InputError(
+                f"--apply: unknown driver {args.apply!r}; known: {', '.join(known_drivers())}"
+            )
+    with progress.stage("loading inputs"):
+        inputs = load_inputs(args)
+    options = SolveOptions(
+        lp=args.lp,
+        backend=args.backend,
+        lp_time_limit=args.time_limit,
+        table_budget=args.table_budget,
+        qps=args.qps,
+    )
+    with progress.stage("TE solve"):
+        result = solve(inputs.fabric, inputs.health, inputs.flows, options=options)
+    rows = []
+    with progress.stage("simulating TE and baselines"):
+        rows.append(routed("fabric-te", inputs.fabric, inputs.health, result.assignment,
+                           result.times["total"], args.seed, args.qps, result.parent))  # fmt: skip
+        for name in BASELINES:
+            rows.append(
+                baseline(name, inputs.fabric, inputs.health, inputs.flows, args.seed, args.qps)
+            )
+    bound = result.bound.value
+    metrics = result.metrics()
+    lines = [
+        _describe(inputs),
+        "",
+        format_table(HEADER, table_rows(rows, bound)).rstrip("\n"),
+        "",
+        f"lower bound on MLU: {bound:.4g} ({result.bound.name})"
+        + (f"; LP optimum {result.lp.mlu:.4g} via {result.lp.backend}" if result.lp else ""),
+        f"fabric-te: MLU {result.mlu:.4g} = {result.ratio:.4f} x bound, "
+        f"{result.collided_links} overloaded links shared by flows, method {result.method}, "
+        f"{result.unroutable.size} unroutable, {result.fallback_ecmp.size} on ECMP (tables), "
+        f"solve {result.times['total']:.3f} s",
+    ]
+    data: dict[str, object] = {
+        "inputs": _describe(inputs),
+        "bound": {"value": bound, "name": result.bound.name, "parts": result.bound.parts},
+        "te": metrics,
+        "rows": [row.to_dict(bound) for row in rows],
+    }
+    if args.out or args.apply:
+        from controller.routes.entries import build_routes
+
+        with progress.stage("building routes"):
+            routes = build_routes(inputs.fabric, result.assignment)
+        counts = list(routes.counts().values()) or [0]
+        lines.append(
+            f"routes: {len(routes)} TE entries on {len(routes.switches())} switches "
+            f"(max {max(counts)}, median {sorted(counts)[len(counts) // 2]} per switch)"
+        )
+        data["routes"] = {"entries": len(routes), "switches": len(routes.switches())}
+        if args.out:
+            from controller.formats.route_file import write_routes
+
+            write_routes(args.out, inputs.fabric, result.assignment, routes)
+            lines.append(f"wrote {args.out}")
+    if args.apply:
+        ok, text, pushed = _apply(args, inputs, result.assignment, progress)
+        lines.extend(text)
+        data["apply"] = pushed
+        if not ok:
+            emit(args.json, data, "\n".join(lines) + "\n")
+            return 1
+    if args.plot:
+        from sim.baselines import ecmp
+        from sim.plot import plot_tiers
+
+        plot_tiers(
+            args.plot,
+            inputs.fabric,
+            inputs.health,
+            {
+                "fabric-te": result.assignment,
+                "ecmp": ecmp(inputs.fabric, inputs.flows, inputs.health, args.seed),
+            },
+        )
+        lines.append(f"wrote {args.plot}")
+    emit(args.json, data, "\n".join(lines) + "\n")
+    return 0
+
+
+def _apply(
+    args: argparse.Namespace, inputs: Inputs, assignment: Any, progress: Progress
+) -> tuple[bool, list[str], dict[str, object]]:
+    """Push an assignment through a driver; verify forwarding on the emulated fabric."""
+    from controller.drivers.interface import load_driver
+    from controller.drivers.push import push
+    from controller.routes.entries import RouteSet
+    from controller.routes.plan import plan_update
+
+    options: dict[str, object] = {"fabric": inputs.fabric}
+    if args.apply == "file":
+        options["directory"] = args.driver_dir
+    with load_driver(args.apply, **options) as driver:
+        installed = RouteSet.from_entries(e for sw in driver.switches() for e in driver.read(sw))
+        plan, _ = plan_update(inputs.fabric, installed, assignment)
+        counts = plan.counts()
+        text = [f"plan: {counts} in {len(plan.stages)} stages"]
+        with progress.stage(f"pushing to {args.apply}"):
+            report = push(driver, plan, dry_run=args.dry_run)
+        text.append(f"push: {report.summary()}")
+        out: dict[str, object] = {"plan": counts, "push_ok": report.ok}
+        if not report.ok:
+            return False, text, out
+        emulated = getattr(driver, "emulated", None)
+        if emulated is not None and not args.dry_run:
+            from sim.switches import verify
+
+            with progress.stage("verifying forwarding"):
+                check = verify(inputs.fabric, emulated, assignment)
+            text.append(f"forwarding check: {check.summary()}")
+            out["verify_ok"] = check.ok
+            return check.ok, text, out
+    return True, text, out
+
+
+def cmd_routes_verify(args: argparse.Namespace) -> int:
+    from controller.drivers.push import push
+    from controller.formats.fabric_file import load_fabric
+    from controller.formats.route_file import read_routes
+    from controller.routes.entries import RouteSet
+    from controller.routes.plan import diff
+    from sim.driver import EmulatedDriver
+    from sim.switches import verify
+
+    fabric = load_fabric(args.fabric)
+    health = parse_health(fabric, args.fail)
+    assignment, routes = read_routes(args.routes, fabric)
+    driver = EmulatedDriver(fabric)
+    driver.emulated.set_links(health.down_links().tolist(), up=False)
+    report = push(driver, diff(RouteSet(), routes, fabric))
+    if not report.ok:
+        raise InputError(f"{args.routes}: the routes do not install: {report.summary()}")
+    check = verify(fabric, driver.emulated, assignment)
+    emit(args.json, {"ok": check.ok, "summary": check.summary()}, check.summary() + "\n")
+    return 0 if check.ok else 1
+
+
+def register(cli: Any) -> None:
+    """Add `simulate`, `solve` and `routes verify` to `tectl` (the ``fabric_te.commands``
+    entry point; `cli` is a `controller.cli.main.Commands`)."""
+    sub, add_fabric_arg = cli.sub, cli.add_fabric_arg
+    sim = sub.add_parser("simulate", help="simulate baseline routings (ECMP, E-ECMP, pinning)")
+    add_input_args(sim, add_fabric_arg)
+    sim.add_argument(
+        "--routing",
+        action="append",
+        choices=("ecmp", "eecmp", "pinning"),
+        help="routing to simulate; repeatable (default: all three)",
+    )
+    sim.add_argument("--qps", type=int, default=16, help="queue pairs per flow for eecmp (16)")
+    sim.set_defaults(func=cmd_simulate)
+
+    solve = sub.add_parser(
+        "solve", help="TE solve, side by side with ECMP, E-ECMP, pinning and the LP bound"
+    )
+    add_input_args(solve, add_fabric_arg)
+    solve.add_argument(
+        "--qps", type=int, default=16,
+        help="queue pairs per flow: E-ECMP hashes them; TE may split a flow on an overloaded "
+             "link into this many QP buckets (1: never split) (16)",
+    )  # fmt: skip
+    solve.add_argument(
+        "--lp",
+        choices=("auto", "always", "never"),
+        default="auto",
+        help="run the LP: auto = only when the cheap bound is not met",
+    )
+    solve.add_argument("--backend", default="auto", help="OR-Tools LP backend (auto)")
+    solve.add_argument("--time-limit", type=float, default=30.0, help="LP time limit, s (30)")
+    solve.add_argument(
+        "--table-budget",
+        type=int,
+        default=None,
+        metavar="N",
+        help="TE entries per switch; flows beyond it stay on ECMP",
+    )
+    solve.add_argument("--out", metavar="FILE", help="write the routes as JSON")
+    solve.add_argument("--plot", metavar="PNG", help="per-tier link utilisation, TE vs ECMP")
+    solve.add_argument(
+        "--apply", metavar="DRIVER", help="push the routes through a driver (emulated, file, ...)"
+    )
+    solve.add_argument("--driver-dir", default="tables", help="directory for --apply file")
+    solve.add_argument("--dry-run", action="store_true", help="with --apply: plan only")
+    solve.set_defaults(func=cmd_solve)  # fmt: skip
+
+    rsub = cli.groups["routes"]
+    rver = rsub.add_parser("verify", help="install a route file on the emulated fabric and "
+                           "check every flow forwards on its assigned path")  # fmt: skip
+    add_fabric_arg(rver)
+    rver.add_argument("--routes", required=True, metavar="FILE")
+    rver.add_argument("--fail", action="append", default=[], metavar="LINK[=STATE]")
+    rver.add_argument("--json", action="store_true")
+    rver.set_defaults(func=cmd_routes_verify)

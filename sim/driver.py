@@ -1,0 +1,81 @@
+"""The emulated driver: programs the in-process switches of sim.emulated.
+
+Build a fresh emulated fabric with `load_driver("emulated", fabric="tiny")` (a preset name,
+a fabric file or a Fabric), or share an existing one with `EmulatedDriver(emulated=...)`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from controller.drivers.interface import Driver, split_ops
+from controller.errors import (
+    DriverError,
+    DriverRejected,
+    DriverTimeout,
+    DriverUnavailable,
+    FabricError,
+)
+from controller.model.fabric import Fabric
+from controller.routes.entries import Entry
+from controller.routes.plan import Op
+from sim.switches import EmulatedFabric, SwitchDown, SwitchRejected, SwitchTimeout
+
+
+class EmulatedDriver(Driver):
+    """Driver for an `EmulatedFabric`, built from a fabric (or preset name) or given one."""
+
+    name = "emulated"
+
+    def __init__(
+        self,
+        fabric: Fabric | str | None = None,
+        emulated: EmulatedFabric | None = None,
+        capacity: int | Mapping[str, int] | None = None,
+        seed: int = 0,
+    ) -> None:
+        if emulated is None:
+            if fabric is None:
+                raise DriverError("emulated driver needs a fabric or an emulated fabric")
+            if isinstance(fabric, str):
+                from controller.formats.fabric_file import load_fabric
+
+                try:
+                    fabric = load_fabric(fabric)
+                except FabricError as err:
+                    raise DriverError(f"emulated driver: {err}") from err
+            emulated = EmulatedFabric(fabric, capacity=capacity, seed=seed)
+        self.emulated = emulated
+        self._closed = False
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise DriverUnavailable("emulated driver is closed")
+
+    def switches(self) -> tuple[str, ...]:
+        self._check_open()
+        return self.emulated.names()
+
+    def read(self, switch: str) -> tuple[Entry, ...]:
+        self._check_open()
+        try:
+            return self.emulated.read(switch)
+        except SwitchDown as err:
+            raise DriverUnavailable(str(err)) from err
+        except SwitchRejected as err:
+            raise DriverError(str(err)) from err
+
+    def apply(self, switch: str, ops: Sequence[Op], timeout: float | None = None) -> None:
+        self._check_open()
+        install, remove = split_ops(switch, ops)
+        try:
+            self.emulated.program(switch, install, remove, timeout=timeout)
+        except SwitchTimeout as err:
+            raise DriverTimeout(str(err)) from err
+        except SwitchRejected as err:
+            raise DriverRejected(str(err)) from err
+        except SwitchDown as err:
+            raise DriverUnavailable(str(err)) from err
+
+    def close(self) -> None:
+        self._closed = True

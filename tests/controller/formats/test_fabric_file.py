@@ -1,0 +1,73 @@
+"""Fabric files load all or nothing, and errors name the field at fault."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from controller.errors import FabricError
+from controller.formats.fabric_file import load_fabric, parse_fabric
+from controller.model.clos import PRESETS, build
+
+
+def test_presets_match_published_sizes() -> None:
+    pod = build(PRESETS["pod"])
+    assert (pod.num_nics, pod.num_racks, pod.ctsws_per_pod) == (3072, 192, 16)
+    assert pod.summary()["rack_uplink_ratio"] == 1.0
+    meta = build(PRESETS["meta-24k"])
+    assert meta.num_nics == 24576 and meta.pods == 8
+    assert meta.summary()["agg_taper"] == pytest.approx(7.0)
+    over = build(PRESETS["meta-24k-1125"])
+    assert over.summary()["rack_uplink_ratio"] == pytest.approx(1.125)
+
+
+def test_yaml_file_with_preset_and_override(tmp_path: Path) -> None:
+    path = tmp_path / "f.yaml"
+    path.write_text(
+        "preset: tiny\nname: lab\nracks_per_pod: 3\n"
+        "links:\n  'rtsw-p0-r2:ctsw-p0-c1': 100\n"
+    )
+    fabric = load_fabric(str(path))
+    assert fabric.name == "lab" and fabric.num_racks == 6
+    link = fabric.link_by_name("rtsw-p0-r2:ctsw-p0-c1")
+    assert fabric.capacity[2 * link] == 100.0
+
+
+def test_json_file(tmp_path: Path) -> None:
+    path = tmp_path / "f.json"
+    path.write_text(json.dumps({"pods": 1, "racks_per_pod": 2, "ctsws_per_pod": 4,
+                                "nics_per_host": 2}))
+    assert load_fabric(str(path)).num_nics == 8
+
+
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [
+        ({"pods": 2, "racks": 3}, "unknown key.*racks"),
+        ({"pods": 0}, "pods must be a positive integer"),
+        ({"pods": 2}, "atsws_per_plane must be >= 1"),
+        ({"preset": "tiny", "taper": -1}, "taper must be a positive number"),
+        ({"preset": "nope"}, "unknown fabric preset 'nope'"),
+        ({"preset": "tiny", "links": {"rtsw-p0-r0:ctsw-p0-c7": 100}}, "unknown link"),
+        ({"preset": "tiny", "links": {"rtsw-p0-r0:ctsw-p0-c1": -5}},
+         r"links\.rtsw-p0-r0:ctsw-p0-c1: speed must be a positive number"),
+        ([1, 2], "expected a mapping"),
+    ],
+)
+def test_bad_documents(doc: object, message: str) -> None:
+    with pytest.raises(FabricError, match=message):
+        parse_fabric(doc, "f.yaml")
+
+
+def test_missing_file_lists_presets() -> None:
+    with pytest.raises(FabricError, match="neither a fabric preset .*meta-24k"):
+        load_fabric("no-such-file.yaml")
+
+
+def test_bad_yaml(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text("pods: [1,\n")
+    with pytest.raises(FabricError, match="not valid yaml"):
+        load_fabric(str(path))

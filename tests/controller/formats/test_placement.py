@@ -1,0 +1,165 @@
+"""Placement files: round trips, defaults, and one test per error message."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from controller.errors import JobError
+from controller.formats.placement import dump_placement, load_placement, parse_placement
+from controller.model.clos import PRESETS, build
+from controller.model.jobs import Job
+from sim.jobmix import random_jobs
+
+TINY = build(PRESETS["tiny"])
+SMALL = build(PRESETS["small"])
+
+GOOD = {
+    "jobs": [
+        {
+            "id": "llm-1",
+            "hosts": ["host-p0-r0-h0", "host-p0-r0-h1", "host-p0-r1-h0", "host-p0-r1-h1"],
+            "dp": 4,
+            "pp": 1,
+            "tp": 2,
+            "collectives": ["ring"],
+            "channels": 2,
+            "demand_gbps": 400,
+        },
+        {"id": "rank-1", "hosts": ["host-p1-r0-h0", "host-p1-r1-h1"], "collectives": ["alltoall"]},
+        {"id": "small", "hosts": ["host-p1-r0-h1"], "gpus_per_host": 1, "dp": 1},
+    ]
+}
+
+
+def test_parse_good_placement() -> None:
+    jobs = parse_placement(TINY, GOOD)
+    assert jobs[0] == Job("llm-1", (0, 1, 2, 3), dp=4, tp=2, channels=2)
+    assert jobs[1] == Job("rank-1", (4, 7), dp=4, collectives=("alltoall",))  # dp inferred
+    assert jobs[2] == Job("small", (5,), dp=1, gpus_per_host=1)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_dump_parse_round_trip(seed: int) -> None:
+    jobs = random_jobs(SMALL, seed, fill=0.8)
+    doc = dump_placement(SMALL, jobs)
+    assert parse_placement(SMALL, json.loads(json.dumps(doc))) == jobs
+    assert dump_placement(SMALL, parse_placement(SMALL, doc)) == doc
+
+
+def test_load_json_and_yaml(tmp_path: Path) -> None:
+    (tmp_path / "p.json").write_text(json.dumps(GOOD))
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump(GOOD))
+    expected = parse_placement(TINY, GOOD)
+    assert load_placement(TINY, tmp_path / "p.json") == expected
+    assert load_placement(TINY, str(tmp_path / "p.yaml")) == expected
+
+
+def test_load_errors_name_the_file(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(JobError, match=r"bad.json: not valid JSON"):
+        load_placement(TINY, bad)
+    with pytest.raises(JobError, match=r"missing.json: cannot read placement file"):
+        load_placement(TINY, tmp_path / "missing.json")
+    doc = copy.deepcopy(GOOD)
+    doc["jobs"][1]["hosts"][1] = "host-p9-r0-h0"
+    (tmp_path / "p.json").write_text(json.dumps(doc))
+    with pytest.raises(JobError, match=r"p.json: jobs\[1\].hosts\[1\]: unknown host"):
+        load_placement(TINY, tmp_path / "p.json")
+
+
+def edit(path: str, value: object):  # type: ignore[no-untyped-def]
+    """GOOD with the value at 'jobs.<k>.<key>[.<i>]' replaced (or deleted when DELETE)."""
+    doc = copy.deepcopy(GOOD)
+    *parents, last = path.split(".")
+    node: object = doc
+    for part in parents:
+        node = node[int(part)] if isinstance(node, list) else node[part]  # type: ignore[index]
+    key = int(last) if isinstance(node, list) else last
+    if value is DELETE:
+        del node[key]  # type: ignore[union-attr, arg-type]
+    else:
+        node[key] = value  # type: ignore[index]
+    return doc
+
+
+DELETE = object()
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "message"),
+    [
+        ("jobs.1.hosts.1", "host-p9-r0-h0", "jobs[1].hosts[1]: unknown host 'host-p9-r0-h0'"),
+        ("jobs.1.hosts.0", "rtsw-p0-r0", "jobs[1].hosts[0]: 'rtsw-p0-r0' is a rtsw, not a host"),
+        ("jobs.1.hosts.0", 3, "jobs[1].hosts[0]: host name must be a string, got 3"),
+        ("jobs.1.hosts", [], "jobs[1].hosts: must be a non-empty list of host names"),
+        ("jobs.1.hosts", "host-p1-r0-h0", "jobs[1].hosts: must be a non-empty list"),
+        (
+            "jobs.0.hosts.2",
+            "host-p0-r0-h0",
+            "jobs[0].hosts[2]: duplicate GPU: host 'host-p0-r0-h0' is also hosts[0]",
+        ),
+        (
+            "jobs.2.hosts.0",
+            "host-p0-r1-h0",
+            "jobs[2].hosts[0]: duplicate GPU: host 'host-p0-r1-h0' is already in job 'llm-1' "
+            "(jobs[0].hosts[2])",
+        ),
+        ("jobs.2.id", "llm-1", "jobs[2].id: duplicate job id 'llm-1' (also jobs[0])"),
+        ("jobs.2.id", "", "jobs[2].id: must be a non-empty string"),
+        ("jobs.1.id", DELETE, "jobs[1]: missing required key 'id'"),
+        ("jobs.1.hosts", DELETE, "jobs[1]: missing required key 'hosts'"),
+        ("jobs.0.gpus", 8, "jobs[0]: unknown key(s) gpus; allowed: id, hosts, dp"),
+        ("jobs.0.dp", 3, "jobs[0].dp*pp*tp: 3*1*2 = 6 must equal the job's GPU count 4 hosts"),
+        ("jobs.0.dp", 2.0, "jobs[0].dp: must be an integer, got 2.0"),
+        ("jobs.0.pp", True, "jobs[0].pp: must be an integer, got True"),
+        ("jobs.0.pp", 0, "jobs[0].pp: must be a positive integer, got 0"),
+        ("jobs.0.tp", 4, "jobs[0].tp: tensor parallelism 4 must divide the 2 GPUs per host"),
+        ("jobs.0.channels", 0, "jobs[0].channels: must be a positive integer"),
+        ("jobs.0.demand_gbps", -5, "jobs[0].demand_gbps: must be a positive number of Gbps"),
+        ("jobs.0.demand_gbps", "fast", "jobs[0].demand_gbps: must be a positive number"),
+        (
+            "jobs.0.collectives",
+            ["ring", "bcast"],
+            "jobs[0].collectives[1]: unknown pattern 'bcast'",
+        ),
+        ("jobs.0.collectives", "ring", "jobs[0].collectives: must be a list, got 'ring'"),
+        ("jobs.0.collectives", [], "jobs[0].collectives: name at least one pattern"),
+        ("jobs.2.gpus_per_host", 4, "jobs[2].gpus_per_host: 4 exceeds the 2 GPUs/NICs per host"),
+        ("jobs.1.tp", 3, "jobs[1].dp: omitted, and the job's 4 GPUs do not divide by pp*tp = 3"),
+        ("jobs.1", [1, 2], "jobs[1]: expected a mapping, got list"),
+        ("jobs", {"a": 1}, "jobs: must be a list of jobs"),
+        ("jobs", DELETE, "jobs: must be a list of jobs, got None"),
+        ("extra", 1, "<placement>: unknown key(s) extra; allowed: jobs"),
+    ],
+)
+def test_each_error_names_the_field(path: str, value: object, message: str) -> None:
+    doc = edit(path, value)
+    with pytest.raises(JobError) as info:
+        parse_placement(TINY, doc)
+    text = str(info.value)
+    assert text.startswith("<placement>: ")
+    assert message in text, text
+
+
+def test_error_in_the_last_job_rejects_everything() -> None:
+    doc = edit("jobs.2.hosts.0", "host-p9-r9-h9")
+    with pytest.raises(JobError) as info:
+        parse_placement(TINY, doc, "cluster.json")
+    assert str(info.value).startswith("cluster.json: jobs[2].hosts[0]: unknown host")
+    assert info.value.field == "jobs[2].hosts[0]"
+
+
+def test_top_level_must_be_a_mapping() -> None:
+    with pytest.raises(JobError, match="expected a mapping with a 'jobs' list"):
+        parse_placement(TINY, [1, 2])
+
+
+def test_empty_jobs_list_is_an_empty_placement() -> None:
+    assert parse_placement(TINY, {"jobs": []}) == []
+    assert dump_placement(TINY, []) == {"jobs": []}

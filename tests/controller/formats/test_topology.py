@@ -1,0 +1,142 @@
+"""Topology exports parse back and describe exactly the fabric."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+import yaml
+
+from controller.formats.topology import FORMATS, export, hostlist
+from controller.model.fabric import Fabric
+
+
+def expand(spec: str) -> list[str]:
+    """Inverse of hostlist: 'h[0-2,5]' -> ['h0', 'h1', 'h2', 'h5']."""
+    m = re.fullmatch(r"(.*?)\[([0-9,\-]+)\]", spec)
+    if not m:
+        return [spec]
+    out = []
+    for part in m.group(2).split(","):
+        a, _, b = part.partition("-")
+        out += [f"{m.group(1)}{i}" for i in range(int(a), int(b or a) + 1)]
+    return out
+
+
+def test_hostlist_round_trip() -> None:
+    assert hostlist("h", [5, 0, 1, 2, 7, 8]) == "h[0-2,5,7-8]"
+    assert expand(hostlist("h", [3, 9, 4])) == ["h3", "h4", "h9"]
+    assert hostlist("h", [3]) == "h3"
+
+
+def test_slurm_conf_tree(small: Fabric) -> None:
+    parents: dict[str, str] = {}
+    for line in export(small, "slurm-conf").splitlines():
+        if line.startswith("#"):
+            continue
+        fields = dict(kv.split("=", 1) for kv in line.split())
+        children = fields.get("Nodes") or fields["Switches"]
+        for child in expand(children):
+            assert child not in parents
+            parents[child] = fields["SwitchName"]
+    for host in range(small.num_hosts):
+        rtsw = parents[small.host_name(host)]
+        assert rtsw == small.rtsw_name(small.rack_of_host(host))
+        assert parents[rtsw] == f"pod{small.pod_of_rack(small.rack_of_host(host))}"
+    assert parents["pod0"] == parents["pod1"] == "cluster"
+
+
+def test_slurm_yaml_tree_and_blocks(small: Fabric) -> None:
+    doc = yaml.safe_load(export(small, "slurm-yaml"))
+    tree, block = doc[0]["tree"]["switches"], doc[1]["block"]["blocks"]
+    hosts = [h for s in tree if "nodes" in s for h in expand(s["nodes"])]
+    assert sorted(hosts) == sorted(small.host_name(h) for h in range(small.num_hosts))
+    assert len(block) == small.num_racks
+    assert doc[1]["block"]["block_sizes"][0] == small.hosts_per_rack  # the base block: a rack
+
+
+def test_k8s_kueue_volcano(small: Fabric) -> None:
+    labels = json.loads(export(small, "k8s-labels"))
+    assert labels["host-p1-r3-h1"] == {
+        "fabric-te.io/pod": "p1", "fabric-te.io/rack": "p1-r3",
+        "fabric-te.io/host": "host-p1-r3-h1", "kubernetes.io/hostname": "host-p1-r3-h1",
+    }  # fmt: skip
+    kueue = yaml.safe_load(export(small, "kueue"))
+    assert [lvl["nodeLabel"] for lvl in kueue["spec"]["levels"]] == [
+        "fabric-te.io/pod", "fabric-te.io/rack", "kubernetes.io/hostname"]  # fmt: skip
+    docs = list(yaml.safe_load_all(export(small, "volcano")))
+    tiers = [d["spec"]["tier"] for d in docs]
+    assert tiers.count(1) == small.num_racks and tiers.count(2) == small.pods
+    rack = next(d for d in docs if d["metadata"]["name"] == "rack-p0-r2")
+    names = [m["selector"]["exactMatch"]["name"] for m in rack["spec"]["members"]]
+    assert names == ["host-p0-r2-h0", "host-p0-r2-h1"]
+
+
+def test_json_and_unknown_format(small: Fabric) -> None:
+    doc = json.loads(export(small, "json"))
+    assert sum(len(r["hosts"]) for p in doc["pods"] for r in p["racks"]) == small.num_hosts
+    with pytest.raises(ValueError, match="unknown format 'dot'"):
+        export(small, "dot")
+    assert "json" in FORMATS
+
+
+def test_slurm_yaml_blocks_are_racks_and_tree_nests(small: Fabric) -> None:
+    doc = yaml.safe_load(export(small, "slurm-yaml"))
+    assert [t["topology"] for t in doc] == ["tree", "block"]
+    blocks = {b["block"]: expand(b["nodes"]) for b in doc[1]["block"]["blocks"]}
+    for rack in range(small.num_racks):
+        hosts = range(rack * small.hosts_per_rack, (rack + 1) * small.hosts_per_rack)
+        assert blocks[small.rtsw_name(rack)] == [small.host_name(h) for h in hosts]
+    children = {s["switch"]: expand(s["children"]) for s in doc[0]["tree"]["switches"]
+                if "children" in s}  # fmt: skip
+    assert children["cluster"] == ["pod0", "pod1"]
+    assert children["pod1"] == [f"rtsw-p1-r{r}" for r in range(small.racks_per_pod)]
+
+
+def test_kueue_and_volcano_objects(tiny: Fabric) -> None:
+    kueue = yaml.safe_load(export(tiny, "kueue"))
+    assert (kueue["apiVersion"], kueue["kind"]) == ("kueue.x-k8s.io/v1alpha1", "Topology")
+    labels = json.loads(export(tiny, "k8s-labels"))
+    assert set(labels) == {tiny.host_name(h) for h in range(tiny.num_hosts)}
+    assert all(lvl["nodeLabel"] in labels["host-p0-r0-h0"] for lvl in kueue["spec"]["levels"])
+    docs = list(yaml.safe_load_all(export(tiny, "volcano")))
+    assert {d["apiVersion"] for d in docs} == {"topology.volcano.sh/v1alpha1"}
+    assert {d["kind"] for d in docs} == {"HyperNode"}
+    pod1 = next(d for d in docs if d["metadata"]["name"] == "pod-p1")
+    assert [m["type"] for m in pod1["spec"]["members"]] == ["HyperNode", "HyperNode"]
+    assert [m["selector"]["exactMatch"]["name"] for m in pod1["spec"]["members"]] == [
+        "rack-p1-r0", "rack-p1-r1"]  # fmt: skip
+
+
+def test_slurm_conf_tiny_text(tiny: Fabric) -> None:
+    lines = [ln for ln in export(tiny, "slurm-conf").splitlines() if not ln.startswith("#")]
+    assert lines == [
+        "SwitchName=rtsw-p0-r0 Nodes=host-p0-r0-h[0-1]",
+        "SwitchName=rtsw-p0-r1 Nodes=host-p0-r1-h[0-1]",
+        "SwitchName=rtsw-p1-r0 Nodes=host-p1-r0-h[0-1]",
+        "SwitchName=rtsw-p1-r1 Nodes=host-p1-r1-h[0-1]",
+        "SwitchName=pod0 Switches=rtsw-p0-r[0-1]",
+        "SwitchName=pod1 Switches=rtsw-p1-r[0-1]",
+        "SwitchName=cluster Switches=pod[0-1]",
+    ]
+
+
+def test_slurm_block_levels_stay_inside_pods(small: Fabric) -> None:
+    block = yaml.safe_load(export(small, "slurm-yaml"))[1]["block"]
+    assert block["block_sizes"] == [2, 4, 8, 16]  # 8 racks of 2 hosts a pod
+    hosts = [h for b in block["blocks"] for h in expand(b["nodes"])]
+    for size in block["block_sizes"]:
+        for start in range(0, len(hosts), size):  # higher levels join consecutive blocks
+            pods = {small.host_by_name(h) // (small.racks_per_pod * small.hosts_per_rack)
+                    for h in hosts[start : start + size]}  # fmt: skip
+            assert len(pods) == 1
+
+
+def test_volcano_cluster_tier(small: Fabric) -> None:
+    docs = list(yaml.safe_load_all(export(small, "volcano")))
+    top = [d for d in docs if d["spec"]["tier"] == 3]
+    assert [d["metadata"]["name"] for d in top] == ["cluster"]
+    names = {d["metadata"]["name"] for d in docs}
+    members = [m["selector"]["exactMatch"]["name"] for m in top[0]["spec"]["members"]]
+    assert members == ["pod-p0", "pod-p1"] and set(members) <= names

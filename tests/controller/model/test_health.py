@@ -1,0 +1,59 @@
+"""Link health: parsing, capacities, drains and seeded random failures."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from controller.errors import FabricError
+from controller.model.fabric import Fabric
+from controller.model.health import LinkHealth, parse_health, random_failures
+
+
+def test_down_and_degraded_capacity(tiny: Fabric) -> None:
+    health = parse_health(tiny, ["rtsw-p0-r0:ctsw-p0-c1", "rtsw-p0-r1:ctsw-p0-c2=0.25"])
+    cap = health.arc_capacity(tiny)
+    down = tiny.rack_link(0, 1)
+    half = tiny.rack_link(1, 2)
+    assert cap[tiny.up(down)] == 0 and cap[tiny.down(down)] == 0
+    assert cap[tiny.up(half)] == pytest.approx(100.0)
+    assert list(health.down_links()) == [down]
+    assert list(health.degraded_links()) == [half]
+    # the original state is untouched
+    assert LinkHealth.all_up(tiny).arc_capacity(tiny)[tiny.up(down)] == 400
+
+
+def test_drain_switch(tiny: Fabric) -> None:
+    health = parse_health(tiny, ["ctsw-p1-c0=drain"])
+    assert sorted(health.down_links().tolist()) == sorted(tiny.switch_links("ctsw-p1-c0").tolist())
+
+
+def test_up_restores(tiny: Fabric) -> None:
+    health = parse_health(tiny, ["rtsw-p0-r0:ctsw-p0-c1"])
+    health = parse_health(tiny, ["rtsw-p0-r0:ctsw-p0-c1=up"], base=health)
+    assert health.down_links().size == 0
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("rtsw-p0-r0:ctsw-p0-c9", "unknown link"),
+        ("rtsw-p0-r0:ctsw-p0-c1=1.5", r"not within \[0, 1\]"),
+        ("rtsw-p0-r0:ctsw-p0-c1=broken", "bad health state 'broken'"),
+        ("host-p0-r0-h0=drain", "not a switch"),
+    ],
+)
+def test_bad_specs_are_named(tiny: Fabric, spec: str, message: str) -> None:
+    with pytest.raises(FabricError, match=message):
+        parse_health(tiny, [spec])
+
+
+def test_random_failures_seeded(small: Fabric) -> None:
+    a = random_failures(small, per_pod=3, seed=7)
+    b = random_failures(small, per_pod=3, seed=7)
+    c = random_failures(small, per_pod=3, seed=8)
+    assert np.array_equal(a.factor, b.factor)
+    assert not np.array_equal(a.factor, c.factor)
+    down = a.down_links()
+    assert down.size == 3 * small.pods
+    assert set(small.link_kind[down].tolist()) == {1}

@@ -1,0 +1,241 @@
+"""The gRPC controller end to end: a real server on port 0 over the emulated fabric."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import grpc
+import numpy as np
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
+    ProtoReflectionDescriptorDatabase,
+)
+
+from controller.api.fabric_te.v1 import te_pb2 as pb
+from controller.api.fabric_te.v1 import te_pb2_grpc as pb_grpc
+from controller.model.clos import PRESETS, build
+from controller.model.fabric import Fabric
+from controller.service.engine import Engine
+from controller.service.server import SERVICE_NAME, Running, start
+from sim.driver import EmulatedDriver
+from sim.switches import verify
+
+FABRIC: Fabric = build(PRESETS["small"])
+
+
+def _job(job_id: str, hosts: range) -> pb.Job:
+    return pb.Job(id=job_id, hosts=[FABRIC.host_name(h) for h in hosts], tp=4)
+
+
+@pytest.fixture
+def driver() -> EmulatedDriver:
+    return EmulatedDriver(FABRIC)
+
+
+@pytest.fixture
+def service(driver: EmulatedDriver) -> Iterator[tuple[Running, pb_grpc.TrafficEngineeringStub]]:
+    running = start(Engine(FABRIC, driver, debounce=0.01), "127.0.0.1:0")
+    channel = grpc.insecure_channel(f"127.0.0.1:{running.port}")
+    yield running, pb_grpc.TrafficEngineeringStub(channel)
+    channel.close()
+    running.stop(grace=0.5)
+
+
+def test_jobs_in_routes_installed_and_forwarding(service, driver) -> None:
+    running, stub = service
+    stub.PutJob(pb.PutJobRequest(job=_job("a", range(0, 8))))
+    stub.PutJob(pb.PutJobRequest(job=_job("b", range(16, 24))))
+    assert running.engine.wait_idle()
+    routes = stub.GetRoutes(pb.GetRoutesRequest())
+    assert len(routes.entries) > 0
+    assignment = running.engine.last_result.assignment
+    assert verify(FABRIC, driver.emulated, assignment).ok
+    status = stub.Status(pb.StatusRequest())
+    assert status.installed_entries == len(routes.entries) and status.driver_ok
+    assert status.last_solve["ratio"] == pytest.approx(1.0)
+    assert [e.job.id for e in stub.ListJobs(pb.ListJobsRequest()).jobs] == ["a", "b"]
+    registry = running.engine.metrics.registry
+    assert registry.get_sample_value("fabric_te_mlu") == running.engine.last_result.mlu
+    assert registry.get_sample_value("fabric_te_solve_seconds_count", {"kind": "solve"}) >= 1
+    assert registry.get_sample_value("fabric_te_pending_changes") == 0
+    assert registry.get_sample_value("fabric_te_entry_ops_total") >= len(routes.entries)
+
+
+def test_link_down_moves_only_affected_flows(service, driver) -> None:
+    running, stub = service
+    stub.PutJob(pb.PutJobRequest(job=_job("a", range(0, 16))))
+    assert running.engine.wait_idle()
+    before = running.engine.last_result.assignment
+    arcs = before.arcs(FABRIC)
+    link = int(arcs[np.flatnonzero(arcs[:, 2] >= 0)[0], 1]) // 2
+    stub.ReportLinks(pb.ReportLinksRequest(reports=[
+        pb.LinkReport(link=FABRIC.link_name(link), state=pb.LinkReport.DOWN)]))  # fmt: skip
+    assert running.engine.wait_idle()
+    after = running.engine.last_result.assignment
+    hit = (arcs // 2 == link).any(axis=1)
+    assert hit.any() and (after.path[hit] != before.path[hit]).all()
+    assert np.array_equal(after.path[~hit], before.path[~hit])
+    assert verify(FABRIC, driver.emulated, after).ok
+
+
+def test_watch_gets_snapshot_sync_then_deltas(service) -> None:
+    running, stub = service
+    events: list[pb.RouteEvent] = []
+    got_delta = threading.Event()
+    call = stub.WatchRoutes(pb.WatchRoutesRequest())
+
+    def read() -> None:
+        try:
+            for event in call:
+                events.append(event)
+                if event.WhichOneof("event") == "delta":
+                    got_delta.set()
+        except grpc.RpcError as err:  # the test cancels the stream when done
+            assert err.code() == grpc.StatusCode.CANCELLED
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    stub.PutJob(pb.PutJobRequest(job=_job("a", range(0, 8))))
+    assert got_delta.wait(10)
+    call.cancel()
+    kinds = [e.WhichOneof("event") for e in events]
+    assert kinds[:3] == ["snapshot", "sync", "delta"]
+    assert events[2].delta.version == events[1].sync.version + 1
+    # resuming from the sync version replays the delta, no snapshot
+    resumed = stub.WatchRoutes(pb.WatchRoutesRequest(since_version=events[1].sync.version))
+    first = next(resumed)
+    resumed.cancel()
+    assert first.WhichOneof("event") == "delta"
+
+
+def test_restart_with_same_inputs_pushes_nothing(driver) -> None:
+    jobs = [_job("a", range(0, 8)), _job("b", range(8, 20))]
+    first = Engine(FABRIC, driver, debounce=0.01)
+    for job in jobs:
+        from controller.service.convert import job_from_pb
+
+        first.put_job(job_from_pb(FABRIC, job), 0)
+    assert first.wait_idle()
+    installed = first.snapshot()[1]
+    first.close()
+    second = Engine(FABRIC, driver, debounce=0.01)  # reads the tables back, pushes nothing
+    assert second.snapshot()[1] == installed and second.ops_pushed == 0
+    for job in jobs:
+        second.put_job(job_from_pb(FABRIC, job), 0)
+    assert second.wait_idle()
+    assert second.ops_pushed == 0
+    assert second.snapshot()[1] == installed
+    second.close()
+
+
+@pytest.mark.parametrize(
+    ("request_", "code", "message"),
+    [
+        (pb.PutJobRequest(job=pb.Job(id="x", hosts=["host-p9-r0-h0"])),
+         grpc.StatusCode.INVALID_ARGUMENT, "unknown host 'host-p9-r0-h0'"),
+        (pb.PutJobRequest(job=pb.Job(id="x", hosts=["host-p0-r0-h0"], demand_gbps=-5)),
+         grpc.StatusCode.INVALID_ARGUMENT, "demand"),
+        (pb.PutJobRequest(job=pb.Job(id="x", hosts=["host-p0-r0-h0", "host-p0-r0-h0"])),
+         grpc.StatusCode.INVALID_ARGUMENT, "host"),
+        (pb.PutJobRequest(job=pb.Job(id="dup", hosts=["host-p0-r0-h0"])),
+         grpc.StatusCode.INVALID_ARGUMENT,
+         "host-p0-r0-h0 is already in job 'a' (duplicate GPU)"),
+        (pb.PutJobRequest(job=pb.Job(id="a", hosts=["host-p0-r1-h0"]), generation=1),
+         grpc.StatusCode.FAILED_PRECONDITION, "generation 1 is not newer than 5"),
+        (pb.ReportLinksRequest(reports=[pb.LinkReport(link="rtsw-p0-r0:ctsw-p0-c99",
+                                                      state=pb.LinkReport.DOWN)]),
+         grpc.StatusCode.INVALID_ARGUMENT, "reports[0].link: unknown link"),
+        (pb.ReportLinksRequest(reports=[pb.LinkReport(link="rtsw-p0-r0:ctsw-p0-c1",
+                                                      state=pb.LinkReport.DEGRADED,
+                                                      fraction=1.5)]),
+         grpc.StatusCode.INVALID_ARGUMENT, "reports[0].fraction"),
+    ],
+)  # fmt: skip
+def test_bad_requests_change_nothing(service, request_, code, message) -> None:
+    running, stub = service
+    stub.PutJob(pb.PutJobRequest(job=_job("a", range(0, 4)), generation=5))
+    assert running.engine.wait_idle()
+    version = running.engine.state_version
+    method = stub.PutJob if isinstance(request_, pb.PutJobRequest) else stub.ReportLinks
+    with pytest.raises(grpc.RpcError) as err:
+        method(request_)
+    assert err.value.code() == code
+    assert message in err.value.details()
+    assert running.engine.state_version == version
+    assert [e.job.id for e in stub.ListJobs(pb.ListJobsRequest()).jobs] == ["a"]
+
+
+def test_what_if_solve_pushes_nothing(service) -> None:
+    running, stub = service
+    stub.PutJob(pb.PutJobRequest(job=_job("a", range(0, 16))))
+    assert running.engine.wait_idle()
+    version = stub.GetRoutes(pb.GetRoutesRequest()).version
+    link = FABRIC.link_name(FABRIC.rack_link(0, 0))
+    down = pb.LinkReport(link=link, state=pb.LinkReport.DOWN)
+    reply = stub.Solve(pb.SolveRequest(links=[down]))
+    assert reply.metrics["mlu"] >= reply.metrics["bound"] * (1 - 1e-9)
+    assert stub.GetRoutes(pb.GetRoutesRequest()).version == version
+
+
+def test_stream_link_reports(service) -> None:
+    running, stub = service
+    reports = iter([pb.LinkReport(link=FABRIC.link_name(FABRIC.rack_link(1, c)),
+                                  state=pb.LinkReport.DOWN) for c in range(2)])  # fmt: skip
+    reply = stub.StreamLinkReports(reports)
+    assert reply.accepted == 2
+    assert running.engine.wait_idle()
+
+
+def test_health_and_reflection(service) -> None:
+    running, _ = service
+    channel = grpc.insecure_channel(f"127.0.0.1:{running.port}")
+    check = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=""))
+    assert check.status == health_pb2.HealthCheckResponse.SERVING
+    services = ProtoReflectionDescriptorDatabase(channel).get_services()
+    assert SERVICE_NAME in services and "grpc.health.v1.Health" in services
+    channel.close()
+
+
+def test_full_snapshot_of_link_health_replaces_earlier_reports(service) -> None:
+    running, stub = service
+    a, b = (FABRIC.link_name(FABRIC.rack_link(0, c)) for c in (0, 1))
+    down = pb.LinkReport.DOWN
+    stub.ReportLinks(pb.ReportLinksRequest(reports=[pb.LinkReport(link=a, state=down)]))
+    stub.ReportLinks(pb.ReportLinksRequest(reports=[pb.LinkReport(link=b, state=down)],
+                                           replace_all=True))  # fmt: skip
+    assert running.engine.health.down_links().tolist() == [FABRIC.rack_link(0, 1)]
+
+
+def test_advise_and_score_over_grpc(service) -> None:
+    running, stub = service
+    stub.PutJob(pb.PutJobRequest(job=_job("a", range(0, 10))))
+    assert running.engine.wait_idle()
+    request = pb.PlacementRequest(gpus=16, tp=4, avoid_hosts=["host-p0-r6-h0"])
+    advice = stub.Advise(pb.AdviseRequest(request=request)).candidates
+    assert advice and advice[0].pods == 1 and advice[0].new_job_busbw == 1.0
+    assert "host-p0-r6-h0" not in advice[0].hosts
+    assert not set(advice[0].hosts) & {FABRIC.host_name(h) for h in range(10)}
+    scores = stub.Score(pb.ScoreRequest(request=request, placements=[
+        pb.Placement(hosts=list(advice[0].hosts)),
+        pb.Placement(hosts=[FABRIC.host_name(h) for h in (16, 18, 20, 22)])])).scores  # fmt: skip
+    assert [list(s.hosts) for s in scores][0] == list(advice[0].hosts)
+    assert scores[0].new_job_busbw == advice[0].new_job_busbw
+    with pytest.raises(grpc.RpcError) as err:
+        stub.Advise(pb.AdviseRequest(request=pb.PlacementRequest(gpus=4000, tp=4)))
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "free hosts" in err.value.details()
+
+
+def test_stream_link_reports_bad_link_changes_nothing(service) -> None:
+    running, stub = service
+    version = running.engine.state_version
+    good = pb.LinkReport(link=FABRIC.link_name(FABRIC.rack_link(1, 0)), state=pb.LinkReport.DOWN)
+    bad = pb.LinkReport(link="rtsw-p0-r0:nowhere", state=pb.LinkReport.DOWN)
+    with pytest.raises(grpc.RpcError) as err:
+        stub.StreamLinkReports(iter([good, bad]))
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert err.value.details().startswith("reports[1].link: unknown link")
+    assert running.engine.state_version == version
+    assert running.engine.health.down_links().tolist() == []

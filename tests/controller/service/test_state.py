@@ -1,0 +1,73 @@
+"""DesiredState and RouteLog on their own: no server, no driver, no threads."""
+
+from __future__ import annotations
+
+import pytest
+
+from controller.errors import PreconditionError
+from controller.formats.placement import parse_placement
+from controller.model.clos import PRESETS, build
+from controller.model.fabric import Fabric
+from controller.model.jobs import Job
+from controller.routes.entries import Entry, RouteSet
+from controller.service.state import DesiredState, RouteLog
+
+FABRIC: Fabric = build(PRESETS["tiny"])
+
+
+def _job(job_id: str, hosts: range) -> Job:
+    doc = {"id": job_id, "hosts": [FABRIC.host_name(h) for h in hosts]}
+    return parse_placement(FABRIC, {"jobs": [doc]}, "job")[0]
+
+
+def test_generations_count_up_and_stale_ones_change_nothing() -> None:
+    state = DesiredState(FABRIC)
+    assert state.put_job(_job("a", range(0, 2))) == 1
+    assert state.put_job(_job("a", range(0, 2))) == 2
+    assert state.put_job(_job("a", range(0, 2)), generation=7) == 7
+    version = state.version
+    with pytest.raises(PreconditionError, match="generation 7 is not newer than 7"):
+        state.put_job(_job("a", range(2, 4)), generation=7)
+    assert state.version == version and state.jobs["a"][0].hosts == (0, 1)
+
+
+def test_shared_host_is_rejected_and_delete_is_idempotent() -> None:
+    state = DesiredState(FABRIC)
+    state.put_job(_job("a", range(0, 2)))
+    with pytest.raises(ValueError, match="already in job 'a'"):
+        state.put_job(_job("b", range(1, 3)))
+    assert [j.id for j, _ in state.job_list()] == ["a"]
+    assert state.delete_job("a") and not state.delete_job("a")
+    assert state.version == 2
+
+
+def test_take_reports_whether_only_health_changed() -> None:
+    state = DesiredState(FABRIC)
+    state.put_job(_job("a", range(0, 2)))
+    assert not state.take().health_only
+    state.report_links({0: 0.0})
+    state.report_links({1: 0.5})
+    inputs = state.take()
+    assert inputs.health_only and inputs.version == 3
+    assert inputs.health.factor[0] == 0.0 and inputs.health.factor[1] == 0.5
+    state.report_links({2: 0.0}, replace_all=True)
+    assert state.health is not None and state.health.down_links().tolist() == [2]
+
+
+def _entry(switch: str, dst: int) -> Entry:
+    return Entry(switch=switch, in_port=0, dst_host=dst, next_hop=1)
+
+
+def test_route_log_resumes_from_logged_versions_only() -> None:
+    log = RouteLog(RouteSet.from_entries([]), keep=2)
+    tables = []
+    for dst in range(3):
+        tables.append(_entry("rtsw-p0-r0", dst))
+        log.record(RouteSet.from_entries(tables), ["rtsw-p0-r0"])
+    assert log.version == 4
+    assert log.record(RouteSet.from_entries(tables), ["rtsw-p0-r0"]) is None
+    assert [d.version for d in log.after(2) or []] == [3, 4]
+    assert log.after(4) == []
+    assert log.after(1) is None  # version 2's delta fell out of the log
+    assert log.after(0) is None and log.after(5) is None
+    assert log.after(3)[0].added == (_entry("rtsw-p0-r0", 2),)  # type: ignore[index]

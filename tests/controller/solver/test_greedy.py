@@ -1,0 +1,192 @@
+"""Greedy + local search assignment, stability, table budget and bounds."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from controller.model.assignment import UNROUTED, Assignment
+from controller.model.clos import ClosSpec, build
+from controller.model.flows import FlowSet
+from controller.model.health import LinkHealth
+from controller.model.paths import path_alive
+from controller.solver.bounds import lower_bound
+from controller.solver.greedy import (
+    Guidance,
+    align_entries,
+    assign_paths,
+    entries_per_switch,
+    greedy,
+    local_search,
+)
+
+
+def _max_util(fabric, health, assignment):
+    load = assignment.link_load(fabric)
+    cap = health.arc_capacity(fabric)
+    return float(np.max(np.where(cap > 0, load / np.where(cap > 0, cap, 1), 0)))
+
+
+def test_two_flows_split_over_two_ctsws(two_rack_pod):
+    fabric = two_rack_pod
+    flows = FlowSet.build([0, 1], [2, 3], 400.0)
+    res = assign_paths(fabric, LinkHealth.all_up(fabric), flows)
+    assert res.mlu == 1.0 and res.collided_links.size == 0
+    assert sorted(res.assignment.path.tolist()) == [0, 1]
+
+
+def test_unequal_demands_hand_optimum(two_rack_pod):
+    fabric = two_rack_pod
+    flows = FlowSet.build([0, 0, 1, 1], [2, 3, 2, 3], [300.0, 100.0, 200.0, 100.0])
+    health = LinkHealth.all_up(fabric)
+    res = assign_paths(fabric, health, flows)
+    # NIC 2 receives 300 + 200 over its 400G access link: 1.25 is forced. On the rack
+    # links the best split is {300, 100} | {200, 100}: at most 400 on any uplink.
+    rack_arcs = slice(2 * fabric.rack_base, 2 * fabric.agg_base)
+    assert res.assignment.link_load(fabric)[rack_arcs].max() <= 400.0
+    assert res.mlu == 1.25
+
+
+def test_all_down_is_unroutable(two_rack_pod):
+    fabric = two_rack_pod
+    health = LinkHealth.all_up(fabric).down(
+        [fabric.rack_link(0, 0), fabric.rack_link(0, 1)]
+    )
+    flows = FlowSet.build([0], [2], 400.0)
+    res = assign_paths(fabric, health, flows)
+    assert res.unroutable.tolist() == [0]
+    assert res.assignment.path[0] == UNROUTED
+
+
+@st.composite
+def cases(draw):
+    spec = draw(st.sampled_from(["tiny", "small"]))
+    n_flows = draw(st.integers(1, 40))
+    seed = draw(st.integers(0, 10_000))
+    equal = draw(st.booleans())
+    failures = draw(st.integers(0, 3))
+    return spec, n_flows, seed, equal, failures
+
+
+def _instance(spec, n_flows, seed, equal, failures):
+    from controller.model.clos import PRESETS
+
+    fabric = build(PRESETS[spec])
+    rng = np.random.default_rng(seed)
+    src = rng.integers(0, fabric.num_nics, n_flows)
+    dst = rng.integers(0, fabric.num_nics, n_flows)
+    same = fabric.host_of_nic(src) == fabric.host_of_nic(dst)
+    dst[same] = (dst[same] + fabric.nics_per_host) % fabric.num_nics
+    demand = 400.0 if equal else rng.choice([50.0, 100.0, 200.0, 400.0], n_flows)
+    flows = FlowSet.build(src, dst, demand)
+    links = fabric.rack_base + rng.choice(fabric.num_rack_links, failures, replace=False)
+    health = LinkHealth.all_up(fabric).down(links.tolist())
+    return fabric, health, flows
+
+
+@settings(max_examples=40, deadline=None)
+@given(cases())
+def test_properties(case):
+    fabric, health, flows = _instance(*case)
+    res = assign_paths(fabric, health, flows, time_budget=2.0)
+    a = res.assignment
+    routed = a.routed
+    cap = health.arc_capacity(fabric)
+    assert path_alive(a.arcs(fabric)[routed], cap).all()
+    assert set(np.flatnonzero(~routed).tolist()) == set(res.unroutable.tolist())
+    assert res.mlu >= lower_bound(fabric, health, flows.take(np.flatnonzero(routed))).value - 1e-9
+    assert abs(res.mlu - _max_util(fabric, health, a)) < 1e-9
+    again = assign_paths(fabric, health, flows, time_budget=2.0)
+    assert np.array_equal(again.assignment.path, a.path) and again.method == res.method
+
+
+def test_local_search_never_worse(small):
+    fabric, health, flows = _instance("small", 60, 3, False, 0)
+    path = greedy(fabric, health, flows)
+    better = local_search(fabric, health, flows, path)
+    assert _max_util(fabric, health, Assignment(flows, better)) <= _max_util(
+        fabric, health, Assignment(flows, path)
+    ) + 1e-12
+
+
+def test_local_search_fixes_a_bad_start(two_rack_pod):
+    fabric = two_rack_pod
+    flows = FlowSet.build([0, 1], [2, 3], 400.0)
+    health = LinkHealth.all_up(fabric)
+    better = local_search(fabric, health, flows, np.array([0, 0]))
+    assert sorted(better.tolist()) == [0, 1]
+
+
+def test_stability_keeps_previous_paths(small):
+    fabric, health, flows = _instance("small", 30, 5, True, 0)
+    first = assign_paths(fabric, health, flows)
+    # a new flow joins; everyone else keeps their path
+    extra = FlowSet.build([1], [40], 400.0)
+    more = FlowSet.concat([flows, extra])
+    second = assign_paths(fabric, health, more, previous=first.assignment, move_threshold=0.5)
+    assert second.churn.size == 0
+    assert np.array_equal(second.assignment.path[: len(flows)], first.assignment.path)
+
+
+def test_stability_moves_broken_flows(small):
+    fabric, health, flows = _instance("small", 30, 6, True, 0)
+    first = assign_paths(fabric, health, flows)
+    arcs = first.assignment.arcs(fabric)
+    victim = int(np.flatnonzero(first.assignment.path >= 0)[0])
+    link = int(arcs[victim, 1] // 2)
+    broken = health.down([link])
+    second = assign_paths(fabric, broken, flows, previous=first.assignment, move_threshold=1.0)
+    assert victim in second.churn.tolist()
+    hit = (arcs // 2 == link).any(axis=1)
+    assert set(second.churn.tolist()) <= set(np.flatnonzero(hit).tolist())
+
+
+@settings(max_examples=25, deadline=None)
+@given(cases(), st.integers(1, 6))
+def test_table_budget_respected(case, budget):
+    fabric, health, flows = _instance(*case)
+    res = assign_paths(fabric, health, flows, table_budget=budget)
+    assert entries_per_switch(fabric, res.assignment).max(initial=0) <= budget
+    assert not np.isin(res.fallback_ecmp, np.flatnonzero(res.assignment.routed)).any()
+    # the largest flows keep TE first: an ECMP flow is never bigger than every TE flow
+    if res.fallback_ecmp.size and res.assignment.routed.any():
+        assert flows.demand[res.fallback_ecmp].min() <= flows.demand[res.assignment.routed].max()
+
+
+def test_entries_model(tiny):
+    # one cross-pod flow: an RTSW entry (C*K = 4 > 1) and a CTSW entry (A*L = 1: none)
+    flows = FlowSet.build([0], [tiny.num_nics - 1], 400.0)
+    a = Assignment(flows, np.array([0]))
+    per = entries_per_switch(tiny, a)
+    assert per.sum() == 1
+    assert per[tiny.node_id("rtsw", 0)] == 1
+
+
+def test_align_entries_shares_next_hops(small):
+    # two flows from one rack to one host on the same uplink must pick the same ATSW
+    dst_host = small.num_hosts - 1
+    flows = FlowSet.build([0, 1], [dst_host * 4, dst_host * 4 + 1], 100.0)
+    a_paths = np.array([0, 1])  # index = c*A + j: same c, different j (A = 2, L = K = 1)
+    aligned = align_entries(small, flows, a_paths)
+    assert aligned[0] == aligned[1] == 0
+
+
+def test_guidance_is_followed(two_rack_pod):
+    fabric = two_rack_pod
+    flows = FlowSet.build([0], [2], 100.0)
+    guide = Guidance(np.array([0]), np.array([1]), np.array([1]), np.array([1.0]))
+    res = assign_paths(fabric, LinkHealth.all_up(fabric), flows, lp_guidance=guide)
+    assert res.assignment.path[0] == 1
+
+
+def test_meets_bound_on_one_to_one_pod():
+    fabric = build(ClosSpec(name="p", racks_per_pod=8, hosts_per_rack=2, nics_per_host=4,
+                            ctsws_per_pod=8))  # fmt: skip
+    nics = np.arange(fabric.num_nics)
+    host = nics // 4
+    flows = FlowSet.build(nics, ((host + 2) % fabric.num_hosts) * 4 + nics % 4, 400.0)
+    health = LinkHealth.all_up(fabric)
+    res = assign_paths(fabric, health, flows)
+    assert res.mlu == lower_bound(fabric, health, flows).value == 1.0
+    assert res.collided_links.size == 0

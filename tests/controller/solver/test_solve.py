@@ -1,0 +1,128 @@
+"""The solve entry point: optimality where provable, bounds, failures, errors, determinism."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from controller.errors import FlowError
+from controller.model.clos import PRESETS, ClosSpec, build
+from controller.model.flows import FlowSet
+from controller.model.health import LinkHealth, parse_health
+from controller.model.jobs import jobs_flows
+from controller.model.paths import path_alive
+from controller.solver.solve import SolveOptions, repair, solve
+from sim.jobmix import random_jobs, ring_jobs
+
+
+def test_full_pod_of_rings_is_collision_free() -> None:
+    """A 1:1 pod of equal-rate ring flows: MLU equals the bound, zero collisions."""
+    fabric = build(ClosSpec(name="p", racks_per_pod=12, hosts_per_rack=2, nics_per_host=4,
+                            ctsws_per_pod=8))  # fmt: skip
+    for seed in (1, 2, 3):
+        flows = jobs_flows(fabric, ring_jobs(fabric, 4, seed=seed))
+        res = solve(fabric, LinkHealth.all_up(fabric), flows)
+        assert res.collided_links == 0
+        assert res.mlu == res.bound.value == 1.0
+        assert res.ratio == 1.0
+
+
+def _rack0_below_one_to_one():
+    fabric = build(ClosSpec(name="p", racks_per_pod=6, hosts_per_rack=1, nics_per_host=4,
+                            ctsws_per_pod=4))  # fmt: skip
+    flows = jobs_flows(fabric, ring_jobs(fabric, 6))  # one host per rack: all flows leave
+    health = parse_health(fabric, ["rtsw-p0-r0:ctsw-p0-c3"])
+    return fabric, flows, health
+
+
+def test_failure_meets_unsplit_bound() -> None:
+    fabric, flows, health = _rack0_below_one_to_one()
+    res = solve(fabric, health, flows, options=SolveOptions(qps=1))
+    # 4 line-rate flows leave rack 0 over 3 alive uplinks: two must share one
+    assert res.mlu == pytest.approx(res.bound.value) == pytest.approx(2.0)
+    assert res.bound.name == "rack-egress-unsplit"
+    assert res.split_flows.size == 0 and not res.assignment.flows.split
+    arcs = res.assignment.arcs(fabric)
+    assert path_alive(arcs, health.arc_capacity(fabric)).all()
+
+
+def test_failure_split_into_qp_buckets_meets_bucket_bound() -> None:
+    fabric, flows, health = _rack0_below_one_to_one()
+    res = solve(fabric, health, flows)  # default: 16 QP buckets
+    # 4 flows x 16 buckets = 64 buckets on 3 uplinks: some uplink carries ceil(64/3) = 22
+    # buckets of 1/16 line rate each
+    assert res.bound.value == pytest.approx(22 / 16)
+    assert res.mlu == pytest.approx(22 / 16)
+    split = res.assignment.flows
+    assert split.split and res.split_flows.size >= 1
+    # every split flow keeps its demand over its buckets; only flows into or out of rack 0
+    # (whose link failed both ways) split
+    total = np.bincount(res.parent, weights=split.demand, minlength=len(flows))
+    assert np.allclose(total, flows.demand)
+    racks = [fabric.rack_of_host(fabric.host_of_nic(nics[res.split_flows]))
+             for nics in (flows.src_nic, flows.dst_nic)]  # fmt: skip
+    assert ((racks[0] == 0) | (racks[1] == 0)).all()
+    assert path_alive(res.assignment.arcs(fabric), health.arc_capacity(fabric)).all()
+
+
+def test_lp_always_reports_lp_bound(small) -> None:
+    flows = jobs_flows(small, random_jobs(small, seed=2))
+    res = solve(small, LinkHealth.all_up(small), flows, options=SolveOptions(lp="always"))
+    assert res.lp is not None and res.bound.parts["lp"] == res.lp.mlu
+    assert res.mlu >= res.bound.value * (1 - 1e-9)
+    assert res.metrics()["ratio"] == pytest.approx(res.ratio)
+
+
+def test_bad_flows_rejected(tiny) -> None:
+    with pytest.raises(FlowError, match="dst_nic 99 is not a NIC"):
+        solve(tiny, LinkHealth.all_up(tiny), FlowSet.build([0], [99], 100.0))
+    with pytest.raises(FlowError, match="demand -5.0 must be a positive"):
+        solve(tiny, LinkHealth.all_up(tiny), FlowSet.build([0], [5], -5.0))
+
+
+def test_bad_options() -> None:
+    with pytest.raises(ValueError, match="lp must be one of"):
+        SolveOptions(lp="sometimes")
+
+
+def test_no_path_left_is_reported_not_dropped(tiny) -> None:
+    flows = FlowSet.build([0, 1], [4, 5], 100.0)
+    health = parse_health(tiny, [f"rtsw-p0-r0:ctsw-p0-c{c}" for c in range(4)])
+    res = solve(tiny, health, flows)
+    assert res.unroutable.tolist() == [0, 1]
+    assert not res.assignment.routed.any()
+
+
+def test_repair_moves_only_hit_flows() -> None:
+    fabric = build(PRESETS["small"])
+    flows = jobs_flows(fabric, ring_jobs(fabric, 8, seed=3))
+    health = LinkHealth.all_up(fabric)
+    before = solve(fabric, health, flows)
+    arcs = before.assignment.arcs(fabric)
+    link = int(arcs[np.flatnonzero(arcs[:, 2] >= 0)[0], 1]) // 2  # a used rack uplink
+    after_health = health.down([link])
+    after = repair(fabric, after_health, before)
+    hit = (arcs // 2 == link).any(axis=1)
+    assert hit.any()
+    same = before.assignment.path == after.assignment.path
+    assert same[~hit].all()
+    assert path_alive(after.assignment.arcs(fabric), after_health.arc_capacity(fabric)).all()
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(0, 10_000), st.integers(0, 3))
+def test_deterministic_and_valid(seed: int, failures: int) -> None:
+    fabric = build(PRESETS["small"])
+    flows = jobs_flows(fabric, random_jobs(fabric, seed=seed, fill=0.8))
+    rng = np.random.default_rng(seed)
+    down = rng.choice(np.arange(fabric.rack_base, fabric.num_links), failures, replace=False)
+    health = LinkHealth.all_up(fabric).down(down.tolist())
+    a = solve(fabric, health, flows, options=SolveOptions(search_time=None))
+    b = solve(fabric, health, flows, options=SolveOptions(search_time=None))
+    assert np.array_equal(a.assignment.path, b.assignment.path)
+    routed = a.assignment.routed
+    assert path_alive(a.assignment.arcs(fabric)[routed], health.arc_capacity(fabric)).all()
+    assert set(np.flatnonzero(~routed)) == set(a.unroutable.tolist())
+    assert a.mlu >= a.bound.value * (1 - 1e-9)
