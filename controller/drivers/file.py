@@ -59,6 +59,10 @@ class FileDriver(Driver):
             raise DriverUnavailable(f"cannot create {self.directory}: {err}") from err
         self._closed = False
 
+    @classmethod
+    def for_conformance(cls, fabric: Fabric, workdir: Path) -> FileDriver:
+        return cls(workdir / "tables", fabric=fabric)
+
     def _path(self, switch: str) -> Path:
         if not switch or "/" in switch or switch.startswith(".") or os.sep in switch:
             raise DriverRejected(f"bad switch name {switch!r}")

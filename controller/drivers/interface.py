@@ -16,10 +16,12 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from importlib.metadata import entry_points
+from pathlib import Path
 from types import TracebackType
 from typing import Any, ClassVar
 
 from controller.errors import DriverError, DriverRejected
+from controller.model.fabric import Fabric
 from controller.routes.entries import Entry
 from controller.routes.plan import Delete, Op
 
@@ -46,6 +48,13 @@ class Driver(ABC):
     @abstractmethod
     def close(self) -> None:
         """Release connections; the driver is unusable afterwards."""
+
+    @classmethod
+    def for_conformance(cls, fabric: Fabric, workdir: Path) -> Driver:
+        """A fresh driver for `fabric`, for the conformance suite; state goes under
+        `workdir`. Override where the constructor needs more; call `pytest.skip` with the
+        reason where this environment cannot have one."""
+        return cls(fabric=fabric)  # type: ignore[call-arg]
 
     def __enter__(self) -> Driver:
         return self
@@ -79,8 +88,8 @@ def known_drivers() -> tuple[str, ...]:
     return tuple(sorted({ep.name for ep in entry_points(group=GROUP)}))
 
 
-def load_driver(name: str, **options: Any) -> Driver:
-    """Build the driver registered as `name` with `options`."""
+def driver_class(name: str) -> type[Driver]:
+    """The driver class registered as `name`."""
     found = [ep for ep in entry_points(group=GROUP) if ep.name == name]
     if not found:
         raise DriverError(
@@ -90,6 +99,14 @@ def load_driver(name: str, **options: Any) -> Driver:
         cls = found[0].load()
     except (ImportError, AttributeError) as err:
         raise DriverError(f"driver {name!r} cannot be loaded: {err}") from err
+    if not (isinstance(cls, type) and issubclass(cls, Driver)):
+        raise DriverError(f"driver {name!r} does not implement controller.drivers.interface.Driver")
+    return cls
+
+
+def load_driver(name: str, **options: Any) -> Driver:
+    """Build the driver registered as `name` with `options`."""
+    cls = driver_class(name)
     try:
         driver = cls(**options)
     except TypeError as err:
