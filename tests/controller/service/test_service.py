@@ -239,3 +239,23 @@ def test_stream_link_reports_bad_link_changes_nothing(service) -> None:
     assert err.value.details().startswith("reports[1].link: unknown link")
     assert running.engine.state_version == version
     assert running.engine.health.down_links().tolist() == []
+
+
+def test_an_lp_time_out_in_solve_is_not_the_clients_fault(driver) -> None:
+    """The LP running out of time is a server-side failure: DEADLINE_EXCEEDED, not
+    INVALID_ARGUMENT; the installed routes are untouched."""
+    from controller.solver.solve import SolveOptions
+
+    options = SolveOptions(lp="always", lp_time_limit=1e-9)
+    running = start(Engine(FABRIC, driver, debounce=0.01, options=options), "127.0.0.1:0")
+    channel = grpc.insecure_channel(f"127.0.0.1:{running.port}")
+    try:
+        stub = pb_grpc.TrafficEngineeringStub(channel)
+        with pytest.raises(grpc.RpcError) as info:
+            stub.Solve(pb.SolveRequest(extra_jobs=[_job("w", range(0, 16))]))
+        assert info.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+        assert "LP" in info.value.details() and "limit" in info.value.details()
+        assert stub.GetRoutes(pb.GetRoutesRequest()).entries == []
+    finally:
+        channel.close()
+        running.stop(grace=0.5)

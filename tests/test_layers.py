@@ -1,0 +1,116 @@
+"""The architecture, enforced: every package imports only the layers below it.
+
+controller/errors.py is the bottom; then model; then routes; then solver, formats and drivers
+(peers, which must not import each other); then advisor, service and cli. sim sits above all
+of controller, and controller never imports sim. Imports are read from the source (ast),
+including those inside functions, so a lazy import cannot hide a cycle.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+# Generated gRPC code: the service's own, and its clients'.
+API, API_IMPORTERS = "controller.api", ("controller.service", "controller.cli")
+LAYERS = {
+    "controller.errors": 0,
+    "controller.model": 1,
+    "controller.routes": 2,
+    "controller.solver": 3,
+    "controller.formats": 3,
+    "controller.drivers": 3,
+    "controller.advisor": 4,
+    "controller.service": 5,
+    "controller.cli": 6,
+    "sim": 7,
+}
+
+
+def layer_of(module: str) -> str | None:
+    """The layer a dotted module name belongs to (the longest matching prefix)."""
+    best = None
+    for name in LAYERS:
+        if (module == name or module.startswith(name + ".")) and (
+            best is None or len(name) > len(best)
+        ):
+            best = name
+    return best
+
+
+def imports(path: Path) -> list[tuple[int, str]]:
+    """(line, module) of every absolute import of ours in a source file."""
+    tree = ast.parse(path.read_text(), str(path))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.append((node.lineno, node.module))
+            # `from controller import x` imports the module controller.x
+            found += [(node.lineno, f"{node.module}.{a.name}") for a in node.names]
+    return [(n, m) for n, m in found if m.split(".")[0] in ("controller", "sim")]
+
+
+def sources() -> list[Path]:
+    files = sorted((ROOT / "controller").rglob("*.py")) + sorted((ROOT / "sim").rglob("*.py"))
+    return [f for f in files if "_pb2" not in f.name and "api" not in f.relative_to(ROOT).parts]
+
+
+def violations(path: Path, root: Path = ROOT) -> list[str]:
+    module = ".".join(path.relative_to(root).with_suffix("").parts)
+    own = layer_of(module)
+    out = []
+    for line, imported in imports(path):
+        if imported == API or imported.startswith(API + "."):
+            if not module.startswith(API_IMPORTERS):
+                out.append(f"{path.relative_to(root)}:{line} imports {imported}: generated "
+                           f"code is for {' and '.join(API_IMPORTERS)} only")  # fmt: skip
+            continue
+        other = layer_of(imported)
+        if own is None or other is None or other == own:
+            continue
+        where = f"{path.relative_to(root)}:{line} imports {imported}"
+        if own.startswith("controller") and other == "sim":
+            out.append(f"{where}: controller never imports sim")
+        elif LAYERS[other] > LAYERS[own]:
+            out.append(f"{where}: {other} is above {own}")
+        elif LAYERS[other] == LAYERS[own]:
+            out.append(f"{where}: {other} and {own} are peers")
+    return out
+
+
+def test_every_source_file_is_in_a_layer() -> None:
+    stray = [
+        str(f.relative_to(ROOT))
+        for f in sources()
+        if f.name != "__init__.py"
+        and layer_of(".".join(f.relative_to(ROOT).with_suffix("").parts)) is None
+    ]
+    assert stray == []
+
+
+def test_no_layer_imports_a_layer_above_or_a_peer() -> None:
+    found = [v for f in sources() for v in violations(f)]
+    assert found == [], "\n".join(found)
+
+
+@pytest.mark.parametrize(
+    ("module", "source", "message"),
+    [
+        ("controller/model/x.py", "from sim.jobmix import random_jobs\n", "never imports sim"),
+        ("controller/routes/x.py", "def f():\n    import controller.solver.lp\n", "above"),
+        ("controller/formats/x.py", "from controller.drivers import file\n", "peers"),
+        ("controller/model/x.py", "from controller import solver\n", "above"),
+        ("controller/solver/x.py", "from controller.api.fabric_te.v1 import te_pb2\n", "only"),
+    ],
+)
+def test_the_check_catches_what_it_must(tmp_path, module, source, message) -> None:
+    path = tmp_path / module
+    path.parent.mkdir(parents=True)
+    path.write_text(source)
+    found = violations(path, root=tmp_path)
+    assert any(message in v for v in found), found
