@@ -81,17 +81,23 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_job_put(args: argparse.Namespace) -> int:
+    from controller.errors import JobError
+    from controller.formats.placement import check_job_entry
+    from controller.model.documents import read_document
+
     pb, stub = _stub(args)
-    with open(args.file) as fh:
-        doc = json.load(fh)
+    doc = read_document(args.file, JobError, "job file")
     jobs = doc.get("jobs") if isinstance(doc, dict) else None
-    if not isinstance(jobs, list):
+    if not isinstance(jobs, list) or set(doc) != {"jobs"}:
         raise InputError(f'{args.file}: expected {{"jobs": [...]}}')
-    for i, job in enumerate(jobs):
+    msgs = []
+    for i, job in enumerate(jobs):  # every job checked before the first is sent
         try:
-            msg = pb.Job(**job)
-        except (TypeError, ValueError) as err:
-            raise InputError(f"{args.file}: jobs[{i}]: {err}") from None
+            entry = check_job_entry(job, f"jobs[{i}]")
+        except JobError as err:
+            raise JobError(f"{args.file}: {err}") from None
+        msgs.append(pb.Job(**{k: v for k, v in entry.items() if v is not None}))
+    for msg in msgs:
         reply = _call(partial(stub.PutJob, pb.PutJobRequest(job=msg)))
         print(f"{msg.id}: generation {reply.generation}")
     return 0

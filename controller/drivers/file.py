@@ -1,12 +1,19 @@
 """The file driver: one JSON table per switch in a directory, for review or hand-off.
 
-    <directory>/<switch>.json = {"switch": "rtsw-p0-r0", "entries": [
+    <directory>/<switch>.json = {"switch": "rtsw-p0-r0",
+      "fabric": "pod", "fingerprint": "sha256:...",
+      "entries": [
         {"in_port": 3, "dst_host": 12, "next_hop": 41, "owner": "fabric-te", "qp": -1,
          "in_port_name": "...", "dst_host_name": "...", "next_hop_name": "..."}, ...]}
 
 `qp` is the QP bucket an entry matches (-1, or absent: every bucket).
 
-The *_name fields are written when the driver knows the fabric and are ignored on reading.
+The fabric's name and fingerprint and the *_name fields are written when the driver knows
+the fabric, and checked on reading with one: a table written for another fabric is refused
+(DriverError naming the file), never misread. A table without a fingerprint (written by an
+older version) is read only if every entry carries its names and they name its ids in this
+fabric; otherwise it is refused, and the message says why. Without a fabric, tables are
+read by id, their structure checked.
 A switch without a file has an empty table. Each apply rewrites one file atomically (a
 temporary file in the same directory, then rename), so a reader sees the old table or the
 new one, never half of each. With a fabric, entries are checked against the switch's links.
@@ -17,18 +24,22 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from controller.drivers.interface import Driver, split_ops
 from controller.errors import DriverError, DriverRejected, DriverUnavailable
+from controller.model import limits
+from controller.model.documents import parse_text, read_text
 from controller.model.fabric import Fabric
 from controller.model.flows import ALL_QPS
 from controller.routes.entries import Entry, entry_problem, switch_ports
 from controller.routes.plan import Op
 
 FIELDS = ("in_port", "dst_host", "next_hop", "owner", "qp")
+ROW_KEYS = FIELDS + ("in_port_name", "dst_host_name", "next_hop_name")
+TABLE_KEYS = ("switch", "fabric", "fingerprint", "entries")
 
 
 class FileDriver(Driver):
@@ -84,21 +95,76 @@ class FileDriver(Driver):
         self._check_open()
         path = self._path(switch)
         try:
-            text = path.read_text()
-        except FileNotFoundError:
-            return ()
-        except OSError as err:
-            raise DriverUnavailable(f"cannot read {path}: {err}") from err
+            text = read_text(path, DriverError, "switch table", unreadable=DriverUnavailable)
+        except DriverUnavailable:
+            if not path.exists():  # a switch without a file has an empty table
+                return ()
+            raise
+        doc = parse_text(text, "json", f"{path}: corrupt table", DriverError)
         try:
-            doc = json.loads(text)
-            entries = [
-                Entry(switch, int(e["in_port"]), int(e["dst_host"]), int(e["next_hop"]),
-                      str(e["owner"]), int(e.get("qp", ALL_QPS)))
-                for e in doc["entries"]
-            ]  # fmt: skip
-        except (ValueError, KeyError, TypeError) as err:
-            raise DriverError(f"{path}: corrupt table: {err}") from err
+            entries = self._entries(switch, doc)
+        except DriverError as err:
+            foreign = "refusing" in str(err)
+            raise DriverError(f"{path}: {'' if foreign else 'corrupt table: '}{err}") from None
         return tuple(sorted(entries, key=lambda e: e.match))
+
+    def _entries(self, switch: str, doc: Any) -> list[Entry]:
+        """A table's entries; with a fabric, checked against it (see the module docstring)."""
+        top = limits.mapping(doc, "", DriverError)
+        limits.keys(top, "top level", TABLE_KEYS, ("switch", "entries"), DriverError)
+        if top["switch"] != switch:
+            limits.fail(DriverError, "switch", f"{top['switch']!r} is not {switch!r}")
+        fabric = self.fabric
+        stamped = "fingerprint" in top
+        if fabric is not None and stamped:
+            name = limits.text(top.get("fabric"), "fabric", DriverError)
+            mark = limits.text(top["fingerprint"], "fingerprint", DriverError)
+            if (name, mark) != (fabric.name, fabric.fingerprint):
+                raise DriverError(
+                    f"written for fabric {name!r} ({mark}), not {fabric.name!r} "
+                    f"({fabric.fingerprint}); refusing to read it"
+                )
+        rows = limits.listing(top["entries"], "entries", limits.MAX_FLOWS, DriverError)
+        entries = []
+        for i, value in enumerate(rows):
+            where = f"entries[{i}]"
+            row = limits.mapping(value, where, DriverError)
+            limits.keys(row, where, ROW_KEYS, FIELDS[:4], DriverError)
+            entry = Entry(
+                switch,
+                limits.integer(row["in_port"], f"{where}.in_port", 0, 1 << 62, DriverError),
+                limits.integer(row["dst_host"], f"{where}.dst_host", 0, 1 << 62, DriverError),
+                limits.integer(row["next_hop"], f"{where}.next_hop", 0, 1 << 62, DriverError),
+                limits.text(row["owner"], f"{where}.owner", DriverError),
+                limits.integer(row.get("qp", ALL_QPS), f"{where}.qp", ALL_QPS, 1 << 62,
+                               DriverError),
+            )  # fmt: skip
+            if fabric is not None:
+                self._check_entry(entry, row, where, named=not stamped)
+            entries.append(entry)
+        return entries
+
+    def _check_entry(self, entry: Entry, row: Mapping[str, Any], where: str, named: bool) -> None:
+        """The entry fits this switch, and its names (required when `named`) name its ids."""
+        assert self.fabric is not None and self._ports is not None
+        problem = entry_problem(self.fabric, self._ports, entry)
+        if problem:
+            limits.fail(DriverError, where, problem)
+        for key, name_of in (("in_port", self.fabric.link_name),
+                             ("dst_host", self.fabric.host_name),
+                             ("next_hop", self.fabric.link_name)):  # fmt: skip
+            label = f"{key}_name"
+            if label not in row:
+                if named:
+                    limits.fail(DriverError, where,
+                                f"no {label} and no fabric fingerprint in the table: cannot "
+                                f"check it against fabric {self.fabric.name!r}; refusing it")
+                continue
+            expect = name_of(getattr(entry, key))
+            if row[label] != expect:
+                limits.fail(DriverError, f"{where}.{label}",
+                            f"{row[label]!r}, but {key} {getattr(entry, key)} is {expect!r} "
+                            f"in fabric {self.fabric.name!r}: written for another fabric?")
 
     def _row(self, entry: Entry) -> dict[str, Any]:
         row: dict[str, Any] = {name: getattr(entry, name) for name in FIELDS}
@@ -126,7 +192,10 @@ class FileDriver(Driver):
             raise DriverRejected(
                 f"{switch}: table would hold {len(table)} entries, capacity {self.capacity}"
             )
-        doc = {"switch": switch, "entries": [self._row(table[k]) for k in sorted(table)]}
+        doc: dict[str, Any] = {"switch": switch}
+        if self.fabric is not None:
+            doc |= {"fabric": self.fabric.name, "fingerprint": self.fabric.fingerprint}
+        doc["entries"] = [self._row(table[k]) for k in sorted(table)]
         try:
             fd, tmp = tempfile.mkstemp(prefix=f".{switch}.", suffix=".tmp", dir=self.directory)
             try:

@@ -6,47 +6,41 @@
     links:                    # optional per-link speed overrides, Gbps, by link name
       "rtsw-p0-r3:ctsw-p0-c2": 200
 
-Unknown keys are rejected; every error names the field at fault.
+Unknown keys, duplicate keys and the same link given twice (in either orientation) are
+rejected; numbers and dimensions follow the one rule set of controller.model.limits; every
+error names the file and the field at fault.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from controller.errors import FabricError
+from controller.model import limits
 from controller.model.clos import PRESETS, SPEC_FIELDS, ClosSpec, build, preset
+from controller.model.documents import read_document
 from controller.model.fabric import Fabric
 
 TOP_KEYS = SPEC_FIELDS | {"preset", "links"}
 
 
 def parse_fabric(data: Any, source: str = "<fabric>") -> Fabric:
-    """Validate a decoded fabric document and build it."""
-    if not isinstance(data, Mapping):
-        raise FabricError(f"{source}: expected a mapping at the top level")
-    unknown = sorted(set(data) - TOP_KEYS)
-    if unknown:
-        raise FabricError(
-            f"{source}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(TOP_KEYS))}"
-        )
-    spec = preset(str(data["preset"])) if "preset" in data else ClosSpec()
-    overrides = {k: v for k, v in data.items() if k in SPEC_FIELDS}
-    if "taper" in overrides and "agg_link_gbps" not in overrides:
-        overrides["agg_link_gbps"] = None
-    if "agg_link_gbps" in overrides and "taper" not in overrides:
-        overrides["taper"] = None
-    spec = replace(spec, **overrides)
-    links = data.get("links") or {}
-    if not isinstance(links, Mapping):
-        raise FabricError(f"{source}: links must be a mapping of link name to Gbps")
+    """Validate a decoded fabric document and build it; errors name `source` and the field."""
     try:
-        return build(spec, {str(k): v for k, v in links.items()})
+        doc = limits.mapping(data, "", FabricError)
+        limits.keys(doc, "top level", sorted(TOP_KEYS), err=FabricError)
+        spec = preset(limits.text(doc["preset"], "preset", FabricError)) if "preset" in doc \
+            else ClosSpec()  # fmt: skip
+        overrides = {k: v for k, v in doc.items() if k in SPEC_FIELDS}
+        if "taper" in overrides and "agg_link_gbps" not in overrides:
+            overrides["agg_link_gbps"] = None
+        if "agg_link_gbps" in overrides and "taper" not in overrides:
+            overrides["taper"] = None
+        links = doc.get("links")
+        links = {} if links is None else limits.mapping(links, "links", FabricError)
+        return build(replace(spec, **overrides), links)
     except FabricError as err:
         raise FabricError(f"{source}: {err}") from None
 
@@ -60,9 +54,4 @@ def load_fabric(ref: str) -> Fabric:
         raise FabricError(
             f"{ref!r} is neither a fabric preset ({', '.join(sorted(PRESETS))}) nor a file"
         )
-    text = path.read_text()
-    try:
-        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as err:
-        raise FabricError(f"{path}: not valid {path.suffix.lstrip('.') or 'YAML'}: {err}") from None
-    return parse_fabric(data, str(path))
+    return parse_fabric(read_document(path, FabricError, "fabric file"), str(path))

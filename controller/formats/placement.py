@@ -17,17 +17,16 @@ path at fault, e.g. "jobs[2].hosts[5]: unknown host 'host-p9-r0-h0'". JSON, or Y
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from controller.errors import FabricError, JobError
+from controller.model import limits
+from controller.model.documents import read_document
 from controller.model.fabric import Fabric
-from controller.model.jobs import Job, check_job
+from controller.model.jobs import PATTERNS, Job, check_job
 
 TOP_KEYS = frozenset({"jobs"})
 JOB_KEYS = (
@@ -38,79 +37,89 @@ INT_KEYS = ("dp", "pp", "tp", "channels", "gpus_per_host")
 
 
 def _fail(source: str, path: str, message: str) -> JobError:
-    err = JobError(f"{source}: {path}: {message}")
+    err = JobError(f"{source}: {path}: {message}" if source else f"{path}: {message}")
     err.field, err.detail = path, message
     return err
 
 
-def _parse_job(fabric: Fabric, entry: Any, path: str, source: str) -> Job:
-    """One job entry, validated against the fabric; errors are prefixed with `path`."""
-    if not isinstance(entry, Mapping):
-        raise _fail(source, path, f"expected a mapping, got {type(entry).__name__}")
-    unknown = sorted(str(k) for k in set(entry) - set(JOB_KEYS))
-    if unknown:
-        raise _fail(
-            source, path, f"unknown key(s) {', '.join(unknown)}; allowed: {', '.join(JOB_KEYS)}"
-        )
-    for key in REQUIRED:
-        if key not in entry:
-            raise _fail(source, path, f"missing required key {key!r}")
-    job_id = entry["id"]
-    if not isinstance(job_id, str) or not job_id:
-        raise _fail(source, f"{path}.id", f"must be a non-empty string, got {job_id!r}")
-    names = entry["hosts"]
-    if isinstance(names, (str, bytes)) or not isinstance(names, Sequence) or not names:
-        raise _fail(source, f"{path}.hosts", "must be a non-empty list of host names")
+def check_job_entry(entry: Any, path: str = "job") -> dict[str, Any]:
+    """The structure of one job entry, checked without a fabric: keys, types and bounds
+    (controller.model.limits). Returns the entry as a dict; errors name `path`."""
+    try:
+        doc = limits.mapping(entry, path, JobError)
+    except JobError as err:
+        raise _fail("", path, f"expected a mapping, got {type(entry).__name__}") from err
+    limits.keys(doc, path, JOB_KEYS, REQUIRED, JobError)
+    limits.text(doc["id"], f"{path}.id", JobError)
+    names = doc["hosts"]
+    if isinstance(names, str | bytes | Mapping) or not isinstance(names, Sequence) or not names:
+        raise _fail("", f"{path}.hosts", "must be a non-empty list of host names")
+    limits.listing(names, f"{path}.hosts", limits.MAX_GPUS, JobError)
+    for i, name in enumerate(names):
+        if not isinstance(name, str):
+            raise _fail("", f"{path}.hosts[{i}]", f"host name must be a string, got {name!r}")
+        limits.text(name, f"{path}.hosts[{i}]", JobError)
+    for key in INT_KEYS:
+        if doc.get(key) is not None:
+            hi = limits.MAX_CHANNELS if key == "channels" else limits.MAX_GPUS
+            limits.integer(doc[key], f"{path}.{key}", 1, hi, JobError)
+    if "demand_gbps" in doc:
+        limits.gbps(doc["demand_gbps"], f"{path}.demand_gbps", JobError)
+    collectives = doc.get("collectives", ["ring"])
+    if isinstance(collectives, str | bytes | Mapping) or not isinstance(collectives, Sequence):
+        raise _fail("", f"{path}.collectives", f"must be a list, got {collectives!r}")
+    limits.listing(collectives, f"{path}.collectives", len(PATTERNS), JobError)
+    for i, name in enumerate(collectives):
+        limits.text(name, f"{path}.collectives[{i}]", JobError)
+    return dict(doc)
+
+
+def parse_job(fabric: Fabric, entry: Any, path: str = "job") -> Job:
+    """One job entry, validated against the fabric; every error names `path` and the field
+    below it exactly (e.g. 'job.hosts[0]: unknown host ...')."""
+    doc = check_job_entry(entry, path)
+    names = doc["hosts"]
     hosts: list[int] = []
     first: dict[int, int] = {}
     for i, name in enumerate(names):
-        if not isinstance(name, str):
-            raise _fail(source, f"{path}.hosts[{i}]", f"host name must be a string, got {name!r}")
         try:
             node = fabric.node_by_name(name)
         except FabricError:
             raise _fail(
-                source, f"{path}.hosts[{i}]", f"unknown host {name!r} in fabric {fabric.name!r}"
+                "", f"{path}.hosts[{i}]", f"unknown host {name!r} in fabric {fabric.name!r}"
             ) from None
         if fabric.node_kind(node) != "host":
             kind = fabric.node_kind(node)
-            raise _fail(source, f"{path}.hosts[{i}]", f"{name!r} is a {kind}, not a host")
+            raise _fail("", f"{path}.hosts[{i}]", f"{name!r} is a {kind}, not a host")
         hosts.append(fabric.host_by_name(name))
         if hosts[-1] in first:
             also = first[hosts[-1]]
             raise _fail(
-                source, f"{path}.hosts[{i}]", f"duplicate GPU: host {name!r} is also hosts[{also}]"
+                "", f"{path}.hosts[{i}]", f"duplicate GPU: host {name!r} is also hosts[{also}]"
             )
         first[hosts[-1]] = i
-    for key in INT_KEYS:
-        value = entry.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-            raise _fail(source, f"{path}.{key}", f"must be an integer, got {value!r}")
-    collectives = entry.get("collectives", ["ring"])
-    if isinstance(collectives, str) or not isinstance(collectives, Sequence):
-        raise _fail(source, f"{path}.collectives", f"must be a list, got {collectives!r}")
     kwargs: dict[str, Any] = {
-        k: entry[k] for k in ("pp", "tp", "channels", "demand_gbps") if k in entry
+        k: doc[k] for k in ("pp", "tp", "channels", "demand_gbps") if doc.get(k) is not None
     }
-    kwargs["collectives"] = tuple(collectives)
-    kwargs["gpus_per_host"] = entry.get("gpus_per_host")
-    dp = entry.get("dp")
+    kwargs["collectives"] = tuple(doc.get("collectives", ["ring"]))
+    kwargs["gpus_per_host"] = doc.get("gpus_per_host")
+    dp = doc.get("dp")
     if dp is None:
         g = kwargs["gpus_per_host"] or fabric.nics_per_host
         pp, tp = kwargs.get("pp", 1), kwargs.get("tp", 1)
-        if pp >= 1 and tp >= 1 and (len(hosts) * g) % (pp * tp):
+        if (len(hosts) * g) % (pp * tp):
             raise _fail(
-                source,
+                "",
                 f"{path}.dp",
                 f"omitted, and the job's {len(hosts) * g} GPUs do not divide by pp*tp = {pp * tp}",
             )
-        dp = max(len(hosts) * g // max(pp * tp, 1), 1)
+        dp = max(len(hosts) * g // (pp * tp), 1)
     try:
-        job = Job(job_id, tuple(hosts), dp, **kwargs)
+        job = Job(doc["id"], tuple(hosts), dp, **kwargs)
         check_job(fabric, job)
     except JobError as err:
         where = f"{path}.{err.field}" if err.field else path
-        raise _fail(source, where, err.detail) from None
+        raise _fail("", where, err.detail) from None
     return job
 
 
@@ -122,13 +131,16 @@ def parse_placement(fabric: Fabric, data: Any, source: str = "<placement>") -> l
     if unknown:
         raise JobError(f"{source}: unknown key(s) {', '.join(unknown)}; allowed: jobs")
     entries = data.get("jobs")
-    if isinstance(entries, (str, bytes)) or not isinstance(entries, Sequence):
+    if isinstance(entries, str | bytes | Mapping) or not isinstance(entries, Sequence):
         raise _fail(source, "jobs", f"must be a list of jobs, got {entries!r}")
     jobs: list[Job] = []
     seen_ids: dict[str, int] = {}
     owner: dict[int, tuple[int, int]] = {}  # host -> (job index, position in its hosts)
     for k, entry in enumerate(entries):
-        job = _parse_job(fabric, entry, f"jobs[{k}]", source)
+        try:
+            job = parse_job(fabric, entry, f"jobs[{k}]")
+        except JobError as err:
+            raise _fail(source, err.field or "jobs", err.detail) from None
         if job.id in seen_ids:
             raise _fail(
                 source,
@@ -153,16 +165,8 @@ def parse_placement(fabric: Fabric, data: Any, source: str = "<placement>") -> l
 def load_placement(fabric: Fabric, path: str | Path) -> list[Job]:
     """Read and validate a placement file (.json, or .yaml/.yml) against `fabric`."""
     path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as err:
-        raise JobError(f"{path}: cannot read placement file: {err.strerror}") from None
-    yaml_file = path.suffix in (".yaml", ".yml")
-    try:
-        data = yaml.safe_load(text) if yaml_file else json.loads(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as err:
-        kind = "YAML" if yaml_file else "JSON"
-        raise JobError(f"{path}: not valid {kind}: {err}") from None
+    kind = "yaml" if path.suffix in (".yaml", ".yml") else "json"
+    data = read_document(path, JobError, "placement file", kind)
     return parse_placement(fabric, data, str(path))
 
 

@@ -1,30 +1,38 @@
 """Route files: an assignment and its per-switch TE entries as JSON, by name.
 
-    {"format": "fabric-te-routes/1", "fabric": "meta-24k", "job_ids": [...],
+    {"format": "fabric-te-routes/1", "fabric": "meta-24k", "fingerprint": "sha256:...",
+     "job_ids": [...],
      "flows": [[src NIC, dst NIC, demand Gbps, job index, path index (-1: ECMP)(, qp)], ...],
      "switches": {"rtsw-p0-r0": [[in_port link, dst host, next_hop link(, qp)], ...], ...}}
 
 The trailing qp (a QP bucket, see controller.model.flows) is written only for flows split into QP
 buckets and for entries that match one bucket; without it a row covers every bucket.
 
-Names, not ids, so a file can be read by people and checked against the fabric on load.
+Names, not ids, so a file can be read by people and checked against the fabric on load: a
+file for another fabric (its name, or the fingerprint of its shape) is refused, naming the file.
+Files written before the fingerprint existed are read by their names, every one checked.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from controller.errors import FabricError
-from controller.model.assignment import Assignment
+from controller.errors import FabricError, FlowError, InputError, RouteError
+from controller.model import limits
+from controller.model.assignment import UNROUTED, Assignment
+from controller.model.documents import read_document
 from controller.model.fabric import Fabric
 from controller.model.flows import ALL_QPS, FlowSet
-from controller.routes.entries import Entry, RouteSet
+from controller.model.paths import flow_class, num_paths
+from controller.routes.entries import MAX_QP_BUCKETS, Entry, RouteSet, entry_problem, switch_ports
 
 FORMAT = "fabric-te-routes/1"
+TOP_KEYS = ("format", "fabric", "fingerprint", "job_ids", "flows", "switches")
 
 
 def dump_routes(fabric: Fabric, assignment: Assignment, routes: RouteSet) -> dict[str, Any]:
@@ -53,53 +61,132 @@ def dump_routes(fabric: Fabric, assignment: Assignment, routes: RouteSet) -> dic
     return {
         "format": FORMAT,
         "fabric": fabric.name,
+        "fingerprint": fabric.fingerprint,
         "job_ids": list(f.job_ids),
         "flows": flows,
         "switches": switches,
     }
 
 
-def parse_routes(fabric: Fabric, doc: Any, source: str = "<routes>") -> tuple[Assignment, RouteSet]:
-    """Check a route document against `fabric`; errors name the entry at fault."""
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        raise FabricError(f"{source}: not a {FORMAT} document")
-    if doc.get("fabric") != fabric.name:
-        raise FabricError(
-            f"{source}: routes are for fabric {doc.get('fabric')!r}, not {fabric.name!r}"
-        )
-    nic = {fabric.nic_name(n): n for n in range(fabric.num_nics)}
-    rows = doc.get("flows", [])
-    try:
-        src = [nic[r[0]] for r in rows]
-        dst = [nic[r[1]] for r in rows]
-    except (KeyError, IndexError, TypeError) as err:
-        raise FabricError(f"{source}: flows: bad or unknown NIC {err}") from None
-    flows = FlowSet.build(
-        src, dst, [r[2] for r in rows], [r[3] for r in rows], tuple(doc.get("job_ids", ()))
-    )
+def _row(value: Any, field: str, types: tuple[str, ...], optional: int) -> list[Any]:
+    """A row of `types` ("name", "int", "gbps"), the last `optional` of them may be left out."""
+    row = limits.listing(value, field, len(types), RouteError)
+    if len(row) < len(types) - optional:
+        limits.fail(RouteError, field, f"needs {len(types) - optional} items, got {len(row)}")
+    out: list[Any] = []
+    for i, (kind, item) in enumerate(zip(types, row, strict=False)):
+        where = f"{field}[{i}]"
+        if kind == "name":
+            out.append(limits.text(item, where, RouteError, limit=4 * limits.MAX_NAME))
+        elif kind == "gbps":
+            out.append(limits.number(item, where, limits.MIN_FLOW_GBPS, limits.MAX_GBPS,
+                                     RouteError))  # fmt: skip
+        else:
+            out.append(limits.integer(item, where, -(1 << 62), 1 << 62, RouteError))
+    return out
+
+
+def _flows(fabric: Fabric, doc: Mapping[str, Any]) -> Assignment:
+    job_ids = limits.listing(doc.get("job_ids", []), "job_ids", limits.MAX_FLOWS, RouteError)
+    for i, job_id in enumerate(job_ids):
+        limits.text(job_id, f"job_ids[{i}]", RouteError)
+    rows = limits.listing(doc.get("flows", []), "flows", limits.MAX_FLOWS, RouteError)
+    nic = {fabric.nic_name(n): n for n in range(fabric.num_nics)} if rows else {}
+    paths = np.asarray(num_paths(fabric), dtype=np.int64)
+    src: list[int] = []
+    dst: list[int] = []
+    demand: list[float] = []
+    job: list[int] = []
+    path: list[int] = []
+    qp: list[int] = []
+    for f, value in enumerate(rows):
+        where = f"flows[{f}]"
+        row = _row(value, where, ("name", "name", "gbps", "int", "int", "int"), 1)
+        for k, out in ((0, src), (1, dst)):
+            if row[k] not in nic:
+                limits.fail(RouteError, f"{where}[{k}]", f"unknown NIC {row[k]!r}")
+            out.append(nic[row[k]])
+        demand.append(row[2])
+        if not 0 <= row[3] < max(len(job_ids), 1):
+            limits.fail(RouteError, f"{where}[3]",
+                        f"job index {row[3]} has no entry in job_ids")  # fmt: skip
+        job.append(row[3])
+        if src[-1] // fabric.nics_per_host == dst[-1] // fabric.nics_per_host:
+            limits.fail(RouteError, where, "source and destination are on the same host")
+        path.append(row[4])
+        bucket = row[5] if len(row) > 5 else ALL_QPS
+        if not ALL_QPS <= bucket < MAX_QP_BUCKETS:
+            limits.fail(RouteError, f"{where}[5]",
+                        f"qp bucket {bucket} is not within [0, {MAX_QP_BUCKETS})")  # fmt: skip
+        qp.append(bucket)
+    most = paths[flow_class(fabric, np.asarray(src, np.int64), np.asarray(dst, np.int64))]
+    bad = np.flatnonzero((np.asarray(path) < UNROUTED) | (np.asarray(path) >= most))
+    if bad.size:
+        f = int(bad[0])
+        limits.fail(RouteError, f"flows[{f}][4]",
+                    f"path {path[f]} is neither {UNROUTED} (ECMP) nor one of the "
+                    f"{most[f]} paths of this flow")  # fmt: skip
     flows = FlowSet(
-        flows.src_nic, flows.dst_nic, flows.demand, flows.job, flows.job_ids,
-        np.asarray([r[5] if len(r) > 5 else ALL_QPS for r in rows], dtype=np.int64),
+        np.asarray(src, np.int64), np.asarray(dst, np.int64), np.asarray(demand, np.float64),
+        np.asarray(job, np.int64), tuple(job_ids), np.asarray(qp, np.int64),
     )  # fmt: skip
-    flows.validate(fabric)
-    assignment = Assignment(flows, np.asarray([r[4] for r in rows], dtype=np.int64))
+    try:
+        flows.validate(fabric)
+    except FlowError as err:
+        raise RouteError(f"flows: {err}") from None
+    return Assignment(flows, np.asarray(path, dtype=np.int64))
+
+
+def _entries(fabric: Fabric, doc: Mapping[str, Any]) -> RouteSet:
+    tables = limits.mapping(doc.get("switches", {}), "switches", RouteError)
+    ports = switch_ports(fabric) if tables else {}
     entries = []
-    for sw, table in sorted(doc.get("switches", {}).items()):
-        for i, row in enumerate(table):
-            where = f"{source}: switches.{sw}[{i}]"
+    for sw, table in sorted(tables.items()):
+        if sw not in ports:
+            limits.fail(RouteError, f"switches.{sw}", f"not a switch of fabric {fabric.name!r}")
+        rows = limits.listing(table, f"switches.{sw}", limits.MAX_FLOWS, RouteError)
+        for i, value in enumerate(rows):
+            where = f"switches.{sw}[{i}]"
+            row = _row(value, where, ("name", "name", "name", "int"), 1)
             try:
-                entries.append(
-                    Entry(
-                        sw,
-                        fabric.link_by_name(row[0]),
-                        fabric.host_by_name(row[1]),
-                        fabric.link_by_name(row[2]),
-                        qp=int(row[3]) if len(row) > 3 else ALL_QPS,
-                    )
+                entry = Entry(
+                    sw,
+                    fabric.link_by_name(row[0]),
+                    fabric.host_by_name(row[1]),
+                    fabric.link_by_name(row[2]),
+                    qp=row[3] if len(row) > 3 else ALL_QPS,
                 )
-            except (FabricError, TypeError, ValueError) as err:
-                raise FabricError(f"{where}: {err}") from None
-    return assignment, RouteSet.from_entries(entries)
+            except FabricError as err:
+                raise RouteError(f"{where}: {err}") from None
+            problem = entry_problem(fabric, ports, entry)
+            if problem:
+                raise RouteError(f"{where}: {problem}")
+            entries.append(entry)
+    return RouteSet.from_entries(entries)
+
+
+def parse_routes(fabric: Fabric, doc: Any, source: str = "<routes>") -> tuple[Assignment, RouteSet]:
+    """Check a route document against `fabric`, all or nothing; errors name `source` and the
+    entry at fault. Files for another fabric (name or fingerprint) are refused; a file
+    without a fingerprint (older writers) is read by its names, each checked."""
+    try:
+        top = limits.mapping(doc, "", RouteError)
+        limits.keys(top, "top level", TOP_KEYS, ("format", "fabric"), RouteError)
+        if top["format"] != FORMAT:
+            limits.fail(RouteError, "format", f"{top['format']!r} is not {FORMAT!r}")
+        name = limits.text(top["fabric"], "fabric", RouteError)
+        if name != fabric.name:
+            limits.fail(RouteError, "fabric",
+                        f"routes are for fabric {name!r}, not {fabric.name!r}")  # fmt: skip
+        if "fingerprint" in top:
+            mark = limits.text(top["fingerprint"], "fingerprint", RouteError)
+            if mark != fabric.fingerprint:
+                limits.fail(RouteError, "fingerprint",
+                            f"routes are for a fabric {name!r} of another shape ({mark}, not "
+                            f"{fabric.fingerprint})")  # fmt: skip
+        return _flows(fabric, top), _entries(fabric, top)
+    except InputError as err:
+        raise RouteError(f"{source}: {err}") from None
 
 
 def write_routes(
@@ -109,8 +196,6 @@ def write_routes(
 
 
 def read_routes(path: str | Path, fabric: Fabric) -> tuple[Assignment, RouteSet]:
-    try:
-        doc = json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError) as err:
-        raise FabricError(f"{path}: cannot read routes: {err}") from None
+    """Read and check a route file (JSON) against `fabric`."""
+    doc = read_document(path, RouteError, "route file", "json")
     return parse_routes(fabric, doc, str(path))

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, fields, replace
 import numpy as np
 
 from controller.errors import FabricError
+from controller.model import limits
 from controller.model.fabric import Fabric
 
 
@@ -35,36 +36,28 @@ class ClosSpec:
     taper: float | None = None  # CTSW down:up capacity ratio (e.g. 7.0 for 1:7)
 
     def validate(self) -> None:
-        """Raise FabricError naming the first bad field."""
-        for name in (
-            "pods",
-            "racks_per_pod",
-            "hosts_per_rack",
-            "nics_per_host",
-            "ctsws_per_pod",
-            "rack_links",
-            "agg_links",
-        ):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise FabricError(f"{name} must be a positive integer, got {value!r}")
-        if not isinstance(self.atsws_per_plane, int) or self.atsws_per_plane < 0:
-            raise FabricError(
-                f"atsws_per_plane must be a non-negative integer, got {self.atsws_per_plane!r}"
-            )
+        """Raise FabricError naming the first bad field (see controller.model.limits)."""
+        limits.text(self.name, "name", FabricError)
+        limits.dimensions({name: getattr(self, name) for name in limits.DIMENSION_CAPS},
+                          FabricError)  # fmt: skip
         if self.pods > 1 and self.atsws_per_plane == 0:
-            raise FabricError("atsws_per_plane must be >= 1 when pods > 1")
-        for name in ("nic_gbps", "rack_link_gbps"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, float)) or value <= 0:
-                raise FabricError(f"{name} must be a positive number, got {value!r}")
+            raise FabricError("atsws_per_plane: must be >= 1 when pods > 1")
+        limits.gbps(self.nic_gbps, "nic_gbps", FabricError)
+        limits.gbps(self.rack_link_gbps, "rack_link_gbps", FabricError)
         if self.atsws_per_plane:
             if (self.agg_link_gbps is None) == (self.taper is None):
-                raise FabricError("give exactly one of agg_link_gbps or taper")
-            value = self.agg_link_gbps if self.taper is None else self.taper
-            label = "agg_link_gbps" if self.taper is None else "taper"
-            if not isinstance(value, (int, float)) or value <= 0:
-                raise FabricError(f"{label} must be a positive number, got {value!r}")
+                raise FabricError("agg_link_gbps, taper: give exactly one of them")
+            if self.taper is None:
+                limits.gbps(self.agg_link_gbps, "agg_link_gbps", FabricError)
+            else:
+                limits.number(self.taper, "taper", limits.MIN_TAPER, limits.MAX_TAPER,
+                              FabricError)  # fmt: skip
+                derived = self.effective_agg_link_gbps
+                if not limits.MIN_GBPS <= derived <= limits.MAX_GBPS:
+                    raise FabricError(
+                        f"taper: {self.taper!r} makes CTSW-ATSW links of {derived:g} Gbps, "
+                        f"outside [{limits.MIN_GBPS:g}, {limits.MAX_GBPS:g}]"
+                    )
 
     @property
     def effective_agg_link_gbps(self) -> float:
@@ -103,11 +96,20 @@ def build(spec: ClosSpec, link_gbps: Mapping[str, float] | None = None) -> Fabri
     )
     if link_gbps:
         capacity = fabric.capacity.copy()
+        given: dict[int, str] = {}
         for name, gbps in sorted(link_gbps.items()):
-            if not isinstance(gbps, (int, float)) or isinstance(gbps, bool) or gbps <= 0:
-                raise FabricError(f"links.{name}: speed must be a positive number, got {gbps!r}")
-            link = fabric.link_by_name(name)
-            capacity[2 * link : 2 * link + 2] = float(gbps)
+            limits.text(name, "links", FabricError, limit=4 * limits.MAX_NAME)
+            speed = limits.gbps(gbps, f"links.{name}", FabricError)
+            try:
+                link = fabric.link_by_name(name)
+            except FabricError as err:
+                raise FabricError(f"links.{name}: {err}") from None
+            if link in given:
+                raise FabricError(
+                    f"links.{name}: the same link as links.{given[link]} (one entry per link)"
+                )
+            given[link] = name
+            capacity[2 * link : 2 * link + 2] = speed
         fabric = replace(fabric, capacity=capacity)
     return fabric
 

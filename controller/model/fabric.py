@@ -17,6 +17,7 @@ hashing and simulation can work on whole arrays at once.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -55,7 +56,20 @@ class Fabric:
             raise FabricError(
                 f"capacity has shape {self.capacity.shape}, expected ({self.num_arcs},)"
             )
+        if not (np.isfinite(self.capacity).all() and (self.capacity > 0).all()):
+            raise FabricError("capacity: every arc needs a finite, positive capacity")
         self.capacity.setflags(write=False)
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """A digest of the fabric's shape: two fabrics with the same fingerprint give every
+        id the same name. Route files and driver tables carry it and are checked on read."""
+        shape = ",".join(
+            f"{k}={getattr(self, k)}"
+            for k in ("pods", "racks_per_pod", "hosts_per_rack", "nics_per_host",
+                      "ctsws_per_pod", "rack_links", "atsws_per_plane", "agg_links")
+        )  # fmt: skip
+        return "sha256:" + hashlib.sha256(shape.encode()).hexdigest()[:16]
 
     # ---- counts -------------------------------------------------------------------
     @property

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from controller.errors import FabricError
+from controller.model import limits
 from controller.model.fabric import Fabric
 
 
@@ -33,11 +34,9 @@ class LinkHealth:
         """A new state with some links set to a factor (0 down, 1 up, between degraded)."""
         factor = self.factor.copy()
         for link, value in updates.items():
-            if not 0.0 <= value <= 1.0 or value != value:
-                raise FabricError(f"link health factor {value!r} is not within [0, 1]")
             if not 0 <= link < factor.size:
                 raise FabricError(f"link id {link} out of range [0, {factor.size})")
-            factor[link] = value
+            factor[link] = limits.fraction(value, f"link {link}", FabricError)
         return LinkHealth(factor)
 
     def down(self, links: Iterable[int]) -> LinkHealth:
@@ -79,12 +78,13 @@ def parse_health(
             updates[link] = 1.0
         else:
             try:
-                updates[link] = float(state)
+                value = float(state)
             except ValueError:
                 raise FabricError(
                     f"bad health state {state!r} for {name!r}: use down, up, drain or a "
                     "fraction in [0, 1]"
                 ) from None
+            updates[link] = limits.fraction(value, name, FabricError)
     return health.with_factors(updates)
 
 

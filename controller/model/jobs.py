@@ -30,13 +30,13 @@ summed, so every key is unique in `job_flows` output, which is sorted by that ke
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from controller.errors import JobError
+from controller.model import limits
 from controller.model.fabric import Fabric
 from controller.model.flows import FlowSet
 
@@ -63,30 +63,28 @@ class Job:
     demand_gbps: float = LINE_RATE_GBPS  # per-NIC send budget, shared by the collectives
 
     def __post_init__(self) -> None:
-        if not isinstance(self.id, str) or not self.id:
-            raise JobError(f"must be a non-empty string, got {self.id!r}", "id")
-        if isinstance(self.hosts, (str, bytes)) or not isinstance(
+        limits.text(self.id, "id", JobError)
+        if isinstance(self.hosts, str | bytes) or not isinstance(
             self.hosts, Sequence | np.ndarray
         ):
             raise JobError(f"must be a sequence of host ids, got {self.hosts!r}", "hosts")
         if len(self.hosts) == 0:
             raise JobError("a job needs at least one host", "hosts")
+        if len(self.hosts) > limits.MAX_GPUS:
+            raise JobError(f"{len(self.hosts)} hosts; at most {limits.MAX_GPUS}", "hosts")
         for i, host in enumerate(self.hosts):
             if not _is_int(host):
                 raise JobError(f"host id must be an integer, got {host!r}", f"hosts[{i}]")
         object.__setattr__(self, "hosts", tuple(int(h) for h in self.hosts))
-        for name in ("dp", "pp", "tp", "channels"):
-            value = getattr(self, name)
-            if not _is_int(value) or value < 1:
-                raise JobError(f"must be a positive integer, got {value!r}", name)
-            object.__setattr__(self, name, int(value))
+        for name in ("dp", "pp", "tp"):
+            value = limits.integer(getattr(self, name), name, 1, limits.MAX_GPUS, JobError)
+            object.__setattr__(self, name, value)
+        channels = limits.integer(self.channels, "channels", 1, limits.MAX_CHANNELS, JobError)
+        object.__setattr__(self, "channels", channels)
         if self.gpus_per_host is not None:
-            if not _is_int(self.gpus_per_host) or self.gpus_per_host < 1:
-                raise JobError(
-                    f"must be a positive integer or None, got {self.gpus_per_host!r}",
-                    "gpus_per_host",
-                )
-            object.__setattr__(self, "gpus_per_host", int(self.gpus_per_host))
+            _, most = limits.DIMENSION_CAPS["nics_per_host"]
+            gpus = limits.integer(self.gpus_per_host, "gpus_per_host", 1, most, JobError)
+            object.__setattr__(self, "gpus_per_host", gpus)
         if isinstance(self.collectives, str) or not isinstance(self.collectives, Sequence):
             raise JobError(
                 f"must be a list of pattern names, got {self.collectives!r}", "collectives"
@@ -103,14 +101,8 @@ class Job:
             if name in self.collectives[:i]:
                 raise JobError(f"pattern {name!r} is listed twice", f"collectives[{i}]")
         object.__setattr__(self, "collectives", tuple(self.collectives))
-        demand = self.demand_gbps
-        if (
-            not isinstance(demand, (int, float, np.number))
-            or isinstance(demand, bool)
-            or not (math.isfinite(demand) and demand > 0)
-        ):
-            raise JobError(f"must be a positive number of Gbps, got {demand!r}", "demand_gbps")
-        object.__setattr__(self, "demand_gbps", float(demand))
+        demand = limits.gbps(self.demand_gbps, "demand_gbps", JobError)
+        object.__setattr__(self, "demand_gbps", demand)
         seen: dict[int, int] = {}
         for i, host in enumerate(self.hosts):
             if host in seen:

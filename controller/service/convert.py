@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from controller.advisor.advise import Request, Score
 from controller.api.fabric_te.v1 import te_pb2 as pb
-from controller.errors import FabricError
-from controller.formats.placement import dump_placement, parse_placement
+from controller.errors import AdvisorError, FabricError
+from controller.formats.placement import dump_placement, parse_job
+from controller.model import limits
 from controller.model.fabric import Fabric
 from controller.model.flows import ALL_QPS
 from controller.model.jobs import Job
@@ -15,7 +16,8 @@ from controller.routes.entries import Entry
 
 
 def job_from_pb(fabric: Fabric, msg: pb.Job, field: str = "job") -> Job:
-    """A validated Job; errors name the field (e.g. 'job.hosts[3]: unknown host ...')."""
+    """A validated Job; errors name the field as the client wrote it, under `field`
+    (e.g. 'job.hosts[3]: unknown host ...', 'extra_jobs[1].channels: ...')."""
     doc: dict[str, object] = {"id": msg.id, "hosts": list(msg.hosts)}
     for name in ("dp", "pp", "tp", "channels", "gpus_per_host"):
         value = getattr(msg, name)
@@ -25,7 +27,7 @@ def job_from_pb(fabric: Fabric, msg: pb.Job, field: str = "job") -> Job:
         doc["collectives"] = list(msg.collectives)
     if msg.demand_gbps:
         doc["demand_gbps"] = float(msg.demand_gbps)
-    return parse_placement(fabric, {"jobs": [doc]}, field)[0]
+    return parse_job(fabric, doc, field)
 
 
 def job_to_pb(fabric: Fabric, job: Job) -> pb.Job:
@@ -39,26 +41,51 @@ def job_to_pb(fabric: Fabric, job: Job) -> pb.Job:
 
 
 def link_updates(
-    fabric: Fabric, reports: Iterable[pb.LinkReport], field: str = "reports"
+    fabric: Fabric, reports: Sequence[pb.LinkReport], field: str = "reports"
 ) -> dict[int, float]:
-    """Link id -> capacity factor; errors name the report by index under `field`."""
+    """Link id -> capacity factor; errors name the report by index under `field`.
+
+    UP and DOWN take no fraction (0, or exactly 1 for UP, 0 for DOWN); DEGRADED takes one
+    within [MIN_FRACTION, 1). A link reported twice (in either orientation) is an error."""
+    limits.listing(reports, field, limits.MAX_LINKS, FabricError)
     out: dict[int, float] = {}
+    first: dict[int, int] = {}
     for i, report in enumerate(reports):
         where = f"{field}[{i}]"
         if not report.link:
             raise FabricError(f"{where}.link: missing")
+        name = limits.text(report.link, f"{where}.link", FabricError, limit=4 * limits.MAX_NAME)
         try:
-            link = fabric.link_by_name(report.link)
+            link = fabric.link_by_name(name)
         except FabricError as err:
             raise FabricError(f"{where}.link: {err}") from None
+        if link in first:
+            raise FabricError(
+                f"{where}.link: {name!r} is the same link as {field}[{first[link]}].link"
+            )
+        first[link] = i
+        fraction = report.fraction
         if report.state == pb.LinkReport.UP:
+            if fraction not in (0.0, 1.0):
+                raise FabricError(
+                    f"{where}.fraction: {fraction!r} given with state UP; only DEGRADED "
+                    "takes a fraction"
+                )
             out[link] = 1.0
         elif report.state == pb.LinkReport.DOWN:
+            if fraction != 0.0:
+                raise FabricError(
+                    f"{where}.fraction: {fraction!r} given with state DOWN; only DEGRADED "
+                    "takes a fraction"
+                )
             out[link] = 0.0
         elif report.state == pb.LinkReport.DEGRADED:
-            if not 0.0 < report.fraction < 1.0:
-                raise FabricError(f"{where}.fraction: {report.fraction} is not within (0, 1)")
-            out[link] = float(report.fraction)
+            value = limits.fraction(fraction, f"{where}.fraction", FabricError)
+            if not 0.0 < value < 1.0:
+                raise FabricError(
+                    f"{where}.fraction: {value!r} is not within (0, 1): use DOWN or UP"
+                )
+            out[link] = value
         else:
             raise FabricError(f"{where}.state: must be UP, DOWN or DEGRADED")
     return out
@@ -105,16 +132,26 @@ def _hosts(fabric: Fabric, names: Iterable[str], field: str) -> tuple[int, ...]:
     return tuple(out)
 
 
-def placement_request_from_pb(fabric: Fabric, msg: pb.PlacementRequest) -> Request:
-    """An advisor Request; host names resolved, errors naming the field."""
+def placement_request_from_pb(
+    fabric: Fabric, msg: pb.PlacementRequest, field: str = "request"
+) -> Request:
+    """An advisor Request; sizes bounded and host names resolved, errors naming the field."""
+    for name in ("gpus", "dp", "pp", "tp"):
+        limits.integer(getattr(msg, name), f"{field}.{name}", 0, limits.MAX_GPUS, AdvisorError)
+    limits.integer(msg.top, f"{field}.top", 0, limits.MAX_ADVICE, AdvisorError)
+    for name in ("pattern", "same_pod"):
+        if getattr(msg, name):
+            limits.text(getattr(msg, name), f"{field}.{name}", AdvisorError)
+    limits.listing(msg.avoid_hosts, f"{field}.avoid_hosts", limits.MAX_GPUS, AdvisorError)
     return Request(
         gpus=msg.gpus, dp=msg.dp, pp=msg.pp or 1, tp=msg.tp or 1,
         pattern=msg.pattern or "ring", same_pod=msg.same_pod or "prefer",
-        avoid_hosts=_hosts(fabric, msg.avoid_hosts, "request.avoid_hosts"), top=msg.top or 3,
+        avoid_hosts=_hosts(fabric, msg.avoid_hosts, f"{field}.avoid_hosts"), top=msg.top or 3,
     )  # fmt: skip
 
 
 def placement_from_pb(fabric: Fabric, msg: pb.Placement, field: str) -> tuple[int, ...]:
+    limits.listing(msg.hosts, f"{field}.hosts", limits.MAX_GPUS, AdvisorError)
     return _hosts(fabric, msg.hosts, f"{field}.hosts")
 
 

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from controller.errors import InputError, PreconditionError
+from controller.model import limits
 from controller.model.fabric import Fabric
 from controller.model.health import LinkHealth
 from controller.model.jobs import Job, jobs_flows
@@ -53,12 +54,20 @@ class DesiredState:
         """Create or replace `job`; returns its stored generation.
 
         generation 0 means "no check" and stores the next number; otherwise it must be
-        greater than the stored one (PreconditionError). A host already used by another
-        job is a ValueError naming the host and that job."""
+        greater than the stored one (PreconditionError) and at most MAX_GENERATION
+        (InputError). When the next number would pass MAX_GENERATION the put is refused
+        (PreconditionError). A host already used by another job is an InputError naming the
+        host and that job. Every check runs before the first write."""
+        limits.integer(generation, "generation", 0, limits.MAX_GENERATION)
         stored = self.jobs.get(job.id)
         if generation and stored and generation <= stored[1]:
             raise PreconditionError(
                 f"job {job.id!r}: generation {generation} is not newer than {stored[1]}"
+            )
+        if not generation and stored and stored[1] >= limits.MAX_GENERATION:
+            raise PreconditionError(
+                f"job {job.id!r}: generation {stored[1]} is the largest there is; delete "
+                "the job before putting it again"
             )
         mine = set(job.hosts)
         for other, (existing, _) in sorted(self.jobs.items()):

@@ -92,8 +92,8 @@ def test_deterministic(small: Fabric) -> None:
         (Request(gpus=16, tp=4, top=0), "top: 0"),
         (Request(tp=4), "gpus: 0 is not a positive multiple"),
         (Request(gpus=12, dp=4, tp=3), "tp: tensor parallelism 3 must divide the 4 GPUs"),
-        (Request(gpus=16, tp=4, channels=0), "channels: must be a positive integer"),
-        (Request(gpus=16, tp=4, demand_gbps=-1.0), "demand_gbps: must be a positive number"),
+        (Request(gpus=16, tp=4, channels=0), r"channels: 0 is not within \[1, 64\]"),
+        (Request(gpus=16, tp=4, demand_gbps=-1.0), r"demand_gbps: -1.0 is not within"),
     ],
 )
 def test_bad_requests(small: Fabric, request_: Request, message: str) -> None:
