@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -70,4 +71,63 @@ def test_bad_yaml(tmp_path: Path) -> None:
     path = tmp_path / "bad.yaml"
     path.write_text("pods: [1,\n")
     with pytest.raises(FabricError, match="bad.yaml: not valid YAML: .* line 2, column 1"):
+        load_fabric(str(path))
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("preset: tiny\nnic_gbps: .nan\n", "nic_gbps: must be a finite number, got nan"),
+        ("preset: tiny\ntaper: .nan\n", "taper: must be a finite number, got nan"),
+        ("preset: tiny\ntaper: .inf\n", "taper: must be a finite number, got inf"),
+        ("preset: tiny\nlinks: {'rtsw-p0-r0:ctsw-p0-c1': 1.0e+308}\n",
+         r"links.rtsw-p0-r0:ctsw-p0-c1: 1e\+308 is not within"),
+        ("preset: tiny\nrack_link_gbps: 1.0e+308\n", r"rack_link_gbps: 1e\+308 is not within"),
+        ("preset: tiny\nnic_gbps: 5.0e-324\n", "nic_gbps: 5e-324 is not within"),
+        ("pods: 1000000000\natsws_per_plane: 1\ntaper: 1\n",
+         r"pods: 1000000000 is not within \[1, 1024\]"),
+        ("preset: meta-24k\nracks_per_pod: 4096\nhosts_per_rack: 256\n", "GPUs exceed the cap"),
+        ("preset: tiny\npods: 2\npods: 3\n", "line 3: duplicate key 'pods'"),
+        ("preset: tiny\nlinks:\n  rtsw-p0-r0:ctsw-p0-c1: 100\n  ctsw-p0-c1:rtsw-p0-r0: 200\n",
+         r"links.rtsw-p0-r0:ctsw-p0-c1: the same link as links.ctsw-p0-c1:rtsw-p0-r0"),
+        ("preset: tiny\nname: 123\n", "name: must be a string, got 123"),
+        ("preset: tiny\npods: true\n", "pods: must be an integer, got True"),
+        ("preset: tiny\nnic_gbps: yes\n", "nic_gbps: must be a number, got True"),
+        ("preset: tiny\npods: 2.0\n", "pods: must be an integer, got 2.0"),
+        ("preset: [tiny]\n", "preset: must be a string"),
+        ("preset: tiny\nlinks: [1, 2]\n", "links: must be a mapping"),
+        ("preset: tiny\nlinks: {7: 100}\n", "links.7: key must be a string"),
+        ("preset: tiny\n1: 2\n", "1: key must be a string"),
+        ("preset: tiny\nracks_per_pod: 2020-01-01\n", "racks_per_pod: must be an integer"),
+    ],
+)  # fmt: skip
+def test_bad_yaml_values_name_the_file_and_field(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "fabric.yaml"
+    path.write_text(text)
+    with pytest.raises(FabricError) as info:
+        load_fabric(str(path))
+    assert str(info.value).startswith(f"{path}: "), info.value
+    assert re.search(message, str(info.value)), info.value
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('{"preset": "tiny", "nic_gbps": NaN}', "nic_gbps: must be a finite number, got nan"),
+        ('{"preset": "tiny", "taper": Infinity}', "taper: must be a finite number, got inf"),
+        ('{"preset": "tiny", "taper": 2, "taper": 3}', "duplicate key 'taper'"),
+        ('{"preset": "tiny", "pods": 1' + "0" * 5000 + "}", "not valid JSON"),
+    ],
+)
+def test_bad_json_values_name_the_file_and_field(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "fabric.json"
+    path.write_text(text)
+    with pytest.raises(FabricError, match=f"^{re.escape(str(path))}: .*{message}"):
+        load_fabric(str(path))
+
+
+def test_binary_junk_is_not_utf8_text(tmp_path: Path) -> None:
+    path = tmp_path / "fabric.yaml"
+    path.write_bytes(bytes(range(256)) * 4)
+    with pytest.raises(FabricError, match=f"^{re.escape(str(path))}: not UTF-8 text"):
         load_fabric(str(path))

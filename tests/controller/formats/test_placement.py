@@ -163,3 +163,51 @@ def test_top_level_must_be_a_mapping() -> None:
 def test_empty_jobs_list_is_an_empty_placement() -> None:
     assert parse_placement(TINY, {"jobs": []}) == []
     assert dump_placement(TINY, []) == {"jobs": []}
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "message"),
+    [
+        ("jobs.0.channels", 2**32 - 1, r"jobs[0].channels: 4294967295 is not within [1, 64]"),
+        ("jobs.0.demand_gbps", 1e308, "jobs[0].demand_gbps: 1e+308 is not within"),
+        ("jobs.0.demand_gbps", float("nan"), "jobs[0].demand_gbps: must be a finite number"),
+        ("jobs.0.demand_gbps", 5e-324, "jobs[0].demand_gbps: 5e-324 is not within"),
+        ("jobs.0.id", 123, "jobs[0].id: must be a string, got 123"),
+        ("jobs.0.dp", True, "jobs[0].dp: must be an integer, got True"),
+        ("jobs.0.dp", 10**30, "jobs[0].dp: 1000000000000000000000000000000 is not within"),
+        ("jobs.0.collectives", ["ring", 7], "jobs[0].collectives[1]: must be a string, got 7"),
+        ("jobs.0.hosts", {"host-p0-r0-h0": 1}, "jobs[0].hosts: must be a non-empty list"),
+    ],
+)
+def test_bounds_and_strict_types(path: str, value: object, message: str) -> None:
+    with pytest.raises(JobError) as info:
+        parse_placement(TINY, edit(path, value), "p.json")
+    assert str(info.value).startswith(f"p.json: {message}"), info.value
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "message"),
+    [
+        ("p.json", '{"jobs": [{"id": "a", "id": "b", "hosts": ["host-p0-r0-h0"]}]}',
+         "duplicate key 'id'"),
+        ("p.yaml", "jobs:\n- id: a\n  hosts: [host-p0-r0-h0]\n  hosts: [host-p0-r0-h1]\n",
+         "line 4: duplicate key 'hosts'"),
+        ("p.yaml", "jobs:\n- id: a\n  hosts: host-p0-r0-h0\n", "jobs[0].hosts: must be a"),
+        ("p.json", '{"jobs": [{"id": "a", "hosts": ["host-p0-r0-h0"], "demand_gbps": NaN}]}',
+         "jobs[0].demand_gbps: must be a finite number"),
+    ],
+)  # fmt: skip
+def test_files_name_the_file(tmp_path: Path, name: str, text: str, message: str) -> None:
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(JobError) as info:
+        load_placement(TINY, path)
+    assert str(info.value).startswith(f"{path}: "), info.value
+    assert message in str(info.value)
+
+
+def test_binary_placement_file_is_not_utf8(tmp_path: Path) -> None:
+    path = tmp_path / "p.json"
+    path.write_bytes(b'{"jobs": [\x00\xc3\x28]}')
+    with pytest.raises(JobError, match=r"p.json: not UTF-8 text \(byte 11 is 0xc3\)"):
+        load_placement(TINY, path)

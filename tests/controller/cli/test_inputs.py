@@ -1,0 +1,39 @@
+"""`tectl` reports bad input files in one line naming the file and field, exit status 2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from controller.cli.main import main
+
+
+def test_binary_fabric_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "fabric.yaml"
+    path.write_bytes(b"\x7fELF\x02\x01\x01\x00\x00\xff\xfe")
+    assert main(["fabric", "show", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"tectl: error: {path}: not UTF-8 text (byte 9 is 0xff)")
+    assert "Traceback" not in err and len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("job", "message"),
+    [
+        ({"id": "a", "hosts": "host-p0-r0-h0"}, "jobs[0].hosts: must be a non-empty list"),
+        ({"id": 123, "hosts": ["host-p0-r0-h0"]}, "jobs[0].id: must be a string, got 123"),
+        ({"id": "a", "hosts": ["host-p0-r0-h0"], "channels": 2**32 - 1},
+         "jobs[0].channels: 4294967295 is not within [1, 64]"),
+        ({"id": "a", "hosts": ["host-p0-r0-h0"], "tp": True}, "jobs[0].tp: must be an integer"),
+    ],
+)  # fmt: skip
+def test_job_put_checks_the_file_before_sending(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], job: dict, message: str
+) -> None:
+    path = tmp_path / "jobs.json"
+    path.write_text(json.dumps({"jobs": [job]}))
+    # nothing listens on this address: the file is refused before any call
+    assert main(["job", "put", str(path), "--server", "127.0.0.1:9"]) == 2
+    assert capsys.readouterr().err.startswith(f"tectl: error: {path}: {message}")

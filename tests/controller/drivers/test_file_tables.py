@@ -1,0 +1,104 @@
+"""The file driver's tables carry the fabric's name and fingerprint and are checked on read:
+a table written for another fabric is refused naming the file, never misread."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from controller.drivers.file import FileDriver
+from controller.errors import DriverError
+from controller.model.clos import PRESETS, build
+from controller.routes.entries import Entry
+from controller.routes.plan import Add
+
+TINY = build(PRESETS["tiny"])
+SWITCH = "rtsw-p0-r0"
+
+
+def _entry(host: int = 2, c: int = 1) -> Entry:
+    return Entry(SWITCH, TINY.access_link(0), host, TINY.rack_link(0, c))
+
+
+def _written(tmp_path: Path) -> Path:
+    FileDriver(tmp_path, fabric=TINY).apply(SWITCH, [Add(_entry())])
+    return tmp_path / f"{SWITCH}.json"
+
+
+def test_tables_carry_name_and_fingerprint(tmp_path: Path) -> None:
+    doc = json.loads(_written(tmp_path).read_text())
+    assert (doc["fabric"], doc["fingerprint"]) == ("tiny", TINY.fingerprint)
+    assert FileDriver(tmp_path, fabric=TINY).read(SWITCH) == (_entry(),)
+
+
+def test_table_for_another_fabric_is_refused_naming_the_file(tmp_path: Path) -> None:
+    path = _written(tmp_path)
+    # same switch names, another shape: ids would mean other links
+    other = build(replace(PRESETS["tiny"], hosts_per_rack=3))
+    driver = FileDriver(tmp_path, fabric=other)
+    with pytest.raises(DriverError, match=f"^{path}: written for fabric 'tiny' .*refusing"):
+        driver.read(SWITCH)
+    with pytest.raises(DriverError, match=f"^{path}: written for fabric 'tiny'"):
+        driver.apply(SWITCH, [])  # nothing is written over it either
+    assert json.loads(path.read_text())["fabric"] == "tiny"
+
+
+def test_old_table_without_fingerprint_is_read_only_if_its_names_match(tmp_path: Path) -> None:
+    path = _written(tmp_path)
+    doc = json.loads(path.read_text())
+    del doc["fabric"], doc["fingerprint"]
+    path.write_text(json.dumps(doc))
+    assert FileDriver(tmp_path, fabric=TINY).read(SWITCH) == (_entry(),)
+    other = build(replace(PRESETS["tiny"], hosts_per_rack=3))
+    with pytest.raises(DriverError, match=rf"^{path}: corrupt table: entries\[0\]"):
+        FileDriver(tmp_path, fabric=other).read(SWITCH)
+    doc["entries"][0]["dst_host_name"] = "host-p1-r1-h1"  # the id says host-p0-r1-h0
+    path.write_text(json.dumps(doc))
+    with pytest.raises(DriverError, match=r"dst_host_name: 'host-p1-r1-h1', but dst_host 2 is "
+                                          r"'host-p0-r1-h0' .*written for another fabric\?"):
+        FileDriver(tmp_path, fabric=TINY).read(SWITCH)
+    for row in doc["entries"]:
+        del row["in_port_name"], row["dst_host_name"], row["next_hop_name"]
+    path.write_text(json.dumps(doc))
+    with pytest.raises(DriverError, match=f"^{path}: .*no in_port_name and no fabric fingerprint"):
+        FileDriver(tmp_path, fabric=TINY).read(SWITCH)
+    assert FileDriver(tmp_path).read(SWITCH) == (_entry(),)  # without a fabric: by id
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("next_hop", 399, "next_hop 399 is not one of its links"),
+        ("in_port", -1, r"entries\[0\].in_port: -1 is not within"),
+        ("dst_host", "2", r"entries\[0\].dst_host: must be an integer, got '2'"),
+        ("dst_host", 99, "dst_host 99 out of range"),
+        ("qp", True, r"entries\[0\].qp: must be an integer, got True"),
+        ("owner", 7, r"entries\[0\].owner: must be a string, got 7"),
+    ],
+)
+def test_bad_rows_name_the_file(tmp_path: Path, field: str, value: object, message: str) -> None:
+    path = _written(tmp_path)
+    doc = json.loads(path.read_text())
+    doc["entries"][0][field] = value
+    path.write_text(json.dumps(doc))
+    with pytest.raises(DriverError, match=f"^{path}: corrupt table: .*{message}"):
+        FileDriver(tmp_path, fabric=TINY).read(SWITCH)
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b"\xff\xfe{}", "not UTF-8 text"),
+        (b'{"switch": "rtsw-p0-r0", "switch": "x", "entries": []}', "duplicate key 'switch'"),
+        (b'{"switch": "rtsw-p0-r1", "entries": []}', "switch: 'rtsw-p0-r1' is not 'rtsw-p0-r0'"),
+        (b"[]", "top level: must be a mapping"),
+    ],
+)
+def test_junk_tables_name_the_file(tmp_path: Path, data: bytes, message: str) -> None:
+    path = tmp_path / f"{SWITCH}.json"
+    path.write_bytes(data)
+    with pytest.raises(DriverError, match=f"^{path}: .*{message}"):
+        FileDriver(tmp_path, fabric=TINY).read(SWITCH)

@@ -1,0 +1,169 @@
+"""Bad requests against a real server on port 0: each is refused with the field as the client
+wrote it, and an error reply never commits a change (jobs, link health, routes)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import grpc
+import pytest
+
+from controller.api.fabric_te.v1 import te_pb2 as pb
+from controller.api.fabric_te.v1 import te_pb2_grpc as pb_grpc
+from controller.model import limits
+from controller.model.clos import PRESETS, build
+from controller.service.engine import Engine
+from controller.service.server import Running, start
+from sim.driver import EmulatedDriver
+
+FABRIC = build(PRESETS["small"])
+LINK = FABRIC.link_name(FABRIC.rack_link(0, 1))
+HOSTS = [FABRIC.host_name(h) for h in range(4)]
+
+
+@pytest.fixture
+def service() -> Iterator[tuple[Running, pb_grpc.TrafficEngineeringStub]]:
+    running = start(Engine(FABRIC, EmulatedDriver(FABRIC), debounce=0.01), "127.0.0.1:0")
+    channel = grpc.insecure_channel(f"127.0.0.1:{running.port}")
+    stub = pb_grpc.TrafficEngineeringStub(channel)
+    stub.PutJob(pb.PutJobRequest(job=pb.Job(id="a", hosts=HOSTS, tp=4)))
+    assert running.engine.wait_idle()
+    yield running, stub
+    channel.close()
+    running.stop(grace=0.5)
+
+
+def _state(running: Running, stub: pb_grpc.TrafficEngineeringStub) -> tuple[object, ...]:
+    assert running.engine.wait_idle()
+    jobs = [(e.job.SerializeToString(), e.generation)
+            for e in stub.ListJobs(pb.ListJobsRequest()).jobs]  # fmt: skip
+    routes = stub.GetRoutes(pb.GetRoutesRequest())
+    return (running.engine.state_version, jobs, running.engine.health.factor.tobytes(),
+            routes.version, routes.SerializeToString())  # fmt: skip
+
+
+def _refused(call: object, request: object, code: grpc.StatusCode, message: str) -> str:
+    with pytest.raises(grpc.RpcError) as err:
+        call(request)  # type: ignore[operator]
+    assert err.value.code() == code, err.value.details()
+    assert err.value.details().startswith(message), err.value.details()
+    return str(err.value.details())
+
+
+def _job(**fields: object) -> pb.Job:
+    base: dict[str, object] = {"id": "x", "hosts": [FABRIC.host_name(8)], "tp": 4}
+    return pb.Job(**(base | fields))
+
+
+BAD_JOBS = [
+    (_job(hosts=["host-p9-r0-h0"]), "job.hosts[0]: unknown host 'host-p9-r0-h0'"),
+    (_job(hosts=["h"]), "job.hosts[0]: unknown host 'h'"),
+    (_job(demand_gbps=float("nan")), "job.demand_gbps: must be a finite number"),
+    (_job(demand_gbps=float("inf")), "job.demand_gbps: must be a finite number"),
+    (_job(demand_gbps=1e308), "job.demand_gbps: 1e+308 is not within"),
+    (_job(demand_gbps=5e-324), "job.demand_gbps: 5e-324 is not within"),
+    (_job(channels=2**32 - 1), "job.channels: 4294967295 is not within [1, 64]"),
+    (_job(dp=2**32 - 1), "job.dp: 4294967295 is not within"),
+    (_job(gpus_per_host=2**32 - 1), "job.gpus_per_host: 4294967295 is not within"),
+    (_job(id=""), "job.id: must not be empty"),
+    (_job(id="x" * 1000), "job.id: is 1000 characters long"),
+    (_job(id="a\nb"), "job.id: 'a\\nb' contains control characters"),
+    (_job(collectives=["ring", "ring"]), "job.collectives[1]: pattern 'ring' is listed twice"),
+    (_job(collectives=["bcast"]), "job.collectives[0]: unknown pattern 'bcast'"),
+]
+
+
+@pytest.mark.parametrize(("job", "message"), BAD_JOBS)
+def test_put_job_names_the_request_field(service, job: pb.Job, message: str) -> None:
+    running, stub = service
+    before = _state(running, stub)
+    started = time.monotonic()
+    _refused(stub.PutJob, pb.PutJobRequest(job=job), grpc.StatusCode.INVALID_ARGUMENT, message)
+    assert time.monotonic() - started < 5  # refused before any flow is built
+    assert _state(running, stub) == before
+
+
+@pytest.mark.parametrize(("job", "message"), BAD_JOBS[:4])
+def test_what_if_solve_names_extra_jobs(service, job: pb.Job, message: str) -> None:
+    _, stub = service
+    request = pb.SolveRequest(extra_jobs=[job])
+    _refused(stub.Solve, request, grpc.StatusCode.INVALID_ARGUMENT,
+             message.replace("job.", "extra_jobs[0].", 1))  # fmt: skip
+
+
+def test_generation_overflow_commits_nothing_and_list_jobs_keeps_working(service) -> None:
+    running, stub = service
+    before = _state(running, stub)
+    job = pb.Job(id="a", hosts=HOSTS, tp=4, channels=2)
+    _refused(stub.PutJob, pb.PutJobRequest(job=job, generation=2**64 - 1),
+             grpc.StatusCode.INVALID_ARGUMENT, "generation: 18446744073709551615 is not within")
+    assert _state(running, stub) == before
+    # the largest generation is accepted; the next automatic one would not fit
+    reply = stub.PutJob(pb.PutJobRequest(job=job, generation=limits.MAX_GENERATION))
+    assert reply.generation == limits.MAX_GENERATION
+    after = _state(running, stub)
+    moved = pb.Job(id="a", hosts=[FABRIC.host_name(h) for h in range(8, 12)], tp=4)
+    _refused(stub.PutJob, pb.PutJobRequest(job=moved, generation=0),
+             grpc.StatusCode.FAILED_PRECONDITION, "job 'a': generation 9223372036854775807 is")
+    assert _state(running, stub) == after
+    entries = stub.ListJobs(pb.ListJobsRequest()).jobs
+    assert [(e.job.id, e.generation) for e in entries] == [("a", limits.MAX_GENERATION)]
+    assert list(entries[0].job.hosts) == HOSTS
+
+
+def _report(state: int, fraction: float = 0.0, link: str = LINK) -> pb.LinkReport:
+    return pb.LinkReport(link=link, state=state, fraction=fraction)  # type: ignore[arg-type]
+
+
+UP, DOWN, DEGRADED = pb.LinkReport.UP, pb.LinkReport.DOWN, pb.LinkReport.DEGRADED
+OTHER_WAY = ":".join(reversed(LINK.split(":")))
+
+
+@pytest.mark.parametrize(
+    ("reports", "message"),
+    [
+        ([_report(UP, 2.0)], "reports[0].fraction: 2.0 given with state UP"),
+        ([_report(DOWN, 0.5)], "reports[0].fraction: 0.5 given with state DOWN"),
+        ([_report(DEGRADED, 5e-324)], "reports[0].fraction: 5e-324 is below the smallest"),
+        ([_report(DEGRADED, float("nan"))], "reports[0].fraction: must be a finite number"),
+        ([_report(DEGRADED, -0.5)], "reports[0].fraction: -0.5 is not within"),
+        ([_report(DEGRADED, 1.0)], "reports[0].fraction: 1.0 is not within (0, 1)"),
+        ([_report(DEGRADED, 0.0)], "reports[0].fraction: 0.0 is not within (0, 1)"),
+        ([_report(DOWN), _report(UP, link=OTHER_WAY)],
+         f"reports[1].link: '{OTHER_WAY}' is the same link as reports[0].link"),
+        ([_report(DOWN, link="x" * 10_000)], "reports[0].link: is 10000 characters long"),
+        ([_report(7)], "reports[0].state: must be UP, DOWN or DEGRADED"),
+    ],
+)  # fmt: skip
+def test_link_reports_are_checked(service, reports: list[pb.LinkReport], message: str) -> None:
+    running, stub = service
+    before = _state(running, stub)
+    _refused(stub.ReportLinks, pb.ReportLinksRequest(reports=reports),
+             grpc.StatusCode.INVALID_ARGUMENT, message)  # fmt: skip
+    _refused(stub.StreamLinkReports, iter(reports), grpc.StatusCode.INVALID_ARGUMENT, message)
+    _refused(stub.Solve, pb.SolveRequest(links=reports), grpc.StatusCode.INVALID_ARGUMENT,
+             message.replace("reports", "links"))  # fmt: skip
+    assert _state(running, stub) == before
+
+
+def test_a_good_degraded_report_is_accepted(service) -> None:
+    running, stub = service
+    stub.ReportLinks(pb.ReportLinksRequest(reports=[_report(DEGRADED, 0.25), _report(UP, 1.0,
+        link=FABRIC.link_name(FABRIC.rack_link(1, 1)))]))  # fmt: skip
+    assert running.engine.health.factor[FABRIC.rack_link(0, 1)] == 0.25
+
+
+@pytest.mark.parametrize(
+    ("request_", "message"),
+    [
+        (pb.PlacementRequest(gpus=2**32 - 1, tp=4), "request.gpus: 4294967295 is not within"),
+        (pb.PlacementRequest(gpus=16, tp=4, top=2**32 - 1), "request.top: 4294967295 is not"),
+        (pb.PlacementRequest(gpus=16, tp=4, avoid_hosts=["h"]), "request.avoid_hosts[0]: "),
+        (pb.PlacementRequest(gpus=16, tp=4, pattern="\x00"), "request.pattern: '\\x00' contains"),
+    ],
+)
+def test_advise_bounds(service, request_: pb.PlacementRequest, message: str) -> None:
+    _, stub = service
+    _refused(stub.Advise, pb.AdviseRequest(request=request_), grpc.StatusCode.INVALID_ARGUMENT,
+             message)  # fmt: skip
