@@ -13,7 +13,7 @@ GEN    := controller/api/fabric_te/v1/te_pb2.py
 # them skip and say why. Services are not started by the install (policy-rc.d).
 DEBS := iproute2 nftables frr etcd-server slurmctld prometheus
 
-.PHONY: demo test bench check protos clean system-deps
+.PHONY: demo test fuzz bench check protos clean system-deps
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -56,6 +56,11 @@ system-deps:
 ## test: the whole test suite
 test: $(GEN) system-deps
 	$(BIN)/python -m pytest
+
+## fuzz: the generative input tests (pytest -m fuzz) with many more examples, fresh randomness
+FUZZ_EXAMPLES ?= 2000
+fuzz: $(GEN)
+	FABRIC_TE_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -m fuzz -q
 
 ## bench: scale benchmarks; writes docs/benchmarks.md
 bench: $(GEN)

@@ -13,6 +13,7 @@ from controller.formats.output import Progress, emit, format_table
 from controller.model.fabric import Fabric
 from controller.model.flows import FlowSet
 from controller.model.health import LinkHealth, parse_health, random_failures
+from controller.model.limits import MAX_LINKS, MAX_QPS, MAX_SEED, flag
 
 
 @dataclass(frozen=True)
@@ -32,9 +33,14 @@ def add_input_args(p: argparse.ArgumentParser, add_fabric_arg: Callable[..., Non
         default="random",
         help="placement file (JSON) or 'random' for a seeded job mix (default: random)",
     )
-    p.add_argument("--seed", type=int, default=1, help="seed for job mixes and hashing (1)")
     p.add_argument(
-        "--fill", type=float, default=1.0, help="fraction of hosts random jobs use (1.0)"
+        "--seed", type=flag(int, 0, MAX_SEED), default=1, help="seed for job mixes and hashing (1)"
+    )
+    p.add_argument(
+        "--fill",
+        type=float,
+        default=1.0,
+        help="fraction of hosts random jobs use (1.0)",
     )
     p.add_argument(
         "--fail",
@@ -45,7 +51,7 @@ def add_input_args(p: argparse.ArgumentParser, add_fabric_arg: Callable[..., Non
     )
     p.add_argument(
         "--fail-random",
-        type=int,
+        type=flag(int, 0, MAX_LINKS),
         default=0,
         metavar="N",
         help="N random RTSW-CTSW links down in every pod (seeded by --seed)",
@@ -257,7 +263,9 @@ def register(cli: Any) -> None:
         choices=("ecmp", "eecmp", "pinning"),
         help="routing to simulate; repeatable (default: all three)",
     )
-    sim.add_argument("--qps", type=int, default=16, help="queue pairs per flow for eecmp (16)")
+    sim.add_argument(
+        "--qps", type=flag(int, 1, MAX_QPS), default=16, help="queue pairs per flow for eecmp (16)"
+    )
     sim.set_defaults(func=cmd_simulate)
 
     solve = sub.add_parser(
@@ -265,7 +273,7 @@ def register(cli: Any) -> None:
     )
     add_input_args(solve, add_fabric_arg)
     solve.add_argument(
-        "--qps", type=int, default=16,
+        "--qps", type=flag(int, 1, MAX_QPS), default=16,
         help="queue pairs per flow: E-ECMP hashes them; TE may split a flow on an overloaded "
              "link into this many QP buckets (1: never split) (16)",
     )  # fmt: skip
@@ -276,10 +284,12 @@ def register(cli: Any) -> None:
         help="run the LP: auto = only when the cheap bound is not met",
     )
     solve.add_argument("--backend", default="auto", help="OR-Tools LP backend (auto)")
-    solve.add_argument("--time-limit", type=float, default=30.0, help="LP time limit, s (30)")
+    solve.add_argument(
+        "--time-limit", type=flag(float, 0.001, 86400), default=30.0, help="LP time limit, s (30)"
+    )
     solve.add_argument(
         "--table-budget",
-        type=int,
+        type=flag(int, 0, 2**31 - 1),
         default=None,
         metavar="N",
         help="TE entries per switch; flows beyond it stay on ECMP",

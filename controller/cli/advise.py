@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from controller.cli.main import Commands
 from controller.formats.output import emit, format_table
 from controller.model.fabric import Fabric
+from controller.model.limits import MAX_ADVICE, MAX_GPUS, MAX_SEED, flag
 
 
 def cmd_advise(args: argparse.Namespace) -> int:
@@ -94,22 +95,22 @@ def register(cli: Commands) -> None:
     )
     adv.add_argument(
         "--seed",
-        type=int,
+        type=flag(int, 0, MAX_SEED),
         default=1,
         help="seed of the random job mix and of the advisor's tie-breaks",
     )
     adv.add_argument("--fill", type=float, default=0.5, help="for --jobs random (0.5)")
     adv.add_argument("--fail", action="append", default=[], metavar="LINK[=STATE]")
     size = adv.add_mutually_exclusive_group(required=True)
-    size.add_argument("--gpus", type=int)
-    size.add_argument("--hosts", type=int, help="instead of --gpus: whole hosts")
-    adv.add_argument("--dp", type=int, default=0, help="0: gpus / (pp * tp)")
-    adv.add_argument("--pp", type=int, default=1)
-    adv.add_argument("--tp", type=int, default=1)
+    size.add_argument("--gpus", type=flag(int, 1, MAX_GPUS))
+    size.add_argument("--hosts", type=flag(int, 1, MAX_GPUS), help="instead of --gpus: whole hosts")
+    adv.add_argument("--dp", type=flag(int, 0, MAX_GPUS), default=0, help="0: gpus / (pp * tp)")
+    adv.add_argument("--pp", type=flag(int, 1, MAX_GPUS), default=1)
+    adv.add_argument("--tp", type=flag(int, 1, MAX_GPUS), default=1)
     adv.add_argument("--pattern", default="ring", choices=("ring", "alltoall", "pipeline"))
     adv.add_argument("--same-pod", default="prefer", choices=SAME_POD)
     adv.add_argument("--avoid", nargs="*", default=[], metavar="HOST")
-    adv.add_argument("--top", type=int, default=3)
+    adv.add_argument("--top", type=flag(int, 1, MAX_ADVICE), default=3)
     adv.add_argument("--json", action="store_true")
     adv.set_defaults(func=cmd_advise)  # fmt: skip
 

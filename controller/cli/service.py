@@ -13,6 +13,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from controller.errors import InputError
+from controller.model.limits import flag
 
 if TYPE_CHECKING:
     from controller.cli.main import Commands
@@ -181,10 +182,14 @@ def register(cli: Commands) -> None:
     serve.add_argument("--driver", default="emulated", help="switch driver (emulated)")
     serve.add_argument("--driver-dir", default="tables", help="directory for --driver file")
     serve.add_argument("--listen", default=DEFAULT_ADDRESS, help=f"({DEFAULT_ADDRESS})")
-    serve.add_argument("--debounce", type=float, default=0.2, help="batch window, s (0.2)")
-    serve.add_argument("--metrics-port", type=int, default=9464,
+    serve.add_argument(
+        "--debounce", type=flag(float, 0, 60), default=0.2, help="batch window, s (0.2)"
+    )
+    serve.add_argument("--metrics-port", type=flag(int, 0, 65535), default=9464,
                        help="Prometheus /metrics port on 127.0.0.1 (9464; 0 = off)")  # fmt: skip
-    serve.add_argument("--grace", type=float, default=5.0, help="shutdown grace, s (5)")
+    serve.add_argument(
+        "--grace", type=flag(float, 0, 3600), default=5.0, help="shutdown grace, s (5)"
+    )
     serve.set_defaults(func=cmd_serve)
 
     def client(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -204,12 +209,16 @@ def register(cli: Commands) -> None:
     link = client(sub.add_parser("link", help="report a link's state to a running controller"))
     link.add_argument("state", choices=("down", "up", "degrade"))
     link.add_argument("link", help="link name, e.g. rtsw-p0-r3:ctsw-p0-c2")
-    link.add_argument("fraction", nargs="?", type=float, help="for degrade: capacity left")
+    link.add_argument(
+        "fraction", nargs="?", type=flag(float, 0, 1), help="for degrade: capacity left"
+    )
     link.set_defaults(func=cmd_link)
 
     client(sub.add_parser("status", help="controller status")).set_defaults(func=cmd_status)
 
     show = client(routes_sub.add_parser("show", help="installed routes of a running controller"))
     show.add_argument("--watch", action="store_true", help="stream changes")
-    show.add_argument("--since", type=int, default=0, help="resume a watch from a version")
+    show.add_argument(
+        "--since", type=flag(int, 0, 2**63 - 1), default=0, help="resume a watch from a version"
+    )
     show.set_defaults(func=cmd_routes_show)

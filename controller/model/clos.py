@@ -62,6 +62,8 @@ class ClosSpec:
     @property
     def effective_agg_link_gbps(self) -> float:
         """CTSW-ATSW link speed, derived from the taper when that is what was given."""
+        if not self.atsws_per_plane:
+            return 0.0  # no aggregation layer: no such links
         if self.taper is None:
             return float(self.agg_link_gbps or 0.0)
         ctsw_down = self.racks_per_pod * self.rack_links * self.rack_link_gbps

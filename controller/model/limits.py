@@ -21,8 +21,9 @@ The bounds (docs/validation.md explains each):
 
 from __future__ import annotations
 
+import argparse
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn
 
 import numpy as np
@@ -57,6 +58,8 @@ MAX_NAME = 128  # characters in a fabric name, job id or switch name
 MAX_GENERATION = (1 << 63) - 1  # job generations stay representable as int64 and uint64
 MAX_FLOWS = 1 << 24  # rows of a route file or entries of one switch table
 MAX_ADVICE = 100  # candidates an Advise may ask for
+MAX_QPS = 1024  # queue pairs per flow (E-ECMP hashing, QP buckets)
+MAX_SEED = 2**32 - 1
 # ---- documents ---------------------------------------------------------------------------------
 MAX_DOCUMENT_BYTES = 256 << 20  # one file (fabric, placement, routes, driver table)
 
@@ -187,3 +190,25 @@ def dimensions(dims: Mapping[str, int], err: type[FabricTeError] = InputError) -
     switches = pods * racks + pods * ctsws + ctsws * atsws
     if switches > MAX_SWITCHES:
         fail(err, "switches", f"{switches:,} switches exceed the cap of {MAX_SWITCHES:,}")
+
+
+def flag(kind: type[int] | type[float], lo: float, hi: float) -> Callable[[str], Any]:
+    """An argparse ``type=`` for a command-line number: the same rule set on the command line
+    (a finite int or float within [lo, hi]; argparse then exits 2 with the message)."""
+
+    def convert(value: str) -> int | float:
+        try:
+            parsed = kind(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{value!r} is not a{'n integer' if kind is int else ' number'}"
+            ) from None
+        try:
+            if kind is int:
+                return integer(parsed, "", int(lo), int(hi))
+            return number(parsed, "", lo, hi)
+        except InputError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+
+    convert.__name__ = kind.__name__
+    return convert

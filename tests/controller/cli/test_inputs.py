@@ -37,3 +37,27 @@ def test_job_put_checks_the_file_before_sending(
     # nothing listens on this address: the file is refused before any call
     assert main(["job", "put", str(path), "--server", "127.0.0.1:9"]) == 2
     assert capsys.readouterr().err.startswith(f"tectl: error: {path}: {message}")
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["simulate", "--fabric", "tiny", "--seed", "-1"], "--seed: -1 is not within"),
+        (["simulate", "--fabric", "tiny", "--fail-random", "-1"], "--fail-random: -1 is not"),
+        (["simulate", "--fabric", "tiny", "--qps", "10000000000"], "--qps: 10000000000 is not"),
+        (["solve", "--fabric", "tiny", "--time-limit", "nan"], "--time-limit: must be a finite"),
+        (["advise", "--fabric", "tiny", "--gpus", "4", "--top", "1e9"], "--top: '1e9' is not an"),
+        (["simulate", "--fabric", "tiny", "--fail", "rtsw-p0-r0:ctsw-p0-c1=5e-324"],
+         "rtsw-p0-r0:ctsw-p0-c1: 5e-324 is below the smallest degraded fraction"),
+    ],
+)  # fmt: skip
+def test_flags_follow_the_rule_set(
+    capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    try:
+        status = main(argv)
+    except SystemExit as done:  # argparse's own exit for a bad flag
+        status = int(done.code or 0)
+    assert status == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err

@@ -131,3 +131,9 @@ def test_binary_junk_is_not_utf8_text(tmp_path: Path) -> None:
     path.write_bytes(bytes(range(256)) * 4)
     with pytest.raises(FabricError, match=f"^{re.escape(str(path))}: not UTF-8 text"):
         load_fabric(str(path))
+
+
+def test_taper_without_an_aggregation_layer_is_harmless() -> None:
+    # found by fuzzing: a taper with atsws_per_plane 0 divided by zero while building
+    fabric = parse_fabric({"taper": 2.0, "racks_per_pod": 3}, "f.json")
+    assert fabric.num_agg_links == 0 and fabric.num_racks == 3
