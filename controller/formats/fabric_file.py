@@ -31,8 +31,13 @@ def parse_fabric(data: Any, source: str = "<fabric>") -> Fabric:
     try:
         doc = limits.mapping(data, "", FabricError)
         limits.keys(doc, "top level", sorted(TOP_KEYS), err=FabricError)
-        spec = preset(limits.text(doc["preset"], "preset", FabricError)) if "preset" in doc \
-            else ClosSpec()  # fmt: skip
+        spec = ClosSpec()
+        if "preset" in doc:
+            try:
+                spec = preset(limits.text(doc["preset"], "preset", FabricError))
+            except FabricError as err:
+                raise FabricError(str(err) if str(err).startswith("preset:") else
+                                  f"preset: {err}") from None  # fmt: skip
         overrides = {k: v for k, v in doc.items() if k in SPEC_FIELDS}
         if "taper" in overrides and "agg_link_gbps" not in overrides:
             overrides["agg_link_gbps"] = None

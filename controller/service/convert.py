@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from controller.advisor.advise import Request, Score
+from controller.advisor.advise import SAME_POD, Request, Score
 from controller.api.fabric_te.v1 import te_pb2 as pb
 from controller.errors import AdvisorError, FabricError
 from controller.formats.placement import dump_placement, parse_job
 from controller.model import limits
 from controller.model.fabric import Fabric
 from controller.model.flows import ALL_QPS
-from controller.model.jobs import Job
+from controller.model.jobs import PATTERNS, Job
 from controller.routes.entries import Entry
 
 
@@ -139,9 +139,13 @@ def placement_request_from_pb(
     for name in ("gpus", "dp", "pp", "tp"):
         limits.integer(getattr(msg, name), f"{field}.{name}", 0, limits.MAX_GPUS, AdvisorError)
     limits.integer(msg.top, f"{field}.top", 0, limits.MAX_ADVICE, AdvisorError)
-    for name in ("pattern", "same_pod"):
-        if getattr(msg, name):
-            limits.text(getattr(msg, name), f"{field}.{name}", AdvisorError)
+    for name, allowed in (("pattern", PATTERNS), ("same_pod", SAME_POD)):
+        value = getattr(msg, name)
+        if value and limits.text(value, f"{field}.{name}", AdvisorError) not in allowed:
+            raise AdvisorError(f"{field}.{name}: {value!r} is not one of {', '.join(allowed)}")
+    n = fabric.nics_per_host
+    if msg.gpus % n or not msg.gpus:
+        raise AdvisorError(f"{field}.gpus: {msg.gpus} is not a positive multiple of {n} per host")
     limits.listing(msg.avoid_hosts, f"{field}.avoid_hosts", limits.MAX_GPUS, AdvisorError)
     return Request(
         gpus=msg.gpus, dp=msg.dp, pp=msg.pp or 1, tp=msg.tp or 1,

@@ -167,3 +167,22 @@ def test_advise_bounds(service, request_: pb.PlacementRequest, message: str) -> 
     _, stub = service
     _refused(stub.Advise, pb.AdviseRequest(request=request_), grpc.StatusCode.INVALID_ARGUMENT,
              message)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("request_", "message"),
+    [
+        (pb.PlacementRequest(gpus=6, tp=2), "request.gpus: 6 is not a positive multiple of 4"),
+        (pb.PlacementRequest(tp=4), "request.gpus: 0 is not a positive multiple"),
+        (pb.PlacementRequest(gpus=16, pattern="mesh"), "request.pattern: 'mesh' is not one of"),
+        (pb.PlacementRequest(gpus=16, same_pod="x"), "request.same_pod: 'x' is not one of"),
+    ],
+)
+def test_advise_and_score_name_the_request_field(
+    service, request_: pb.PlacementRequest, message: str
+) -> None:
+    _, stub = service
+    _refused(stub.Advise, pb.AdviseRequest(request=request_), grpc.StatusCode.INVALID_ARGUMENT,
+             message)  # fmt: skip
+    _refused(stub.Score, pb.ScoreRequest(request=request_), grpc.StatusCode.INVALID_ARGUMENT,
+             message)  # fmt: skip
