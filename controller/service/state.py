@@ -69,13 +69,12 @@ class DesiredState:
                 f"job {job.id!r}: generation {stored[1]} is the largest there is; delete "
                 "the job before putting it again"
             )
-        mine = set(job.hosts)
-        for other, (existing, _) in sorted(self.jobs.items()):
-            shared = sorted(mine.intersection(existing.hosts)) if other != job.id else []
-            if shared:
+        owner = {h: k for k, (j, _) in self.jobs.items() if k != job.id for h in j.hosts}
+        for i, host in enumerate(job.hosts):
+            if host in owner:
                 raise InputError(
-                    f"job.hosts: {self.fabric.host_name(shared[0])} is already in job "
-                    f"{other!r} (duplicate GPU)"
+                    f"job.hosts[{i}]: {self.fabric.host_name(host)} is already in job "
+                    f"{owner[host]!r} (duplicate GPU)"
                 )
         jobs_flows(self.fabric, [job])  # the job's own traffic must be valid
         new_gen = generation or (stored[1] + 1 if stored else 1)

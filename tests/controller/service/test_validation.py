@@ -71,6 +71,8 @@ BAD_JOBS = [
     (_job(id="a\nb"), "job.id: 'a\\nb' contains control characters"),
     (_job(collectives=["ring", "ring"]), "job.collectives[1]: pattern 'ring' is listed twice"),
     (_job(collectives=["bcast"]), "job.collectives[0]: unknown pattern 'bcast'"),
+    (_job(hosts=[FABRIC.host_name(8), HOSTS[1]]),
+     f"job.hosts[1]: {HOSTS[1]} is already in job 'a' (duplicate GPU)"),
 ]
 
 
