@@ -281,3 +281,29 @@ def test_request_conversion(job: pb.Job, reports: list[pb.LinkReport]) -> None:
         health = LinkHealth.all_up(TINY).with_factors(updates)
         f = health.factor
         assert ((f == 0) | (f == 1) | ((f >= limits.MIN_FRACTION) & (f < 1))).all()
+
+
+# ---- link health specs (--fail) ---------------------------------------------------------------
+SPEC = st.one_of(
+    st.builds("{}={}".format,
+              st.sampled_from([TINY.link_name(n) for n in (0, 16, 17, 39)]
+                              + ["ctsw-p0-c1", "host-p0-r0-h0", "rtsw-p0-r0:x", ""]),
+              st.one_of(st.sampled_from(["down", "up", "drain", "nan", "inf", "-0", "5e-324",
+                                         "1e-400", "0.5", "1", "2", ""]),
+                        st.text(max_size=6))),
+    st.text(max_size=30),
+)  # fmt: skip
+
+
+@FUZZ
+@given(specs=st.lists(SPEC, max_size=4))
+def test_link_health_specs(specs: list[str]) -> None:
+    from controller.model.health import parse_health
+
+    try:
+        health = parse_health(TINY, specs)
+    except FabricError as err:
+        assert str(err) and "\n" not in str(err)
+    else:
+        f = health.factor
+        assert ((f == 0) | (f == 1) | ((f >= limits.MIN_FRACTION) & (f < 1))).all()
