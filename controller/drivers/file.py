@@ -104,8 +104,7 @@ class FileDriver(Driver):
         try:
             entries = self._entries(switch, doc)
         except DriverError as err:
-            foreign = "refusing" in str(err)
-            raise DriverError(f"{path}: {'' if foreign else 'corrupt table: '}{err}") from None
+            raise DriverError(f"{path}: {err}") from None
         return tuple(sorted(entries, key=lambda e: e.match))
 
     def _entries(self, switch: str, doc: Any) -> list[Entry]:
