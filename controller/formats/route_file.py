@@ -68,8 +68,31 @@ def dump_routes(fabric: Fabric, assignment: Assignment, routes: RouteSet) -> dic
     }
 
 
+_NAME_CHARS = 4 * limits.MAX_NAME
+_INT_RANGE = 1 << 62
+
+
+def _plain(value: Any, types: tuple[str, ...], optional: int) -> bool:
+    """Whether a row obviously passes `_row` (the common case, checked cheaply)."""
+    if type(value) is not list or not len(types) - optional <= len(value) <= len(types):
+        return False
+    for kind, item in zip(types, value, strict=False):
+        t = type(item)
+        if kind == "name":
+            ok = t is str and 0 < len(item) <= _NAME_CHARS and item.isprintable()
+        elif kind == "int":
+            ok = t is int and -_INT_RANGE <= item <= _INT_RANGE
+        else:  # NaN fails both comparisons
+            ok = (t is float or t is int) and limits.MIN_FLOW_GBPS <= item <= limits.MAX_GBPS
+        if not ok:
+            return False
+    return True
+
+
 def _row(value: Any, field: str, types: tuple[str, ...], optional: int) -> list[Any]:
     """A row of `types` ("name", "int", "gbps"), the last `optional` of them may be left out."""
+    if _plain(value, types, optional):
+        return [float(x) if k == "gbps" else x for k, x in zip(types, value, strict=False)]
     row = limits.listing(value, field, len(types), RouteError)
     if len(row) < len(types) - optional:
         limits.fail(RouteError, field, f"needs {len(types) - optional} items, got {len(row)}")
@@ -77,13 +100,47 @@ def _row(value: Any, field: str, types: tuple[str, ...], optional: int) -> list[
     for i, (kind, item) in enumerate(zip(types, row, strict=False)):
         where = f"{field}[{i}]"
         if kind == "name":
-            out.append(limits.text(item, where, RouteError, limit=4 * limits.MAX_NAME))
+            out.append(limits.text(item, where, RouteError, limit=_NAME_CHARS))
         elif kind == "gbps":
             out.append(limits.number(item, where, limits.MIN_FLOW_GBPS, limits.MAX_GBPS,
                                      RouteError))  # fmt: skip
         else:
-            out.append(limits.integer(item, where, -(1 << 62), 1 << 62, RouteError))
+            out.append(limits.integer(item, where, -_INT_RANGE, _INT_RANGE, RouteError))
     return out
+
+
+def _columns(rows: Any, nic: Mapping[str, int], jobs: int) -> list[np.ndarray] | None:
+    """The columns of flow rows that are all plainly well formed, checked as arrays; None
+    when any row needs the row-by-row check (which then names it)."""
+    if not all(type(r) is list and 5 <= len(r) <= 6 for r in rows):
+        return None
+    cols = list(zip(*[r[:5] for r in rows], strict=True)) or [()] * 5
+    if not {type(x) for x in cols[0] + cols[1]} <= {str}:
+        return None
+    if not {type(x) for x in cols[2]} <= {int, float}:
+        return None
+    qps = [r[5] if len(r) > 5 else ALL_QPS for r in rows]
+    if not {type(x) for x in cols[3] + cols[4] + tuple(qps)} <= {int}:
+        return None
+    try:
+        out = [
+            np.array([nic.get(x, -1) for x in cols[0]], dtype=np.int64),
+            np.array([nic.get(x, -1) for x in cols[1]], dtype=np.int64),
+            np.array(cols[2], dtype=np.float64),
+            np.array(cols[3], dtype=np.int64),
+            np.array(cols[4], dtype=np.int64),
+            np.array(qps, dtype=np.int64),
+        ]
+    except OverflowError:
+        return None
+    src, dst, demand, job, _, qp = out
+    ok = (
+        (src >= 0).all() and (dst >= 0).all()
+        and ((demand >= limits.MIN_FLOW_GBPS) & (demand <= limits.MAX_GBPS)).all()
+        and ((job >= 0) & (job < max(jobs, 1))).all()
+        and ((qp >= ALL_QPS) & (qp < MAX_QP_BUCKETS)).all()
+    )  # fmt: skip
+    return out if ok else None
 
 
 def _flows(fabric: Fabric, doc: Mapping[str, Any]) -> Assignment:
@@ -93,48 +150,50 @@ def _flows(fabric: Fabric, doc: Mapping[str, Any]) -> Assignment:
     rows = limits.listing(doc.get("flows", []), "flows", limits.MAX_FLOWS, RouteError)
     nic = {fabric.nic_name(n): n for n in range(fabric.num_nics)} if rows else {}
     paths = np.asarray(num_paths(fabric), dtype=np.int64)
-    src: list[int] = []
-    dst: list[int] = []
-    demand: list[float] = []
-    job: list[int] = []
-    path: list[int] = []
-    qp: list[int] = []
-    for f, value in enumerate(rows):
-        where = f"flows[{f}]"
-        row = _row(value, where, ("name", "name", "gbps", "int", "int", "int"), 1)
-        for k, out in ((0, src), (1, dst)):
-            if row[k] not in nic:
-                limits.fail(RouteError, f"{where}[{k}]", f"unknown NIC {row[k]!r}")
-            out.append(nic[row[k]])
-        demand.append(row[2])
-        if not 0 <= row[3] < max(len(job_ids), 1):
-            limits.fail(RouteError, f"{where}[3]",
-                        f"job index {row[3]} has no entry in job_ids")  # fmt: skip
-        job.append(row[3])
-        if src[-1] // fabric.nics_per_host == dst[-1] // fabric.nics_per_host:
-            limits.fail(RouteError, where, "source and destination are on the same host")
-        path.append(row[4])
-        bucket = row[5] if len(row) > 5 else ALL_QPS
-        if not ALL_QPS <= bucket < MAX_QP_BUCKETS:
-            limits.fail(RouteError, f"{where}[5]",
-                        f"qp bucket {bucket} is not within [0, {MAX_QP_BUCKETS})")  # fmt: skip
-        qp.append(bucket)
-    most = paths[flow_class(fabric, np.asarray(src, np.int64), np.asarray(dst, np.int64))]
-    bad = np.flatnonzero((np.asarray(path) < UNROUTED) | (np.asarray(path) >= most))
+    columns = _columns(rows, nic, len(job_ids))
+    if columns is None:
+        columns = _row_by_row(rows, nic, len(job_ids))
+    src, dst, demand, job, path, qp = columns
+    same = np.flatnonzero(src // fabric.nics_per_host == dst // fabric.nics_per_host)
+    if same.size:
+        limits.fail(RouteError, f"flows[{same[0]}]", "source and destination are on the same host")
+    most = paths[flow_class(fabric, src, dst)]
+    bad = np.flatnonzero((path < UNROUTED) | (path >= most))
     if bad.size:
         f = int(bad[0])
         limits.fail(RouteError, f"flows[{f}][4]",
                     f"path {path[f]} is neither {UNROUTED} (ECMP) nor one of the "
                     f"{most[f]} paths of this flow")  # fmt: skip
-    flows = FlowSet(
-        np.asarray(src, np.int64), np.asarray(dst, np.int64), np.asarray(demand, np.float64),
-        np.asarray(job, np.int64), tuple(job_ids), np.asarray(qp, np.int64),
-    )  # fmt: skip
+    flows = FlowSet(src, dst, demand, job, tuple(job_ids), qp)
     try:
         flows.validate(fabric)
     except FlowError as err:
         raise RouteError(f"flows: {err}") from None
-    return Assignment(flows, np.asarray(path, dtype=np.int64))
+    return Assignment(flows, path)
+
+
+def _row_by_row(rows: Any, nic: Mapping[str, int], jobs: int) -> list[np.ndarray]:
+    """The flow columns, checked row by row: the first bad row is named."""
+    cols: list[list[Any]] = [[] for _ in range(6)]
+    for f, value in enumerate(rows):
+        where = f"flows[{f}]"
+        row = _row(value, where, ("name", "name", "gbps", "int", "int", "int"), 1)
+        for k in (0, 1):
+            if row[k] not in nic:
+                limits.fail(RouteError, f"{where}[{k}]", f"unknown NIC {row[k]!r}")
+            cols[k].append(nic[row[k]])
+        cols[2].append(row[2])
+        if not 0 <= row[3] < max(jobs, 1):
+            limits.fail(RouteError, f"{where}[3]", f"job index {row[3]} has no entry in job_ids")
+        cols[3].append(row[3])
+        cols[4].append(row[4])
+        bucket = row[5] if len(row) > 5 else ALL_QPS
+        if not ALL_QPS <= bucket < MAX_QP_BUCKETS:
+            limits.fail(RouteError, f"{where}[5]",
+                        f"qp bucket {bucket} is not within [0, {MAX_QP_BUCKETS})")  # fmt: skip
+        cols[5].append(bucket)
+    dtypes = (np.int64, np.int64, np.float64, np.int64, np.int64, np.int64)
+    return [np.asarray(c, dtype=t) for c, t in zip(cols, dtypes, strict=True)]
 
 
 def _entries(fabric: Fabric, doc: Mapping[str, Any]) -> RouteSet:
