@@ -61,3 +61,16 @@ def test_flags_follow_the_rule_set(
     assert status == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("bad", ["nic_gbps: .nan", "taper: .nan", "rack_link_gbps: 1.0e+308"])
+def test_solve_refuses_non_finite_fabrics_and_pushes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], bad: str
+) -> None:
+    fabric = tmp_path / "fabric.yaml"
+    fabric.write_text(f"preset: tiny\n{bad}\n")
+    tables = tmp_path / "tables"
+    argv = ["solve", "--fabric", str(fabric), "--apply", "file", "--driver-dir", str(tables)]
+    assert main(argv) == 2
+    assert f"tectl: error: {fabric}: {bad.split(':')[0]}: " in capsys.readouterr().err
+    assert not tables.exists() or not any(tables.iterdir())
