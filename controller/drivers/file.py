@@ -112,7 +112,7 @@ class FileDriver(Driver):
         top = limits.mapping(doc, "", DriverError)
         limits.keys(top, "top level", TABLE_KEYS, ("switch", "entries"), DriverError)
         if top["switch"] != switch:
-            limits.fail(DriverError, "switch", f"{top['switch']!r} is not {switch!r}")
+            limits.fail(DriverError, "switch", f"{limits.shown(top['switch'])} is not {switch!r}")
         fabric = self.fabric
         stamped = "fingerprint" in top
         if fabric is not None and stamped:
@@ -161,9 +161,10 @@ class FileDriver(Driver):
                 continue
             expect = name_of(getattr(entry, key))
             if row[label] != expect:
+                got, value = limits.shown(row[label]), getattr(entry, key)
                 limits.fail(DriverError, f"{where}.{label}",
-                            f"{row[label]!r}, but {key} {getattr(entry, key)} is {expect!r} "
-                            f"in fabric {self.fabric.name!r}: written for another fabric?")
+                            f"{got}, but {key} {value} is {expect!r} in fabric "
+                            f"{self.fabric.name!r}: written for another fabric?")  # fmt: skip
 
     def _row(self, entry: Entry) -> dict[str, Any]:
         row: dict[str, Any] = {name: getattr(entry, name) for name in FIELDS}

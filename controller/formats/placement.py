@@ -57,7 +57,8 @@ def check_job_entry(entry: Any, path: str = "job") -> dict[str, Any]:
     limits.listing(names, f"{path}.hosts", limits.MAX_GPUS, JobError)
     for i, name in enumerate(names):
         if not isinstance(name, str):
-            raise _fail("", f"{path}.hosts[{i}]", f"host name must be a string, got {name!r}")
+            got = limits.shown(name)
+            raise _fail("", f"{path}.hosts[{i}]", f"host name must be a string, got {got}")
         limits.text(name, f"{path}.hosts[{i}]", JobError)
     for key in INT_KEYS:
         if doc.get(key) is not None:
@@ -67,7 +68,7 @@ def check_job_entry(entry: Any, path: str = "job") -> dict[str, Any]:
         limits.gbps(doc["demand_gbps"], f"{path}.demand_gbps", JobError)
     collectives = doc.get("collectives", ["ring"])
     if isinstance(collectives, str | bytes | Mapping) or not isinstance(collectives, Sequence):
-        raise _fail("", f"{path}.collectives", f"must be a list, got {collectives!r}")
+        raise _fail("", f"{path}.collectives", f"must be a list, got {limits.shown(collectives)}")
     limits.listing(collectives, f"{path}.collectives", len(PATTERNS), JobError)
     for i, name in enumerate(collectives):
         limits.text(name, f"{path}.collectives[{i}]", JobError)
@@ -127,12 +128,13 @@ def parse_placement(fabric: Fabric, data: Any, source: str = "<placement>") -> l
     """Validate a decoded placement document against `fabric`; all jobs or an error."""
     if not isinstance(data, Mapping):
         raise JobError(f"{source}: expected a mapping with a 'jobs' list at the top level")
-    unknown = sorted(str(k) for k in set(data) - TOP_KEYS)
-    if unknown:
-        raise JobError(f"{source}: unknown key(s) {', '.join(unknown)}; allowed: jobs")
+    try:
+        limits.keys(data, "", sorted(TOP_KEYS), err=JobError)
+    except JobError as err:
+        raise JobError(f"{source}: {err.detail}") from None
     entries = data.get("jobs")
     if isinstance(entries, str | bytes | Mapping) or not isinstance(entries, Sequence):
-        raise _fail(source, "jobs", f"must be a list of jobs, got {entries!r}")
+        raise _fail(source, "jobs", f"must be a list of jobs, got {limits.shown(entries)}")
     jobs: list[Job] = []
     seen_ids: dict[str, int] = {}
     owner: dict[int, tuple[int, int]] = {}  # host -> (job index, position in its hosts)

@@ -204,9 +204,12 @@ def _entries(fabric: Fabric, doc: Mapping[str, Any]) -> RouteSet:
         if sw not in ports:
             limits.fail(RouteError, f"switches.{sw}", f"not a switch of fabric {fabric.name!r}")
         rows = limits.listing(table, f"switches.{sw}", limits.MAX_FLOWS, RouteError)
-        for i, value in enumerate(rows):
-            where = f"switches.{sw}[{i}]"
-            row = _row(value, where, ("name", "name", "name", "int"), 1)
+        for i, row in enumerate(rows):
+            # three names and an optional bucket; a bad name fails its lookup below
+            if not (type(row) is list and 3 <= len(row) <= 4
+                    and type(row[0]) is str and type(row[1]) is str and type(row[2]) is str
+                    and (len(row) == 3 or type(row[3]) is int)):  # fmt: skip
+                row = _row(row, f"switches.{sw}[{i}]", ("name", "name", "name", "int"), 1)
             try:
                 entry = Entry(
                     sw,
@@ -216,10 +219,11 @@ def _entries(fabric: Fabric, doc: Mapping[str, Any]) -> RouteSet:
                     qp=row[3] if len(row) > 3 else ALL_QPS,
                 )
             except FabricError as err:
-                raise RouteError(f"{where}: {err}") from None
+                _row(row, f"switches.{sw}[{i}]", ("name", "name", "name", "int"), 1)  # too long?
+                raise RouteError(f"switches.{sw}[{i}]: {err}") from None
             problem = entry_problem(fabric, ports, entry)
             if problem:
-                raise RouteError(f"{where}: {problem}")
+                raise RouteError(f"switches.{sw}[{i}]: {problem}")
             entries.append(entry)
     return RouteSet.from_entries(entries)
 
@@ -232,7 +236,7 @@ def parse_routes(fabric: Fabric, doc: Any, source: str = "<routes>") -> tuple[As
         top = limits.mapping(doc, "", RouteError)
         limits.keys(top, "top level", TOP_KEYS, ("format", "fabric"), RouteError)
         if top["format"] != FORMAT:
-            limits.fail(RouteError, "format", f"{top['format']!r} is not {FORMAT!r}")
+            limits.fail(RouteError, "format", f"{limits.shown(top['format'])} is not {FORMAT!r}")
         name = limits.text(top["fabric"], "fabric", RouteError)
         if name != fabric.name:
             limits.fail(RouteError, "fabric",

@@ -67,14 +67,16 @@ class Job:
         if isinstance(self.hosts, str | bytes) or not isinstance(
             self.hosts, Sequence | np.ndarray
         ):
-            raise JobError(f"must be a sequence of host ids, got {self.hosts!r}", "hosts")
+            got = limits.shown(self.hosts)
+            raise JobError(f"must be a sequence of host ids, got {got}", "hosts")
         if len(self.hosts) == 0:
             raise JobError("a job needs at least one host", "hosts")
         if len(self.hosts) > limits.MAX_GPUS:
             raise JobError(f"{len(self.hosts)} hosts; at most {limits.MAX_GPUS}", "hosts")
         for i, host in enumerate(self.hosts):
             if not _is_int(host):
-                raise JobError(f"host id must be an integer, got {host!r}", f"hosts[{i}]")
+                got = limits.shown(host)
+                raise JobError(f"host id must be an integer, got {got}", f"hosts[{i}]")
         object.__setattr__(self, "hosts", tuple(int(h) for h in self.hosts))
         for name in ("dp", "pp", "tp"):
             value = limits.integer(getattr(self, name), name, 1, limits.MAX_GPUS, JobError)
@@ -87,7 +89,8 @@ class Job:
             object.__setattr__(self, "gpus_per_host", gpus)
         if isinstance(self.collectives, str) or not isinstance(self.collectives, Sequence):
             raise JobError(
-                f"must be a list of pattern names, got {self.collectives!r}", "collectives"
+                f"must be a list of pattern names, got {limits.shown(self.collectives)}",
+                "collectives",
             )
         if not self.collectives:
             raise JobError(
@@ -96,10 +99,11 @@ class Job:
         for i, name in enumerate(self.collectives):
             if name not in PATTERNS:
                 raise JobError(
-                    f"unknown pattern {name!r}; known: {', '.join(PATTERNS)}", f"collectives[{i}]"
+                    f"unknown pattern {limits.shown(name)}; known: {', '.join(PATTERNS)}",
+                    f"collectives[{i}]",
                 )
             if name in self.collectives[:i]:
-                raise JobError(f"pattern {name!r} is listed twice", f"collectives[{i}]")
+                raise JobError(f"pattern {limits.shown(name)} is listed twice", f"collectives[{i}]")
         object.__setattr__(self, "collectives", tuple(self.collectives))
         demand = limits.gbps(self.demand_gbps, "demand_gbps", JobError)
         object.__setattr__(self, "demand_gbps", demand)

@@ -71,7 +71,8 @@ def fail(err: type[FabricTeError], field: str, message: str) -> NoReturn:
     raise err(f"{field}: {message}" if field else message)
 
 
-def _show(value: Any) -> str:
+def shown(value: Any) -> str:
+    """`repr(value)`, cut to 60 characters for an error message."""
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
@@ -79,7 +80,7 @@ def _show(value: Any) -> str:
 def integer(value: Any, field: str, lo: int, hi: int, err: type[FabricTeError] = InputError) -> int:
     """An int (not a bool, not a float) within [lo, hi]."""
     if isinstance(value, bool | np.bool_) or not isinstance(value, int | np.integer):
-        fail(err, field, f"must be an integer, got {_show(value)}")
+        fail(err, field, f"must be an integer, got {shown(value)}")
     if not lo <= value <= hi:
         fail(err, field, f"{int(value)} is not within [{lo}, {hi}]")
     return int(value)
@@ -90,11 +91,11 @@ def number(
 ) -> float:
     """A finite real (int or float, not a bool) within [lo, hi]."""
     if isinstance(value, bool | np.bool_) or not isinstance(value, int | float | np.number):
-        fail(err, field, f"must be a number, got {_show(value)}")
+        fail(err, field, f"must be a number, got {shown(value)}")
     try:
         out = float(value)
     except OverflowError:
-        fail(err, field, f"{_show(value)} is not within [{lo:g}, {hi:g}]")
+        fail(err, field, f"{shown(value)} is not within [{lo:g}, {hi:g}]")
     if not math.isfinite(out):
         fail(err, field, f"must be a finite number, got {out!r}")
     if not lo <= out <= hi:
@@ -120,13 +121,13 @@ def text(
 ) -> str:
     """A non-empty string of at most `limit` characters, without control characters."""
     if not isinstance(value, str):
-        fail(err, field, f"must be a string, got {_show(value)}")
+        fail(err, field, f"must be a string, got {shown(value)}")
     if not value:
         fail(err, field, "must not be empty")
     if len(value) > limit:
         fail(err, field, f"is {len(value)} characters long; at most {limit}")
     if not value.isprintable():
-        fail(err, field, f"{_show(value)} contains control characters")
+        fail(err, field, f"{shown(value)} contains control characters")
     return value
 
 
@@ -135,7 +136,7 @@ def listing(
 ) -> Sequence[Any]:
     """A list of at most `limit` items; a string or a mapping is not a list."""
     if isinstance(value, str | bytes | Mapping) or not isinstance(value, Sequence):
-        fail(err, field, f"must be a list, got {_show(value)}")
+        fail(err, field, f"must be a list, got {shown(value)}")
     if len(value) > limit:
         fail(err, field, f"has {len(value)} items; at most {limit}")
     return value
@@ -144,11 +145,11 @@ def listing(
 def mapping(value: Any, field: str, err: type[FabricTeError] = InputError) -> Mapping[str, Any]:
     """A mapping whose keys are all strings."""
     if not isinstance(value, Mapping):
-        fail(err, field or "top level", f"must be a mapping, got {_show(value)}")
+        fail(err, field or "top level", f"must be a mapping, got {shown(value)}")
     for key in value:
         if not isinstance(key, str):
             where = f"{field}.{key}" if field else str(key)
-            fail(err, where, f"key must be a string, got {_show(key)}")
+            fail(err, where, f"key must be a string, got {shown(key)}")
     return value
 
 
@@ -160,13 +161,11 @@ def keys(
     err: type[FabricTeError] = InputError,
 ) -> None:
     """No key outside `allowed`, every key of `required`."""
-    unknown = sorted(set(value) - set(allowed))
+    unknown = sorted(map(str, set(value) - set(allowed)))
     if unknown:
-        fail(
-            err,
-            field,
-            f"unknown key(s) {', '.join(map(str, unknown))}; allowed: {', '.join(allowed)}",
-        )
+        shown = ", ".join(k if len(k) <= 60 else k[:57] + "..." for k in unknown[:5])
+        more = f" (and {len(unknown) - 5} more)" if len(unknown) > 5 else ""
+        fail(err, field, f"unknown key(s) {shown}{more}; allowed: {', '.join(allowed)}")
     for key in required:
         if key not in value:
             fail(err, field, f"missing required key {key!r}")
