@@ -37,10 +37,7 @@ def add_input_args(p: argparse.ArgumentParser, add_fabric_arg: Callable[..., Non
         "--seed", type=flag(int, 0, MAX_SEED), default=1, help="seed for job mixes and hashing (1)"
     )
     p.add_argument(
-        "--fill",
-        type=float,
-        default=1.0,
-        help="fraction of hosts random jobs use (1.0)",
+        "--fill", type=float, default=1.0, help="fraction of hosts random jobs use (1.0)"
     )
     p.add_argument(
         "--fail",
