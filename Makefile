@@ -57,10 +57,10 @@ system-deps:
 test: $(GEN) system-deps
 	$(BIN)/python -m pytest
 
-## fuzz: the generative input tests (pytest -m fuzz) with many more examples, fresh randomness
+## fuzz: every fuzz test (modules or tests named *fuzz*) with many more examples
 FUZZ_EXAMPLES ?= 2000
 fuzz: $(GEN)
-	FABRIC_TE_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -m fuzz -q
+	FABRIC_TE_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q -k fuzz
 
 ## bench: scale benchmarks; writes docs/benchmarks.md
 bench: $(GEN)
