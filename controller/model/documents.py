@@ -104,6 +104,10 @@ def read_text(
     the file cannot be read at all) naming the file."""
     path = Path(path)
     try:
+        if path.exists() and not path.is_file():  # a FIFO or a device would block or never end
+            raise err(f"{path}: not a regular file")
+        if path.exists() and path.stat().st_size > MAX_DOCUMENT_BYTES:
+            raise err(f"{path}: larger than {MAX_DOCUMENT_BYTES >> 20} MiB")
         with path.open("rb") as fh:
             data = fh.read(MAX_DOCUMENT_BYTES + 1)
     except OSError as bad:

@@ -143,3 +143,18 @@ def test_binary_junk_is_not_utf8_text_naming_the_file(tmp_path: Path) -> None:
 def test_missing_file_names_it(tmp_path: Path) -> None:
     with pytest.raises(JobError, match="nope.json: cannot read placement file"):
         read_document(tmp_path / "nope.json", JobError, "placement file")
+
+
+def test_only_regular_files_are_read(tmp_path: Path) -> None:
+    with pytest.raises(FabricError, match=f"^{tmp_path}: not a regular file"):
+        read_document(tmp_path, FabricError)
+    with pytest.raises(FabricError, match="^/dev/zero: not a regular file"):
+        read_document("/dev/zero", FabricError)
+
+
+def test_size_is_capped_before_reading(tmp_path: Path) -> None:
+    path = tmp_path / "big.json"
+    with path.open("wb") as fh:  # sparse: nothing is written, the size is what counts
+        fh.truncate(limits.MAX_DOCUMENT_BYTES + 1)
+    with pytest.raises(FabricError, match="big.json: larger than 256 MiB"):
+        read_document(path, FabricError)
