@@ -63,7 +63,9 @@ class DriverConformance:
         assert driver.read("rtsw-p0-r1") == ()
 
     def test_reapplying_a_batch_is_idempotent(self, driver: Driver) -> None:
-        batch = [Add(entry(0)), Replace(entry(1), entry(1, 2)), Delete(entry(2))]
+        batch: list[Add | Replace | Delete] = [
+            Add(entry(0)), Replace(entry(1), entry(1, 2)), Delete(entry(2))
+        ]
         driver.apply(SWITCH, batch)
         first = driver.read(SWITCH)
         driver.apply(SWITCH, batch)
