@@ -74,8 +74,10 @@ def _names(fabric: Fabric, hosts: tuple[int, ...], shown: int = 6) -> str:
 
 def cmd_topology_export(args: argparse.Namespace) -> int:
     from controller.formats.fabric_file import load_fabric
-    from controller.formats.topology import export
+    from controller.formats.topology import check_slurm_version, export
 
+    if args.slurm_version:
+        check_slurm_version(args.format, args.slurm_version)
     sys.stdout.write(export(load_fabric(args.fabric), args.format).rstrip("\n") + "\n")
     return 0
 
@@ -119,4 +121,8 @@ def register(cli: Commands) -> None:
     exp = tsub.add_parser("export", help="Slurm, Kubernetes (Kueue, Volcano) or JSON")
     add_fabric_arg(exp)
     exp.add_argument("--format", required=True, choices=FORMATS)
+    exp.add_argument(
+        "--slurm-version", metavar="X.Y",
+        help="fail unless this Slurm release reads the format (block: 23.11+, yaml: 25.05+)",
+    )  # fmt: skip
     exp.set_defaults(func=cmd_topology_export)

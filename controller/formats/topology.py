@@ -1,23 +1,27 @@
 """The fabric's hierarchy in the forms schedulers read.
 
-slurm-conf   Slurm topology.conf, tree plugin: one line per RTSW (its hosts), per pod
-             (its RTSWs) and one for the cluster (its pods)
-slurm-yaml   Slurm topology.yaml (24.11+): a `tree` topology as above and a `block`
-             topology with one base block per rack, listed pod by pod; block_sizes are
-             the rack size times each power of two that divides the racks of a pod, so
-             every aggregated block (consecutive base blocks) stays inside one pod
-k8s-labels   node -> labels: fabric-te.io/pod, fabric-te.io/rack, fabric-te.io/host and
-             kubernetes.io/hostname
-kueue        a Kueue Topology (v1alpha1) with levels pod, rack, kubernetes.io/hostname
-             (outermost first; Kueue wants the hostname label as the lowest level)
-volcano      Volcano HyperNodes: tier 1 per rack (nodes), tier 2 per pod (rack hypernodes),
-             tier 3 for the cluster (pod hypernodes) when there is more than one pod
-json         pods -> racks -> hosts, with switch names
+slurm-conf        Slurm topology.conf for topology/tree (every Slurm release): one line per
+                  RTSW (its hosts), per pod (its RTSWs) and one for the cluster (its pods)
+slurm-block-conf  Slurm topology.conf for topology/block (Slurm 23.11 and later): one base
+                  block per rack, listed pod by pod, and BlockSizes (see `block_sizes`)
+slurm-yaml        Slurm topology.yaml (25.05 and later): a list of named topologies, each
+                  with exactly one of tree/block/flat: `tree` (the cluster default) and
+                  `block` as above
+k8s-labels        node -> labels: fabric-te.io/pod, fabric-te.io/rack, fabric-te.io/host and
+                  kubernetes.io/hostname
+kueue             a Kueue Topology, kueue.x-k8s.io/v1beta2 (served from Kueue 0.15, the
+                  storage version from 0.16), levels pod, rack, kubernetes.io/hostname
+                  (outermost first; Kueue wants the hostname label as the lowest level)
+volcano           Volcano HyperNodes, topology.volcano.sh/v1alpha1 (Volcano 1.12 and later):
+                  tier 1 per rack (nodes), tier 2 per pod (rack hypernodes), tier 3 for the
+                  cluster (pod hypernodes) when there is more than one pod
+json              pods -> racks -> hosts, with switch names
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -26,7 +30,13 @@ import yaml
 from controller.errors import InputError
 from controller.model.fabric import Fabric
 
-FORMATS = ("slurm-conf", "slurm-yaml", "k8s-labels", "kueue", "volcano", "json")
+FORMATS = (
+    "slurm-conf", "slurm-block-conf", "slurm-yaml", "k8s-labels", "kueue", "volcano", "json",
+)  # fmt: skip
+KUEUE_API = "kueue.x-k8s.io/v1beta2"
+VOLCANO_API = "topology.volcano.sh/v1alpha1"
+# The oldest Slurm release that reads each Slurm format (topology/tree: all of them).
+SLURM_MIN_VERSION = {"slurm-conf": (0, 0), "slurm-block-conf": (23, 11), "slurm-yaml": (25, 5)}
 POD_LABEL, RACK_LABEL, HOST_LABEL = (
     "fabric-te.io/pod", "fabric-te.io/rack", "kubernetes.io/hostname",
 )  # fmt: skip
@@ -70,8 +80,37 @@ def slurm_conf(fabric: Fabric) -> str:
     return "\n".join(lines) + "\n"
 
 
+def slurm_block_conf(fabric: Fabric) -> str:
+    """topology.conf for the block plugin (Slurm 23.11+): a base block per rack."""
+    lines = [f"# Slurm topology.conf (block) for fabric {fabric.name}, by fabric-te"]
+    for rack in range(fabric.num_racks):
+        lines.append(f"BlockName={fabric.rtsw_name(rack)} Nodes={_rack_hosts(fabric, rack)}")
+    lines.append("BlockSizes=" + ",".join(str(n) for n in block_sizes(fabric)))
+    return "\n".join(lines) + "\n"
+
+
+def parse_slurm_version(text: str) -> tuple[int, int]:
+    """(major, minor) of "22.05", "23.11.4" or "slurm-wlm 22.05.8"."""
+    m = re.search(r"(\d+)\.(\d+)", text)
+    if m is None:
+        raise InputError(f"--slurm-version: expected a version like 23.11, got {text!r}")
+    return int(m.group(1)), int(m.group(2))
+
+
+def check_slurm_version(fmt: str, version: str) -> None:
+    """Fail, naming the release needed, when Slurm `version` cannot read format `fmt`."""
+    need = SLURM_MIN_VERSION.get(fmt)
+    if need is None:
+        raise InputError(f"--slurm-version applies to {', '.join(SLURM_MIN_VERSION)}, not {fmt}")
+    if parse_slurm_version(version) < need:
+        raise InputError(
+            f"{fmt} needs Slurm {need[0]}.{need[1]:02d} or later; Slurm {version} reads "
+            "slurm-conf (topology/tree)"
+        )
+
+
 def slurm_yaml(fabric: Fabric) -> str:
-    """topology.yaml (Slurm 24.11+): a default `tree` topology and a `block` one (racks)."""
+    """topology.yaml (Slurm 25.05+): a default `tree` topology and a `block` one (racks)."""
     switches: list[dict[str, Any]] = [
         {"switch": fabric.rtsw_name(r), "nodes": _rack_hosts(fabric, r)}
         for r in range(fabric.num_racks)
@@ -115,12 +154,18 @@ def k8s_labels(fabric: Fabric) -> dict[str, dict[str, str]]:
     return out
 
 
+def k8s_name(name: str) -> str:
+    """`name` as a Kubernetes object name (DNS-1123 subdomain: lower case, digits, - and .)."""
+    out = re.sub(r"[^a-z0-9.-]+", "-", name.lower()).strip("-.")[:253].strip("-.")
+    return out or "fabric"
+
+
 def kueue(fabric: Fabric) -> str:
     """A Kueue Topology object over the labels of `k8s_labels`."""
     doc = {
-        "apiVersion": "kueue.x-k8s.io/v1alpha1",
+        "apiVersion": KUEUE_API,
         "kind": "Topology",
-        "metadata": {"name": fabric.name},
+        "metadata": {"name": k8s_name(fabric.name)},
         "spec": {"levels": [{"nodeLabel": k} for k in (POD_LABEL, RACK_LABEL, HOST_LABEL)]},
     }
     return yaml.safe_dump(doc, sort_keys=False)
@@ -153,7 +198,7 @@ def volcano(fabric: Fabric) -> str:
 
 def _hypernode(name: str, tier: int, members: list[dict[str, Any]]) -> dict[str, Any]:
     return {
-        "apiVersion": "topology.volcano.sh/v1alpha1",
+        "apiVersion": VOLCANO_API,
         "kind": "HyperNode",
         "metadata": {"name": name},
         "spec": {"tier": tier, "members": members},
@@ -179,6 +224,8 @@ def export(fabric: Fabric, fmt: str) -> str:
     """The fabric's hierarchy in format `fmt` (see FORMATS)."""
     if fmt == "slurm-conf":
         return slurm_conf(fabric)
+    if fmt == "slurm-block-conf":
+        return slurm_block_conf(fabric)
     if fmt == "slurm-yaml":
         return slurm_yaml(fabric)
     if fmt == "k8s-labels":

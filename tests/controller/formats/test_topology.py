@@ -96,7 +96,7 @@ def test_slurm_yaml_blocks_are_racks_and_tree_nests(small: Fabric) -> None:
 
 def test_kueue_and_volcano_objects(tiny: Fabric) -> None:
     kueue = yaml.safe_load(export(tiny, "kueue"))
-    assert (kueue["apiVersion"], kueue["kind"]) == ("kueue.x-k8s.io/v1alpha1", "Topology")
+    assert (kueue["apiVersion"], kueue["kind"]) == ("kueue.x-k8s.io/v1beta2", "Topology")
     labels = json.loads(export(tiny, "k8s-labels"))
     assert set(labels) == {tiny.host_name(h) for h in range(tiny.num_hosts)}
     assert all(lvl["nodeLabel"] in labels["host-p0-r0-h0"] for lvl in kueue["spec"]["levels"])
@@ -140,3 +140,47 @@ def test_volcano_cluster_tier(small: Fabric) -> None:
     names = {d["metadata"]["name"] for d in docs}
     members = [m["selector"]["exactMatch"]["name"] for m in top[0]["spec"]["members"]]
     assert members == ["pod-p0", "pod-p1"] and set(members) <= names
+
+
+def test_slurm_block_conf_matches_the_yaml_blocks(small: Fabric) -> None:
+    lines = [ln for ln in export(small, "slurm-block-conf").splitlines() if ln[:1] != "#"]
+    assert lines[-1] == "BlockSizes=2,4,8,16"
+    blocks = [dict(kv.split("=", 1) for kv in ln.split()) for ln in lines[:-1]]
+    yaml_blocks = yaml.safe_load(export(small, "slurm-yaml"))[1]["block"]["blocks"]
+    assert [(b["BlockName"], b["Nodes"]) for b in blocks] == [
+        (b["block"], b["nodes"]) for b in yaml_blocks
+    ]
+
+
+def test_slurm_yaml_follows_the_schedmd_schema(small: Fabric) -> None:
+    """A list of named topologies; the name first; exactly one of tree/block/flat; at most
+    one cluster default; tree switches carry nodes or children; block sizes double."""
+    doc = yaml.safe_load(export(small, "slurm-yaml"))
+    assert isinstance(doc, list)
+    names = [t["topology"] for t in doc]
+    assert len(set(names)) == len(names)
+    assert sum(bool(t.get("cluster_default")) for t in doc) == 1
+    for t in doc:
+        assert next(iter(t)) == "topology"
+        assert set(t) - {"topology", "cluster_default"} in ({"tree"}, {"block"}, {"flat"})
+        if "tree" in t:
+            for s in t["tree"]["switches"]:
+                assert set(s) in ({"switch", "nodes"}, {"switch", "children"})
+        if "block" in t:
+            sizes = t["block"]["block_sizes"]
+            assert all(b == 2 * a for a, b in zip(sizes, sizes[1:], strict=False))
+            assert all(set(b) == {"block", "nodes"} for b in t["block"]["blocks"])
+
+
+def test_slurm_versions(tiny: Fabric) -> None:
+    from controller.formats.topology import check_slurm_version, parse_slurm_version
+
+    assert parse_slurm_version("slurm-wlm 22.05.8") == (22, 5)
+    check_slurm_version("slurm-conf", "22.05")
+    check_slurm_version("slurm-block-conf", "23.11.4")
+    with pytest.raises(ValueError, match="slurm-block-conf needs Slurm 23.11 or later"):
+        check_slurm_version("slurm-block-conf", "22.05.8")
+    with pytest.raises(ValueError, match="needs Slurm 25.05"):
+        check_slurm_version("slurm-yaml", "24.11")
+    with pytest.raises(ValueError, match="expected a version"):
+        parse_slurm_version("new")
