@@ -67,7 +67,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     driver = load_driver(args.driver, **options)
     engine = Engine(fabric, driver, driver_name=args.driver, debounce=args.debounce)
     if args.metrics_port:
-        engine.metrics.serve(args.metrics_port)
+        engine.metrics.serve(args.metrics_port, args.metrics_address)
     running = start(engine, args.listen)
     print(f"fabric-te serving fabric {fabric.name} on port {running.port} "
           f"(driver {args.driver})", file=sys.stderr, flush=True)  # fmt: skip
@@ -186,7 +186,9 @@ def register(cli: Commands) -> None:
         "--debounce", type=flag(float, 0, 60), default=0.2, help="batch window, s (0.2)"
     )
     serve.add_argument("--metrics-port", type=flag(int, 0, 65535), default=9464,
-                       help="Prometheus /metrics port on 127.0.0.1 (9464; 0 = off)")  # fmt: skip
+                       help="Prometheus /metrics port (9464; 0 = off)")  # fmt: skip
+    serve.add_argument("--metrics-address", default="127.0.0.1",
+                       help="address /metrics listens on (127.0.0.1; 0.0.0.0 = all)")  # fmt: skip
     serve.add_argument(
         "--grace", type=flag(float, 0, 3600), default=5.0, help="shutdown grace, s (5)"
     )

@@ -11,8 +11,10 @@ same allocation as classic water-filling, in as many rounds as the longest chain
 bottleneck dependencies rather than one round per distinct level. Comparisons use a relative
 tolerance of 1e-9. A round is a few gathers and bincounts over the unfrozen (flow, arc) pairs.
 
-`simulate` adds the report: offered-load MLU, collisions (switch-to-switch arcs carrying more
-than one distinct parent flow), worst flow share of its demand, and per-job bus-bandwidth
+`simulate` adds the report: offered-load MLU, links over capacity (switch-to-switch arcs whose
+offered load exceeds capacity), collisions (switch-to-switch arcs carrying more than one
+distinct parent flow: a flow sprayed in QP buckets shares many links without overloading
+any, so this counts sharing, not harm), worst flow share of its demand, and per-job bus-bandwidth
 fraction (a collective step ends when its slowest flow ends).
 """
 
@@ -109,6 +111,9 @@ class SimReport:
     job_busbw_fraction: dict[str, float] = field(default_factory=dict)
     tier_mlu: dict[str, float] = field(default_factory=dict)  # offered load / capacity
     rounds: int = 0  # progressive-filling rounds taken
+    # switch-to-switch arcs whose offered load exceeds their usable capacity: the same rule
+    # for every routing, however its flows are split (QP buckets, E-ECMP queue pairs)
+    links_over_capacity: int = 0
 
     def to_dict(self) -> dict[str, object]:
         """A JSON-ready dict (infinite MLU stays float('inf'))."""
@@ -225,4 +230,5 @@ def simulate(
         job_busbw_fraction=jobs,
         tier_mlu=tier_mlu,
         rounds=rounds,
+        links_over_capacity=int(((util > 1.0 + REL_TOL) & (tier >= 2)).sum()),
     )

@@ -29,6 +29,7 @@ from controller.model.assignment import Assignment
 from controller.model.fabric import Fabric
 from controller.model.health import LinkHealth
 from controller.model.jobs import Job, jobs_flows
+from controller.model.rates import simulate
 from controller.routes.entries import Entry, RouteSet
 from controller.routes.plan import plan_update
 from controller.service.metrics import Metrics
@@ -36,6 +37,7 @@ from controller.service.state import DesiredState, RouteLog
 from controller.solver.solve import SolveOptions, SolveResult, repair, solve
 
 log = logging.getLogger("fabric_te.engine")
+SWITCH_TIERS = ("rtsw", "ctsw", "atsw")
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,8 @@ class Engine:
         self.last_error = ""
         self.driver_ok = True
         self.ops_pushed = 0
+        self._pending_since: float | None = None  # when the oldest unapplied change came
+        self._round_started: float | None = None  # that time, for the round being applied
         self._thread = threading.Thread(target=self._run, name="fabric-te-engine", daemon=True)
         self._thread.start()
 
@@ -113,6 +117,8 @@ class Engine:
             return self._changed()
 
     def _changed(self) -> int:
+        if self._pending_since is None:
+            self._pending_since = time.monotonic()
         self.metrics.queue_depth.set(self._state.version - self._applied)
         self._cond.notify_all()
         return self._state.version
@@ -216,6 +222,7 @@ class Engine:
             time.sleep(self.debounce)  # let a burst of changes land in one solve
             with self._cond:
                 inputs = self._state.take()
+                self._round_started, self._pending_since = self._pending_since, None
             try:
                 self._solve_and_push(list(inputs.jobs), inputs.health, inputs.health_only)
                 self.last_error = ""
@@ -245,12 +252,21 @@ class Engine:
         previous = last.assignment if last is not None else None  # matched by NIC pair
         with self.metrics.solve_seconds.labels("solve").time():
             result = solve(self.fabric, health, flows, previous=previous, options=self.options)
-        self.metrics.mlu.set(result.mlu)
-        self.metrics.bound_ratio.set(result.ratio)
         self.metrics.churn.inc(result.churn)
         self._push(result.assignment)
         self.last_result = result
         self._last_inputs = (ids, health)
+        self._record_quality(result, health)
+
+    def _record_quality(self, result: SolveResult, health: LinkHealth) -> None:
+        """Gauges of the routes just installed: MLU, bound, predicted bus bandwidth."""
+        m = self.metrics
+        m.mlu.set(result.mlu)
+        m.mlu_bound.set(result.bound.value)
+        m.bound_ratio.set(result.ratio)
+        report = simulate(self.fabric, health, result.assignment)
+        m.links_over_capacity.set(report.links_over_capacity)
+        m.set_job_busbw(report.job_busbw_fraction)
 
     def _push(self, assignment: Assignment, moved: np.ndarray | None = None) -> None:
         """Plan against what is installed and push; with `moved`, only the racks those
@@ -261,7 +277,8 @@ class Engine:
             installed, keep = scope
             target = Assignment(assignment.flows.take(keep), assignment.path[keep])
         plan, _ = plan_update(self.fabric, installed, target)
-        report = push(self.driver, plan, timeout=self.push_timeout)
+        with self.metrics.push_seconds.time():
+            report = push(self.driver, plan, timeout=self.push_timeout)
         ops = sum(plan.counts().values())
         self.ops_pushed += ops
         self.metrics.ops_pushed.inc(ops)
@@ -279,6 +296,11 @@ class Engine:
         self._record(installed, touched)
         if not report.ok:
             raise DriverError(f"push stopped: {report.summary()}")
+        if self._round_started is not None:  # the first push of a round installs the change
+            self.metrics.report_to_installed_seconds.observe(
+                time.monotonic() - self._round_started
+            )
+            self._round_started = None
 
     def _scope(
         self, assignment: Assignment, moved: np.ndarray
@@ -319,3 +341,5 @@ class Engine:
         with self._cond:
             if self._routes.record(installed, switches) is not None:
                 self._cond.notify_all()
+            counts = self._routes.installed.counts()
+        self.metrics.set_tables(counts, SWITCH_TIERS)

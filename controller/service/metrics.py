@@ -1,31 +1,98 @@
-"""Prometheus metrics of the controller, on their own registry and port."""
+"""Prometheus metrics of the controller, on their own registry and port.
+
+Names follow Prometheus conventions: the unit last (`_seconds`, `_ratio`, `_entries`),
+counters end in `_total`, latencies are histograms. One attribute per metric, grouped by
+what it measures; docs/operators.md says what each means and what to alert on, and
+docs/grafana/fabric-te.json graphs them.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+PREFIX = "fabric_te_"
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 
 
 class Metrics:
-    """What an operator graphs: solve time, MLU and its bound ratio, churn, push errors and
-    the input changes not yet applied."""
+    """What an operator graphs and alerts on."""
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
-        self.solve_seconds = Histogram(
-            "fabric_te_solve_seconds", "Wall time of a solve or repair", ["kind"], registry=r,
-            buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+
+        # ---- latencies ----------------------------------------------------------------
+        self.report_to_installed_seconds = Histogram(
+            PREFIX + "report_to_installed_seconds",
+            "From an accepted input change (job, link report) to its routes read back "
+            "from the switches", registry=r, buckets=LATENCY_BUCKETS,
         )  # fmt: skip
-        self.mlu = Gauge("fabric_te_mlu", "Max link utilisation of the TE routes", registry=r)
+        self.solve_seconds = Histogram(
+            PREFIX + "solve_duration_seconds", "Wall time of a solve or repair", ["kind"],
+            registry=r, buckets=LATENCY_BUCKETS,
+        )  # fmt: skip
+        self.push_seconds = Histogram(
+            PREFIX + "push_duration_seconds", "Wall time of pushing one plan to the switches",
+            registry=r, buckets=LATENCY_BUCKETS,
+        )  # fmt: skip
+
+        # ---- routing quality (of the last solve) ------------------------------------
+        self.mlu = Gauge(
+            PREFIX + "max_link_utilisation_ratio",
+            "Offered load over capacity of the busiest link, TE routes (1 = full)", registry=r,
+        )  # fmt: skip
+        self.mlu_bound = Gauge(
+            PREFIX + "max_link_utilisation_bound_ratio",
+            "Lower bound on the max link utilisation any routing can reach", registry=r,
+        )  # fmt: skip
         self.bound_ratio = Gauge(
-            "fabric_te_mlu_bound_ratio", "MLU over its lower bound (1 = optimal)", registry=r
+            PREFIX + "mlu_over_bound_ratio", "MLU over its lower bound (1 = optimal)",
+            registry=r,
+        )  # fmt: skip
+        self.job_busbw = Gauge(
+            PREFIX + "job_predicted_busbw_ratio",
+            "Predicted bus bandwidth of a job, as a fraction of its line rate", ["job"],
+            registry=r,
+        )  # fmt: skip
+        self.links_over_capacity = Gauge(
+            PREFIX + "links_over_capacity",
+            "Switch-to-switch links whose offered load exceeds their capacity", registry=r,
+        )  # fmt: skip
+
+        # ---- tables and pushes ------------------------------------------------------
+        self.table_entries = Gauge(
+            PREFIX + "table_entries", "TE entries installed, summed over a switch tier",
+            ["tier"], registry=r,
+        )  # fmt: skip
+        self.table_entries_max = Gauge(
+            PREFIX + "switch_table_entries_max",
+            "TE entries on the fullest switch of a tier", ["tier"], registry=r,
+        )  # fmt: skip
+        self.ops_pushed = Counter(
+            PREFIX + "entry_operations_total", "Entry operations pushed", registry=r
         )
-        self.churn = Counter("fabric_te_churn_flows", "Flows moved by re-solves", registry=r)
-        self.push_errors = Counter("fabric_te_push_errors", "Failed solve/push rounds", registry=r)
-        self.ops_pushed = Counter("fabric_te_entry_ops", "Entry operations pushed", registry=r)
+        self.churn = Counter(PREFIX + "flows_moved_total", "Flows moved by re-solves", registry=r)
+        self.push_errors = Counter(
+            PREFIX + "push_failures_total", "Solve/push rounds that failed", registry=r
+        )
         self.queue_depth = Gauge(
-            "fabric_te_pending_changes", "Accepted input changes not yet applied", registry=r
+            PREFIX + "pending_changes", "Accepted input changes not yet applied", registry=r
         )
+
+    def set_job_busbw(self, fractions: Mapping[str, float]) -> None:
+        """Replace the per-job gauges (jobs that left lose their series)."""
+        self.job_busbw.clear()
+        for job, value in sorted(fractions.items()):
+            self.job_busbw.labels(job).set(value)
+
+    def set_tables(self, per_switch: Mapping[str, int], tiers: tuple[str, ...]) -> None:
+        """Entries per tier (total, fullest switch) from entries per switch name."""
+        for tier in tiers:
+            counts = [n for name, n in per_switch.items() if name.startswith(tier + "-")]
+            self.table_entries.labels(tier).set(sum(counts))
+            self.table_entries_max.labels(tier).set(max(counts, default=0))
 
     def serve(self, port: int, address: str = "127.0.0.1") -> None:
         """Expose /metrics on `port`."""

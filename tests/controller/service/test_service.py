@@ -57,10 +57,17 @@ def test_jobs_in_routes_installed_and_forwarding(service, driver) -> None:
     assert status.last_solve["ratio"] == pytest.approx(1.0)
     assert [e.job.id for e in stub.ListJobs(pb.ListJobsRequest()).jobs] == ["a", "b"]
     registry = running.engine.metrics.registry
-    assert registry.get_sample_value("fabric_te_mlu") == running.engine.last_result.mlu
-    assert registry.get_sample_value("fabric_te_solve_seconds_count", {"kind": "solve"}) >= 1
-    assert registry.get_sample_value("fabric_te_pending_changes") == 0
-    assert registry.get_sample_value("fabric_te_entry_ops_total") >= len(routes.entries)
+    value = registry.get_sample_value
+    assert value("fabric_te_max_link_utilisation_ratio") == running.engine.last_result.mlu
+    assert value("fabric_te_solve_duration_seconds_count", {"kind": "solve"}) >= 1
+    assert value("fabric_te_push_duration_seconds_count") >= 1
+    assert value("fabric_te_report_to_installed_seconds_count") >= 1
+    assert value("fabric_te_pending_changes") == 0
+    assert value("fabric_te_entry_operations_total") >= len(routes.entries)
+    assert value("fabric_te_job_predicted_busbw_ratio", {"job": "a"}) == pytest.approx(1.0)
+    assert value("fabric_te_links_over_capacity") == 0
+    tiers = sum(value("fabric_te_table_entries", {"tier": t}) for t in ("rtsw", "ctsw", "atsw"))
+    assert tiers == len(routes.entries)
 
 
 def test_link_down_moves_only_affected_flows(service, driver) -> None:

@@ -1,0 +1,157 @@
+"""A real Prometheus (Debian `prometheus`) scrapes a running `tectl serve`, and every query
+of the Grafana dashboard returns data through Prometheus's HTTP API.
+
+Prometheus and the controller run as child processes on 127.0.0.1, on ports of their own,
+with a throw-away config and storage; both are stopped and the directory removed even when
+the test fails."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+
+PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
+DASHBOARD = Path(__file__).parents[3] / "docs" / "grafana" / "fabric-te.json"
+SCRAPE_MS = 500
+
+pytestmark = pytest.mark.skipif(
+    not Path(PROMETHEUS).exists(),
+    reason="prometheus not installed (Debian prometheus; `make system-deps` as root)",
+)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def _process(args: list[str], **kw: Any) -> Iterator[subprocess.Popen[str]]:
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            **kw)  # fmt: skip
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=5)
+        if proc.stderr is not None:
+            proc.stderr.close()
+
+
+def _get(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=5) as reply:
+        return json.loads(reply.read().decode())
+
+
+def _wait(what: str, check: Any, proc: subprocess.Popen[str], timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if check():
+                return
+        except (OSError, ValueError, grpc.RpcError, grpc.FutureTimeoutError):
+            pass
+        if proc.poll() is not None:
+            err = proc.stderr.read() if proc.stderr else ""
+            pytest.fail(f"{what}: the process exited ({proc.returncode}):\n{err[-2000:]}")
+        if time.monotonic() > deadline:
+            pytest.fail(f"{what}: not ready after {timeout} s")
+        time.sleep(0.2)
+
+
+def dashboard_queries() -> list[tuple[str, str]]:
+    """(panel title, PromQL) of every target, Grafana's $__rate_interval made concrete."""
+    doc = json.loads(DASHBOARD.read_text())
+    return [
+        (panel["title"], target["expr"].replace("$__rate_interval", "1m"))
+        for panel in doc["panels"] for target in panel["targets"]
+    ]  # fmt: skip
+
+
+def _drive(port: int, seconds: float) -> None:
+    """Jobs and link reports for `seconds`, so every counter and histogram moves."""
+    from controller.api.fabric_te.v1 import te_pb2 as pb
+    from controller.api.fabric_te.v1 import te_pb2_grpc as pb_grpc
+    from controller.model.clos import PRESETS, build
+
+    fabric = build(PRESETS["tiny"])
+    hosts = [fabric.host_name(h) for h in range(fabric.num_hosts)]
+    link = fabric.link_name(fabric.rack_link(0, 1))
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        stub = pb_grpc.TrafficEngineeringStub(channel)
+        end, step = time.monotonic() + seconds, 0
+        while time.monotonic() < end:
+            step += 1
+            moving = hosts[0:4] if step % 2 else hosts[2:6]
+            stub.PutJob(pb.PutJobRequest(job=pb.Job(id="a", hosts=moving)))
+            stub.PutJob(pb.PutJobRequest(job=pb.Job(id="b", hosts=hosts[6:8])))
+            state = pb.LinkReport.DOWN if step % 2 else pb.LinkReport.UP
+            stub.ReportLinks(pb.ReportLinksRequest(reports=[pb.LinkReport(link=link, state=state)]))
+            time.sleep(0.4)
+
+
+def test_dashboard_queries_return_data_from_a_real_prometheus() -> None:
+    grpc_port, metrics_port, prom_port = _free_port(), _free_port(), _free_port()
+    with tempfile.TemporaryDirectory(prefix="fabric-te-prometheus-") as tmp:
+        config = Path(tmp) / "prometheus.yml"
+        config.write_text(
+            f"global:\n  scrape_interval: {SCRAPE_MS}ms\n  evaluation_interval: {SCRAPE_MS}ms\n"
+            "scrape_configs:\n  - job_name: fabric-te\n    static_configs:\n"
+            f"      - targets: ['127.0.0.1:{metrics_port}']\n"
+        )
+        serve = [sys.executable, "-m", "controller.cli.main", "serve", "--fabric", "tiny",
+                 "--listen", f"127.0.0.1:{grpc_port}", "--metrics-port", str(metrics_port),
+                 "--debounce", "0.02"]  # fmt: skip
+        prom = [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={tmp}/data",
+                f"--web.listen-address=127.0.0.1:{prom_port}"]  # fmt: skip
+        with _process(serve) as controller, _process(prom, cwd=tmp) as prometheus:
+            api = f"http://127.0.0.1:{prom_port}/api/v1"
+            _wait("tectl serve", lambda: grpc.channel_ready_future(
+                grpc.insecure_channel(f"127.0.0.1:{grpc_port}")).result(timeout=1) is None,
+                controller)  # fmt: skip
+            _wait("prometheus", lambda: _get(f"{api}/status/buildinfo")["status"] == "success",
+                  prometheus)  # fmt: skip
+            _drive(grpc_port, seconds=4.0)
+            time.sleep(2 * SCRAPE_MS / 1000)
+            targets = _get(f"{api}/targets")["data"]["activeTargets"]
+            assert [t["health"] for t in targets] == ["up"], targets
+            empty = []
+            for title, expr in dashboard_queries():
+                reply = _get(f"{api}/query?" + urllib.parse.urlencode({"query": expr}))
+                assert reply["status"] == "success", (title, expr, reply)
+                values = [float(r["value"][1]) for r in reply["data"]["result"]]
+                if not any(math.isfinite(v) for v in values):
+                    empty.append(f"{title}: {expr} -> {values}")
+            assert not empty, "dashboard queries without data:\n" + "\n".join(empty)
+
+
+def test_dashboard_names_only_metrics_the_controller_exports() -> None:
+    from controller.service.metrics import Metrics
+
+    exported = {m.name for m in Metrics().registry.collect()}
+    for title, expr in dashboard_queries():
+        for name in {w for w in expr.replace("(", " ").replace(")", " ").split()
+                     if w.startswith("fabric_te_")}:  # fmt: skip
+            base = name.split("[")[0].removesuffix("_bucket").removesuffix("_total")
+            assert base in exported, f"{title}: {name} is not exported"
