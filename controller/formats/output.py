@@ -1,15 +1,48 @@
-"""Operator-facing output: plain-text tables and stage progress on stderr."""
+"""Operator-facing output: plain-text tables, strict JSON and stage progress on stderr.
+
+Every `--json` output goes through `to_json`: strict JSON (RFC 8259), so a value that is not
+a finite number (no LP ran, load on a dead link) is `null`, never NaN or Infinity.
+"""
 
 from __future__ import annotations
 
 import json
+import math
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from typing import Any
+
+
+class Percent(float):
+    """A fraction shown as a percentage in tables (0.5 -> 50%); a plain float in JSON."""
+
+
+def strict(value: Any) -> Any:
+    """`value` with non-finite floats as None, numpy scalars and arrays as Python ones."""
+    if isinstance(value, Mapping):
+        return {str(k): strict(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        items = sorted(value) if isinstance(value, set | frozenset) else value
+        return [strict(v) for v in items]
+    if hasattr(value, "tolist") and not isinstance(value, str | bytes):
+        return strict(value.tolist())  # numpy scalars and arrays
+    if isinstance(value, bool) or value is None or isinstance(value, int | str):
+        return value
+    if isinstance(value, float):
+        return float(value) if math.isfinite(value) else None
+    raise TypeError(f"not JSON-ready: {type(value).__name__}")
+
+
+def to_json(data: Any, indent: int | None = 2) -> str:
+    """Strict JSON text of `data` (see `strict`), keys sorted for stable diffs."""
+    return json.dumps(strict(data), indent=indent, sort_keys=True, allow_nan=False)
 
 
 def _cell(value: object) -> str:
+    if isinstance(value, Percent):
+        return "-" if value != value else f"{value:.1%}"
     if isinstance(value, float):
         if value != value:
             return "-"
@@ -64,7 +97,6 @@ class Progress:
 def emit(as_json: bool, data: object, text: str) -> None:
     """Write a report to stdout: `data` as JSON for machines, or `text` for people."""
     if as_json:
-        json.dump(data, sys.stdout, indent=2, sort_keys=True, default=float)
-        sys.stdout.write("\n")
+        sys.stdout.write(to_json(data) + "\n")
     else:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")

@@ -20,7 +20,6 @@ json              pods -> racks -> hosts, with switch names
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -28,6 +27,7 @@ from typing import Any
 import yaml
 
 from controller.errors import InputError
+from controller.formats.output import to_json
 from controller.model.fabric import Fabric
 
 FORMATS = (
@@ -216,8 +216,7 @@ def as_json(fabric: Fabric) -> str:
             racks.append({"name": f"p{p}-r{r}", "switch": fabric.rtsw_name(rack),
                           "hosts": [fabric.host_name(h) for h in hosts]})  # fmt: skip
         pods.append({"name": _pod_name(p), "racks": racks})
-    return json.dumps({"fabric": fabric.name, "gpus_per_host": fabric.nics_per_host,
-                       "pods": pods}, indent=2)  # fmt: skip
+    return to_json({"fabric": fabric.name, "gpus_per_host": fabric.nics_per_host, "pods": pods})
 
 
 def export(fabric: Fabric, fmt: str) -> str:
@@ -229,7 +228,7 @@ def export(fabric: Fabric, fmt: str) -> str:
     if fmt == "slurm-yaml":
         return slurm_yaml(fabric)
     if fmt == "k8s-labels":
-        return json.dumps(k8s_labels(fabric), indent=2)
+        return to_json(k8s_labels(fabric))
     if fmt == "kueue":
         return kueue(fabric)
     if fmt == "volcano":
