@@ -13,6 +13,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from controller.errors import InputError
+from controller.formats.output import to_json
 from controller.model.limits import flag
 
 if TYPE_CHECKING:
@@ -31,11 +32,16 @@ def _api() -> Any:
     return te_pb2, te_pb2_grpc
 
 
+# Route tables of large fabrics run to tens of MB; gRPC's default receive limit is 4 MB.
+MAX_RECEIVE_BYTES = 1 << 30
+
+
 def _stub(args: argparse.Namespace) -> tuple[Any, Any]:
     import grpc
 
     pb, pb_grpc = _api()
-    channel = grpc.insecure_channel(args.server)
+    options = [("grpc.max_receive_message_length", MAX_RECEIVE_BYTES)]
+    channel = grpc.insecure_channel(args.server, options=options)
     return pb, pb_grpc.TrafficEngineeringStub(channel)
 
 
@@ -130,20 +136,39 @@ def cmd_link(args: argparse.Namespace) -> int:
     return 0
 
 
+def _entry_line(prefix: str, e: Any) -> str:
+    qp = f" qp {e.qp_bucket}" if e.HasField("qp_bucket") else ""
+    return f"{prefix}{e.switch}\t{e.in_port} -> {e.dst_host}{qp} via {e.next_hop}"
+
+
 def cmd_routes_show(args: argparse.Namespace) -> int:
+    import grpc
+
     pb, stub = _stub(args)
+    try:
+        if args.watch:
+            _watch(pb, stub, args.since)
+        else:
+            _show(pb, stub, args)
+    except grpc.RpcError as err:  # a stream ends with a status: one line, no traceback
+        raise InputError(f"{err.code().name}: {err.details()}") from None
+    except BrokenPipeError:  # `tectl routes show | head`
+        sys.stderr.close()
+    return 0
 
-    def line(prefix: str, e: Any) -> str:
-        qp = f" qp {e.qp_bucket}" if e.HasField("qp_bucket") else ""
-        return f"{prefix}{e.switch}\t{e.in_port} -> {e.dst_host}{qp} via {e.next_hop}"
 
-    if not args.watch:
-        snap = _call(lambda: stub.GetRoutes(pb.GetRoutesRequest()))
-        print(f"# routes version {snap.version}: {len(snap.entries)} entries")
-        for e in snap.entries:
-            print(line("", e))
-        return 0
-    for event in stub.WatchRoutes(pb.WatchRoutesRequest(since_version=args.since)):
+def _show(pb: Any, stub: Any, args: argparse.Namespace) -> None:
+    """Stream the installed entries (filtered) in chunks, printing each as it arrives."""
+    request = pb.GetRoutesRequest(switches=args.switch, job=args.job, page_size=args.chunk)
+    for i, chunk in enumerate(stub.StreamRoutes(request)):
+        if i == 0:
+            print(f"# routes version {chunk.version}: {chunk.total_entries} entries", flush=True)
+        sys.stdout.write("".join(_entry_line("", e) + "\n" for e in chunk.entries))
+    sys.stdout.flush()
+
+
+def _watch(pb: Any, stub: Any, since: int) -> None:
+    for event in stub.WatchRoutes(pb.WatchRoutesRequest(since_version=since)):
         kind = event.WhichOneof("event")
         if kind == "snapshot":
             print(f"# snapshot version {event.snapshot.version}: "
@@ -152,12 +177,10 @@ def cmd_routes_show(args: argparse.Namespace) -> int:
             print(f"# in sync at version {event.sync.version}", flush=True)
         else:
             d = event.delta
-            print(f"# delta version {d.version}", flush=True)
-            for e in d.added:
-                print(line("+ ", e), flush=True)
-            for e in d.removed:
-                print(line("- ", e), flush=True)
-    return 0
+            lines = [f"# delta version {d.version}"]
+            lines += [_entry_line("+ ", e) for e in d.added]
+            lines += [_entry_line("- ", e) for e in d.removed]
+            print("\n".join(lines), flush=True)
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -169,8 +192,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         "driver": s.driver, "driver_ok": s.driver_ok,
         "installed_entries": s.installed_entries, "last_error": s.last_error,
     }  # fmt: skip
-    json.dump(data, sys.stdout, indent=2, sort_keys=True)
-    sys.stdout.write("\n")
+    sys.stdout.write(to_json(data) + "\n")
     return 0
 
 
@@ -219,6 +241,11 @@ def register(cli: Commands) -> None:
     client(sub.add_parser("status", help="controller status")).set_defaults(func=cmd_status)
 
     show = client(routes_sub.add_parser("show", help="installed routes of a running controller"))
+    show.add_argument("--switch", action="append", default=[], metavar="NAME",
+                      help="only this switch's entries; repeatable")  # fmt: skip
+    show.add_argument("--job", default="", help="only entries towards this job's hosts")
+    show.add_argument("--chunk", type=flag(int, 1, 1_000_000), default=10_000, metavar="N",
+                      help="entries per streamed message (10000)")  # fmt: skip
     show.add_argument("--watch", action="store_true", help="stream changes")
     show.add_argument(
         "--since", type=flag(int, 0, 2**63 - 1), default=0, help="resume a watch from a version"

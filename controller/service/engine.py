@@ -33,11 +33,11 @@ from controller.model.rates import simulate
 from controller.routes.entries import Entry, RouteSet
 from controller.routes.plan import plan_update
 from controller.service.metrics import Metrics
+from controller.service.route_query import SWITCH_TIERS
 from controller.service.state import DesiredState, RouteLog
 from controller.solver.solve import SolveOptions, SolveResult, repair, solve
 
 log = logging.getLogger("fabric_te.engine")
-SWITCH_TIERS = ("rtsw", "ctsw", "atsw")
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,10 @@ import grpc
 from controller.advisor.advise import advise, score_many
 from controller.api.fabric_te.v1 import te_pb2 as pb
 from controller.api.fabric_te.v1 import te_pb2_grpc as pb_grpc
+from controller.errors import InputError
 from controller.model.assignment import Assignment
-from controller.service import convert
+from controller.routes.entries import Entry
+from controller.service import convert, route_query
 from controller.service.engine import Engine, RouteEvent
 from controller.service.errors import mapped
 
@@ -66,8 +68,42 @@ class TrafficEngineering(pb_grpc.TrafficEngineeringServicer):
     def GetRoutes(
         self, request: pb.GetRoutesRequest, context: grpc.ServicerContext
     ) -> pb.RouteSnapshot:
+        version, entries = self._select(request)
+        part, token = route_query.page(entries, version, request.page_size, request.page_token)
+        return self._snapshot(version, part, token, len(entries))
+
+    def StreamRoutes(
+        self, request: pb.GetRoutesRequest, context: grpc.ServicerContext
+    ) -> Iterator[pb.RouteSnapshot]:
+        version, parts, total = self._chunks(request, context)
+        for part, token in parts:
+            yield self._snapshot(version, part, token, total)
+
+    @mapped
+    def _chunks(
+        self, request: pb.GetRoutesRequest, context: grpc.ServicerContext
+    ) -> tuple[int, list[tuple[list[Entry], str]], int]:
+        version, entries = self._select(request)
+        parts = route_query.chunks(entries, version, request.page_size, request.page_token)
+        return version, parts, len(entries)
+
+    def _select(self, request: pb.GetRoutesRequest) -> tuple[int, list[Entry]]:
+        hosts = None
+        if request.job:
+            jobs = {job.id: job for job, _ in self.engine.jobs()}
+            if request.job not in jobs:
+                raise InputError(f"job: no job {request.job!r}")
+            hosts = jobs[request.job].hosts
+        query = route_query.RouteQuery.parse(self.fabric, request.switches, hosts)
         version, routes = self.engine.snapshot()
-        return convert.snapshot_to_pb(self.fabric, version, routes)
+        return version, query.select(routes)
+
+    def _snapshot(
+        self, version: int, part: list[Entry], token: str, total: int
+    ) -> pb.RouteSnapshot:
+        snap = convert.snapshot_to_pb(self.fabric, version, part)
+        snap.next_page_token, snap.total_entries = token, total
+        return snap
 
     def WatchRoutes(
         self, request: pb.WatchRoutesRequest, context: grpc.ServicerContext

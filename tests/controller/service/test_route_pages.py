@@ -1,0 +1,126 @@
+"""GetRoutes filters and pages, and StreamRoutes chunks: a real server on port 0."""
+
+from __future__ import annotations
+
+import io
+import threading
+from collections.abc import Iterator
+from contextlib import redirect_stderr, redirect_stdout
+
+import grpc
+import pytest
+
+from controller.api.fabric_te.v1 import te_pb2 as pb
+from controller.api.fabric_te.v1 import te_pb2_grpc as pb_grpc
+from controller.cli.main import main
+from controller.model.clos import PRESETS, build
+from controller.model.fabric import Fabric
+from controller.service.engine import Engine
+from controller.service.server import Running, start
+from sim.driver import EmulatedDriver
+
+FABRIC: Fabric = build(PRESETS["small"])
+
+
+def _key(e: pb.RouteEntry) -> tuple[str, str, str, str, int]:
+    return (e.switch, e.in_port, e.dst_host, e.next_hop,
+            e.qp_bucket if e.HasField("qp_bucket") else -1)  # fmt: skip
+
+
+@pytest.fixture
+def service() -> Iterator[tuple[Running, pb_grpc.TrafficEngineeringStub]]:
+    running = start(Engine(FABRIC, EmulatedDriver(FABRIC), debounce=0.01), "127.0.0.1:0")
+    channel = grpc.insecure_channel(f"127.0.0.1:{running.port}")
+    stub = pb_grpc.TrafficEngineeringStub(channel)
+    hosts = [FABRIC.host_name(h) for h in range(FABRIC.num_hosts)]
+    stub.PutJob(pb.PutJobRequest(job=pb.Job(id="a", hosts=hosts[:12], tp=4)))
+    stub.PutJob(pb.PutJobRequest(job=pb.Job(id="b", hosts=hosts[16:28], tp=4)))
+    assert running.engine.wait_idle()
+    yield running, stub
+    channel.close()
+    running.stop(grace=0.5)
+
+
+def test_pages_and_chunks_add_up_to_the_snapshot(service) -> None:
+    _, stub = service
+    full = stub.GetRoutes(pb.GetRoutesRequest())
+    assert full.total_entries == len(full.entries) > 20 and not full.next_page_token
+    paged, token = [], ""
+    while True:
+        page = stub.GetRoutes(pb.GetRoutesRequest(page_size=7, page_token=token))
+        assert len(page.entries) <= 7 and page.version == full.version
+        paged += page.entries
+        token = page.next_page_token
+        if not token:
+            break
+    assert [_key(e) for e in paged] == [_key(e) for e in full.entries]
+    chunks = list(stub.StreamRoutes(pb.GetRoutesRequest(page_size=9)))
+    assert len(chunks) == -(-len(full.entries) // 9)
+    assert all(c.total_entries == full.total_entries for c in chunks)
+    assert [_key(e) for c in chunks for e in c.entries] == [_key(e) for e in full.entries]
+
+
+def test_filters_by_switch_and_job(service) -> None:
+    running, stub = service
+    full = stub.GetRoutes(pb.GetRoutesRequest()).entries
+    switch = full[0].switch
+    only = stub.GetRoutes(pb.GetRoutesRequest(switches=[switch])).entries
+    assert only and {e.switch for e in only} == {switch}
+    assert len(only) == sum(e.switch == switch for e in full)
+    job_a = {FABRIC.host_name(h) for h in range(12)}
+    mine = stub.GetRoutes(pb.GetRoutesRequest(job="a")).entries
+    assert mine and {e.dst_host for e in mine} <= job_a
+    assert len(mine) == sum(e.dst_host in job_a for e in full)
+    for request, code in [
+        (pb.GetRoutesRequest(switches=["host-p0-r0-h0"]), grpc.StatusCode.INVALID_ARGUMENT),
+        (pb.GetRoutesRequest(job="nope"), grpc.StatusCode.INVALID_ARGUMENT),
+        (pb.GetRoutesRequest(page_token="garbage"), grpc.StatusCode.INVALID_ARGUMENT),
+    ]:
+        with pytest.raises(grpc.RpcError) as err:
+            stub.GetRoutes(request)
+        assert err.value.code() == code
+        with pytest.raises(grpc.RpcError) as err:
+            list(stub.StreamRoutes(request))
+        assert err.value.code() == code
+
+
+def test_a_page_token_from_an_older_version_is_refused(service) -> None:
+    running, stub = service
+    first = stub.GetRoutes(pb.GetRoutesRequest(page_size=5))
+    stub.DeleteJob(pb.DeleteJobRequest(id="b"))
+    assert running.engine.wait_idle()
+    with pytest.raises(grpc.RpcError) as err:
+        stub.GetRoutes(pb.GetRoutesRequest(page_size=5, page_token=first.next_page_token))
+    assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "start again" in (err.value.details() or "")
+
+
+def test_routes_show_streams_and_watch_ends_without_a_traceback(service) -> None:
+    running, _ = service
+    server = ["--server", f"127.0.0.1:{running.port}"]
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        assert main(["routes", "show", "--chunk", "5", "--switch", "rtsw-p0-r0", *server]) == 0
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith("# routes version") and len(lines) > 1
+    assert all(ln.startswith("rtsw-p0-r0\t") for ln in lines[1:])
+    assert f"{len(lines) - 1} entries" in lines[0]
+
+    codes: list[int] = []
+    out, err = io.StringIO(), io.StringIO()
+
+    def watch() -> None:
+        with redirect_stdout(out), redirect_stderr(err):
+            codes.append(main(["routes", "show", "--watch", *server]))
+
+    thread = threading.Thread(target=watch)
+    thread.start()
+    deadline = threading.Event()
+    for _ in range(50):  # until the watch is in sync
+        if "in sync" in out.getvalue():
+            break
+        deadline.wait(0.1)
+    running.server.stop(0)  # the server goes away under the watch
+    thread.join(timeout=10)
+    assert not thread.is_alive() and codes and codes[0] in (0, 2)
+    assert "Traceback" not in err.getvalue()
