@@ -122,10 +122,15 @@ def cmd_solve(args: argparse.Namespace) -> int:
     )
     with progress.stage("TE solve"):
         result = solve(inputs.fabric, inputs.health, inputs.flows, options=options)
+    from controller.routes.entries import build_routes
+
+    with progress.stage("building routes"):
+        routes = build_routes(inputs.fabric, result.assignment)
     rows = []
     with progress.stage("simulating TE and baselines"):
         rows.append(routed("fabric-te", inputs.fabric, inputs.health, result.assignment,
-                           result.times["total"], args.seed, args.qps, result.parent))  # fmt: skip
+                           result.times["total"], args.seed, args.qps, result.parent,
+                           len(routes)))  # fmt: skip
         for name in BASELINES:
             rows.append(
                 baseline(name, inputs.fabric, inputs.health, inputs.flows, args.seed, args.qps)
@@ -139,8 +144,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
         "",
         f"lower bound on MLU: {bound:.4g} ({result.bound.name})"
         + (f"; LP optimum {result.lp.mlu:.4g} via {result.lp.backend}" if result.lp else ""),
-        f"fabric-te: MLU {result.mlu:.4g} = {result.ratio:.4f} x bound, "
-        f"{result.collided_links} overloaded links shared by flows, method {result.method}, "
+        f"fabric-te: MLU {result.mlu:.4g} = {result.ratio:.4f} x bound, method {result.method}, "
         f"{result.unroutable.size} unroutable, {result.fallback_ecmp.size} on ECMP (tables), "
         f"solve {result.times['total']:.3f} s",
     ]
@@ -151,10 +155,6 @@ def cmd_solve(args: argparse.Namespace) -> int:
         "rows": [row.to_dict(bound) for row in rows],
     }
     if args.out or args.apply:
-        from controller.routes.entries import build_routes
-
-        with progress.stage("building routes"):
-            routes = build_routes(inputs.fabric, result.assignment)
         counts = list(routes.counts().values()) or [0]
         lines.append(
             f"routes: {len(routes)} TE entries on {len(routes.switches())} switches "
@@ -174,18 +174,10 @@ def cmd_solve(args: argparse.Namespace) -> int:
             emit(args.json, data, "\n".join(lines) + "\n")
             return 1
     if args.plot:
-        from sim.baselines import ecmp
-        from sim.plot import plot_tiers
+        from sim.plot import plot_comparison
 
-        plot_tiers(
-            args.plot,
-            inputs.fabric,
-            inputs.health,
-            {
-                "fabric-te": result.assignment,
-                "ecmp": ecmp(inputs.fabric, inputs.flows, inputs.health, args.seed),
-            },
-        )
+        with progress.stage("plotting"):
+            plot_comparison(args.plot, inputs.fabric.name, {row.method: row.report for row in rows})
         lines.append(f"wrote {args.plot}")
     emit(args.json, data, "\n".join(lines) + "\n")
     return 0
@@ -292,7 +284,9 @@ def register(cli: Any) -> None:
         help="TE entries per switch; flows beyond it stay on ECMP",
     )
     solve.add_argument("--out", metavar="FILE", help="write the routes as JSON")
-    solve.add_argument("--plot", metavar="PNG", help="per-tier link utilisation, TE vs ECMP")
+    solve.add_argument("--plot", metavar="PNG",
+                       help="per-job bus bandwidth and per-tier utilisation, TE vs E-ECMP vs "
+                            "ECMP")  # fmt: skip
     solve.add_argument(
         "--apply", metavar="DRIVER", help="push the routes through a driver (emulated, file, ...)"
     )

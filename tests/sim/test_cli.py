@@ -4,15 +4,21 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from controller.cli.main import main
 
 
-def _json(capsys: pytest.CaptureFixture[str], argv: list[str]) -> dict:
+def _reject(token: str) -> None:
+    raise ValueError(f"not strict JSON: {token}")
+
+
+def _json(capsys: pytest.CaptureFixture[str], argv: list[str]) -> Any:
+    """Run a --json command and parse its stdout strictly (NaN/Infinity are errors)."""
     assert main(argv) == 0
-    return json.loads(capsys.readouterr().out)
+    return json.loads(capsys.readouterr().out, parse_constant=_reject)
 
 
 def test_fabric_show(capsys: pytest.CaptureFixture[str]) -> None:
@@ -73,3 +79,54 @@ def test_advise_and_topology_export(capsys: pytest.CaptureFixture[str]) -> None:
     assert "SwitchName=rtsw-p0-r0 Nodes=host-p0-r0-h[0-1]" in capsys.readouterr().out
     assert main(["advise", "--fabric", "tiny", "--jobs", "none", "--gpus", "64"]) == 2
     assert "free hosts" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["fabric", "show", "pod", "--json"],
+        ["fabric", "show", "tiny", "--json"],
+        ["simulate", "--fabric", "tiny", "--fail", "rtsw-p0-r0:ctsw-p0-c0", "--json"],
+        ["solve", "--fabric", "tiny", "--lp", "never", "--json"],  # no LP: lp_mlu is null
+        ["solve", "--fabric", "tiny", "--fail", "ctsw-p0-c0=drain", "--json"],
+        ["topology", "export", "--fabric", "tiny", "--format", "json"],
+        ["topology", "export", "--fabric", "tiny", "--format", "k8s-labels"],
+    ],
+)
+def test_every_json_output_is_strict(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    data = _json(capsys, argv)
+    assert data
+    if argv[0] == "solve" and "never" in argv:
+        assert data["te"]["lp_mlu"] is None
+
+
+def test_demo_table_leads_with_job_bandwidth(capsys: pytest.CaptureFixture[str]) -> None:
+    """The table a new user reads first: job bus bandwidth first, then MLU and its bound
+    ratio, links over capacity and entries, by one rule for every routing."""
+    assert main(["solve", "--fabric", "small", "--seed", "1"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    head = next(i for i, ln in enumerate(lines) if ln.startswith("routing"))
+    assert lines[head].split("  ")[0:1] == ["routing"]
+    assert lines[head].index("worst job busbw") < lines[head].index("MLU")
+    assert "collided" not in out
+    rows = {ln.split()[0]: ln.split() for ln in lines[head + 2 : head + 6]}
+    assert list(rows) == ["fabric-te", "ecmp", "eecmp-16qp", "pinning"]
+    data = _json(capsys, ["solve", "--fabric", "small", "--seed", "1", "--json"])
+    by = {r["method"]: r for r in data["rows"]}
+    for name, cells in rows.items():  # the table shows what --json reports
+        r = by[name]
+        assert cells[1] == f"{r['busbw_fraction_min']:.1%}"
+        assert cells[2] == f"{r['busbw_fraction_mean']:.1%}"
+        assert int(cells[5]) == r["links_over_capacity"]
+        assert int(cells[6]) == r["te_entries"]
+    assert by["fabric-te"]["links_over_capacity"] <= by["ecmp"]["links_over_capacity"]
+    assert by["ecmp"]["te_entries"] == 0 and by["fabric-te"]["te_entries"] > 0
+
+
+def test_solve_plot_writes_a_png(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "jobs.png"
+    assert main(["solve", "--fabric", "small", "--plot", str(png)]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert f"wrote {png}" in capsys.readouterr().out
