@@ -117,6 +117,6 @@ def table_rows(rows: list[Row], bound: float | None) -> list[list[object]]:
         out.append([
             row.method, Percent(r.busbw_fraction_min), Percent(r.busbw_fraction_mean), r.mlu,
             (r.mlu / bound) if bound else None, r.links_over_capacity, row.entries,
-            row.seconds,
+            round(row.seconds, 3),
         ])  # fmt: skip
     return out

@@ -118,8 +118,8 @@ def test_demo_table_leads_with_job_bandwidth(capsys: pytest.CaptureFixture[str])
         r = by[name]
         assert cells[1] == f"{r['busbw_fraction_min']:.1%}"
         assert cells[2] == f"{r['busbw_fraction_mean']:.1%}"
-        assert int(cells[5]) == r["links_over_capacity"]
-        assert int(cells[6]) == r["te_entries"]
+        assert int(cells[5].replace(",", "")) == r["links_over_capacity"]
+        assert int(cells[6].replace(",", "")) == r["te_entries"]
     assert by["fabric-te"]["links_over_capacity"] <= by["ecmp"]["links_over_capacity"]
     assert by["ecmp"]["te_entries"] == 0 and by["fabric-te"]["te_entries"] > 0
 
@@ -130,3 +130,13 @@ def test_solve_plot_writes_a_png(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert main(["solve", "--fabric", "small", "--plot", str(png)]) == 0
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert f"wrote {png}" in capsys.readouterr().out
+
+
+def test_readme_first_screen_shows_the_demo_table() -> None:
+    from sim.compare import HEADER
+
+    readme = (Path(__file__).parents[2] / "README.md").read_text().splitlines()
+    first_screen = readme[:40]
+    head = next(ln for ln in first_screen if ln.startswith("routing "))
+    assert [c.strip() for c in head.split("  ") if c.strip()] == list(HEADER)
+    assert any(ln.startswith("fabric-te ") for ln in first_screen)
