@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.parse
 import urllib.request
@@ -89,8 +90,8 @@ def dashboard_queries() -> list[tuple[str, str]]:
     ]  # fmt: skip
 
 
-def _drive(port: int, seconds: float) -> None:
-    """Jobs and link reports for `seconds`, so every counter and histogram moves."""
+def _drive(port: int, stop: threading.Event) -> None:
+    """Jobs and link reports until `stop`, so every counter and histogram moves."""
     from controller.api.fabric_te.v1 import te_pb2 as pb
     from controller.api.fabric_te.v1 import te_pb2_grpc as pb_grpc
     from controller.model.clos import PRESETS, build
@@ -100,15 +101,27 @@ def _drive(port: int, seconds: float) -> None:
     link = fabric.link_name(fabric.rack_link(0, 1))
     with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
         stub = pb_grpc.TrafficEngineeringStub(channel)
-        end, step = time.monotonic() + seconds, 0
-        while time.monotonic() < end:
+        step = 0
+        while not stop.is_set():
             step += 1
             moving = hosts[0:4] if step % 2 else hosts[2:6]
             stub.PutJob(pb.PutJobRequest(job=pb.Job(id="a", hosts=moving)))
             stub.PutJob(pb.PutJobRequest(job=pb.Job(id="b", hosts=hosts[6:8])))
             state = pb.LinkReport.DOWN if step % 2 else pb.LinkReport.UP
             stub.ReportLinks(pb.ReportLinksRequest(reports=[pb.LinkReport(link=link, state=state)]))
-            time.sleep(0.4)
+            stop.wait(0.4)
+
+
+def _missing(api: str) -> list[str]:
+    """Dashboard queries that return no finite value now."""
+    empty = []
+    for title, expr in dashboard_queries():
+        reply = _get(f"{api}/query?" + urllib.parse.urlencode({"query": expr}))
+        assert reply["status"] == "success", (title, expr, reply)
+        values = [float(r["value"][1]) for r in reply["data"]["result"]]
+        if not any(math.isfinite(v) for v in values):
+            empty.append(f"{title}: {expr} -> {values}")
+    return empty
 
 
 def test_dashboard_queries_return_data_from_a_real_prometheus() -> None:
@@ -132,17 +145,27 @@ def test_dashboard_queries_return_data_from_a_real_prometheus() -> None:
                 controller)  # fmt: skip
             _wait("prometheus", lambda: _get(f"{api}/status/buildinfo")["status"] == "success",
                   prometheus)  # fmt: skip
-            _drive(grpc_port, seconds=4.0)
-            time.sleep(2 * SCRAPE_MS / 1000)
-            targets = _get(f"{api}/targets")["data"]["activeTargets"]
+            stop, errors = threading.Event(), []
+
+            def drive() -> None:
+                try:
+                    _drive(grpc_port, stop)
+                except Exception as err:  # noqa: BLE001 - reported below
+                    errors.append(err)
+
+            driver = threading.Thread(target=drive, daemon=True)
+            driver.start()
+            try:  # until every query has data: a few scrapes, longer on a busy machine
+                deadline = time.monotonic() + 25
+                time.sleep(3.0)
+                while (empty := _missing(api)) and time.monotonic() < deadline:
+                    time.sleep(1.0)
+                targets = _get(f"{api}/targets")["data"]["activeTargets"]
+            finally:
+                stop.set()
+                driver.join(timeout=10)
+            assert not errors, errors
             assert [t["health"] for t in targets] == ["up"], targets
-            empty = []
-            for title, expr in dashboard_queries():
-                reply = _get(f"{api}/query?" + urllib.parse.urlencode({"query": expr}))
-                assert reply["status"] == "success", (title, expr, reply)
-                values = [float(r["value"][1]) for r in reply["data"]["result"]]
-                if not any(math.isfinite(v) for v in values):
-                    empty.append(f"{title}: {expr} -> {values}")
             assert not empty, "dashboard queries without data:\n" + "\n".join(empty)
 
 
