@@ -168,11 +168,15 @@ def _show(pb: Any, stub: Any, args: argparse.Namespace) -> None:
 
 
 def _watch(pb: Any, stub: Any, since: int) -> None:
+    first_chunk = True
     for event in stub.WatchRoutes(pb.WatchRoutesRequest(since_version=since)):
         kind = event.WhichOneof("event")
         if kind == "snapshot":
-            print(f"# snapshot version {event.snapshot.version}: "
-                  f"{len(event.snapshot.entries)} entries", flush=True)  # fmt: skip
+            snap = event.snapshot
+            if first_chunk:
+                print(f"# snapshot version {snap.version}: {snap.total_entries} entries",
+                      flush=True)  # fmt: skip
+            first_chunk = not snap.next_page_token
         elif kind == "sync":
             print(f"# in sync at version {event.sync.version}", flush=True)
         else:

@@ -92,19 +92,34 @@ def link_updates(
 
 
 def entry_to_pb(fabric: Fabric, entry: Entry) -> pb.RouteEntry:
-    msg = pb.RouteEntry(
-        switch=entry.switch,
-        in_port=fabric.link_name(entry.in_port),
-        dst_host=fabric.host_name(entry.dst_host),
-        next_hop=fabric.link_name(entry.next_hop),
-    )
-    if entry.qp != ALL_QPS:
-        msg.qp_bucket = entry.qp
-    return msg
+    return _entries_to_pb(fabric, [entry])[0]
+
+
+def _entries_to_pb(fabric: Fabric, entries: Iterable[Entry]) -> list[pb.RouteEntry]:
+    """Entries as messages; link and host names are looked up once per id (a route table
+    names few distinct links and hosts many times over)."""
+    links: dict[int, str] = {}
+    hosts: dict[int, str] = {}
+    out = []
+    for e in entries:
+        in_port = links.get(e.in_port)
+        if in_port is None:
+            in_port = links[e.in_port] = fabric.link_name(e.in_port)
+        next_hop = links.get(e.next_hop)
+        if next_hop is None:
+            next_hop = links[e.next_hop] = fabric.link_name(e.next_hop)
+        dst = hosts.get(e.dst_host)
+        if dst is None:
+            dst = hosts[e.dst_host] = fabric.host_name(e.dst_host)
+        msg = pb.RouteEntry(switch=e.switch, in_port=in_port, dst_host=dst, next_hop=next_hop)
+        if e.qp != ALL_QPS:
+            msg.qp_bucket = e.qp
+        out.append(msg)
+    return out
 
 
 def snapshot_to_pb(fabric: Fabric, version: int, routes: Iterable[Entry]) -> pb.RouteSnapshot:
-    return pb.RouteSnapshot(version=version, entries=[entry_to_pb(fabric, e) for e in routes])
+    return pb.RouteSnapshot(version=version, entries=_entries_to_pb(fabric, routes))
 
 
 def delta_to_pb(
@@ -112,8 +127,8 @@ def delta_to_pb(
 ) -> pb.RouteDelta:
     return pb.RouteDelta(
         version=version,
-        added=[entry_to_pb(fabric, e) for e in added],
-        removed=[entry_to_pb(fabric, e) for e in removed],
+        added=_entries_to_pb(fabric, added),
+        removed=_entries_to_pb(fabric, removed),
     )
 
 

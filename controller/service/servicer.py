@@ -109,12 +109,16 @@ class TrafficEngineering(pb_grpc.TrafficEngineeringServicer):
         self, request: pb.WatchRoutesRequest, context: grpc.ServicerContext
     ) -> Iterator[pb.RouteEvent]:
         for event in self.engine.watch(request.since_version, alive=context.is_active):
-            yield self._event(event)
+            if event.kind == "snapshot":  # large tables go out in chunks, as StreamRoutes
+                entries = list(event.entries)
+                for part, token in route_query.chunks(entries, event.version, 0, ""):
+                    yield pb.RouteEvent(
+                        snapshot=self._snapshot(event.version, part, token, len(entries))
+                    )
+            else:
+                yield self._event(event)
 
     def _event(self, event: RouteEvent) -> pb.RouteEvent:
-        if event.kind == "snapshot":
-            snap = convert.snapshot_to_pb(self.fabric, event.version, event.entries)
-            return pb.RouteEvent(snapshot=snap)
         if event.kind == "sync":
             return pb.RouteEvent(sync=pb.Sync(version=event.version))
         delta = convert.delta_to_pb(self.fabric, event.version, event.entries, event.removed)

@@ -124,3 +124,22 @@ def test_routes_show_streams_and_watch_ends_without_a_traceback(service) -> None
     thread.join(timeout=10)
     assert not thread.is_alive() and codes and codes[0] in (0, 2)
     assert "Traceback" not in err.getvalue()
+
+
+def test_watch_sends_a_large_snapshot_in_chunks(service, monkeypatch) -> None:
+    from controller.service import route_query
+
+    monkeypatch.setattr(route_query, "STREAM_CHUNK", 5)
+    _, stub = service
+    full = stub.GetRoutes(pb.GetRoutesRequest())
+    call = stub.WatchRoutes(pb.WatchRoutesRequest())
+    chunks = []
+    for event in call:
+        if event.WhichOneof("event") == "sync":
+            break
+        chunks.append(event.snapshot)
+    call.cancel()
+    assert len(chunks) == -(-len(full.entries) // 5)
+    assert all(c.next_page_token for c in chunks[:-1]) and not chunks[-1].next_page_token
+    assert all(c.total_entries == len(full.entries) for c in chunks)
+    assert [_key(e) for c in chunks for e in c.entries] == [_key(e) for e in full.entries]
