@@ -11,7 +11,7 @@ from controller.errors import AdvisorError, FabricError
 
 if TYPE_CHECKING:
     from controller.cli.main import Commands
-from controller.formats.output import emit, format_table
+from controller.formats.output import Percent, Progress, emit, format_table
 from controller.model.fabric import Fabric
 from controller.model.limits import MAX_ADVICE, MAX_GPUS, MAX_SEED, flag
 
@@ -22,19 +22,22 @@ def cmd_advise(args: argparse.Namespace) -> int:
     from controller.formats.placement import load_jobs
     from controller.model.health import parse_health
 
-    fabric = load_fabric(args.fabric)
-    jobs = load_jobs(fabric, args.jobs, seed=args.seed, fill=args.fill)
-    health = parse_health(fabric, args.fail)
+    progress = Progress(quiet=args.json)
+    with progress.stage("loading inputs"):
+        fabric = load_fabric(args.fabric)
+        jobs = load_jobs(fabric, args.jobs, seed=args.seed, fill=args.fill)
+        health = parse_health(fabric, args.fail)
     request = Request(
         gpus=args.gpus or 0, hosts=args.hosts or 0, dp=args.dp, pp=args.pp, tp=args.tp,
         pattern=args.pattern,
         same_pod=args.same_pod, avoid_hosts=_avoid(fabric, args.avoid),
         top=args.top,
     )  # fmt: skip
-    advice = advise(fabric, health, jobs, request, seed=args.seed)
+    with progress.stage(f"routing {len(jobs)} running jobs and scoring candidates"):
+        advice = advise(fabric, health, jobs, request, seed=args.seed)
     rows = [
         [s.rank, s.strategy, len(s.hosts), s.pods, s.racks, s.cross_pod_gbps, s.te_mlu,
-         s.mlu_ratio, s.new_job_busbw, s.worst_existing_delta]
+         s.mlu_ratio, Percent(s.new_job_busbw), s.worst_existing_delta]
         for s in advice
     ]  # fmt: skip
     header = ["rank", "candidate", "hosts", "pods", "racks", "cross-pod Gbps", "TE MLU",
