@@ -1,9 +1,11 @@
 """Prometheus metrics of the controller, on their own registry and port.
 
 Names follow Prometheus conventions: the unit last (`_seconds`, `_ratio`, `_entries`),
-counters end in `_total`, latencies are histograms. One attribute per metric, grouped by
+counters end in `_total`, latencies are histograms. A training job is labelled `job_id`:
+Prometheus gives every scraped series a `job` label of its own (the scrape job), and a
+`job` label from here would be renamed `exported_job`. One attribute per metric, grouped by
 what it measures; docs/operators.md says what each means and what to alert on, and
-docs/grafana/fabric-te.json graphs them.
+docs/monitoring/fabric-te.json graphs them.
 """
 
 from __future__ import annotations
@@ -53,8 +55,8 @@ class Metrics:
         )  # fmt: skip
         self.job_busbw = Gauge(
             PREFIX + "job_predicted_busbw_ratio",
-            "Predicted bus bandwidth of a job, as a fraction of its line rate", ["job"],
-            registry=r,
+            "Predicted bus bandwidth of a training job, as a fraction of its line rate",
+            ["job_id"], registry=r,
         )  # fmt: skip
         self.links_over_capacity = Gauge(
             PREFIX + "links_over_capacity",

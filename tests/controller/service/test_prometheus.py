@@ -27,7 +27,8 @@ import grpc
 import pytest
 
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
-DASHBOARD = Path(__file__).parents[3] / "docs" / "grafana" / "fabric-te.json"
+MONITORING = Path(__file__).parents[3] / "docs" / "monitoring"
+DASHBOARD = MONITORING / "fabric-te.json"
 SCRAPE_MS = 500
 
 pytestmark = pytest.mark.skipif(
@@ -167,6 +168,10 @@ def test_dashboard_queries_return_data_from_a_real_prometheus() -> None:
             assert not errors, errors
             assert [t["health"] for t in targets] == ["up"], targets
             assert not empty, "dashboard queries without data:\n" + "\n".join(empty)
+            per_job = _get(f"{api}/query?query=fabric_te_job_predicted_busbw_ratio")
+            labels = [r["metric"] for r in per_job["data"]["result"]]
+            assert {m["job_id"] for m in labels} == {"a", "b"}  # not clobbered by `job`
+            assert {m["job"] for m in labels} == {"fabric-te"}
 
 
 def test_dashboard_names_only_metrics_the_controller_exports() -> None:
@@ -178,3 +183,63 @@ def test_dashboard_names_only_metrics_the_controller_exports() -> None:
                      if w.startswith("fabric_te_")}:  # fmt: skip
             base = name.split("[")[0].removesuffix("_bucket").removesuffix("_total")
             assert base in exported, f"{title}: {name} is not exported"
+
+
+PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
+
+
+@pytest.mark.skipif(
+    not Path(PROMTOOL).exists(), reason="promtool not installed (Debian prometheus)"
+)
+def test_scrape_config_and_alert_rules_pass_promtool() -> None:
+    """promtool accepts the example config and the rules, and the rules fire (only) when
+    they should, on synthetic series."""
+    with tempfile.TemporaryDirectory(prefix="fabric-te-promtool-") as tmp:
+        for name in ("prometheus.yml", "alerts.yml"):
+            shutil.copy(MONITORING / name, tmp)
+        for args in (["check", "config", "prometheus.yml"], ["check", "rules", "alerts.yml"]):
+            done = subprocess.run([PROMTOOL, *args], cwd=tmp, capture_output=True, text=True,
+                                  timeout=30)  # fmt: skip
+            assert done.returncode == 0, done.stdout + done.stderr
+        Path(tmp, "alerts_test.yml").write_text(ALERT_TESTS)
+        done = subprocess.run([PROMTOOL, "test", "rules", "alerts_test.yml"], cwd=tmp,
+                              capture_output=True, text=True, timeout=30)  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+
+
+ALERT_TESTS = """
+rule_files: [alerts.yml]
+evaluation_interval: 1m
+tests:
+  - interval: 1m
+    input_series:
+      - series: 'fabric_te_push_failures_total{job="fabric-te"}'
+        values: '0 0 0 1 1 1'
+      - series: 'fabric_te_job_predicted_busbw_ratio{job="fabric-te", job_id="llm-1"}'
+        values: '1x5 0.5x20'
+      - series: 'fabric_te_pending_changes{job="fabric-te"}'
+        values: '0x30'
+    alert_rule_test:
+      - eval_time: 2m
+        alertname: FabricTePushFailing
+        exp_alerts: []
+      - eval_time: 4m
+        alertname: FabricTePushFailing
+        exp_alerts:
+          - exp_labels: {severity: page, job: fabric-te}
+            exp_annotations:
+              summary: "fabric-te solve/push rounds are failing"
+              description: "See `tectl status` (last_error) and `tectl routes show`."
+      - eval_time: 10m
+        alertname: FabricTeJobSlowedByFabric
+        exp_alerts: []
+      - eval_time: 25m
+        alertname: FabricTeJobSlowedByFabric
+        exp_alerts:
+          - exp_labels: {severity: ticket}
+            exp_annotations:
+              summary: "a job is predicted below 90% of its bus bandwidth"
+      - eval_time: 25m
+        alertname: FabricTeBacklog
+        exp_alerts: []
+"""
