@@ -264,7 +264,8 @@ class Engine:
         m.mlu.set(result.mlu)
         m.mlu_bound.set(result.bound.value)
         m.bound_ratio.set(result.ratio)
-        report = simulate(self.fabric, health, result.assignment)
+        # after the push, so it never delays installing; about 1.3 s at meta-24k, full
+        report = simulate(self.fabric, health, result.assignment, parent=result.parent)
         m.links_over_capacity.set(report.links_over_capacity)
         m.set_job_busbw(report.job_busbw_fraction)
 
