@@ -1,6 +1,5 @@
-"""PNGs for people: per-job bus bandwidth and per-tier utilisation of several routings
-(`plot_comparison`, what `tectl solve --plot` writes), and per-tier utilisation spreads
-(`plot_tiers`)."""
+"""A PNG for people: per-job bus bandwidth and the busiest link per tier of several
+routings side by side (what `tectl solve --plot` writes)."""
 
 from __future__ import annotations
 
@@ -9,26 +8,12 @@ from collections.abc import Mapping
 import numpy as np
 
 from controller.errors import InputError
-from controller.model.assignment import Assignment
-from controller.model.fabric import TIER_NAMES, Fabric
-from controller.model.health import LinkHealth
+from controller.model.fabric import TIER_NAMES
 from controller.model.rates import SimReport
 
 # One colour per routing, the same in every panel; TE first.
 COLOURS = {"fabric-te": "#1b7837", "eecmp": "#f1a340", "ecmp": "#d73027", "pinning": "#8073ac"}
 MAX_JOBS = 24  # bars per panel; with more jobs, the ones ECMP treats worst are shown
-
-
-def tier_utilisation(
-    fabric: Fabric, health: LinkHealth, assignment: Assignment
-) -> dict[str, np.ndarray]:
-    """Offered load / usable capacity of every live arc, grouped by tier."""
-    cap = health.arc_capacity(fabric)
-    util = np.divide(
-        assignment.link_load(fabric), cap, out=np.zeros(fabric.num_arcs), where=cap > 0
-    )
-    tier = fabric.arc_tier
-    return {name: util[(tier == t) & (cap > 0)] for t, name in enumerate(TIER_NAMES)}
 
 
 def require_matplotlib() -> None:
@@ -39,31 +24,6 @@ def require_matplotlib() -> None:
         raise InputError(
             "--plot needs matplotlib: pip install 'fabric-te[plot]' (or matplotlib)"
         ) from None
-
-
-def plot_tiers(
-    path: str, fabric: Fabric, health: LinkHealth, routings: Mapping[str, Assignment]
-) -> None:
-    """Write a box plot of per-tier utilisation for each routing to `path`."""
-    require_matplotlib()
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    data = {name: tier_utilisation(fabric, health, a) for name, a in routings.items()}
-    tiers = [t for t in TIER_NAMES if any(v[t].size for v in data.values())]
-    fig, axes = plt.subplots(1, len(tiers), figsize=(3.2 * len(tiers), 3.6), sharey=True)
-    for ax, tier in zip(np.atleast_1d(axes), tiers, strict=True):
-        ax.boxplot([data[name][tier] for name in routings], whis=(0, 100))
-        ax.set_xticks(range(1, len(routings) + 1), list(routings), rotation=30)
-        ax.set_title(tier)
-        ax.axhline(1.0, color="grey", linestyle=":", linewidth=1)
-    np.atleast_1d(axes)[0].set_ylabel("link utilisation (offered / capacity)")
-    fig.suptitle(f"{fabric.name}: utilisation per tier")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 def _colour(method: str) -> str:
@@ -93,7 +53,7 @@ def plot_comparison(path: str, fabric_name: str, reports: Mapping[str, SimReport
     tiers = [t for t in TIER_NAMES if t.split(">")[0] != "nic"
              and any(reports[n].tier_mlu.get(t, 0.0) > 0 for n in names)]  # fmt: skip
     fig, (ax_jobs, ax_tiers) = plt.subplots(
-        2, 1, figsize=(max(8.0, 0.45 * len(jobs) * len(names) / 2 + 3), 7.5),
+        2, 1, figsize=(min(14.0, max(8.0, 0.22 * len(jobs) * len(names) + 3)), 7.5),
         gridspec_kw={"height_ratios": [3, 2]},
     )  # fmt: skip
     width = 0.8 / len(names)
