@@ -174,6 +174,27 @@ def test_dashboard_queries_return_data_from_a_real_prometheus() -> None:
             assert {m["job"] for m in labels} == {"fabric-te"}
 
 
+def test_dashboard_is_a_well_formed_grafana_dashboard() -> None:
+    """Unique panel ids, panels inside Grafana's 24-column grid without overlaps, every
+    target with a refId and the dashboard's own Prometheus data source variable."""
+    doc = json.loads(DASHBOARD.read_text())
+    panels = doc["panels"]
+    assert len({p["id"] for p in panels}) == len(panels)
+    cells: set[tuple[int, int]] = set()
+    for p in panels:
+        g = p["gridPos"]
+        assert 0 <= g["x"] and g["x"] + g["w"] <= 24 and g["h"] > 0
+        mine = {(x, y) for x in range(g["x"], g["x"] + g["w"])
+                for y in range(g["y"], g["y"] + g["h"])}  # fmt: skip
+        assert not mine & cells, f"{p['title']} overlaps another panel"
+        cells |= mine
+        refs = [t["refId"] for t in p["targets"]]
+        assert len(set(refs)) == len(refs) and all(t["expr"] for t in p["targets"])
+        assert p["datasource"]["uid"] == "${datasource}"
+    (var,) = doc["templating"]["list"]
+    assert (var["name"], var["type"], var["query"]) == ("datasource", "datasource", "prometheus")
+
+
 def test_dashboard_names_only_metrics_the_controller_exports() -> None:
     from controller.service.metrics import Metrics
 
