@@ -8,6 +8,7 @@
     |   +-- RouteError                routes that cannot be built or do not fit the fabric
     |   |   +-- RouteConflict         two flows want different next hops at one entry key
     |   +-- AdvisorError              a placement request that cannot be advised on
+    |   +-- LabError                  a lab fabric that cannot be built, found or changed
     +-- PreconditionError             valid, but not against the current state
     |                                 (a stale generation)                 FAILED_PRECONDITION
     +-- SolverError                   the solver failed on valid input             INTERNAL
@@ -60,6 +61,11 @@ class RouteConflict(RouteError):
 
 class AdvisorError(InputError):
     """A request that cannot be advised on (bad sizes, not enough free hosts, ...)."""
+
+
+class LabError(InputError):
+    """A lab fabric in namespaces cannot be built, found or changed (exists already, too
+    large, not root, FRR missing, unknown lab)."""
 
 
 class PreconditionError(FabricTeError):

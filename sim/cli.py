@@ -302,3 +302,7 @@ def register(cli: Any) -> None:
     rver.add_argument("--fail", action="append", default=[], metavar="LINK[=STATE]")
     rver.add_argument("--json", action="store_true")
     rver.set_defaults(func=cmd_routes_verify)
+
+    from sim.lab.cli import register as register_lab
+
+    register_lab(cli)

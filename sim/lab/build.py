@@ -1,0 +1,247 @@
+"""`lab up`, `lab down`, `lab status`: a fabric as network namespaces, and nothing else.
+
+`up` makes one namespace per host and switch (named by `controller.drivers.linux_plan`),
+sets their sysctls (forwarding, L4 multipath hash, ignore routes with link down, no rp
+filter, no IPv6), joins them with one veth pair per link, addresses every end, and starts
+the underlay. It first writes a record of what it is about to make, so that `down` removes
+exactly that (and a failed `up` cleans up after itself through the same path).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from controller.drivers.linux_plan import LabPlan, check_lab_name, lab_dir
+from controller.errors import LabError
+from controller.model.fabric import Fabric
+from sim.lab import netns
+from sim.lab.underlay import static_routes
+
+# Measured safe on a 2-core, 24 GiB machine (see docs/dataplane.md): `small` (80
+# namespaces, 288 links) builds in about 2 s; 400 namespaces stay far below memory limits.
+MAX_NAMESPACES = 400
+MAX_LINKS = 2000
+MAX_FRR_NAMESPACES = 100  # about 20 MiB per zebra+bgpd pair
+
+SYSCTLS = {
+    "net.ipv4.ip_forward": "1",
+    "net.ipv4.fib_multipath_hash_policy": "1",
+    "net.ipv4.conf.all.ignore_routes_with_linkdown": "1",
+    "net.ipv4.conf.default.ignore_routes_with_linkdown": "1",
+    "net.ipv4.conf.all.rp_filter": "0",
+    "net.ipv4.conf.default.rp_filter": "0",
+    "net.ipv6.conf.all.disable_ipv6": "1",
+    "net.ipv6.conf.default.disable_ipv6": "1",
+}
+
+
+@dataclass
+class LabRecord:
+    """What `lab up` made: kept in the lab's directory, read by down, status and the driver."""
+
+    lab: str
+    fabric: str  # the preset name or fabric file it was built from
+    underlay: str  # static | frr
+    namespaces: list[str]
+    links: int
+    state: str = "building"  # building | up
+    build_seconds: float = 0.0
+    phases: dict[str, float] = field(default_factory=dict)
+
+    def save(self) -> None:
+        path = lab_dir(self.lab) / "lab.json"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(self), indent=1) + "\n")
+        os.replace(tmp, path)
+
+
+def load_record(lab: str) -> LabRecord:
+    path = lab_dir(lab) / "lab.json"
+    try:
+        return LabRecord(**json.loads(path.read_text()))
+    except FileNotFoundError:
+        raise LabError(f"no lab {lab!r} (no {path})") from None
+    except (ValueError, TypeError) as err:
+        raise LabError(f"lab {lab!r}: corrupt record {path}: {err}") from err
+
+
+def require_root() -> None:
+    if os.geteuid() != 0:
+        raise LabError("lab needs root: network namespaces cannot be made otherwise")
+
+
+def check_size(fabric: Fabric, underlay: str) -> None:
+    nodes = fabric.num_hosts + fabric.num_rtsws + fabric.num_ctsws + fabric.num_atsws
+    if nodes > MAX_NAMESPACES or fabric.num_links > MAX_LINKS:
+        raise LabError(
+            f"fabric {fabric.name} needs {nodes} namespaces and {fabric.num_links} links; "
+            f"a lab holds at most {MAX_NAMESPACES} and {MAX_LINKS} on one machine"
+        )
+    if underlay == "frr" and nodes > MAX_FRR_NAMESPACES:
+        raise LabError(
+            f"fabric {fabric.name} needs {nodes} FRR instances; at most "
+            f"{MAX_FRR_NAMESPACES} (use --underlay static)"
+        )
+
+
+def _ip_batch(lines: list[str], ns: str | None = None) -> None:
+    if not lines:
+        return
+    cmd = ["ip"] + (["-n", ns] if ns else []) + ["-batch", "-"]
+    done = subprocess.run(cmd, input="\n".join(lines) + "\n", capture_output=True, text=True)
+    if done.returncode != 0:
+        where = f" in {ns}" if ns else ""
+        raise LabError(f"ip -batch failed{where}: {done.stderr.strip()[:400]}")
+
+
+def port_lines(plan: LabPlan) -> dict[str, list[str]]:
+    """Node -> `ip -batch` lines that address and raise its ports and loopback."""
+    f = plan.fabric
+    out: dict[str, list[str]] = {n: ["link set dev lo up"] for n in plan.hosts + plan.switches}
+    for h, host in enumerate(plan.hosts):
+        out[host].append(f"addr add {plan.host_address(h)}/32 dev lo")
+    for sw in plan.switches:
+        out[sw].append(f"addr add {plan.switch_address(sw)}/32 dev lo")
+    for link in range(f.num_links):
+        for port in plan.ends(link):
+            out[port.node] += [
+                f"addr add {port.address}/31 dev {port.ifname}",
+                f'link set dev {port.ifname} alias "{f.link_name(link)}"',
+                f"link set dev {port.ifname} up",
+            ]
+    return out
+
+
+def veth_lines(plan: LabPlan) -> list[str]:
+    lines = []
+    for link in range(plan.fabric.num_links):
+        lo, hi = plan.ends(link)
+        lines.append(
+            f"link add dev {lo.ifname} netns {plan.netns(lo.node)} type veth "
+            f"peer name {hi.ifname} netns {plan.netns(hi.node)}"
+        )
+    return lines
+
+
+def up(fabric: Fabric, lab: str, source: str, underlay: str = "static") -> LabRecord:
+    """Build `fabric` as lab `lab`; on any failure remove what was made and raise."""
+    check_lab_name(lab)
+    require_root()
+    if underlay not in ("static", "frr"):
+        raise LabError(f"unknown underlay {underlay!r}: static or frr")
+    check_size(fabric, underlay)
+    if underlay == "frr":
+        from sim.lab import frr
+
+        frr.require()
+    plan = LabPlan(fabric, lab)
+    names = list(plan.namespaces())
+    clash = sorted(set(names) & netns.existing())
+    directory = lab_dir(lab)
+    if directory.exists() or clash:
+        raise LabError(
+            f"lab {lab!r} exists already ({directory if directory.exists() else clash[0]}); "
+            f"`tectl lab down --name {lab}` first"
+        )
+    directory.mkdir(parents=True)
+    record = LabRecord(lab, source, underlay, names, fabric.num_links)
+    record.save()
+    start = time.perf_counter()
+    try:
+        _ip_batch([f"netns add {ns}" for ns in names])
+        record.phases["namespaces"] = time.perf_counter() - start
+        for ns in names:
+            netns.write_sysctls(ns, SYSCTLS)
+        record.phases["sysctls"] = time.perf_counter() - start
+        _ip_batch(veth_lines(plan))
+        record.phases["veth"] = time.perf_counter() - start
+        for node, lines in port_lines(plan).items():
+            _ip_batch(lines, plan.netns(node))
+        record.phases["addresses"] = time.perf_counter() - start
+        if underlay == "static":
+            install_static(plan)
+        else:
+            from sim.lab import frr
+
+            frr.start(plan, directory)
+        record.phases["underlay"] = time.perf_counter() - start
+    except BaseException:
+        _remove(record)
+        raise
+    record.state = "up"
+    record.build_seconds = time.perf_counter() - start
+    record.save()
+    return record
+
+
+def install_static(plan: LabPlan, nodes: list[str] | None = None) -> None:
+    """(Re)install the static ECMP underlay of `nodes` (all by default); idempotent."""
+    routes = static_routes(plan)
+    for node in nodes if nodes is not None else list(routes):
+        _ip_batch(routes[node], plan.netns(node))
+
+
+def _remove(record: LabRecord) -> None:
+    if record.underlay == "frr":
+        from sim.lab import frr
+
+        frr.stop(lab_dir(record.lab))
+    present = netns.existing()
+    doomed = [ns for ns in record.namespaces if ns in present]
+    if doomed:
+        subprocess.run(["ip", "-force", "-batch", "-"], input="".join(
+            f"netns del {ns}\n" for ns in doomed), capture_output=True, text=True)  # fmt: skip
+    shutil.rmtree(lab_dir(record.lab), ignore_errors=True)
+
+
+def down(lab: str) -> LabRecord:
+    """Remove exactly what `up` made for `lab`."""
+    require_root()
+    record = load_record(lab)
+    _remove(record)
+    left = sorted(set(record.namespaces) & netns.existing())
+    if left:
+        raise LabError(f"lab {lab!r}: could not remove {', '.join(left[:5])}")
+    return record
+
+
+@dataclass(frozen=True)
+class LabStatus:
+    lab: str
+    fabric: str
+    underlay: str
+    state: str
+    namespaces: int
+    namespaces_present: int
+    ports_up: int
+    ports: int
+    build_seconds: float
+
+
+def status(lab: str) -> LabStatus:
+    """What the lab's record says and what the kernel still has of it."""
+    record = load_record(lab)
+    present = [ns for ns in record.namespaces if ns in netns.existing()]
+    up_count = total = 0
+    for ns in present:
+        done = subprocess.run(["ip", "-n", ns, "-j", "link", "show"], capture_output=True,
+                              text=True)  # fmt: skip
+        if done.returncode == 0:
+            for link in json.loads(done.stdout or "[]"):
+                if link.get("ifname") == "lo":
+                    continue
+                total += 1
+                up_count += "UP" in link.get("flags", []) and link.get("operstate") == "UP"
+    return LabStatus(record.lab, record.fabric, record.underlay, record.state,
+                     len(record.namespaces), len(present), up_count, total,
+                     record.build_seconds)  # fmt: skip
+
+
+def lab_path(lab: str) -> Path:
+    return lab_dir(lab)

@@ -1,0 +1,183 @@
+"""`tectl lab up|down|status|verify|link`: a fabric in network namespaces, from the shell."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import asdict
+from typing import Any
+
+import numpy as np
+
+from controller.formats.output import emit
+from controller.model.assignment import Assignment
+from controller.model.fabric import Fabric
+from controller.routes.entries import RouteSet
+
+DEFAULT_LAB = "fte"
+
+
+def default_underlay() -> str:
+    """FRR where it is installed, static multipath otherwise."""
+    from sim.lab.frr import installed
+
+    return "frr" if installed() else "static"
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    from controller.formats.fabric_file import load_fabric
+    from sim.lab.build import up
+
+    fabric = load_fabric(args.fabric)
+    underlay = default_underlay() if args.underlay == "auto" else args.underlay
+    record = up(fabric, args.name, args.fabric, underlay=underlay)
+    text = (f"lab {record.lab}: fabric {record.fabric}, {len(record.namespaces)} namespaces, "
+            f"{record.links} links, underlay {record.underlay}, built in "
+            f"{record.build_seconds:.2f} s\n")  # fmt: skip
+    emit(args.json, asdict(record), text)
+    return 0
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    from sim.lab.build import down
+
+    record = down(args.name)
+    emit(args.json, {"lab": record.lab, "removed": len(record.namespaces)},
+         f"lab {record.lab}: removed {len(record.namespaces)} namespaces\n")  # fmt: skip
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from sim.lab.build import status
+
+    s = status(args.name)
+    text = (f"lab {s.lab}: fabric {s.fabric}, underlay {s.underlay}, {s.state}; "
+            f"{s.namespaces_present}/{s.namespaces} namespaces, {s.ports_up}/{s.ports} ports "
+            f"up\n")  # fmt: skip
+    emit(args.json, asdict(s), text)
+    return 0 if s.namespaces_present == s.namespaces else 1
+
+
+def lab_fabric(name: str) -> Fabric:
+    from controller.formats.fabric_file import load_fabric
+    from sim.lab.build import load_record
+
+    return load_fabric(load_record(name).fabric)
+
+
+def cmd_link(args: argparse.Namespace) -> int:
+    from controller.drivers.linux_plan import LabPlan
+    from sim.lab.links import set_link
+
+    fabric = lab_fabric(args.name)
+    link = fabric.link_by_name(args.link)
+    set_link(LabPlan(fabric, args.name), link, args.state, rate=args.rate)
+    text = f"lab {args.name}: {fabric.link_name(link)} {args.state}"
+    if args.controller:
+        report_link(args.controller, fabric.link_name(link), args.state, args.factor)
+        text += f"; reported to {args.controller}"
+    emit(args.json, {"link": fabric.link_name(link), "state": args.state}, text + "\n")
+    return 0
+
+
+def report_link(address: str, link: str, state: str, factor: float) -> None:
+    """Tell a running controller about the change (the service's link command)."""
+    from controller.cli.main import main as tectl
+
+    extra = [str(factor)] if state == "degrade" else []
+    code = tectl(["link", "--server", address, state, link, *extra])
+    if code != 0:
+        from controller.errors import LabError
+
+        raise LabError(f"the controller at {address} did not take the link change")
+
+
+def solved(fabric: Fabric, seed: int, fill: float) -> tuple[Assignment, RouteSet]:
+    """A seeded random job mix solved on the healthy fabric, and its TE routes."""
+    from controller.formats.placement import load_jobs
+    from controller.model.health import LinkHealth
+    from controller.model.jobs import jobs_flows
+    from controller.routes.entries import build_routes
+    from controller.solver.solve import SolveOptions, solve
+
+    flows = jobs_flows(fabric, load_jobs(fabric, "random", seed=seed, fill=fill))
+    result = solve(fabric, LinkHealth.all_up(fabric), flows,
+                   options=SolveOptions(search_time=1.0))  # fmt: skip
+    return result.assignment, build_routes(fabric, result.assignment)
+
+
+def install(driver: Any, fabric: Fabric, routes: RouteSet) -> None:
+    """Make the driver's switches hold exactly `routes` (fabric-te's entries)."""
+    from controller.drivers.push import push, read_back
+    from controller.errors import DriverError
+    from controller.routes.plan import diff
+
+    actual, _ = read_back(driver, driver.switches())
+    report = push(driver, diff(actual, routes, fabric))
+    if not report.ok:
+        raise DriverError(f"routes did not install: {report.summary()}")
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from controller.drivers.linux import LinuxDriver
+    from controller.drivers.linux_plan import LabPlan
+    from sim.lab.traffic import LabIO, verify
+
+    fabric = lab_fabric(args.name)
+    assignment, routes = solved(fabric, args.seed, args.fill)
+    with LinuxDriver(fabric=fabric, lab=args.name) as driver:
+        install(driver, fabric, routes)
+    routed = np.flatnonzero(assignment.routed)
+    rng = np.random.default_rng(args.seed)
+    rows = np.sort(rng.choice(routed, size=min(args.sample, routed.size), replace=False))
+    io = LabIO(LabPlan(fabric, args.name))
+    try:
+        report = verify(io, assignment, rows.tolist(), packets=args.packets)
+    finally:
+        io.close()
+    data = {"entries": len(routes), **asdict(report), "ok": report.ok}
+    text = f"{len(routes)} TE entries installed; {report.summary()}\n"
+    text += "".join(f"  {p}\n" for p in report.problems[:20])
+    emit(args.json, data, text)
+    return 0 if report.ok else 1
+
+
+def register(cli: Any) -> None:
+    """Add the `lab` group to `tectl`."""
+    lab = cli.sub.add_parser("lab", help="a fabric built in Linux network namespaces (root)")
+    group = lab.add_subparsers(dest="lab_command", required=True, metavar="COMMAND")
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--name", default=DEFAULT_LAB,
+                       help=f"lab name, the prefix of its namespaces ({DEFAULT_LAB})")  # fmt: skip
+        p.add_argument("--json", action="store_true", help="machine-readable output")
+
+    up = group.add_parser("up", help="build the fabric as namespaces and veth links")
+    cli.add_fabric_arg(up)
+    common(up)
+    up.add_argument("--underlay", choices=("auto", "frr", "static"), default="auto",
+                    help="default routing: FRR eBGP (auto: when installed) or static ECMP")
+    up.set_defaults(func=cmd_up)
+    for name, func, text in (("down", cmd_down, "remove exactly what `lab up` made"),
+                             ("status", cmd_status, "what the lab holds")):  # fmt: skip
+        p = group.add_parser(name, help=text)
+        common(p)
+        p.set_defaults(func=func)
+    verify = group.add_parser("verify", help="solve a job mix, install it through the linux "
+                              "driver and check sampled flows with real packets")  # fmt: skip
+    common(verify)
+    verify.add_argument("--seed", type=int, default=1)
+    verify.add_argument("--fill", type=float, default=1.0)
+    verify.add_argument("--sample", type=int, default=64, help="flows to check (64)")
+    verify.add_argument("--packets", type=int, default=20, help="packets per flow (20)")
+    verify.set_defaults(func=cmd_verify)
+    link = group.add_parser("link", help="set a lab link down, up or degraded")
+    link.add_argument("state", choices=("down", "up", "degrade"))
+    link.add_argument("link", help="fabric link name, e.g. rtsw-p0-r0:ctsw-p0-c1")
+    common(link)
+    link.add_argument("--rate", default="1gbit", help="tc rate for degrade (1gbit)")
+    link.add_argument("--factor", type=float, default=0.5,
+                      help="capacity factor reported for degrade (0.5)")  # fmt: skip
+    link.add_argument("--controller", metavar="ADDR",
+                      help="also report the change to the controller at ADDR")  # fmt: skip
+    link.set_defaults(func=cmd_link)
+

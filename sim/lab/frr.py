@@ -1,0 +1,166 @@
+"""FRR as the lab's underlay: zebra + bgpd in every namespace, eBGP over every link.
+
+Each node gets its own run directory (pid files, zserv socket, vty sockets) owned by user
+`frr`, one private AS number, a peer group with `remote-as external` over its /31 links,
+`maximum-paths 64` with `multipath-relax` (ECMP over every equal-length path) and short
+timers; hosts announce their loopback. Configuration goes in through vtysh once the daemons
+are up.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from controller.drivers.linux_plan import LabPlan
+from controller.errors import LabError
+
+FRR_BIN = Path("/usr/lib/frr")
+ASN_BASE = 4_200_000_000
+DAEMONS = ("zebra", "bgpd")
+
+
+def installed() -> bool:
+    return all(os.access(FRR_BIN / d, os.X_OK) for d in DAEMONS) and bool(shutil.which("vtysh"))
+
+
+def require() -> None:
+    if not installed():
+        raise LabError("FRR is not installed (Debian package frr: zebra, bgpd, vtysh); "
+                       "install it or use --underlay static")  # fmt: skip
+    try:
+        pwd.getpwnam("frr")
+    except KeyError:
+        raise LabError("FRR is installed but user 'frr' is missing") from None
+
+
+def config(plan: LabPlan, node: str) -> str:
+    """The vtysh configuration of one node."""
+    nodes = plan.hosts + plan.switches
+    asn = ASN_BASE + nodes.index(node)
+    is_host = node in plan.hosts
+    router_id = (plan.host_address(plan.hosts.index(node)) if is_host
+                 else plan.switch_address(node))  # fmt: skip
+    lines = [
+        f"router bgp {asn}",
+        f" bgp router-id {router_id}",
+        " no bgp ebgp-requires-policy",
+        " no bgp default ipv4-unicast",
+        " bgp bestpath as-path multipath-relax",
+        " timers bgp 3 9",
+        " neighbor fabric peer-group",
+        " neighbor fabric remote-as external",
+        " neighbor fabric advertisement-interval 0",
+        " neighbor fabric timers connect 1",
+    ]
+    for link in plan.node_links[node]:
+        lines.append(f" neighbor {plan.port(node, link).peer_address} peer-group fabric")
+    lines += [" address-family ipv4 unicast", "  neighbor fabric activate",
+              "  maximum-paths 64"]  # fmt: skip
+    if is_host:
+        lines.append(f"  network {router_id}/32")
+    lines += [" exit-address-family"]
+    return "\n".join(lines) + "\n"
+
+
+def _run_dir(directory: Path, node: str) -> Path:
+    return directory / "frr" / node
+
+
+def start(plan: LabPlan, directory: Path) -> None:
+    """Start zebra and bgpd in every namespace of the lab and configure them."""
+    user = pwd.getpwnam("frr")
+    for node in plan.hosts + plan.switches:
+        run = _run_dir(directory, node)
+        run.mkdir(parents=True)
+        (run / "empty.conf").write_text("")
+        (run / "frr.conf").write_text(config(plan, node))
+        for path in (run.parent, run, run / "empty.conf", run / "frr.conf"):
+            os.chown(path, user.pw_uid, user.pw_gid)
+    procs = []
+    for daemon in DAEMONS:
+        for node in plan.hosts + plan.switches:
+            run = _run_dir(directory, node)
+            cmd = ["ip", "netns", "exec", plan.netns(node), str(FRR_BIN / daemon), "-d",
+                   "-F", "datacenter", "-i", str(run / f"{daemon}.pid"),
+                   "-z", str(run / "zserv.api"), "--vty_socket", str(run), "-P", "0",
+                   "-f", str(run / "empty.conf")]  # fmt: skip
+            procs.append((node, daemon, subprocess.Popen(cmd, stdout=subprocess.DEVNULL,
+                                                         stderr=subprocess.PIPE)))  # fmt: skip
+        for node, name, proc in procs:
+            _, err = proc.communicate()
+            if proc.returncode != 0:
+                raise LabError(f"{name} in {node} did not start: {err.decode().strip()[:300]}")
+        procs.clear()
+    for node in plan.hosts + plan.switches:
+        run = _run_dir(directory, node)
+        deadline = time.monotonic() + 10
+        while True:
+            cmd = ["vtysh", "--vty_socket", str(run), "-f", str(run / "frr.conf")]
+            done = subprocess.run(cmd, capture_output=True, text=True)
+            if done.returncode == 0:
+                break
+            if time.monotonic() > deadline:
+                raise LabError(f"vtysh could not configure {node}: "
+                               f"{(done.stdout + done.stderr).strip()[:300]}")  # fmt: skip
+            time.sleep(0.2)
+
+
+def stop(directory: Path) -> None:
+    """Stop every daemon whose pid file is under the lab's directory."""
+    pids = []
+    for pidfile in (directory / "frr").glob("*/*.pid"):
+        try:
+            pids.append(int(pidfile.read_text().strip()))
+        except (OSError, ValueError):
+            continue
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        alive = []
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+                alive.append(pid)
+            except ProcessLookupError:
+                pass
+        if not alive:
+            return
+        deadline = time.monotonic() + 2
+        while alive and time.monotonic() < deadline:
+            alive = [p for p in alive if Path(f"/proc/{p}").exists()]
+            time.sleep(0.05)
+        pids = alive
+
+
+def converged(plan: LabPlan) -> bool:
+    """Every RTSW has a route to every other rack's hosts over all its uplinks, and every
+    host a route to every other host."""
+    import json
+
+    f = plan.fabric
+    uplinks = f.ctsws_per_pod * f.rack_links
+    for rtsw in range(f.num_rtsws):
+        node = f.rtsw_name(rtsw)
+        out = subprocess.run(["ip", "-n", plan.netns(node), "-j", "route", "show", "proto",
+                              "bgp"], capture_output=True, text=True).stdout  # fmt: skip
+        routes = {r["dst"]: len(r.get("nexthops", [r])) for r in json.loads(out or "[]")}
+        for h in range(f.num_hosts):
+            if int(f.rack_of_host(h)) == rtsw:
+                continue
+            if routes.get(plan.host_address(h), 0) < uplinks:
+                return False
+    return True
+
+
+def wait_converged(plan: LabPlan, timeout: float = 60.0) -> float:
+    """Seconds until `converged`; LabError after `timeout`."""
+    start = time.monotonic()
+    while not converged(plan):
+        if time.monotonic() - start > timeout:
+            raise LabError(f"FRR underlay of lab {plan.lab} not converged in {timeout:.0f} s")
+        time.sleep(0.25)
+    return time.monotonic() - start

@@ -1,0 +1,46 @@
+"""Changing a lab link for real: down (both ends admin-down, which also makes the kernel drop
+every route through them), up (and the static underlay put back), degrade (a `tc` rate
+limit on both ends)."""
+
+from __future__ import annotations
+
+import subprocess
+
+from controller.drivers.linux_plan import LabPlan
+from controller.errors import LabError
+from sim.lab.build import install_static, load_record
+
+
+def _ip(ns: str, *args: str) -> None:
+    done = subprocess.run(["ip", "-n", ns, *args], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise LabError(f"ip -n {ns} {' '.join(args)}: {done.stderr.strip()}")
+
+
+def _tc(ns: str, *args: str, missing_ok: bool = False) -> None:
+    done = subprocess.run(["ip", "netns", "exec", ns, "tc", *args], capture_output=True,
+                          text=True)  # fmt: skip
+    if done.returncode != 0 and not missing_ok:
+        raise LabError(f"tc {' '.join(args)} in {ns}: {done.stderr.strip()}")
+
+
+def set_link(plan: LabPlan, link: int, state: str, rate: str = "1gbit") -> None:
+    """state: down, up or degrade (to `rate`)."""
+    record = load_record(plan.lab)
+    ends = plan.ends(link)
+    if state == "down":
+        for port in ends:
+            _ip(plan.netns(port.node), "link", "set", "dev", port.ifname, "down")
+    elif state == "up":
+        for port in ends:
+            _tc(plan.netns(port.node), "qdisc", "del", "dev", port.ifname, "root",
+                missing_ok=True)  # no rate limit to remove is fine
+            _ip(plan.netns(port.node), "link", "set", "dev", port.ifname, "up")
+        if record.underlay == "static":
+            install_static(plan, [port.node for port in ends])
+    elif state == "degrade":
+        for port in ends:
+            _tc(plan.netns(port.node), "qdisc", "replace", "dev", port.ifname, "root", "tbf",
+                "rate", rate, "burst", "64kb", "latency", "50ms")  # fmt: skip
+    else:
+        raise LabError(f"unknown link state {state!r}: down, up or degrade")

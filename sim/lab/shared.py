@@ -1,0 +1,35 @@
+"""One lab per process and fabric for tests (the `fabric_te.labs` plug-in): built on first
+use under a name unique to this run, removed when the process exits."""
+
+from __future__ import annotations
+
+import atexit
+import os
+import secrets
+
+from controller.model.fabric import Fabric
+from sim.lab import build
+
+_labs: dict[str, str] = {}
+
+
+def unique_name(stem: str = "t") -> str:
+    """A lab name no other run uses: stem + pid + random, at most 12 characters."""
+    return f"{stem}{os.getpid() % 100000:x}{secrets.token_hex(2)}"[:12]
+
+
+def shared_lab(fabric: Fabric) -> str:
+    """The name of this process's lab of `fabric` (static underlay)."""
+    if fabric.name not in _labs:
+        name = unique_name()
+        build.up(fabric, name, fabric.name, underlay="static")
+        _labs[fabric.name] = name
+        atexit.register(_down, name)
+    return _labs[fabric.name]
+
+
+def _down(name: str) -> None:
+    try:
+        build.down(name)
+    except Exception:  # noqa: BLE001 - at exit, nothing left to report to
+        pass

@@ -1,0 +1,86 @@
+"""The lab's default routing: the ECMP every switch has before TE, as static multipath
+routes (`--underlay static`) or as FRR's eBGP (`sim.lab.frr`).
+
+Static routes, per node, as `ip -batch` lines for the main table:
+
+    host  10.1.0.0/16 over every NIC (source address: its loopback)
+    RTSW  each of its hosts' /32 over that host's NICs; 10.1.0.0/16 over every uplink
+    CTSW  each host of its pod: /32 over the links to the host's RTSW; 10.1.0.0/16 over
+          every ATSW link (when there is an aggregation layer)
+    ATSW  each host: /32 over the links to the CTSW of the host's pod in its plane
+
+which is what eBGP with `maximum-paths` gives in a Clos.
+"""
+
+from __future__ import annotations
+
+from controller.drivers.linux_plan import HOST_LOOPBACKS, LabPlan
+from controller.model.fabric import Fabric
+
+PROTO = "static"
+
+
+def _multipath(plan: LabPlan, node: str, links: list[int]) -> str:
+    hops = []
+    for link in links:
+        port = plan.port(node, link)
+        hops.append(f"nexthop via {port.peer_address} dev {port.ifname}")
+    return " ".join(hops)
+
+
+def static_routes(plan: LabPlan) -> dict[str, list[str]]:
+    """Node name -> `ip route replace` batch lines of its ECMP underlay."""
+    f: Fabric = plan.fabric
+    out: dict[str, list[str]] = {}
+    every = str(HOST_LOOPBACKS)
+    nics = f.nics_per_host
+    for h, host in enumerate(plan.hosts):
+        links = [int(f.access_link(f.nic_id(h, n))) for n in range(nics)]
+        out[host] = [
+            f"route replace {every} proto {PROTO} src {plan.host_address(h)} "
+            + _multipath(plan, host, links)
+        ]
+    c_count, k_count = f.ctsws_per_pod, f.rack_links
+    a_count, m_count = f.atsws_per_plane, f.agg_links
+    for rtsw in range(f.num_rtsws):
+        node = f.rtsw_name(rtsw)
+        lines = []
+        for hh in range(f.hosts_per_rack):
+            h = rtsw * f.hosts_per_rack + hh
+            links = [int(f.access_link(f.nic_id(h, n))) for n in range(nics)]
+            lines.append(
+                f"route replace {plan.host_address(h)}/32 proto {PROTO} "
+                + _multipath(plan, node, links)
+            )
+        ups = [int(f.rack_link(rtsw, c, k)) for c in range(c_count) for k in range(k_count)]
+        lines.append(f"route replace {every} proto {PROTO} " + _multipath(plan, node, ups))
+        out[node] = lines
+    for ctsw in range(f.num_ctsws):
+        node = f.ctsw_name(ctsw)
+        pod, c = divmod(ctsw, c_count)
+        lines = []
+        for r in range(f.racks_per_pod):
+            rtsw = pod * f.racks_per_pod + r
+            downs = [int(f.rack_link(rtsw, c, k)) for k in range(k_count)]
+            for hh in range(f.hosts_per_rack):
+                h = rtsw * f.hosts_per_rack + hh
+                lines.append(
+                    f"route replace {plan.host_address(h)}/32 proto {PROTO} "
+                    + _multipath(plan, node, downs)
+                )
+        if a_count:
+            ups = [int(f.agg_link(pod, c, j, m)) for j in range(a_count) for m in range(m_count)]
+            lines.append(f"route replace {every} proto {PROTO} " + _multipath(plan, node, ups))
+        out[node] = lines
+    for atsw in range(f.num_atsws):
+        node = f.atsw_name(atsw)
+        c, j = divmod(atsw, max(a_count, 1))
+        lines = []
+        for pod in range(f.pods):
+            downs = [int(f.agg_link(pod, c, j, m)) for m in range(m_count)]
+            route = _multipath(plan, node, downs)
+            for h in range(pod * f.racks_per_pod * f.hosts_per_rack,
+                           (pod + 1) * f.racks_per_pod * f.hosts_per_rack):  # fmt: skip
+                lines.append(f"route replace {plan.host_address(h)}/32 proto {PROTO} {route}")
+        out[node] = lines
+    return out

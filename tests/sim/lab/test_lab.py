@@ -1,0 +1,231 @@
+"""A fabric built for real in network namespaces, driven by the linux driver, checked with
+real packets. Needs root (CI runs as root); every lab has a name unique to this run and is
+removed afterwards, even on failure."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from controller.drivers.linux import LinuxDriver
+from controller.drivers.linux_plan import LabPlan, sport_range
+from controller.errors import DriverRejected, LabError
+from controller.model.clos import PRESETS, build
+from controller.routes.entries import Entry
+from controller.routes.plan import Add, Replace
+from sim.lab import build as lab
+from sim.lab import netns
+from sim.lab.cli import install, solved
+from sim.lab.links import set_link
+from sim.lab.shared import unique_name
+from sim.lab.traffic import LabIO, Streams, send_burst, verify
+
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0, reason="lab tests need root to make network namespaces (CI runs as root)"
+)
+TINY = build(PRESETS["tiny"])
+RTSW = "rtsw-p0-r0"
+DST = 4  # host-p1-r0-h0: another pod, so the source RTSW has 4 uplinks to choose from
+
+
+@pytest.fixture(scope="module")
+def tiny_lab():
+    name = unique_name("lt")
+    lab.up(TINY, name, "tiny", underlay="static")
+    yield name
+    lab.down(name)
+
+
+@pytest.fixture
+def driver(tiny_lab):
+    made = LinuxDriver(fabric=TINY, lab=tiny_lab)
+    made.clear()
+    yield made
+    made.clear()
+    made.close()
+
+
+@pytest.fixture
+def io(tiny_lab):
+    made = LabIO(LabPlan(TINY, tiny_lab))
+    yield made
+    made.close()
+
+
+def uplink_counts(io: LabIO) -> np.ndarray:
+    counts = io.tx_packets(RTSW)
+    return np.array([counts[f"c{c}"] for c in range(TINY.ctsws_per_pod)])
+
+
+def test_up_status_down_small_and_refusals():
+    small = build(PRESETS["small"])
+    name = unique_name("ls")
+    record = lab.up(small, name, "small", underlay="static")
+    try:
+        assert set(record.namespaces) <= netns.existing() and len(record.namespaces) == 80
+        s = lab.status(name)
+        assert s.namespaces_present == 80 and s.ports_up == s.ports == 2 * small.num_links
+        with pytest.raises(LabError, match="exists already"):
+            lab.up(small, name, "small", underlay="static")
+    finally:
+        lab.down(name)
+    assert not set(record.namespaces) & netns.existing()
+    with pytest.raises(LabError, match="no lab"):
+        lab.down(name)
+    with pytest.raises(LabError, match="at most"):
+        lab.up(build(PRESETS["pod"]), unique_name("lx"), "pod")
+
+
+def test_a_failed_up_leaves_nothing(monkeypatch):
+    name = unique_name("lf")
+
+    def broken(plan, nodes=None):
+        raise LabError("underlay failed on purpose")
+
+    monkeypatch.setattr(lab, "install_static", broken)
+    with pytest.raises(LabError, match="on purpose"):
+        lab.up(TINY, name, "tiny", underlay="static")
+    assert not any(ns.startswith(name + "-") for ns in netns.existing())
+    assert not lab.lab_path(name).exists()
+
+
+def test_ecmp_spreads_source_ports_over_every_uplink(io, driver):
+    before = uplink_counts(io)
+    for sport in range(20000, 20128):
+        send_burst(io, 0, sport, DST, sport, 1)
+    spread = uplink_counts(io) - before
+    assert spread.sum() >= 128 and (spread > 0).all(), spread
+
+
+def test_te_entries_steer_every_sampled_flow(tiny_lab, io, driver):
+    assignment, routes = solved(TINY, seed=1, fill=1.0)
+    install(driver, TINY, routes)
+    assert len(routes) > 0
+    report = verify(io, assignment, np.flatnonzero(assignment.routed).tolist(), packets=10)
+    assert report.checked > 0 and report.matched == report.checked, report.problems
+    driver.clear()  # TE withdrawn: ECMP carries everything, nothing is lost
+    again = verify(io, assignment, np.flatnonzero(assignment.routed).tolist(), packets=10)
+    assert again.dropped == 0 and again.checked == report.checked
+
+
+def test_bucket_entries_steer_only_their_source_ports(io, driver):
+    whole = Entry(RTSW, TINY.access_link(0), DST, TINY.rack_link(0, 1))
+    bucket = Entry(RTSW, whole.in_port, DST, TINY.rack_link(0, 2), qp=5)
+    driver.apply(RTSW, [Add(whole), Add(bucket)])
+    for sport, uplink in ((sport_range(5)[0], 2), (sport_range(5)[1], 2),
+                          (sport_range(6)[0], 1), (30000, 1)):  # fmt: skip
+        before = uplink_counts(io)
+        send_burst(io, 0, sport, DST, sport, 20)
+        delta = uplink_counts(io) - before
+        assert delta[uplink] >= 20 and delta.sum() - delta[uplink] < 20, (sport, delta)
+
+
+def test_admin_down_drops_routes_and_reconcile_restores_them(tiny_lab, driver):
+    plan = LabPlan(TINY, tiny_lab)
+    keep = Entry(RTSW, TINY.access_link(0), DST, TINY.rack_link(0, 1))
+    other = Entry(RTSW, TINY.access_link(1), DST, TINY.rack_link(0, 3))
+    driver.apply(RTSW, [Add(keep), Add(other)])
+    link = int(TINY.rack_link(0, 1))
+    set_link(plan, link, "down")
+    try:
+        assert driver.read(RTSW) == (other,)  # the kernel dropped it; read says so
+        bad = Entry(RTSW, TINY.access_link(1), 5, TINY.rack_link(0, 1))
+        with pytest.raises(DriverRejected, match="now holds 1 TE entries"):
+            driver.apply(RTSW, [Add(Entry(RTSW, TINY.access_link(0), 6, TINY.rack_link(0, 2))),
+                                Add(bad)])  # fmt: skip
+        assert driver.read(RTSW) == (other,)  # rolled back
+        assert driver.reconcile(RTSW) == 0  # its port is still down
+    finally:
+        set_link(plan, link, "up")
+    assert driver.read(RTSW) == (other,)
+    assert driver.reconcile(RTSW) == 1
+    assert driver.read(RTSW) == (keep, other)
+
+
+def _flows_and_routes():
+    assignment, routes = solved(TINY, seed=1, fill=1.0)
+    rows = np.flatnonzero(assignment.routed)
+    return assignment, routes, rows
+
+
+def test_fail_static_kill_controller_then_remove_all_te_state(tiny_lab, io, driver):
+    assignment, routes, rows = _flows_and_routes()
+    script = (
+        "import sys, time\n"
+        "from controller.drivers.linux import LinuxDriver\n"
+        "from controller.model.clos import PRESETS, build\n"
+        "from sim.lab.cli import install, solved\n"
+        "f = build(PRESETS['tiny'])\n"
+        "d = LinuxDriver(fabric=f, lab=sys.argv[1])\n"
+        "install(d, f, solved(f, seed=1, fill=1.0)[1])\n"
+        "print('installed', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script, tiny_lab], stdout=subprocess.PIPE,
+                            text=True)  # fmt: skip
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "installed"
+        streams = Streams(io, assignment, rows.tolist()).start()
+        time.sleep(0.3)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        time.sleep(0.3)
+        assert len(driver.read(RTSW)) > 0  # the routes outlive the controller
+        driver.clear()  # every TE route and rule gone: ECMP carries all
+        time.sleep(0.3)
+        report = streams.stop()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert report.sent > 500 and report.lost == 0, report.per_flow_lost
+
+
+def test_a_moving_update_under_streams_loses_nothing(io, driver):
+    assignment, routes, rows = _flows_and_routes()
+    install(driver, TINY, routes)
+    streams = Streams(io, assignment, rows.tolist()).start()
+    time.sleep(0.2)
+    for switch in driver.switches():
+        moved = []
+        for entry in driver.read(switch):
+            if switch.startswith("rtsw"):
+                rtsw = TINY.node_by_name(switch) - TINY.node_id("rtsw", 0)
+                c = (entry.next_hop - TINY.rack_link(rtsw, 0)) % TINY.ctsws_per_pod
+                target = TINY.rack_link(rtsw, (c + 1) % TINY.ctsws_per_pod)
+                moved.append(Replace(entry, Entry(switch, entry.in_port, entry.dst_host,
+                                                  int(target), entry.owner, entry.qp)))  # fmt: skip
+        if moved:
+            driver.apply(switch, moved)
+    time.sleep(0.2)
+    report = streams.stop()
+    assert report.sent > 300 and report.lost == 0, report.per_flow_lost
+
+
+@pytest.mark.skipif(not os.access("/usr/lib/frr/bgpd", os.X_OK), reason="FRR not installed")
+def test_frr_underlay_converges_and_carries_te():
+    from sim.lab.frr import wait_converged
+
+    name = unique_name("lb")
+    lab.up(TINY, name, "tiny", underlay="frr")
+    try:
+        seconds = wait_converged(LabPlan(TINY, name), timeout=60)
+        assert seconds < 60
+        assignment, routes = solved(TINY, seed=1, fill=1.0)
+        with LinuxDriver(fabric=TINY, lab=name) as d:
+            install(d, TINY, routes)
+        frr_io = LabIO(LabPlan(TINY, name))
+        try:
+            report = verify(frr_io, assignment, np.flatnonzero(assignment.routed).tolist(), 10)
+        finally:
+            frr_io.close()
+        assert report.matched == report.checked > 0, report.problems
+    finally:
+        lab.down(name)
+    assert not subprocess.run(["pgrep", "-f", f"{name}-"], capture_output=True).stdout
