@@ -69,6 +69,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     options: dict[str, object] = {"fabric": fabric}
     if args.driver == "file":
         options["directory"] = args.driver_dir
+    if args.lab:
+        options["lab"] = args.lab
     driver = load_driver(args.driver, **options)
     engine = Engine(fabric, driver, driver_name=args.driver, debounce=args.debounce)
     if args.metrics_port:
@@ -206,6 +208,7 @@ def register(cli: Commands) -> None:
     add_fabric_arg(serve)
     serve.add_argument("--driver", default="emulated", help="switch driver (emulated)")
     serve.add_argument("--driver-dir", default="tables", help="directory for --driver file")
+    serve.add_argument("--lab", help="lab name for --driver linux (see `tectl lab up`)")
     serve.add_argument("--listen", default=DEFAULT_ADDRESS, help=f"({DEFAULT_ADDRESS})")
     serve.add_argument(
         "--debounce", type=flag(float, 0, 60), default=0.2, help="batch window, s (0.2)"
