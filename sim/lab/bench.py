@@ -175,6 +175,10 @@ def failure_loop(preset: str, underlay: str, failures: int = 20, seed: int = 1) 
             set_link(plan, link, "up")
             engine.report_links({link: 1.0})
             engine.wait_idle(120)
+            if underlay == "frr":  # sessions over the restored link are back before the next
+                from sim.lab.frr import wait_converged
+
+                wait_converged(plan, timeout=60)
         io.close()
         engine.close()
         driver.close()
