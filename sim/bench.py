@@ -626,9 +626,16 @@ def bench_lab_failure(cfg: Config) -> Iterator[Section]:
                      r.verified])  # fmt: skip
     sec.table(["fabric", "underlay", "failures", "median ms", "p99 ms", "packets sent",
                "lost", "worst failure lost", "after repair"], rows)  # fmt: skip
-    sec.text("Time from `lab link down` (both ends admin-down) to the controller's repaired "
-             "routes read back from the kernel; streams of one packet per 2 ms per flow "
-             "crossing the failed link.")
+    from sim.lab.bench import hitless_updates
+
+    ups = hitless_updates("small", updates=3 if cfg.quick else 6)
+    sec.text("Hitless updates on small (static underlay): re-solves that move flows, pushed "
+             "while every routed flow streams (one packet per 2 ms per flow):")
+    sec.table(["update", "flows moved", "ops", "packets sent", "lost"],
+              [[u.update, u.flows_moved, u.ops, u.sent, u.lost] for u in ups])  # fmt: skip
+    sec.text("Failures: time from `lab link down` (both ends admin-down) to the controller's "
+             "repaired routes read back from the kernel; streams of one packet per 2 ms per "
+             "flow crossing the failed link.")
     yield sec
 
 

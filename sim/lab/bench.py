@@ -13,7 +13,7 @@ import numpy as np
 from controller.drivers.linux import LinuxDriver
 from controller.drivers.linux_plan import LabPlan
 from controller.model.clos import PRESETS, build
-from controller.routes.entries import Entry
+from controller.routes.entries import Entry, RouteSet
 from controller.routes.plan import Add
 from sim.lab import build as lab
 from sim.lab.shared import unique_name
@@ -189,3 +189,66 @@ def failure_loop(preset: str, underlay: str, failures: int = 20, seed: int = 1) 
     return FailureFigures(preset, underlay, len(ms), statistics.median(ms), p99, sent, lost,
                           worst, "all moved flows on their new path" if bad == 0
                           else f"{bad} flow checks off their new path")  # fmt: skip
+
+
+@dataclass
+class UpdateFigures:
+    update: int
+    flows_moved: int
+    ops: int
+    sent: int
+    lost: int
+
+
+def hitless_updates(preset: str = "small", updates: int = 6,
+                    seed: int = 1) -> list[UpdateFigures]:  # fmt: skip
+    """Re-solves that move flows (each time another used uplink is taken out of the
+    solver's input, the previous one back in), each pushed while every routed flow
+    streams; packets sent/lost per update."""
+    from controller.drivers.push import push, read_back
+    from controller.formats.placement import load_jobs
+    from controller.model.assignment import moved_pairs
+    from controller.model.health import LinkHealth
+    from controller.model.jobs import jobs_flows
+    from controller.routes.plan import plan_update
+    from controller.solver.solve import SolveOptions, solve
+    from sim.lab.traffic import LabIO, Streams
+
+    fabric = build(PRESETS[preset])
+    name = unique_name("bh")
+    lab.up(fabric, name, preset, underlay="static")
+    out = []
+    try:
+        driver = LinuxDriver(fabric=fabric, lab=name)
+        flows = jobs_flows(fabric, load_jobs(fabric, "random", seed=seed, fill=1.0))
+        opts = SolveOptions(search_time=1.0, qps=1)
+        healthy = LinkHealth.all_up(fabric)
+        current = solve(fabric, healthy, flows, options=opts).assignment
+        plan, _ = plan_update(fabric, RouteSet(), current)
+        push(driver, plan)
+        io = LabIO(LabPlan(fabric, name))
+        rng = np.random.default_rng(seed)
+        rows = np.flatnonzero(current.routed).tolist()
+        for update in range(updates):
+            arcs = current.arcs(fabric)
+            used = np.unique(arcs[:, 1][arcs[:, 1] >= 0] // 2)
+            link = int(rng.choice(used[fabric.link_kind[used] == 1]))
+            health = healthy.with_factors({link: 0.0})
+            nxt = solve(fabric, health, flows, previous=current, options=opts).assignment
+            installed, _ = read_back(driver, driver.switches())
+            plan, _ = plan_update(fabric, installed, nxt)
+            streams = Streams(io, current, rows, interval=0.002).start()
+            time.sleep(0.2)
+            report = push(driver, plan)
+            time.sleep(0.2)
+            stream = streams.stop()
+            assert report.ok, report.summary()
+            out.append(UpdateFigures(update, int(moved_pairs(current, nxt).size), len(plan),
+                                     stream.sent, stream.lost))  # fmt: skip
+            current = nxt
+        io.close()
+        driver.close()
+    finally:
+        lab.down(name)
+    return out
+

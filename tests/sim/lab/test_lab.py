@@ -95,6 +95,43 @@ def test_a_failed_up_leaves_nothing(monkeypatch):
     assert not lab.lab_path(name).exists()
 
 
+def test_non_root_and_missing_frr_are_clear_errors(monkeypatch):
+    from sim.lab import frr
+
+    monkeypatch.setattr(frr, "installed", lambda: False)
+    with pytest.raises(LabError, match="FRR is not installed.*--underlay static"):
+        lab.up(TINY, unique_name("lr"), "tiny", underlay="frr")
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    with pytest.raises(LabError, match="needs root"):
+        lab.up(TINY, unique_name("lr"), "tiny", underlay="static")
+
+
+def test_the_driver_leaves_foreign_routing_alone(tiny_lab, driver):
+    ns = LabPlan(TINY, tiny_lab).netns(RTSW)
+    foreign = [
+        ["rule", "add", "iif", "h0n0", "lookup", "100", "priority", "100"],
+        ["route", "add", "10.1.0.4/32", "via", "10.128.0.33", "table", "100"],
+        ["route", "add", "10.1.0.5/32", "via", "10.128.0.33", "table", "1000000"],  # ours? no
+    ]
+    for cmd in foreign:
+        subprocess.run(["ip", "-n", ns, *cmd], check=True)
+    try:
+        driver.apply(RTSW, [Add(Entry(RTSW, TINY.access_link(0), DST, TINY.rack_link(0, 1)))])
+        assert len(driver.read(RTSW)) == 1  # the static-protocol route in our range is not ours
+        driver.clear()
+        assert driver.read(RTSW) == ()
+        show = subprocess.run(["ip", "-n", ns, "route", "show", "table", "all"],
+                              capture_output=True, text=True, check=True).stdout  # fmt: skip
+        rules = subprocess.run(["ip", "-n", ns, "rule"], capture_output=True, text=True).stdout
+        assert "10.1.0.4 via 10.128.0.33 dev c0 table 100" in show
+        assert "10.1.0.5 via 10.128.0.33 dev c0 table 1000000" in show
+        assert "100:" in rules and "lookup 100" in rules
+    finally:
+        subprocess.run(["ip", "-n", ns, "rule", "del", "priority", "100"], check=True)
+        subprocess.run(["ip", "-n", ns, "route", "flush", "table", "100"], check=True)
+        subprocess.run(["ip", "-n", ns, "route", "flush", "table", "1000000"], check=True)
+
+
 def test_ecmp_spreads_source_ports_over_every_uplink(io, driver):
     before = uplink_counts(io)
     for sport in range(20000, 20128):
@@ -226,6 +263,18 @@ def test_frr_underlay_converges_and_carries_te():
         finally:
             frr_io.close()
         assert report.matched == report.checked > 0, report.problems
+        frr_io = LabIO(LabPlan(TINY, name))
+        streams = Streams(frr_io, assignment, np.flatnonzero(assignment.routed).tolist())
+        try:
+            streams.start()
+            time.sleep(0.2)
+            with LinuxDriver(fabric=TINY, lab=name) as d:
+                d.clear()  # TE withdrawn: BGP's ECMP carries every flow, nothing lost
+            time.sleep(0.2)
+            stream = streams.stop()
+        finally:
+            frr_io.close()
+        assert stream.sent > 300 and stream.lost == 0, stream.per_flow_lost
     finally:
         lab.down(name)
     assert not subprocess.run(["pgrep", "-f", f"{name}-"], capture_output=True).stdout
