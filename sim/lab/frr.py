@@ -47,6 +47,9 @@ def config(plan: LabPlan, node: str) -> str:
     router_id = (plan.host_address(plan.hosts.index(node)) if is_host
                  else plan.switch_address(node))  # fmt: skip
     lines = [
+        # Plain multipath routes, not kernel nexthop objects: after a port flap, FRR 8.4
+        # left the kernel's shrunken nexthop groups without the restored path.
+        "no zebra nexthop kernel enable",
         f"router bgp {asn}",
         f" bgp router-id {router_id}",
         " no bgp ebgp-requires-policy",
