@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -29,7 +30,9 @@ def cmd_up(args: argparse.Namespace) -> int:
 
     fabric = load_fabric(args.fabric)
     underlay = default_underlay() if args.underlay == "auto" else args.underlay
-    record = up(fabric, args.name, args.fabric, underlay=underlay)
+    path = Path(args.fabric)  # a fabric file is recorded by absolute path, a preset by name
+    source = str(path.resolve()) if path.is_file() else args.fabric
+    record = up(fabric, args.name, source, underlay=underlay)
     text = (f"lab {record.lab}: fabric {record.fabric}, {len(record.namespaces)} namespaces, "
             f"{record.links} links, underlay {record.underlay}, built in "
             f"{record.build_seconds:.2f} s\n")  # fmt: skip

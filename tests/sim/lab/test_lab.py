@@ -278,3 +278,23 @@ def test_frr_underlay_converges_and_carries_te():
     finally:
         lab.down(name)
     assert not subprocess.run(["pgrep", "-f", f"{name}-"], capture_output=True).stdout
+
+
+def test_tectl_lab_commands(capsys):
+    from controller.cli.main import main
+
+    name = unique_name("lc")
+    assert main(["lab", "up", "--fabric", "tiny", "--name", name, "--underlay", "static"]) == 0
+    try:
+        assert main(["lab", "status", "--name", name]) == 0
+        assert "24/24 namespaces, 80/80 ports up" in capsys.readouterr().out
+        assert main(["lab", "link", "down", "rtsw-p0-r0:ctsw-p0-c1", "--name", name]) == 0
+        assert main(["lab", "status", "--name", name]) == 0  # every namespace is there
+        assert "78/80 ports up" in capsys.readouterr().out
+        assert main(["lab", "link", "up", "rtsw-p0-r0:ctsw-p0-c1", "--name", name]) == 0
+        assert main(["lab", "verify", "--name", name, "--sample", "8", "--packets", "5"]) == 0
+        assert "8 matched, 0 misrouted, 0 dropped" in capsys.readouterr().out
+    finally:
+        assert main(["lab", "down", "--name", name]) == 0
+    assert main(["lab", "status", "--name", name]) == 2
+    assert "no lab" in capsys.readouterr().err
