@@ -100,17 +100,32 @@ def start(plan: LabPlan, directory: Path) -> None:
             if proc.returncode != 0:
                 raise LabError(f"{name} in {node} did not start: {err.decode().strip()[:300]}")
         procs.clear()
-    for node in plan.hosts + plan.switches:
-        run = _run_dir(directory, node)
-        deadline = time.monotonic() + 10
-        while True:
-            cmd = ["vtysh", "--vty_socket", str(run), "-f", str(run / "frr.conf")]
-            done = subprocess.run(cmd, capture_output=True, text=True)
-            if done.returncode == 0:
-                break
-            if time.monotonic() > deadline:
-                raise LabError(f"vtysh could not configure {node}: "
-                               f"{(done.stdout + done.stderr).strip()[:300]}")  # fmt: skip
+    _configure(plan, directory)
+
+
+def _configure(plan: LabPlan, directory: Path, parallel: int = 16) -> None:
+    """vtysh -f in every namespace, `parallel` at a time, retrying while a daemon is not
+    yet listening."""
+    pending = list(plan.hosts + plan.switches)
+    deadline = time.monotonic() + 30
+    while pending:
+        failed: list[tuple[str, str]] = []
+        for at in range(0, len(pending), parallel):
+            running = []
+            for node in pending[at:at + parallel]:
+                run = _run_dir(directory, node)
+                cmd = ["vtysh", "--vty_socket", str(run), "-f", str(run / "frr.conf")]
+                running.append((node, subprocess.Popen(cmd, stdout=subprocess.PIPE,
+                                                       stderr=subprocess.STDOUT, text=True)))
+            for node, proc in running:
+                out, _ = proc.communicate()
+                if proc.returncode != 0:
+                    failed.append((node, out))
+        if failed and time.monotonic() > deadline:
+            node, out = failed[0]
+            raise LabError(f"vtysh could not configure {node}: {out.strip()[:300]}")
+        pending = [node for node, _ in failed]
+        if pending:
             time.sleep(0.2)
 
 
