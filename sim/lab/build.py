@@ -112,10 +112,26 @@ def port_lines(plan: LabPlan) -> dict[str, list[str]]:
         for port in plan.ends(link):
             out[port.node] += [
                 f"addr add {port.address}/31 dev {port.ifname}",
-                f'link set dev {port.ifname} alias "{f.link_name(link)}"',
                 f"link set dev {port.ifname} up",
             ]
     return out
+
+
+def set_aliases(plan: LabPlan) -> None:
+    """Every port's alias = the fabric's link name (set over netlink: `ip -batch` would read
+    the '#' of a parallel member's name as a comment)."""
+    from pyroute2 import IPRoute
+
+    for node, links in plan.node_links.items():
+        with netns.entered(plan.netns(node)):
+            ipr = IPRoute()
+        try:
+            index = {ln.get_attr("IFLA_IFNAME"): ln["index"] for ln in ipr.get_links()}
+            for link in links:
+                port = plan.port(node, link)
+                ipr.link("set", index=index[port.ifname], ifalias=plan.fabric.link_name(link))
+        finally:
+            ipr.close()
 
 
 def veth_lines(plan: LabPlan) -> list[str]:
@@ -163,6 +179,7 @@ def up(fabric: Fabric, lab: str, source: str, underlay: str = "static") -> LabRe
         record.phases["veth"] = time.perf_counter() - start
         for node, lines in port_lines(plan).items():
             _ip_batch(lines, plan.netns(node))
+        set_aliases(plan)
         record.phases["addresses"] = time.perf_counter() - start
         if underlay == "static":
             install_static(plan)

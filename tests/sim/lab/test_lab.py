@@ -298,3 +298,25 @@ def test_tectl_lab_commands(capsys):
         assert main(["lab", "down", "--name", name]) == 0
     assert main(["lab", "status", "--name", name]) == 2
     assert "no lab" in capsys.readouterr().err
+
+
+def test_parallel_links_of_wide_are_named_aliased_and_steered():
+    wide = build(PRESETS["wide"])
+    name = unique_name("lw")
+    lab.up(wide, name, "wide", underlay="static")
+    try:
+        plan = LabPlan(wide, name)
+        shown = subprocess.run(["ip", "-n", plan.netns("ctsw-p0-c0"), "link", "show", "r0k1"],
+                               capture_output=True, text=True, check=True).stdout  # fmt: skip
+        assert "alias rtsw-p0-r0:ctsw-p0-c0#1" in shown
+        assignment, routes = solved(wide, seed=1, fill=1.0)
+        with LinuxDriver(fabric=wide, lab=name) as d:
+            install(d, wide, routes)
+        wide_io = LabIO(plan)
+        try:
+            report = verify(wide_io, assignment, np.flatnonzero(assignment.routed).tolist(), 5)
+        finally:
+            wide_io.close()
+        assert report.matched == report.checked > 0, report.problems
+    finally:
+        lab.down(name)
