@@ -13,7 +13,7 @@ registry). `apply` validates the whole batch first, then uses `route replace` (m
 break); if the kernel refuses an operation midway, the operations already done are undone
 and the error says what the switch holds now. Setting a port admin-down makes the kernel drop
 every route through it: `read` shows the loss, and `reconcile` puts back what this driver
-installed once the port is up again.
+installed once the port is up again, as does the next batch applied to that switch.
 """
 
 from __future__ import annotations
@@ -253,7 +253,14 @@ class LinuxDriver(Driver):
         sw = self._switch(switch)
         with sw.lock:
             before, ruled = self._kernel(sw)
+            intent = self._intent.setdefault(switch, {})
+            touched = {e.match for e in install} | set(remove)
+            # Entries of ours the kernel dropped (a port went admin-down): put back those
+            # whose port is up again, keep remembering the others.
+            lost = {k: e for k, e in intent.items() if k not in before and k not in touched}
+            up = self._ports_up(sw) if lost else set()
             target = dict(before)
+            target.update({k: e for k, e in lost.items() if e.next_hop in up})
             for entry in install:
                 target[entry.match] = entry
             for key in remove:
@@ -271,9 +278,18 @@ class LinuxDriver(Driver):
                 cls = DriverRejected if undo == "rolled back" else DriverError
                 raise cls(f"{switch}: kernel refused the batch ({err}); {undo}; the switch "
                           f"now holds {len(held)} TE entries") from err  # fmt: skip
-            intent = self._intent.setdefault(switch, {})
             intent.clear()
+            intent.update({k: e for k, e in lost.items() if k not in target})
             intent.update(target)
+
+    def _ports_up(self, sw: _Switch) -> set[int]:
+        """Link ids of the switch's ports that are up (admin and carrier)."""
+        try:
+            links = sw.ipr.get_links()
+        except Exception as err:
+            raise DriverUnavailable(f"{sw.name}: netlink link dump failed: {err}") from err
+        up = [ln["index"] for ln in links if ln.get_attr("IFLA_OPERSTATE") == "UP"]
+        return {sw.by_index[i] for i in up if i in sw.by_index}
 
     def _converge(
         self, sw: _Switch, have: dict[Key, Entry], want: dict[Key, Entry], ruled: set[int]

@@ -178,11 +178,19 @@ def test_admin_down_drops_routes_and_reconcile_restores_them(tiny_lab, driver):
                                 Add(bad)])  # fmt: skip
         assert driver.read(RTSW) == (other,)  # rolled back
         assert driver.reconcile(RTSW) == 0  # its port is still down
+        driver.apply(RTSW, [Replace(other, Entry(RTSW, other.in_port, DST, TINY.rack_link(0, 2)))])
+        other = driver.read(RTSW)[0]  # a batch while the port is down: `keep` stays lost
     finally:
         set_link(plan, link, "up")
     assert driver.read(RTSW) == (other,)
     assert driver.reconcile(RTSW) == 1
     assert driver.read(RTSW) == (keep, other)
+    set_link(plan, link, "down")  # again; this time the next batch restores it
+    set_link(plan, link, "up")
+    assert driver.read(RTSW) == (other,)
+    third = Entry(RTSW, TINY.access_link(1), 6, TINY.rack_link(0, 0))
+    driver.apply(RTSW, [Add(third)])
+    assert driver.read(RTSW) == (keep, other, third)
 
 
 def _flows_and_routes():
