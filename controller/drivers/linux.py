@@ -55,6 +55,7 @@ class OwnerRegistry:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._lock = threading.Lock()
+        self._known: dict[str, int] = {}  # names never change their realm: cache freely
 
     def _load(self) -> dict[str, int]:
         try:
@@ -67,7 +68,10 @@ class OwnerRegistry:
         return {str(k): int(v) for k, v in owners.items()}
 
     def realm(self, owner: str) -> int:
+        if owner in self._known:
+            return self._known[owner]
         owners = self._load()
+        self._known.update(owners)
         if owner in owners:
             return owners[owner]
         with self._lock, open(self.path.with_suffix(".lock"), "w") as lock:
@@ -81,12 +85,15 @@ class OwnerRegistry:
                 tmp = self.path.with_suffix(".tmp")
                 tmp.write_text(json.dumps(owners, indent=1, sort_keys=True) + "\n")
                 os.replace(tmp, self.path)
+            self._known.update(owners)
             return owners[owner]
 
     def owner(self, realm: int) -> str:
-        for name, value in self._load().items():
-            if value == realm:
-                return name
+        for owners in (self._known, self._load()):
+            for name, value in owners.items():
+                if value == realm:
+                    self._known[name] = value
+                    return name
         raise DriverError(f"route realm {realm} names no owner in {self.path}")
 
 
