@@ -619,7 +619,8 @@ def bench_lab_failure(cfg: Config) -> Iterator[Section]:
 
     rows = []
     n = 5 if cfg.quick else 20
-    for preset, underlay in [("small", "static")] + ([("tiny", "frr")] if installed() else []):
+    runs = [("small", "static")] + ([("tiny", "frr"), ("small", "frr")] if installed() else [])
+    for preset, underlay in runs:
         r = failure_loop(preset, underlay, failures=n)
         rows.append([r.fabric, r.underlay, r.failures, f"{r.repair_median_ms:.0f}",
                      f"{r.repair_p99_ms:.0f}", r.sent, r.lost, r.lost_per_failure_max,
