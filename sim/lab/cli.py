@@ -24,18 +24,38 @@ def default_underlay() -> str:
     return "frr" if installed() else "static"
 
 
+def apply_health(plan: Any, health: Any, link_gbit: float) -> None:
+    """Down links set down; a link degraded to factor f rate-limited to f x `link_gbit`."""
+    from sim.lab.links import set_link
+
+    for link in health.down_links().tolist():
+        set_link(plan, int(link), "down")
+    for link in health.degraded_links().tolist():
+        rate = f"{max(1, round(float(health.factor[link]) * link_gbit * 1000))}mbit"
+        set_link(plan, int(link), "degrade", rate=rate)
+
+
 def cmd_up(args: argparse.Namespace) -> int:
+    from controller.drivers.linux_plan import LabPlan
     from controller.formats.fabric_file import load_fabric
-    from sim.lab.build import up
+    from controller.model.health import parse_health
+    from sim.lab.build import down, up
 
     fabric = load_fabric(args.fabric)
     underlay = default_underlay() if args.underlay == "auto" else args.underlay
     path = Path(args.fabric)  # a fabric file is recorded by absolute path, a preset by name
     source = str(path.resolve()) if path.is_file() else args.fabric
+    health = parse_health(fabric, args.fail)  # bad specs fail before anything is built
     record = up(fabric, args.name, source, underlay=underlay)
+    try:
+        apply_health(LabPlan(fabric, args.name), health, args.link_gbit)
+    except BaseException:
+        down(args.name)
+        raise
     text = (f"lab {record.lab}: fabric {record.fabric}, {len(record.namespaces)} namespaces, "
             f"{record.links} links, underlay {record.underlay}, built in "
-            f"{record.build_seconds:.2f} s\n")  # fmt: skip
+            f"{record.build_seconds:.2f} s; {health.down_links().size} links down, "
+            f"{health.degraded_links().size} degraded\n")  # fmt: skip
     emit(args.json, asdict(record), text)
     return 0
 
@@ -159,6 +179,10 @@ def register(cli: Any) -> None:
     common(up)
     up.add_argument("--underlay", choices=("auto", "frr", "static"), default="auto",
                     help="default routing: FRR eBGP (auto: when installed) or static ECMP")
+    up.add_argument("--fail", action="append", default=[], metavar="LINK[=STATE]",
+                    help="link down (or =0.5 degraded: a tc rate limit); repeatable")
+    up.add_argument("--link-gbit", type=float, default=10.0,
+                    help="rate a degraded link's factor applies to, Gbit/s (10)")
     up.set_defaults(func=cmd_up)
     for name, func, text in (("down", cmd_down, "remove exactly what `lab up` made"),
                              ("status", cmd_status, "what the lab holds")):  # fmt: skip

@@ -299,8 +299,13 @@ def test_tectl_lab_commands(capsys):
     from controller.cli.main import main
 
     name = unique_name("lc")
-    assert main(["lab", "up", "--fabric", "tiny", "--name", name, "--underlay", "static"]) == 0
+    assert main(["lab", "up", "--fabric", "tiny", "--name", name, "--underlay", "static",
+                 "--fail", "rtsw-p1-r1:ctsw-p1-c3=0.5"]) == 0  # fmt: skip
     try:
+        plan = LabPlan(TINY, name)
+        qdisc = subprocess.run(["ip", "netns", "exec", plan.netns("rtsw-p1-r1"), "tc", "qdisc",
+                                "show", "dev", "c3"], capture_output=True, text=True).stdout
+        assert "tbf" in qdisc and "5Gbit" in qdisc
         assert main(["lab", "status", "--name", name]) == 0
         assert "24/24 namespaces, 80/80 ports up" in capsys.readouterr().out
         assert main(["lab", "link", "down", "rtsw-p0-r0:ctsw-p0-c1", "--name", name]) == 0
