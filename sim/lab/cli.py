@@ -114,8 +114,10 @@ def report_link(address: str, link: str, state: str, factor: float) -> None:
         raise LabError(f"the controller at {address} did not take the link change")
 
 
-def solved(fabric: Fabric, seed: int, fill: float) -> tuple[Assignment, RouteSet]:
-    """A seeded random job mix solved on the healthy fabric, and its TE routes."""
+def solved(fabric: Fabric, seed: int, fill: float,
+           health: Any = None) -> tuple[Assignment, RouteSet]:  # fmt: skip
+    """A seeded random job mix solved on `health` (default: all links up), and its TE
+    routes."""
     from controller.formats.placement import load_jobs
     from controller.model.health import LinkHealth
     from controller.model.jobs import jobs_flows
@@ -123,7 +125,7 @@ def solved(fabric: Fabric, seed: int, fill: float) -> tuple[Assignment, RouteSet
     from controller.solver.solve import SolveOptions, solve
 
     flows = jobs_flows(fabric, load_jobs(fabric, "random", seed=seed, fill=fill))
-    result = solve(fabric, LinkHealth.all_up(fabric), flows,
+    result = solve(fabric, health if health is not None else LinkHealth.all_up(fabric), flows,
                    options=SolveOptions(search_time=1.0))  # fmt: skip
     return result.assignment, build_routes(fabric, result.assignment)
 
@@ -143,22 +145,29 @@ def install(driver: Any, fabric: Fabric, routes: RouteSet) -> None:
 def cmd_verify(args: argparse.Namespace) -> int:
     from controller.drivers.linux import LinuxDriver
     from controller.drivers.linux_plan import LabPlan
+    from sim.lab.links import lab_health
     from sim.lab.traffic import LabIO, verify
 
     fabric = lab_fabric(args.name)
-    assignment, routes = solved(fabric, args.seed, args.fill)
+    plan = LabPlan(fabric, args.name)
+    health = lab_health(plan)  # solve around the links that are down in the lab
+    assignment, routes = solved(fabric, args.seed, args.fill, health)
     with LinuxDriver(fabric=fabric, lab=args.name) as driver:
         install(driver, fabric, routes)
     routed = np.flatnonzero(assignment.routed)
     rng = np.random.default_rng(args.seed)
     rows = np.sort(rng.choice(routed, size=min(args.sample, routed.size), replace=False))
-    io = LabIO(LabPlan(fabric, args.name))
+    io = LabIO(plan)
     try:
         report = verify(io, assignment, rows.tolist(), packets=args.packets)
     finally:
         io.close()
-    data = {"entries": len(routes), **asdict(report), "ok": report.ok}
-    text = f"{len(routes)} TE entries installed; {report.summary()}\n"
+    buckets = int((assignment.flows.qp[rows] >= 0).sum())
+    down = health.down_links().size
+    data = {"entries": len(routes), "links_down": int(down), "bucket_flows": buckets,
+            **asdict(report), "ok": report.ok}  # fmt: skip
+    text = (f"{down} links down; {len(routes)} TE entries installed; {report.summary()} "
+            f"({buckets} of them QP buckets)\n")  # fmt: skip
     text += "".join(f"  {p}\n" for p in report.problems[:20])
     emit(args.json, data, text)
     return 0 if report.ok else 1

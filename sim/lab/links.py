@@ -8,6 +8,7 @@ import subprocess
 
 from controller.drivers.linux_plan import LabPlan
 from controller.errors import LabError
+from controller.model.health import LinkHealth
 from sim.lab.build import install_static, load_record
 
 
@@ -44,3 +45,26 @@ def set_link(plan: LabPlan, link: int, state: str, rate: str = "1gbit") -> None:
                 "rate", rate, "burst", "64kb", "latency", "50ms")  # fmt: skip
     else:
         raise LabError(f"unknown link state {state!r}: down, up or degrade")
+
+
+def lab_health(plan: LabPlan) -> LinkHealth:
+    """Link health as the lab's kernels see it: a link whose either end is not up is down
+    (degradations are not read back)."""
+    from pyroute2 import IPRoute
+
+    from sim.lab import netns
+
+    up: dict[str, set[str]] = {}
+    for node in plan.node_links:
+        with netns.entered(plan.netns(node)):
+            ipr = IPRoute()
+        try:
+            up[node] = {ln.get_attr("IFLA_IFNAME") for ln in ipr.get_links()
+                        if ln.get_attr("IFLA_OPERSTATE") == "UP"}  # fmt: skip
+        finally:
+            ipr.close()
+    down = {}
+    for link in range(plan.fabric.num_links):
+        if any(port.ifname not in up[port.node] for port in plan.ends(link)):
+            down[link] = 0.0
+    return LinkHealth.all_up(plan.fabric).with_factors(down)
