@@ -340,3 +340,15 @@ def test_parallel_links_of_wide_are_named_aliased_and_steered():
         assert report.matched == report.checked > 0, report.problems
     finally:
         lab.down(name)
+
+
+def test_rules_count_ports_and_buckets_never_entries(tiny_lab, driver):
+    entries = [Entry(RTSW, TINY.access_link(nic), dst, TINY.rack_link(0, dst % 4), qp=qp)
+               for nic in (0, 1) for dst in range(2, 8) for qp in (-1, 3)]  # fmt: skip
+    driver.apply(RTSW, [Add(e) for e in entries])
+    assert len(driver.read(RTSW)) == 24
+    rules = subprocess.run(["ip", "-n", LabPlan(TINY, tiny_lab).netns(RTSW), "rule"],
+                           capture_output=True, text=True, check=True).stdout  # fmt: skip
+    ours = [line for line in rules.splitlines() if line.startswith(("20000:", "20001:"))]
+    assert len(ours) == 4  # 2 ports x (whole flow, bucket 3), for 24 entries
+    assert sum("sport 49344-49407 dport 4791" in line for line in ours) == 2
