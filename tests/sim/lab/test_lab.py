@@ -199,23 +199,35 @@ def _flows_and_routes():
     return assignment, routes, rows
 
 
-def test_fail_static_kill_controller_then_remove_all_te_state(tiny_lab, io, driver):
+def test_fail_static_kill_controller_then_remove_all_te_state(tiny_lab, io, driver, tmp_path):
+    """`tectl serve --driver linux` installs a job mix; kill -9 it while every flow streams;
+    then remove all TE state while every flow streams."""
+    import json
+    import socket
+
+    from controller.cli.main import main
+    from controller.drivers.push import read_back
+    from controller.formats.placement import dump_placement, load_jobs
+
     assignment, routes, rows = _flows_and_routes()
-    script = (
-        "import sys, time\n"
-        "from controller.drivers.linux import LinuxDriver\n"
-        "from controller.model.clos import PRESETS, build\n"
-        "from sim.lab.cli import install, solved\n"
-        "f = build(PRESETS['tiny'])\n"
-        "d = LinuxDriver(fabric=f, lab=sys.argv[1])\n"
-        "install(d, f, solved(f, seed=1, fill=1.0)[1])\n"
-        "print('installed', flush=True)\n"
-        "time.sleep(60)\n"
-    )
-    proc = subprocess.Popen([sys.executable, "-c", script, tiny_lab], stdout=subprocess.PIPE,
-                            text=True)  # fmt: skip
+    jobs = tmp_path / "jobs.json"
+    jobs.write_text(json.dumps(dump_placement(TINY, load_jobs(TINY, "random", seed=1, fill=1.0))))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{s.getsockname()[1]}"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "controller.cli.main", "serve", "--fabric", "tiny", "--driver",
+         "linux", "--lab", tiny_lab, "--listen", address, "--metrics-port", "0"],
+        stderr=subprocess.PIPE, text=True)  # fmt: skip
     try:
-        assert proc.stdout is not None and proc.stdout.readline().strip() == "installed"
+        assert proc.stderr is not None
+        while "serving" not in proc.stderr.readline():
+            assert proc.poll() is None, "tectl serve did not start"
+        assert main(["job", "put", "--server", address, str(jobs)]) == 0
+        deadline = time.monotonic() + 30
+        while read_back(driver, driver.switches())[0] != routes:
+            assert time.monotonic() < deadline, "the controller did not install the mix"
+            time.sleep(0.1)
         streams = Streams(io, assignment, rows.tolist()).start()
         time.sleep(0.3)
         os.kill(proc.pid, signal.SIGKILL)
@@ -227,7 +239,7 @@ def test_fail_static_kill_controller_then_remove_all_te_state(tiny_lab, io, driv
             proc.kill()
             proc.wait()
     assert killed.sent > 300 and killed.lost == 0, killed.per_flow_lost
-    assert len(driver.read(RTSW)) > 0  # the routes outlive the controller ...
+    assert read_back(driver, driver.switches())[0] == routes  # the routes outlive it ...
     still = verify(io, assignment, rows.tolist(), packets=5)
     assert still.matched == still.checked > 0, still.problems  # ... and still steer
     streams = Streams(io, assignment, rows.tolist()).start()
