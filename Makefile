@@ -13,7 +13,7 @@ GEN    := controller/api/fabric_te/v1/te_pb2.py
 # them skip and say why. Services are not started by the install (policy-rc.d).
 DEBS := iproute2 nftables frr etcd-server slurmctld prometheus
 
-.PHONY: demo test fuzz bench check protos clean system-deps
+.PHONY: demo test fuzz bench check protos clean system-deps certs
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -61,6 +61,10 @@ test: $(GEN) system-deps
 FUZZ_EXAMPLES ?= 2000
 fuzz: $(GEN)
 	FABRIC_TE_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q -k fuzz
+
+## certs: a throw-away CA, server and client certificates in certs/ (git-ignored)
+certs: $(STAMP)
+	$(BIN)/tectl certs certs --force
 
 ## bench: scale benchmarks; writes docs/benchmarks.md
 bench: $(GEN)

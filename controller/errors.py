@@ -15,9 +15,13 @@
     |   +-- LpError                   the LP ended without an optimum
     |       +-- LpTimeout             ... because its time limit ran out  DEADLINE_EXCEEDED
     +-- DriverError                   a switch or driver failed                 UNAVAILABLE
-        +-- DriverTimeout             no answer in time; the batch may or may not have landed
-        +-- DriverRejected            the switch refused the batch; nothing was applied
-        +-- DriverUnavailable         the switch (or its store) cannot be reached
+    |   +-- DriverTimeout             no answer in time; the batch may or may not have landed
+    |   +-- DriverRejected            the switch refused the batch; nothing was applied
+    |   +-- DriverUnavailable         the switch (or its store) cannot be reached
+    +-- LimitError                    over a server limit (size, rate, cost, streams)
+        |                             `retry_after` s when waiting helps    RESOURCE_EXHAUSTED
+        +-- OverDeadline              the work would not, or did not, end in time
+                                                                           DEADLINE_EXCEEDED
 
 Lower-layer errors are raised as the most specific of these, with the cause kept. Anything
 outside the tree is a bug and leaves the service as INTERNAL with its traceback logged.
@@ -98,3 +102,15 @@ class DriverRejected(DriverError):
 
 class DriverUnavailable(DriverError):
     """The switch or its store cannot be reached."""
+
+
+class LimitError(FabricTeError):
+    """A request over one of the server's limits; `retry_after` (seconds) when waiting helps."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class OverDeadline(LimitError):
+    """The work would not (or did not) finish within its deadline."""

@@ -47,7 +47,7 @@ class Commands:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from controller.cli import advise, offline, service
+    from controller.cli import advise, certs, offline, service
 
     parser = argparse.ArgumentParser(
         prog="tectl", description="fabric-te: traffic engineering for AI-training fabrics"
@@ -56,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     offline.register(cli)
     service.register(cli)
     advise.register(cli)
+    certs.register(cli)
     for ep in sorted(entry_points(group=COMMANDS_GROUP), key=lambda ep: ep.name):
         ep.load()(cli)
     return parser

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 import threading
 from collections.abc import Callable
 from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from controller.errors import InputError
@@ -35,13 +37,39 @@ def _api() -> Any:
 MAX_RECEIVE_BYTES = 1 << 30
 
 
-def _stub(args: argparse.Namespace) -> tuple[Any, Any]:
+def _read(path: str, what: str) -> bytes:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except OSError as err:
+        raise InputError(f"{path}: cannot read {what}: {err.strerror}") from None
+
+
+def channel(args: argparse.Namespace) -> Any:
+    """A channel to `--server`: mTLS with the client flags (or FABRIC_TE_TLS_*), or
+    plaintext only with --insecure."""
     import grpc
 
-    pb, pb_grpc = _api()
     options = [("grpc.max_receive_message_length", MAX_RECEIVE_BYTES)]
-    channel = grpc.insecure_channel(args.server, options=options)
-    return pb, pb_grpc.TrafficEngineeringStub(channel)
+    if not (args.tls_ca and args.tls_cert and args.tls_key):
+        if args.insecure:
+            return grpc.insecure_channel(args.server, options=options)
+        raise InputError("no client certificate: give --tls-ca, --tls-cert and --tls-key "
+                         "(or FABRIC_TE_TLS_CA/_CERT/_KEY), or --insecure for a plaintext "
+                         "local server")  # fmt: skip
+    creds = grpc.ssl_channel_credentials(
+        root_certificates=_read(args.tls_ca, "--tls-ca"),
+        private_key=_read(args.tls_key, "--tls-key"),
+        certificate_chain=_read(args.tls_cert, "--tls-cert"),
+    )
+    if args.tls_server_name:
+        options.append(("grpc.ssl_target_name_override", args.tls_server_name))
+    return grpc.secure_channel(args.server, creds, options=options)
+
+
+def _stub(args: argparse.Namespace) -> tuple[Any, Any]:
+    pb, pb_grpc = _api()
+    return pb, pb_grpc.TrafficEngineeringStub(channel(args))
 
 
 def _call(fn: Callable[[], Any]) -> Any:
@@ -58,13 +86,29 @@ def cmd_serve(args: argparse.Namespace) -> int:
     _api()  # a one-line error, before the server module needs the generated code
     from controller.drivers.interface import load_driver
     from controller.formats.fabric_file import load_fabric
+    from controller.service.auth import PolicyStore
     from controller.service.engine import Engine
     from controller.service.server import start
+    from controller.service.tls import ServerTls, TlsFiles
 
     logging.basicConfig(
         level=logging.INFO, format='{"time": "%(asctime)s", "level": "%(levelname)s", '
         '"logger": "%(name)s", "message": "%(message)s"}',
     )  # fmt: skip
+    tls_args = (args.tls_cert, args.tls_key, args.tls_client_ca)
+    tls = policy = None
+    if any(tls_args):
+        if not all(tls_args):
+            raise InputError("mTLS needs all of --tls-cert, --tls-key and --tls-client-ca")
+        if not args.policy:
+            raise InputError("mTLS needs --policy: the file mapping client identities to roles")
+        tls = ServerTls(TlsFiles(*map(Path, tls_args)))
+        policy = PolicyStore(args.policy)
+    elif not args.insecure:
+        raise InputError("give --tls-cert, --tls-key, --tls-client-ca and --policy (or "
+                         "FABRIC_TE_TLS_*), or --insecure for plaintext")  # fmt: skip
+    elif args.policy:
+        policy = PolicyStore(args.policy)
     fabric = load_fabric(args.fabric)
     options: dict[str, object] = {"fabric": fabric}
     if args.driver == "file":
@@ -75,16 +119,28 @@ def cmd_serve(args: argparse.Namespace) -> int:
     engine = Engine(fabric, driver, driver_name=args.driver, debounce=args.debounce)
     if args.metrics_port:
         engine.metrics.serve(args.metrics_port, args.metrics_address)
-    running = start(engine, args.listen)
+    try:
+        running = start(engine, args.listen, tls=tls, policy=policy, insecure=args.insecure)
+    except BaseException:
+        engine.close()
+        raise
     print(f"fabric-te serving fabric {fabric.name} on port {running.port} "
-          f"(driver {args.driver})", file=sys.stderr, flush=True)  # fmt: skip
+          f"(driver {args.driver}, {'mTLS' if tls else 'plaintext'})",
+          file=sys.stderr, flush=True)  # fmt: skip
     done = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: done.set())
+    signal.signal(signal.SIGHUP, lambda *_: threading.Thread(target=running.reload).start())
     done.wait()
     print("shutting down: NOT_SERVING, then stop; installed routes stay", file=sys.stderr)
     running.stop(grace=args.grace)
     driver.close()
+    stuck = [t for t in threading.enumerate()
+             if t is not threading.current_thread() and not t.daemon and t.is_alive()]  # fmt: skip
+    if stuck:  # a handler thread gRPC could not end: do not let it hold the exit
+        print(f"exiting with {len(stuck)} RPC threads still busy", file=sys.stderr, flush=True)
+        logging.shutdown()
+        os._exit(0)
     return 0
 
 
@@ -220,10 +276,34 @@ def register(cli: Commands) -> None:
     serve.add_argument(
         "--grace", type=flag(float, 0, 3600), default=5.0, help="shutdown grace, s (5)"
     )
+    env = os.environ.get
+    serve.add_argument("--tls-cert", default=env("FABRIC_TE_TLS_CERT"),
+                       help="server certificate chain, PEM (FABRIC_TE_TLS_CERT)")
+    serve.add_argument("--tls-key", default=env("FABRIC_TE_TLS_KEY"),
+                       help="server private key, PEM (FABRIC_TE_TLS_KEY)")
+    serve.add_argument("--tls-client-ca", default=env("FABRIC_TE_TLS_CLIENT_CA"),
+                       help="CA bundle client certificates must chain to "
+                       "(FABRIC_TE_TLS_CLIENT_CA)")
+    serve.add_argument("--policy", default=env("FABRIC_TE_POLICY"),
+                       help="identity -> roles file (FABRIC_TE_POLICY); see docs/security.md")
+    serve.add_argument("--insecure", action="store_true",
+                       help="plaintext, no client identities: a local demo only")  # fmt: skip
     serve.set_defaults(func=cmd_serve)
 
     def client(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
-        p.add_argument("--server", default=DEFAULT_ADDRESS, help=f"({DEFAULT_ADDRESS})")
+        p.add_argument("--server", default=env("FABRIC_TE_SERVER", DEFAULT_ADDRESS),
+                       help=f"host:port (FABRIC_TE_SERVER; {DEFAULT_ADDRESS})")
+        p.add_argument("--tls-ca", default=env("FABRIC_TE_TLS_CA"),
+                       help="CA bundle of the server certificate (FABRIC_TE_TLS_CA)")
+        p.add_argument("--tls-cert", default=env("FABRIC_TE_TLS_CERT"),
+                       help="client certificate, PEM (FABRIC_TE_TLS_CERT)")
+        p.add_argument("--tls-key", default=env("FABRIC_TE_TLS_KEY"),
+                       help="client private key, PEM (FABRIC_TE_TLS_KEY)")
+        p.add_argument("--tls-server-name", default=env("FABRIC_TE_TLS_SERVER_NAME"),
+                       help="name to verify in the server certificate, if not the host")
+        p.add_argument("--insecure", action="store_true",
+                       default=env("FABRIC_TE_INSECURE", "") not in ("", "0"),
+                       help="plaintext to a local --insecure server (FABRIC_TE_INSECURE=1)")
         return p
 
     job = sub.add_parser("job", help="jobs on a running controller")

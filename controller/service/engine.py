@@ -44,7 +44,7 @@ log = logging.getLogger("fabric_te.engine")
 class RouteEvent:
     """What a watcher receives: a snapshot, a sync marker, or a delta."""
 
-    kind: str  # "snapshot" | "sync" | "delta"
+    kind: str  # "snapshot" | "sync" | "delta" | "behind" (the watcher is dropped)
     version: int
     entries: tuple[Entry, ...] = ()  # snapshot: all; delta: added
     removed: tuple[Entry, ...] = ()
@@ -95,8 +95,9 @@ class Engine:
     # ---- inputs (called from API threads; validate first, then commit) ----------------
     def put_job(self, job: Job, generation: int) -> tuple[int, int]:
         """Create or replace a job; returns (generation, state version)."""
+        jobs_flows(self.fabric, [job])  # the job's own traffic must be valid: not under the lock
         with self._cond:
-            generation = self._state.put_job(job, generation)
+            generation = self._state.put_job(job, generation, flows_checked=True)
             return generation, self._changed()
 
     def delete_job(self, job_id: str) -> tuple[bool, int]:
@@ -152,7 +153,9 @@ class Engine:
         with self._cond:
             return self._routes.version, self._routes.installed
 
-    def what_if(self, updates: Mapping[int, float], extra: list[Job]) -> SolveResult:
+    def what_if(
+        self, updates: Mapping[int, float], extra: list[Job], options: SolveOptions | None = None
+    ) -> SolveResult:
         """Solve the current state plus changes; nothing is pushed or recorded."""
         with self._cond:
             jobs = {k: v for k, (v, _) in self._state.jobs.items()}
@@ -163,7 +166,9 @@ class Engine:
                 raise InputError(f"extra_jobs: job id {job.id!r} already exists")
             jobs[job.id] = job
         flows = jobs_flows(self.fabric, [jobs[k] for k in sorted(jobs)])
-        return solve(self.fabric, health.with_factors(updates), flows, options=self.options)
+        return solve(
+            self.fabric, health.with_factors(updates), flows, options=options or self.options
+        )
 
     def wait_idle(self, timeout: float = 10.0) -> bool:
         """Block until the installed routes answer to every accepted input change."""
@@ -177,10 +182,12 @@ class Engine:
             return True
 
     def watch(
-        self, since: int = 0, alive: Callable[[], bool] | None = None
+        self, since: int = 0, alive: Callable[[], bool] | None = None, max_lag: int = 0
     ) -> Iterator[RouteEvent]:
         """Snapshot (or only the deltas after `since`, if all still logged), a sync marker,
-        then deltas as they come. Ends when the engine closes or `alive()` turns False."""
+        then deltas as they come. Ends when the engine closes or `alive()` turns False.
+        A watcher that falls behind (more than `max_lag` versions, or out of the delta log)
+        gets a last "behind" event carrying the version it has seen, to resume from."""
         with self._cond:
             version = self._routes.version
             backlog = self._routes.after(since) if since else None
@@ -199,8 +206,13 @@ class Engine:
                         return
                 if self._stop:
                     return
-                pending = self._routes.after(seen) or []
-                seen = self._routes.version
+                pending = self._routes.after(seen)
+                lag = self._routes.version - seen
+                if pending is not None and not (max_lag and lag > max_lag):
+                    seen = self._routes.version
+            if pending is None or (max_lag and lag > max_lag):
+                yield RouteEvent("behind", seen)
+                return
             for d in pending:
                 yield RouteEvent("delta", d.version, d.added, d.removed)
 

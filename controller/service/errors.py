@@ -5,6 +5,9 @@ PreconditionError (a stale generation, ...)           -> FAILED_PRECONDITION
 LpTimeout                                             -> DEADLINE_EXCEEDED
 SolverError                                           -> INTERNAL
 DriverError                                           -> UNAVAILABLE
+OverDeadline                                          -> DEADLINE_EXCEEDED
+LimitError (size, rate, cost, streams)                -> RESOURCE_EXHAUSTED, with the
+                                                         `retry-after-ms` trailer if set
 anything else (a bug)                                 -> INTERNAL, traceback logged
 """
 
@@ -17,11 +20,19 @@ from typing import Any, TypeVar
 
 import grpc
 
-from controller.errors import DriverError, InputError, LpTimeout, PreconditionError, SolverError
+from controller.errors import (
+    DriverError,
+    InputError,
+    LimitError,
+    LpTimeout,
+    OverDeadline,
+    PreconditionError,
+    SolverError,
+)
 
 log = logging.getLogger("fabric_te.service")
 F = TypeVar("F", bound=Callable[..., Any])
-__all__ = ["mapped", "status_of"]
+__all__ = ["RETRY_AFTER_KEY", "mapped", "status_of"]
 
 _STATUS: tuple[tuple[type[BaseException], grpc.StatusCode], ...] = (
     (InputError, grpc.StatusCode.INVALID_ARGUMENT),
@@ -29,7 +40,11 @@ _STATUS: tuple[tuple[type[BaseException], grpc.StatusCode], ...] = (
     (LpTimeout, grpc.StatusCode.DEADLINE_EXCEEDED),
     (SolverError, grpc.StatusCode.INTERNAL),
     (DriverError, grpc.StatusCode.UNAVAILABLE),
+    (OverDeadline, grpc.StatusCode.DEADLINE_EXCEEDED),
+    (LimitError, grpc.StatusCode.RESOURCE_EXHAUSTED),
 )
+_EXPECTED = (InputError, PreconditionError, SolverError, DriverError, LimitError)
+RETRY_AFTER_KEY = "retry-after-ms"  # trailing metadata: how long to wait before retrying
 
 
 def status_of(err: BaseException) -> grpc.StatusCode:
@@ -49,8 +64,11 @@ def mapped(method: F) -> F:
             return method(self, request, context)
         except Exception as err:  # noqa: BLE001 - every error leaves as a status
             code = status_of(err)
-            if not isinstance(err, InputError | PreconditionError | SolverError | DriverError):
+            if not isinstance(err, _EXPECTED):
                 log.exception("%s failed", method.__name__)
+            retry = getattr(err, "retry_after", None)
+            if retry is not None:
+                context.set_trailing_metadata(((RETRY_AFTER_KEY, str(int(retry * 1000) + 1)),))
             context.abort(code, str(err))
 
     return wrapper  # type: ignore[return-value]

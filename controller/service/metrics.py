@@ -99,3 +99,19 @@ class Metrics:
     def serve(self, port: int, address: str = "127.0.0.1") -> None:
         """Expose /metrics on `port`."""
         start_http_server(port, addr=address, registry=self.registry)
+
+
+class RpcMetrics:
+    """The gRPC API per method: calls by status code, unary latency, streams open."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        r = registry
+        self.requests = Counter(
+            "fabric_te_grpc_requests", "Finished RPCs by method and status code",
+            ["method", "code"], registry=r,
+        )  # fmt: skip
+        self.seconds = Histogram(
+            "fabric_te_grpc_request_duration_seconds", "Wall time of unary RPCs", ["method"],
+            registry=r, buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5, 30),
+        )  # fmt: skip
+        self.streams = Gauge("fabric_te_grpc_open_streams", "Long-lived streams open", registry=r)

@@ -1,7 +1,15 @@
-"""Build, start and stop the gRPC server: the app service, health checking, reflection."""
+"""Build, start and stop the gRPC server: the app service, health checking, reflection.
+
+Secure by default: with `tls` the server speaks mTLS only (client certificates required) and
+`policy` authorizes each method; without `tls` it serves plaintext only on a loopback address
+unless `insecure=True` is passed. One `Guard` interceptor applies authorization and limits
+to every call; long-lived streams have their own thread budget (`Limits.streams`) on top of
+the `Limits.workers` threads that unary calls need.
+"""
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 from concurrent import futures
 from dataclasses import dataclass
@@ -12,8 +20,14 @@ from grpc_reflection.v1alpha import reflection
 
 from controller.api.fabric_te.v1 import te_pb2 as pb
 from controller.api.fabric_te.v1 import te_pb2_grpc as pb_grpc
+from controller.errors import InputError
+from controller.service.auth import PolicyStore
 from controller.service.engine import Engine
+from controller.service.guard import Guard
+from controller.service.limits import SERVER_MAX_MESSAGE, Limits
+from controller.service.metrics import RpcMetrics
 from controller.service.servicer import TrafficEngineering
+from controller.service.tls import ServerTls
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["TrafficEngineering"].full_name
 log = logging.getLogger("fabric_te.server")
@@ -27,6 +41,15 @@ class Running:
     port: int
     health: health.HealthServicer
     engine: Engine
+    guard: Guard
+    tls: ServerTls | None = None
+
+    def reload(self) -> None:
+        """Re-read certificates and policy (SIGHUP); bad files keep the old ones."""
+        if self.tls is not None:
+            self.tls.reload()
+        if self.guard.policy is not None:
+            self.guard.policy.reload()
 
     def stop(self, grace: float = 5.0) -> None:
         """NOT_SERVING first, then stop with a grace period; installed routes stay."""
@@ -35,10 +58,41 @@ class Running:
         self.engine.close()
 
 
-def start(engine: Engine, address: str = "127.0.0.1:50051", workers: int = 16) -> Running:
+def is_loopback(address: str) -> bool:
+    """Whether `address` (host:port, [v6]:port) listens on loopback only."""
+    host = address.rsplit(":", 1)[0].strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def start(
+    engine: Engine,
+    address: str = "127.0.0.1:50051",
+    *,
+    tls: ServerTls | None = None,
+    policy: PolicyStore | None = None,
+    limits: Limits | None = None,
+    insecure: bool = False,
+) -> Running:
     """Serve `engine` on `address` (port 0 picks a free port)."""
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers))
-    pb_grpc.add_TrafficEngineeringServicer_to_server(TrafficEngineering(engine), server)
+    limits = limits or Limits()
+    if tls is None and not insecure and not is_loopback(address):
+        raise InputError(f"refusing plaintext on non-loopback address {address}: give TLS "
+                         "certificates, or ask for plaintext explicitly (--insecure)")  # fmt: skip
+    guard = Guard(SERVICE_NAME, limits, RpcMetrics(engine.metrics.registry), policy)
+    threads = limits.workers + limits.streams
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=threads, thread_name_prefix="fabric-te-rpc"),
+        interceptors=[guard],
+        maximum_concurrent_rpcs=4 * threads,  # beyond: RESOURCE_EXHAUSTED, not a queue
+        options=[("grpc.max_receive_message_length", SERVER_MAX_MESSAGE),
+                 ("grpc.so_reuseport", 0)],
+    )  # fmt: skip
+    pb_grpc.add_TrafficEngineeringServicer_to_server(TrafficEngineering(engine, limits), server)
     checker = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(checker, server)
     reflection.enable_server_reflection(
@@ -46,11 +100,15 @@ def start(engine: Engine, address: str = "127.0.0.1:50051", workers: int = 16) -
          reflection.SERVICE_NAME),
         server,
     )  # fmt: skip
-    port = server.add_insecure_port(address)
+    if tls is not None:
+        port = server.add_secure_port(address, tls.credentials())
+    else:
+        port = server.add_insecure_port(address)
     if port == 0:
         raise OSError(f"cannot listen on {address}")
     server.start()
     for name in ("", SERVICE_NAME):
         checker.set(name, health_pb2.HealthCheckResponse.SERVING)
-    log.info("serving %s on port %d", SERVICE_NAME, port)
-    return Running(server, port, checker, engine)
+    log.info("serving %s on port %d (%s)", SERVICE_NAME, port,
+             "mTLS" if tls is not None else "plaintext")  # fmt: skip
+    return Running(server, port, checker, engine, guard, tls)

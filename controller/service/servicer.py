@@ -1,28 +1,49 @@
-"""gRPC servicer: thin methods that convert, call the engine and convert back."""
+"""gRPC servicer: thin methods that convert, call the engine and convert back.
+
+Authorization, rate and size limits are applied before these methods run (`guard`); the
+what-if methods (Solve, Advise, Score) check their cost cap here, once the request is
+converted and before any work, and run under `Limits` slots with a deadline.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import dataclasses
+from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 import grpc
 
-from controller.advisor.advise import advise, score_many
+from controller.advisor.advise import Request, advise, score_many
 from controller.api.fabric_te.v1 import te_pb2 as pb
 from controller.api.fabric_te.v1 import te_pb2_grpc as pb_grpc
-from controller.errors import InputError
+from controller.errors import InputError, LimitError
 from controller.model.assignment import Assignment
 from controller.routes.entries import Entry
 from controller.service import convert, route_query
 from controller.service.engine import Engine, RouteEvent
 from controller.service.errors import mapped
+from controller.service.limits import Limits, Slots, check_flows
+
+T = TypeVar("T")
+RESUME_VERSION_KEY = "resume-version"  # trailing metadata of a dropped watch
 
 
 class TrafficEngineering(pb_grpc.TrafficEngineeringServicer):
     """fabric_te.v1.TrafficEngineering over one Engine."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, limits: Limits | None = None) -> None:
         self.engine = engine
         self.fabric = engine.fabric
+        self.limits = limits or Limits()
+        self.slots = Slots(self.limits.whatif_slots)
+
+    def _bounded(self, context: grpc.ServicerContext, what: str, fn: Callable[[float], T]) -> T:
+        """Run `fn(seconds)` in a what-if slot, by the server's or the client's deadline."""
+        seconds = self.limits.whatif_seconds
+        remaining = context.time_remaining()
+        if remaining is not None:
+            seconds = min(seconds, remaining - 0.05)
+        return self.slots.run(lambda: fn(seconds), seconds, what)
 
     @mapped
     def PutJob(self, request: pb.PutJobRequest, context: grpc.ServicerContext) -> pb.PutJobResponse:
@@ -108,7 +129,15 @@ class TrafficEngineering(pb_grpc.TrafficEngineeringServicer):
     def WatchRoutes(
         self, request: pb.WatchRoutesRequest, context: grpc.ServicerContext
     ) -> Iterator[pb.RouteEvent]:
-        for event in self.engine.watch(request.since_version, alive=context.is_active):
+        watch = self.engine.watch(
+            request.since_version, alive=context.is_active, max_lag=self.limits.watch_max_lag
+        )
+        for event in watch:
+            if event.kind == "behind":  # dropped rather than buffered: the client resumes
+                context.set_trailing_metadata(((RESUME_VERSION_KEY, str(event.version)),))
+                context.abort(grpc.StatusCode.ABORTED,
+                              "this watcher fell behind the route changes; resume with "
+                              f"since_version={event.version}")  # fmt: skip
             if event.kind == "snapshot":  # large tables go out in chunks, as StreamRoutes
                 entries = list(event.entries)
                 for part, token in route_query.chunks(entries, event.version, 0, ""):
@@ -131,7 +160,18 @@ class TrafficEngineering(pb_grpc.TrafficEngineeringServicer):
             convert.job_from_pb(self.fabric, job, f"extra_jobs[{i}]")
             for i, job in enumerate(request.extra_jobs)
         ]
-        return pb.SolveResponse(metrics=self.engine.what_if(updates, extra).metrics())
+        jobs = [job for job, _ in self.engine.jobs()] + extra
+        check_flows(self.fabric, jobs, self.limits.whatif_max_flows, "Solve: jobs + extra_jobs")
+
+        def run(seconds: float) -> dict[str, float]:
+            o = self.engine.options
+            options = dataclasses.replace(
+                o, lp_time_limit=max(0.1, min(o.lp_time_limit, seconds)),
+                search_time=None if o.search_time is None else min(o.search_time, seconds / 4),
+            )  # fmt: skip
+            return self.engine.what_if(updates, extra, options).metrics()
+
+        return pb.SolveResponse(metrics=self._bounded(context, "Solve", run))
 
     @mapped
     def Status(self, request: pb.StatusRequest, context: grpc.ServicerContext) -> pb.StatusResponse:
@@ -153,7 +193,11 @@ class TrafficEngineering(pb_grpc.TrafficEngineeringServicer):
     def Advise(self, request: pb.AdviseRequest, context: grpc.ServicerContext) -> pb.AdviseResponse:
         req = convert.placement_request_from_pb(self.fabric, request.request)
         jobs = [job for job, _ in self.engine.jobs()]
-        advice = advise(self.fabric, self.engine.health, jobs, req, current=self._current())
+        self._check_request(req, "Advise")
+        health, current = self.engine.health, self._current()
+        advice = self._bounded(
+            context, "Advise", lambda _: advise(self.fabric, health, jobs, req, current=current)
+        )
         return pb.AdviseResponse(candidates=[convert.score_to_pb(self.fabric, s) for s in advice])
 
     @mapped
@@ -163,11 +207,31 @@ class TrafficEngineering(pb_grpc.TrafficEngineeringServicer):
             convert.placement_from_pb(self.fabric, p, f"placements[{i}]")
             for i, p in enumerate(request.placements)
         ]
+        if len(placements) > self.limits.whatif_max_placements:
+            raise LimitError(f"placements: {len(placements)} over the cap of "
+                             f"{self.limits.whatif_max_placements} per Score call")  # fmt: skip
+        self._check_request(req, "Score")
         jobs = [job for job, _ in self.engine.jobs()]
-        scores = score_many(
-            self.fabric, self.engine.health, jobs, placements, req, current=self._current()
-        )
+        health, current = self.engine.health, self._current()
+        scores = self._bounded(context, "Score", lambda _: score_many(
+            self.fabric, health, jobs, placements, req, current=current))  # fmt: skip
         return pb.ScoreResponse(scores=[convert.score_to_pb(self.fabric, s) for s in scores])
+
+    def _check_request(self, req: Request, what: str) -> None:
+        """The cost cap of a placement request: its GPUs, and the flows its job would make
+        (alltoall grows with the square of the hosts), before any work."""
+        g = self.fabric.nics_per_host
+        gpus = req.gpus or req.hosts * g
+        if gpus > self.limits.whatif_max_gpus:
+            raise LimitError(f"request.gpus: {gpus} over the cap of "
+                             f"{self.limits.whatif_max_gpus} GPUs per {what} call")  # fmt: skip
+        n = -(-gpus // g)
+        per_host = {"alltoall": max(n - 1, 0), "pipeline": 2}.get(req.pattern, req.channels)
+        flows = n * g * per_host
+        if flows > self.limits.whatif_max_flows:
+            raise LimitError(f"request: a {req.pattern} job on {gpus} GPUs makes up to "
+                             f"{flows:,} flows, over the what-if cap of "
+                             f"{self.limits.whatif_max_flows:,}")  # fmt: skip
 
     def _current(self) -> Assignment | None:
         """The live assignment, so advice scores against the routes the fabric has."""

@@ -50,14 +50,15 @@ class DesiredState:
         if self.health is None:
             self.health = LinkHealth.all_up(self.fabric)
 
-    def put_job(self, job: Job, generation: int = 0) -> int:
+    def put_job(self, job: Job, generation: int = 0, *, flows_checked: bool = False) -> int:
         """Create or replace `job`; returns its stored generation.
 
         generation 0 means "no check" and stores the next number; otherwise it must be
         greater than the stored one (PreconditionError) and at most MAX_GENERATION
         (InputError). When the next number would pass MAX_GENERATION the put is refused
         (PreconditionError). A host already used by another job is an InputError naming the
-        host and that job. Every check runs before the first write."""
+        host and that job. Every check runs before the first write. `flows_checked`: the
+        caller has already built the job's flows (the engine does, outside its lock)."""
         limits.integer(generation, "generation", 0, limits.MAX_GENERATION)
         stored = self.jobs.get(job.id)
         if generation and stored and generation <= stored[1]:
@@ -76,7 +77,8 @@ class DesiredState:
                     f"job.hosts[{i}]: {self.fabric.host_name(host)} is already in job "
                     f"{owner[host]!r} (duplicate GPU)"
                 )
-        jobs_flows(self.fabric, [job])  # the job's own traffic must be valid
+        if not flows_checked:
+            jobs_flows(self.fabric, [job])  # the job's own traffic must be valid
         new_gen = generation or (stored[1] + 1 if stored else 1)
         self.jobs[job.id] = (job, new_gen)
         self._bump(health_only=False)

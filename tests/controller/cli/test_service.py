@@ -35,7 +35,7 @@ def _not_strict(token: str) -> None:
 def test_client_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     fabric = build(PRESETS["small"])
     running = start(Engine(fabric, EmulatedDriver(fabric), debounce=0.01), "127.0.0.1:0")
-    server = ["--server", f"127.0.0.1:{running.port}"]
+    server = ["--server", f"127.0.0.1:{running.port}", "--insecure"]
     try:
         jobs = tmp_path / "jobs.json"
         hosts = [fabric.host_name(h) for h in range(8)]
@@ -66,7 +66,7 @@ def test_client_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
 def test_serve_process_starts_and_stops_gracefully() -> None:
     port, metrics_port = _free_port(), _free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "controller.cli.main", "serve", "--fabric", "tiny",
+        [sys.executable, "-m", "controller.cli.main", "serve", "--fabric", "tiny", "--insecure",
          "--listen", f"127.0.0.1:{port}", "--metrics-port", str(metrics_port)],
         stderr=subprocess.PIPE, text=True,
     )  # fmt: skip

@@ -1,0 +1,121 @@
+"""Server-side mTLS: credentials that pick up rotated certificate files without a restart.
+
+gRPC asks `ServerTls._fetch` before every new TLS handshake; it answers with a new
+configuration when the files changed (size or mtime) or after `reload()` (SIGHUP), else
+None. Established connections, and the watches on them, keep their session. A file set that
+does not load (bad PEM, key not matching the certificate) is logged and the previous
+configuration stays in use.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+
+from controller.errors import InputError
+
+log = logging.getLogger("fabric_te.tls")
+
+
+@dataclass(frozen=True)
+class TlsFiles:
+    """PEM files: the server's certificate chain and key, and the CA bundle for clients."""
+
+    cert: Path
+    key: Path
+    client_ca: Path
+
+    def signature(self) -> tuple[tuple[int, int], ...]:
+        """(mtime ns, size) of each file: changes when a file is replaced or rewritten."""
+        out = []
+        for p in (self.cert, self.key, self.client_ca):
+            try:
+                st = os.stat(p)
+                out.append((st.st_mtime_ns, st.st_size))
+            except OSError:
+                out.append((-1, -1))
+        return tuple(out)
+
+
+def load_config(files: TlsFiles) -> grpc.ServerCertificateConfiguration:
+    """Read and check the files: each parses, the key matches the certificate."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+
+    data = {}
+    for name in ("cert", "key", "client_ca"):
+        path = getattr(files, name)
+        try:
+            data[name] = Path(path).read_bytes()
+        except OSError as err:
+            raise InputError(f"{path}: cannot read --tls-{name.replace('_', '-')}: "
+                             f"{err.strerror}") from None  # fmt: skip
+    try:
+        cert = x509.load_pem_x509_certificates(data["cert"])[0]
+    except ValueError as err:
+        raise InputError(f"{files.cert}: not a PEM certificate: {err}") from None
+    try:
+        key = serialization.load_pem_private_key(data["key"], password=None)
+    except (ValueError, TypeError) as err:
+        raise InputError(f"{files.key}: not an unencrypted PEM private key: {err}") from None
+    if key.public_key().public_bytes(
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    ) != cert.public_key().public_bytes(
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    ):
+        raise InputError(f"{files.key}: does not match the certificate in {files.cert}")
+    try:
+        x509.load_pem_x509_certificates(data["client_ca"])
+    except ValueError as err:
+        raise InputError(f"{files.client_ca}: not a PEM CA bundle: {err}") from None
+    return grpc.ssl_server_certificate_configuration(
+        [(data["key"], data["cert"])], root_certificates=data["client_ca"]
+    )
+
+
+class ServerTls:
+    """mTLS server credentials (client certificates required) that follow their files."""
+
+    def __init__(self, files: TlsFiles) -> None:
+        self.files = files
+        self._lock = threading.Lock()
+        self._signature = files.signature()
+        self._initial = load_config(files)
+        self._pending: grpc.ServerCertificateConfiguration | None = None
+        self.reloads = 0
+
+    def credentials(self) -> grpc.ServerCredentials:
+        return grpc.dynamic_ssl_server_credentials(
+            self._initial, self._fetch, require_client_authentication=True
+        )
+
+    def reload(self) -> bool:
+        """Re-read the files now (SIGHUP); False, and the old ones kept, if they are bad."""
+        with self._lock:
+            return self._load(self.files.signature())
+
+    def _load(self, signature: tuple[tuple[int, int], ...]) -> bool:
+        try:
+            config = load_config(self.files)
+        except InputError as err:
+            log.error("certificates not reloaded, keeping the previous ones: %s", err)
+            self._signature = signature  # do not retry the same bad files every handshake
+            return False
+        self._pending, self._signature = config, signature
+        self.reloads += 1
+        log.info("certificates reloaded from %s", self.files.cert)
+        return True
+
+    def _fetch(self) -> grpc.ServerCertificateConfiguration | None:
+        """Called by gRPC before each handshake: a new configuration, or None."""
+        with self._lock:
+            signature = self.files.signature()
+            if signature != self._signature:
+                self._load(signature)
+            config, self._pending = self._pending, None
+            return config
