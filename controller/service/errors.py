@@ -62,6 +62,8 @@ def mapped(method: F) -> F:
     def wrapper(self: Any, request: Any, context: grpc.ServicerContext) -> Any:
         try:
             return method(self, request, context)
+        except grpc.RpcError:  # the call was cancelled under us (client gone, shutdown)
+            raise  # gRPC knows this error as its own: no traceback, no second status
         except Exception as err:  # noqa: BLE001 - every error leaves as a status
             code = status_of(err)
             if not isinstance(err, _EXPECTED):

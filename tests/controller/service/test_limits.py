@@ -1,0 +1,290 @@
+"""The service's limits, each exercised through the API: streams, rates, sizes, costs,
+malformed bytes, slow watchers and shutdown."""
+
+from __future__ import annotations
+
+import logging
+import select
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+
+import grpc
+import pytest
+
+from controller.api.fabric_te.v1 import te_pb2 as pb
+from controller.api.fabric_te.v1 import te_pb2_grpc as pb_grpc
+from controller.model.clos import PRESETS, build
+from controller.model.fabric import Fabric
+from controller.service.engine import Engine
+from controller.service.limits import Limits
+from controller.service.server import SERVICE_NAME, Running, start
+from controller.solver.solve import SolveOptions
+from sim.driver import EmulatedDriver
+
+FABRIC: Fabric = build(PRESETS["small"])
+
+
+def _job(job_id: str, hosts: range, **kw: object) -> pb.Job:
+    return pb.Job(id=job_id, hosts=[FABRIC.host_name(h) for h in hosts], tp=4, **kw)
+
+
+def _serve(limits: Limits) -> tuple[Running, grpc.Channel]:
+    running = start(Engine(FABRIC, EmulatedDriver(FABRIC), debounce=0.01), "127.0.0.1:0",
+                    limits=limits)  # fmt: skip
+    return running, grpc.insecure_channel(f"127.0.0.1:{running.port}")
+
+
+@pytest.fixture
+def limited(request: pytest.FixtureRequest) -> Iterator[tuple[Running, grpc.Channel]]:
+    running, channel = _serve(getattr(request, "param", Limits()))
+    yield running, channel
+    channel.close()
+    running.stop(grace=0.5)
+
+
+def _code(call: object) -> grpc.StatusCode:
+    with pytest.raises(grpc.RpcError) as err:
+        call()  # type: ignore[operator]
+    return err.value.code()
+
+
+@pytest.mark.parametrize("limited", [Limits(workers=2, streams=6, streams_per_identity=6)],
+                         indirect=True)  # fmt: skip
+def test_idle_streams_do_not_starve_unary_calls(limited) -> None:
+    """The defect: 16 idle WatchRoutes/StreamLinkReports took every worker thread."""
+    running, channel = limited
+    stub = pb_grpc.TrafficEngineeringStub(channel)
+    watches = [stub.WatchRoutes(pb.WatchRoutesRequest()) for _ in range(3)]
+    for w in watches:
+        assert next(w).WhichOneof("event") == "snapshot"
+    idle = [stub.StreamLinkReports.future(iter(_Forever())) for _ in range(3)]
+    deadline = time.monotonic() + 10
+    while running.guard.streams.open() < 6 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert running.guard.streams.open() == 6
+    # the stream budget is full: one more is refused at once, unary calls still answer
+    extra = stub.WatchRoutes(pb.WatchRoutesRequest())
+    assert _code(lambda: next(extra)) == grpc.StatusCode.RESOURCE_EXHAUSTED
+    for _ in range(5):
+        assert stub.Status(pb.StatusRequest(), timeout=5).driver_ok
+    stub.PutJob(pb.PutJobRequest(job=_job("a", range(0, 8))), timeout=5)
+    for w in watches:
+        w.cancel()
+    for f in idle:
+        f.cancel()
+
+
+class _Forever:
+    """A client stream that never sends (an idle StreamLinkReports)."""
+
+    def __iter__(self) -> _Forever:
+        return self
+
+    def __next__(self) -> pb.LinkReport:
+        time.sleep(60)
+        raise StopIteration
+
+
+def test_watchers_per_client_are_capped(limited) -> None:
+    running, channel = limited
+    stub = pb_grpc.TrafficEngineeringStub(channel)
+    watches = [stub.WatchRoutes(pb.WatchRoutesRequest()) for _ in range(4)]
+    for w in watches:
+        next(w)
+    fifth = stub.WatchRoutes(pb.WatchRoutesRequest())
+    with pytest.raises(grpc.RpcError) as err:
+        next(fifth)
+    assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "anonymous already holds 4 streams" in err.value.details()
+    watches[0].cancel()
+    deadline = time.monotonic() + 10
+    while running.guard.streams.open() > 3 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert next(stub.WatchRoutes(pb.WatchRoutesRequest())).WhichOneof("event") == "snapshot"
+
+
+@pytest.mark.parametrize("limited", [Limits(write_rate=0.5, write_burst=3)], indirect=True)
+def test_writes_are_rate_limited_with_retry_advice(limited) -> None:
+    """The defect: 2,000 link reports from one client in 2.6 s, all accepted."""
+    running, channel = limited
+    stub = pb_grpc.TrafficEngineeringStub(channel)
+    for _ in range(3):
+        stub.DeleteJob(pb.DeleteJobRequest(id="none"), timeout=5)
+    link = FABRIC.link_name(FABRIC.rack_link(0, 1))
+    report = pb.ReportLinksRequest(reports=[pb.LinkReport(link=link, state=pb.LinkReport.DOWN)])
+    version = running.engine.state_version
+    with pytest.raises(grpc.RpcError) as err:
+        stub.ReportLinks(report, timeout=5)
+    assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "retry after" in err.value.details()
+    retry_ms = dict(err.value.trailing_metadata())["retry-after-ms"]
+    assert 0 < int(retry_ms) <= 2001
+    assert running.engine.state_version == version  # nothing committed
+    assert stub.Status(pb.StatusRequest(), timeout=5).driver_ok  # reads are not limited
+
+
+def test_malformed_bytes_are_invalid_argument_without_traceback(
+    limited, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The defect: INTERNAL with a traceback per call."""
+    running, channel = limited
+    junk = b"\x0a\xff\xff\xff\xff\x0f"  # field 1, length-delimited, length past the end
+    with caplog.at_level(logging.DEBUG):
+        for method in ("PutJob", "ReportLinks", "Solve", "Advise", "Status", "DeleteJob"):
+            call = channel.unary_unary(f"/{SERVICE_NAME}/{method}")
+            code = _code(lambda call=call: call(junk, timeout=5))
+            assert code == grpc.StatusCode.INVALID_ARGUMENT, method
+        watch = channel.unary_stream(f"/{SERVICE_NAME}/WatchRoutes")
+        assert _code(lambda: next(watch(junk, timeout=5))) == grpc.StatusCode.INVALID_ARGUMENT
+        stream = channel.stream_unary(f"/{SERVICE_NAME}/StreamLinkReports")
+        with pytest.raises(grpc.RpcError) as err:
+            stream(iter([junk, junk]), timeout=5)
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "message 0" in err.value.details()
+    assert "Traceback" not in caplog.text and "Exception" not in caplog.text
+    assert running.engine.state_version == 0
+
+
+def test_oversized_put_job_names_the_field(limited) -> None:
+    """The defect: a 10 MB PutJob rejected by gRPC's own limit with no field named."""
+    running, channel = limited
+    stub = pb_grpc.TrafficEngineeringStub(channel)
+    job = pb.Job(id="big", hosts=["h" * 100] * 100_000)
+    with pytest.raises(grpc.RpcError) as err:
+        stub.PutJob(pb.PutJobRequest(job=job), timeout=30)
+    assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "job.hosts" in err.value.details() and "PutJob" in err.value.details()
+    assert not running.engine.jobs()
+
+
+@pytest.mark.parametrize("limited", [Limits(whatif_max_flows=2_000, whatif_max_gpus=128)],
+                         indirect=True)  # fmt: skip
+def test_what_if_cost_is_capped_before_any_work(limited) -> None:
+    """The defect: a what-if all-to-all Solve on every host took 70 s and 1.7 GB; Advise for
+    2,048 GPUs all-to-all 24 s."""
+    running, channel = limited
+    stub = pb_grpc.TrafficEngineeringStub(channel)
+    everyone = _job("all", range(FABRIC.num_hosts), collectives=["alltoall"])
+    with pytest.raises(grpc.RpcError) as err:
+        stub.Solve(pb.SolveRequest(extra_jobs=[everyone]), timeout=30)
+    assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "flows" in err.value.details() and "cap" in err.value.details()
+    advise = pb.AdviseRequest(request=pb.PlacementRequest(gpus=256, pattern="alltoall"))
+    with pytest.raises(grpc.RpcError) as err:
+        stub.Advise(advise, timeout=30)
+    assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "request.gpus" in err.value.details()
+    advise = pb.AdviseRequest(request=pb.PlacementRequest(gpus=128, pattern="alltoall"))
+    assert _code(lambda: stub.Advise(advise, timeout=30)) == grpc.StatusCode.RESOURCE_EXHAUSTED
+    small = _job("s", range(0, 8))
+    assert stub.Solve(pb.SolveRequest(extra_jobs=[small]), timeout=60).metrics["mlu"] >= 0
+
+
+@pytest.mark.parametrize("limited", [Limits(whatif_seconds=0.005)], indirect=True)
+def test_what_if_deadline(limited) -> None:
+    running, channel = limited
+    stub = pb_grpc.TrafficEngineeringStub(channel)
+    code = _code(lambda: stub.Solve(pb.SolveRequest(extra_jobs=[_job("s", range(0, 8))])))
+    assert code == grpc.StatusCode.DEADLINE_EXCEEDED
+
+
+class _StallingRelay:
+    """A TCP relay between a client and the server that can stop reading from the server:
+    a watcher on a stalled network, whose unread data backs up into the server."""
+
+    def __init__(self, port: int) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.target = port
+        self.paused, self.closed = threading.Event(), threading.Event()
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self) -> None:
+        down, _ = self.listener.accept()
+        up = socket.socket()
+        up.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        up.connect(("127.0.0.1", self.target))
+        with down, up, self.listener:
+            while not self.closed.is_set():
+                readable = [down] if self.paused.is_set() else [down, up]
+                for s in select.select(readable, [], [], 0.05)[0]:
+                    data = s.recv(65536)
+                    if not data:
+                        self.closed.set()
+                        break
+                    (up if s is down else down).sendall(data)
+
+
+def test_slow_watcher_is_dropped_with_a_resumable_version() -> None:
+    """A watcher that stops reading is dropped (ABORTED, `resume-version` trailer) rather
+    than buffered; resuming from that version gets the deltas it missed."""
+    engine = Engine(FABRIC, EmulatedDriver(FABRIC), debounce=0.0,
+                    options=SolveOptions(lp="never", search_time=None, qps=1))  # fmt: skip
+    running = start(engine, "127.0.0.1:0", limits=Limits(watch_max_lag=2))
+    relay = _StallingRelay(running.port)
+    direct = pb_grpc.TrafficEngineeringStub(grpc.insecure_channel(f"127.0.0.1:{running.port}"))
+    slow = pb_grpc.TrafficEngineeringStub(grpc.insecure_channel(f"127.0.0.1:{relay.port}"))
+    try:
+        watch = slow.WatchRoutes(pb.WatchRoutesRequest(), timeout=120)
+        assert [next(watch).WhichOneof("event") for _ in range(2)] == ["snapshot", "sync"]
+        relay.paused.set()
+        for i in range(40):  # ~6 MB of deltas: more than the socket buffers hold
+            hosts = range(0, 16) if i % 2 == 0 else range(16, 32)
+            direct.PutJob(pb.PutJobRequest(job=_job("a", hosts, collectives=["alltoall"])))
+            assert engine.wait_idle(30)
+        relay.paused.clear()
+        seen = []
+        with pytest.raises(grpc.RpcError) as err:
+            for event in watch:
+                seen.append(event.delta.version)
+        assert err.value.code() == grpc.StatusCode.ABORTED, err.value.details()
+        resume = int(dict(err.value.trailing_metadata())["resume-version"])
+        assert seen and resume == seen[-1] < engine.routes_version
+        assert f"since_version={resume}" in err.value.details()
+        again = direct.WatchRoutes(pb.WatchRoutesRequest(since_version=resume), timeout=30)
+        rest = [next(again) for _ in range(engine.routes_version - resume)]
+        assert [e.delta.version for e in rest] == list(range(resume + 1, engine.routes_version + 1))
+        again.cancel()
+    finally:
+        relay.closed.set()
+        running.stop(grace=0.5)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_shutdown_completes_after_malformed_stream_messages() -> None:
+    """The defect: after two malformed StreamLinkReports messages SIGTERM never completed."""
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "controller.cli.main", "serve", "--fabric", "tiny", "--insecure",
+         "--listen", f"127.0.0.1:{port}", "--metrics-port", "0", "--grace", "1"],
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+        grpc.channel_ready_future(channel).result(timeout=30)
+        stream = channel.stream_unary(f"/{SERVICE_NAME}/StreamLinkReports")
+        for _ in range(2):
+            with pytest.raises(grpc.RpcError) as err:
+                stream(iter([b"\xff\xff", b"\x0a\x05ab"]), timeout=10)
+            assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        idle = stream.future(iter(_Forever()))  # and one stream left open
+        channel.close()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=15) == 0
+        err_text = proc.stderr.read() if proc.stderr else ""
+        assert "Traceback" not in err_text
+        idle.cancel()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -1,0 +1,206 @@
+"""mTLS and authorization end to end, with certificates made at test time (`tectl certs`)."""
+
+from __future__ import annotations
+
+import logging
+import queue
+import shutil
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+
+from controller.api.fabric_te.v1 import te_pb2 as pb
+from controller.api.fabric_te.v1 import te_pb2_grpc as pb_grpc
+from controller.cli.main import main
+from controller.errors import InputError
+from controller.model.clos import PRESETS, build
+from controller.model.fabric import Fabric
+from controller.service.auth import PolicyStore
+from controller.service.engine import Engine
+from controller.service.server import Running, start
+from controller.service.tls import ServerTls, TlsFiles
+from sim.driver import EmulatedDriver
+
+FABRIC: Fabric = build(PRESETS["small"])
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    directory = tmp_path_factory.mktemp("certs")
+    assert main(["certs", str(directory)]) == 0
+    return directory
+
+
+@pytest.fixture(scope="module")
+def other_ca(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Certificates with the same names from an unrelated CA."""
+    directory = tmp_path_factory.mktemp("other")
+    assert main(["certs", str(directory)]) == 0
+    return directory
+
+
+def _serve(d: Path) -> Running:
+    """A server with its own copy of the files, so a test may rotate them."""
+    live = d.parent / f"{d.name}-live-{id(d)}-{threading.get_ident()}"
+    shutil.copytree(d, live, dirs_exist_ok=True)
+    tls = ServerTls(TlsFiles(live / "server.pem", live / "server.key", live / "ca.pem"))
+    engine = Engine(FABRIC, EmulatedDriver(FABRIC), debounce=0.01)
+    return start(engine, "127.0.0.1:0", tls=tls, policy=PolicyStore(live / "policy.yaml"))
+
+
+@pytest.fixture
+def server(certs: Path) -> Iterator[Running]:
+    running = _serve(certs)
+    yield running
+    running.stop(grace=0.5)
+
+
+def _stub(running: Running, d: Path, who: str | None) -> pb_grpc.TrafficEngineeringStub:
+    creds = grpc.ssl_channel_credentials(
+        root_certificates=(d / "ca.pem").read_bytes(),
+        private_key=(d / f"{who}.key").read_bytes() if who else None,
+        certificate_chain=(d / f"{who}.pem").read_bytes() if who else None,
+    )
+    channel = grpc.secure_channel(f"localhost:{running.port}", creds)
+    return pb_grpc.TrafficEngineeringStub(channel)
+
+
+def _job(job_id: str, hosts: range) -> pb.Job:
+    return pb.Job(id=job_id, hosts=[FABRIC.host_name(h) for h in hosts], tp=4)
+
+
+def test_no_client_certificate_is_refused(server: Running, certs: Path) -> None:
+    with pytest.raises(grpc.RpcError) as err:
+        _stub(server, certs, None).Status(pb.StatusRequest(), timeout=10)
+    assert err.value.code() == grpc.StatusCode.UNAVAILABLE
+
+
+def test_client_of_another_ca_is_refused(server: Running, certs: Path, other_ca: Path) -> None:
+    creds = grpc.ssl_channel_credentials(
+        root_certificates=(certs / "ca.pem").read_bytes(),  # trusts the server ...
+        private_key=(other_ca / "admin.key").read_bytes(),  # ... but is not from its CA
+        certificate_chain=(other_ca / "admin.pem").read_bytes(),
+    )
+    stub = pb_grpc.TrafficEngineeringStub(
+        grpc.secure_channel(f"localhost:{server.port}", creds)
+    )
+    with pytest.raises(grpc.RpcError) as err:
+        stub.PutJob(pb.PutJobRequest(job=_job("x", range(0, 8))), timeout=10)
+    assert err.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert server.engine.jobs() == []
+
+
+def test_server_of_another_ca_is_not_trusted(server: Running, other_ca: Path) -> None:
+    with pytest.raises(grpc.RpcError) as err:
+        _stub(server, other_ca, "admin").Status(pb.StatusRequest(), timeout=10)
+    assert err.value.code() == grpc.StatusCode.UNAVAILABLE
+
+
+def test_roles_allow_their_methods_only(
+    server: Running, certs: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    reader = _stub(server, certs, "reader")
+    scheduler = _stub(server, certs, "scheduler")
+    monitor = _stub(server, certs, "monitor")
+    before = reader.Status(pb.StatusRequest(), timeout=10)
+    with caplog.at_level(logging.WARNING, logger="fabric_te.guard"):
+        with pytest.raises(grpc.RpcError) as err:
+            reader.PutJob(pb.PutJobRequest(job=_job("a", range(0, 8))), timeout=10)
+    assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert "spiffe://fabric-te.test/reader" in err.value.details()
+    assert "spiffe://fabric-te.test/reader may not call PutJob" in caplog.text
+    after = reader.Status(pb.StatusRequest(), timeout=10)
+    assert after.state_version == before.state_version and not server.engine.jobs()
+    # the scheduler may; the monitor reports links but may not place jobs or read routes
+    assert scheduler.PutJob(pb.PutJobRequest(job=_job("a", range(0, 8))), timeout=10).generation
+    link = FABRIC.link_name(FABRIC.rack_link(0, 1))
+    monitor.ReportLinks(pb.ReportLinksRequest(
+        reports=[pb.LinkReport(link=link, state=pb.LinkReport.DOWN)]), timeout=10)  # fmt: skip
+    for call in (lambda: monitor.DeleteJob(pb.DeleteJobRequest(id="a"), timeout=10),
+                 lambda: monitor.GetRoutes(pb.GetRoutesRequest(), timeout=10),
+                 lambda: scheduler.ReportLinks(pb.ReportLinksRequest(), timeout=10)):  # fmt: skip
+        with pytest.raises(grpc.RpcError) as err:
+            call()
+        assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert [j.id for j, _ in server.engine.jobs()] == ["a"]
+    admin = _stub(server, certs, "admin")
+    assert admin.DeleteJob(pb.DeleteJobRequest(id="a"), timeout=10).existed
+    registry = server.engine.metrics.registry
+    sample = registry.get_sample_value
+    assert sample("fabric_te_grpc_requests_total",
+                  {"method": "PutJob", "code": "PERMISSION_DENIED"}) == 1  # fmt: skip
+    assert sample("fabric_te_grpc_requests_total", {"method": "PutJob", "code": "OK"}) == 1
+    assert sample("fabric_te_grpc_requests_total", {"method": "Status", "code": "OK"}) == 2
+
+
+def test_rotation_keeps_the_watch(certs: Path, other_ca: Path, tmp_path: Path) -> None:
+    """Server certificate and client CA replaced on disk while a watch is open: the watch
+    keeps receiving changes; new connections use the new files."""
+    running = _serve(certs)
+    live = running.tls.files.cert.parent if running.tls else tmp_path
+    try:
+        events: queue.Queue[pb.RouteEvent | Exception] = queue.Queue()
+        watch = _stub(running, certs, "reader").WatchRoutes(pb.WatchRoutesRequest())
+
+        def pump() -> None:
+            try:
+                for e in watch:
+                    events.put(e)
+            except grpc.RpcError as err:
+                events.put(err)
+
+        threading.Thread(target=pump, daemon=True).start()
+        assert events.get(timeout=10).WhichOneof("event") == "snapshot"
+        assert events.get(timeout=10).WhichOneof("event") == "sync"
+        for name in ("server.pem", "server.key", "ca.pem", "policy.yaml"):
+            shutil.copy(other_ca / name, live / name)
+        # a new connection gets the new server certificate: the old CA no longer verifies it
+        with pytest.raises(grpc.RpcError):
+            _stub(running, certs, "scheduler").Status(pb.StatusRequest(), timeout=10)
+        scheduler = _stub(running, other_ca, "scheduler")
+        scheduler.PutJob(pb.PutJobRequest(job=_job("a", range(0, 8))), timeout=10)
+        assert running.tls is not None and running.tls.reloads == 1
+        event = events.get(timeout=20)
+        assert not isinstance(event, Exception), event
+        assert event.WhichOneof("event") == "delta" and len(event.delta.added) > 0
+        # a bad file set is refused and the last good one kept
+        (live / "server.key").write_text("not a key")
+        assert running.tls.reload() is False
+        assert _stub(running, other_ca, "reader").Status(pb.StatusRequest(), timeout=10)
+    finally:
+        running.stop(grace=0.5)
+
+
+def test_plaintext_refused_off_loopback() -> None:
+    engine = Engine(FABRIC, EmulatedDriver(FABRIC), debounce=0.01)
+    try:
+        with pytest.raises(InputError, match="--insecure"):
+            start(engine, "0.0.0.0:0")
+    finally:
+        engine.close()
+
+
+def test_serve_requires_tls_or_insecure(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["serve", "--fabric", "tiny", "--listen", "127.0.0.1:0"]) == 2
+    assert "--insecure" in capsys.readouterr().err
+    assert main(["status", "--server", "127.0.0.1:1"]) == 2
+    assert "--insecure" in capsys.readouterr().err
+
+
+def test_tectl_client_with_certificates(
+    server: Running, certs: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    monkeypatch.setenv("FABRIC_TE_TLS_CA", str(certs / "ca.pem"))
+    monkeypatch.setenv("FABRIC_TE_TLS_CERT", str(certs / "reader.pem"))
+    monkeypatch.setenv("FABRIC_TE_TLS_KEY", str(certs / "reader.key"))
+    server_arg = ["--server", f"localhost:{server.port}"]
+    assert main(["status", *server_arg]) == 0
+    assert '"driver_ok": true' in capsys.readouterr().out
+    assert main(["job", "rm", "x", *server_arg]) == 2
+    assert "PERMISSION_DENIED" in capsys.readouterr().err
+    assert main(["job", "rm", "x", *server_arg, "--tls-cert", str(certs / "scheduler.pem"),
+                 "--tls-key", str(certs / "scheduler.key")]) == 0  # fmt: skip
