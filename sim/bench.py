@@ -568,6 +568,82 @@ def bench_advisor(cfg: Config) -> Iterator[Section]:
     yield sec
 
 
+def bench_security(cfg: Config) -> Iterator[Section]:
+    """The cost of mTLS + authorization on the gRPC API, against plaintext, same run."""
+    import tempfile
+    from pathlib import Path
+
+    import grpc
+
+    from controller.api.fabric_te.v1 import te_pb2 as pb
+    from controller.api.fabric_te.v1 import te_pb2_grpc as pb_grpc
+    from controller.cli.certs import make_certs
+    from controller.service.auth import PolicyStore
+    from controller.service.engine import Engine
+    from controller.service.limits import Limits
+    from controller.service.server import start
+    from controller.service.tls import ServerTls, TlsFiles
+    from sim.driver import EmulatedDriver
+
+    fabric = build(PRESETS["pod"])
+    base = ring_jobs(fabric, 16)[:8]
+    a, b = base[-1], ring_jobs(fabric, 16)[len(base)]
+    n = 101 if cfg.quick else 401  # odd: the last placement differs from the first
+    limits = Limits(write_rate=1e6, write_burst=10**6)  # measure the call, not the limiter
+
+    def pb_job(hosts: tuple[int, ...]) -> Any:
+        return pb.Job(id=a.id, hosts=[fabric.host_name(h) for h in hosts], tp=a.tp,
+                      dp=a.dp, pp=a.pp)  # fmt: skip
+
+    def run(secure: bool, certs: Path) -> list[object]:
+        engine = Engine(fabric, EmulatedDriver(fabric), debounce=0.0)
+        for job in base:
+            engine.put_job(job, 0)
+        engine.wait_idle(300)
+        if secure:
+            tls = ServerTls(TlsFiles(certs / "server.pem", certs / "server.key",
+                                     certs / "ca.pem"))  # fmt: skip
+            running = start(engine, "127.0.0.1:0", tls=tls, limits=limits,
+                            policy=PolicyStore(certs / "policy.yaml"))  # fmt: skip
+            creds = grpc.ssl_channel_credentials(
+                (certs / "ca.pem").read_bytes(), (certs / "scheduler.key").read_bytes(),
+                (certs / "scheduler.pem").read_bytes())  # fmt: skip
+            channel = grpc.secure_channel(f"localhost:{running.port}", creds)
+        else:
+            running = start(engine, "127.0.0.1:0", limits=limits)
+            channel = grpc.insecure_channel(f"127.0.0.1:{running.port}")
+        stub = pb_grpc.TrafficEngineeringStub(channel)
+        stub.ListJobs(pb.ListJobsRequest(), timeout=30)  # connection (and handshake) made
+        latencies = []
+        start_t = time.perf_counter()
+        for i in range(n):
+            msg = pb.PutJobRequest(job=pb_job(b.hosts if i % 2 == 0 else a.hosts))
+            t0 = time.perf_counter()
+            stub.PutJob(msg, timeout=30)
+            latencies.append(time.perf_counter() - t0)
+        engine.wait_idle(600)
+        total = time.perf_counter() - start_t
+        channel.close()
+        running.stop(grace=1)
+        ms = np.array(latencies) * 1000
+        return ["mTLS + authorization" if secure else "plaintext, no authorization",
+                float(np.percentile(ms, 50)), float(np.percentile(ms, 99)), n / total]
+
+    with tempfile.TemporaryDirectory() as tmp:
+        make_certs(Path(tmp), clients=("scheduler",))
+        rows = [run(False, Path(tmp)), run(True, Path(tmp)), run(False, Path(tmp))]
+    sec = Section("gRPC API: the cost of mTLS and authorization (PutJob)")
+    sec.text(f"Fabric pod, {len(base)} running 16-host ring jobs, emulated driver, debounce 0. "
+             f"One client sends {n} PutJob calls back to back, replacing one job with "
+             "alternating host sets; latency is per call (client side, one connection made "
+             "beforehand), 'updates/s' counts until the last placement is installed. The "
+             "write rate limit is raised out of the way; plaintext runs before and after "
+             "the secure run to show the drift of the machine.")  # fmt: skip
+    sec.text("")
+    sec.table(["transport", "PutJob p50 ms", "PutJob p99 ms", "placement updates/s"], rows)
+    yield sec
+
+
 def replace_job(job: Any, hosts: tuple[int, ...]) -> Any:
     from dataclasses import replace
 
@@ -650,6 +726,7 @@ SECTIONS: dict[str, Callable[[Config], Iterator[Section]]] = {
     "advisor": bench_advisor,
     "lab-scale": bench_lab_scale,
     "lab-failure": bench_lab_failure,
+    "security": bench_security,
 }
 
 
