@@ -571,13 +571,11 @@ def bench_advisor(cfg: Config) -> Iterator[Section]:
 def bench_security(cfg: Config) -> Iterator[Section]:
     """The cost of mTLS + authorization on the gRPC API, against plaintext, same run."""
     import tempfile
+    from argparse import Namespace
     from pathlib import Path
 
-    import grpc
-
-    from controller.api.fabric_te.v1 import te_pb2 as pb
-    from controller.api.fabric_te.v1 import te_pb2_grpc as pb_grpc
     from controller.cli.certs import make_certs
+    from controller.cli.service import api, channel
     from controller.service.auth import PolicyStore
     from controller.service.engine import Engine
     from controller.service.limits import Limits
@@ -585,6 +583,7 @@ def bench_security(cfg: Config) -> Iterator[Section]:
     from controller.service.tls import ServerTls, TlsFiles
     from sim.driver import EmulatedDriver
 
+    pb, pb_grpc = api()
     fabric = build(PRESETS["pod"])
     base = ring_jobs(fabric, 16)[:8]
     a, b = base[-1], ring_jobs(fabric, 16)[len(base)]
@@ -605,14 +604,15 @@ def bench_security(cfg: Config) -> Iterator[Section]:
                                      certs / "ca.pem"))  # fmt: skip
             running = start(engine, "127.0.0.1:0", tls=tls, limits=limits,
                             policy=PolicyStore(certs / "policy.yaml"))  # fmt: skip
-            creds = grpc.ssl_channel_credentials(
-                (certs / "ca.pem").read_bytes(), (certs / "scheduler.key").read_bytes(),
-                (certs / "scheduler.pem").read_bytes())  # fmt: skip
-            channel = grpc.secure_channel(f"localhost:{running.port}", creds)
+            args = Namespace(server=f"localhost:{running.port}", tls_ca=str(certs / "ca.pem"),
+                             tls_cert=str(certs / "scheduler.pem"), insecure=False,
+                             tls_key=str(certs / "scheduler.key"), tls_server_name=None)
         else:
             running = start(engine, "127.0.0.1:0", limits=limits)
-            channel = grpc.insecure_channel(f"127.0.0.1:{running.port}")
-        stub = pb_grpc.TrafficEngineeringStub(channel)
+            args = Namespace(server=f"127.0.0.1:{running.port}", tls_ca=None, tls_cert=None,
+                             tls_key=None, tls_server_name=None, insecure=True)  # fmt: skip
+        conn = channel(args)  # tectl's own client channel
+        stub = pb_grpc.TrafficEngineeringStub(conn)
         stub.ListJobs(pb.ListJobsRequest(), timeout=30)  # connection (and handshake) made
         latencies = []
         start_t = time.perf_counter()
@@ -623,7 +623,7 @@ def bench_security(cfg: Config) -> Iterator[Section]:
             latencies.append(time.perf_counter() - t0)
         engine.wait_idle(600)
         total = time.perf_counter() - start_t
-        channel.close()
+        conn.close()
         running.stop(grace=1)
         ms = np.array(latencies) * 1000
         return ["mTLS + authorization" if secure else "plaintext, no authorization",

@@ -37,6 +37,11 @@ def _api() -> Any:
 MAX_RECEIVE_BYTES = 1 << 30
 
 
+def api() -> tuple[Any, Any]:
+    """The generated (te_pb2, te_pb2_grpc) modules, for clients above the CLI (benchmarks)."""
+    return _api()  # type: ignore[no-any-return]
+
+
 def _read(path: str, what: str) -> bytes:
     try:
         with open(path, "rb") as fh:
