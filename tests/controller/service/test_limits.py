@@ -288,3 +288,32 @@ def test_shutdown_completes_after_malformed_stream_messages() -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_flows_of_a_new_job_are_built_outside_the_engine_lock(limited) -> None:
+    """The defect: PutJob with a huge channel count built flows holding the engine lock, and
+    every other call waited. A link report sent while such a PutJob is being checked now
+    commits first (or the PutJob is refused at once, naming the field)."""
+    running, channel = limited
+    stub = pb_grpc.TrafficEngineeringStub(channel)
+    put: dict[str, int] = {}
+
+    def put_job() -> None:
+        try:
+            reply = stub.PutJob(pb.PutJobRequest(job=_job("wide", range(0, 2), channels=10**7)),
+                                timeout=60)  # fmt: skip
+            put["version"] = reply.state_version
+        except grpc.RpcError as err:
+            assert err.code() == grpc.StatusCode.INVALID_ARGUMENT and "channels" in str(err)
+
+    stub.Status(pb.StatusRequest(), timeout=10)  # the connection is up
+    worker = threading.Thread(target=put_job)
+    worker.start()
+    time.sleep(0.2)  # the PutJob is in the server, building ~10^7 channel offsets
+    in_flight = worker.is_alive()
+    link = FABRIC.link_name(FABRIC.rack_link(0, 1))
+    report = stub.ReportLinks(pb.ReportLinksRequest(
+        reports=[pb.LinkReport(link=link, state=pb.LinkReport.DOWN)]), timeout=60)  # fmt: skip
+    worker.join(60)
+    if in_flight and "version" in put:  # the lock was free while the PutJob was busy
+        assert report.state_version < put["version"]
