@@ -166,7 +166,7 @@ class TrafficEngineering(pb_grpc.TrafficEngineeringServicer):
         def run(seconds: float) -> dict[str, float]:
             o = self.engine.options
             options = dataclasses.replace(
-                o, lp_time_limit=max(0.1, min(o.lp_time_limit, seconds)),
+                o, lp_time_limit=min(o.lp_time_limit, max(0.1, seconds)),
                 search_time=None if o.search_time is None else min(o.search_time, seconds / 4),
             )  # fmt: skip
             return self.engine.what_if(updates, extra, options).metrics()

@@ -317,3 +317,21 @@ def test_flows_of_a_new_job_are_built_outside_the_engine_lock(limited) -> None:
     worker.join(60)
     if in_flight and "version" in put:  # the lock was free while the PutJob was busy
         assert report.state_version < put["version"]
+
+
+def test_generation_past_uint64_is_refused_before_the_commit(limited) -> None:
+    """The defect: generation 2^64-1 then 0 replied INVALID_ARGUMENT yet moved the job, and
+    ListJobs then failed for every client."""
+    running, channel = limited
+    stub = pb_grpc.TrafficEngineeringStub(channel)
+    top = 2**64 - 1
+    stub.PutJob(pb.PutJobRequest(job=_job("a", range(0, 8)), generation=top), timeout=10)
+    assert running.engine.wait_idle()
+    before = (running.engine.state_version, running.engine.snapshot())
+    with pytest.raises(grpc.RpcError) as err:
+        stub.PutJob(pb.PutJobRequest(job=_job("a", range(8, 16))), timeout=10)
+    assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert running.engine.wait_idle()
+    assert (running.engine.state_version, running.engine.snapshot()) == before
+    [entry] = stub.ListJobs(pb.ListJobsRequest(), timeout=10).jobs
+    assert entry.generation == top and entry.job.hosts[0] == FABRIC.host_name(0)
