@@ -141,7 +141,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     running.stop(grace=args.grace)
     driver.close()
     stuck = [t for t in threading.enumerate()
-             if t is not threading.current_thread() and not t.daemon and t.is_alive()]  # fmt: skip
+             if t is not threading.current_thread() and not t.daemon]  # fmt: skip
+    for t in stuck:
+        t.join(timeout=0.2)
+    stuck = [t for t in stuck if t.is_alive()]
     if stuck:  # a handler thread gRPC could not end: do not let it hold the exit
         print(f"exiting with {len(stuck)} RPC threads still busy", file=sys.stderr, flush=True)
         logging.shutdown()

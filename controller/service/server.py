@@ -43,6 +43,7 @@ class Running:
     engine: Engine
     guard: Guard
     tls: ServerTls | None = None
+    executor: futures.ThreadPoolExecutor | None = None
 
     def reload(self) -> None:
         """Re-read certificates and policy (SIGHUP); bad files keep the old ones."""
@@ -55,6 +56,8 @@ class Running:
         """NOT_SERVING first, then stop with a grace period; installed routes stay."""
         self.health.enter_graceful_shutdown()
         self.server.stop(grace).wait()
+        if self.executor is not None:  # idle handler threads end; busy ones are reported
+            self.executor.shutdown(wait=False, cancel_futures=True)
         self.engine.close()
 
 
@@ -85,8 +88,9 @@ def start(
                          "certificates, or ask for plaintext explicitly (--insecure)")  # fmt: skip
     guard = Guard(SERVICE_NAME, limits, RpcMetrics(engine.metrics.registry), policy)
     threads = limits.workers + limits.streams
+    executor = futures.ThreadPoolExecutor(max_workers=threads, thread_name_prefix="fabric-te-rpc")
     server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=threads, thread_name_prefix="fabric-te-rpc"),
+        executor,
         interceptors=[guard],
         maximum_concurrent_rpcs=4 * threads,  # beyond: RESOURCE_EXHAUSTED, not a queue
         options=[("grpc.max_receive_message_length", SERVER_MAX_MESSAGE),
@@ -111,4 +115,4 @@ def start(
         checker.set(name, health_pb2.HealthCheckResponse.SERVING)
     log.info("serving %s on port %d (%s)", SERVICE_NAME, port,
              "mTLS" if tls is not None else "plaintext")  # fmt: skip
-    return Running(server, port, checker, engine, guard, tls)
+    return Running(server, port, checker, engine, guard, tls, executor)
