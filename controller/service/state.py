@@ -24,7 +24,6 @@ from controller.model.jobs import Job, jobs_flows
 from controller.routes.entries import Entry, RouteSet
 
 DELTA_LOG = 1000  # route deltas kept for resuming watchers
-MAX_GENERATION = 2**64 - 1  # generations travel as uint64
 
 
 @dataclass(frozen=True)
@@ -81,11 +80,6 @@ class DesiredState:
         if not flows_checked:
             jobs_flows(self.fabric, [job])  # the job's own traffic must be valid
         new_gen = generation or (stored[1] + 1 if stored else 1)
-        if new_gen > MAX_GENERATION:  # checked before the commit: a reply cannot carry it
-            raise PreconditionError(
-                f"job {job.id!r}: generation {stored[1] if stored else 0} is the largest; "
-                "delete the job (or send a generation) to start again"
-            )
         self.jobs[job.id] = (job, new_gen)
         self._bump(health_only=False)
         return new_gen
