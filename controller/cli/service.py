@@ -157,7 +157,7 @@ def cmd_job_put(args: argparse.Namespace) -> int:
     from controller.formats.placement import check_job_entry
     from controller.model.documents import read_document
 
-    pb, stub = _stub(args)
+    pb, _ = _api()
     doc = read_document(args.file, JobError, "job file")
     jobs = doc.get("jobs") if isinstance(doc, dict) else None
     if not isinstance(jobs, list) or set(doc) != {"jobs"}:
@@ -169,6 +169,7 @@ def cmd_job_put(args: argparse.Namespace) -> int:
         except JobError as err:
             raise JobError(f"{args.file}: {err}") from None
         msgs.append(pb.Job(**{k: v for k, v in entry.items() if v is not None}))
+    _, stub = _stub(args)  # the file is checked before any connection is made
     for msg in msgs:
         reply = _call(partial(stub.PutJob, pb.PutJobRequest(job=msg)))
         print(f"{msg.id}: generation {reply.generation}")

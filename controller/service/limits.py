@@ -32,7 +32,7 @@ MESSAGE_LIMITS: dict[str, int] = {
     "DeleteJob": 4 * KIB,
     "ListJobs": 64,
     "ReportLinks": 4 * MIB,  # every link of a large fabric at once
-    "StreamLinkReports": 4 * KIB,
+    "StreamLinkReports": 64 * KIB,  # one report; the field rules name an over-long link
     "GetRoutes": 64,
     "WatchRoutes": 64,
     "Solve": 4 * MIB,

@@ -319,12 +319,16 @@ def test_flows_of_a_new_job_are_built_outside_the_engine_lock(limited) -> None:
         assert report.state_version < put["version"]
 
 
-def test_generation_past_uint64_is_refused_before_the_commit(limited) -> None:
+def test_generation_overflow_commits_nothing(limited) -> None:
     """The defect: generation 2^64-1 then 0 replied INVALID_ARGUMENT yet moved the job, and
-    ListJobs then failed for every client."""
+    ListJobs then failed for every client. Neither the out-of-range generation nor the put
+    that would pass the largest one may change anything."""
     running, channel = limited
     stub = pb_grpc.TrafficEngineeringStub(channel)
-    top = 2**64 - 1
+    with pytest.raises(grpc.RpcError) as err:
+        stub.PutJob(pb.PutJobRequest(job=_job("a", range(0, 8)), generation=2**64 - 1))
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and not running.engine.jobs()
+    top = 2**63 - 1  # the largest generation the input rules accept
     stub.PutJob(pb.PutJobRequest(job=_job("a", range(0, 8)), generation=top), timeout=10)
     assert running.engine.wait_idle()
     before = (running.engine.state_version, running.engine.snapshot())
