@@ -290,33 +290,41 @@ def test_shutdown_completes_after_malformed_stream_messages() -> None:
             proc.wait()
 
 
-def test_flows_of_a_new_job_are_built_outside_the_engine_lock(limited) -> None:
-    """The defect: PutJob with a huge channel count built flows holding the engine lock, and
-    every other call waited. A link report sent while such a PutJob is being checked now
-    commits first (or the PutJob is refused at once, naming the field)."""
-    running, channel = limited
-    stub = pb_grpc.TrafficEngineeringStub(channel)
+def test_flows_of_a_new_job_are_built_outside_the_engine_lock() -> None:
+    """The defect: PutJob built the job's flows holding the engine lock (2^32-1 channels froze
+    the API for 115 s). The channel count is now refused at once; a large valid job (an
+    all-to-all over every host of a pod, 1.2M flows) still takes a while to check, and a
+    link report sent meanwhile commits first. The job is removed before the worker (debounce
+    3 s) would solve it."""
+    pod = build(PRESETS["pod"])
+    running = start(Engine(pod, EmulatedDriver(pod), debounce=3.0), "127.0.0.1:0")
+    stub = pb_grpc.TrafficEngineeringStub(grpc.insecure_channel(f"127.0.0.1:{running.port}"))
+    hosts = [pod.host_name(h) for h in range(pod.num_hosts)]
     put: dict[str, int] = {}
+    try:
+        with pytest.raises(grpc.RpcError) as err:
+            stub.PutJob(pb.PutJobRequest(job=pb.Job(id="w", hosts=hosts[:2], channels=2**32 - 1)),
+                        timeout=10)  # fmt: skip
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "channels" in err.value.details()
 
-    def put_job() -> None:
-        try:
-            reply = stub.PutJob(pb.PutJobRequest(job=_job("wide", range(0, 2), channels=10**7)),
-                                timeout=60)  # fmt: skip
-            put["version"] = reply.state_version
-        except grpc.RpcError as err:
-            assert err.code() == grpc.StatusCode.INVALID_ARGUMENT and "channels" in str(err)
+        def put_job() -> None:
+            job = pb.Job(id="wide", hosts=hosts, collectives=["alltoall"])
+            put["version"] = stub.PutJob(pb.PutJobRequest(job=job), timeout=60).state_version
 
-    stub.Status(pb.StatusRequest(), timeout=10)  # the connection is up
-    worker = threading.Thread(target=put_job)
-    worker.start()
-    time.sleep(0.2)  # the PutJob is in the server, building ~10^7 channel offsets
-    in_flight = worker.is_alive()
-    link = FABRIC.link_name(FABRIC.rack_link(0, 1))
-    report = stub.ReportLinks(pb.ReportLinksRequest(
-        reports=[pb.LinkReport(link=link, state=pb.LinkReport.DOWN)]), timeout=60)  # fmt: skip
-    worker.join(60)
-    if in_flight and "version" in put:  # the lock was free while the PutJob was busy
-        assert report.state_version < put["version"]
+        worker = threading.Thread(target=put_job)
+        worker.start()
+        time.sleep(0.1)  # the PutJob is in the server, building its flows
+        in_flight = worker.is_alive()
+        link = pod.link_name(pod.rack_link(0, 1))
+        report = stub.ReportLinks(pb.ReportLinksRequest(
+            reports=[pb.LinkReport(link=link, state=pb.LinkReport.DOWN)]), timeout=60)  # fmt: skip
+        worker.join(60)
+        stub.DeleteJob(pb.DeleteJobRequest(id="wide"), timeout=10)
+        if in_flight:  # the lock was free while the PutJob was busy
+            assert report.state_version < put["version"]
+    finally:
+        running.stop(grace=0.5)
 
 
 def test_generation_overflow_commits_nothing(limited) -> None:
