@@ -20,6 +20,7 @@ from controller.model.clos import PRESETS, build
 from controller.model.fabric import Fabric
 from controller.service.auth import PolicyStore
 from controller.service.engine import Engine
+from controller.service.limits import Limits
 from controller.service.server import Running, start
 from controller.service.tls import ServerTls, TlsFiles
 from sim.driver import EmulatedDriver
@@ -42,13 +43,14 @@ def other_ca(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return directory
 
 
-def _serve(d: Path) -> Running:
+def _serve(d: Path, limits: Limits | None = None) -> Running:
     """A server with its own copy of the files, so a test may rotate them."""
     live = d.parent / f"{d.name}-live-{id(d)}-{threading.get_ident()}"
     shutil.copytree(d, live, dirs_exist_ok=True)
     tls = ServerTls(TlsFiles(live / "server.pem", live / "server.key", live / "ca.pem"))
     engine = Engine(FABRIC, EmulatedDriver(FABRIC), debounce=0.01)
-    return start(engine, "127.0.0.1:0", tls=tls, policy=PolicyStore(live / "policy.yaml"))
+    return start(engine, "127.0.0.1:0", tls=tls, policy=PolicyStore(live / "policy.yaml"),
+                 limits=limits)
 
 
 @pytest.fixture
@@ -304,5 +306,21 @@ def test_every_method_by_every_role(certs: Path, tmp_path: Path) -> None:
                 assert denied != allowed, (who, method, code)
                 if denied:
                     assert running.engine.state_version == version
+    finally:
+        running.stop(grace=0.5)
+
+
+def test_write_rate_is_per_identity(certs: Path) -> None:
+    """One client flooding writes is throttled; another identity's writes still pass."""
+    running = _serve(certs, Limits(write_rate=0.1, write_burst=2))
+    try:
+        scheduler, admin = _stub(running, certs, "scheduler"), _stub(running, certs, "admin")
+        for _ in range(2):
+            scheduler.DeleteJob(pb.DeleteJobRequest(id="x"), timeout=10)
+        with pytest.raises(grpc.RpcError) as err:
+            scheduler.DeleteJob(pb.DeleteJobRequest(id="x"), timeout=10)
+        assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "spiffe://fabric-te.test/scheduler" in err.value.details()
+        admin.DeleteJob(pb.DeleteJobRequest(id="x"), timeout=10)
     finally:
         running.stop(grace=0.5)
