@@ -478,7 +478,8 @@ def bench_routes_api(cfg: Config) -> Iterator[Section]:
     total = len(engine.installed)
     running = start(engine, "127.0.0.1:0")
     server = f"127.0.0.1:{running.port}"
-    tectl = [sys.executable, "-m", "controller.cli.main", "routes", "show", "--server", server]
+    tectl = [sys.executable, "-m", "controller.cli.main", "routes", "show", "--insecure",
+             "--server", server]
     rows: list[list[object]] = []
 
     def show(*extra: str) -> tuple[int, float]:

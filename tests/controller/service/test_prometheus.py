@@ -135,8 +135,8 @@ def test_dashboard_queries_return_data_from_a_real_prometheus() -> None:
             f"      - targets: ['127.0.0.1:{metrics_port}']\n"
         )
         serve = [sys.executable, "-m", "controller.cli.main", "serve", "--fabric", "tiny",
-                 "--listen", f"127.0.0.1:{grpc_port}", "--metrics-port", str(metrics_port),
-                 "--debounce", "0.02"]  # fmt: skip
+                 "--insecure", "--listen", f"127.0.0.1:{grpc_port}",
+                 "--metrics-port", str(metrics_port), "--debounce", "0.02"]  # fmt: skip
         prom = [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={tmp}/data",
                 f"--web.listen-address=127.0.0.1:{prom_port}"]  # fmt: skip
         with _process(serve) as controller, _process(prom, cwd=tmp) as prometheus:

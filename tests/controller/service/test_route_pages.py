@@ -97,7 +97,7 @@ def test_a_page_token_from_an_older_version_is_refused(service) -> None:
 
 def test_routes_show_streams_and_watch_ends_without_a_traceback(service) -> None:
     running, _ = service
-    server = ["--server", f"127.0.0.1:{running.port}"]
+    server = ["--server", f"127.0.0.1:{running.port}", "--insecure"]
     out, err = io.StringIO(), io.StringIO()
     with redirect_stdout(out), redirect_stderr(err):
         assert main(["routes", "show", "--chunk", "5", "--switch", "rtsw-p0-r0", *server]) == 0
