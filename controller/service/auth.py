@@ -42,6 +42,7 @@ METHOD_ROLES: dict[str, frozenset[str]] = {
     "ReportLinks": frozenset({"monitor"}),
     "StreamLinkReports": frozenset({"monitor"}),
     "GetRoutes": frozenset({"reader"}),
+    "StreamRoutes": frozenset({"reader"}),
     "WatchRoutes": frozenset({"reader"}),
     "Status": frozenset({"reader"}),
     "Solve": frozenset({"reader"}),

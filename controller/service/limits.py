@@ -33,7 +33,8 @@ MESSAGE_LIMITS: dict[str, int] = {
     "ListJobs": 64,
     "ReportLinks": 4 * MIB,  # every link of a large fabric at once
     "StreamLinkReports": 64 * KIB,  # one report; the field rules name an over-long link
-    "GetRoutes": 64,
+    "GetRoutes": 1 * MIB,  # a filter may name every switch
+    "StreamRoutes": 1 * MIB,
     "WatchRoutes": 64,
     "Solve": 4 * MIB,
     "Status": 64,

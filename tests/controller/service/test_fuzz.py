@@ -39,15 +39,14 @@ DOCUMENTED = {
     "ListJobs": {OK, BAD, LIMIT},
     "ReportLinks": {OK, BAD, LIMIT},
     "StreamLinkReports": {OK, BAD, LIMIT},
-    "GetRoutes": {OK, BAD, LIMIT},
+    "GetRoutes": {OK, BAD, STALE, LIMIT},
+    "StreamRoutes": {OK, BAD, STALE, LIMIT},
     "WatchRoutes": {OK, BAD, LIMIT},
     "Solve": {OK, BAD, LIMIT, LATE},
     "Status": {OK, BAD, LIMIT},
     "Advise": {OK, BAD, LIMIT, LATE},
     "Score": {OK, BAD, LIMIT, LATE},
 }
-REQUEST = {name: getattr(pb, f"{name}Request", None) for name in DOCUMENTED}
-REQUEST["StreamLinkReports"] = pb.LinkReport
 
 host_names = [FABRIC.host_name(h) for h in range(FABRIC.num_hosts)]
 link_names = [FABRIC.link_name(i) for i in range(FABRIC.num_links)]
@@ -93,6 +92,12 @@ placement_requests = st.builds(
     same_pod=st.one_of(st.sampled_from(["require", "prefer", "any"]), st.text(max_size=6)),
     avoid_hosts=st.lists(names, max_size=4), top=uint32,
 )  # fmt: skip
+route_queries = st.builds(
+    pb.GetRoutesRequest, switches=st.lists(st.one_of(st.sampled_from(
+        [FABRIC.rtsw_name(0), FABRIC.ctsw_name(0)]), names), max_size=3),
+    job=st.one_of(st.just(""), st.sampled_from(["a", "b"]), names),
+    page_size=uint32, page_token=st.one_of(st.just(""), st.text(max_size=40)),
+)  # fmt: skip
 messages = {
     "PutJob": st.builds(pb.PutJobRequest, job=st.one_of(jobs(), plausible_jobs()),
                         generation=st.one_of(uint64, st.integers(0, 3))),
@@ -101,7 +106,8 @@ messages = {
     "ReportLinks": st.builds(pb.ReportLinksRequest, reports=st.lists(reports, max_size=6),
                              replace_all=st.booleans()),  # fmt: skip
     "StreamLinkReports": st.lists(reports, max_size=6),
-    "GetRoutes": st.just(pb.GetRoutesRequest()),
+    "GetRoutes": route_queries,
+    "StreamRoutes": route_queries,
     "WatchRoutes": st.builds(pb.WatchRoutesRequest, since_version=uint64),
     "Solve": st.builds(pb.SolveRequest, links=st.lists(reports, max_size=3),
                        extra_jobs=st.lists(jobs(), max_size=2)),  # fmt: skip
@@ -171,6 +177,10 @@ def _call(channel: grpc.Channel, method: str, request: Any) -> grpc.StatusCode:
                 if event.WhichOneof("event") == "sync":
                     break
             stream.cancel()
+        elif method == "StreamRoutes":
+            stream = channel.unary_stream(path, request_serializer=ser)(request, timeout=10)
+            for _ in stream:
+                pass
         elif method == "StreamLinkReports":
             items = [request] if raw else request
             channel.stream_unary(path, request_serializer=ser)(iter(items), timeout=10)

@@ -203,6 +203,8 @@ def test_tectl_client_with_certificates(
     server_arg = ["--server", f"localhost:{server.port}"]
     assert main(["status", *server_arg]) == 0
     assert '"driver_ok": true' in capsys.readouterr().out
+    assert main(["routes", "show", *server_arg]) == 0
+    assert "entries" in capsys.readouterr().out
     assert main(["job", "rm", "x", *server_arg]) == 2
     assert "PERMISSION_DENIED" in capsys.readouterr().err
     assert main(["job", "rm", "x", *server_arg, "--tls-cert", str(certs / "scheduler.pem"),
@@ -295,6 +297,8 @@ def test_every_method_by_every_role(certs: Path, tmp_path: Path) -> None:
                 try:
                     if method == "WatchRoutes":
                         next(stub.WatchRoutes(pb.WatchRoutesRequest(), timeout=10))
+                    elif method == "StreamRoutes":
+                        next(stub.StreamRoutes(pb.GetRoutesRequest(), timeout=10))
                     elif method == "StreamLinkReports":
                         stub.StreamLinkReports(iter([]), timeout=10)
                     else:
