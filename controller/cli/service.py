@@ -13,7 +13,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from controller.errors import InputError
+from controller.errors import FabricTeError, InputError
 from controller.formats.output import to_json
 from controller.model.limits import flag
 
@@ -87,6 +87,28 @@ def _call(fn: Callable[[], Any]) -> Any:
         raise InputError(f"{err.code().name}: {err.details()}") from None
 
 
+def _limits(items: list[str]) -> Any:
+    """`Limits` with `NAME=VALUE` overrides (e.g. write_rate=50); unknown names are named."""
+    import dataclasses
+
+    from controller.service.limits import Limits
+
+    known = {f.name: f.type for f in dataclasses.fields(Limits)}
+    values: dict[str, float] = {}
+    for item in items:
+        name, _, text = item.partition("=")
+        if name not in known:
+            raise InputError(f"--limit {item}: unknown limit; known: {', '.join(sorted(known))}")
+        try:
+            values[name] = float(text) if "float" in str(known[name]) else int(text)
+        except ValueError:
+            raise InputError(f"--limit {item}: not a number") from None
+    try:
+        return Limits(**values)  # type: ignore[arg-type]
+    except FabricTeError as err:
+        raise InputError(f"--limit: {err}") from None
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     _api()  # a one-line error, before the server module needs the generated code
     from controller.drivers.interface import load_driver
@@ -101,6 +123,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         '"logger": "%(name)s", "message": "%(message)s"}',
     )  # fmt: skip
     tls_args = (args.tls_cert, args.tls_key, args.tls_client_ca)
+    limits = _limits(args.limit or [])
     tls = policy = None
     if any(tls_args):
         if not all(tls_args):
@@ -125,7 +148,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.metrics_port:
         engine.metrics.serve(args.metrics_port, args.metrics_address)
     try:
-        running = start(engine, args.listen, tls=tls, policy=policy, insecure=args.insecure)
+        running = start(engine, args.listen, tls=tls, policy=policy, limits=limits,
+                        insecure=args.insecure)  # fmt: skip
     except BaseException:
         engine.close()
         raise
@@ -296,7 +320,9 @@ def register(cli: Commands) -> None:
     serve.add_argument("--policy", default=env("FABRIC_TE_POLICY"),
                        help="identity -> roles file (FABRIC_TE_POLICY); see docs/security.md")
     serve.add_argument("--insecure", action="store_true",
-                       help="plaintext, no client identities: a local demo only")  # fmt: skip
+                       help="plaintext, no client identities: a local demo only")
+    serve.add_argument("--limit", action="append", metavar="NAME=VALUE",
+                       help="override an API limit, e.g. write_rate=50 (docs/security.md)")
     serve.set_defaults(func=cmd_serve)
 
     def client(p: argparse.ArgumentParser) -> argparse.ArgumentParser:

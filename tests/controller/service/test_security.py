@@ -191,6 +191,9 @@ def test_serve_requires_tls_or_insecure(capsys: pytest.CaptureFixture[str]) -> N
     assert "--insecure" in capsys.readouterr().err
     assert main(["status", "--server", "127.0.0.1:1"]) == 2
     assert "--insecure" in capsys.readouterr().err
+    for bad, says in (("nope=1", "unknown limit"), ("write_rate=nan", "positive number")):
+        assert main(["serve", "--fabric", "tiny", "--insecure", "--limit", bad]) == 2
+        assert says in capsys.readouterr().err
 
 
 def test_tectl_client_with_certificates(
