@@ -51,8 +51,9 @@ def test_grpcurl_with_test_certificates(tmp_path: Path) -> None:
     ca = ["-cacert", str(tmp_path / "ca.pem")]
     reader = [*ca, "-cert", str(tmp_path / "reader.pem"), "-key", str(tmp_path / "reader.key")]
 
-    def grpcurl(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([GRPCURL, *args], capture_output=True, text=True, timeout=60)
+    def grpcurl(*args: str, wait: str = "30") -> subprocess.CompletedProcess[str]:
+        return subprocess.run([GRPCURL, "-connect-timeout", wait, *args],
+                              capture_output=True, text=True, timeout=60)  # fmt: skip
 
     try:
         listed = grpcurl(*reader, address, "list")
@@ -61,8 +62,11 @@ def test_grpcurl_with_test_certificates(tmp_path: Path) -> None:
         status = grpcurl(*reader, "-d", "{}", address, f"{SERVICE_NAME}/Status")
         assert status.returncode == 0, status.stderr
         assert json.loads(status.stdout)["fabric"]["name"] == "tiny"
-        assert grpcurl(*ca, "-d", "{}", address, f"{SERVICE_NAME}/Status").returncode != 0
-        assert grpcurl("-plaintext", "-d", "{}", address, f"{SERVICE_NAME}/Status").returncode
+        # the server refuses the handshake; grpcurl then gives up dialling
+        no_cert = grpcurl(*ca, "-d", "{}", address, f"{SERVICE_NAME}/Status", wait="1")
+        assert no_cert.returncode != 0 and "Failed to dial" in no_cert.stderr
+        plain = grpcurl("-plaintext", "-d", "{}", address, f"{SERVICE_NAME}/Status", wait="1")
+        assert plain.returncode != 0 and "Failed to dial" in plain.stderr
         put = grpcurl(*reader, "-d", '{"job": {"id": "x", "hosts": ["h"]}}', address,
                       f"{SERVICE_NAME}/PutJob")  # fmt: skip
         assert "PermissionDenied" in put.stderr and not running.engine.jobs()
