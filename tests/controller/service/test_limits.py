@@ -347,3 +347,37 @@ def test_generation_overflow_commits_nothing(limited) -> None:
     assert (running.engine.state_version, running.engine.snapshot()) == before
     [entry] = stub.ListJobs(pb.ListJobsRequest(), timeout=10).jobs
     assert entry.generation == top and entry.job.hosts[0] == FABRIC.host_name(0)
+
+
+def test_what_if_deadline_and_slots_hold_while_abandoned_work_runs() -> None:
+    """The defect: a what-if Solve on a large all-to-all ran 70 s, three at once 139 s each.
+    Past its deadline the caller gets DEADLINE_EXCEEDED; the abandoned solve keeps its slot
+    until it ends, so another what-if meanwhile is RESOURCE_EXHAUSTED with retry advice."""
+    pod = build(PRESETS["pod"])
+    limits = Limits(whatif_seconds=0.2, whatif_slots=1)
+    running = start(Engine(pod, EmulatedDriver(pod)), "127.0.0.1:0", limits=limits)
+    stub = pb_grpc.TrafficEngineeringStub(grpc.insecure_channel(f"127.0.0.1:{running.port}"))
+    job = pb.Job(id="x", hosts=[pod.host_name(h) for h in range(64)], collectives=["alltoall"])
+    request = pb.SolveRequest(extra_jobs=[job])  # 32K flows: about a second of solving
+    try:
+        start_t = time.monotonic()
+        with pytest.raises(grpc.RpcError) as err:
+            stub.Solve(request, timeout=60)
+        assert err.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+        assert "0.2 s" in err.value.details() and time.monotonic() - start_t < 10
+        with pytest.raises(grpc.RpcError) as err:
+            stub.Solve(pb.SolveRequest(), timeout=60)
+        assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert int(dict(err.value.trailing_metadata())["retry-after-ms"]) > 0
+        deadline = time.monotonic() + 60
+        while True:  # once the abandoned solve ends, its slot is free again
+            try:
+                stub.Solve(pb.SolveRequest(), timeout=60)
+                break
+            except grpc.RpcError as e:
+                assert e.code() in (grpc.StatusCode.RESOURCE_EXHAUSTED,
+                                    grpc.StatusCode.DEADLINE_EXCEEDED)  # fmt: skip
+                assert time.monotonic() < deadline
+                time.sleep(0.2)
+    finally:
+        running.stop(grace=0.5)
