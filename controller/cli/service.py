@@ -258,6 +258,24 @@ def _show(pb: Any, stub: Any, args: argparse.Namespace) -> None:
 
 
 def _watch(pb: Any, stub: Any, since: int) -> None:
+    """Print the watch; when the server drops it for falling behind, resume where it says."""
+    import grpc
+
+    from controller.service.servicer import RESUME_VERSION_KEY
+
+    while True:
+        try:
+            _watch_once(pb, stub, since)
+            return
+        except grpc.RpcError as err:
+            resume = dict(err.trailing_metadata() or ()).get(RESUME_VERSION_KEY)
+            if err.code() != grpc.StatusCode.ABORTED or resume is None:
+                raise
+            print(f"# fell behind; resuming from version {resume}", flush=True)
+            since = int(resume)
+
+
+def _watch_once(pb: Any, stub: Any, since: int) -> None:
     first_chunk = True
     for event in stub.WatchRoutes(pb.WatchRoutesRequest(since_version=since)):
         kind = event.WhichOneof("event")
