@@ -149,7 +149,9 @@ class Guard(grpc.ServerInterceptor):
     def _finish(self, label: str, context: grpc.ServicerContext, start: float | None,
                 failed: bool) -> None:  # fmt: skip
         code = context.code()  # type: ignore[attr-defined]
-        if code is None:
+        if code is None and not context.is_active():  # the client went away
+            code = grpc.StatusCode.CANCELLED
+        elif code is None:
             code = grpc.StatusCode.UNKNOWN if failed else grpc.StatusCode.OK
         self.metrics.requests.labels(label, code.name).inc()
         if start is not None:

@@ -106,6 +106,14 @@ def test_watchers_per_client_are_capped(limited) -> None:
     while running.guard.streams.open() > 3 and time.monotonic() < deadline:
         time.sleep(0.02)
     assert next(stub.WatchRoutes(pb.WatchRoutesRequest())).WhichOneof("event") == "snapshot"
+    sample = running.engine.metrics.registry.get_sample_value
+    assert sample("fabric_te_grpc_requests_total",
+                  {"method": "WatchRoutes", "code": "RESOURCE_EXHAUSTED"}) == 1  # fmt: skip
+    cancelled = {"method": "WatchRoutes", "code": "CANCELLED"}
+    while sample("fabric_te_grpc_requests_total", cancelled) is None:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    assert sample("fabric_te_grpc_requests_total", cancelled) == 1
 
 
 @pytest.mark.parametrize("limited", [Limits(write_rate=0.5, write_burst=3)], indirect=True)
