@@ -217,13 +217,13 @@ def test_fail_static_kill_controller_then_remove_all_te_state(tiny_lab, io, driv
         address = f"127.0.0.1:{s.getsockname()[1]}"
     proc = subprocess.Popen(
         [sys.executable, "-m", "controller.cli.main", "serve", "--fabric", "tiny", "--driver",
-         "linux", "--lab", tiny_lab, "--listen", address, "--metrics-port", "0"],
+         "linux", "--lab", tiny_lab, "--listen", address, "--metrics-port", "0", "--insecure"],
         stderr=subprocess.PIPE, text=True)  # fmt: skip
     try:
         assert proc.stderr is not None
         while "serving" not in proc.stderr.readline():
             assert proc.poll() is None, "tectl serve did not start"
-        assert main(["job", "put", "--server", address, str(jobs)]) == 0
+        assert main(["job", "put", "--server", address, "--insecure", str(jobs)]) == 0
         deadline = time.monotonic() + 30
         while read_back(driver, driver.switches())[0] != routes:
             assert time.monotonic() < deadline, "the controller did not install the mix"
