@@ -72,7 +72,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.lab:
         options["lab"] = args.lab
     driver = load_driver(args.driver, **options)
-    engine = Engine(fabric, driver, driver_name=args.driver, debounce=args.debounce)
+    engine = Engine(
+        fabric, driver, driver_name=args.driver, debounce=args.debounce,
+        reconcile_interval=args.reconcile_interval,
+    )  # fmt: skip
     if args.metrics_port:
         engine.metrics.serve(args.metrics_port, args.metrics_address)
     running = start(engine, args.listen)
@@ -196,6 +199,11 @@ def cmd_status(args: argparse.Namespace) -> int:
         "state_version": s.state_version, "routes_version": s.routes_version,
         "driver": s.driver, "driver_ok": s.driver_ok,
         "installed_entries": s.installed_entries, "last_error": s.last_error,
+        "switches_differing": s.switches_differing, "differing": list(s.differing),
+        "entries_missing": s.entries_missing, "reconciles": s.reconciles,
+        "retry_rounds": s.retry_rounds, "store": s.store, "store_ok": s.store_ok,
+        "store_revision": s.store_revision, "role": s.role, "leader": s.leader,
+        "replica": s.replica,
     }  # fmt: skip
     sys.stdout.write(to_json(data) + "\n")
     return 0
@@ -217,6 +225,8 @@ def register(cli: Commands) -> None:
                        help="Prometheus /metrics port (9464; 0 = off)")  # fmt: skip
     serve.add_argument("--metrics-address", default="127.0.0.1",
                        help="address /metrics listens on (127.0.0.1; 0.0.0.0 = all)")  # fmt: skip
+    serve.add_argument("--reconcile-interval", type=flag(float, 0.01, 86400), default=5.0,
+                       help="read back and repair every switch every S seconds (5)")  # fmt: skip
     serve.add_argument(
         "--grace", type=flag(float, 0, 3600), default=5.0, help="shutdown grace, s (5)"
     )

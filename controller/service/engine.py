@@ -5,7 +5,10 @@ batches changes that arrive within `debounce` seconds into one solve. A health-o
 is repaired first (only the hit flows move, pushed at once), then re-solved globally with the
 repaired assignment as `previous` (churn minimisation). Every change reaches the switches
 through `plan_update` + `push`, and what the engine reports as installed is what it read
-back from the driver afterwards. The desired state and the route log are plain data
+back from the driver afterwards, and what was read is reconciled against what is wanted
+(`controller.service.reconcile`): after every push and every `reconcile_interval` seconds,
+missing entries are re-pushed with bounded, backed-off retries, and a switch that differs is
+marked until it agrees. The desired state and the route log are plain data
 (`controller.service.state`); the engine adds the lock, the thread and the driver.
 
 Fail-static: at start the engine reads the installed routes and pushes nothing until it has
@@ -19,20 +22,22 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from controller.drivers.interface import Driver
-from controller.drivers.push import push
+from controller.drivers.push import push, read_back
 from controller.errors import DriverError, InputError
 from controller.model.assignment import Assignment
 from controller.model.fabric import Fabric
 from controller.model.health import LinkHealth
 from controller.model.jobs import Job, jobs_flows
 from controller.model.rates import simulate
-from controller.routes.entries import Entry, RouteSet
+from controller.routes.entries import Entry, RouteSet, build_routes
 from controller.routes.plan import plan_update
 from controller.service.metrics import Metrics
+from controller.service.reconcile import Reconciler, ReconcileResult, SwitchMarks
 from controller.service.route_query import SWITCH_TIERS
 from controller.service.state import DesiredState, RouteLog
 from controller.solver.solve import SolveOptions, SolveResult, repair, solve
@@ -51,8 +56,8 @@ class RouteEvent:
 
 
 def read_installed(driver: Driver) -> RouteSet:
-    """Every switch's table, read back from the driver."""
-    return RouteSet.from_entries(e for sw in driver.switches() for e in driver.read(sw))
+    """Every readable switch's table, read back from the driver."""
+    return read_back(driver, driver.switches())[0]
 
 
 class Engine:
@@ -68,6 +73,8 @@ class Engine:
         options: SolveOptions | None = None,
         push_timeout: float = 5.0,
         metrics: Metrics | None = None,
+        reconcile_interval: float = 5.0,
+        reconciler: Reconciler | None = None,
     ) -> None:
         self.fabric = fabric
         self.driver = driver
@@ -81,14 +88,19 @@ class Engine:
         self._applied = 0  # state version the installed routes answer to
         self._busy = False
         self._stop = False
-        self._routes = RouteLog(read_installed(driver))  # fail-static: adopt what is there
+        self.reconcile_interval = reconcile_interval
+        self.reconciler = reconciler or Reconciler(driver, fabric, push_timeout=push_timeout)
+        self.marks = SwitchMarks(self.metrics.registry)
+        self._wanted: RouteSet | None = None  # None: nothing wanted yet, only read
+        self._push_ok = True
+        self._routes = RouteLog(RouteSet())
         self.last_result: SolveResult | None = None
         self._last_inputs: tuple[tuple[str, ...], LinkHealth] | None = None
         self.last_error = ""
-        self.driver_ok = True
         self.ops_pushed = 0
         self._pending_since: float | None = None  # when the oldest unapplied change came
         self._round_started: float | None = None  # that time, for the round being applied
+        self._reconcile(None)  # fail-static: adopt what is there
         self._thread = threading.Thread(target=self._run, name="fabric-te-engine", daemon=True)
         self._thread.start()
 
@@ -125,6 +137,23 @@ class Engine:
 
     # ---- queries ----------------------------------------------------------------------
     @property
+    def driver_ok(self) -> bool:
+        """The last push went through and every switch, as last read, holds what we want."""
+        return self._push_ok and self.marks.ok
+
+    def status_fields(self) -> dict[str, Any]:
+        """Reconcile and store figures for Status (plain values, named as its fields)."""
+        with self._cond:
+            marks = self.marks
+            return {
+                "switches_differing": len(marks.differing),
+                "differing": [f"{s}: {why}" for s, why in sorted(marks.differing.items())],
+                "entries_missing": marks.missing,
+                "reconciles": marks.reconciles,
+                "retry_rounds": marks.retry_rounds,
+            }
+
+    @property
     def state_version(self) -> int:
         with self._cond:
             return self._state.version
@@ -141,6 +170,12 @@ class Engine:
         """The routes last read back from the driver."""
         with self._cond:
             return self._routes.installed
+
+    @property
+    def wanted(self) -> RouteSet | None:
+        """The routes of the last assignment pushed (None before the first)."""
+        with self._cond:
+            return self._wanted
 
     @property
     def routes_version(self) -> int:
@@ -199,8 +234,14 @@ class Engine:
                         return
                 if self._stop:
                     return
-                pending = self._routes.after(seen) or []
+                pending = self._routes.after(seen)
                 seen = self._routes.version
+                if pending is None:  # fell behind the retained deltas: start afresh
+                    fresh = tuple(self._routes.installed)
+            if pending is None:
+                yield RouteEvent("snapshot", seen, fresh)
+                yield RouteEvent("sync", seen)
+                continue
             for d in pending:
                 yield RouteEvent("delta", d.version, d.added, d.removed)
 
@@ -214,11 +255,22 @@ class Engine:
     def _run(self) -> None:
         while True:
             with self._cond:
+                deadline = time.monotonic() + self.reconcile_interval
                 while not self._stop and self._applied >= self._state.version:
-                    self._cond.wait()
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._cond.wait(left)
                 if self._stop:
                     return
-                self._busy = True
+                periodic = self._applied >= self._state.version
+                self._busy = not periodic
+            if periodic:
+                try:
+                    self._reconcile(None)
+                except Exception:  # noqa: BLE001 - the loop must survive anything
+                    log.exception("periodic reconcile failed")
+                continue
             time.sleep(self.debounce)  # let a burst of changes land in one solve
             with self._cond:
                 inputs = self._state.take()
@@ -230,7 +282,8 @@ class Engine:
                 log.exception("solve/push failed")
                 self.last_error = f"{type(err).__name__}: {err}"
                 self.metrics.push_errors.inc()
-                self.driver_ok = not isinstance(err, DriverError)
+                if isinstance(err, DriverError):
+                    self._push_ok = False
             with self._cond:
                 self._applied = inputs.version
                 self.metrics.queue_depth.set(self._state.version - self._applied)
@@ -277,24 +330,17 @@ class Engine:
         if scope is not None:
             installed, keep = scope
             target = Assignment(assignment.flows.take(keep), assignment.path[keep])
-        plan, _ = plan_update(self.fabric, installed, target)
+        plan, wanted = plan_update(self.fabric, installed, target)
+        self._wanted = wanted if scope is None else build_routes(self.fabric, assignment)
         with self.metrics.push_seconds.time():
             report = push(self.driver, plan, timeout=self.push_timeout)
-        ops = sum(plan.counts().values())
+        ops = len(plan)
         self.ops_pushed += ops
         self.metrics.ops_pushed.inc(ops)
-        # the push read back every switch it touched; the others are as they were
-        touched = sorted(plan.switches())
-        if report.unreadable:
-            installed = read_installed(self.driver)
-            touched = sorted(set(installed.switches()) | set(self.installed.switches()))
-        else:
-            tables = dict(self.installed.tables)
-            for sw in touched:
-                tables[sw] = report.installed.table(sw)
-            installed = RouteSet({sw: t for sw, t in sorted(tables.items()) if t})
-        self.driver_ok = report.ok
-        self._record(installed, touched)
+        # read back what the push touched (and any switch marked before) and repair it
+        touched = set(plan.switches()) | set(self.marks.differing)
+        result = self._reconcile(touched)
+        self._push_ok = report.ok or result.in_sync
         if not report.ok:
             raise DriverError(f"push stopped: {report.summary()}")
         if self._round_started is not None:  # the first push of a round installs the change
@@ -302,6 +348,29 @@ class Engine:
                 time.monotonic() - self._round_started
             )
             self._round_started = None
+
+    def _reconcile(self, switches: set[str] | None) -> ReconcileResult:
+        """Read back `switches` (None: all), repair them towards the wanted routes, and
+        adopt what was read; the switches that cannot be read are reported holding nothing."""
+        wanted = self._wanted
+        if wanted is None:  # nothing wanted yet: read only, never repair
+            checked = self.driver.switches() if switches is None else sorted(switches)
+            installed, unreadable = read_back(self.driver, checked)
+            result = ReconcileResult(installed, tuple(sorted(checked)), unreadable)
+        else:
+            result = self.reconciler.run(wanted, switches, stop=lambda: self._stop)
+        self.ops_pushed += result.ops
+        self.metrics.ops_pushed.inc(result.ops)
+        tables = dict(self.installed.tables)
+        for sw in result.checked:
+            tables[sw] = result.installed.table(sw)
+        installed = RouteSet({sw: t for sw, t in sorted(tables.items()) if t})
+        with self._cond:
+            self.marks.update(result)
+            if switches is None and result.in_sync:
+                self._push_ok = True
+        self._record(installed, list(result.checked))
+        return result
 
     def _scope(
         self, assignment: Assignment, moved: np.ndarray
