@@ -15,9 +15,15 @@
     |   +-- LpError                   the LP ended without an optimum
     |       +-- LpTimeout             ... because its time limit ran out  DEADLINE_EXCEEDED
     +-- DriverError                   a switch or driver failed                 UNAVAILABLE
-        +-- DriverTimeout             no answer in time; the batch may or may not have landed
-        +-- DriverRejected            the switch refused the batch; nothing was applied
-        +-- DriverUnavailable         the switch (or its store) cannot be reached
+    |   +-- DriverTimeout             no answer in time; the batch may or may not have landed
+    |   +-- DriverRejected            the switch refused the batch; nothing was applied
+    |   |   +-- Fenced                refused before sending: this replica is not the leader
+    |   +-- DriverUnavailable         the switch (or its store) cannot be reached
+    +-- StoreError                    the state store failed                    UNAVAILABLE
+        +-- StoreUnavailable          the store cannot be reached: writes refused UNAVAILABLE
+        +-- StoreConflict             another writer changed the key first          ABORTED
+        +-- StoreCorrupt              a record truncated, corrupt, of another format or
+                                      another fabric: never half-read, the start is refused
 
 Lower-layer errors are raised as the most specific of these, with the cause kept. Anything
 outside the tree is a bug and leaves the service as INTERNAL with its traceback logged.
@@ -98,3 +104,24 @@ class DriverRejected(DriverError):
 
 class DriverUnavailable(DriverError):
     """The switch or its store cannot be reached."""
+
+
+class Fenced(DriverRejected):
+    """A push refused before it reached a switch: this replica does not hold leadership."""
+
+
+class StoreError(FabricTeError):
+    """The state store failed."""
+
+
+class StoreUnavailable(StoreError):
+    """The store cannot be reached (or did not answer in time); nothing was written."""
+
+
+class StoreConflict(StoreError):
+    """A guarded write lost: another writer changed the key since it was read."""
+
+
+class StoreCorrupt(StoreError):
+    """Stored state that cannot be trusted: truncated, corrupt, of another format version,
+    or of another fabric. Reported, never half-read."""

@@ -59,7 +59,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from controller.drivers.interface import load_driver
     from controller.formats.fabric_file import load_fabric
     from controller.service.engine import Engine
+    from controller.service.replica import Replica
     from controller.service.server import start
+    from controller.service.store import default_state_dir, open_store
 
     logging.basicConfig(
         level=logging.INFO, format='{"time": "%(asctime)s", "level": "%(levelname)s", '
@@ -71,16 +73,21 @@ def cmd_serve(args: argparse.Namespace) -> int:
         options["directory"] = args.driver_dir
     if args.lab:
         options["lab"] = args.lab
+    port = args.listen.rsplit(":", 1)[-1]
+    url = args.store or f"dir:{default_state_dir() / f'{fabric.name}-{port}'}"
+    store = None if url == "memory" else open_store(url, fabric.name)
+    replica = Replica(fabric, store, replica_id=args.replica_id, ttl=args.lease_ttl)
     driver = load_driver(args.driver, **options)
     engine = Engine(
         fabric, driver, driver_name=args.driver, debounce=args.debounce,
-        reconcile_interval=args.reconcile_interval,
+        reconcile_interval=args.reconcile_interval, replica=replica,
     )  # fmt: skip
     if args.metrics_port:
         engine.metrics.serve(args.metrics_port, args.metrics_address)
     running = start(engine, args.listen)
     print(f"fabric-te serving fabric {fabric.name} on port {running.port} "
-          f"(driver {args.driver})", file=sys.stderr, flush=True)  # fmt: skip
+          f"(driver {args.driver}, store {url}, replica {replica.id})",
+          file=sys.stderr, flush=True)  # fmt: skip
     done = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: done.set())
@@ -203,7 +210,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         "entries_missing": s.entries_missing, "reconciles": s.reconciles,
         "retry_rounds": s.retry_rounds, "store": s.store, "store_ok": s.store_ok,
         "store_revision": s.store_revision, "role": s.role, "leader": s.leader,
-        "replica": s.replica,
+        "replica": s.replica, "ops_pushed": s.ops_pushed,
     }  # fmt: skip
     sys.stdout.write(to_json(data) + "\n")
     return 0
@@ -227,6 +234,15 @@ def register(cli: Commands) -> None:
                        help="address /metrics listens on (127.0.0.1; 0.0.0.0 = all)")  # fmt: skip
     serve.add_argument("--reconcile-interval", type=flag(float, 0.01, 86400), default=5.0,
                        help="read back and repair every switch every S seconds (5)")  # fmt: skip
+    serve.add_argument(
+        "--store",
+        default="",
+        help="where inputs live: dir:PATH, etcd://HOST:PORT[,..]/PREFIX or "
+        "memory (default dir:$XDG_STATE_HOME/fabric-te/FABRIC-PORT)",
+    )
+    serve.add_argument("--replica-id", default="", help="id among replicas (host:pid)")
+    serve.add_argument("--lease-ttl", type=flag(float, 1, 3600), default=1.0,
+                       help="leader lease on a shared store, s (1)")  # fmt: skip
     serve.add_argument(
         "--grace", type=flag(float, 0, 3600), default=5.0, help="shutdown grace, s (5)"
     )

@@ -13,6 +13,13 @@ marked until it agrees. The desired state and the route log are plain data
 
 Fail-static: at start the engine reads the installed routes and pushes nothing until it has
 received inputs. Routes left on the switches at exit stay (ECMP defaults carry the rest).
+
+State outside the process (`controller.service.replica`): with a store, every input is
+written there before it is acknowledged, and read back on start together with the last
+assignment pushed; when the stored assignment answers to the stored inputs it is adopted and
+the switches are only reconciled towards it (a restart with unchanged inputs pushes nothing).
+Replicas sharing a store follow each other's writes; only the elected leader solves and
+pushes, the others serve reads, watches and what-if solves from the same state.
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ import numpy as np
 
 from controller.drivers.interface import Driver
 from controller.drivers.push import push, read_back
-from controller.errors import DriverError, InputError
+from controller.errors import DriverError, InputError, StoreConflict, StoreCorrupt
 from controller.model.assignment import Assignment
 from controller.model.fabric import Fabric
 from controller.model.health import LinkHealth
@@ -37,9 +44,12 @@ from controller.model.rates import simulate
 from controller.routes.entries import Entry, RouteSet, build_routes
 from controller.routes.plan import plan_update
 from controller.service.metrics import Metrics
+from controller.service.persist import ASSIGNMENT, JOBS, LINKS, Stored, inputs_digest
 from controller.service.reconcile import Reconciler, ReconcileResult, SwitchMarks
+from controller.service.replica import Replica
 from controller.service.route_query import SWITCH_TIERS
 from controller.service.state import DesiredState, RouteLog
+from controller.service.store import Change
 from controller.solver.solve import SolveOptions, SolveResult, repair, solve
 
 log = logging.getLogger("fabric_te.engine")
@@ -75,6 +85,7 @@ class Engine:
         metrics: Metrics | None = None,
         reconcile_interval: float = 5.0,
         reconciler: Reconciler | None = None,
+        replica: Replica | None = None,
     ) -> None:
         self.fabric = fabric
         self.driver = driver
@@ -89,7 +100,15 @@ class Engine:
         self._busy = False
         self._stop = False
         self.reconcile_interval = reconcile_interval
-        self.reconciler = reconciler or Reconciler(driver, fabric, push_timeout=push_timeout)
+        self.replica = replica or Replica(fabric)
+        self._push_driver = self.replica.fenced(driver)  # pushes checked against the election
+        self.reconciler = reconciler or Reconciler(
+            self._push_driver, fabric, push_timeout=push_timeout
+        )
+        self._writes = threading.Lock()  # one input write at a time: check, store, apply
+        self._stored: tuple[Assignment, str] | None = None  # last stored assignment, inputs
+        self._previous: Assignment | None = None  # installed assignment, before any solve
+        self._takeover = False
         self.marks = SwitchMarks(self.metrics.registry)
         self._wanted: RouteSet | None = None  # None: nothing wanted yet, only read
         self._push_ok = True
@@ -100,22 +119,54 @@ class Engine:
         self.ops_pushed = 0
         self._pending_since: float | None = None  # when the oldest unapplied change came
         self._round_started: float | None = None  # that time, for the round being applied
+        self._adopt(self.replica.load())
         self._reconcile(None)  # fail-static: adopt what is there
         self._thread = threading.Thread(target=self._run, name="fabric-te-engine", daemon=True)
         self._thread.start()
+        self.replica.start(self._apply_changes, self._on_role)
 
-    # ---- inputs (called from API threads; validate first, then commit) ----------------
+    def _adopt(self, stored: Stored | None) -> None:
+        """Take the stored inputs; adopt the stored assignment if it answers to them."""
+        if stored is None:
+            return
+        state = self._state
+        for job, generation in stored.jobs.values():
+            state.set_job(job, generation)
+        if stored.health is not None and (stored.health.factor != 1.0).any():
+            state.set_health(stored.health)
+        if stored.assignment is None:
+            return
+        self._stored = (stored.assignment, stored.assignment_inputs)
+        self._previous = stored.assignment
+        assert state.health is not None
+        if stored.assignment_inputs == inputs_digest(state.jobs, state.health):
+            self._wanted = build_routes(self.fabric, stored.assignment)
+            state.take()
+            self._applied = state.version
+        log.info("loaded %d jobs from %s (revision %d); stored assignment %s", len(stored.jobs),
+                 self.replica.status_fields()["store"], stored.revision,
+                 "adopted" if self._applied else "to be re-solved")  # fmt: skip
+
+    # ---- inputs (called from API threads: check, write to the store, then apply) -------
     def put_job(self, job: Job, generation: int) -> tuple[int, int]:
         """Create or replace a job; returns (generation, state version)."""
-        with self._cond:
-            generation = self._state.put_job(job, generation)
-            return generation, self._changed()
+        gen, version = self._write(
+            JOBS + job.id,
+            lambda: self._state.check_put(job, generation),
+            lambda g: self.replica.put_job(job, g),
+            lambda g: self._state.set_job(job, g),
+        )
+        return gen, version
 
     def delete_job(self, job_id: str) -> tuple[bool, int]:
         """Remove a job (idempotent); returns (existed, state version)."""
-        with self._cond:
-            existed = self._state.delete_job(job_id)
-            return existed, self._changed() if existed else self._state.version
+        existed, version = self._write(
+            JOBS + job_id,
+            lambda: job_id in self._state.jobs,
+            lambda e: self.replica.delete_job(job_id) if e else None,
+            lambda e: self._state.delete_job(job_id),
+        )
+        return existed, version
 
     def jobs(self) -> list[tuple[Job, int]]:
         """(job, generation) sorted by id."""
@@ -124,9 +175,72 @@ class Engine:
 
     def report_links(self, updates: Mapping[int, float], replace_all: bool = False) -> int:
         """Apply link factors (see DesiredState.report_links); returns the state version."""
+        _, version = self._write(
+            LINKS,
+            lambda: self._state.check_links(updates, replace_all),
+            self.replica.put_health,
+            self._state.set_health,
+        )
+        return version
+
+    def _write(
+        self,
+        key: str,
+        check: Callable[[], Any],
+        store: Callable[[Any], None],
+        apply: Callable[[Any], object],
+    ) -> tuple[Any, int]:
+        """Check against the current state, write to the store, then apply and acknowledge.
+        A write lost to another replica's (StoreConflict) is re-read and re-checked, twice."""
+        with self._writes:
+            for attempt in range(3):
+                with self._cond:
+                    value = check()
+                try:
+                    store(value)
+                except StoreConflict:
+                    if attempt == 2:
+                        raise
+                    self._apply_changes(self.replica.refresh(key))
+                    continue
+                with self._cond:
+                    apply(value)
+                    return value, self._changed()
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _apply_changes(self, changes: list[Change]) -> None:
+        """Adopt input changes another replica wrote (already filtered to the new ones)."""
+        persist = self.replica.persist
+        if not changes or persist is None:
+            return
         with self._cond:
-            self._state.report_links(updates, replace_all)
-            return self._changed()
+            for key, value, _ in changes:
+                decoded = Stored(0)
+                try:
+                    if value is not None:
+                        persist.decode(key, value, decoded)
+                except StoreCorrupt as err:
+                    log.error("ignored a stored change: %s", err)
+                    continue
+                if key.startswith(JOBS):
+                    job_id = key[len(JOBS) :]
+                    if value is None:
+                        self._state.delete_job(job_id)
+                    else:
+                        self._state.set_job(*decoded.jobs[job_id])
+                elif key == LINKS:
+                    self._state.set_health(decoded.health or LinkHealth.all_up(self.fabric))
+                elif key == ASSIGNMENT and decoded.assignment is not None:
+                    self._stored = (decoded.assignment, decoded.assignment_inputs)
+            self._changed()
+
+    def _on_role(self, leader: bool) -> None:
+        log.warning(
+            "replica %s is now %s", self.replica.id, "the leader" if leader else "a follower"
+        )
+        with self._cond:
+            self._takeover = leader
+            self._cond.notify_all()
 
     def _changed(self) -> int:
         if self._pending_since is None:
@@ -145,12 +259,13 @@ class Engine:
         """Reconcile and store figures for Status (plain values, named as its fields)."""
         with self._cond:
             marks = self.marks
-            return {
+            return self.replica.status_fields() | {
                 "switches_differing": len(marks.differing),
                 "differing": [f"{s}: {why}" for s, why in sorted(marks.differing.items())],
                 "entries_missing": marks.missing,
                 "reconciles": marks.reconciles,
                 "retry_rounds": marks.retry_rounds,
+                "ops_pushed": self.ops_pushed,
             }
 
     @property
@@ -250,6 +365,7 @@ class Engine:
             self._stop = True
             self._cond.notify_all()
         self._thread.join(timeout=10)
+        self.replica.close()
 
     # ---- the worker -------------------------------------------------------------------
     def _run(self) -> None:
@@ -258,13 +374,21 @@ class Engine:
                 deadline = time.monotonic() + self.reconcile_interval
                 while not self._stop and self._applied >= self._state.version:
                     left = deadline - time.monotonic()
-                    if left <= 0:
+                    if left <= 0 or self._takeover:
                         break
                     self._cond.wait(left)
                 if self._stop:
                     return
+                takeover, self._takeover = self._takeover, False
+                leader = self.replica.is_leader()
+                if not leader:  # a follower solves nothing: the leader's assignment is wanted
+                    self._applied = self._state.version
+                    self._cond.notify_all()
                 periodic = self._applied >= self._state.version
                 self._busy = not periodic
+            if takeover and leader:
+                self._take_over()
+                continue
             if periodic:
                 try:
                     self._reconcile(None)
@@ -275,8 +399,9 @@ class Engine:
             with self._cond:
                 inputs = self._state.take()
                 self._round_started, self._pending_since = self._pending_since, None
+                digest = inputs_digest(self._state.jobs, inputs.health)
             try:
-                self._solve_and_push(list(inputs.jobs), inputs.health, inputs.health_only)
+                self._solve_and_push(list(inputs.jobs), inputs.health, inputs.health_only, digest)
                 self.last_error = ""
             except Exception as err:  # noqa: BLE001 - the loop must survive anything
                 log.exception("solve/push failed")
@@ -290,7 +415,33 @@ class Engine:
                 self._busy = False
                 self._cond.notify_all()
 
-    def _solve_and_push(self, jobs: list[Job], health: LinkHealth, health_only: bool) -> None:
+    def _take_over(self) -> None:
+        """Become the leader: adopt the stored assignment if it answers to the current
+        inputs (reconcile only: nothing is pushed where the switches agree), else solve with
+        it as the previous assignment."""
+        with self._cond:
+            stored = self._stored
+            assert self._state.health is not None
+            digest = inputs_digest(self._state.jobs, self._state.health)
+            version = self._state.version
+        self.last_result, self._last_inputs = None, None
+        if stored is not None:
+            self._previous = stored[0]
+        if stored is not None and stored[1] == digest:
+            self._wanted = build_routes(self.fabric, stored[0])
+            self._reconcile(None)
+            with self._cond:
+                self._applied = max(self._applied, version)
+        elif version:
+            with self._cond:
+                self._applied = min(self._applied, version - 1)  # solve what is stored
+        log.info("took over at state version %d (%s)", version,
+                 "adopted the stored assignment" if stored and stored[1] == digest
+                 else "solving")  # fmt: skip
+
+    def _solve_and_push(
+        self, jobs: list[Job], health: LinkHealth, health_only: bool, digest: str = ""
+    ) -> None:
         flows = jobs_flows(self.fabric, jobs)
         ids = tuple(j.id for j in jobs)
         last = self.last_result
@@ -302,13 +453,20 @@ class Engine:
             moved = np.flatnonzero(fixed.assignment.path != last.assignment.path)
             self._push(fixed.assignment, moved)
             last = fixed
-        previous = last.assignment if last is not None else None  # matched by NIC pair
+        # matched by NIC pair; after a start or takeover: the stored (installed) assignment
+        previous = last.assignment if last is not None else self._previous
         with self.metrics.solve_seconds.labels("solve").time():
             result = solve(self.fabric, health, flows, previous=previous, options=self.options)
         self.metrics.churn.inc(result.churn)
-        self._push(result.assignment)
-        self.last_result = result
-        self._last_inputs = (ids, health)
+        try:
+            self._push(result.assignment)
+        finally:  # wanted from now on, whatever the push achieved: reconcile converges to it
+            self.last_result = result
+            self._last_inputs = (ids, health)
+            self._previous = result.assignment
+            self.replica.put_assignment(result.assignment, digest)
+            with self._cond:
+                self._stored = (result.assignment, digest)
         self._record_quality(result, health)
 
     def _record_quality(self, result: SolveResult, health: LinkHealth) -> None:
@@ -333,7 +491,7 @@ class Engine:
         plan, wanted = plan_update(self.fabric, installed, target)
         self._wanted = wanted if scope is None else build_routes(self.fabric, assignment)
         with self.metrics.push_seconds.time():
-            report = push(self.driver, plan, timeout=self.push_timeout)
+            report = push(self._push_driver, plan, timeout=self.push_timeout)
         ops = len(plan)
         self.ops_pushed += ops
         self.metrics.ops_pushed.inc(ops)
@@ -352,13 +510,17 @@ class Engine:
     def _reconcile(self, switches: set[str] | None) -> ReconcileResult:
         """Read back `switches` (None: all), repair them towards the wanted routes, and
         adopt what was read; the switches that cannot be read are reported holding nothing."""
+        leader = self.replica.is_leader()
+        if not leader:
+            self._follow_wanted()
         wanted = self._wanted
         if wanted is None:  # nothing wanted yet: read only, never repair
             checked = self.driver.switches() if switches is None else sorted(switches)
             installed, unreadable = read_back(self.driver, checked)
             result = ReconcileResult(installed, tuple(sorted(checked)), unreadable)
         else:
-            result = self.reconciler.run(wanted, switches, stop=lambda: self._stop)
+            stop = lambda: self._stop or not self.replica.is_leader()  # noqa: E731
+            result = self.reconciler.run(wanted, switches, stop=stop, repair=leader)
         self.ops_pushed += result.ops
         self.metrics.ops_pushed.inc(result.ops)
         tables = dict(self.installed.tables)
@@ -371,6 +533,14 @@ class Engine:
                 self._push_ok = True
         self._record(installed, list(result.checked))
         return result
+
+    def _follow_wanted(self) -> None:
+        """A follower wants what the leader stored last (it only reports the difference)."""
+        with self._cond:
+            stored = self._stored
+        if stored is not None and stored[0] is not self._previous:
+            self._previous = stored[0]
+            self._wanted = build_routes(self.fabric, stored[0])
 
     def _scope(
         self, assignment: Assignment, moved: np.ndarray

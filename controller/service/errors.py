@@ -5,6 +5,8 @@ PreconditionError (a stale generation, ...)           -> FAILED_PRECONDITION
 LpTimeout                                             -> DEADLINE_EXCEEDED
 SolverError                                           -> INTERNAL
 DriverError                                           -> UNAVAILABLE
+StoreConflict (another replica wrote the key first)   -> ABORTED
+StoreError (store unreachable: writes refused, ...)   -> UNAVAILABLE
 anything else (a bug)                                 -> INTERNAL, traceback logged
 """
 
@@ -17,7 +19,15 @@ from typing import Any, TypeVar
 
 import grpc
 
-from controller.errors import DriverError, InputError, LpTimeout, PreconditionError, SolverError
+from controller.errors import (
+    DriverError,
+    InputError,
+    LpTimeout,
+    PreconditionError,
+    SolverError,
+    StoreConflict,
+    StoreError,
+)
 
 log = logging.getLogger("fabric_te.service")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -29,6 +39,8 @@ _STATUS: tuple[tuple[type[BaseException], grpc.StatusCode], ...] = (
     (LpTimeout, grpc.StatusCode.DEADLINE_EXCEEDED),
     (SolverError, grpc.StatusCode.INTERNAL),
     (DriverError, grpc.StatusCode.UNAVAILABLE),
+    (StoreConflict, grpc.StatusCode.ABORTED),
+    (StoreError, grpc.StatusCode.UNAVAILABLE),
 )
 
 
@@ -49,7 +61,8 @@ def mapped(method: F) -> F:
             return method(self, request, context)
         except Exception as err:  # noqa: BLE001 - every error leaves as a status
             code = status_of(err)
-            if not isinstance(err, InputError | PreconditionError | SolverError | DriverError):
+            expected = InputError | PreconditionError | SolverError | DriverError | StoreError
+            if not isinstance(err, expected):
                 log.exception("%s failed", method.__name__)
             context.abort(code, str(err))
 

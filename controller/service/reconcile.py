@@ -77,10 +77,12 @@ class Reconciler:
         wanted: RouteSet,
         switches: Iterable[str] | None = None,
         stop: Callable[[], bool] | None = None,
+        repair: bool = True,
     ) -> ReconcileResult:
         """Read, diff and repair `switches` (all of the driver's by default) until they hold
         `wanted`, for at most `rounds` rounds. `stop()` True ends the rounds early (the
-        engine closing, or the replica no longer the leader)."""
+        engine closing, or the replica no longer the leader); without `repair`, one round
+        that only reads and reports."""
         checked = tuple(sorted(set(self.driver.switches() if switches is None else switches)))
         ops = 0
         for round_no in range(1, self.rounds + 1):
@@ -98,7 +100,7 @@ class Reconciler:
                 differing[entry.switch] = differing.get(entry.switch, 0) + 1
                 missing[entry.switch] = missing.get(entry.switch, 0) + 1
             result = ReconcileResult(actual, checked, unreadable, differing, missing, round_no, ops)
-            last = round_no == self.rounds or (stop is not None and stop())
+            last = round_no == self.rounds or not repair or (stop is not None and stop())
             if result.in_sync or last or not (len(plan) or unreadable):
                 return result
             if len(plan):
