@@ -1,0 +1,104 @@
+"""The etcd store against a real etcd on 127.0.0.1: guarded transactions, the format marker,
+following other writers, and the election with its fence."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from controller.errors import Fenced, StoreConflict, StoreCorrupt, StoreUnavailable
+from controller.service.etcd import EtcdStore
+
+
+def _until(pred, timeout: float = 10.0) -> bool:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def test_guarded_writes_no_lost_update_between_two_writers(etcd) -> None:  # type: ignore[no-untyped-def]
+    one = EtcdStore.from_url(f"etcd://{etcd.endpoint}/fte", "tiny")
+    two = EtcdStore.from_url(f"etcd://{etcd.endpoint}/fte", "tiny")
+    try:
+        rev = one.commit("jobs/a", b"1", 0)
+        with pytest.raises(StoreConflict, match=f"changed at revision {rev}"):
+            two.commit("jobs/a", b"2", 0)  # two had not read one's write
+        assert two.get("jobs/a") == (b"1", rev, rev)
+        rev2 = two.commit("jobs/a", b"2", rev)
+        assert one.load().records == {"jobs/a": (b"2", rev2)}
+        assert one.commit("jobs/a", None, rev2) > rev2
+        assert one.load().records == {}
+    finally:
+        one.close()
+        two.close()
+
+
+def test_another_fabric_or_format_is_refused(etcd) -> None:  # type: ignore[no-untyped-def]
+    EtcdStore.from_url(f"etcd://{etcd.endpoint}/fte", "tiny").close()
+    with pytest.raises(StoreCorrupt, match="fabric 'tiny', not 'small'"):
+        EtcdStore.from_url(f"etcd://{etcd.endpoint}/fte", "small")
+    EtcdStore.from_url(f"etcd://{etcd.endpoint}/other", "small").close()  # own prefix
+
+
+def test_follow_sees_the_other_writers_changes_in_order(etcd) -> None:  # type: ignore[no-untyped-def]
+    one = EtcdStore.from_url(f"etcd://{etcd.endpoint}/fte", "tiny")
+    two = EtcdStore.from_url(f"etcd://{etcd.endpoint}/fte", "tiny")
+    seen: list = []
+    try:
+        start = two.load().revision
+        two.follow(start, seen.extend)
+        r1 = one.commit("jobs/a", b"1", 0)
+        r2 = one.commit("links", b"{}", 0)
+        r3 = one.commit("jobs/a", None, r1)
+        assert _until(lambda: len(seen) == 3)
+        assert seen == [("jobs/a", b"1", r1), ("links", b"{}", r2), ("jobs/a", None, r3)]
+    finally:
+        one.close()
+        two.close()
+
+
+def test_one_leader_and_a_deposed_one_is_fenced(etcd) -> None:  # type: ignore[no-untyped-def]
+    one = EtcdStore.from_url(f"etcd://{etcd.endpoint}/fte", "tiny")
+    two = EtcdStore.from_url(f"etcd://{etcd.endpoint}/fte", "tiny")
+    a, b = one.leadership("a", 1.0), two.leadership("b", 1.0)
+    try:
+        a.start(lambda leader: None)
+        assert _until(a.is_leader)
+        b.start(lambda leader: None)
+        time.sleep(0.3)
+        assert not b.is_leader() and b.leader() == "a"
+        a.check()
+        with pytest.raises(Fenced):
+            b.check()
+        guard = a.guard()
+        one.commit("assignment", b"x", 0, guard)
+        # a is cut off from renewing (as if paused): its lease runs out, b takes over
+        a._stop.set()
+        assert a._thread is not None
+        a._thread.join()
+        assert _until(b.is_leader, 5)
+        with pytest.raises(Fenced):
+            a._valid_until = time.monotonic() + 10  # even believing it still leads
+            a.check()
+        with pytest.raises(Fenced, match="no longer the leader"):
+            one.commit("assignment", b"y", None, guard)
+    finally:
+        one.close()
+        two.close()
+
+
+def test_unreachable_etcd_is_store_unavailable(etcd) -> None:  # type: ignore[no-untyped-def]
+    store = EtcdStore.from_url(f"etcd://{etcd.endpoint}/fte", "tiny")
+    etcd.stop()
+    try:
+        with pytest.raises(StoreUnavailable, match="etcd unreachable"):
+            store.commit("jobs/a", b"1", 0)
+        assert not store.healthy
+        etcd.start()
+        assert store.commit("jobs/a", b"1", 0) > 0 and store.healthy
+    finally:
+        store.close()
