@@ -210,7 +210,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         "entries_missing": s.entries_missing, "reconciles": s.reconciles,
         "retry_rounds": s.retry_rounds, "store": s.store, "store_ok": s.store_ok,
         "store_revision": s.store_revision, "role": s.role, "leader": s.leader,
-        "replica": s.replica, "ops_pushed": s.ops_pushed,
+        "replica": s.replica, "ops_pushed": s.ops_pushed, "pending_changes": s.pending_changes,
     }  # fmt: skip
     sys.stdout.write(to_json(data) + "\n")
     return 0

@@ -266,6 +266,7 @@ class Engine:
                 "reconciles": marks.reconciles,
                 "retry_rounds": marks.retry_rounds,
                 "ops_pushed": self.ops_pushed,
+                "pending_changes": self._state.version - self._applied,
             }
 
     @property
