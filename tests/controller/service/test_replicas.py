@@ -12,7 +12,6 @@ from pathlib import Path
 
 import grpc
 
-
 from controller.api.fabric_te.v1 import te_pb2 as pb
 from controller.drivers.file import FileDriver
 from controller.model.clos import PRESETS, build
