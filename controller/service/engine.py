@@ -529,7 +529,7 @@ class Engine:
             tables[sw] = result.installed.table(sw)
         installed = RouteSet({sw: t for sw, t in sorted(tables.items()) if t})
         with self._cond:
-            self.marks.update(result)
+            self.marks.update(result, loud=leader)
             if switches is None and result.in_sync:
                 self._push_ok = True
         self._record(installed, list(result.checked))

@@ -141,8 +141,10 @@ class SwitchMarks:
             "fabric_te_reconcile_ops", "Entry operations pushed to repair drift", registry=r
         )
 
-    def update(self, result: ReconcileResult) -> None:
-        """Adopt what one reconcile saw on the switches it checked."""
+    def update(self, result: ReconcileResult, loud: bool = True) -> None:
+        """Adopt what one reconcile saw on the switches it checked; changes are logged as
+        warnings when `loud` (the leader), else at debug level (a follower, which sees the
+        leader's pushes land a moment after the assignment is stored)."""
         self.reconciles += 1
         self._runs.inc()
         if result.rounds > 1:
@@ -150,16 +152,17 @@ class SwitchMarks:
             self._rounds.inc()
         self.ops += result.ops
         self._ops.inc(result.ops)
+        level_ok, level_bad = (logging.INFO, logging.WARNING) if loud else (logging.DEBUG,) * 2
         now: dict[str, str] = {s: "unreadable" for s in result.unreadable}
         now.update({s: f"{n} entries differ" for s, n in result.differing.items()})
         for switch in result.checked:
             before, after = self.differing.get(switch), now.get(switch)
             if before != after:
                 if after is None:
-                    log.info("switch %s agrees with the wanted routes again", switch)
+                    log.log(level_ok, "switch %s agrees with the wanted routes again", switch)
                     del self.differing[switch]
                 else:
-                    log.warning("switch %s differs: %s", switch, after)
+                    log.log(level_bad, "switch %s differs: %s", switch, after)
                     self.differing[switch] = after
             self._missing_by.pop(switch, None)
         self._missing_by.update(result.missing)
