@@ -15,12 +15,14 @@ is what the new leader pushed in the second after (inputs unchanged: the target 
 
 from __future__ import annotations
 
+import json
 import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -120,27 +122,38 @@ def throughput(n: int) -> list[list[object]]:
     return rows
 
 
-def _serve(args: list[str]) -> tuple[subprocess.Popen[bytes], Any]:
-    import grpc
+class _Served:
+    """A `tectl serve` process, watched through its /metrics (sim does not speak the API)."""
 
-    from controller.api.fabric_te.v1 import te_pb2_grpc as pb_grpc
+    def __init__(self, args: list[str]) -> None:
+        self.port, self.metrics_port = free_port(), free_port()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "controller.cli.main", "serve", "--listen",
+             f"127.0.0.1:{self.port}", "--metrics-port", str(self.metrics_port), *args],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        deadline = time.monotonic() + 60
+        while self.sample("fabric_te_leader") is None and time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("tectl serve exited")
+            time.sleep(0.05)
 
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "controller.cli.main", "serve", "--listen", f"127.0.0.1:{port}",
-         "--metrics-port", "0", *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
-    grpc.channel_ready_future(channel).result(timeout=60)
-    return proc, pb_grpc.TrafficEngineeringStub(channel)
+    def sample(self, name: str) -> float | None:
+        """A metric's value, None if the process does not answer."""
+        try:
+            url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+            with urllib.request.urlopen(url, timeout=1) as reply:
+                text = reply.read().decode()
+        except OSError:
+            return None
+        for line in text.splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+        return None
 
 
 def takeover(kills: int) -> tuple[list[float], list[int]]:
     """Takeover seconds and ops pushed by the new leader, per kill of the leader."""
-    import grpc
-
-    from controller.api.fabric_te.v1 import te_pb2 as pb
-
     fabric = build(PRESETS["small"])
     times: list[float] = []
     ops: list[int] = []
@@ -150,38 +163,35 @@ def takeover(kills: int) -> tuple[list[float], list[int]]:
         args = ["--fabric", "small", "--store", f"etcd://{server.endpoint}/bench", "--driver",
                 "file", "--driver-dir", f"{tmp}/tables", "--lease-ttl", "1", "--debounce",
                 "0.01", "--reconcile-interval", "0.5"]  # fmt: skip
-        replicas = [_serve([*args, "--replica-id", f"r{i}"]) for i in range(3)]
-
-        def role(stub: Any) -> str:
-            try:
-                return str(stub.Status(pb.StatusRequest(), timeout=1).role)
-            except grpc.RpcError:
-                return ""
-
+        replicas = [_Served([*args, "--replica-id", f"r{i}"]) for i in range(3)]
         try:
-            stub = replicas[0][1]
-            for i in range(8):
-                hosts = [fabric.host_name(h) for h in (i, 16 + i)]
-                stub.PutJob(pb.PutJobRequest(job=pb.Job(id=f"j{i}", hosts=hosts, tp=4)))
+            jobs = [{"id": f"j{i}", "hosts": [fabric.host_name(h) for h in (i, 16 + i)], "tp": 4}
+                    for i in range(8)]  # fmt: skip
+            placement = Path(tmp) / "jobs.json"
+            placement.write_text(json.dumps({"jobs": jobs}))
+            subprocess.run(
+                [sys.executable, "-m", "controller.cli.main", "job", "put", str(placement),
+                 "--server", f"127.0.0.1:{replicas[0].port}"],
+                check=True, stdout=subprocess.DEVNULL,
+            )  # fmt: skip
             time.sleep(2)
             for k in range(kills):
-                lead = next(i for i, (_, s) in enumerate(replicas) if role(s) == "leader")
-                proc, _ = replicas[lead]
-                proc.kill()
+                lead = next(i for i, r in enumerate(replicas) if r.sample("fabric_te_leader"))
+                replicas[lead].proc.kill()
                 start = time.perf_counter()
                 rest = [r for i, r in enumerate(replicas) if i != lead]
                 new = None
                 while new is None:
-                    new = next((r for r in rest if role(r[1]) == "leader"), None)
+                    new = next((r for r in rest if r.sample("fabric_te_leader")), None)
                 times.append(time.perf_counter() - start)
                 time.sleep(1.0)
-                ops.append(int(new[1].Status(pb.StatusRequest()).ops_pushed))
-                proc.wait()
-                replicas[lead] = _serve([*args, "--replica-id", f"r{lead}-{k}"])
+                ops.append(int(new.sample("fabric_te_entry_ops_total") or 0))
+                replicas[lead].proc.wait()
+                replicas[lead] = _Served([*args, "--replica-id", f"r{lead}-{k}"])
         finally:
-            for proc, _ in replicas:
-                proc.send_signal(signal.SIGKILL)
-                proc.wait()
+            for r in replicas:
+                r.proc.send_signal(signal.SIGKILL)
+                r.proc.wait()
             server.stop()
     return times, ops
 

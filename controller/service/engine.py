@@ -101,6 +101,7 @@ class Engine:
         self._stop = False
         self.reconcile_interval = reconcile_interval
         self.replica = replica or Replica(fabric)
+        self.replica.bind_metrics(self.metrics.registry)
         self._push_driver = self.replica.fenced(driver)  # pushes checked against the election
         self.reconciler = reconciler or Reconciler(
             self._push_driver, fabric, push_timeout=push_timeout

@@ -22,6 +22,8 @@ import socket
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from prometheus_client import CollectorRegistry, Gauge
+
 from controller.drivers.interface import Driver
 from controller.model.assignment import Assignment
 from controller.model.fabric import Fabric
@@ -81,6 +83,13 @@ class Replica:
             store.leadership(self.id, ttl) if store is not None else Solo(self.id)
         )
         self.shared = not isinstance(self.leadership, Solo)
+        self._leader_gauge: Gauge | None = None
+
+    def bind_metrics(self, registry: CollectorRegistry) -> None:
+        """Export `fabric_te_leader` (1 while this replica leads) on `registry`."""
+        self._leader_gauge = Gauge(
+            "fabric_te_leader", "1 while this replica is the leader (pushes)", registry=registry
+        )
 
     # ---- start ------------------------------------------------------------------------
     def load(self) -> Stored | None:
@@ -95,7 +104,13 @@ class Replica:
         if self.store is not None and self.persist is not None:
             persist = self.persist
             self.store.follow(persist.revision, lambda ch: on_changes(persist.fresh(ch)))
-        self.leadership.start(on_role)
+
+        def role(leader: bool) -> None:
+            if self._leader_gauge is not None:
+                self._leader_gauge.set(int(leader))
+            on_role(leader)
+
+        self.leadership.start(role)
 
     def fenced(self, driver: Driver) -> Driver:
         """`driver` with every push checked against the election (unchanged when alone)."""
