@@ -499,7 +499,11 @@ class Engine:
         self.metrics.ops_pushed.inc(ops)
         # read back what the push touched (and any switch marked before) and repair it
         touched = set(plan.switches()) | set(self.marks.differing)
-        result = self._reconcile(touched)
+        prior: dict[str, tuple[Entry, ...] | None] = {
+            sw: report.installed.table(sw) for sw in plan.switches() if sw not in report.uncertain
+        }
+        prior.update(dict.fromkeys(report.unreadable))
+        result = self._reconcile(touched, prior)
         self._push_ok = report.ok or result.in_sync
         if not report.ok:
             raise DriverError(f"push stopped: {report.summary()}")
@@ -509,7 +513,11 @@ class Engine:
             )
             self._round_started = None
 
-    def _reconcile(self, switches: set[str] | None) -> ReconcileResult:
+    def _reconcile(
+        self,
+        switches: set[str] | None,
+        prior: dict[str, tuple[Entry, ...] | None] | None = None,
+    ) -> ReconcileResult:
         """Read back `switches` (None: all), repair them towards the wanted routes, and
         adopt what was read; the switches that cannot be read are reported holding nothing."""
         leader = self.replica.is_leader()
@@ -522,7 +530,7 @@ class Engine:
             result = ReconcileResult(installed, tuple(sorted(checked)), unreadable)
         else:
             stop = lambda: self._stop or not self.replica.is_leader()  # noqa: E731
-            result = self.reconciler.run(wanted, switches, stop=stop, repair=leader)
+            result = self.reconciler.run(wanted, switches, stop=stop, repair=leader, prior=prior)
         self.ops_pushed += result.ops
         self.metrics.ops_pushed.inc(result.ops)
         tables = dict(self.installed.tables)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
@@ -24,7 +24,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from controller.drivers.interface import Driver
 from controller.drivers.push import push, read_back
 from controller.model.fabric import Fabric
-from controller.routes.entries import OWNER, RouteSet
+from controller.routes.entries import OWNER, Entry, RouteSet
 from controller.routes.plan import Add, Replace, diff
 
 log = logging.getLogger("fabric_te.reconcile")
@@ -78,15 +78,17 @@ class Reconciler:
         switches: Iterable[str] | None = None,
         stop: Callable[[], bool] | None = None,
         repair: bool = True,
+        prior: Mapping[str, tuple[Entry, ...] | None] | None = None,
     ) -> ReconcileResult:
         """Read, diff and repair `switches` (all of the driver's by default) until they hold
         `wanted`, for at most `rounds` rounds. `stop()` True ends the rounds early (the
         engine closing, or the replica no longer the leader); without `repair`, one round
-        that only reads and reports."""
+        that only reads and reports. `prior` holds tables just read (None: unreadable), used
+        instead of reading those switches again in the first round."""
         checked = tuple(sorted(set(self.driver.switches() if switches is None else switches)))
         ops = 0
         for round_no in range(1, self.rounds + 1):
-            actual, unreadable = read_back(self.driver, checked)
+            actual, unreadable = self._read(checked, prior if round_no == 1 else None)
             readable = [s for s in checked if s not in unreadable]
             plan = diff(actual, wanted.only(readable), self.fabric, self.owner)
             differing: dict[str, int] = {}
@@ -110,6 +112,22 @@ class Reconciler:
                     log.info("reconcile round %d: %s", round_no, report.summary())
             self.sleep(min(self.max_backoff, self.backoff * 2 ** (round_no - 1)))
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _read(
+        self, checked: tuple[str, ...], prior: Mapping[str, tuple[Entry, ...] | None] | None
+    ) -> tuple[RouteSet, tuple[str, ...]]:
+        if not prior:
+            return read_back(self.driver, checked)
+        actual, unreadable = read_back(self.driver, [s for s in checked if s not in prior])
+        tables, missing = dict(actual.tables), list(unreadable)
+        for switch in checked:
+            if switch in prior:
+                table = prior[switch]
+                if table is None:
+                    missing.append(switch)
+                elif table:
+                    tables[switch] = table
+        return RouteSet(dict(sorted(tables.items()))), tuple(sorted(missing))
 
 
 class SwitchMarks:
