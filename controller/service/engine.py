@@ -112,6 +112,7 @@ class Engine:
         self._takeover = False
         self.marks = SwitchMarks(self.metrics.registry)
         self._wanted: RouteSet | None = None  # None: nothing wanted yet, only read
+        self._wanted_of: Assignment | None = None  # wanted routes not built yet (see _push)
         self._push_ok = True
         self._routes = RouteLog(RouteSet())
         self.last_result: SolveResult | None = None
@@ -291,8 +292,13 @@ class Engine:
     @property
     def wanted(self) -> RouteSet | None:
         """The routes of the last assignment pushed (None before the first)."""
-        with self._cond:
-            return self._wanted
+        return self._wanted_routes()
+
+    def _wanted_routes(self) -> RouteSet | None:
+        pending = self._wanted_of
+        if pending is not None:
+            self._wanted, self._wanted_of = build_routes(self.fabric, pending), None
+        return self._wanted
 
     @property
     def routes_version(self) -> int:
@@ -430,7 +436,7 @@ class Engine:
         if stored is not None:
             self._previous = stored[0]
         if stored is not None and stored[1] == digest:
-            self._wanted = build_routes(self.fabric, stored[0])
+            self._wanted, self._wanted_of = build_routes(self.fabric, stored[0]), None
             self._reconcile(None)
             with self._cond:
                 self._applied = max(self._applied, version)
@@ -491,7 +497,10 @@ class Engine:
             installed, keep = scope
             target = Assignment(assignment.flows.take(keep), assignment.path[keep])
         plan, wanted = plan_update(self.fabric, installed, target)
-        self._wanted = wanted if scope is None else build_routes(self.fabric, assignment)
+        if scope is None:
+            self._wanted, self._wanted_of = wanted, None
+        else:  # built when first needed: a repair's global re-solve usually comes first
+            self._wanted_of = assignment
         with self.metrics.push_seconds.time():
             report = push(self._push_driver, plan, timeout=self.push_timeout)
         ops = len(plan)
@@ -503,10 +512,15 @@ class Engine:
             sw: report.installed.table(sw) for sw in plan.switches() if sw not in report.uncertain
         }
         prior.update(dict.fromkeys(report.unreadable))
-        result = self._reconcile(touched, prior)
-        self._push_ok = report.ok or result.in_sync
-        if not report.ok:
-            raise DriverError(f"push stopped: {report.summary()}")
+        if scope is not None and report.ok and not self.marks.differing:
+            # a repair that went through: adopt its read-back now; the global re-solve
+            # that follows at once (or the next interval) reconciles against all routes
+            self._adopt_read(prior)
+        else:
+            result = self._reconcile(touched, prior)
+            self._push_ok = report.ok or result.in_sync
+            if not report.ok:
+                raise DriverError(f"push stopped: {report.summary()}")
         if self._round_started is not None:  # the first push of a round installs the change
             self.metrics.report_to_installed_seconds.observe(
                 time.monotonic() - self._round_started
@@ -523,7 +537,7 @@ class Engine:
         leader = self.replica.is_leader()
         if not leader:
             self._follow_wanted()
-        wanted = self._wanted
+        wanted = self._wanted_routes()
         if wanted is None:  # nothing wanted yet: read only, never repair
             checked = self.driver.switches() if switches is None else sorted(switches)
             installed, unreadable = read_back(self.driver, checked)
@@ -544,13 +558,19 @@ class Engine:
         self._record(installed, list(result.checked))
         return result
 
+    def _adopt_read(self, tables: dict[str, tuple[Entry, ...] | None]) -> None:
+        """Record tables just read back (None: unreadable, reported holding nothing)."""
+        merged = dict(self.installed.tables)
+        merged.update({sw: t or () for sw, t in tables.items()})
+        self._record(RouteSet({sw: t for sw, t in sorted(merged.items()) if t}), sorted(tables))
+
     def _follow_wanted(self) -> None:
         """A follower wants what the leader stored last (it only reports the difference)."""
         with self._cond:
             stored = self._stored
         if stored is not None and stored[0] is not self._previous:
             self._previous = stored[0]
-            self._wanted = build_routes(self.fabric, stored[0])
+            self._wanted, self._wanted_of = build_routes(self.fabric, stored[0]), None
 
     def _scope(
         self, assignment: Assignment, moved: np.ndarray
