@@ -25,6 +25,7 @@ pushes, the others serve reads, watches and what-if solves from the same state.
 from __future__ import annotations
 
 import logging
+import random
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -53,6 +54,7 @@ from controller.service.store import Change
 from controller.solver.solve import SolveOptions, SolveResult, repair, solve
 
 log = logging.getLogger("fabric_te.engine")
+WRITE_ATTEMPTS = 8  # guarded store writes per input before the caller gets ABORTED
 
 
 @dataclass(frozen=True)
@@ -165,7 +167,7 @@ class Engine:
         existed, version = self._write(
             JOBS + job_id,
             lambda: job_id in self._state.jobs,
-            lambda e: self.replica.delete_job(job_id) if e else None,
+            lambda e: self.replica.delete_job(job_id) if e else 0,
             lambda e: self._state.delete_job(job_id),
         )
         return existed, version
@@ -189,24 +191,27 @@ class Engine:
         self,
         key: str,
         check: Callable[[], Any],
-        store: Callable[[Any], None],
+        store: Callable[[Any], int],
         apply: Callable[[Any], object],
     ) -> tuple[Any, int]:
         """Check against the current state, write to the store, then apply and acknowledge.
-        A write lost to another replica's (StoreConflict) is re-read and re-checked, twice."""
+        A write lost to another replica's (StoreConflict) is re-read, re-checked and retried
+        after a short random pause, up to WRITE_ATTEMPTS times in all."""
         with self._writes:
-            for attempt in range(3):
+            for attempt in range(1, WRITE_ATTEMPTS + 1):
                 with self._cond:
                     value = check()
                 try:
-                    store(value)
+                    revision = store(value)
                 except StoreConflict:
-                    if attempt == 2:
+                    if attempt == WRITE_ATTEMPTS:
                         raise
                     self._apply_changes(self.replica.refresh(key))
+                    time.sleep(random.uniform(0, 0.002 * attempt))  # let the other finish
                     continue
                 with self._cond:
-                    apply(value)
+                    if self.replica.is_current(key, revision):
+                        apply(value)
                     return value, self._changed()
         raise AssertionError("unreachable")  # pragma: no cover
 

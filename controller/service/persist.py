@@ -158,6 +158,11 @@ class Persistence:
                     out.append((key, value, rev))
         return out
 
+    def newest(self, key: str) -> int:
+        """The newest mod revision of `key` applied here (0: never)."""
+        with self._lock:
+            return self._revs.get(key, 0)
+
     # ---- writing (guarded by the revision this replica last applied) ------------------
     def _commit(self, key: str, value: bytes | None, fence: tuple[str, int] | None = None) -> int:
         with self._lock:

@@ -117,17 +117,20 @@ class Replica:
         return FencedDriver(driver, self.leadership.check) if self.shared else driver
 
     # ---- writes (before acknowledging) ------------------------------------------------
-    def put_job(self, job: Job, generation: int) -> None:
-        if self.persist is not None:
-            self.persist.put_job(job, generation)
+    def put_job(self, job: Job, generation: int) -> int:
+        """Store a job; returns the store revision of the write (0 without a store)."""
+        return self.persist.put_job(job, generation) if self.persist is not None else 0
 
-    def delete_job(self, job_id: str) -> None:
-        if self.persist is not None:
-            self.persist.delete_job(job_id)
+    def delete_job(self, job_id: str) -> int:
+        return self.persist.delete_job(job_id) if self.persist is not None else 0
 
-    def put_health(self, health: LinkHealth) -> None:
-        if self.persist is not None:
-            self.persist.put_health(health)
+    def put_health(self, health: LinkHealth) -> int:
+        return self.persist.put_health(health) if self.persist is not None else 0
+
+    def is_current(self, key: str, revision: int) -> bool:
+        """Whether this replica's write at `revision` is still the newest it has seen of
+        `key` (another replica's later write may have arrived first through `follow`)."""
+        return self.persist is None or self.persist.newest(key) <= revision
 
     def put_assignment(self, assignment: Assignment, digest: str) -> None:
         """Record the assignment just pushed; a failure is logged (the next push retries)."""

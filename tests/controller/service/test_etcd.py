@@ -102,3 +102,40 @@ def test_unreachable_etcd_is_store_unavailable(etcd) -> None:  # type: ignore[no
         assert store.commit("jobs/a", b"1", 0) > 0 and store.healthy
     finally:
         store.close()
+
+
+def test_link_reports_on_two_replicas_at_once_lose_no_update(etcd) -> None:  # type: ignore[no-untyped-def]
+    import threading
+
+    from controller.model.clos import PRESETS, build
+    from controller.service.engine import Engine
+    from controller.service.replica import Replica
+    from sim.driver import EmulatedDriver
+    from sim.switches import EmulatedFabric
+
+    fabric = build(PRESETS["tiny"])
+    emulated = EmulatedFabric(fabric)
+    url = f"etcd://{etcd.endpoint}/fte"
+    engines = [
+        Engine(fabric, EmulatedDriver(emulated=emulated), debounce=0.0, reconcile_interval=60,
+               replica=Replica(fabric, EtcdStore.from_url(url, "tiny"), replica_id=f"r{i}"))
+        for i in range(2)
+    ]  # fmt: skip
+    links = list(range(fabric.rack_base, fabric.num_links))[:16]
+    try:
+
+        def report(engine: Engine, mine: list[int]) -> None:
+            for link in mine:  # all of them read-modify-write the same record
+                engine.report_links({link: 0.0})
+
+        threads = [threading.Thread(target=report, args=(e, links[i::2]))
+                   for i, e in enumerate(engines)]  # fmt: skip
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for e in engines:
+            assert _until(lambda e=e: set(e.health.down_links().tolist()) == set(links))
+    finally:
+        for e in engines:
+            e.close()
