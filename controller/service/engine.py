@@ -508,7 +508,7 @@ class Engine:
             self._wanted_of = assignment
         with self.metrics.push_seconds.time():
             report = push(self._push_driver, plan, timeout=self.push_timeout)
-        ops = len(plan)
+        ops = report.ops_applied
         self.ops_pushed += ops
         self.metrics.ops_pushed.inc(ops)
         # read back what the push touched (and any switch marked before) and repair it

@@ -41,7 +41,7 @@ class ReconcileResult:
     missing: dict[str, int] = field(default_factory=dict)  # switch -> wanted entries
     # absent or wrong there
     rounds: int = 1  # rounds run (1 = the first read agreed, or nothing to retry)
-    ops: int = 0  # operations pushed by the repairs
+    ops: int = 0  # operations the repairs applied
 
     @property
     def in_sync(self) -> bool:
@@ -107,7 +107,7 @@ class Reconciler:
                 return result
             if len(plan):
                 report = push(self.driver, plan, timeout=self.push_timeout, retries=0)
-                ops += len(plan)
+                ops += report.ops_applied
                 if not report.ok:
                     log.info("reconcile round %d: %s", round_no, report.summary())
             self.sleep(min(self.max_backoff, self.backoff * 2 ** (round_no - 1)))

@@ -139,3 +139,52 @@ def test_link_reports_on_two_replicas_at_once_lose_no_update(etcd) -> None:  # t
     finally:
         for e in engines:
             e.close()
+
+
+def test_a_deposed_leader_that_still_believes_it_leads_is_fenced_at_the_switch(
+    etcd,  # type: ignore[no-untyped-def]
+) -> None:
+    from controller.model.clos import PRESETS, build
+    from controller.model.jobs import Job
+    from controller.service.engine import Engine
+    from controller.service.etcd import EtcdLeadership
+    from controller.service.replica import Replica
+    from sim.driver import EmulatedDriver
+    from sim.switches import EmulatedFabric
+
+    fabric = build(PRESETS["tiny"])
+    emulated = EmulatedFabric(fabric)
+    url = f"etcd://{etcd.endpoint}/fte"
+
+    def engine(name: str) -> Engine:
+        replica = Replica(fabric, EtcdStore.from_url(url, "tiny"), replica_id=name)
+        return Engine(fabric, EmulatedDriver(emulated=emulated), debounce=0.0,
+                      reconcile_interval=60, replica=replica)  # fmt: skip
+
+    old = engine("old")
+    assert _until(old.replica.is_leader)
+    new = engine("new")
+    try:
+        old.put_job(Job("a", (0, 4), dp=2, tp=2), 0)
+        assert old.wait_idle(10) and old.ops_pushed > 0
+        tables = emulated.routes()
+        # the old leader freezes (its lease is no longer renewed) and the other takes over
+        lead = old.replica.leadership
+        assert isinstance(lead, EtcdLeadership)
+        lead._stop.set()
+        assert lead._thread is not None
+        lead._thread.join()
+        assert _until(new.replica.is_leader, 5)
+        # resumed, it still believes it leads (as if its clock had not moved) and pushes
+        lead._valid_until = time.monotonic() + 60
+        pushed = old.ops_pushed
+        old.put_job(Job("b", (2, 6), dp=2, tp=2), 0)  # accepted: the store takes it
+        assert old.wait_idle(10)
+        assert "Fenced" in old.last_error and not old.driver_ok
+        assert old.ops_pushed == pushed  # the fence refused every batch before any switch
+        # the real leader pushed job b itself; the switches hold its routes only
+        assert _until(lambda: new.wanted is not None and emulated.routes() != tables, 5)
+        assert new.wait_idle(10) and set(emulated.routes()) == set(new.wanted or ())
+    finally:
+        old.close()
+        new.close()
