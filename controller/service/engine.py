@@ -216,29 +216,33 @@ class Engine:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _apply_changes(self, changes: list[Change]) -> None:
-        """Adopt input changes another replica wrote (already filtered to the new ones)."""
+        """Adopt input changes another replica wrote (already filtered to the new ones);
+        records are decoded before the engine lock is taken."""
         persist = self.replica.persist
         if not changes or persist is None:
             return
+        decoded: list[tuple[str, bytes | None, Stored]] = []
+        for key, value, _ in changes:
+            into = Stored(0)
+            try:
+                if value is not None:
+                    persist.decode(key, value, into)
+            except StoreCorrupt as err:
+                log.error("ignored a stored change: %s", err)
+                continue
+            decoded.append((key, value, into))
         with self._cond:
-            for key, value, _ in changes:
-                decoded = Stored(0)
-                try:
-                    if value is not None:
-                        persist.decode(key, value, decoded)
-                except StoreCorrupt as err:
-                    log.error("ignored a stored change: %s", err)
-                    continue
+            for key, value, into in decoded:
                 if key.startswith(JOBS):
                     job_id = key[len(JOBS) :]
                     if value is None:
                         self._state.delete_job(job_id)
                     else:
-                        self._state.set_job(*decoded.jobs[job_id])
+                        self._state.set_job(*into.jobs[job_id])
                 elif key == LINKS:
-                    self._state.set_health(decoded.health or LinkHealth.all_up(self.fabric))
-                elif key == ASSIGNMENT and decoded.assignment is not None:
-                    self._stored = (decoded.assignment, decoded.assignment_inputs)
+                    self._state.set_health(into.health or LinkHealth.all_up(self.fabric))
+                elif key == ASSIGNMENT and into.assignment is not None:
+                    self._stored = (into.assignment, into.assignment_inputs)
             self._changed()
 
     def _on_role(self, leader: bool) -> None:
