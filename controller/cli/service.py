@@ -74,7 +74,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.lab:
         options["lab"] = args.lab
     port = args.listen.rsplit(":", 1)[-1]
-    url = args.store or f"dir:{default_state_dir() / f'{fabric.name}-{port}'}"
+    # the default identity is fabric + port; an ephemeral port has none to restart as
+    default = "memory" if port == "0" else f"dir:{default_state_dir() / f'{fabric.name}-{port}'}"
+    url = args.store or default
     store = None if url == "memory" else open_store(url, fabric.name)
     replica = Replica(fabric, store, replica_id=args.replica_id, ttl=args.lease_ttl)
     driver = load_driver(args.driver, **options)
@@ -238,7 +240,7 @@ def register(cli: Commands) -> None:
         "--store",
         default="",
         help="where inputs live: dir:PATH, etcd://HOST:PORT[,..]/PREFIX or "
-        "memory (default dir:$XDG_STATE_HOME/fabric-te/FABRIC-PORT)",
+        "memory (default dir:$XDG_STATE_HOME/fabric-te/FABRIC-PORT; memory on port 0)",
     )
     serve.add_argument("--replica-id", default="", help="id among replicas (host:pid)")
     serve.add_argument("--lease-ttl", type=flag(float, 1, 3600), default=1.0,
