@@ -112,6 +112,7 @@ class Engine:
         self._stored: tuple[Assignment, str] | None = None  # last stored assignment, inputs
         self._previous: Assignment | None = None  # installed assignment, before any solve
         self._takeover = False
+        self._refresh = False  # a follower saw a new stored assignment: read the switches
         self.marks = SwitchMarks(self.metrics.registry)
         self._wanted: RouteSet | None = None  # None: nothing wanted yet, only read
         self._wanted_of: Assignment | None = None  # wanted routes not built yet (see _push)
@@ -243,6 +244,7 @@ class Engine:
                     self._state.set_health(into.health or LinkHealth.all_up(self.fabric))
                 elif key == ASSIGNMENT and into.assignment is not None:
                     self._stored = (into.assignment, into.assignment_inputs)
+                    self._refresh = True  # the leader has pushed it: read what it did
             self._changed()
 
     def _on_role(self, leader: bool) -> None:
@@ -386,31 +388,34 @@ class Engine:
 
     # ---- the worker -------------------------------------------------------------------
     def _run(self) -> None:
+        due = time.monotonic() + self.reconcile_interval  # next periodic reconcile
         while True:
             with self._cond:
-                deadline = time.monotonic() + self.reconcile_interval
                 while not self._stop and self._applied >= self._state.version:
-                    left = deadline - time.monotonic()
-                    if left <= 0 or self._takeover:
+                    left = due - time.monotonic()
+                    if left <= 0 or self._takeover or self._refresh:
                         break
                     self._cond.wait(left)
                 if self._stop:
                     return
                 takeover, self._takeover = self._takeover, False
+                refresh, self._refresh = self._refresh, False
                 leader = self.replica.is_leader()
                 if not leader:  # a follower solves nothing: the leader's assignment is wanted
                     self._applied = self._state.version
                     self._cond.notify_all()
-                periodic = self._applied >= self._state.version
-                self._busy = not periodic
+                idle = self._applied >= self._state.version
+                self._busy = not idle
             if takeover and leader:
                 self._take_over()
                 continue
-            if periodic:
-                try:
-                    self._reconcile(None)
-                except Exception:  # noqa: BLE001 - the loop must survive anything
-                    log.exception("periodic reconcile failed")
+            if idle:
+                if time.monotonic() >= due or (refresh and not leader):
+                    try:
+                        self._reconcile(None)
+                    except Exception:  # noqa: BLE001 - the loop must survive anything
+                        log.exception("periodic reconcile failed")
+                    due = time.monotonic() + self.reconcile_interval
                 continue
             time.sleep(self.debounce)  # let a burst of changes land in one solve
             with self._cond:

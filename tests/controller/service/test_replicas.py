@@ -66,6 +66,8 @@ def _settled(replicas, jobs: int):  # type: ignore[no-untyped-def]
         if s.store_revision != leader.status().store_revision:
             return None
     s = leader.status()
+    if any(r.status().installed_entries != s.installed_entries for r in replicas):
+        return None  # a follower has not read the leader's last push yet
     return leader if s.installed_entries and s.driver_ok and not s.pending_changes else None
 
 
