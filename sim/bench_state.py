@@ -185,7 +185,7 @@ def takeover(kills: int) -> tuple[list[float], list[int]]:
                     new = next((r for r in rest if r.sample("fabric_te_leader")), None)
                 times.append(time.perf_counter() - start)
                 time.sleep(1.0)
-                ops.append(int(new.sample("fabric_te_entry_ops_total") or 0))
+                ops.append(int(new.sample("fabric_te_entry_operations_total") or 0))
                 replicas[lead].proc.wait()
                 replicas[lead] = _Served([*args, "--replica-id", f"r{lead}-{k}"])
         finally:

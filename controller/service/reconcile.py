@@ -156,7 +156,8 @@ class SwitchMarks:
         )
         self._runs = Counter("fabric_te_reconciles", "Reconciles run", registry=r)
         self._ops = Counter(
-            "fabric_te_reconcile_ops", "Entry operations pushed to repair drift", registry=r
+            "fabric_te_reconcile_operations", "Entry operations pushed to repair drift",
+            registry=r,
         )
 
     def update(self, result: ReconcileResult, loud: bool = True) -> None:
