@@ -34,7 +34,6 @@ import base64
 import http.client
 import json
 import logging
-import socket
 import threading
 import time
 from collections.abc import Callable
@@ -298,9 +297,7 @@ class EtcdStore(Store):
         while not self._closed.is_set():
             try:
                 chunk = reply.read1(65536)
-            except TimeoutError:
-                continue
-            except socket.timeout:  # noqa: UP041 - older Pythons
+            except TimeoutError:  # idle: nothing changed within the read timeout
                 continue
             if not chunk:
                 return
