@@ -17,7 +17,13 @@
     +-- DriverError                   a switch or driver failed                 UNAVAILABLE
     |   +-- DriverTimeout             no answer in time; the batch may or may not have landed
     |   +-- DriverRejected            the switch refused the batch; nothing was applied
+    |   |   +-- Fenced                refused before sending: this replica is not the leader
     |   +-- DriverUnavailable         the switch (or its store) cannot be reached
+    +-- StoreError                    the state store failed                    UNAVAILABLE
+    |   +-- StoreUnavailable          the store cannot be reached: writes refused UNAVAILABLE
+    |   +-- StoreConflict             another writer changed the key first          ABORTED
+    |   +-- StoreCorrupt              a record truncated, corrupt, of another format or
+    |                                 another fabric: never half-read, the start is refused
     +-- LimitError                    over a server limit (size, rate, cost, streams)
         |                             `retry_after` s when waiting helps    RESOURCE_EXHAUSTED
         +-- OverDeadline              the work would not, or did not, end in time
@@ -102,6 +108,27 @@ class DriverRejected(DriverError):
 
 class DriverUnavailable(DriverError):
     """The switch or its store cannot be reached."""
+
+
+class Fenced(DriverRejected):
+    """A push refused before it reached a switch: this replica does not hold leadership."""
+
+
+class StoreError(FabricTeError):
+    """The state store failed."""
+
+
+class StoreUnavailable(StoreError):
+    """The store cannot be reached (or did not answer in time); nothing was written."""
+
+
+class StoreConflict(StoreError):
+    """A guarded write lost: another writer changed the key since it was read."""
+
+
+class StoreCorrupt(StoreError):
+    """Stored state that cannot be trusted: truncated, corrupt, of another format version,
+    or of another fabric. Reported, never half-read."""
 
 
 class LimitError(FabricTeError):

@@ -653,6 +653,18 @@ def bench_security(cfg: Config) -> Iterator[Section]:
     yield sec
 
 
+def bench_state(cfg: Config) -> Iterator[Section]:
+    """Inputs through a store (memory, dir, etcd x1/x3) and leader takeover (sim.bench_state)."""
+    from sim.bench_state import bench_state as run
+
+    for title, text, head, rows in run(cfg.quick):
+        sec = Section(title)
+        sec.text(text)
+        sec.text("")
+        sec.table(head, rows)
+        yield sec
+
+
 def replace_job(job: Any, hosts: tuple[int, ...]) -> Any:
     from dataclasses import replace
 
@@ -736,6 +748,7 @@ SECTIONS: dict[str, Callable[[Config], Iterator[Section]]] = {
     "lab-scale": bench_lab_scale,
     "lab-failure": bench_lab_failure,
     "security": bench_security,
+    "state": bench_state,
 }
 
 

@@ -26,3 +26,12 @@ def two_rack_pod() -> Fabric:
         ClosSpec(name="two-rack", pods=1, racks_per_pod=2, hosts_per_rack=1, nics_per_host=2,
                  ctsws_per_pod=2)
     )
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_state_dir(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """`tectl serve` keeps its inputs under $XDG_STATE_HOME by default: a private one here,
+    inherited by every controller a test starts."""
+    import os
+
+    os.environ["XDG_STATE_HOME"] = str(tmp_path_factory.mktemp("state"))

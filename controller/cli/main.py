@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 
-from controller.errors import DriverError, InputError, SolverError
+from controller.errors import DriverError, InputError, SolverError, StoreError
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 COMMANDS_GROUP = "fabric_te.commands"
@@ -69,6 +69,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args) or EXIT_OK)
     except DriverError as err:  # a switch or driver failed: the command did not complete
         print(f"tectl: driver error: {err}", file=sys.stderr)
+        return EXIT_FAIL
+    except StoreError as err:  # the state store is unreachable, in use, or untrustworthy
+        print(f"tectl: store error: {err}", file=sys.stderr)
         return EXIT_FAIL
     except SolverError as err:  # the solver failed on valid input
         print(f"tectl: solver error: {err}", file=sys.stderr)

@@ -115,7 +115,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from controller.formats.fabric_file import load_fabric
     from controller.service.auth import PolicyStore
     from controller.service.engine import Engine
+    from controller.service.replica import Replica
     from controller.service.server import start
+    from controller.service.store import default_state_dir, open_store
     from controller.service.tls import ServerTls, TlsFiles
 
     logging.basicConfig(
@@ -143,8 +145,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
         options["directory"] = args.driver_dir
     if args.lab:
         options["lab"] = args.lab
+    port = args.listen.rsplit(":", 1)[-1]
+    # the default identity is fabric + port; an ephemeral port has none to restart as
+    default = "memory" if port == "0" else f"dir:{default_state_dir() / f'{fabric.name}-{port}'}"
+    url = args.store or default
+    store = None if url == "memory" else open_store(url, fabric.name)
+    replica = Replica(fabric, store, replica_id=args.replica_id, ttl=args.lease_ttl)
     driver = load_driver(args.driver, **options)
-    engine = Engine(fabric, driver, driver_name=args.driver, debounce=args.debounce)
+    engine = Engine(
+        fabric, driver, driver_name=args.driver, debounce=args.debounce,
+        reconcile_interval=args.reconcile_interval, replica=replica,
+    )  # fmt: skip
     if args.metrics_port:
         engine.metrics.serve(args.metrics_port, args.metrics_address)
     try:
@@ -154,7 +165,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         engine.close()
         raise
     print(f"fabric-te serving fabric {fabric.name} on port {running.port} "
-          f"(driver {args.driver}, {'mTLS' if tls else 'plaintext'})",
+          f"(driver {args.driver}, store {url}, replica {replica.id}, "
+          f"{'mTLS' if tls else 'plaintext'})",
           file=sys.stderr, flush=True)  # fmt: skip
     done = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -303,6 +315,11 @@ def cmd_status(args: argparse.Namespace) -> int:
         "state_version": s.state_version, "routes_version": s.routes_version,
         "driver": s.driver, "driver_ok": s.driver_ok,
         "installed_entries": s.installed_entries, "last_error": s.last_error,
+        "switches_differing": s.switches_differing, "differing": list(s.differing),
+        "entries_missing": s.entries_missing, "reconciles": s.reconciles,
+        "retry_rounds": s.retry_rounds, "store": s.store, "store_ok": s.store_ok,
+        "store_revision": s.store_revision, "role": s.role, "leader": s.leader,
+        "replica": s.replica, "ops_pushed": s.ops_pushed, "pending_changes": s.pending_changes,
     }  # fmt: skip
     sys.stdout.write(to_json(data) + "\n")
     return 0
@@ -324,6 +341,17 @@ def register(cli: Commands) -> None:
                        help="Prometheus /metrics port (9464; 0 = off)")  # fmt: skip
     serve.add_argument("--metrics-address", default="127.0.0.1",
                        help="address /metrics listens on (127.0.0.1; 0.0.0.0 = all)")  # fmt: skip
+    serve.add_argument("--reconcile-interval", type=flag(float, 0.01, 86400), default=5.0,
+                       help="read back and repair every switch every S seconds (5)")  # fmt: skip
+    serve.add_argument(
+        "--store",
+        default="",
+        help="where inputs live: dir:PATH, etcd://HOST:PORT[,..]/PREFIX or "
+        "memory (default dir:$XDG_STATE_HOME/fabric-te/FABRIC-PORT; memory on port 0)",
+    )
+    serve.add_argument("--replica-id", default="", help="id among replicas (host:pid)")
+    serve.add_argument("--lease-ttl", type=flag(float, 1, 3600), default=1.0,
+                       help="leader lease on a shared store, s (1)")  # fmt: skip
     serve.add_argument(
         "--grace", type=flag(float, 0, 3600), default=5.0, help="shutdown grace, s (5)"
     )

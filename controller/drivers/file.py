@@ -16,11 +16,13 @@ fabric; otherwise it is refused, and the message says why. Without a fabric, tab
 read by id, their structure checked.
 A switch without a file has an empty table. Each apply rewrites one file atomically (a
 temporary file in the same directory, then rename), so a reader sees the old table or the
-new one, never half of each. With a fabric, entries are checked against the switch's links.
+new one, never half of each; temporary files left by a writer killed mid-apply are removed
+when the driver starts. With a fabric, entries are checked against the switch's links.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import tempfile
@@ -68,7 +70,29 @@ class FileDriver(Driver):
             self.directory.mkdir(parents=True, exist_ok=True)
         except OSError as err:
             raise DriverUnavailable(f"cannot create {self.directory}: {err}") from err
+        self.orphans_removed = self._remove_orphans()
         self._closed = False
+
+    def _remove_orphans(self) -> int:
+        """Delete temporary tables left by a writer killed mid-apply (never renamed, so
+        never part of any table); returns how many were removed."""
+        removed = 0
+        for tmp in self.directory.glob(".*.tmp"):
+            try:
+                fd = os.open(tmp, os.O_RDONLY)
+            except FileNotFoundError:
+                continue
+            except OSError as err:
+                raise DriverUnavailable(f"cannot open orphan {tmp}: {err}") from err
+            try:  # a live writer holds its lock; a killed one's lock died with it
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                continue
+            finally:
+                os.close(fd)
+            tmp.unlink(missing_ok=True)
+            removed += 1
+        return removed
 
     @classmethod
     def for_conformance(cls, fabric: Fabric, workdir: Path) -> FileDriver:
@@ -199,6 +223,7 @@ class FileDriver(Driver):
         try:
             fd, tmp = tempfile.mkstemp(prefix=f".{switch}.", suffix=".tmp", dir=self.directory)
             try:
+                fcntl.flock(fd, fcntl.LOCK_EX)  # marks the file as being written
                 with os.fdopen(fd, "w") as out:
                     json.dump(doc, out, indent=1)
                     out.write("\n")

@@ -60,6 +60,11 @@ class PushReport:
         return all(r.status in (APPLIED, PLANNED) for r in self.results) and not self.unreadable
 
     @property
+    def ops_applied(self) -> int:
+        """Operations in the batches that were applied."""
+        return sum(r.ops for r in self.results if r.status == APPLIED)
+
+    @property
     def failed(self) -> tuple[BatchResult, ...]:
         return tuple(r for r in self.results if r.status in (FAILED, TIMEOUT))
 

@@ -5,39 +5,56 @@ batches changes that arrive within `debounce` seconds into one solve. A health-o
 is repaired first (only the hit flows move, pushed at once), then re-solved globally with the
 repaired assignment as `previous` (churn minimisation). Every change reaches the switches
 through `plan_update` + `push`, and what the engine reports as installed is what it read
-back from the driver afterwards. The desired state and the route log are plain data
+back from the driver afterwards, and what was read is reconciled against what is wanted
+(`controller.service.reconcile`): after every push and every `reconcile_interval` seconds,
+missing entries are re-pushed with bounded, backed-off retries, and a switch that differs is
+marked until it agrees. The desired state and the route log are plain data
 (`controller.service.state`); the engine adds the lock, the thread and the driver.
 
 Fail-static: at start the engine reads the installed routes and pushes nothing until it has
 received inputs. Routes left on the switches at exit stay (ECMP defaults carry the rest).
+
+State outside the process (`controller.service.replica`): with a store, every input is
+written there before it is acknowledged, and read back on start together with the last
+assignment pushed; when the stored assignment answers to the stored inputs it is adopted and
+the switches are only reconciled towards it (a restart with unchanged inputs pushes nothing).
+Replicas sharing a store follow each other's writes; only the elected leader solves and
+pushes, the others serve reads, watches and what-if solves from the same state.
 """
 
 from __future__ import annotations
 
 import logging
+import random
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from controller.drivers.interface import Driver
-from controller.drivers.push import push
-from controller.errors import DriverError, InputError
+from controller.drivers.push import push, read_back
+from controller.errors import DriverError, InputError, StoreConflict, StoreCorrupt
 from controller.model.assignment import Assignment
 from controller.model.fabric import Fabric
 from controller.model.health import LinkHealth
 from controller.model.jobs import Job, jobs_flows
 from controller.model.rates import simulate
-from controller.routes.entries import Entry, RouteSet
+from controller.routes.entries import Entry, RouteSet, build_routes
 from controller.routes.plan import plan_update
 from controller.service.metrics import Metrics
+from controller.service.persist import ASSIGNMENT, JOBS, LINKS, Stored, inputs_digest
+from controller.service.reconcile import Reconciler, ReconcileResult, SwitchMarks
+from controller.service.replica import Replica
 from controller.service.route_query import SWITCH_TIERS
 from controller.service.state import DesiredState, RouteLog
+from controller.service.store import Change
 from controller.solver.solve import SolveOptions, SolveResult, repair, solve
 
 log = logging.getLogger("fabric_te.engine")
+WRITE_ATTEMPTS = 8  # guarded store writes per input before the caller gets ABORTED
 
 
 @dataclass(frozen=True)
@@ -51,8 +68,8 @@ class RouteEvent:
 
 
 def read_installed(driver: Driver) -> RouteSet:
-    """Every switch's table, read back from the driver."""
-    return RouteSet.from_entries(e for sw in driver.switches() for e in driver.read(sw))
+    """Every readable switch's table, read back from the driver."""
+    return read_back(driver, driver.switches())[0]
 
 
 class Engine:
@@ -68,6 +85,9 @@ class Engine:
         options: SolveOptions | None = None,
         push_timeout: float = 5.0,
         metrics: Metrics | None = None,
+        reconcile_interval: float = 5.0,
+        reconciler: Reconciler | None = None,
+        replica: Replica | None = None,
     ) -> None:
         self.fabric = fabric
         self.driver = driver
@@ -81,30 +101,78 @@ class Engine:
         self._applied = 0  # state version the installed routes answer to
         self._busy = False
         self._stop = False
-        self._routes = RouteLog(read_installed(driver))  # fail-static: adopt what is there
+        self.reconcile_interval = reconcile_interval
+        self.replica = replica or Replica(fabric)
+        self.replica.bind_metrics(self.metrics.registry)
+        self._push_driver = self.replica.fenced(driver)  # pushes checked against the election
+        self.reconciler = reconciler or Reconciler(
+            self._push_driver, fabric, push_timeout=push_timeout
+        )
+        self._writes = threading.Lock()  # one input write at a time: check, store, apply
+        self._stored: tuple[Assignment, str] | None = None  # last stored assignment, inputs
+        self._previous: Assignment | None = None  # installed assignment, before any solve
+        self._takeover = False
+        self._refresh = False  # a follower saw a new stored assignment: read the switches
+        self.marks = SwitchMarks(self.metrics.registry)
+        self._wanted: RouteSet | None = None  # None: nothing wanted yet, only read
+        self._wanted_of: Assignment | None = None  # wanted routes not built yet (see _push)
+        self._push_ok = True
+        self._routes = RouteLog(RouteSet())
         self.last_result: SolveResult | None = None
         self._last_inputs: tuple[tuple[str, ...], LinkHealth] | None = None
         self.last_error = ""
-        self.driver_ok = True
         self.ops_pushed = 0
         self._pending_since: float | None = None  # when the oldest unapplied change came
         self._round_started: float | None = None  # that time, for the round being applied
+        self._adopt(self.replica.load())
+        self._reconcile(None)  # fail-static: adopt what is there
         self._thread = threading.Thread(target=self._run, name="fabric-te-engine", daemon=True)
         self._thread.start()
+        self.replica.start(self._apply_changes, self._on_role)
 
-    # ---- inputs (called from API threads; validate first, then commit) ----------------
+    def _adopt(self, stored: Stored | None) -> None:
+        """Take the stored inputs; adopt the stored assignment if it answers to them."""
+        if stored is None:
+            return
+        state = self._state
+        for job, generation in stored.jobs.values():
+            state.set_job(job, generation)
+        if stored.health is not None and (stored.health.factor != 1.0).any():
+            state.set_health(stored.health)
+        if stored.assignment is None:
+            return
+        self._stored = (stored.assignment, stored.assignment_inputs)
+        self._previous = stored.assignment
+        assert state.health is not None
+        if stored.assignment_inputs == inputs_digest(state.jobs, state.health):
+            self._wanted = build_routes(self.fabric, stored.assignment)
+            state.take()
+            self._applied = state.version
+        log.info("loaded %d jobs from %s (revision %d); stored assignment %s", len(stored.jobs),
+                 self.replica.status_fields()["store"], stored.revision,
+                 "adopted" if self._applied else "to be re-solved")  # fmt: skip
+
+    # ---- inputs (called from API threads: check, write to the store, then apply) -------
     def put_job(self, job: Job, generation: int) -> tuple[int, int]:
         """Create or replace a job; returns (generation, state version)."""
         jobs_flows(self.fabric, [job])  # the job's own traffic must be valid: not under the lock
-        with self._cond:
-            generation = self._state.put_job(job, generation, flows_checked=True)
-            return generation, self._changed()
+        gen, version = self._write(
+            JOBS + job.id,
+            lambda: self._state.check_put(job, generation, flows_checked=True),
+            lambda g: self.replica.put_job(job, g),
+            lambda g: self._state.set_job(job, g),
+        )
+        return gen, version
 
     def delete_job(self, job_id: str) -> tuple[bool, int]:
         """Remove a job (idempotent); returns (existed, state version)."""
-        with self._cond:
-            existed = self._state.delete_job(job_id)
-            return existed, self._changed() if existed else self._state.version
+        existed, version = self._write(
+            JOBS + job_id,
+            lambda: job_id in self._state.jobs,
+            lambda e: self.replica.delete_job(job_id) if e else 0,
+            lambda e: self._state.delete_job(job_id),
+        )
+        return existed, version
 
     def jobs(self) -> list[tuple[Job, int]]:
         """(job, generation) sorted by id."""
@@ -113,9 +181,80 @@ class Engine:
 
     def report_links(self, updates: Mapping[int, float], replace_all: bool = False) -> int:
         """Apply link factors (see DesiredState.report_links); returns the state version."""
+        _, version = self._write(
+            LINKS,
+            lambda: self._state.check_links(updates, replace_all),
+            self.replica.put_health,
+            self._state.set_health,
+        )
+        return version
+
+    def _write(
+        self,
+        key: str,
+        check: Callable[[], Any],
+        store: Callable[[Any], int],
+        apply: Callable[[Any], object],
+    ) -> tuple[Any, int]:
+        """Check against the current state, write to the store, then apply and acknowledge.
+        A write lost to another replica's (StoreConflict) is re-read, re-checked and retried
+        after a short random pause, up to WRITE_ATTEMPTS times in all."""
+        with self._writes:
+            for attempt in range(1, WRITE_ATTEMPTS + 1):
+                with self._cond:
+                    value = check()
+                try:
+                    revision = store(value)
+                except StoreConflict:
+                    if attempt == WRITE_ATTEMPTS:
+                        raise
+                    self._apply_changes(self.replica.refresh(key))
+                    time.sleep(random.uniform(0, 0.002 * attempt))  # let the other finish
+                    continue
+                with self._cond:
+                    if self.replica.is_current(key, revision):
+                        apply(value)
+                    return value, self._changed()
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _apply_changes(self, changes: list[Change]) -> None:
+        """Adopt input changes another replica wrote (already filtered to the new ones);
+        records are decoded before the engine lock is taken."""
+        persist = self.replica.persist
+        if not changes or persist is None:
+            return
+        decoded: list[tuple[str, bytes | None, Stored]] = []
+        for key, value, _ in changes:
+            into = Stored(0)
+            try:
+                if value is not None:
+                    persist.decode(key, value, into)
+            except StoreCorrupt as err:
+                log.error("ignored a stored change: %s", err)
+                continue
+            decoded.append((key, value, into))
         with self._cond:
-            self._state.report_links(updates, replace_all)
-            return self._changed()
+            for key, value, into in decoded:
+                if key.startswith(JOBS):
+                    job_id = key[len(JOBS) :]
+                    if value is None:
+                        self._state.delete_job(job_id)
+                    else:
+                        self._state.set_job(*into.jobs[job_id])
+                elif key == LINKS:
+                    self._state.set_health(into.health or LinkHealth.all_up(self.fabric))
+                elif key == ASSIGNMENT and into.assignment is not None:
+                    self._stored = (into.assignment, into.assignment_inputs)
+                    self._refresh = True  # the leader has pushed it: read what it did
+            self._changed()
+
+    def _on_role(self, leader: bool) -> None:
+        log.warning(
+            "replica %s is now %s", self.replica.id, "the leader" if leader else "a follower"
+        )
+        with self._cond:
+            self._takeover = leader
+            self._cond.notify_all()
 
     def _changed(self) -> int:
         if self._pending_since is None:
@@ -125,6 +264,25 @@ class Engine:
         return self._state.version
 
     # ---- queries ----------------------------------------------------------------------
+    @property
+    def driver_ok(self) -> bool:
+        """The last push went through and every switch, as last read, holds what we want."""
+        return self._push_ok and self.marks.ok
+
+    def status_fields(self) -> dict[str, Any]:
+        """Reconcile and store figures for Status (plain values, named as its fields)."""
+        with self._cond:
+            marks = self.marks
+            return self.replica.status_fields() | {
+                "switches_differing": len(marks.differing),
+                "differing": [f"{s}: {why}" for s, why in sorted(marks.differing.items())],
+                "entries_missing": marks.missing,
+                "reconciles": marks.reconciles,
+                "retry_rounds": marks.retry_rounds,
+                "ops_pushed": self.ops_pushed,
+                "pending_changes": self._state.version - self._applied,
+            }
+
     @property
     def state_version(self) -> int:
         with self._cond:
@@ -142,6 +300,17 @@ class Engine:
         """The routes last read back from the driver."""
         with self._cond:
             return self._routes.installed
+
+    @property
+    def wanted(self) -> RouteSet | None:
+        """The routes of the last assignment pushed (None before the first)."""
+        return self._wanted_routes()
+
+    def _wanted_routes(self) -> RouteSet | None:
+        pending = self._wanted_of
+        if pending is not None:
+            self._wanted, self._wanted_of = build_routes(self.fabric, pending), None
+        return self._wanted
 
     @property
     def routes_version(self) -> int:
@@ -208,11 +377,18 @@ class Engine:
                     return
                 pending = self._routes.after(seen)
                 lag = self._routes.version - seen
-                if pending is not None and not (max_lag and lag > max_lag):
+                behind = bool(max_lag) and (pending is None or lag > max_lag)
+                if not behind:
                     seen = self._routes.version
-            if pending is None or (max_lag and lag > max_lag):
+                    if pending is None:  # fell behind the retained deltas: start afresh
+                        fresh = tuple(self._routes.installed)
+            if behind:
                 yield RouteEvent("behind", seen)
                 return
+            if pending is None:
+                yield RouteEvent("snapshot", seen, fresh)
+                yield RouteEvent("sync", seen)
+                continue
             for d in pending:
                 yield RouteEvent("delta", d.version, d.added, d.removed)
 
@@ -221,35 +397,86 @@ class Engine:
             self._stop = True
             self._cond.notify_all()
         self._thread.join(timeout=10)
+        self.replica.close()
 
     # ---- the worker -------------------------------------------------------------------
     def _run(self) -> None:
+        due = time.monotonic() + self.reconcile_interval  # next periodic reconcile
         while True:
             with self._cond:
                 while not self._stop and self._applied >= self._state.version:
-                    self._cond.wait()
+                    left = due - time.monotonic()
+                    if left <= 0 or self._takeover or self._refresh:
+                        break
+                    self._cond.wait(left)
                 if self._stop:
                     return
-                self._busy = True
+                takeover, self._takeover = self._takeover, False
+                refresh, self._refresh = self._refresh, False
+                leader = self.replica.is_leader()
+                if not leader:  # a follower solves nothing: the leader's assignment is wanted
+                    self._applied = self._state.version
+                    self._cond.notify_all()
+                idle = self._applied >= self._state.version
+                self._busy = not idle
+            if takeover and leader:
+                self._take_over()
+                continue
+            if idle:
+                if time.monotonic() >= due or (refresh and not leader):
+                    try:
+                        self._reconcile(None)
+                    except Exception:  # noqa: BLE001 - the loop must survive anything
+                        log.exception("periodic reconcile failed")
+                    due = time.monotonic() + self.reconcile_interval
+                continue
             time.sleep(self.debounce)  # let a burst of changes land in one solve
             with self._cond:
                 inputs = self._state.take()
                 self._round_started, self._pending_since = self._pending_since, None
+                digest = inputs_digest(self._state.jobs, inputs.health)
             try:
-                self._solve_and_push(list(inputs.jobs), inputs.health, inputs.health_only)
+                self._solve_and_push(list(inputs.jobs), inputs.health, inputs.health_only, digest)
                 self.last_error = ""
             except Exception as err:  # noqa: BLE001 - the loop must survive anything
                 log.exception("solve/push failed")
                 self.last_error = f"{type(err).__name__}: {err}"
                 self.metrics.push_errors.inc()
-                self.driver_ok = not isinstance(err, DriverError)
+                if isinstance(err, DriverError):
+                    self._push_ok = False
             with self._cond:
                 self._applied = inputs.version
                 self.metrics.queue_depth.set(self._state.version - self._applied)
                 self._busy = False
                 self._cond.notify_all()
 
-    def _solve_and_push(self, jobs: list[Job], health: LinkHealth, health_only: bool) -> None:
+    def _take_over(self) -> None:
+        """Become the leader: adopt the stored assignment if it answers to the current
+        inputs (reconcile only: nothing is pushed where the switches agree), else solve with
+        it as the previous assignment."""
+        with self._cond:
+            stored = self._stored
+            assert self._state.health is not None
+            digest = inputs_digest(self._state.jobs, self._state.health)
+            version = self._state.version
+        self.last_result, self._last_inputs = None, None
+        if stored is not None:
+            self._previous = stored[0]
+        if stored is not None and stored[1] == digest:
+            self._wanted, self._wanted_of = build_routes(self.fabric, stored[0]), None
+            self._reconcile(None)
+            with self._cond:
+                self._applied = max(self._applied, version)
+        elif version:
+            with self._cond:
+                self._applied = min(self._applied, version - 1)  # solve what is stored
+        log.info("took over at state version %d (%s)", version,
+                 "adopted the stored assignment" if stored and stored[1] == digest
+                 else "solving")  # fmt: skip
+
+    def _solve_and_push(
+        self, jobs: list[Job], health: LinkHealth, health_only: bool, digest: str = ""
+    ) -> None:
         flows = jobs_flows(self.fabric, jobs)
         ids = tuple(j.id for j in jobs)
         last = self.last_result
@@ -261,13 +488,20 @@ class Engine:
             moved = np.flatnonzero(fixed.assignment.path != last.assignment.path)
             self._push(fixed.assignment, moved)
             last = fixed
-        previous = last.assignment if last is not None else None  # matched by NIC pair
+        # matched by NIC pair; after a start or takeover: the stored (installed) assignment
+        previous = last.assignment if last is not None else self._previous
         with self.metrics.solve_seconds.labels("solve").time():
             result = solve(self.fabric, health, flows, previous=previous, options=self.options)
         self.metrics.churn.inc(result.churn)
-        self._push(result.assignment)
-        self.last_result = result
-        self._last_inputs = (ids, health)
+        try:
+            self._push(result.assignment)
+        finally:  # wanted from now on, whatever the push achieved: reconcile converges to it
+            self.last_result = result
+            self._last_inputs = (ids, health)
+            self._previous = result.assignment
+            self.replica.put_assignment(result.assignment, digest)
+            with self._cond:
+                self._stored = (result.assignment, digest)
         self._record_quality(result, health)
 
     def _record_quality(self, result: SolveResult, health: LinkHealth) -> None:
@@ -289,31 +523,81 @@ class Engine:
         if scope is not None:
             installed, keep = scope
             target = Assignment(assignment.flows.take(keep), assignment.path[keep])
-        plan, _ = plan_update(self.fabric, installed, target)
+        plan, wanted = plan_update(self.fabric, installed, target)
+        if scope is None:
+            self._wanted, self._wanted_of = wanted, None
+        else:  # built when first needed: a repair's global re-solve usually comes first
+            self._wanted_of = assignment
         with self.metrics.push_seconds.time():
-            report = push(self.driver, plan, timeout=self.push_timeout)
-        ops = sum(plan.counts().values())
+            report = push(self._push_driver, plan, timeout=self.push_timeout)
+        ops = report.ops_applied
         self.ops_pushed += ops
         self.metrics.ops_pushed.inc(ops)
-        # the push read back every switch it touched; the others are as they were
-        touched = sorted(plan.switches())
-        if report.unreadable:
-            installed = read_installed(self.driver)
-            touched = sorted(set(installed.switches()) | set(self.installed.switches()))
+        # read back what the push touched (and any switch marked before) and repair it
+        touched = set(plan.switches()) | set(self.marks.differing)
+        prior: dict[str, tuple[Entry, ...] | None] = {
+            sw: report.installed.table(sw) for sw in plan.switches() if sw not in report.uncertain
+        }
+        prior.update(dict.fromkeys(report.unreadable))
+        if scope is not None and report.ok and not self.marks.differing:
+            # a repair that went through: adopt its read-back now; the global re-solve
+            # that follows at once (or the next interval) reconciles against all routes
+            self._adopt_read(prior)
         else:
-            tables = dict(self.installed.tables)
-            for sw in touched:
-                tables[sw] = report.installed.table(sw)
-            installed = RouteSet({sw: t for sw, t in sorted(tables.items()) if t})
-        self.driver_ok = report.ok
-        self._record(installed, touched)
-        if not report.ok:
-            raise DriverError(f"push stopped: {report.summary()}")
+            result = self._reconcile(touched, prior)
+            self._push_ok = report.ok or result.in_sync
+            if not report.ok:
+                raise DriverError(f"push stopped: {report.summary()}")
         if self._round_started is not None:  # the first push of a round installs the change
             self.metrics.report_to_installed_seconds.observe(
                 time.monotonic() - self._round_started
             )
             self._round_started = None
+
+    def _reconcile(
+        self,
+        switches: set[str] | None,
+        prior: dict[str, tuple[Entry, ...] | None] | None = None,
+    ) -> ReconcileResult:
+        """Read back `switches` (None: all), repair them towards the wanted routes, and
+        adopt what was read; the switches that cannot be read are reported holding nothing."""
+        leader = self.replica.is_leader()
+        if not leader:
+            self._follow_wanted()
+        wanted = self._wanted_routes()
+        if wanted is None:  # nothing wanted yet: read only, never repair
+            checked = self.driver.switches() if switches is None else sorted(switches)
+            installed, unreadable = read_back(self.driver, checked)
+            result = ReconcileResult(installed, tuple(sorted(checked)), unreadable)
+        else:
+            stop = lambda: self._stop or not self.replica.is_leader()  # noqa: E731
+            result = self.reconciler.run(wanted, switches, stop=stop, repair=leader, prior=prior)
+        self.ops_pushed += result.ops
+        self.metrics.ops_pushed.inc(result.ops)
+        tables = dict(self.installed.tables)
+        for sw in result.checked:
+            tables[sw] = result.installed.table(sw)
+        installed = RouteSet({sw: t for sw, t in sorted(tables.items()) if t})
+        with self._cond:
+            self.marks.update(result, loud=leader)
+            if switches is None and result.in_sync:
+                self._push_ok = True
+        self._record(installed, list(result.checked))
+        return result
+
+    def _adopt_read(self, tables: dict[str, tuple[Entry, ...] | None]) -> None:
+        """Record tables just read back (None: unreadable, reported holding nothing)."""
+        merged = dict(self.installed.tables)
+        merged.update({sw: t or () for sw, t in tables.items()})
+        self._record(RouteSet({sw: t for sw, t in sorted(merged.items()) if t}), sorted(tables))
+
+    def _follow_wanted(self) -> None:
+        """A follower wants what the leader stored last (it only reports the difference)."""
+        with self._cond:
+            stored = self._stored
+        if stored is not None and stored[0] is not self._previous:
+            self._previous = stored[0]
+            self._wanted, self._wanted_of = build_routes(self.fabric, stored[0]), None
 
     def _scope(
         self, assignment: Assignment, moved: np.ndarray

@@ -8,6 +8,8 @@ DriverError                                           -> UNAVAILABLE
 OverDeadline                                          -> DEADLINE_EXCEEDED
 LimitError (size, rate, cost, streams)                -> RESOURCE_EXHAUSTED, with the
                                                          `retry-after-ms` trailer if set
+StoreConflict (another replica wrote the key first)   -> ABORTED
+StoreError (store unreachable: writes refused, ...)   -> UNAVAILABLE
 anything else (a bug)                                 -> INTERNAL, traceback logged
 """
 
@@ -28,6 +30,8 @@ from controller.errors import (
     OverDeadline,
     PreconditionError,
     SolverError,
+    StoreConflict,
+    StoreError,
 )
 
 log = logging.getLogger("fabric_te.service")
@@ -42,8 +46,10 @@ _STATUS: tuple[tuple[type[BaseException], grpc.StatusCode], ...] = (
     (DriverError, grpc.StatusCode.UNAVAILABLE),
     (OverDeadline, grpc.StatusCode.DEADLINE_EXCEEDED),
     (LimitError, grpc.StatusCode.RESOURCE_EXHAUSTED),
+    (StoreConflict, grpc.StatusCode.ABORTED),
+    (StoreError, grpc.StatusCode.UNAVAILABLE),
 )
-_EXPECTED = (InputError, PreconditionError, SolverError, DriverError, LimitError)
+_EXPECTED = (InputError, PreconditionError, SolverError, DriverError, StoreError, LimitError)
 RETRY_AFTER_KEY = "retry-after-ms"  # trailing metadata: how long to wait before retrying
 
 

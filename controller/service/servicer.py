@@ -187,6 +187,7 @@ class TrafficEngineering(pb_grpc.TrafficEngineeringServicer):
             driver_ok=e.driver_ok,
             installed_entries=len(routes),
             last_error=e.last_error,
+            **e.status_fields(),
         )
 
     @mapped

@@ -50,15 +50,21 @@ class DesiredState:
         if self.health is None:
             self.health = LinkHealth.all_up(self.fabric)
 
-    def put_job(self, job: Job, generation: int = 0, *, flows_checked: bool = False) -> int:
-        """Create or replace `job`; returns its stored generation.
+    def put_job(self, job: Job, generation: int = 0) -> int:
+        """Create or replace `job`; returns its stored generation (see `check_put`)."""
+        new_gen = self.check_put(job, generation)
+        self.set_job(job, new_gen)
+        return new_gen
+
+    def check_put(self, job: Job, generation: int = 0, *, flows_checked: bool = False) -> int:
+        """The generation `job` would be stored with; changes nothing.
 
         generation 0 means "no check" and stores the next number; otherwise it must be
         greater than the stored one (PreconditionError) and at most MAX_GENERATION
         (InputError). When the next number would pass MAX_GENERATION the put is refused
         (PreconditionError). A host already used by another job is an InputError naming the
-        host and that job. Every check runs before the first write. `flows_checked`: the
-        caller has already built the job's flows (the engine does, outside its lock)."""
+        host and that job. `flows_checked`: the caller has already built the job's flows (the
+        engine does, outside its lock)."""
         limits.integer(generation, "generation", 0, limits.MAX_GENERATION)
         stored = self.jobs.get(job.id)
         if generation and stored and generation <= stored[1]:
@@ -79,10 +85,12 @@ class DesiredState:
                 )
         if not flows_checked:
             jobs_flows(self.fabric, [job])  # the job's own traffic must be valid
-        new_gen = generation or (stored[1] + 1 if stored else 1)
-        self.jobs[job.id] = (job, new_gen)
+        return generation or (stored[1] + 1 if stored else 1)
+
+    def set_job(self, job: Job, generation: int) -> None:
+        """Store `job` at `generation`, already checked (or read back from a store)."""
+        self.jobs[job.id] = (job, generation)
         self._bump(health_only=False)
-        return new_gen
 
     def delete_job(self, job_id: str) -> bool:
         """Remove a job; an unknown id is not an error and changes nothing."""
@@ -94,9 +102,17 @@ class DesiredState:
     def report_links(self, updates: Mapping[int, float], replace_all: bool = False) -> None:
         """Set link factors (1 up, 0 down, between: degraded); with `replace_all` every
         link not named is up."""
+        self.set_health(self.check_links(updates, replace_all))
+
+    def check_links(self, updates: Mapping[int, float], replace_all: bool = False) -> LinkHealth:
+        """The health `report_links` would set; changes nothing."""
         base = LinkHealth.all_up(self.fabric) if replace_all else self.health
         assert base is not None
-        self.health = base.with_factors(updates)
+        return base.with_factors(updates)
+
+    def set_health(self, health: LinkHealth) -> None:
+        """Adopt `health` (already checked, or read back from a store)."""
+        self.health = health
         self._bump(health_only=True)
 
     def job_list(self) -> list[tuple[Job, int]]:

@@ -63,11 +63,12 @@ def test_client_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
         running.stop(grace=0.5)
 
 
-def test_serve_process_starts_and_stops_gracefully() -> None:
+def test_serve_process_starts_and_stops_gracefully(tmp_path: Path) -> None:
     port, metrics_port = _free_port(), _free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "controller.cli.main", "serve", "--fabric", "tiny", "--insecure",
-         "--listen", f"127.0.0.1:{port}", "--metrics-port", str(metrics_port)],
+         "--listen", f"127.0.0.1:{port}", "--metrics-port", str(metrics_port),
+         "--store", f"dir:{tmp_path / 'state'}"],
         stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:

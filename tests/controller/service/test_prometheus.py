@@ -240,6 +240,8 @@ tests:
         values: '1x5 0.5x20'
       - series: 'fabric_te_pending_changes{job="fabric-te"}'
         values: '0x30'
+      - series: 'fabric_te_switches_differing{job="fabric-te"}'
+        values: '0 0 1x10'
     alert_rule_test:
       - eval_time: 2m
         alertname: FabricTePushFailing
@@ -263,4 +265,14 @@ tests:
       - eval_time: 25m
         alertname: FabricTeBacklog
         exp_alerts: []
+      - eval_time: 5m
+        alertname: FabricTeSwitchesDiffer
+        exp_alerts: []
+      - eval_time: 8m
+        alertname: FabricTeSwitchesDiffer
+        exp_alerts:
+          - exp_labels: {severity: ticket, job: fabric-te}
+            exp_annotations:
+              summary: "switches have differed from the wanted routes for 5 minutes"
+              description: "`tectl status` lists them (differing); reconcile keeps retrying."
 """

@@ -1,0 +1,198 @@
+"""Reading the switches back and repairing them until they hold the routes we want.
+
+After every push, and every `interval` seconds, the engine calls `Reconciler.run` with the
+routes it wants and the switches to check. A round reads those switches, diffs our entries
+against the wanted ones and, when they differ, pushes the diff (in the usual make-before-break
+order); a round that left a difference is retried after a backoff that doubles up to a bound.
+The result says what was READ on the last round: the engine reports that, never what it
+meant to install.
+
+`SwitchMarks` remembers which switches differ (or cannot be read) from one reconcile to the
+next, so that a switch is logged once when it starts to differ and once when it agrees again,
+and counted in between.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from controller.drivers.interface import Driver
+from controller.drivers.push import push, read_back
+from controller.model.fabric import Fabric
+from controller.routes.entries import OWNER, Entry, RouteSet
+from controller.routes.plan import Add, Replace, diff
+
+log = logging.getLogger("fabric_te.reconcile")
+
+
+@dataclass(frozen=True)
+class ReconcileResult:
+    """What the switches held after the last round, and how it differs from what we want."""
+
+    installed: RouteSet  # read back from the readable switches checked
+    checked: tuple[str, ...]  # switches read (or tried)
+    unreadable: tuple[str, ...]
+    differing: dict[str, int] = field(default_factory=dict)  # switch -> ops still needed
+    missing: dict[str, int] = field(default_factory=dict)  # switch -> wanted entries
+    # absent or wrong there
+    rounds: int = 1  # rounds run (1 = the first read agreed, or nothing to retry)
+    ops: int = 0  # operations the repairs applied
+
+    @property
+    def in_sync(self) -> bool:
+        return not self.unreadable and not self.differing
+
+
+class Reconciler:
+    """Bounded, backed-off read-diff-push rounds against one driver."""
+
+    def __init__(
+        self,
+        driver: Driver,
+        fabric: Fabric,
+        *,
+        rounds: int = 4,
+        backoff: float = 0.05,
+        max_backoff: float = 1.0,
+        push_timeout: float = 5.0,
+        owner: str = OWNER,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.driver = driver
+        self.fabric = fabric
+        self.rounds = max(1, rounds)
+        self.backoff = backoff
+        self.max_backoff = max_backoff
+        self.push_timeout = push_timeout
+        self.owner = owner
+        self.sleep = sleep
+
+    def run(
+        self,
+        wanted: RouteSet,
+        switches: Iterable[str] | None = None,
+        stop: Callable[[], bool] | None = None,
+        repair: bool = True,
+        prior: Mapping[str, tuple[Entry, ...] | None] | None = None,
+    ) -> ReconcileResult:
+        """Read, diff and repair `switches` (all of the driver's by default) until they hold
+        `wanted`, for at most `rounds` rounds. `stop()` True ends the rounds early (the
+        engine closing, or the replica no longer the leader); without `repair`, one round
+        that only reads and reports. `prior` holds tables just read (None: unreadable), used
+        instead of reading those switches again in the first round."""
+        checked = tuple(sorted(set(self.driver.switches() if switches is None else switches)))
+        ops = 0
+        for round_no in range(1, self.rounds + 1):
+            actual, unreadable = self._read(checked, prior if round_no == 1 else None)
+            readable = [s for s in checked if s not in unreadable]
+            plan = diff(actual, wanted.only(readable), self.fabric, self.owner)
+            differing: dict[str, int] = {}
+            missing: dict[str, int] = {}
+            for op in plan.ops():
+                sw = op.entry.switch
+                differing[sw] = differing.get(sw, 0) + 1
+                if isinstance(op, Add | Replace):
+                    missing[sw] = missing.get(sw, 0) + 1
+            for entry in plan.blocked:
+                differing[entry.switch] = differing.get(entry.switch, 0) + 1
+                missing[entry.switch] = missing.get(entry.switch, 0) + 1
+            result = ReconcileResult(actual, checked, unreadable, differing, missing, round_no, ops)
+            last = round_no == self.rounds or not repair or (stop is not None and stop())
+            if result.in_sync or last or not (len(plan) or unreadable):
+                return result
+            if len(plan):
+                report = push(self.driver, plan, timeout=self.push_timeout, retries=0)
+                ops += report.ops_applied
+                if not report.ok:
+                    log.info("reconcile round %d: %s", round_no, report.summary())
+            self.sleep(min(self.max_backoff, self.backoff * 2 ** (round_no - 1)))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _read(
+        self, checked: tuple[str, ...], prior: Mapping[str, tuple[Entry, ...] | None] | None
+    ) -> tuple[RouteSet, tuple[str, ...]]:
+        if not prior:
+            return read_back(self.driver, checked)
+        actual, unreadable = read_back(self.driver, [s for s in checked if s not in prior])
+        tables, missing = dict(actual.tables), list(unreadable)
+        for switch in checked:
+            if switch in prior:
+                table = prior[switch]
+                if table is None:
+                    missing.append(switch)
+                elif table:
+                    tables[switch] = table
+        return RouteSet(dict(sorted(tables.items()))), tuple(sorted(missing))
+
+
+class SwitchMarks:
+    """Switches that differ from the wanted routes or cannot be read, kept until they agree;
+    counted and logged on every change, with Prometheus series on `registry`."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.differing: dict[str, str] = {}  # switch -> why
+        self._missing_by: dict[str, int] = {}
+        self.retry_rounds = 0  # reconciles that needed more than one round
+        self.reconciles = 0
+        self.ops = 0
+        r = registry
+        self._differing = Gauge(
+            "fabric_te_switches_differing",
+            "Switches whose table differs from the wanted routes or cannot be read",
+            registry=r,
+        )
+        self._missing = Gauge(
+            "fabric_te_entries_missing", "Wanted entries the switches do not hold", registry=r
+        )
+        self._rounds = Counter(
+            "fabric_te_reconcile_retry_rounds",
+            "Reconciles (after a push, or periodic) that needed a retry",
+            registry=r,
+        )
+        self._runs = Counter("fabric_te_reconciles", "Reconciles run", registry=r)
+        self._ops = Counter(
+            "fabric_te_reconcile_operations", "Entry operations pushed to repair drift",
+            registry=r,
+        )
+
+    def update(self, result: ReconcileResult, loud: bool = True) -> None:
+        """Adopt what one reconcile saw on the switches it checked; changes are logged as
+        warnings when `loud` (the leader), else at debug level (a follower, which sees the
+        leader's pushes land a moment after the assignment is stored)."""
+        self.reconciles += 1
+        self._runs.inc()
+        if result.rounds > 1:
+            self.retry_rounds += 1
+            self._rounds.inc()
+        self.ops += result.ops
+        self._ops.inc(result.ops)
+        level_ok, level_bad = (logging.INFO, logging.WARNING) if loud else (logging.DEBUG,) * 2
+        now: dict[str, str] = {s: "unreadable" for s in result.unreadable}
+        now.update({s: f"{n} entries differ" for s, n in result.differing.items()})
+        for switch in result.checked:
+            before, after = self.differing.get(switch), now.get(switch)
+            if before != after:
+                if after is None:
+                    log.log(level_ok, "switch %s agrees with the wanted routes again", switch)
+                    del self.differing[switch]
+                else:
+                    log.log(level_bad, "switch %s differs: %s", switch, after)
+                    self.differing[switch] = after
+            self._missing_by.pop(switch, None)
+        self._missing_by.update(result.missing)
+        self._differing.set(len(self.differing))
+        self._missing.set(self.missing)
+
+    @property
+    def missing(self) -> int:
+        """Wanted entries absent or wrong on the switches, as last read."""
+        return sum(self._missing_by.values())
+
+    @property
+    def ok(self) -> bool:
+        return not self.differing

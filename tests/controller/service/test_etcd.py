@@ -1,0 +1,190 @@
+"""The etcd store against a real etcd on 127.0.0.1: guarded transactions, the format marker,
+following other writers, and the election with its fence."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from controller.errors import Fenced, StoreConflict, StoreCorrupt, StoreUnavailable
+from controller.service.etcd import EtcdStore
+
+
+def _until(pred, timeout: float = 10.0) -> bool:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def test_guarded_writes_no_lost_update_between_two_writers(etcd) -> None:  # type: ignore[no-untyped-def]
+    one = EtcdStore.from_url(f"etcd://{etcd.endpoint}/fte", "tiny")
+    two = EtcdStore.from_url(f"etcd://{etcd.endpoint}/fte", "tiny")
+    try:
+        rev = one.commit("jobs/a", b"1", 0)
+        with pytest.raises(StoreConflict, match=f"changed at revision {rev}"):
+            two.commit("jobs/a", b"2", 0)  # two had not read one's write
+        assert two.get("jobs/a") == (b"1", rev, rev)
+        rev2 = two.commit("jobs/a", b"2", rev)
+        assert one.load().records == {"jobs/a": (b"2", rev2)}
+        assert one.commit("jobs/a", None, rev2) > rev2
+        assert one.load().records == {}
+    finally:
+        one.close()
+        two.close()
+
+
+def test_another_fabric_or_format_is_refused(etcd) -> None:  # type: ignore[no-untyped-def]
+    EtcdStore.from_url(f"etcd://{etcd.endpoint}/fte", "tiny").close()
+    with pytest.raises(StoreCorrupt, match="fabric 'tiny', not 'small'"):
+        EtcdStore.from_url(f"etcd://{etcd.endpoint}/fte", "small")
+    EtcdStore.from_url(f"etcd://{etcd.endpoint}/other", "small").close()  # own prefix
+
+
+def test_follow_sees_the_other_writers_changes_in_order(etcd) -> None:  # type: ignore[no-untyped-def]
+    one = EtcdStore.from_url(f"etcd://{etcd.endpoint}/fte", "tiny")
+    two = EtcdStore.from_url(f"etcd://{etcd.endpoint}/fte", "tiny")
+    seen: list = []
+    try:
+        start = two.load().revision
+        two.follow(start, seen.extend)
+        r1 = one.commit("jobs/a", b"1", 0)
+        r2 = one.commit("links", b"{}", 0)
+        r3 = one.commit("jobs/a", None, r1)
+        assert _until(lambda: len(seen) == 3)
+        assert seen == [("jobs/a", b"1", r1), ("links", b"{}", r2), ("jobs/a", None, r3)]
+    finally:
+        one.close()
+        two.close()
+
+
+def test_one_leader_and_a_deposed_one_is_fenced(etcd) -> None:  # type: ignore[no-untyped-def]
+    one = EtcdStore.from_url(f"etcd://{etcd.endpoint}/fte", "tiny")
+    two = EtcdStore.from_url(f"etcd://{etcd.endpoint}/fte", "tiny")
+    a, b = one.leadership("a", 1.0), two.leadership("b", 1.0)
+    try:
+        a.start(lambda leader: None)
+        assert _until(a.is_leader)
+        b.start(lambda leader: None)
+        time.sleep(0.3)
+        assert not b.is_leader() and b.leader() == "a"
+        a.check()
+        with pytest.raises(Fenced):
+            b.check()
+        guard = a.guard()
+        one.commit("assignment", b"x", 0, guard)
+        # a is cut off from renewing (as if paused): its lease runs out, b takes over
+        a._stop.set()
+        assert a._thread is not None
+        a._thread.join()
+        assert _until(b.is_leader, 5)
+        with pytest.raises(Fenced):
+            a._valid_until = time.monotonic() + 10  # even believing it still leads
+            a.check()
+        with pytest.raises(Fenced, match="no longer the leader"):
+            one.commit("assignment", b"y", None, guard)
+    finally:
+        one.close()
+        two.close()
+
+
+def test_unreachable_etcd_is_store_unavailable(etcd) -> None:  # type: ignore[no-untyped-def]
+    store = EtcdStore.from_url(f"etcd://{etcd.endpoint}/fte", "tiny")
+    etcd.stop()
+    try:
+        with pytest.raises(StoreUnavailable, match="etcd unreachable"):
+            store.commit("jobs/a", b"1", 0)
+        assert not store.healthy
+        etcd.start()
+        assert store.commit("jobs/a", b"1", 0) > 0 and store.healthy
+    finally:
+        store.close()
+
+
+def test_link_reports_on_two_replicas_at_once_lose_no_update(etcd) -> None:  # type: ignore[no-untyped-def]
+    import threading
+
+    from controller.model.clos import PRESETS, build
+    from controller.service.engine import Engine
+    from controller.service.replica import Replica
+    from sim.driver import EmulatedDriver
+    from sim.switches import EmulatedFabric
+
+    fabric = build(PRESETS["tiny"])
+    emulated = EmulatedFabric(fabric)
+    url = f"etcd://{etcd.endpoint}/fte"
+    engines = [
+        Engine(fabric, EmulatedDriver(emulated=emulated), debounce=0.0, reconcile_interval=60,
+               replica=Replica(fabric, EtcdStore.from_url(url, "tiny"), replica_id=f"r{i}"))
+        for i in range(2)
+    ]  # fmt: skip
+    links = list(range(fabric.rack_base, fabric.num_links))[:16]
+    try:
+
+        def report(engine: Engine, mine: list[int]) -> None:
+            for link in mine:  # all of them read-modify-write the same record
+                engine.report_links({link: 0.0})
+
+        threads = [threading.Thread(target=report, args=(e, links[i::2]))
+                   for i, e in enumerate(engines)]  # fmt: skip
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for e in engines:
+            assert _until(lambda e=e: set(e.health.down_links().tolist()) == set(links))
+    finally:
+        for e in engines:
+            e.close()
+
+
+def test_a_deposed_leader_that_still_believes_it_leads_is_fenced_at_the_switch(
+    etcd,  # type: ignore[no-untyped-def]
+) -> None:
+    from controller.model.clos import PRESETS, build
+    from controller.model.jobs import Job
+    from controller.service.engine import Engine
+    from controller.service.etcd import EtcdLeadership
+    from controller.service.replica import Replica
+    from sim.driver import EmulatedDriver
+    from sim.switches import EmulatedFabric
+
+    fabric = build(PRESETS["tiny"])
+    emulated = EmulatedFabric(fabric)
+    url = f"etcd://{etcd.endpoint}/fte"
+
+    def engine(name: str) -> Engine:
+        replica = Replica(fabric, EtcdStore.from_url(url, "tiny"), replica_id=name)
+        return Engine(fabric, EmulatedDriver(emulated=emulated), debounce=0.0,
+                      reconcile_interval=60, replica=replica)  # fmt: skip
+
+    old = engine("old")
+    assert _until(old.replica.is_leader)
+    new = engine("new")
+    try:
+        old.put_job(Job("a", (0, 4), dp=2, tp=2), 0)
+        assert old.wait_idle(10) and old.ops_pushed > 0
+        tables = emulated.routes()
+        # the old leader freezes (its lease is no longer renewed) and the other takes over
+        lead = old.replica.leadership
+        assert isinstance(lead, EtcdLeadership)
+        lead._stop.set()
+        assert lead._thread is not None
+        lead._thread.join()
+        assert _until(new.replica.is_leader, 5)
+        # resumed, it still believes it leads (as if its clock had not moved) and pushes
+        lead._valid_until = time.monotonic() + 60
+        pushed = old.ops_pushed
+        old.put_job(Job("b", (2, 6), dp=2, tp=2), 0)  # accepted: the store takes it
+        assert old.wait_idle(10)
+        assert "Fenced" in old.last_error
+        assert old.ops_pushed == pushed  # the fence refused every batch before any switch
+        # the real leader pushed job b itself; the switches hold its routes only
+        assert _until(lambda: new.wanted is not None and emulated.routes() != tables, 5)
+        assert new.wait_idle(10) and set(emulated.routes()) == set(new.wanted or ())
+    finally:
+        old.close()
+        new.close()

@@ -1,0 +1,95 @@
+"""The embedded directory store: guarded writes, durable records, and state that cannot be
+trusted (truncated, older format, another fabric) reported, never half-read."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from controller.errors import StoreConflict, StoreCorrupt, StoreUnavailable
+from controller.service.store import FORMAT, DirStore, open_store
+
+
+def test_guarded_writes_round_trip_and_revisions_only_grow(tmp_path: Path) -> None:
+    store = DirStore(tmp_path / "s", "tiny")
+    r1 = store.commit("jobs/a", b'{"x": 1}', 0)
+    r2 = store.commit("jobs/b/with/slashes", b"{}", 0)
+    with pytest.raises(StoreConflict, match="changed at revision"):
+        store.commit("jobs/a", b"{}", 0)  # someone else created it first
+    r3 = store.commit("jobs/a", b'{"x": 2}', r1)
+    r4 = store.commit("jobs/b/with/slashes", None, r2)  # delete
+    assert r1 < r2 < r3 < r4
+    store.close()
+    again = DirStore(tmp_path / "s", "tiny")
+    loaded = again.load()
+    assert loaded.revision == r4  # a tombstone keeps the counter
+    assert loaded.records == {"jobs/a": (b'{"x": 2}', r3)}
+    assert again.commit("jobs/c", b"{}", 0) == r4 + 1
+    again.close()
+
+
+def test_one_controller_per_directory(tmp_path: Path) -> None:
+    first = DirStore(tmp_path / "s", "tiny")
+    with pytest.raises(StoreUnavailable, match="in use by another controller"):
+        DirStore(tmp_path / "s", "tiny")
+    first.close()
+    DirStore(tmp_path / "s", "tiny").close()
+
+
+def _written(tmp_path: Path) -> Path:
+    store = DirStore(tmp_path / "s", "tiny")
+    store.commit("jobs/a", b'{"job": 1}', 0)
+    store.commit("links", b'{"factors": {}}', 0)
+    store.close()
+    return tmp_path / "s"
+
+
+def test_a_record_truncated_mid_write_is_reported_not_half_read(tmp_path: Path) -> None:
+    path = _written(tmp_path)
+    record = path / "jobs%2Fa.rec"
+    text = record.read_bytes()
+    record.write_bytes(text[: len(text) // 2])
+    with pytest.raises(StoreCorrupt, match=r"jobs%2Fa.rec: truncated or corrupt"):
+        DirStore(path, "tiny")
+
+
+def test_a_flipped_value_fails_its_checksum(tmp_path: Path) -> None:
+    path = _written(tmp_path)
+    record = path / "links.rec"
+    doc = json.loads(record.read_text())
+    doc["value"] = doc["value"].replace("{}", '{"x": 0}')
+    record.write_text(json.dumps(doc))
+    with pytest.raises(StoreCorrupt, match="checksum mismatch"):
+        DirStore(path, "tiny")
+
+
+def test_an_older_format_or_another_fabric_is_refused(tmp_path: Path) -> None:
+    path = _written(tmp_path)
+    with pytest.raises(StoreCorrupt, match="fabric 'tiny', not 'small'"):
+        DirStore(path, "small")
+    marker = path / "format.json"
+    marker.write_text(json.dumps({"format": FORMAT - 1, "fabric": "tiny"}))
+    with pytest.raises(StoreCorrupt, match=f"format {FORMAT - 1}, this controller reads"):
+        DirStore(path, "tiny")
+    marker.unlink()  # a layout from before the marker existed
+    with pytest.raises(StoreCorrupt, match="older format"):
+        DirStore(path, "tiny")
+
+
+def test_a_write_cut_before_its_rename_is_dropped(tmp_path: Path) -> None:
+    path = _written(tmp_path)
+    (path / ".jobs%2Fb.rec.tmp").write_text('{"format": 1, "key": "jo')  # never acknowledged
+    store = DirStore(path, "tiny")
+    assert sorted(store.load().records) == ["jobs/a", "links"]
+    assert not list(path.glob(".*.tmp"))
+    store.close()
+
+
+def test_store_urls(tmp_path: Path) -> None:
+    store = open_store(f"dir:{tmp_path / 'x'}", "tiny")
+    assert isinstance(store, DirStore)
+    store.close()
+    with pytest.raises(ValueError, match="neither dir:PATH nor etcd://"):
+        open_store("redis://x", "tiny")
