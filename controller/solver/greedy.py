@@ -18,24 +18,24 @@ Methods, all deterministic:
 
 `assign` adds stability against a previous assignment, route-entry consistency (flows that
 meet at one TE entry key must leave it on the same next hop; see controller.routes.entries), and a
-per-switch table budget (flows that do not fit stay on ECMP).
+per-switch table budget (flows that do not fit stay on ECMP); both are the entry model of
+controller.routes.entries.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from controller.model.assignment import UNROUTED, Assignment
 from controller.model.fabric import ACCESS, Fabric
-from controller.model.flows import ALL_QPS, FlowSet
+from controller.model.flows import FlowSet
 from controller.model.health import LinkHealth
 from controller.model.paths import CROSS_POD, SAME_POD, SAME_RACK, decode, flow_class, num_paths
-from controller.routes.entries import MAX_QP_BUCKETS
-from controller.solver.colouring import colour_assign, path_index
+from controller.routes.entries import TableBudget, align_entries, fit_tables
+from controller.solver.colouring import colour_assign
 
 _TOL = 1e-9
 
@@ -392,151 +392,6 @@ def local_search(
     return path
 
 
-# ---- route-entry model ------------------------------------------------------------------------
-def _entry_hops(fabric: Fabric) -> dict[int, list[tuple[int, tuple[str, ...]]]]:
-    """Per flow class: (core-arc position of the arrival, or -1 for the access arc; digits
-    that the next hops after it depend on), for each hop that needs a TE entry."""
-    c, k = fabric.ctsws_per_pod, fabric.rack_links
-    a, m = fabric.atsws_per_plane, fabric.agg_links
-    every = ("c", "ku", "j", "mu", "md", "kd")
-    pod = [(-1, every, c * k > 1), (0, ("kd",), k > 1)]
-    cross = [
-        (-1, every, c * k > 1),
-        (0, ("j", "mu", "md", "kd"), a * m > 1),
-        (1, ("md", "kd"), m > 1),
-        (2, ("kd",), k > 1),
-    ]
-    return {
-        SAME_POD: [(pos, dig) for pos, dig, need in pod if need],
-        CROSS_POD: [(pos, dig) for pos, dig, need in cross if need],
-    }
-
-
-def _entry_keys(
-    fabric: Fabric, flows: FlowSet, cand: Candidates, path: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(flow, switch node, key) of every TE entry the routed flows need."""
-    chosen = cand.all_chosen(path)
-    dst_host = flows.dst_host(fabric)
-    access = fabric.up(flows.src_nic)
-    parts_f, parts_arc, parts_qp = [], [], []
-    for cls, hops in _entry_hops(fabric).items():
-        rows = np.flatnonzero((cand.cls == cls) & (path >= 0))
-        for pos, _ in hops:
-            parts_f.append(rows)
-            parts_arc.append(access[rows] if pos < 0 else chosen[rows, pos])
-            parts_qp.append(flows.qp[rows] if pos < 0 else np.full(rows.size, ALL_QPS))
-    if not parts_f:
-        empty = np.zeros(0, np.int64)
-        return empty, empty, empty
-    f = np.concatenate(parts_f)
-    arc = np.concatenate(parts_arc)
-    switch = fabric.arc_ends[1][arc]
-    return f, switch, _key(fabric, arc, dst_host[f], np.concatenate(parts_qp))
-
-
-def _key(fabric: Fabric, arc: np.ndarray, dst_host: np.ndarray, qp: np.ndarray) -> np.ndarray:
-    """One integer per entry key (arriving arc, destination host, QP bucket or ALL_QPS):
-    QP buckets are told apart at the source RTSW only (see controller.routes.entries)."""
-    return (arc * fabric.num_hosts + dst_host) * (MAX_QP_BUCKETS + 1) + (qp - ALL_QPS)
-
-
-def entries_per_switch(fabric: Fabric, assignment: Assignment) -> np.ndarray:
-    """TE entries per switch node id (int64 [num_nodes]).
-
-    Model (as controller.routes.entries builds them): an entry is keyed <arriving link, destination
-    host> on the switch the link enters, one per distinct key, at the hops that offer a
-    choice: the source RTSW (keyed on the NIC's access link; C*K > 1), the source CTSW of a
-    cross-pod flow (A*L > 1), the ATSW (L > 1) and the destination CTSW (K > 1).
-    """
-    cand = candidates(fabric, assignment.flows)
-    _, switch, key = _entry_keys(fabric, assignment.flows, cand, assignment.path)
-    if not key.size:
-        return np.zeros(fabric.num_nodes, np.int64)
-    _, first = np.unique(key, return_index=True)
-    return np.bincount(switch[first], minlength=fabric.num_nodes).astype(np.int64)
-
-
-def align_entries(
-    fabric: Fabric, flows: FlowSet, path: np.ndarray, priority: np.ndarray | None = None
-) -> np.ndarray:
-    """Make flows that share an entry key leave it on the same next hops: every flow copies
-    the later digits of the group member with the smallest (priority, index)."""
-    cand = candidates(fabric, flows)
-    path = path.copy()
-    pr = np.zeros(len(flows)) if priority is None else np.asarray(priority, np.float64)
-    dst_host = flows.dst_host(fabric)
-    access = fabric.up(flows.src_nic)
-    for cls, hops in _entry_hops(fabric).items():
-        rows = np.flatnonzero((cand.cls == cls) & (path >= 0))
-        if rows.size < 2:
-            continue
-        for pos, dig in hops:
-            chosen = cand.all_chosen(path)[rows]
-            arc = access[rows] if pos < 0 else chosen[:, pos]
-            qp = flows.qp[rows] if pos < 0 else np.full(rows.size, ALL_QPS)
-            key = _key(fabric, arc, dst_host[rows], qp)
-            order = np.lexsort((rows, pr[rows], key))
-            k = key[order]
-            first = np.r_[True, k[1:] != k[:-1]]
-            head = order[np.maximum.accumulate(np.where(first, np.arange(k.size), 0))]
-            follower = head != order
-            if not follower.any():
-                continue
-            cls_arr = np.full(rows.size, cls)
-            digits = decode(fabric, cls_arr, path[rows])
-            for name in dig:
-                digits[name][order[follower]] = digits[name][head[follower]]
-            path[rows] = path_index(fabric, cls_arr, digits)
-    return path
-
-
-def fit_budget(
-    fabric: Fabric, flows: FlowSet, path: np.ndarray, budget: int | Mapping[int, int]
-) -> np.ndarray:
-    """Unroute flows (largest demand keeps TE first, ties by index) until every switch's
-    entries fit `budget` (per switch node id, or one number for all)."""
-    cand = candidates(fabric, flows)
-    f, switch, key = _entry_keys(fabric, flows, cand, path)
-    path = path.copy()
-    if not key.size:
-        return path
-    _, first = np.unique(key, return_index=True)
-    need = np.bincount(switch[first], minlength=fabric.num_nodes)
-
-    def limit(s: int) -> float:
-        if isinstance(budget, Mapping):
-            return float(budget.get(s, np.inf))
-        return float(budget)
-
-    if all(need[s] <= limit(int(s)) for s in np.flatnonzero(need)):
-        return path
-    rank = np.empty(len(flows), np.int64)
-    rank[demand_order(flows)] = np.arange(len(flows))
-    order = np.argsort(rank[f], kind="stable")
-    f, switch, key = f[order].tolist(), switch[order].tolist(), key[order].tolist()
-    used: dict[int, int] = {}
-    installed: set[int] = set()
-    i = 0
-    while i < len(f):
-        j = i
-        while j < len(f) and f[j] == f[i]:
-            j += 1
-        new: dict[int, int] = {}
-        keys = [key[t] for t in range(i, j) if key[t] not in installed]
-        for t in range(i, j):
-            if key[t] not in installed:
-                new[switch[t]] = new.get(switch[t], 0) + 1
-        if all(used.get(s, 0) + n <= limit(s) for s, n in new.items()):
-            installed.update(keys)
-            for s, n in new.items():
-                used[s] = used.get(s, 0) + n
-        else:
-            path[f[i]] = UNROUTED
-        i = j
-    return path
-
-
 # ---- results ------------------------------------------------------------------------------------
 def utilisation(fabric: Fabric, health: LinkHealth, assignment: Assignment) -> np.ndarray:
     """Load / alive capacity per arc (inf where a dead arc carries load)."""
@@ -670,7 +525,7 @@ def assign_paths(
     *,
     previous: Assignment | None = None,
     move_threshold: float = 0.0,
-    table_budget: int | Mapping[int, int] | None = None,
+    table_budget: TableBudget | None = None,
     lp_guidance: Guidance | None = None,
     time_budget: float | None = None,
 ) -> AssignResult:
@@ -679,8 +534,8 @@ def assign_paths(
     With `previous`, flows with the same (source NIC, destination NIC) stay on their previous
     path while it is alive, new or broken flows are placed around them; a fresh solve replaces
     that only if its MLU is lower by more than `move_threshold` (relative). `table_budget`
-    caps TE entries per switch node id (see entries_per_switch); flows that do not fit stay
-    on ECMP. `time_budget` (seconds) bounds the local search.
+    caps TE entries per switch (controller.routes.entries.fit_tables); flows that do not fit
+    stay on ECMP. `time_budget` (seconds) bounds the local search.
     """
     start = time.perf_counter()
     cand = candidates(fabric, flows)
@@ -704,7 +559,7 @@ def assign_paths(
     unroutable = np.flatnonzero(path == UNROUTED)
     fallback = np.zeros(0, np.int64)
     if table_budget is not None:
-        fitted = fit_budget(fabric, flows, path, table_budget)
+        fitted = fit_tables(fabric, Assignment(flows, path), table_budget).path
         fallback = np.flatnonzero((fitted == UNROUTED) & (path != UNROUTED))
         path = fitted
     assignment = Assignment(flows, path)

@@ -32,11 +32,10 @@ from controller.model.assignment import UNROUTED, Assignment
 from controller.model.fabric import ACCESS, Fabric
 from controller.model.flows import ALL_QPS, FlowSet
 from controller.model.health import LinkHealth
-from controller.model.paths import SAME_RACK, path_alive
-from controller.solver.colouring import path_index
+from controller.model.paths import SAME_RACK, path_alive, path_index
+from controller.routes.entries import align_entries
 from controller.solver.greedy import (
     Candidates,
-    align_entries,
     candidates,
     greedy,
     local_search,

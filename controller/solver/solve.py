@@ -31,7 +31,7 @@ from controller.model.fabric import Fabric
 from controller.model.flows import ALL_QPS, FlowSet
 from controller.model.health import LinkHealth
 from controller.model.paths import path_alive
-from controller.routes.entries import MAX_QP_BUCKETS, build_routes
+from controller.routes.entries import MAX_QP_BUCKETS, tables_fit
 from controller.solver.bounds import Bound, lower_bound
 from controller.solver.commodities import Commodities, commodities
 from controller.solver.greedy import (
@@ -176,10 +176,7 @@ def _split_result(
 
 
 def _fits(fabric: Fabric, assignment: Assignment, table_budget: int | None) -> bool:
-    if table_budget is None:
-        return True
-    counts = build_routes(fabric, assignment).counts()
-    return not counts or max(counts.values()) <= table_budget
+    return table_budget is None or tables_fit(fabric, assignment, table_budget)
 
 
 def _split_time(opts: SolveOptions) -> float | None:
