@@ -386,7 +386,8 @@ def _fold_buckets(
 
 
 # ---- table budget -----------------------------------------------------------------------
-TableBudget = int | Mapping[str, int]  # entries per switch: one number, or by switch name
+# Entries per switch: one number, by switch name, or by node id (Fabric.table_budget()).
+TableBudget = int | Mapping[str, int] | np.ndarray
 
 
 def table_usage(fabric: Fabric, assignment: Assignment) -> np.ndarray:
@@ -399,8 +400,19 @@ def table_usage(fabric: Fabric, assignment: Assignment) -> np.ndarray:
     return np.bincount(fabric.arc_ends[1][in_arc], minlength=fabric.num_nodes).astype(np.int64)
 
 
+def switch_budget(fabric: Fabric, budget: TableBudget) -> np.ndarray:
+    """The budget of every node, by node id (float64; inf where unlimited)."""
+    nodes = np.arange(fabric.num_nodes)
+    first = fabric.node_id("rtsw", 0)
+    out = np.full(fabric.num_nodes, np.inf)
+    out[first:] = _limits(fabric, budget, nodes[first:])
+    return out
+
+
 def _limits(fabric: Fabric, budget: TableBudget, nodes: np.ndarray) -> np.ndarray:
     """The budget of each of `nodes` (inf for a switch a mapping does not name)."""
+    if isinstance(budget, np.ndarray):
+        return budget[nodes].astype(np.float64)
     if not isinstance(budget, Mapping):
         return np.full(nodes.size, float(budget))
     return np.array([float(budget.get(fabric.node_name(int(n)), np.inf)) for n in nodes])

@@ -357,6 +357,14 @@ def local_search(
     mates.fill(cand.cls, path)
     core = np.repeat(fabric.link_kind != ACCESS, 2)
     weight = np.where(core & np.isfinite(inv), inv, 0.0)
+    # movable rows by arc (CSR over the initial paths; rows moved later are added to `onto`)
+    rows_of = np.repeat(np.arange(len(flows)), chosen.shape[1])
+    flat = chosen.reshape(-1)
+    pick = (flat >= 0) & may[rows_of]
+    by_arc = np.argsort(flat[pick], kind="stable")
+    arc_rows = rows_of[pick][by_arc]
+    arc_start = np.searchsorted(flat[pick][by_arc], np.arange(fabric.num_arcs + 1))
+    onto: dict[int, list[int]] = {}
     for _ in range(max_moves):
         if time_budget is not None and time.perf_counter() - start > time_budget:
             break
@@ -366,7 +374,10 @@ def local_search(
             break
         moved = False
         for arc in (int(np.argmax(util)),):  # an arc nobody can leave pins the maximum
-            on = np.flatnonzero((chosen == arc).any(axis=1) & may)
+            on = arc_rows[arc_start[arc] : arc_start[arc + 1]]
+            if arc in onto:
+                on = np.unique(np.concatenate([on, onto[arc]]))
+            on = on[(chosen[on] == arc).any(axis=1)]
             on = on[np.argsort(-demand[on], kind="stable")]
             for f in on.tolist():
                 d = float(demand[f])
@@ -379,6 +390,8 @@ def local_search(
                 if p != UNROUTED and p != path[f] and worst < top - _TOL:
                     path[f] = p
                     chosen[f, : arcs.shape[1]] = arcs[p]
+                    for a in arcs[p].tolist():
+                        onto.setdefault(a, []).append(f)
                     load[arcs[p]] += d
                     mates.add(f, cls, p)
                     moved = True

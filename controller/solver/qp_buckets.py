@@ -145,6 +145,33 @@ def _place_dead(
     )
 
 
+def _affordable(
+    fabric: Fabric,
+    flows: FlowSet,
+    which: np.ndarray,
+    qps: int,
+    budget: np.ndarray,
+) -> np.ndarray:
+    """The flows of `which` to spray so that every source RTSW stays within `budget`: each
+    (NIC, destination host) key of the RTSW costs one entry whole, and a sprayed flow
+    min(qps, C*K) - 1 more (one per bucket off the folded next hop). Per RTSW the largest
+    flows are sprayed first (ties by index); the rest stay whole."""
+    extra = min(qps, fabric.ctsws_per_pod * fabric.rack_links) - 1
+    if extra <= 0 or not which.size:
+        return which
+    rtsw = fabric.rack_of_host(fabric.host_of_nic(flows.src_nic))
+    unit = flows.src_nic * np.int64(fabric.num_hosts) + flows.dst_host(fabric)
+    keys = np.unique(np.stack([rtsw[which], unit[which]]), axis=1)
+    units = np.bincount(keys[0], minlength=fabric.num_rtsws)
+    room = budget[fabric.node_id("rtsw", 0) + np.arange(fabric.num_rtsws)] - units
+    most = np.floor(np.maximum(room, 0) / extra)
+    order = which[np.lexsort((which, -flows.demand[which], rtsw[which]))]
+    r = rtsw[order]
+    start = np.flatnonzero(np.r_[True, r[1:] != r[:-1]])
+    rank = np.arange(order.size) - np.repeat(start, np.diff(np.r_[start, order.size]))
+    return np.sort(order[rank < most[r]])
+
+
 def spray(
     fabric: Fabric,
     health: LinkHealth,
@@ -152,11 +179,21 @@ def spray(
     *,
     qps: int = DEFAULT_QPS,
     time_budget: float | None = 2.0,
+    path: np.ndarray | None = None,
+    budget: np.ndarray | None = None,
 ) -> Split | None:
     """Split every whole flow that leaves its rack into `qps` buckets spread evenly over
-    the planes (see the module docstring); None if no flow leaves its rack."""
+    the planes (see the module docstring); None if no flow leaves its rack.
+
+    With a per-node entry `budget` (controller.routes.entries.switch_budget) and the flows'
+    current `path`, only as many flows per source RTSW as its table affords are sprayed
+    (the largest first); the others keep `path`, and local search then moves them off
+    overloaded links."""
+    start = time.perf_counter()
     cand = candidates(fabric, flows)
     which = np.flatnonzero((flows.qp == ALL_QPS) & (cand.cls != SAME_RACK))
+    if path is not None and budget is not None:
+        which = _affordable(fabric, flows, which, qps, budget)
     if not which.size:
         return None
     new, parent = split_flows(flows, which, qps)
@@ -179,11 +216,27 @@ def spray(
         "md": (dst // a + c) % m,
         "kd": (dst + c) % k,
     }
-    path = np.where(cls == SAME_RACK, 0, path_index(fabric, cls, digits))
-    path = _place_dead(fabric, health, new, path, time_budget)
-    path = align_entries(fabric, new, path, (new.qp != ALL_QPS).astype(np.float64))
-    new, path, parent = _fold(flows, new, path, parent)
-    return Split(new, path, parent, np.unique(parent[new.qp != ALL_QPS]))
+    sprayed = np.where(cls == SAME_RACK, 0, path_index(fabric, cls, digits))
+    is_bucket = new.qp != ALL_QPS
+    whole = ~is_bucket & (cls != SAME_RACK)
+    left = None if time_budget is None else max(time_budget - (time.perf_counter() - start), 0)
+    if path is not None and whole.any():
+        # the flows kept whole are placed afresh around the sprayed buckets
+        new_cand = candidates(fabric, new)
+        fixed = np.where(whole, UNROUTED, sprayed)
+        fixed[is_bucket] = _place_dead(fabric, health, new.take(np.flatnonzero(is_bucket)),
+                                       sprayed[is_bucket], left)  # fmt: skip
+        sprayed = greedy(fabric, health, new, fixed=fixed, cand=new_cand)
+        left = None if time_budget is None else max(time_budget - (time.perf_counter() - start), 0)
+        sprayed = local_search(
+            fabric, health, new, sprayed, movable=cls != SAME_RACK, time_budget=left,
+            cand=new_cand,
+        )
+    else:
+        sprayed = _place_dead(fabric, health, new, sprayed, left)
+    sprayed = align_entries(fabric, new, sprayed, is_bucket.astype(np.float64))
+    new, sprayed, parent = _fold(flows, new, sprayed, parent)
+    return Split(new, sprayed, parent, np.unique(parent[new.qp != ALL_QPS]))
 
 
 def split_overloaded(

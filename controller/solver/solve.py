@@ -27,11 +27,18 @@ import numpy as np
 
 from controller.errors import InputError
 from controller.model.assignment import UNROUTED, Assignment, moved_pairs
-from controller.model.fabric import Fabric
+from controller.model.fabric import SWITCH_TIERS, Fabric
 from controller.model.flows import ALL_QPS, FlowSet
 from controller.model.health import LinkHealth
 from controller.model.paths import path_alive
-from controller.routes.entries import MAX_QP_BUCKETS, tables_fit
+from controller.routes.entries import (
+    MAX_QP_BUCKETS,
+    TableBudget,
+    fit_tables,
+    switch_budget,
+    table_usage,
+    tables_fit,
+)
 from controller.solver.bounds import Bound, lower_bound
 from controller.solver.commodities import Commodities, commodities
 from controller.solver.greedy import (
@@ -58,7 +65,7 @@ class SolveOptions:
     lp_time_limit: float = 30.0  # seconds
     search_time: float | None = 5.0  # seconds of local search per assignment run
     move_threshold: float = 0.02  # re-place kept flows only if MLU improves by > 2%
-    table_budget: int | None = None  # TE entries per switch; None = unlimited
+    table_budget: int | None = None  # TE entries per switch; None = the fabric's per tier
     qps: int = DEFAULT_QPS  # QP buckets a flow may be split into on overload; 1 = never
 
     def __post_init__(self) -> None:
@@ -90,6 +97,9 @@ class SolveResult:
     times: dict[str, float] = field(default_factory=dict)
     parent: np.ndarray | None = field(default=None, repr=False)  # row -> input flow index
     split_flows: np.ndarray | None = field(default=None, repr=False)  # input flows split
+    # TE entries each switch tier holds at most / may hold (None: unlimited), per
+    # SWITCH_TIERS, and in all; see controller.routes.entries.table_usage
+    tables: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         rows = len(self.assignment.flows)
@@ -119,6 +129,7 @@ class SolveResult:
             "fallback_ecmp": float(self.fallback_ecmp.size),
             "qp_split_flows": float(self.split_flows.size),  # type: ignore[union-attr]
         }
+        out.update(self.tables)
         out.update({f"{name}_seconds": value for name, value in self.times.items()})
         return out
 
@@ -157,26 +168,48 @@ def _result(
 
 
 def _split_result(
-    fabric: Fabric, health: LinkHealth, res: AssignResult, split: Split
+    fabric: Fabric, health: LinkHealth, res: AssignResult, split: Split, opts: SolveOptions
 ) -> tuple[AssignResult, np.ndarray]:
-    """An AssignResult over the split rows, and the parent flow of every row."""
-    assignment = Assignment(split.flows, split.path)
+    """An AssignResult over the split rows, fitted to the tables, and the parent flow of
+    every row. Rows the tables cannot hold, and whole rows of flows `res` already left on
+    ECMP, ride ECMP."""
+    fitted = fit_tables(fabric, Assignment(split.flows, split.path), _budget(fabric, opts))
     parent = split.parent
+    off = fitted.path == UNROUTED
+    fallback = off & ((split.path != UNROUTED) | np.isin(parent, res.fallback_ecmp))
     out = AssignResult(
-        assignment=assignment,
-        mlu=float(utilisation(fabric, health, assignment).max(initial=0.0)),
-        collided_links=collided_arcs(fabric, health, assignment),
+        assignment=fitted,
+        mlu=float(utilisation(fabric, health, fitted).max(initial=0.0)),
+        collided_links=collided_arcs(fabric, health, fitted),
         churn=np.zeros(0, np.int64),  # counted against `previous` by solve
-        fallback_ecmp=np.flatnonzero(np.isin(parent, res.fallback_ecmp)),
-        unroutable=np.flatnonzero(split.path == UNROUTED),
+        fallback_ecmp=np.flatnonzero(fallback),
+        unroutable=np.flatnonzero(off & ~fallback),
         method=res.method,
         seconds=res.seconds,
     )
     return out, parent
 
 
-def _fits(fabric: Fabric, assignment: Assignment, table_budget: int | None) -> bool:
-    return table_budget is None or tables_fit(fabric, assignment, table_budget)
+def _budget(fabric: Fabric, opts: SolveOptions) -> TableBudget:
+    """Entries per switch: the option's one number, else the fabric's per-tier budgets."""
+    return fabric.table_budget() if opts.table_budget is None else opts.table_budget
+
+
+def _tables(fabric: Fabric, assignment: Assignment, budget: TableBudget) -> dict[str, float]:
+    """Entries used: in all, and the most on one switch per tier next to its budget."""
+    usage = table_usage(fabric, assignment)
+    limit = switch_budget(fabric, budget)
+    out = {"te_entries": float(usage.sum())}
+    for tier in SWITCH_TIERS:
+        lo = fabric.node_id(tier, 0)
+        hi = lo + {"rtsw": fabric.num_rtsws, "ctsw": fabric.num_ctsws}.get(tier, fabric.num_atsws)
+        out[f"te_entries_max_{tier}"] = float(usage[lo:hi].max(initial=0))
+        out[f"te_entries_budget_{tier}"] = float(limit[lo:hi].min(initial=np.inf))
+    return out
+
+
+def _fits(fabric: Fabric, assignment: Assignment, opts: SolveOptions) -> bool:
+    return tables_fit(fabric, assignment, _budget(fabric, opts))
 
 
 def _split_time(opts: SolveOptions) -> float | None:
@@ -187,12 +220,17 @@ def _split_time(opts: SolveOptions) -> float | None:
 def _spray(
     fabric: Fabric, health: LinkHealth, res: AssignResult, opts: SolveOptions
 ) -> tuple[AssignResult, np.ndarray] | None:
-    """Every flow of `res` sprayed over the planes (controller.qpsplit.spray)."""
+    """The flows of `res` sprayed over the planes (controller.solver.qp_buckets.spray), as
+    many as the tables afford; the others keep their paths."""
     flows = res.assignment.flows
-    sprayed = spray(fabric, health, flows, qps=opts.qps, time_budget=_split_time(opts))
+    budget = switch_budget(fabric, _budget(fabric, opts))
+    sprayed = spray(
+        fabric, health, flows, qps=opts.qps, time_budget=_split_time(opts),
+        path=res.assignment.path, budget=budget,
+    )  # fmt: skip
     if sprayed is None:
         return None
-    out, parent = _split_result(fabric, health, res, sprayed)
+    out, parent = _split_result(fabric, health, res, sprayed, opts)
     return replace(out, method=res.method + "+qp-spray"), parent
 
 
@@ -203,8 +241,8 @@ def _sprayed(
     bound: float,
     opts: SolveOptions,
 ) -> tuple[AssignResult, np.ndarray] | None:
-    """The spray of `res`, if it meets `bound` (so nothing can beat it), is better than
-    `res` by more than `move_threshold`, and fits the table budget; else None."""
+    """The spray of `res`, if it meets `bound` (so nothing can beat it) and is better than
+    `res` by more than `move_threshold`; else None."""
     sprayed = _spray(fabric, health, res, opts)
     if sprayed is None:
         return None
@@ -212,7 +250,6 @@ def _sprayed(
     if (
         out.mlu > bound * (1 + _TOL) + _TOL
         or not out.mlu < res.mlu * (1 - opts.move_threshold) - _TOL
-        or not _fits(fabric, out.assignment, opts.table_budget)
     ):
         return None
     return sprayed
@@ -283,15 +320,13 @@ def _split(
         fabric, health, flows, res.assignment.path, qps=opts.qps, time_budget=_split_time(opts)
     )
     if local is not None:
-        out, parent = _split_result(fabric, health, res, local)
+        out, parent = _split_result(fabric, health, res, local, opts)
         best = (replace(out, method=res.method + "+qp-split"), parent)
     mlu = best[0].mlu if best is not None else res.mlu
     if mlu > bound * (1 + opts.move_threshold) + _TOL:
         sprayed = _spray(fabric, health, res, opts)
         if sprayed is not None and sprayed[0].mlu < mlu * (1 - opts.move_threshold) - _TOL:
             best = sprayed
-    if best is None or not _fits(fabric, best[0].assignment, opts.table_budget):
-        return None
     return best
 
 
@@ -318,7 +353,7 @@ def solve(
             flows,
             previous=previous,
             move_threshold=opts.move_threshold,
-            table_budget=opts.table_budget,
+            table_budget=_budget(fabric, opts),
             lp_guidance=guidance,
             time_budget=opts.search_time,
         )
@@ -361,13 +396,16 @@ def solve(
             split = _split(fabric, health, res, bound.value, opts)
             if split is not None:
                 res, parent = split
-        if previous is not None and opts.table_budget is None:
+        if previous is not None:
             kept = _kept_split(fabric, health, flows, previous, res, opts.move_threshold)
-            if kept is not None:
+            if kept is not None and _fits(fabric, kept[0].assignment, opts):
                 res, parent = kept
         times["qp_split"] = time.perf_counter() - t
     times["total"] = time.perf_counter() - start
-    out = _result(fabric, res, bound, lp, times, parent)
+    out = replace(
+        _result(fabric, res, bound, lp, times, parent),
+        tables=_tables(fabric, res.assignment, _budget(fabric, opts)),
+    )
     if previous is not None and (parent is not None or previous.flows.split):
         # buckets moved or (un)split: compare the rows of every flow in both
         out = replace(out, churn=int(moved_pairs(previous, res.assignment).size))
