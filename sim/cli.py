@@ -53,6 +53,13 @@ def add_input_args(p: argparse.ArgumentParser, add_fabric_arg: Callable[..., Non
         metavar="N",
         help="N random RTSW-CTSW links down in every pod (seeded by --seed)",
     )
+    p.add_argument(
+        "--rate-model",
+        choices=("striped", "summed"),
+        default="striped",
+        help="how a flow split over QPs gets its rate: striped = QPs x its slowest QP, every "
+        "QP a competitor (default); summed = its subflows' rates added",
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
 
@@ -86,7 +93,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
     inputs = load_inputs(args)
     rows = [
-        baseline(name, inputs.fabric, inputs.health, inputs.flows, args.seed, args.qps)
+        baseline(name, inputs.fabric, inputs.health, inputs.flows, args.seed, args.qps,
+                 args.rate_model)
         for name in (args.routing or BASELINES)
     ]
     data = {"inputs": _describe(inputs), "rows": [row.to_dict() for row in rows]}
@@ -130,10 +138,11 @@ def cmd_solve(args: argparse.Namespace) -> int:
     with progress.stage("simulating TE and baselines"):
         rows.append(routed("fabric-te", inputs.fabric, inputs.health, result.assignment,
                            result.times["total"], args.seed, args.qps, result.parent,
-                           len(routes)))  # fmt: skip
+                           len(routes), args.rate_model))  # fmt: skip
         for name in BASELINES:
             rows.append(
-                baseline(name, inputs.fabric, inputs.health, inputs.flows, args.seed, args.qps)
+                baseline(name, inputs.fabric, inputs.health, inputs.flows, args.seed, args.qps,
+                         args.rate_model)
             )
     bound = result.bound.value
     metrics = result.metrics()
