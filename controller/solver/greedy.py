@@ -406,20 +406,34 @@ def local_search(
 
 
 # ---- results ------------------------------------------------------------------------------------
-def utilisation(fabric: Fabric, health: LinkHealth, assignment: Assignment) -> np.ndarray:
-    """Load / alive capacity per arc (inf where a dead arc carries load)."""
-    load = assignment.link_load(fabric)
+def _load(fabric: Fabric, assignment: Assignment, arcs: np.ndarray | None) -> np.ndarray:
+    if arcs is None:
+        return assignment.link_load(fabric)
+    w = np.repeat(assignment.flows.demand, arcs.shape[1])
+    flat = arcs.reshape(-1)
+    keep = flat >= 0
+    return np.bincount(flat[keep], weights=w[keep], minlength=fabric.num_arcs)
+
+
+def utilisation(
+    fabric: Fabric, health: LinkHealth, assignment: Assignment, arcs: np.ndarray | None = None
+) -> np.ndarray:
+    """Load / alive capacity per arc (inf where a dead arc carries load); `arcs`, if
+    given, are the assignment's (Assignment.arcs), to save computing them again."""
+    load = _load(fabric, assignment, arcs)
     cap = health.arc_capacity(fabric)
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(cap > 0, load / np.where(cap > 0, cap, 1.0), np.where(load > 0, np.inf, 0))
 
 
-def collided_arcs(fabric: Fabric, health: LinkHealth, assignment: Assignment) -> np.ndarray:
+def collided_arcs(
+    fabric: Fabric, health: LinkHealth, assignment: Assignment, arcs: np.ndarray | None = None
+) -> np.ndarray:
     """Switch-to-switch arcs carrying two or more flows whose total exceeds the capacity."""
-    arcs = assignment.arcs(fabric).reshape(-1)
-    arcs = arcs[arcs >= 0]
-    count = np.bincount(arcs, minlength=fabric.num_arcs)
-    load = assignment.link_load(fabric)
+    arcs = assignment.arcs(fabric) if arcs is None else arcs
+    load = _load(fabric, assignment, arcs)
+    flat = arcs.reshape(-1)
+    count = np.bincount(flat[flat >= 0], minlength=fabric.num_arcs)
     cap = health.arc_capacity(fabric)
     core = np.repeat(fabric.link_kind != ACCESS, 2)
     return np.flatnonzero(core & (count > 1) & (load > cap + _TOL * np.maximum(cap, 1.0)))

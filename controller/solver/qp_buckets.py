@@ -153,10 +153,11 @@ def _affordable(
     budget: np.ndarray,
 ) -> np.ndarray:
     """The flows of `which` to spray so that every source RTSW stays within `budget`: each
-    (NIC, destination host) key of the RTSW costs one entry whole, and a sprayed flow
-    min(qps, C*K) - 1 more (one per bucket off the folded next hop). Per RTSW the largest
-    flows are sprayed first (ties by index); the rest stay whole."""
-    extra = min(qps, fabric.ctsws_per_pod * fabric.rack_links) - 1
+    (NIC, destination host) key of the RTSW costs one entry whole, and a sprayed flow one
+    more per bucket off the folded next hop: qps - ceil(qps / min(qps, C*K)). Per RTSW the
+    largest flows are sprayed first (ties by index); the rest stay whole."""
+    hops = min(qps, fabric.ctsws_per_pod * fabric.rack_links)
+    extra = qps - -(-qps // hops)
     if extra <= 0 or not which.size:
         return which
     rtsw = fabric.rack_of_host(fabric.host_of_nic(flows.src_nic))
@@ -179,20 +180,20 @@ def spray(
     *,
     qps: int = DEFAULT_QPS,
     time_budget: float | None = 2.0,
-    path: np.ndarray | None = None,
     budget: np.ndarray | None = None,
 ) -> Split | None:
     """Split every whole flow that leaves its rack into `qps` buckets spread evenly over
     the planes (see the module docstring); None if no flow leaves its rack.
 
-    With a per-node entry `budget` (controller.routes.entries.switch_budget) and the flows'
-    current `path`, only as many flows per source RTSW as its table affords are sprayed
-    (the largest first); the others keep `path`, and local search then moves them off
-    overloaded links."""
+    With a per-node entry `budget` (controller.routes.entries.switch_budget), only as many
+    flows per source RTSW as its table affords are sprayed (the largest first); the others
+    are placed whole around the buckets (greedy), then local search moves whole flows and
+    buckets off the hottest links. A flow's buckets depend on the flow (its NICs), not on
+    its index, so an unchanged flow sprays the same way in the next solve."""
     start = time.perf_counter()
     cand = candidates(fabric, flows)
     which = np.flatnonzero((flows.qp == ALL_QPS) & (cand.cls != SAME_RACK))
-    if path is not None and budget is not None:
+    if budget is not None:
         which = _affordable(fabric, flows, which, qps, budget)
     if not which.size:
         return None
@@ -202,7 +203,7 @@ def spray(
         fabric.ctsws_per_pod, fabric.rack_links, max(fabric.atsws_per_plane, 1),
         fabric.agg_links,
     )  # fmt: skip
-    turn = np.maximum(new.qp, 0) + parent
+    turn = np.maximum(new.qp, 0) + new.src_nic + new.dst_nic
     c = turn % c_
     dst = new.dst_host(fabric)
     src_rack = fabric.rack_of_host(fabric.host_of_nic(new.src_nic))
@@ -220,7 +221,7 @@ def spray(
     is_bucket = new.qp != ALL_QPS
     whole = ~is_bucket & (cls != SAME_RACK)
     left = None if time_budget is None else max(time_budget - (time.perf_counter() - start), 0)
-    if path is not None and whole.any():
+    if budget is not None and whole.any():
         # the flows kept whole are placed afresh around the sprayed buckets
         new_cand = candidates(fabric, new)
         fixed = np.where(whole, UNROUTED, sprayed)

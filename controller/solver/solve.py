@@ -67,12 +67,20 @@ class SolveOptions:
     move_threshold: float = 0.02  # re-place kept flows only if MLU improves by > 2%
     table_budget: int | None = None  # TE entries per switch; None = the fabric's per tier
     qps: int = DEFAULT_QPS  # QP buckets a flow may be split into on overload; 1 = never
+    # unequal flows: a spray within this relative gap of its bound is kept without trying
+    # one path per flow and the LP (which take seconds at cluster scale)
+    spray_gap: float = 0.05
+    # up to this many flows, one path per flow is tried first even for unequal flows (it
+    # needs far fewer entries; beyond, its per-flow greedy costs seconds)
+    whole_first_flows: int = 8192
 
     def __post_init__(self) -> None:
         if self.lp not in LP_MODES:
             raise InputError(f"lp must be one of {', '.join(LP_MODES)}, got {self.lp!r}")
         if self.lp_time_limit <= 0:
             raise InputError(f"lp_time_limit must be positive, got {self.lp_time_limit}")
+        if self.spray_gap < 0:
+            raise InputError(f"spray_gap must be >= 0, got {self.spray_gap}")
         if self.move_threshold < 0:
             raise InputError(f"move_threshold must be >= 0, got {self.move_threshold}")
         if self.table_budget is not None and self.table_budget < 0:
@@ -177,10 +185,11 @@ def _split_result(
     parent = split.parent
     off = fitted.path == UNROUTED
     fallback = off & ((split.path != UNROUTED) | np.isin(parent, res.fallback_ecmp))
+    arcs = fitted.arcs(fabric)
     out = AssignResult(
         assignment=fitted,
-        mlu=float(utilisation(fabric, health, fitted).max(initial=0.0)),
-        collided_links=collided_arcs(fabric, health, fitted),
+        mlu=float(utilisation(fabric, health, fitted, arcs).max(initial=0.0)),
+        collided_links=collided_arcs(fabric, health, fitted, arcs),
         churn=np.zeros(0, np.int64),  # counted against `previous` by solve
         fallback_ecmp=np.flatnonzero(fallback),
         unroutable=np.flatnonzero(off & ~fallback),
@@ -225,9 +234,8 @@ def _spray(
     flows = res.assignment.flows
     budget = switch_budget(fabric, _budget(fabric, opts))
     sprayed = spray(
-        fabric, health, flows, qps=opts.qps, time_budget=_split_time(opts),
-        path=res.assignment.path, budget=budget,
-    )  # fmt: skip
+        fabric, health, flows, qps=opts.qps, time_budget=_split_time(opts), budget=budget
+    )
     if sprayed is None:
         return None
     out, parent = _split_result(fabric, health, res, sprayed, opts)
@@ -359,6 +367,23 @@ def solve(
         )
 
     lp: LpSolution | None = None
+    if _spray_first(flows, opts):
+        # Unequal flows: spraying (as far as the tables afford) is tried before one path
+        # per flow; when it is within spray_gap of its bound, neither the whole-flow passes
+        # nor the LP run.
+        t = time.perf_counter()
+        split_bound = lower_bound(fabric, health, flows, qps=opts.qps)
+        empty = AssignResult(
+            Assignment(flows, np.full(len(flows), UNROUTED, np.int64)), np.inf,
+            *(np.zeros(0, np.int64),) * 4, method="spray-first", seconds=0.0,
+        )  # fmt: skip
+        first = _spray(fabric, health, empty, opts)
+        times["qp_spray"] = time.perf_counter() - t
+        if first is not None and first[0].mlu <= split_bound.value * (1 + opts.spray_gap) + _TOL:
+            res, parent = first
+            res = replace(res, method="qp-spray")
+            return _finish(fabric, flows, res, split_bound, None, times, start, parent, previous,
+                           opts)  # fmt: skip
     t = time.perf_counter()
     res = run(None)
     times["assign"] = time.perf_counter() - t
@@ -401,14 +426,42 @@ def solve(
             if kept is not None and _fits(fabric, kept[0].assignment, opts):
                 res, parent = kept
         times["qp_split"] = time.perf_counter() - t
+    return _finish(fabric, flows, res, bound, lp, times, start, parent, previous, opts)
+
+
+def _spray_first(flows: FlowSet, opts: SolveOptions) -> bool:
+    """Whether to try spraying before one path per flow: QP buckets allowed, the LP not
+    forced, more than `whole_first_flows` flows, and unequal demands (equal ones are packed
+    exactly by edge colouring)."""
+    return (
+        opts.qps > 1
+        and opts.lp != "always"
+        and len(flows) > opts.whole_first_flows
+        and bool(flows.demand.min() < flows.demand.max())
+    )
+
+
+def _finish(
+    fabric: Fabric,
+    flows: FlowSet,
+    res: AssignResult,
+    bound: Bound,
+    lp: LpSolution | None,
+    times: dict[str, float],
+    start: float,
+    parent: np.ndarray | None,
+    previous: Assignment | None,
+    opts: SolveOptions,
+) -> SolveResult:
     times["total"] = time.perf_counter() - start
     out = replace(
         _result(fabric, res, bound, lp, times, parent),
         tables=_tables(fabric, res.assignment, _budget(fabric, opts)),
     )
-    if previous is not None and (parent is not None or previous.flows.split):
-        # buckets moved or (un)split: compare the rows of every flow in both
-        out = replace(out, churn=int(moved_pairs(previous, res.assignment).size))
+    if previous is not None:
+        if parent is not None or previous.flows.split:
+            # buckets moved or (un)split: compare the rows of every flow in both
+            out = replace(out, churn=int(moved_pairs(previous, res.assignment).size))
     return out
 
 
