@@ -184,6 +184,12 @@ PRESETS: dict[str, ClosSpec] = {
         name="meta-24k-1125", pods=8, racks_per_pod=192, hosts_per_rack=2, nics_per_host=8,
         ctsws_per_pod=18, atsws_per_plane=4, taper=7.0,
     ),
+    # A 100K-GPU cluster: 32 zones of 3,072 GPUs (four 24K-class clusters' worth) joined by
+    # one aggregation layer tapered 1:2.8, as published for the later, larger clusters.
+    "cluster-100k": ClosSpec(
+        name="cluster-100k", pods=32, racks_per_pod=192, hosts_per_rack=2, nics_per_host=8,
+        ctsws_per_pod=16, atsws_per_plane=8, taper=2.8,
+    ),
 }  # fmt: skip
 
 DEFAULT_PRESET = "pod"

@@ -55,6 +55,8 @@ class Split:
     path: np.ndarray = field(repr=False)
     parent: np.ndarray = field(repr=False)  # int64 [rows] -> input flow index
     split: np.ndarray = field(repr=False)  # input flow indices that were split
+    # input flows left to ECMP because their source RTSW cannot hold even one entry each
+    ecmp: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64), repr=False)
 
 
 def split_flows(flows: FlowSet, which: np.ndarray, qps: int) -> tuple[FlowSet, np.ndarray]:
@@ -151,26 +153,38 @@ def _affordable(
     which: np.ndarray,
     qps: int,
     budget: np.ndarray,
-) -> np.ndarray:
-    """The flows of `which` to spray so that every source RTSW stays within `budget`: each
-    (NIC, destination host) key of the RTSW costs one entry whole, and a sprayed flow one
-    more per bucket off the folded next hop: qps - ceil(qps / min(qps, C*K)). Per RTSW the
-    largest flows are sprayed first (ties by index); the rest stay whole."""
+) -> tuple[np.ndarray, np.ndarray]:
+    """(flows of `which` to spray, flows to leave to ECMP) so that every source RTSW stays
+    within `budget`. Each (NIC, destination host) key of an RTSW costs one entry whole, a
+    sprayed flow one more per bucket off the folded next hop: qps - ceil(qps / min(qps,
+    C*K)). Keys are ranked by their largest flow (ties by first flow); those beyond the
+    budget go to ECMP, then the largest remaining flows are sprayed while the table has
+    room."""
     hops = min(qps, fabric.ctsws_per_pod * fabric.rack_links)
     extra = qps - -(-qps // hops)
-    if extra <= 0 or not which.size:
-        return which
     rtsw = fabric.rack_of_host(fabric.host_of_nic(flows.src_nic))
     unit = flows.src_nic * np.int64(fabric.num_hosts) + flows.dst_host(fabric)
-    keys = np.unique(np.stack([rtsw[which], unit[which]]), axis=1)
-    units = np.bincount(keys[0], minlength=fabric.num_rtsws)
-    room = budget[fabric.node_id("rtsw", 0) + np.arange(fabric.num_rtsws)] - units
-    most = np.floor(np.maximum(room, 0) / extra)
+    limit = budget[fabric.node_id("rtsw", 0) + np.arange(fabric.num_rtsws)]
     order = which[np.lexsort((which, -flows.demand[which], rtsw[which]))]
     r = rtsw[order]
+    # rank of each key within its RTSW, by the position of its first (largest) flow
+    keys, first = np.unique(unit[order], return_index=True)
+    lead = np.zeros(order.size, bool)
+    lead[first] = True
+    before = np.cumsum(lead) - lead  # keys starting strictly before each position
     start = np.flatnonzero(np.r_[True, r[1:] != r[:-1]])
-    rank = np.arange(order.size) - np.repeat(start, np.diff(np.r_[start, order.size]))
-    return np.sort(order[rank < most[r]])
+    seg = np.repeat(start, np.diff(np.r_[start, r.size]))
+    key_rank = (before - before[seg])[first[np.searchsorted(keys, unit[order])]]
+    over = key_rank >= limit[r]
+    ecmp = np.sort(order[over])
+    keep = order[~over]
+    units = np.bincount(r[~over & lead], minlength=fabric.num_rtsws)
+    room = limit - units
+    most = np.floor(np.maximum(room, 0) / extra) if extra > 0 else np.full(room.size, np.inf)
+    rk = rtsw[keep]
+    kstart = np.flatnonzero(np.r_[True, rk[1:] != rk[:-1]])
+    rank = np.arange(keep.size) - np.repeat(kstart, np.diff(np.r_[kstart, keep.size]))
+    return np.sort(keep[rank < most[rk]]), ecmp
 
 
 def spray(
@@ -193,11 +207,16 @@ def spray(
     start = time.perf_counter()
     cand = candidates(fabric, flows)
     which = np.flatnonzero((flows.qp == ALL_QPS) & (cand.cls != SAME_RACK))
+    ecmp = np.zeros(0, np.int64)
     if budget is not None:
-        which = _affordable(fabric, flows, which, qps, budget)
+        which, ecmp = _affordable(fabric, flows, which, qps, budget)
+        # flows left to ECMP are sprayed too, for their load only: their hashed QPs spread
+        # evenly, and the flows TE places must make room for them
+        which = np.union1d(which, ecmp)
     if not which.size:
         return None
     new, parent = split_flows(flows, which, qps)
+    hashed = np.isin(parent, ecmp)
     cls = cand.cls[parent]
     c_, k, a, m = (
         fabric.ctsws_per_pod, fabric.rack_links, max(fabric.atsws_per_plane, 1),
@@ -230,14 +249,16 @@ def spray(
         sprayed = greedy(fabric, health, new, fixed=fixed, cand=new_cand)
         left = None if time_budget is None else max(time_budget - (time.perf_counter() - start), 0)
         sprayed = local_search(
-            fabric, health, new, sprayed, movable=cls != SAME_RACK, time_budget=left,
-            cand=new_cand,
-        )
+            fabric, health, new, sprayed, movable=(cls != SAME_RACK) & ~hashed,
+            time_budget=left, cand=new_cand,
+        )  # fmt: skip
     else:
         sprayed = _place_dead(fabric, health, new, sprayed, left)
+    sprayed = np.where(hashed, UNROUTED, sprayed)
     sprayed = align_entries(fabric, new, sprayed, is_bucket.astype(np.float64))
     new, sprayed, parent = _fold(flows, new, sprayed, parent)
-    return Split(new, sprayed, parent, np.unique(parent[new.qp != ALL_QPS]))
+    split = np.unique(parent[(new.qp != ALL_QPS) & ~np.isin(parent, ecmp)])
+    return Split(new, sprayed, parent, split, ecmp)
 
 
 def split_overloaded(

@@ -184,7 +184,11 @@ def _split_result(
     fitted = fit_tables(fabric, Assignment(split.flows, split.path), _budget(fabric, opts))
     parent = split.parent
     off = fitted.path == UNROUTED
-    fallback = off & ((split.path != UNROUTED) | np.isin(parent, res.fallback_ecmp))
+    fallback = off & (
+        (split.path != UNROUTED)
+        | np.isin(parent, res.fallback_ecmp)
+        | np.isin(parent, split.ecmp)
+    )
     arcs = fitted.arcs(fabric)
     out = AssignResult(
         assignment=fitted,
@@ -367,6 +371,7 @@ def solve(
         )
 
     lp: LpSolution | None = None
+    first: tuple[AssignResult, np.ndarray] | None = None
     if _spray_first(flows, opts):
         # Unequal flows: spraying (as far as the tables afford) is tried before one path
         # per flow; when it is within spray_gap of its bound, neither the whole-flow passes
@@ -392,6 +397,13 @@ def solve(
     )
     parent = None
     split_bound = bound
+    if first is not None and first[0].mlu < res.mlu * (1 - opts.move_threshold) - _TOL:
+        # the spray beats one path per flow: an LP-guided whole-flow pass will not do better
+        # than the LP's own fractional optimum, which the spray is already near
+        res, parent = first
+        res = replace(res, method="qp-spray")
+        bound = lower_bound(fabric, health, flows, qps=opts.qps)
+        return _finish(fabric, flows, res, bound, None, times, start, parent, previous, opts)
     if opts.qps > 1 and len(flows):
         split_bound = lower_bound(fabric, health, flows, qps=opts.qps)
         if need_lp and opts.lp == "auto" and res.mlu > 1.0 + _TOL:
