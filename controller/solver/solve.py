@@ -385,25 +385,23 @@ def solve(
         first = _spray(fabric, health, empty, opts)
         times["qp_spray"] = time.perf_counter() - t
         if first is not None and first[0].mlu <= split_bound.value * (1 + opts.spray_gap) + _TOL:
-            res, parent = first
-            res = replace(res, method="qp-spray")
-            return _finish(fabric, flows, res, split_bound, None, times, start, parent, previous,
-                           opts)  # fmt: skip
+            res = replace(first[0], method="qp-spray")
+            return _finish(fabric, flows, res, split_bound, None, times, start, first[1],
+                           previous, opts)  # fmt: skip
     t = time.perf_counter()
     res = run(None)
     times["assign"] = time.perf_counter() - t
     need_lp = opts.lp == "always" or (
         opts.lp == "auto" and res.mlu > bound.value * (1 + _TOL) + _TOL
     )
-    parent = None
+    parent: np.ndarray | None = None
     split_bound = bound
     if first is not None and first[0].mlu < res.mlu * (1 - opts.move_threshold) - _TOL:
         # the spray beats one path per flow: an LP-guided whole-flow pass will not do better
         # than the LP's own fractional optimum, which the spray is already near
-        res, parent = first
-        res = replace(res, method="qp-spray")
+        res = replace(first[0], method="qp-spray")
         bound = lower_bound(fabric, health, flows, qps=opts.qps)
-        return _finish(fabric, flows, res, bound, None, times, start, parent, previous, opts)
+        return _finish(fabric, flows, res, bound, None, times, start, first[1], previous, opts)
     if opts.qps > 1 and len(flows):
         split_bound = lower_bound(fabric, health, flows, qps=opts.qps)
         if need_lp and opts.lp == "auto" and res.mlu > 1.0 + _TOL:
