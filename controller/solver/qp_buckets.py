@@ -136,6 +136,8 @@ def _place_dead(
     time_budget: float | None,
 ) -> np.ndarray:
     """Re-place the rows whose path has a dead arc around all the others."""
+    if not (health.arc_capacity(fabric) <= 0).any():
+        return path
     dead = ~path_alive(Assignment(flows, path).arcs(fabric), health.arc_capacity(fabric))
     if not dead.any():
         return path
