@@ -73,6 +73,9 @@ class SolveOptions:
     # up to this many flows, one path per flow is tried first even for unequal flows (it
     # needs far fewer entries; beyond, its per-flow greedy costs seconds)
     whole_first_flows: int = 8192
+    # beyond this many flows a spray is kept even when it is not within spray_gap: one path
+    # per flow (a per-flow greedy) then costs tens of seconds and rarely beats it
+    whole_max_flows: int = 100_000
 
     def __post_init__(self) -> None:
         if self.lp not in LP_MODES:
@@ -384,7 +387,11 @@ def solve(
         )  # fmt: skip
         first = _spray(fabric, health, empty, opts)
         times["qp_spray"] = time.perf_counter() - t
-        if first is not None and first[0].mlu <= split_bound.value * (1 + opts.spray_gap) + _TOL:
+        near = first is not None and (
+            first[0].mlu <= split_bound.value * (1 + opts.spray_gap) + _TOL
+            or len(flows) > opts.whole_max_flows
+        )
+        if first is not None and near:
             res = replace(first[0], method="qp-spray")
             return _finish(fabric, flows, res, split_bound, None, times, start, first[1],
                            previous, opts)  # fmt: skip

@@ -168,3 +168,23 @@ def test_fabric_table_budget_is_respected_and_the_rest_rides_ecmp() -> None:
     one = solve(fabric, health, flows, options=SolveOptions(table_budget=1))
     assert table_usage(fabric, one.assignment).max() <= 1
     assert Assignment(one.assignment.flows, one.assignment.path).routed.any()
+
+
+def test_a_job_change_moves_no_bucket_of_the_other_jobs() -> None:
+    from controller.model.assignment import moved_pairs
+
+    fabric = build(PRESETS["small"])
+    health = LinkHealth.all_up(fabric)
+    jobs = random_jobs(fabric, seed=3)
+    opts = SolveOptions(whole_first_flows=0)  # spray first, as on a large mix
+    full = solve(fabric, health, jobs_flows(fabric, jobs), options=opts)
+    assert full.method == "qp-spray" and full.split_flows.size  # type: ignore[union-attr]
+    # a job leaves: every other flow keeps its buckets (their indices all shift)
+    fewer = solve(fabric, health, jobs_flows(fabric, jobs[1:]), previous=full.assignment,
+                  options=opts)  # fmt: skip
+    assert fewer.churn == 0 and moved_pairs(full.assignment, fewer.assignment).size == 0
+    # and comes back, listed first: only its own flows are new
+    again = solve(fabric, health, jobs_flows(fabric, jobs), previous=fewer.assignment,
+                  options=opts)  # fmt: skip
+    assert again.churn == 0
+    assert np.array_equal(again.assignment.path, full.assignment.path)
