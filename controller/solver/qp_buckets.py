@@ -32,7 +32,7 @@ from controller.model.assignment import UNROUTED, Assignment
 from controller.model.fabric import ACCESS, Fabric
 from controller.model.flows import ALL_QPS, FlowSet
 from controller.model.health import LinkHealth
-from controller.model.paths import SAME_RACK, path_alive, path_index
+from controller.model.paths import SAME_RACK, flow_class, path_alive, path_index
 from controller.routes.entries import align_entries
 from controller.solver.greedy import (
     Candidates,
@@ -207,8 +207,8 @@ def spray(
     buckets off the hottest links. A flow's buckets depend on the flow (its NICs), not on
     its index, so an unchanged flow sprays the same way in the next solve."""
     start = time.perf_counter()
-    cand = candidates(fabric, flows)
-    which = np.flatnonzero((flows.qp == ALL_QPS) & (cand.cls != SAME_RACK))
+    flow_cls = flow_class(fabric, flows.src_nic, flows.dst_nic)
+    which = np.flatnonzero((flows.qp == ALL_QPS) & (flow_cls != SAME_RACK))
     ecmp = np.zeros(0, np.int64)
     if budget is not None:
         which, ecmp = _affordable(fabric, flows, which, qps, budget)
@@ -219,7 +219,7 @@ def spray(
         return None
     new, parent = split_flows(flows, which, qps)
     hashed = np.isin(parent, ecmp)
-    cls = cand.cls[parent]
+    cls = flow_cls[parent]
     c_, k, a, m = (
         fabric.ctsws_per_pod, fabric.rack_links, max(fabric.atsws_per_plane, 1),
         fabric.agg_links,
