@@ -14,7 +14,10 @@ cannot pack), `spray` splits every flow that leaves its rack and sends bucket q 
 plane (q + f) mod C, with the ATSW and parallel members chosen from the destination host.
 Every uplink and downlink then carries an equal share of each rack's traffic, so in a
 healthy fabric the MLU equals the largest access, rack or pod cut bound; buckets whose
-sprayed path is dead are placed like flows. It costs up to one RTSW entry per bucket.
+sprayed path is dead are placed like flows. It costs up to one RTSW entry per bucket, so
+with a table budget only as many flows per source RTSW are sprayed as its table affords
+(largest first); the rest are placed whole around the buckets, and flows whose RTSW cannot
+hold even one entry each are left to ECMP (their hashed QPs counted as evenly spread load).
 
 Both work on plain arrays: flows and paths in, flows (with `qp` set on the split ones),
 paths and the parent flow of every row out.

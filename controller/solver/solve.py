@@ -10,7 +10,14 @@
     5. if a link is still loaded beyond its capacity, the flows on overloaded links are
        split into QP buckets and the buckets re-placed (controller.solver.qp_buckets); the bound is
        then the one for routings split into `qps` buckets
-    6. the ratio MLU / bound is reported with every result
+    6. the ratio MLU / bound is reported with every result, and the TE entries used
+
+Switch tables are finite: every step keeps to the per-switch entry budget (the fabric's
+`te_entries` per tier, or `SolveOptions.table_budget`); flows that do not fit ride ECMP and
+are listed in `fallback_ecmp`. On a large mix of unequal flows (more than
+`whole_first_flows`), spraying QP buckets over the planes, as far as the tables afford, is
+tried before step 3; within `spray_gap` of its bound it is the result and steps 3-5 are
+skipped (they cost seconds at cluster scale and cannot get much closer).
 
 An assignment whose MLU equals a valid lower bound is optimal, so step 4 is skipped when the
 cheap bound is already met (the usual case in a healthy 1:1 pod). `lp="always"` forces it.
@@ -108,8 +115,8 @@ class SolveResult:
     times: dict[str, float] = field(default_factory=dict)
     parent: np.ndarray | None = field(default=None, repr=False)  # row -> input flow index
     split_flows: np.ndarray | None = field(default=None, repr=False)  # input flows split
-    # TE entries each switch tier holds at most / may hold (None: unlimited), per
-    # SWITCH_TIERS, and in all; see controller.routes.entries.table_usage
+    # TE entries in all, and per tier the most one switch holds and its budget (inf:
+    # unlimited); see controller.routes.entries.table_usage
     tables: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -237,7 +244,7 @@ def _spray(
     fabric: Fabric, health: LinkHealth, res: AssignResult, opts: SolveOptions
 ) -> tuple[AssignResult, np.ndarray] | None:
     """The flows of `res` sprayed over the planes (controller.solver.qp_buckets.spray), as
-    many as the tables afford; the others keep their paths."""
+    many as the tables afford; the others placed whole around them."""
     flows = res.assignment.flows
     budget = switch_budget(fabric, _budget(fabric, opts))
     sprayed = spray(
@@ -470,15 +477,12 @@ def _finish(
     previous: Assignment | None,
     opts: SolveOptions,
 ) -> SolveResult:
+    tables = _tables(fabric, res.assignment, _budget(fabric, opts))
     times["total"] = time.perf_counter() - start
-    out = replace(
-        _result(fabric, res, bound, lp, times, parent),
-        tables=_tables(fabric, res.assignment, _budget(fabric, opts)),
-    )
-    if previous is not None:
-        if parent is not None or previous.flows.split:
-            # buckets moved or (un)split: compare the rows of every flow in both
-            out = replace(out, churn=int(moved_pairs(previous, res.assignment).size))
+    out = replace(_result(fabric, res, bound, lp, times, parent), tables=tables)
+    if previous is not None and (parent is not None or previous.flows.split):
+        # buckets moved or (un)split: compare the rows of every flow in both
+        out = replace(out, churn=int(moved_pairs(previous, res.assignment).size))
     return out
 
 
