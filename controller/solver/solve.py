@@ -329,12 +329,13 @@ def _split(
     res: AssignResult,
     bound: float,
     opts: SolveOptions,
+    sprayed: tuple[AssignResult, np.ndarray] | None = None,
 ) -> tuple[AssignResult, np.ndarray] | None:
     """Split flows into QP buckets where that lowers the MLU (controller.solver.qp_buckets): first
     only the flows on overloaded links; if that leaves the MLU more than `move_threshold`
-    above the bound, every flow sprayed over the planes, kept only if it lowers the MLU by
-    more than `move_threshold` too (it costs an entry per bucket). None if neither helps or
-    fits the table budget."""
+    above the bound, every flow sprayed over the planes (`sprayed`, if the spray was made
+    already), kept only if it lowers the MLU by more than `move_threshold` too (it costs an
+    entry per bucket). None if neither helps."""
     if opts.qps < 2 or res.mlu <= 1.0 + _TOL:
         return None
     flows = res.assignment.flows
@@ -347,7 +348,10 @@ def _split(
         best = (replace(out, method=res.method + "+qp-split"), parent)
     mlu = best[0].mlu if best is not None else res.mlu
     if mlu > bound * (1 + opts.move_threshold) + _TOL:
-        sprayed = _spray(fabric, health, res, opts)
+        if sprayed is None:
+            sprayed = _spray(fabric, health, res, opts)
+        else:
+            sprayed = (replace(sprayed[0], method=res.method + "+qp-spray"), sprayed[1])
         if sprayed is not None and sprayed[0].mlu < mlu * (1 - opts.move_threshold) - _TOL:
             best = sprayed
     return best
@@ -419,7 +423,7 @@ def solve(
         return _finish(fabric, flows, res, bound, None, times, start, first[1], previous, opts)
     if opts.qps > 1 and len(flows):
         split_bound = lower_bound(fabric, health, flows, qps=opts.qps)
-        if need_lp and opts.lp == "auto" and res.mlu > 1.0 + _TOL:
+        if need_lp and opts.lp == "auto" and res.mlu > 1.0 + _TOL and first is None:
             # Widespread overload one path per flow cannot pack: when spraying QP buckets
             # meets the bound, it is optimal and the LP and second pass cannot beat it.
             t = time.perf_counter()
@@ -443,7 +447,7 @@ def solve(
         t = time.perf_counter()
         bound = split_bound if lp is None else lower_bound(fabric, health, flows, lp, opts.qps)
         if parent is None:
-            split = _split(fabric, health, res, bound.value, opts)
+            split = _split(fabric, health, res, bound.value, opts, first)
             if split is not None:
                 res, parent = split
         if previous is not None:
