@@ -321,6 +321,78 @@ def greedy(
     return path
 
 
+def greedy_batched(
+    fabric: Fabric,
+    health: LinkHealth,
+    flows: FlowSet,
+    *,
+    fixed: np.ndarray,
+    cand: Candidates | None = None,
+) -> np.ndarray:
+    """`greedy` (largest first, same choice rule) with the flows placed in batches: in
+    demand order, each flow joins the first batch in which neither its source nor its
+    destination RTSW is taken yet, so the flows of a batch share no rack link and are placed
+    at once, as arrays, on the load of the batches before. Flows of a batch may still share
+    CTSW-ATSW links, and entry-key mates are left to align_entries."""
+    cap = health.arc_capacity(fabric)
+    inv = _inverse(cap)
+    cand = cand or candidates(fabric, flows)
+    path = np.asarray(fixed, np.int64).copy()
+    load = core_load(fabric, flows, cand, np.where(path >= 0, path, UNROUTED))
+    todo = np.flatnonzero((path < 0) & access_alive(fabric, flows, cap))
+    path[todo[cand.cls[todo] == SAME_RACK]] = 0
+    todo = todo[cand.cls[todo] != SAME_RACK]
+    if not todo.size:
+        return path
+    order = todo[np.argsort(-flows.demand[todo], kind="stable")]
+    sr = fabric.rack_of_host(fabric.host_of_nic(flows.src_nic[order])).tolist()
+    dr = fabric.rack_of_host(fabric.host_of_nic(flows.dst_nic[order])).tolist()
+    # first fit: the lowest batch that neither the source nor the destination RTSW uses
+    used_src: dict[int, set[int]] = {}
+    used_dst: dict[int, set[int]] = {}
+    low_src: dict[int, int] = {}
+    low_dst: dict[int, int] = {}
+    batch = np.empty(order.size, np.int64)
+    for i, (s_, d_) in enumerate(zip(sr, dr, strict=True)):
+        us, ud = used_src.setdefault(s_, set()), used_dst.setdefault(d_, set())
+        b = max(low_src.get(s_, 0), low_dst.get(d_, 0))
+        while b in us or b in ud:
+            b += 1
+        us.add(b)
+        ud.add(b)
+        batch[i] = b
+        lo = low_src.get(s_, 0)
+        while lo in us:
+            lo += 1
+        low_src[s_] = lo
+        lo = low_dst.get(d_, 0)
+        while lo in ud:
+            lo += 1
+        low_dst[d_] = lo
+    n_batches = int(batch.max()) + 1
+    by_batch = np.argsort(batch, kind="stable")
+    cuts = np.searchsorted(batch[by_batch], np.arange(n_batches + 1))
+    demand = flows.demand
+    for i in range(n_batches):
+        rows = order[by_batch[cuts[i] : cuts[i + 1]]]
+        for cls, off in cand.offset.items():
+            sel = rows[cand.cls[rows] == cls]
+            if not sel.size or not off.shape[1]:
+                continue
+            h = off.shape[1]
+            arcs = cand.base[sel, None, :h] + off[None]  # [n, P, h]
+            d = demand[sel]
+            util = (load[arcs] + d[:, None, None]) * inv[arcs]
+            worst = util.max(axis=2)
+            best = worst.min(axis=1)
+            tied = worst <= best[:, None] + _TOL
+            p = np.argmin(np.where(tied, util.sum(axis=2), np.inf), axis=1)
+            ok = np.isfinite(best)
+            path[sel[ok]] = p[ok]
+            np.add.at(load, arcs[np.flatnonzero(ok), p[ok]].reshape(-1), np.repeat(d[ok], h))
+    return path
+
+
 def core_load(fabric: Fabric, flows: FlowSet, cand: Candidates, path: np.ndarray) -> np.ndarray:
     """Gbps per arc from the switch-to-switch hops of the given paths."""
     arcs = cand.all_chosen(path)

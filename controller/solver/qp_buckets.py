@@ -41,6 +41,7 @@ from controller.solver.greedy import (
     Candidates,
     candidates,
     greedy,
+    greedy_batched,
     local_search,
     utilisation,
 )
@@ -251,7 +252,7 @@ def spray(
         fixed = np.where(whole, UNROUTED, sprayed)
         fixed[is_bucket] = _place_dead(fabric, health, new.take(np.flatnonzero(is_bucket)),
                                        sprayed[is_bucket], left)  # fmt: skip
-        sprayed = greedy(fabric, health, new, fixed=fixed, cand=new_cand)
+        sprayed = greedy_batched(fabric, health, new, fixed=fixed, cand=new_cand)
         left = None if time_budget is None else max(time_budget - (time.perf_counter() - start), 0)
         sprayed = local_search(
             fabric, health, new, sprayed, movable=(cls != SAME_RACK) & ~hashed,

@@ -171,3 +171,33 @@ def test_meets_bound_on_one_to_one_pod():
     res = assign_paths(fabric, health, flows)
     assert res.mlu == lower_bound(fabric, health, flows).value == 1.0
     assert res.collided_links.size == 0
+
+
+@settings(max_examples=30, deadline=None)
+@given(cases())
+def test_greedy_batched_places_every_alive_flow_and_keeps_fixed(case):
+    from controller.solver.greedy import greedy_batched
+
+    fabric, health, flows = _instance(*case)
+    fixed = np.full(len(flows), UNROUTED, np.int64)
+    fixed[::3] = greedy(fabric, health, flows)[::3]
+    path = greedy_batched(fabric, health, flows, fixed=fixed)
+    keep = fixed >= 0
+    assert (path[keep] == fixed[keep]).all()
+    a = Assignment(flows, path)
+    want = greedy(fabric, health, flows) >= 0  # greedy routes exactly the flows with a path
+    assert (a.routed == (want | keep)).all()
+    assert path_alive(a.arcs(fabric)[a.routed], health.arc_capacity(fabric)).all()
+    assert np.array_equal(path, greedy_batched(fabric, health, flows, fixed=fixed))
+
+
+def test_greedy_batched_matches_greedy_when_racks_do_not_meet(two_rack_pod):
+    from controller.solver.greedy import greedy_batched
+
+    # two flows from rack 0 to rack 1 (one batch each, in demand order), then the reverse
+    flows = FlowSet.build([0, 1, 2], [2, 3, 0], [400.0, 300.0, 200.0])
+    health = LinkHealth.all_up(two_rack_pod)
+    none = np.full(3, UNROUTED)
+    path = greedy_batched(two_rack_pod, health, flows, fixed=none)
+    assert sorted(path[:2].tolist()) == [0, 1]  # both CTSWs
+    assert path.tolist() == greedy(two_rack_pod, health, flows).tolist()
