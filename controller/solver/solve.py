@@ -245,7 +245,11 @@ def _spray(
     fabric: Fabric, health: LinkHealth, res: AssignResult, opts: SolveOptions
 ) -> tuple[AssignResult, np.ndarray] | None:
     """The flows of `res` sprayed over the planes (controller.solver.qp_buckets.spray), as
-    many as the tables afford; the others placed whole around them."""
+    many as the tables afford; the others placed whole around them. None when it must leave
+    flows to ECMP: flows that other switches push to ECMP would land, unplanned, on links
+    the spray filled, and even planned ones (source RTSWs too small for one entry per key)
+    measured worse per job than one path per flow (meta-24k mix at 256 entries: 16 jobs
+    below E-ECMP against 5)."""
     flows = res.assignment.flows
     budget = switch_budget(fabric, _budget(fabric, opts))
     sprayed = spray(
@@ -253,7 +257,11 @@ def _spray(
     )
     if sprayed is None:
         return None
+    if sprayed.ecmp.size:
+        return None
     out, parent = _split_result(fabric, health, res, sprayed, opts)
+    if (~np.isin(parent[out.fallback_ecmp], res.fallback_ecmp)).any():
+        return None
     return replace(out, method=res.method + "+qp-spray"), parent
 
 
