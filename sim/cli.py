@@ -53,6 +53,13 @@ def add_input_args(p: argparse.ArgumentParser, add_fabric_arg: Callable[..., Non
         metavar="N",
         help="N random RTSW-CTSW links down in every pod (seeded by --seed)",
     )
+    p.add_argument(
+        "--rate-model",
+        choices=("striped", "summed"),
+        default="striped",
+        help="how a flow split over QPs gets its rate: striped = QPs x its slowest QP, every "
+        "QP a competitor (default); summed = its subflows' rates added",
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
 
@@ -86,7 +93,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
     inputs = load_inputs(args)
     rows = [
-        baseline(name, inputs.fabric, inputs.health, inputs.flows, args.seed, args.qps)
+        baseline(name, inputs.fabric, inputs.health, inputs.flows, args.seed, args.qps,
+                 args.rate_model)
         for name in (args.routing or BASELINES)
     ]
     data = {"inputs": _describe(inputs), "rows": [row.to_dict() for row in rows]}
@@ -130,10 +138,11 @@ def cmd_solve(args: argparse.Namespace) -> int:
     with progress.stage("simulating TE and baselines"):
         rows.append(routed("fabric-te", inputs.fabric, inputs.health, result.assignment,
                            result.times["total"], args.seed, args.qps, result.parent,
-                           len(routes)))  # fmt: skip
+                           len(routes), args.rate_model))  # fmt: skip
         for name in BASELINES:
             rows.append(
-                baseline(name, inputs.fabric, inputs.health, inputs.flows, args.seed, args.qps)
+                baseline(name, inputs.fabric, inputs.health, inputs.flows, args.seed, args.qps,
+                         args.rate_model)
             )
     bound = result.bound.value
     metrics = result.metrics()
@@ -147,6 +156,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
         f"fabric-te: MLU {result.mlu:.4g} = {result.ratio:.4f} x bound, method {result.method}, "
         f"{result.unroutable.size} unroutable, {result.fallback_ecmp.size} on ECMP (tables), "
         f"solve {result.times['total']:.3f} s",
+        _tables_line(result.metrics(), result.fallback_ecmp.size),
     ]
     data: dict[str, object] = {
         "inputs": _describe(inputs),
@@ -181,6 +191,23 @@ def cmd_solve(args: argparse.Namespace) -> int:
         lines.append(f"wrote {args.plot}")
     emit(args.json, data, "\n".join(lines) + "\n")
     return 0
+
+
+def _tables_line(metrics: dict[str, float], on_ecmp: int) -> str:
+    """TE entries used against the per-switch budgets, and what the budgets left on ECMP."""
+
+    def budget(tier: str) -> str:
+        value = metrics[f"te_entries_budget_{tier}"]
+        return "unlimited" if value == float("inf") else f"{value:.0f}"
+
+    tiers = ", ".join(
+        f"{tier} {metrics[f'te_entries_max_{tier}']:.0f}/{budget(tier)}"
+        for tier in ("rtsw", "ctsw", "atsw")
+    )
+    return (
+        f"TE entries: {metrics['te_entries']:.0f} (most on one switch / budget: {tiers}); "
+        f"{on_ecmp} flows left on ECMP by the table budget"
+    )
 
 
 def _apply(
@@ -281,7 +308,8 @@ def register(cli: Any) -> None:
         type=flag(int, 0, 2**31 - 1),
         default=None,
         metavar="N",
-        help="TE entries per switch; flows beyond it stay on ECMP",
+        help="TE entries per switch, every tier (default: the fabric's te_entries, 2048 per "
+        "switch unless the fabric file says otherwise); flows beyond it stay on ECMP",
     )
     solve.add_argument("--out", metavar="FILE", help="write the routes as JSON")
     solve.add_argument("--plot", metavar="PNG",

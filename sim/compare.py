@@ -1,7 +1,9 @@
 """Side-by-side comparison of routings on the same flows: the baselines and TE.
 
 Every row is simulated on the same fabric, health and flows, so the ratios between rows
-are measured in one run. MLU is over switch-to-switch arcs and access arcs alike.
+are measured in one run. MLU is over switch-to-switch arcs and access arcs alike. Rates
+follow the striped model by default (controller.model.rates): a flow split over queue pairs
+finishes with its slowest QP, and every QP competes for its link on its own.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from controller.errors import InputError
 from controller.formats.output import Percent
 from controller.model.assignment import Assignment
 from controller.model.fabric import Fabric
-from controller.model.flows import FlowSet
+from controller.model.flows import ALL_QPS, FlowSet
 from controller.model.health import LinkHealth
 from controller.model.rates import SimReport, simulate
 from controller.routes.entries import build_routes
@@ -43,23 +45,31 @@ class Row:
 
 
 def baseline(
-    name: str, fabric: Fabric, health: LinkHealth, flows: FlowSet, seed: int, qps: int = 16
+    name: str,
+    fabric: Fabric,
+    health: LinkHealth,
+    flows: FlowSet,
+    seed: int,
+    qps: int = 16,
+    model: str = "striped",
 ) -> Row:
-    """Route `flows` with one baseline and simulate it."""
+    """Route `flows` with one baseline and simulate it under rate `model`
+    (controller.model.rates). ECMP and pinning open one QP per flow, E-ECMP `qps`."""
     start = time.perf_counter()
     if name == "ecmp":
         routing = ecmp(fabric, flows, health, seed)
         seconds = time.perf_counter() - start
-        return Row("ecmp", simulate(fabric, health, routing), seconds)
+        return Row("ecmp", simulate(fabric, health, routing, model=model), seconds)
     if name == "eecmp":
         sub, routing, parent = eecmp(fabric, flows, health, seed, qps)
         seconds = time.perf_counter() - start
-        return Row(f"eecmp-{qps}qp", simulate(fabric, health, routing, sub, parent), seconds)
+        report = simulate(fabric, health, routing, sub, parent, model=model)
+        return Row(f"eecmp-{qps}qp", report, seconds)
     if name == "pinning":
         routing = pinning(fabric, flows, health)
         seconds = time.perf_counter() - start
         entries = len(build_routes(fabric, routing))  # pinned paths need entries too
-        return Row("pinning", simulate(fabric, health, routing), seconds, entries)
+        return Row("pinning", simulate(fabric, health, routing, model=model), seconds, entries)
     raise InputError(f"unknown routing {name!r}; known: {', '.join(BASELINES)}")
 
 
@@ -73,17 +83,21 @@ def routed(
     qps: int = 16,
     parent: np.ndarray | None = None,
     entries: int = 0,
+    model: str = "striped",
 ) -> Row:
-    """Simulate a TE routing as the data plane carries it: flows without a TE entry (the
-    assignment's unrouted ones) ride the ECMP defaults, their `qps` queue pairs hashed.
-    `parent` maps the assignment's rows to the flows they are part of (QP buckets of one
-    flow, see SolveResult.parent); shares are counted per flow."""
+    """Simulate a TE routing as the data plane carries it: every flow's NIC opens `qps`
+    queue pairs; a whole flow's QPs share its TE path, a QP bucket is one QP, and flows
+    without a TE entry (the assignment's unrouted ones) ride the ECMP defaults, their QPs
+    hashed. `parent` maps the assignment's rows to the flows they are part of (QP buckets
+    of one flow, see SolveResult.parent); shares are counted per flow, under `model`."""
     flows = assignment.flows
     rows = np.arange(len(flows), dtype=np.int64) if parent is None else np.asarray(parent)
     te_arcs = assignment.arcs(fabric)
+    weight = np.where(flows.qp == ALL_QPS, float(qps), 1.0)
     fallback = np.flatnonzero(~assignment.routed)
     if fallback.size == 0:
-        return Row(method, simulate(fabric, health, te_arcs, flows, rows), seconds, entries)
+        report = simulate(fabric, health, te_arcs, flows, rows, weight=weight, model=model)
+        return Row(method, report, seconds, entries)
     sub, sub_routing, sub_parent = eecmp(fabric, flows.take(fallback), health, seed, qps)
     routed_idx = np.flatnonzero(assignment.routed)
     arcs = np.concatenate([te_arcs[routed_idx], sub_routing.arcs(fabric)])
@@ -96,7 +110,9 @@ def routed(
         np.concatenate([te.job, sub.job]),
         flows.job_ids,
     )
-    return Row(method, simulate(fabric, health, arcs, all_flows, parent), seconds, entries)
+    weight = np.concatenate([weight[routed_idx], np.ones(len(sub))])
+    report = simulate(fabric, health, arcs, all_flows, parent, weight=weight, model=model)
+    return Row(method, report, seconds, entries)
 
 
 # What a job owner reads first: the bus bandwidth their job gets (the worst job's and the

@@ -5,6 +5,7 @@
     pods: 4                   # any ClosSpec field (see sim.clos.ClosSpec)
     links:                    # optional per-link speed overrides, Gbps, by link name
       "rtsw-p0-r3:ctsw-p0-c2": 200
+    te_entries: {rtsw: 2048, ctsw: 4096, atsw: null}   # TE entries per switch; null = no limit
 
 Unknown keys, duplicate keys and the same link given twice (in either orientation) are
 rejected; numbers and dimensions follow the one rule set of controller.model.limits; every

@@ -14,7 +14,7 @@ import numpy as np
 
 from controller.errors import FabricError
 from controller.model import limits
-from controller.model.fabric import Fabric
+from controller.model.fabric import DEFAULT_TE_ENTRIES, SWITCH_TIERS, Fabric, TeEntries
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,9 @@ class ClosSpec:
     rack_link_gbps: float = 400.0
     agg_link_gbps: float | None = None  # explicit CTSW-ATSW link speed, or
     taper: float | None = None  # CTSW down:up capacity ratio (e.g. 7.0 for 1:7)
+    # TE entries per switch: one number (or null = unlimited) for every tier, or per tier
+    # {rtsw: .., ctsw: .., atsw: ..} (tiers not named keep the default)
+    te_entries: object = DEFAULT_TE_ENTRIES
 
     def validate(self) -> None:
         """Raise FabricError naming the first bad field (see controller.model.limits)."""
@@ -70,9 +73,40 @@ class ClosSpec:
         return ctsw_down / (self.taper * self.atsws_per_plane * self.agg_links)
 
 
+def te_entries(value: object) -> TeEntries:
+    """Per-tier TE entry budgets from a number, null, a {tier: number} mapping or a
+    [rtsw, ctsw, atsw] list; FabricError names the bad part."""
+
+    def one(v: object, where: str) -> int | None:
+        if v is None:
+            return None
+        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+            raise FabricError(f"{where} must be an integer >= 0 or null (unlimited), got {v!r}")
+        return v
+
+    if isinstance(value, Mapping):
+        unknown = sorted(set(value) - set(SWITCH_TIERS))
+        if unknown:
+            raise FabricError(
+                f"te_entries: unknown tier(s) {', '.join(map(str, unknown))}; "
+                f"known: {', '.join(SWITCH_TIERS)}"
+            )
+        return tuple(  # type: ignore[return-value]
+            one(value.get(t, DEFAULT_TE_ENTRIES), f"te_entries.{t}") for t in SWITCH_TIERS
+        )
+    if isinstance(value, (list, tuple)):
+        if len(value) != len(SWITCH_TIERS):
+            raise FabricError(f"te_entries: give {len(SWITCH_TIERS)} values {SWITCH_TIERS}")
+        return tuple(  # type: ignore[return-value]
+            one(v, f"te_entries.{t}") for t, v in zip(SWITCH_TIERS, value, strict=True)
+        )
+    return (one(value, "te_entries"),) * len(SWITCH_TIERS)  # type: ignore[return-value]
+
+
 def build(spec: ClosSpec, link_gbps: Mapping[str, float] | None = None) -> Fabric:
     """Build the fabric; `link_gbps` overrides single links' speeds by link name."""
     spec.validate()
+    budgets = te_entries(spec.te_entries)
     num_links = (
         spec.pods * spec.racks_per_pod * spec.hosts_per_rack * spec.nics_per_host
         + spec.pods * spec.racks_per_pod * spec.ctsws_per_pod * spec.rack_links
@@ -95,6 +129,7 @@ def build(spec: ClosSpec, link_gbps: Mapping[str, float] | None = None) -> Fabri
         atsws_per_plane=spec.atsws_per_plane,
         agg_links=spec.agg_links,
         capacity=np.repeat(link_cap, 2),
+        te_entries=budgets,
     )
     if link_gbps:
         capacity = fabric.capacity.copy()
@@ -149,6 +184,12 @@ PRESETS: dict[str, ClosSpec] = {
         name="meta-24k-1125", pods=8, racks_per_pod=192, hosts_per_rack=2, nics_per_host=8,
         ctsws_per_pod=18, atsws_per_plane=4, taper=7.0,
     ),
+    # A 100K-GPU cluster: 32 zones of 3,072 GPUs (four 24K-class clusters' worth) joined by
+    # one aggregation layer tapered 1:2.8, as published for the later, larger clusters.
+    "cluster-100k": ClosSpec(
+        name="cluster-100k", pods=32, racks_per_pod=192, hosts_per_rack=2, nics_per_host=8,
+        ctsws_per_pod=16, atsws_per_plane=8, taper=2.8,
+    ),
 }  # fmt: skip
 
 DEFAULT_PRESET = "pod"
@@ -167,4 +208,6 @@ SPEC_FIELDS = frozenset(f.name for f in fields(ClosSpec))
 
 
 def spec_to_dict(spec: ClosSpec) -> dict[str, object]:
-    return {k: v for k, v in asdict(spec).items() if v is not None}
+    out = {k: v for k, v in asdict(spec).items() if v is not None and k != "te_entries"}
+    out["te_entries"] = dict(zip(SWITCH_TIERS, te_entries(spec.te_entries), strict=True))
+    return out

@@ -34,6 +34,12 @@ ACCESS, RACK, AGG = 0, 1, 2
 LINK_KIND_NAMES = ("access", "rtsw-ctsw", "ctsw-atsw")
 # Arc tiers, for per-tier reports: direction matters.
 TIER_NAMES = ("nic>rtsw", "rtsw>nic", "rtsw>ctsw", "ctsw>rtsw", "ctsw>atsw", "atsw>ctsw")
+# Switch tiers that hold TE entries, and the default budget of entries per switch of each:
+# portable ACL/PBR budgets are 256-2K entries (PINS guarantees 256 ingress ACL entries, a
+# Nokia 7220 2K IPv4 ACL entries), so 2,048 is the most a TE design can count on.
+SWITCH_TIERS = ("rtsw", "ctsw", "atsw")
+DEFAULT_TE_ENTRIES = 2048
+TeEntries = tuple[int | None, int | None, int | None]  # per SWITCH_TIERS; None = unlimited
 
 
 @dataclass(frozen=True)
@@ -50,6 +56,8 @@ class Fabric:
     atsws_per_plane: int  # A: 0 means a single pod with no aggregation layer
     agg_links: int  # L: parallel links from each CTSW to each ATSW
     capacity: np.ndarray = field(repr=False)  # float64 [num_arcs], Gbps, as built
+    # TE entries each switch of a tier can hold (RTSW, CTSW, ATSW); None = unlimited
+    te_entries: TeEntries = (DEFAULT_TE_ENTRIES,) * 3
 
     def __post_init__(self) -> None:
         if self.capacity.shape != (self.num_arcs,):
@@ -59,6 +67,26 @@ class Fabric:
         if not (np.isfinite(self.capacity).all() and (self.capacity > 0).all()):
             raise FabricError("capacity: every arc needs a finite, positive capacity")
         self.capacity.setflags(write=False)
+        if len(self.te_entries) != len(SWITCH_TIERS):
+            raise FabricError(f"te_entries needs one value per tier {SWITCH_TIERS}")
+        for tier, value in zip(SWITCH_TIERS, self.te_entries, strict=True):
+            if value is not None and (not isinstance(value, int) or value < 0):
+                raise FabricError(
+                    f"te_entries.{tier} must be an integer >= 0 or null, got {value!r}"
+                )
+
+    def table_budget(self) -> np.ndarray:
+        """TE entries each node can hold, by node id (float64; inf = unlimited or not a
+        switch)."""
+        out = np.full(self.num_nodes, np.inf)
+        for tier, value in zip(SWITCH_TIERS, self.te_entries, strict=True):
+            if value is not None:
+                lo = self._node_base[tier]
+                out[lo : lo + self._tier_size(tier)] = value
+        return out
+
+    def _tier_size(self, tier: str) -> int:
+        return {"rtsw": self.num_rtsws, "ctsw": self.num_ctsws, "atsw": self.num_atsws}[tier]
 
     @cached_property
     def fingerprint(self) -> str:
@@ -374,6 +402,8 @@ class Fabric:
             "access_gbps_total": float(cap[0::2][kind[0::2] == ACCESS].sum()),
             "rack_uplink_ratio": float(rack_up / nic_up) if nic_up else 0.0,
         }
+        for tier, value in zip(SWITCH_TIERS, self.te_entries, strict=True):
+            out[f"{tier}_te_entries"] = "unlimited" if value is None else value
         if self.num_agg_links:
             per_ctsw_down = cap[0::2][self.link_kind == RACK].sum() / self.num_ctsws
             per_ctsw_up = cap[0::2][self.link_kind == AGG].sum() / self.num_ctsws

@@ -57,6 +57,17 @@ def decode(fabric: Fabric, cls: np.ndarray, index: np.ndarray) -> dict[str, np.n
     return {"c": c, "ku": ku, "j": j, "mu": mu, "md": md, "kd": kd}
 
 
+def path_index(fabric: Fabric, cls: np.ndarray, digits: dict[str, np.ndarray]) -> np.ndarray:
+    """Inverse of `decode`: structured path index from its digits."""
+    k, a, m = fabric.rack_links, max(fabric.atsws_per_plane, 1), fabric.agg_links
+    head = digits["c"] * k + digits["ku"]
+    cross = ((((head * a + digits["j"]) * m + digits["mu"]) * m + digits["md"]) * k
+             + digits["kd"])  # fmt: skip
+    pod = head * k + digits["kd"]
+    out = np.where(np.asarray(cls) == CROSS_POD, cross, pod)
+    return np.where(np.asarray(cls) == SAME_RACK, 0, out).astype(np.int64)
+
+
 def path_arcs(
     fabric: Fabric, src_nic: np.ndarray, dst_nic: np.ndarray, index: np.ndarray
 ) -> np.ndarray:

@@ -11,11 +11,22 @@ same allocation as classic water-filling, in as many rounds as the longest chain
 bottleneck dependencies rather than one round per distinct level. Comparisons use a relative
 tolerance of 1e-9. A round is a few gathers and bincounts over the unfrozen (flow, arc) pairs.
 
+The unit of fair sharing is the queue pair: congestion control runs per QP, so a row that
+stands for w QPs on one path (`weight`, a whole flow the NIC opens with w QPs) competes as w
+equal subflows, and gets w times the per-QP level. That is the same as expanding it into w
+rows, at the cost of one.
+
 `simulate` adds the report: offered-load MLU, links over capacity (switch-to-switch arcs whose
 offered load exceeds capacity), collisions (switch-to-switch arcs carrying more than one
 distinct parent flow: a flow sprayed in QP buckets shares many links without overloading
 any, so this counts sharing, not harm), worst flow share of its demand, and per-job bus-bandwidth
 fraction (a collective step ends when its slowest flow ends).
+How a flow's rows make its rate is the `model`:
+
+- `striped` (default): the NIC stripes each message evenly over the flow's QPs, so it
+  finishes when its slowest QP does: rate = (QPs of the flow) x (its slowest QP's rate).
+- `summed`: the rates of the flow's rows add up (every row is one competitor, whatever
+  its weight); flatters any split routing, hashed or not.
 """
 
 from __future__ import annotations
@@ -31,20 +42,30 @@ from controller.model.health import LinkHealth
 from controller.model.paths import flow_class, num_paths
 
 REL_TOL = 1e-9
+MODELS = ("striped", "summed")
 
 
 def max_min_rates(
-    arcs: np.ndarray, capacity: np.ndarray, demand: np.ndarray, rel_tol: float = REL_TOL
+    arcs: np.ndarray,
+    capacity: np.ndarray,
+    demand: np.ndarray,
+    rel_tol: float = REL_TOL,
+    weight: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Max-min fair rate of every flow on its fixed path (arc ids [F, H], -1 padded)."""
-    rates, _ = _max_min(arcs, capacity, demand, rel_tol)
+    """Max-min fair rate of every flow on its fixed path (arc ids [F, H], -1 padded); a
+    flow of `weight` w competes as w equal subflows on its path (default 1)."""
+    rates, _ = _max_min(arcs, capacity, demand, rel_tol, weight)
     return rates
 
 
 def _max_min(
-    arcs: np.ndarray, capacity: np.ndarray, demand: np.ndarray, rel_tol: float
+    arcs: np.ndarray,
+    capacity: np.ndarray,
+    demand: np.ndarray,
+    rel_tol: float,
+    weight: np.ndarray | None = None,
 ) -> tuple[np.ndarray, int]:
-    """Progressive filling; returns (rates, rounds)."""
+    """Progressive filling over per-subflow levels; returns (rates, rounds)."""
     arcs = np.asarray(arcs, dtype=np.int64)
     if arcs.ndim == 1:
         arcs = arcs[:, None]
@@ -53,6 +74,9 @@ def _max_min(
     num_flows = arcs.shape[0]
     if arcs.ndim != 2 or demand.shape != (num_flows,):
         raise ValueError(f"arcs {arcs.shape} and demand {demand.shape} do not match")
+    w = np.ones(num_flows) if weight is None else np.asarray(weight, dtype=np.float64)
+    if w.shape != (num_flows,) or (w <= 0).any():
+        raise ValueError(f"weight must be {num_flows} positive numbers")
     rates = np.zeros(num_flows)
     valid = arcs >= 0
     # Dense local ids for the arcs in use; padding maps to a sentinel with infinite share.
@@ -64,13 +88,15 @@ def _max_min(
     local = to_local[arcs]  # -1 picks the last entry: the sentinel
     active = np.flatnonzero(valid.any(axis=1) & (demand > 0))
     lk = local[active]
-    dm = demand[active]
+    wt = w[active]
+    dm = demand[active] / wt  # per subflow
     slack = 1.0 + rel_tol
     rounds = 0
     while active.size:
         rounds += 1
         flat = lk.ravel()
-        count = np.bincount(flat, minlength=num_links + 1)[:num_links]
+        count = np.bincount(flat, weights=np.repeat(wt, lk.shape[1]), minlength=num_links + 1)
+        count = count[:num_links]
         share = np.full(num_links + 1, np.inf)
         np.divide(remaining, count, out=share[:num_links], where=count > 0)
         ceiling = np.minimum(share[lk].min(axis=1), dm)
@@ -80,7 +106,7 @@ def _max_min(
         bottleneck = blocked == 0
         bottleneck[num_links] = False
         freeze = (dm <= ceiling * slack) | bottleneck[lk].any(axis=1)
-        frozen_rate = ceiling[freeze]
+        frozen_rate = ceiling[freeze] * wt[freeze]
         rates[active[freeze]] = frozen_rate
         fl = lk[freeze]
         used_cap = np.bincount(
@@ -88,7 +114,7 @@ def _max_min(
         )
         remaining = np.maximum(remaining - used_cap[:num_links], 0.0)
         keep = ~freeze
-        active, lk, dm = active[keep], lk[keep], dm[keep]
+        active, lk, dm, wt = active[keep], lk[keep], dm[keep], wt[keep]
     return rates, rounds
 
 
@@ -137,11 +163,18 @@ def simulate(
     routing: Assignment | np.ndarray,
     flows: FlowSet | None = None,
     parent: np.ndarray | None = None,
+    *,
+    weight: np.ndarray | None = None,
+    model: str = "striped",
 ) -> SimReport:
     """Simulate a routing (an Assignment, or arc ids [F, H] with `flows`) under `health`.
 
-    `parent[i]` names the flow a subflow belongs to (E-ECMP); shares and collisions are
-    counted per parent flow."""
+    `parent[i]` names the flow a subflow belongs to (E-ECMP's QPs, TE's QP buckets);
+    shares and collisions are counted per parent flow. `weight[i]` is the number of QPs
+    row i stands for (default 1); `model` is how a flow's rows make its rate (see the
+    module docstring)."""
+    if model not in MODELS:
+        raise ValueError(f"model must be one of {', '.join(MODELS)}, got {model!r}")
     if isinstance(routing, Assignment):
         if flows is not None and len(flows) != len(routing.flows):
             raise ValueError(f"{len(flows)} flows given for an assignment of {len(routing.flows)}")
@@ -190,10 +223,19 @@ def simulate(
     pairs = pairs[np.r_[True, pairs[1:] != pairs[:-1]]] if pairs.size else pairs
     per_arc = np.bincount(pairs // max(num_parents, 1), minlength=fabric.num_arcs)
 
-    rates, rounds = _max_min(arcs, cap, demand, REL_TOL)
+    w = np.ones(num_sub) if weight is None else np.asarray(weight, dtype=np.float64)
+    if w.shape != (num_sub,):
+        raise ValueError(f"weight has shape {w.shape}, expected ({num_sub},)")
+    rates, rounds = _max_min(arcs, cap, demand, REL_TOL, w if model == "striped" else None)
     routed_sub = valid.any(axis=1)
     dead_sub = (valid & (cap[np.maximum(arcs, 0)] <= 0)).any(axis=1)
-    p_rate = np.bincount(parent, weights=rates, minlength=num_parents)
+    if model == "striped":
+        slowest = np.full(num_parents, np.inf)
+        np.minimum.at(slowest, parent, rates / w)
+        qps = np.bincount(parent, weights=w, minlength=num_parents)
+        p_rate = np.where(np.isfinite(slowest), slowest * qps, 0.0)
+    else:
+        p_rate = np.bincount(parent, weights=rates, minlength=num_parents)
     p_demand = np.bincount(parent, weights=demand, minlength=num_parents)
     p_routed = np.bincount(parent, weights=routed_sub, minlength=num_parents) > 0
     p_dead = np.bincount(parent, weights=dead_sub, minlength=num_parents) > 0

@@ -42,8 +42,15 @@ import numpy as np
 from controller.errors import RouteConflict, RouteError
 from controller.model.assignment import UNROUTED, Assignment
 from controller.model.fabric import AGG, Fabric
-from controller.model.flows import ALL_QPS
-from controller.model.paths import CROSS_POD, SAME_POD, flow_class
+from controller.model.flows import ALL_QPS, FlowSet
+from controller.model.paths import (
+    CROSS_POD,
+    SAME_POD,
+    decode,
+    flow_class,
+    path_arcs,
+    path_index,
+)
 
 OWNER = "fabric-te"
 MAX_QP_BUCKETS = 1 << 16  # a bucket is matched on the UDP source port: 16 bits at most
@@ -145,22 +152,40 @@ class _Keys:
 
     def key(self, fabric: Fabric) -> np.ndarray:
         """One integer per distinct (arriving arc, destination host, qp)."""
-        buckets = int(self.qp.max(initial=ALL_QPS)) + 2
-        return (self.in_arc * fabric.num_hosts + self.dst_host) * buckets + (self.qp - ALL_QPS)
+        top = int(self.qp.max(initial=ALL_QPS))
+        return _entry_key(fabric, self.in_arc, self.dst_host, self.qp, top)
+
+    def switch(self, fabric: Fabric) -> np.ndarray:
+        """The switch node each row's entry lives on (the one its arriving arc enters)."""
+        return fabric.arc_ends[1][self.in_arc]
 
 
-def _hops(fabric: Fabric) -> dict[int, list[tuple[int, int, bool]]]:
-    """Per flow class: (arc position of the arrival, role, entry needed?)."""
+@dataclass(frozen=True)
+class _Hop:
+    """A hop of a flow class that needs an entry: the position (in the padded path row) of
+    the arc it arrives on, its role, and the path digits its next hops and all later ones
+    depend on (flows meeting at its key must agree on them)."""
+
+    pos: int
+    role: int
+    digits: tuple[str, ...]
+
+
+def _hops(fabric: Fabric) -> dict[int, list[_Hop]]:
+    """Per flow class, the hops that offer a choice and so need an entry (in path order)."""
     c, k = fabric.ctsws_per_pod, fabric.rack_links
     a, m = fabric.atsws_per_plane, fabric.agg_links
+    every = ("c", "ku", "j", "mu", "md", "kd")
+    pod = [(_Hop(0, RTSW_UP, every), c * k > 1), (_Hop(1, CTSW_DOWN, ("kd",)), k > 1)]
+    cross = [
+        (_Hop(0, RTSW_UP, every), c * k > 1),
+        (_Hop(1, CTSW_UP, ("j", "mu", "md", "kd")), a * m > 1),
+        (_Hop(2, ATSW_DOWN, ("md", "kd")), m > 1),
+        (_Hop(3, CTSW_DOWN, ("kd",)), k > 1),
+    ]
     return {
-        SAME_POD: [(0, RTSW_UP, c * k > 1), (1, CTSW_DOWN, k > 1)],
-        CROSS_POD: [
-            (0, RTSW_UP, c * k > 1),
-            (1, CTSW_UP, a * m > 1),
-            (2, ATSW_DOWN, m > 1),
-            (3, CTSW_DOWN, k > 1),
-        ],
+        SAME_POD: [hop for hop, needed in pod if needed],
+        CROSS_POD: [hop for hop, needed in cross if needed],
     }
 
 
@@ -172,18 +197,60 @@ def _keys(fabric: Fabric, assignment: Assignment) -> _Keys:
     parts: list[tuple[np.ndarray, ...]] = []
     for flow_cls, hops in _hops(fabric).items():
         rows = np.flatnonzero((cls == flow_cls) & assignment.routed)
-        for pos, role, needed in hops:
-            if needed and rows.size:
-                qp = flows.qp[rows] if role == RTSW_UP else np.full(rows.size, ALL_QPS)
-                parts.append(
-                    (rows, arcs[rows, pos], arcs[rows, pos + 1], dst_host[rows],
-                     np.full(rows.size, role, np.int8), qp)
-                )  # fmt: skip
+        if not rows.size:
+            continue
+        for hop in hops:
+            qp = flows.qp[rows] if hop.role == RTSW_UP else np.full(rows.size, ALL_QPS)
+            parts.append(
+                (rows, arcs[rows, hop.pos], arcs[rows, hop.pos + 1], dst_host[rows],
+                 np.full(rows.size, hop.role, np.int8), qp)
+            )  # fmt: skip
     if not parts:
         empty = np.zeros(0, np.int64)
         return _Keys(empty, empty, empty, empty, np.zeros(0, np.int8), empty)
     cols = [np.concatenate(col) for col in zip(*parts, strict=True)]
     return _Keys(*cols)
+
+
+def align_entries(
+    fabric: Fabric, flows: FlowSet, path: np.ndarray, priority: np.ndarray | None = None
+) -> np.ndarray:
+    """Paths under which flows that meet at an entry key leave it on the same next hops:
+    hop by hop from the source, every flow copies the later digits of the member of its key
+    with the smallest (priority, index). The result has no route conflicts."""
+    path = np.asarray(path, np.int64).copy()
+    pr = np.zeros(len(flows)) if priority is None else np.asarray(priority, np.float64)
+    cls_all = flow_class(fabric, flows.src_nic, flows.dst_nic)
+    dst_host = flows.dst_host(fabric)
+    for cls, hops in _hops(fabric).items():
+        rows = np.flatnonzero((cls_all == cls) & (path >= 0))
+        if rows.size < 2:
+            continue
+        src, dst = flows.src_nic[rows], flows.dst_nic[rows]
+        for hop in hops:
+            arc = path_arcs(fabric, src, dst, path[rows])[:, hop.pos]
+            qp = flows.qp[rows] if hop.role == RTSW_UP else np.full(rows.size, ALL_QPS)
+            key = _entry_key(fabric, arc, dst_host[rows], qp, MAX_QP_BUCKETS)
+            order = np.lexsort((rows, pr[rows], key))
+            k = key[order]
+            first = np.r_[True, k[1:] != k[:-1]]
+            head = order[np.maximum.accumulate(np.where(first, np.arange(k.size), 0))]
+            follower = head != order
+            if not follower.any():
+                continue
+            cls_arr = np.full(rows.size, cls)
+            digits = decode(fabric, cls_arr, path[rows])
+            for name in hop.digits:
+                digits[name][order[follower]] = digits[name][head[follower]]
+            path[rows] = path_index(fabric, cls_arr, digits)
+    return path
+
+
+def _entry_key(
+    fabric: Fabric, arc: np.ndarray, dst_host: np.ndarray, qp: np.ndarray, top_qp: int
+) -> np.ndarray:
+    """One integer per (arriving arc, destination host, qp), qp in [ALL_QPS, top_qp]."""
+    return (arc * fabric.num_hosts + dst_host) * (top_qp + 2) + (qp - ALL_QPS)
 
 
 def _disagree(fabric: Fabric, keys: _Keys) -> tuple[np.ndarray, np.ndarray]:
@@ -243,17 +310,23 @@ def _check_conflicts(fabric: Fabric, keys: _Keys) -> None:
     )
 
 
+def _installed(fabric: Fabric, keys: _Keys) -> tuple[np.ndarray, ...]:
+    """(in_arc, out_arc, dst_host, qp, row) of every entry a switch holds: one per distinct
+    key, QP buckets folded (see _fold_buckets); `row` is a row of `keys` it came from."""
+    _, first = np.unique(keys.key(fabric), return_index=True)
+    in_arc, out_arc, dst = keys.in_arc[first], keys.out_arc[first], keys.dst_host[first]
+    qp = _fold_buckets(fabric, in_arc, out_arc, dst, keys.qp[first])
+    keep = qp != _FOLDED
+    return in_arc[keep], out_arc[keep], dst[keep], qp[keep], first[keep]
+
+
 def build_routes(fabric: Fabric, assignment: Assignment, owner: str = OWNER) -> RouteSet:
     """The TE entries that steer every routed flow onto its assigned path."""
     keys = _keys(fabric, assignment)
     if not keys.flow.size:
         return RouteSet({})
     _check_conflicts(fabric, keys)
-    _, first = np.unique(keys.key(fabric), return_index=True)
-    in_arc, out_arc, dst = keys.in_arc[first], keys.out_arc[first], keys.dst_host[first]
-    qp = _fold_buckets(fabric, in_arc, out_arc, dst, keys.qp[first])
-    keep = qp != _FOLDED
-    in_arc, out_arc, dst, qp = in_arc[keep], out_arc[keep], dst[keep], qp[keep]
+    in_arc, out_arc, dst, qp, _ = _installed(fabric, keys)
     switch = fabric.arc_ends[1][in_arc]
     names = {int(s): fabric.node_name(int(s)) for s in np.unique(switch)}
     entries = [
@@ -312,50 +385,113 @@ def _fold_buckets(
     return qp
 
 
-def fit_tables(
-    fabric: Fabric, assignment: Assignment, capacity: int | Mapping[str, int]
-) -> Assignment:
-    """The assignment with flows unrouted (left on ECMP) until every table fits `capacity`.
+# ---- table budget -----------------------------------------------------------------------
+# Entries per switch: one number, by switch name, or by node id (Fabric.table_budget()).
+TableBudget = int | Mapping[str, int] | np.ndarray
 
-    Flows are admitted greedily, largest demand first (ties by flow index); a flow is admitted
-    whole or not at all, so no flow is steered on only part of its path. Entries shared with
-    admitted flows cost nothing.
+
+def table_usage(fabric: Fabric, assignment: Assignment) -> np.ndarray:
+    """Entries each switch holds for the assignment, by node id (int64 [num_nodes]): what
+    build_routes installs, one per distinct key with QP buckets folded."""
+    keys = _keys(fabric, assignment)
+    if not keys.flow.size:
+        return np.zeros(fabric.num_nodes, np.int64)
+    in_arc = _installed(fabric, keys)[0]
+    return np.bincount(fabric.arc_ends[1][in_arc], minlength=fabric.num_nodes).astype(np.int64)
+
+
+def switch_budget(fabric: Fabric, budget: TableBudget) -> np.ndarray:
+    """The budget of every node, by node id (float64; inf where unlimited)."""
+    nodes = np.arange(fabric.num_nodes)
+    first = fabric.node_id("rtsw", 0)
+    out = np.full(fabric.num_nodes, np.inf)
+    out[first:] = _limits(fabric, budget, nodes[first:])
+    return out
+
+
+def _limits(fabric: Fabric, budget: TableBudget, nodes: np.ndarray) -> np.ndarray:
+    """The budget of each of `nodes` (inf for a switch a mapping does not name)."""
+    if isinstance(budget, np.ndarray):
+        return budget[nodes].astype(np.float64)
+    if not isinstance(budget, Mapping):
+        return np.full(nodes.size, float(budget))
+    return np.array([float(budget.get(fabric.node_name(int(n)), np.inf)) for n in nodes])
+
+
+def tables_fit(fabric: Fabric, assignment: Assignment, budget: TableBudget) -> bool:
+    """Whether every switch holds at most its budget of entries for the assignment."""
+    usage = table_usage(fabric, assignment)
+    nodes = np.flatnonzero(usage)
+    return bool((usage[nodes] <= _limits(fabric, budget, nodes)).all())
+
+
+def fit_tables(fabric: Fabric, assignment: Assignment, budget: TableBudget) -> Assignment:
+    """The assignment with flows unrouted (left on ECMP) until every table fits `budget`;
+    the assignment itself when it already fits.
+
+    The unit admitted is everything one source RTSW entry key steers: the flows (or QP
+    buckets) from one NIC to one destination host, whole or not at all, so no flow is steered
+    on only part of its path and no bucket is left following another's entry. Units are
+    admitted greedily by their largest flow's demand (a split flow counts with the sum of
+    its buckets), ties by first row; an entry shared with an admitted unit costs nothing,
+    a unit's own source RTSW entries cost what they fold to.
     """
     keys = _keys(fabric, assignment)
-    switch = fabric.arc_ends[1][keys.in_arc]
-    names = {int(s): fabric.node_name(int(s)) for s in np.unique(switch)}
-    limit = {s: _capacity_of(capacity, n) for s, n in names.items()}
-    key = keys.key(fabric)
-    uniq, first = np.unique(key, return_index=True)
-    per_switch = np.bincount(switch[first], minlength=fabric.num_nodes) if uniq.size else None
-    if per_switch is None or all(per_switch[s] <= lim for s, lim in limit.items()):
+    if not keys.flow.size:
         return assignment
-    by_flow: dict[int, list[tuple[int, int]]] = {}
-    for f, s, k in zip(keys.flow.tolist(), switch.tolist(), key.tolist(), strict=True):
-        by_flow.setdefault(f, []).append((s, k))
-    demand = assignment.flows.demand
-    order = sorted(by_flow, key=lambda f: (-demand[f], f))
-    used: dict[int, int] = dict.fromkeys(names, 0)
-    installed: set[int] = set()
-    path = assignment.path.copy()
-    for f in order:
-        new = [(s, k) for s, k in by_flow[f] if k not in installed]
-        extra: dict[int, int] = {}
-        for s, _ in new:
-            extra[s] = extra.get(s, 0) + 1
-        if all(used[s] + n <= limit[s] for s, n in extra.items()):
-            installed.update(k for _, k in new)
-            for s, n in extra.items():
-                used[s] += n
-        else:
-            path[f] = UNROUTED
-    # A bucket without its own entry would follow the key's all-buckets entry, not ECMP:
-    # leave all buckets of a flow on ECMP together.
+    in_arc, _, _, _, first = _installed(fabric, keys)
+    switch_of = fabric.arc_ends[1]
+    usage = np.bincount(switch_of[in_arc], minlength=fabric.num_nodes)
+    nodes = np.flatnonzero(usage)
+    limits = np.full(fabric.num_nodes, np.inf)
+    limits[nodes] = _limits(fabric, budget, nodes)
+    if (usage[nodes] <= limits[nodes]).all():
+        return assignment
     flows = assignment.flows
-    if flows.split:
-        pair = flows.src_nic * np.int64(fabric.num_nics) + flows.dst_nic
-        dropped = np.unique(pair[(path == UNROUTED) & (flows.qp != ALL_QPS)])
-        path[np.isin(pair, dropped) & (flows.qp != ALL_QPS)] = UNROUTED
+    unit_key = flows.src_nic * np.int64(fabric.num_hosts) + flows.dst_host(fabric)
+    _, unit = np.unique(unit_key, return_inverse=True)
+    pair = flows.src_nic * np.int64(fabric.num_nics) + flows.dst_nic
+    _, pair_id = np.unique(pair, return_inverse=True)
+    flow_demand = np.bincount(pair_id, weights=flows.demand)[pair_id]
+    flow_demand = np.where(flows.qp == ALL_QPS, flows.demand, flow_demand)
+    routed = np.flatnonzero(assignment.routed)
+    # priority per unit: largest flow demand, then first row
+    order = routed[np.lexsort((routed, -flow_demand[routed]))]
+    _, lead = np.unique(unit[order], return_index=True)
+    unit_order = unit[order[np.sort(lead)]]
+    # cost per unit: its folded source RTSW entries, and the downstream keys it needs
+    src_rtsw = keys.role[first] == RTSW_UP
+    own = np.bincount(unit[keys.flow[first[src_rtsw]]], minlength=unit.max() + 1)
+    rtsw_of = np.zeros(unit.max() + 1, np.int64)
+    at_rtsw = keys.role == RTSW_UP
+    rtsw_of[unit[keys.flow[at_rtsw]]] = switch_of[keys.in_arc[at_rtsw]]
+    down = np.flatnonzero(keys.role != RTSW_UP)
+    down_key = keys.key(fabric)[down]
+    down_switch = switch_of[keys.in_arc[down]]
+    by_unit: dict[int, list[tuple[int, int]]] = {}
+    for u, sw, k in zip(unit[keys.flow[down]].tolist(), down_switch.tolist(),
+                        down_key.tolist(), strict=True):  # fmt: skip
+        by_unit.setdefault(u, []).append((sw, k))
+    used = np.zeros(fabric.num_nodes, np.int64).tolist()
+    limit = limits.tolist()
+    installed: set[int] = set()
+    dropped: list[int] = []
+    own_l, rtsw_l = own.tolist(), rtsw_of.tolist()
+    for u in unit_order.tolist():
+        extra: dict[int, int] = {}
+        if own_l[u]:
+            extra[rtsw_l[u]] = own_l[u]
+        new = {k: sw for sw, k in by_unit.get(u, ()) if k not in installed}
+        for sw in new.values():
+            extra[sw] = extra.get(sw, 0) + 1
+        if all(used[sw] + n <= limit[sw] for sw, n in extra.items()):
+            installed.update(new)
+            for sw, n in extra.items():
+                used[sw] += n
+        else:
+            dropped.append(u)
+    path = assignment.path.copy()
+    path[np.isin(unit, dropped)] = UNROUTED
     return Assignment(flows, path)
 
 

@@ -161,19 +161,26 @@ def _largest_flow(
 
     Parallel members are independent choices, so the best member of each hop is taken
     first; then the best plane c (and ATSW j) maximises the smallest hop."""
+    access = np.minimum(cap[fabric.up(flows.src_nic)], cap[fabric.down(flows.dst_nic)])
+    out = _ratio(demand, access)  # demand / min(a, b) = max(demand / a, demand / b)
+    leave = cls != SAME_RACK
+    if not leave.any():
+        return out
+    # the best path depends on the rack pair only: one row per pair, its largest unit
+    pair, inv = np.unique(sr[leave] * fabric.num_racks + dr[leave], return_inverse=True)
+    top = np.zeros(pair.size)
+    np.maximum.at(top, inv, demand[leave])
+    psr, pdr = pair // fabric.num_racks, pair % fabric.num_racks
     links = fabric.rack_uplinks()
     rack_up = cap[fabric.up(links)].max(axis=2)  # [racks, C]
     rack_down = cap[fabric.down(links)].max(axis=2)
-    plane = np.minimum(rack_up[sr], rack_down[dr])  # [F, C]
-    cross = cls == CROSS_POD
+    plane = np.minimum(rack_up[psr], rack_down[pdr])  # [pairs, C]
+    sp, dp = fabric.pod_of_rack(psr), fabric.pod_of_rack(pdr)
+    cross = sp != dp
     if cross.any():
         agg = _agg_grid(fabric)
         agg_up = cap[fabric.up(agg)].max(axis=3)  # [pods, C, A]
         agg_down = cap[fabric.down(agg)].max(axis=3)
-        sp, dp = fabric.pod_of_rack(sr[cross]), fabric.pod_of_rack(dr[cross])
-        via_atsw = np.minimum(agg_up[sp], agg_down[dp]).max(axis=2)  # [cross flows, C]
+        via_atsw = np.minimum(agg_up[sp[cross]], agg_down[dp[cross]]).max(axis=2)
         plane[cross] = np.minimum(plane[cross], via_atsw)
-    best = plane.max(axis=1)
-    access = np.minimum(cap[fabric.up(flows.src_nic)], cap[fabric.down(flows.dst_nic)])
-    best = np.where(cls == SAME_RACK, access, np.minimum(best, access))
-    return _ratio(demand, best)
+    return max(out, _ratio(top, plane.max(axis=1)))

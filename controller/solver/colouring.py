@@ -43,7 +43,7 @@ from controller.model.assignment import UNROUTED, Assignment
 from controller.model.fabric import Fabric
 from controller.model.flows import FlowSet
 from controller.model.health import LinkHealth
-from controller.model.paths import CROSS_POD, SAME_RACK, flow_class
+from controller.model.paths import CROSS_POD, SAME_RACK, flow_class, path_index
 
 _EPS = 1e-9
 
@@ -252,17 +252,6 @@ class ColourOutcome:
     assignment: Assignment
     failed: np.ndarray = field(repr=False)  # int64 flow indices
     slots: int  # flows per rack link the colouring allowed at most
-
-
-def path_index(fabric: Fabric, cls: np.ndarray, digits: dict[str, np.ndarray]) -> np.ndarray:
-    """Inverse of controller.paths.decode: structured path index from its digits."""
-    k, a, m = fabric.rack_links, max(fabric.atsws_per_plane, 1), fabric.agg_links
-    head = digits["c"] * k + digits["ku"]
-    cross = ((((head * a + digits["j"]) * m + digits["mu"]) * m + digits["md"]) * k
-             + digits["kd"])  # fmt: skip
-    pod = head * k + digits["kd"]
-    out = np.where(np.asarray(cls) == CROSS_POD, cross, pod)
-    return np.where(np.asarray(cls) == SAME_RACK, 0, out).astype(np.int64)
 
 
 def rack_slots(fabric: Fabric, arc_capacity: np.ndarray, demand: float) -> tuple[np.ndarray, ...]:

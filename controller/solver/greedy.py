@@ -18,24 +18,24 @@ Methods, all deterministic:
 
 `assign` adds stability against a previous assignment, route-entry consistency (flows that
 meet at one TE entry key must leave it on the same next hop; see controller.routes.entries), and a
-per-switch table budget (flows that do not fit stay on ECMP).
+per-switch table budget (flows that do not fit stay on ECMP); both are the entry model of
+controller.routes.entries.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from controller.model.assignment import UNROUTED, Assignment
 from controller.model.fabric import ACCESS, Fabric
-from controller.model.flows import ALL_QPS, FlowSet
+from controller.model.flows import FlowSet
 from controller.model.health import LinkHealth
 from controller.model.paths import CROSS_POD, SAME_POD, SAME_RACK, decode, flow_class, num_paths
-from controller.routes.entries import MAX_QP_BUCKETS
-from controller.solver.colouring import colour_assign, path_index
+from controller.routes.entries import TableBudget, align_entries, fit_tables
+from controller.solver.colouring import colour_assign
 
 _TOL = 1e-9
 
@@ -321,6 +321,78 @@ def greedy(
     return path
 
 
+def greedy_batched(
+    fabric: Fabric,
+    health: LinkHealth,
+    flows: FlowSet,
+    *,
+    fixed: np.ndarray,
+    cand: Candidates | None = None,
+) -> np.ndarray:
+    """`greedy` (largest first, same choice rule) with the flows placed in batches: in
+    demand order, each flow joins the first batch in which neither its source nor its
+    destination RTSW is taken yet, so the flows of a batch share no rack link and are placed
+    at once, as arrays, on the load of the batches before. Flows of a batch may still share
+    CTSW-ATSW links, and entry-key mates are left to align_entries."""
+    cap = health.arc_capacity(fabric)
+    inv = _inverse(cap)
+    cand = cand or candidates(fabric, flows)
+    path = np.asarray(fixed, np.int64).copy()
+    load = core_load(fabric, flows, cand, np.where(path >= 0, path, UNROUTED))
+    todo = np.flatnonzero((path < 0) & access_alive(fabric, flows, cap))
+    path[todo[cand.cls[todo] == SAME_RACK]] = 0
+    todo = todo[cand.cls[todo] != SAME_RACK]
+    if not todo.size:
+        return path
+    order = todo[np.argsort(-flows.demand[todo], kind="stable")]
+    sr = fabric.rack_of_host(fabric.host_of_nic(flows.src_nic[order])).tolist()
+    dr = fabric.rack_of_host(fabric.host_of_nic(flows.dst_nic[order])).tolist()
+    # first fit: the lowest batch that neither the source nor the destination RTSW uses
+    used_src: dict[int, set[int]] = {}
+    used_dst: dict[int, set[int]] = {}
+    low_src: dict[int, int] = {}
+    low_dst: dict[int, int] = {}
+    batch = np.empty(order.size, np.int64)
+    for i, (s_, d_) in enumerate(zip(sr, dr, strict=True)):
+        us, ud = used_src.setdefault(s_, set()), used_dst.setdefault(d_, set())
+        b = max(low_src.get(s_, 0), low_dst.get(d_, 0))
+        while b in us or b in ud:
+            b += 1
+        us.add(b)
+        ud.add(b)
+        batch[i] = b
+        lo = low_src.get(s_, 0)
+        while lo in us:
+            lo += 1
+        low_src[s_] = lo
+        lo = low_dst.get(d_, 0)
+        while lo in ud:
+            lo += 1
+        low_dst[d_] = lo
+    n_batches = int(batch.max()) + 1
+    by_batch = np.argsort(batch, kind="stable")
+    cuts = np.searchsorted(batch[by_batch], np.arange(n_batches + 1))
+    demand = flows.demand
+    for i in range(n_batches):
+        rows = order[by_batch[cuts[i] : cuts[i + 1]]]
+        for cls, off in cand.offset.items():
+            sel = rows[cand.cls[rows] == cls]
+            if not sel.size or not off.shape[1]:
+                continue
+            h = off.shape[1]
+            arcs = cand.base[sel, None, :h] + off[None]  # [n, P, h]
+            d = demand[sel]
+            util = (load[arcs] + d[:, None, None]) * inv[arcs]
+            worst = util.max(axis=2)
+            best = worst.min(axis=1)
+            tied = worst <= best[:, None] + _TOL
+            p = np.argmin(np.where(tied, util.sum(axis=2), np.inf), axis=1)
+            ok = np.isfinite(best)
+            path[sel[ok]] = p[ok]
+            np.add.at(load, arcs[np.flatnonzero(ok), p[ok]].reshape(-1), np.repeat(d[ok], h))
+    return path
+
+
 def core_load(fabric: Fabric, flows: FlowSet, cand: Candidates, path: np.ndarray) -> np.ndarray:
     """Gbps per arc from the switch-to-switch hops of the given paths."""
     arcs = cand.all_chosen(path)
@@ -357,6 +429,14 @@ def local_search(
     mates.fill(cand.cls, path)
     core = np.repeat(fabric.link_kind != ACCESS, 2)
     weight = np.where(core & np.isfinite(inv), inv, 0.0)
+    # movable rows by arc (CSR over the initial paths; rows moved later are added to `onto`)
+    rows_of = np.repeat(np.arange(len(flows)), chosen.shape[1])
+    flat = chosen.reshape(-1)
+    pick = (flat >= 0) & may[rows_of]
+    by_arc = np.argsort(flat[pick], kind="stable")
+    arc_rows = rows_of[pick][by_arc]
+    arc_start = np.searchsorted(flat[pick][by_arc], np.arange(fabric.num_arcs + 1))
+    onto: dict[int, list[int]] = {}
     for _ in range(max_moves):
         if time_budget is not None and time.perf_counter() - start > time_budget:
             break
@@ -366,7 +446,10 @@ def local_search(
             break
         moved = False
         for arc in (int(np.argmax(util)),):  # an arc nobody can leave pins the maximum
-            on = np.flatnonzero((chosen == arc).any(axis=1) & may)
+            on = arc_rows[arc_start[arc] : arc_start[arc + 1]]
+            if arc in onto:
+                on = np.unique(np.concatenate([on, onto[arc]]))
+            on = on[(chosen[on] == arc).any(axis=1)]
             on = on[np.argsort(-demand[on], kind="stable")]
             for f in on.tolist():
                 d = float(demand[f])
@@ -379,6 +462,8 @@ def local_search(
                 if p != UNROUTED and p != path[f] and worst < top - _TOL:
                     path[f] = p
                     chosen[f, : arcs.shape[1]] = arcs[p]
+                    for a in arcs[p].tolist():
+                        onto.setdefault(a, []).append(f)
                     load[arcs[p]] += d
                     mates.add(f, cls, p)
                     moved = True
@@ -392,166 +477,35 @@ def local_search(
     return path
 
 
-# ---- route-entry model ------------------------------------------------------------------------
-def _entry_hops(fabric: Fabric) -> dict[int, list[tuple[int, tuple[str, ...]]]]:
-    """Per flow class: (core-arc position of the arrival, or -1 for the access arc; digits
-    that the next hops after it depend on), for each hop that needs a TE entry."""
-    c, k = fabric.ctsws_per_pod, fabric.rack_links
-    a, m = fabric.atsws_per_plane, fabric.agg_links
-    every = ("c", "ku", "j", "mu", "md", "kd")
-    pod = [(-1, every, c * k > 1), (0, ("kd",), k > 1)]
-    cross = [
-        (-1, every, c * k > 1),
-        (0, ("j", "mu", "md", "kd"), a * m > 1),
-        (1, ("md", "kd"), m > 1),
-        (2, ("kd",), k > 1),
-    ]
-    return {
-        SAME_POD: [(pos, dig) for pos, dig, need in pod if need],
-        CROSS_POD: [(pos, dig) for pos, dig, need in cross if need],
-    }
-
-
-def _entry_keys(
-    fabric: Fabric, flows: FlowSet, cand: Candidates, path: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(flow, switch node, key) of every TE entry the routed flows need."""
-    chosen = cand.all_chosen(path)
-    dst_host = flows.dst_host(fabric)
-    access = fabric.up(flows.src_nic)
-    parts_f, parts_arc, parts_qp = [], [], []
-    for cls, hops in _entry_hops(fabric).items():
-        rows = np.flatnonzero((cand.cls == cls) & (path >= 0))
-        for pos, _ in hops:
-            parts_f.append(rows)
-            parts_arc.append(access[rows] if pos < 0 else chosen[rows, pos])
-            parts_qp.append(flows.qp[rows] if pos < 0 else np.full(rows.size, ALL_QPS))
-    if not parts_f:
-        empty = np.zeros(0, np.int64)
-        return empty, empty, empty
-    f = np.concatenate(parts_f)
-    arc = np.concatenate(parts_arc)
-    switch = fabric.arc_ends[1][arc]
-    return f, switch, _key(fabric, arc, dst_host[f], np.concatenate(parts_qp))
-
-
-def _key(fabric: Fabric, arc: np.ndarray, dst_host: np.ndarray, qp: np.ndarray) -> np.ndarray:
-    """One integer per entry key (arriving arc, destination host, QP bucket or ALL_QPS):
-    QP buckets are told apart at the source RTSW only (see controller.routes.entries)."""
-    return (arc * fabric.num_hosts + dst_host) * (MAX_QP_BUCKETS + 1) + (qp - ALL_QPS)
-
-
-def entries_per_switch(fabric: Fabric, assignment: Assignment) -> np.ndarray:
-    """TE entries per switch node id (int64 [num_nodes]).
-
-    Model (as controller.routes.entries builds them): an entry is keyed <arriving link, destination
-    host> on the switch the link enters, one per distinct key, at the hops that offer a
-    choice: the source RTSW (keyed on the NIC's access link; C*K > 1), the source CTSW of a
-    cross-pod flow (A*L > 1), the ATSW (L > 1) and the destination CTSW (K > 1).
-    """
-    cand = candidates(fabric, assignment.flows)
-    _, switch, key = _entry_keys(fabric, assignment.flows, cand, assignment.path)
-    if not key.size:
-        return np.zeros(fabric.num_nodes, np.int64)
-    _, first = np.unique(key, return_index=True)
-    return np.bincount(switch[first], minlength=fabric.num_nodes).astype(np.int64)
-
-
-def align_entries(
-    fabric: Fabric, flows: FlowSet, path: np.ndarray, priority: np.ndarray | None = None
-) -> np.ndarray:
-    """Make flows that share an entry key leave it on the same next hops: every flow copies
-    the later digits of the group member with the smallest (priority, index)."""
-    cand = candidates(fabric, flows)
-    path = path.copy()
-    pr = np.zeros(len(flows)) if priority is None else np.asarray(priority, np.float64)
-    dst_host = flows.dst_host(fabric)
-    access = fabric.up(flows.src_nic)
-    for cls, hops in _entry_hops(fabric).items():
-        rows = np.flatnonzero((cand.cls == cls) & (path >= 0))
-        if rows.size < 2:
-            continue
-        for pos, dig in hops:
-            chosen = cand.all_chosen(path)[rows]
-            arc = access[rows] if pos < 0 else chosen[:, pos]
-            qp = flows.qp[rows] if pos < 0 else np.full(rows.size, ALL_QPS)
-            key = _key(fabric, arc, dst_host[rows], qp)
-            order = np.lexsort((rows, pr[rows], key))
-            k = key[order]
-            first = np.r_[True, k[1:] != k[:-1]]
-            head = order[np.maximum.accumulate(np.where(first, np.arange(k.size), 0))]
-            follower = head != order
-            if not follower.any():
-                continue
-            cls_arr = np.full(rows.size, cls)
-            digits = decode(fabric, cls_arr, path[rows])
-            for name in dig:
-                digits[name][order[follower]] = digits[name][head[follower]]
-            path[rows] = path_index(fabric, cls_arr, digits)
-    return path
-
-
-def fit_budget(
-    fabric: Fabric, flows: FlowSet, path: np.ndarray, budget: int | Mapping[int, int]
-) -> np.ndarray:
-    """Unroute flows (largest demand keeps TE first, ties by index) until every switch's
-    entries fit `budget` (per switch node id, or one number for all)."""
-    cand = candidates(fabric, flows)
-    f, switch, key = _entry_keys(fabric, flows, cand, path)
-    path = path.copy()
-    if not key.size:
-        return path
-    _, first = np.unique(key, return_index=True)
-    need = np.bincount(switch[first], minlength=fabric.num_nodes)
-
-    def limit(s: int) -> float:
-        if isinstance(budget, Mapping):
-            return float(budget.get(s, np.inf))
-        return float(budget)
-
-    if all(need[s] <= limit(int(s)) for s in np.flatnonzero(need)):
-        return path
-    rank = np.empty(len(flows), np.int64)
-    rank[demand_order(flows)] = np.arange(len(flows))
-    order = np.argsort(rank[f], kind="stable")
-    f, switch, key = f[order].tolist(), switch[order].tolist(), key[order].tolist()
-    used: dict[int, int] = {}
-    installed: set[int] = set()
-    i = 0
-    while i < len(f):
-        j = i
-        while j < len(f) and f[j] == f[i]:
-            j += 1
-        new: dict[int, int] = {}
-        keys = [key[t] for t in range(i, j) if key[t] not in installed]
-        for t in range(i, j):
-            if key[t] not in installed:
-                new[switch[t]] = new.get(switch[t], 0) + 1
-        if all(used.get(s, 0) + n <= limit(s) for s, n in new.items()):
-            installed.update(keys)
-            for s, n in new.items():
-                used[s] = used.get(s, 0) + n
-        else:
-            path[f[i]] = UNROUTED
-        i = j
-    return path
-
-
 # ---- results ------------------------------------------------------------------------------------
-def utilisation(fabric: Fabric, health: LinkHealth, assignment: Assignment) -> np.ndarray:
-    """Load / alive capacity per arc (inf where a dead arc carries load)."""
-    load = assignment.link_load(fabric)
+def _load(fabric: Fabric, assignment: Assignment, arcs: np.ndarray | None) -> np.ndarray:
+    if arcs is None:
+        return assignment.link_load(fabric)
+    w = np.repeat(assignment.flows.demand, arcs.shape[1])
+    flat = arcs.reshape(-1)
+    keep = flat >= 0
+    return np.bincount(flat[keep], weights=w[keep], minlength=fabric.num_arcs)
+
+
+def utilisation(
+    fabric: Fabric, health: LinkHealth, assignment: Assignment, arcs: np.ndarray | None = None
+) -> np.ndarray:
+    """Load / alive capacity per arc (inf where a dead arc carries load); `arcs`, if
+    given, are the assignment's (Assignment.arcs), to save computing them again."""
+    load = _load(fabric, assignment, arcs)
     cap = health.arc_capacity(fabric)
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(cap > 0, load / np.where(cap > 0, cap, 1.0), np.where(load > 0, np.inf, 0))
 
 
-def collided_arcs(fabric: Fabric, health: LinkHealth, assignment: Assignment) -> np.ndarray:
+def collided_arcs(
+    fabric: Fabric, health: LinkHealth, assignment: Assignment, arcs: np.ndarray | None = None
+) -> np.ndarray:
     """Switch-to-switch arcs carrying two or more flows whose total exceeds the capacity."""
-    arcs = assignment.arcs(fabric).reshape(-1)
-    arcs = arcs[arcs >= 0]
-    count = np.bincount(arcs, minlength=fabric.num_arcs)
-    load = assignment.link_load(fabric)
+    arcs = assignment.arcs(fabric) if arcs is None else arcs
+    load = _load(fabric, assignment, arcs)
+    flat = arcs.reshape(-1)
+    count = np.bincount(flat[flat >= 0], minlength=fabric.num_arcs)
     cap = health.arc_capacity(fabric)
     core = np.repeat(fabric.link_kind != ACCESS, 2)
     return np.flatnonzero(core & (count > 1) & (load > cap + _TOL * np.maximum(cap, 1.0)))
@@ -670,7 +624,7 @@ def assign_paths(
     *,
     previous: Assignment | None = None,
     move_threshold: float = 0.0,
-    table_budget: int | Mapping[int, int] | None = None,
+    table_budget: TableBudget | None = None,
     lp_guidance: Guidance | None = None,
     time_budget: float | None = None,
 ) -> AssignResult:
@@ -679,8 +633,8 @@ def assign_paths(
     With `previous`, flows with the same (source NIC, destination NIC) stay on their previous
     path while it is alive, new or broken flows are placed around them; a fresh solve replaces
     that only if its MLU is lower by more than `move_threshold` (relative). `table_budget`
-    caps TE entries per switch node id (see entries_per_switch); flows that do not fit stay
-    on ECMP. `time_budget` (seconds) bounds the local search.
+    caps TE entries per switch (controller.routes.entries.fit_tables); flows that do not fit
+    stay on ECMP. `time_budget` (seconds) bounds the local search.
     """
     start = time.perf_counter()
     cand = candidates(fabric, flows)
@@ -704,7 +658,7 @@ def assign_paths(
     unroutable = np.flatnonzero(path == UNROUTED)
     fallback = np.zeros(0, np.int64)
     if table_budget is not None:
-        fitted = fit_budget(fabric, flows, path, table_budget)
+        fitted = fit_tables(fabric, Assignment(flows, path), table_budget).path
         fallback = np.flatnonzero((fitted == UNROUTED) & (path != UNROUTED))
         path = fitted
     assignment = Assignment(flows, path)

@@ -14,7 +14,10 @@ cannot pack), `spray` splits every flow that leaves its rack and sends bucket q 
 plane (q + f) mod C, with the ATSW and parallel members chosen from the destination host.
 Every uplink and downlink then carries an equal share of each rack's traffic, so in a
 healthy fabric the MLU equals the largest access, rack or pod cut bound; buckets whose
-sprayed path is dead are placed like flows. It costs up to one RTSW entry per bucket.
+sprayed path is dead are placed like flows. It costs up to one RTSW entry per bucket, so
+with a table budget only as many flows per source RTSW are sprayed as its table affords
+(largest first); the rest are placed whole around the buckets, and flows whose RTSW cannot
+hold even one entry each are left to ECMP (their hashed QPs counted as evenly spread load).
 
 Both work on plain arrays: flows and paths in, flows (with `qp` set on the split ones),
 paths and the parent flow of every row out.
@@ -32,13 +35,13 @@ from controller.model.assignment import UNROUTED, Assignment
 from controller.model.fabric import ACCESS, Fabric
 from controller.model.flows import ALL_QPS, FlowSet
 from controller.model.health import LinkHealth
-from controller.model.paths import SAME_RACK, path_alive
-from controller.solver.colouring import path_index
+from controller.model.paths import SAME_RACK, flow_class, path_alive, path_index
+from controller.routes.entries import align_entries
 from controller.solver.greedy import (
     Candidates,
-    align_entries,
     candidates,
     greedy,
+    greedy_batched,
     local_search,
     utilisation,
 )
@@ -56,6 +59,8 @@ class Split:
     path: np.ndarray = field(repr=False)
     parent: np.ndarray = field(repr=False)  # int64 [rows] -> input flow index
     split: np.ndarray = field(repr=False)  # input flow indices that were split
+    # input flows left to ECMP because their source RTSW cannot hold even one entry each
+    ecmp: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64), repr=False)
 
 
 def split_flows(flows: FlowSet, which: np.ndarray, qps: int) -> tuple[FlowSet, np.ndarray]:
@@ -135,6 +140,8 @@ def _place_dead(
     time_budget: float | None,
 ) -> np.ndarray:
     """Re-place the rows whose path has a dead arc around all the others."""
+    if not (health.arc_capacity(fabric) <= 0).any():
+        return path
     dead = ~path_alive(Assignment(flows, path).arcs(fabric), health.arc_capacity(fabric))
     if not dead.any():
         return path
@@ -146,6 +153,46 @@ def _place_dead(
     )
 
 
+def _affordable(
+    fabric: Fabric,
+    flows: FlowSet,
+    which: np.ndarray,
+    qps: int,
+    budget: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(flows of `which` to spray, flows to leave to ECMP) so that every source RTSW stays
+    within `budget`. Each (NIC, destination host) key of an RTSW costs one entry whole, a
+    sprayed flow one more per bucket off the folded next hop: qps - ceil(qps / min(qps,
+    C*K)). Keys are ranked by their largest flow (ties by first flow); those beyond the
+    budget go to ECMP, then the largest remaining flows are sprayed while the table has
+    room."""
+    hops = min(qps, fabric.ctsws_per_pod * fabric.rack_links)
+    extra = qps - -(-qps // hops)
+    rtsw = fabric.rack_of_host(fabric.host_of_nic(flows.src_nic))
+    unit = flows.src_nic * np.int64(fabric.num_hosts) + flows.dst_host(fabric)
+    limit = budget[fabric.node_id("rtsw", 0) + np.arange(fabric.num_rtsws)]
+    order = which[np.lexsort((which, -flows.demand[which], rtsw[which]))]
+    r = rtsw[order]
+    # rank of each key within its RTSW, by the position of its first (largest) flow
+    keys, first = np.unique(unit[order], return_index=True)
+    lead = np.zeros(order.size, bool)
+    lead[first] = True
+    before = np.cumsum(lead) - lead  # keys starting strictly before each position
+    start = np.flatnonzero(np.r_[True, r[1:] != r[:-1]])
+    seg = np.repeat(start, np.diff(np.r_[start, r.size]))
+    key_rank = (before - before[seg])[first[np.searchsorted(keys, unit[order])]]
+    over = key_rank >= limit[r]
+    ecmp = np.sort(order[over])
+    keep = order[~over]
+    units = np.bincount(r[~over & lead], minlength=fabric.num_rtsws)
+    room = limit - units
+    most = np.floor(np.maximum(room, 0) / extra) if extra > 0 else np.full(room.size, np.inf)
+    rk = rtsw[keep]
+    kstart = np.flatnonzero(np.r_[True, rk[1:] != rk[:-1]])
+    rank = np.arange(keep.size) - np.repeat(kstart, np.diff(np.r_[kstart, keep.size]))
+    return np.sort(keep[rank < most[rk]]), ecmp
+
+
 def spray(
     fabric: Fabric,
     health: LinkHealth,
@@ -153,20 +200,35 @@ def spray(
     *,
     qps: int = DEFAULT_QPS,
     time_budget: float | None = 2.0,
+    budget: np.ndarray | None = None,
 ) -> Split | None:
     """Split every whole flow that leaves its rack into `qps` buckets spread evenly over
-    the planes (see the module docstring); None if no flow leaves its rack."""
-    cand = candidates(fabric, flows)
-    which = np.flatnonzero((flows.qp == ALL_QPS) & (cand.cls != SAME_RACK))
+    the planes (see the module docstring); None if no flow leaves its rack.
+
+    With a per-node entry `budget` (controller.routes.entries.switch_budget), only as many
+    flows per source RTSW as its table affords are sprayed (the largest first); the others
+    are placed whole around the buckets (greedy), then local search moves whole flows and
+    buckets off the hottest links. A flow's buckets depend on the flow (its NICs), not on
+    its index, so an unchanged flow sprays the same way in the next solve."""
+    start = time.perf_counter()
+    flow_cls = flow_class(fabric, flows.src_nic, flows.dst_nic)
+    which = np.flatnonzero((flows.qp == ALL_QPS) & (flow_cls != SAME_RACK))
+    ecmp = np.zeros(0, np.int64)
+    if budget is not None:
+        which, ecmp = _affordable(fabric, flows, which, qps, budget)
+        # flows left to ECMP are sprayed too, for their load only: their hashed QPs spread
+        # evenly, and the flows TE places must make room for them
+        which = np.union1d(which, ecmp)
     if not which.size:
         return None
     new, parent = split_flows(flows, which, qps)
-    cls = cand.cls[parent]
+    hashed = np.isin(parent, ecmp)
+    cls = flow_cls[parent]
     c_, k, a, m = (
         fabric.ctsws_per_pod, fabric.rack_links, max(fabric.atsws_per_plane, 1),
         fabric.agg_links,
     )  # fmt: skip
-    turn = np.maximum(new.qp, 0) + parent
+    turn = np.maximum(new.qp, 0) + new.src_nic + new.dst_nic
     c = turn % c_
     dst = new.dst_host(fabric)
     src_rack = fabric.rack_of_host(fabric.host_of_nic(new.src_nic))
@@ -180,11 +242,29 @@ def spray(
         "md": (dst // a + c) % m,
         "kd": (dst + c) % k,
     }
-    path = np.where(cls == SAME_RACK, 0, path_index(fabric, cls, digits))
-    path = _place_dead(fabric, health, new, path, time_budget)
-    path = align_entries(fabric, new, path, (new.qp != ALL_QPS).astype(np.float64))
-    new, path, parent = _fold(flows, new, path, parent)
-    return Split(new, path, parent, np.unique(parent[new.qp != ALL_QPS]))
+    sprayed = np.where(cls == SAME_RACK, 0, path_index(fabric, cls, digits))
+    is_bucket = new.qp != ALL_QPS
+    whole = ~is_bucket & (cls != SAME_RACK)
+    left = None if time_budget is None else max(time_budget - (time.perf_counter() - start), 0)
+    if budget is not None and whole.any():
+        # the flows kept whole are placed afresh around the sprayed buckets
+        new_cand = candidates(fabric, new)
+        fixed = np.where(whole, UNROUTED, sprayed)
+        fixed[is_bucket] = _place_dead(fabric, health, new.take(np.flatnonzero(is_bucket)),
+                                       sprayed[is_bucket], left)  # fmt: skip
+        sprayed = greedy_batched(fabric, health, new, fixed=fixed, cand=new_cand)
+        left = None if time_budget is None else max(time_budget - (time.perf_counter() - start), 0)
+        sprayed = local_search(
+            fabric, health, new, sprayed, movable=(cls != SAME_RACK) & ~hashed,
+            time_budget=left, cand=new_cand,
+        )  # fmt: skip
+    else:
+        sprayed = _place_dead(fabric, health, new, sprayed, left)
+    sprayed = np.where(hashed, UNROUTED, sprayed)
+    sprayed = align_entries(fabric, new, sprayed, is_bucket.astype(np.float64))
+    new, sprayed, parent = _fold(flows, new, sprayed, parent)
+    split = np.unique(parent[(new.qp != ALL_QPS) & ~np.isin(parent, ecmp)])
+    return Split(new, sprayed, parent, split, ecmp)
 
 
 def split_overloaded(

@@ -10,7 +10,14 @@
     5. if a link is still loaded beyond its capacity, the flows on overloaded links are
        split into QP buckets and the buckets re-placed (controller.solver.qp_buckets); the bound is
        then the one for routings split into `qps` buckets
-    6. the ratio MLU / bound is reported with every result
+    6. the ratio MLU / bound is reported with every result, and the TE entries used
+
+Switch tables are finite: every step keeps to the per-switch entry budget (the fabric's
+`te_entries` per tier, or `SolveOptions.table_budget`); flows that do not fit ride ECMP and
+are listed in `fallback_ecmp`. On a large mix of unequal flows (more than
+`whole_first_flows`), spraying QP buckets over the planes, as far as the tables afford, is
+tried before step 3; within `spray_gap` of its bound it is the result and steps 3-5 are
+skipped (they cost seconds at cluster scale and cannot get much closer).
 
 An assignment whose MLU equals a valid lower bound is optimal, so step 4 is skipped when the
 cheap bound is already met (the usual case in a healthy 1:1 pod). `lp="always"` forces it.
@@ -27,11 +34,18 @@ import numpy as np
 
 from controller.errors import InputError
 from controller.model.assignment import UNROUTED, Assignment, moved_pairs
-from controller.model.fabric import Fabric
+from controller.model.fabric import SWITCH_TIERS, Fabric
 from controller.model.flows import ALL_QPS, FlowSet
 from controller.model.health import LinkHealth
 from controller.model.paths import path_alive
-from controller.routes.entries import MAX_QP_BUCKETS, build_routes
+from controller.routes.entries import (
+    MAX_QP_BUCKETS,
+    TableBudget,
+    fit_tables,
+    switch_budget,
+    table_usage,
+    tables_fit,
+)
 from controller.solver.bounds import Bound, lower_bound
 from controller.solver.commodities import Commodities, commodities
 from controller.solver.greedy import (
@@ -58,14 +72,26 @@ class SolveOptions:
     lp_time_limit: float = 30.0  # seconds
     search_time: float | None = 5.0  # seconds of local search per assignment run
     move_threshold: float = 0.02  # re-place kept flows only if MLU improves by > 2%
-    table_budget: int | None = None  # TE entries per switch; None = unlimited
+    table_budget: int | None = None  # TE entries per switch; None = the fabric's per tier
     qps: int = DEFAULT_QPS  # QP buckets a flow may be split into on overload; 1 = never
+    # unequal flows: a spray within this relative gap of its bound is kept without trying
+    # one path per flow and the LP (which take seconds at cluster scale; on the meta-24k
+    # mixes the spray ends 3-6% above the bound, one path per flow 50%)
+    spray_gap: float = 0.1
+    # up to this many flows, one path per flow is tried first even for unequal flows (it
+    # needs far fewer entries; beyond, its per-flow greedy costs seconds)
+    whole_first_flows: int = 8192
+    # beyond this many flows a spray is kept even when it is not within spray_gap: one path
+    # per flow (a per-flow greedy) then costs tens of seconds and rarely beats it
+    whole_max_flows: int = 100_000
 
     def __post_init__(self) -> None:
         if self.lp not in LP_MODES:
             raise InputError(f"lp must be one of {', '.join(LP_MODES)}, got {self.lp!r}")
         if self.lp_time_limit <= 0:
             raise InputError(f"lp_time_limit must be positive, got {self.lp_time_limit}")
+        if self.spray_gap < 0:
+            raise InputError(f"spray_gap must be >= 0, got {self.spray_gap}")
         if self.move_threshold < 0:
             raise InputError(f"move_threshold must be >= 0, got {self.move_threshold}")
         if self.table_budget is not None and self.table_budget < 0:
@@ -90,6 +116,9 @@ class SolveResult:
     times: dict[str, float] = field(default_factory=dict)
     parent: np.ndarray | None = field(default=None, repr=False)  # row -> input flow index
     split_flows: np.ndarray | None = field(default=None, repr=False)  # input flows split
+    # TE entries in all, and per tier the most one switch holds and its budget (inf:
+    # unlimited); see controller.routes.entries.table_usage
+    tables: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         rows = len(self.assignment.flows)
@@ -119,6 +148,7 @@ class SolveResult:
             "fallback_ecmp": float(self.fallback_ecmp.size),
             "qp_split_flows": float(self.split_flows.size),  # type: ignore[union-attr]
         }
+        out.update(self.tables)
         out.update({f"{name}_seconds": value for name, value in self.times.items()})
         return out
 
@@ -157,29 +187,53 @@ def _result(
 
 
 def _split_result(
-    fabric: Fabric, health: LinkHealth, res: AssignResult, split: Split
+    fabric: Fabric, health: LinkHealth, res: AssignResult, split: Split, opts: SolveOptions
 ) -> tuple[AssignResult, np.ndarray]:
-    """An AssignResult over the split rows, and the parent flow of every row."""
-    assignment = Assignment(split.flows, split.path)
+    """An AssignResult over the split rows, fitted to the tables, and the parent flow of
+    every row. Rows the tables cannot hold, and whole rows of flows `res` already left on
+    ECMP, ride ECMP."""
+    fitted = fit_tables(fabric, Assignment(split.flows, split.path), _budget(fabric, opts))
     parent = split.parent
+    off = fitted.path == UNROUTED
+    fallback = off & (
+        (split.path != UNROUTED)
+        | np.isin(parent, res.fallback_ecmp)
+        | np.isin(parent, split.ecmp)
+    )
+    arcs = fitted.arcs(fabric)
     out = AssignResult(
-        assignment=assignment,
-        mlu=float(utilisation(fabric, health, assignment).max(initial=0.0)),
-        collided_links=collided_arcs(fabric, health, assignment),
+        assignment=fitted,
+        mlu=float(utilisation(fabric, health, fitted, arcs).max(initial=0.0)),
+        collided_links=collided_arcs(fabric, health, fitted, arcs),
         churn=np.zeros(0, np.int64),  # counted against `previous` by solve
-        fallback_ecmp=np.flatnonzero(np.isin(parent, res.fallback_ecmp)),
-        unroutable=np.flatnonzero(split.path == UNROUTED),
+        fallback_ecmp=np.flatnonzero(fallback),
+        unroutable=np.flatnonzero(off & ~fallback),
         method=res.method,
         seconds=res.seconds,
     )
     return out, parent
 
 
-def _fits(fabric: Fabric, assignment: Assignment, table_budget: int | None) -> bool:
-    if table_budget is None:
-        return True
-    counts = build_routes(fabric, assignment).counts()
-    return not counts or max(counts.values()) <= table_budget
+def _budget(fabric: Fabric, opts: SolveOptions) -> TableBudget:
+    """Entries per switch: the option's one number, else the fabric's per-tier budgets."""
+    return fabric.table_budget() if opts.table_budget is None else opts.table_budget
+
+
+def _tables(fabric: Fabric, assignment: Assignment, budget: TableBudget) -> dict[str, float]:
+    """Entries used: in all, and the most on one switch per tier next to its budget."""
+    usage = table_usage(fabric, assignment)
+    limit = switch_budget(fabric, budget)
+    out = {"te_entries": float(usage.sum())}
+    for tier in SWITCH_TIERS:
+        lo = fabric.node_id(tier, 0)
+        hi = lo + {"rtsw": fabric.num_rtsws, "ctsw": fabric.num_ctsws}.get(tier, fabric.num_atsws)
+        out[f"te_entries_max_{tier}"] = float(usage[lo:hi].max(initial=0))
+        out[f"te_entries_budget_{tier}"] = float(limit[lo:hi].min(initial=np.inf))
+    return out
+
+
+def _fits(fabric: Fabric, assignment: Assignment, opts: SolveOptions) -> bool:
+    return tables_fit(fabric, assignment, _budget(fabric, opts))
 
 
 def _split_time(opts: SolveOptions) -> float | None:
@@ -190,12 +244,24 @@ def _split_time(opts: SolveOptions) -> float | None:
 def _spray(
     fabric: Fabric, health: LinkHealth, res: AssignResult, opts: SolveOptions
 ) -> tuple[AssignResult, np.ndarray] | None:
-    """Every flow of `res` sprayed over the planes (controller.qpsplit.spray)."""
+    """The flows of `res` sprayed over the planes (controller.solver.qp_buckets.spray), as
+    many as the tables afford; the others placed whole around them. None when it must leave
+    flows to ECMP: flows that other switches push to ECMP would land, unplanned, on links
+    the spray filled, and even planned ones (source RTSWs too small for one entry per key)
+    measured worse per job than one path per flow (meta-24k mix at 256 entries: 16 jobs
+    below E-ECMP against 5)."""
     flows = res.assignment.flows
-    sprayed = spray(fabric, health, flows, qps=opts.qps, time_budget=_split_time(opts))
+    budget = switch_budget(fabric, _budget(fabric, opts))
+    sprayed = spray(
+        fabric, health, flows, qps=opts.qps, time_budget=_split_time(opts), budget=budget
+    )
     if sprayed is None:
         return None
-    out, parent = _split_result(fabric, health, res, sprayed)
+    if sprayed.ecmp.size:
+        return None
+    out, parent = _split_result(fabric, health, res, sprayed, opts)
+    if (~np.isin(parent[out.fallback_ecmp], res.fallback_ecmp)).any():
+        return None
     return replace(out, method=res.method + "+qp-spray"), parent
 
 
@@ -206,8 +272,8 @@ def _sprayed(
     bound: float,
     opts: SolveOptions,
 ) -> tuple[AssignResult, np.ndarray] | None:
-    """The spray of `res`, if it meets `bound` (so nothing can beat it), is better than
-    `res` by more than `move_threshold`, and fits the table budget; else None."""
+    """The spray of `res`, if it meets `bound` (so nothing can beat it) and is better than
+    `res` by more than `move_threshold`; else None."""
     sprayed = _spray(fabric, health, res, opts)
     if sprayed is None:
         return None
@@ -215,7 +281,6 @@ def _sprayed(
     if (
         out.mlu > bound * (1 + _TOL) + _TOL
         or not out.mlu < res.mlu * (1 - opts.move_threshold) - _TOL
-        or not _fits(fabric, out.assignment, opts.table_budget)
     ):
         return None
     return sprayed
@@ -272,12 +337,13 @@ def _split(
     res: AssignResult,
     bound: float,
     opts: SolveOptions,
+    sprayed: tuple[AssignResult, np.ndarray] | None = None,
 ) -> tuple[AssignResult, np.ndarray] | None:
     """Split flows into QP buckets where that lowers the MLU (controller.solver.qp_buckets): first
     only the flows on overloaded links; if that leaves the MLU more than `move_threshold`
-    above the bound, every flow sprayed over the planes, kept only if it lowers the MLU by
-    more than `move_threshold` too (it costs an entry per bucket). None if neither helps or
-    fits the table budget."""
+    above the bound, every flow sprayed over the planes (`sprayed`, if the spray was made
+    already), kept only if it lowers the MLU by more than `move_threshold` too (it costs an
+    entry per bucket). None if neither helps."""
     if opts.qps < 2 or res.mlu <= 1.0 + _TOL:
         return None
     flows = res.assignment.flows
@@ -286,15 +352,16 @@ def _split(
         fabric, health, flows, res.assignment.path, qps=opts.qps, time_budget=_split_time(opts)
     )
     if local is not None:
-        out, parent = _split_result(fabric, health, res, local)
+        out, parent = _split_result(fabric, health, res, local, opts)
         best = (replace(out, method=res.method + "+qp-split"), parent)
     mlu = best[0].mlu if best is not None else res.mlu
     if mlu > bound * (1 + opts.move_threshold) + _TOL:
-        sprayed = _spray(fabric, health, res, opts)
+        if sprayed is None:
+            sprayed = _spray(fabric, health, res, opts)
+        else:
+            sprayed = (replace(sprayed[0], method=res.method + "+qp-spray"), sprayed[1])
         if sprayed is not None and sprayed[0].mlu < mlu * (1 - opts.move_threshold) - _TOL:
             best = sprayed
-    if best is None or not _fits(fabric, best[0].assignment, opts.table_budget):
-        return None
     return best
 
 
@@ -321,23 +388,50 @@ def solve(
             flows,
             previous=previous,
             move_threshold=opts.move_threshold,
-            table_budget=opts.table_budget,
+            table_budget=_budget(fabric, opts),
             lp_guidance=guidance,
             time_budget=opts.search_time,
         )
 
     lp: LpSolution | None = None
+    first: tuple[AssignResult, np.ndarray] | None = None
+    if _spray_first(flows, opts):
+        # Unequal flows: spraying (as far as the tables afford) is tried before one path
+        # per flow; when it is within spray_gap of its bound, neither the whole-flow passes
+        # nor the LP run.
+        t = time.perf_counter()
+        split_bound = lower_bound(fabric, health, flows, qps=opts.qps)
+        empty = AssignResult(
+            Assignment(flows, np.full(len(flows), UNROUTED, np.int64)), np.inf,
+            *(np.zeros(0, np.int64),) * 4, method="spray-first", seconds=0.0,
+        )  # fmt: skip
+        first = _spray(fabric, health, empty, opts)
+        times["qp_spray"] = time.perf_counter() - t
+        near = first is not None and (
+            first[0].mlu <= split_bound.value * (1 + opts.spray_gap) + _TOL
+            or len(flows) > opts.whole_max_flows
+        )
+        if first is not None and near:
+            res = replace(first[0], method="qp-spray")
+            return _finish(fabric, flows, res, split_bound, None, times, start, first[1],
+                           previous, opts)  # fmt: skip
     t = time.perf_counter()
     res = run(None)
     times["assign"] = time.perf_counter() - t
     need_lp = opts.lp == "always" or (
         opts.lp == "auto" and res.mlu > bound.value * (1 + _TOL) + _TOL
     )
-    parent = None
+    parent: np.ndarray | None = None
     split_bound = bound
+    if first is not None and first[0].mlu < res.mlu * (1 - opts.move_threshold) - _TOL:
+        # the spray beats one path per flow: an LP-guided whole-flow pass will not do better
+        # than the LP's own fractional optimum, which the spray is already near
+        res = replace(first[0], method="qp-spray")
+        bound = lower_bound(fabric, health, flows, qps=opts.qps)
+        return _finish(fabric, flows, res, bound, None, times, start, first[1], previous, opts)
     if opts.qps > 1 and len(flows):
         split_bound = lower_bound(fabric, health, flows, qps=opts.qps)
-        if need_lp and opts.lp == "auto" and res.mlu > 1.0 + _TOL:
+        if need_lp and opts.lp == "auto" and res.mlu > 1.0 + _TOL and first is None:
             # Widespread overload one path per flow cannot pack: when spraying QP buckets
             # meets the bound, it is optimal and the LP and second pass cannot beat it.
             t = time.perf_counter()
@@ -361,16 +455,44 @@ def solve(
         t = time.perf_counter()
         bound = split_bound if lp is None else lower_bound(fabric, health, flows, lp, opts.qps)
         if parent is None:
-            split = _split(fabric, health, res, bound.value, opts)
+            split = _split(fabric, health, res, bound.value, opts, first)
             if split is not None:
                 res, parent = split
-        if previous is not None and opts.table_budget is None:
+        if previous is not None:
             kept = _kept_split(fabric, health, flows, previous, res, opts.move_threshold)
-            if kept is not None:
+            if kept is not None and _fits(fabric, kept[0].assignment, opts):
                 res, parent = kept
         times["qp_split"] = time.perf_counter() - t
+    return _finish(fabric, flows, res, bound, lp, times, start, parent, previous, opts)
+
+
+def _spray_first(flows: FlowSet, opts: SolveOptions) -> bool:
+    """Whether to try spraying before one path per flow: QP buckets allowed, the LP not
+    forced, more than `whole_first_flows` flows, and unequal demands (equal ones are packed
+    exactly by edge colouring)."""
+    return (
+        opts.qps > 1
+        and opts.lp != "always"
+        and len(flows) > opts.whole_first_flows
+        and bool(flows.demand.min() < flows.demand.max())
+    )
+
+
+def _finish(
+    fabric: Fabric,
+    flows: FlowSet,
+    res: AssignResult,
+    bound: Bound,
+    lp: LpSolution | None,
+    times: dict[str, float],
+    start: float,
+    parent: np.ndarray | None,
+    previous: Assignment | None,
+    opts: SolveOptions,
+) -> SolveResult:
+    tables = _tables(fabric, res.assignment, _budget(fabric, opts))
     times["total"] = time.perf_counter() - start
-    out = _result(fabric, res, bound, lp, times, parent)
+    out = replace(_result(fabric, res, bound, lp, times, parent), tables=tables)
     if previous is not None and (parent is not None or previous.flows.split):
         # buckets moved or (un)split: compare the rows of every flow in both
         out = replace(out, churn=int(moved_pairs(previous, res.assignment).size))

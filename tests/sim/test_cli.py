@@ -140,3 +140,21 @@ def test_readme_first_screen_shows_the_demo_table() -> None:
     head = next(ln for ln in first_screen if ln.startswith("routing "))
     assert [c.strip() for c in head.split("  ") if c.strip()] == list(HEADER)
     assert any(ln.startswith("fabric-te ") for ln in first_screen)
+
+
+def test_solve_reports_the_table_budget_and_what_it_leaves_on_ecmp(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fabric = tmp_path / "f.json"
+    fabric.write_text(json.dumps({"preset": "small", "te_entries": {"rtsw": 3}}))
+    assert main(["solve", "--fabric", str(fabric), "--seed", "2", "--fail-random", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "rtsw 3/3, ctsw" in out and "/2048, atsw" in out
+    te = _json(capsys, ["solve", "--fabric", str(fabric), "--seed", "2", "--json"])["te"]
+    assert te["te_entries_max_rtsw"] <= 3 and te["te_entries_budget_rtsw"] == 3
+    assert te["fallback_ecmp"] > 0
+    # the summed rate model is still there, and never rates E-ECMP below the striped one
+    rows = {m: _json(capsys, ["simulate", "--fabric", "small", "--seed", "2", "--json",
+                              "--routing", "eecmp", "--rate-model", m])["rows"][0]
+            for m in ("striped", "summed")}  # fmt: skip
+    assert rows["striped"]["busbw_fraction_min"] <= rows["summed"]["busbw_fraction_min"]

@@ -107,3 +107,35 @@ def test_names_unique_on_parallel_links() -> None:
     names = [fabric.link_name(link) for link in range(fabric.num_links)]
     assert len(set(names)) == len(names)
     assert "rtsw-p0-r0:ctsw-p0-c0#1" in names
+
+
+def test_te_entries_per_tier() -> None:
+    from dataclasses import replace
+
+    import numpy as np
+    import pytest
+
+    from controller.errors import FabricError
+    from controller.formats.fabric_file import parse_fabric
+    from controller.model.clos import PRESETS, build
+
+    tiny = build(PRESETS["tiny"])
+    assert tiny.te_entries == (2048, 2048, 2048)  # the default, every tier
+    fabric = parse_fabric({"preset": "tiny", "te_entries": {"rtsw": 256, "atsw": None}})
+    assert fabric.te_entries == (256, 2048, None)
+    budget = fabric.table_budget()
+    assert budget[fabric.node_id("rtsw", 0)] == 256 and budget[fabric.node_id("ctsw", 7)] == 2048
+    assert np.isinf(budget[fabric.node_id("atsw", 0)]) and np.isinf(budget[0])  # host: none
+    assert parse_fabric({"preset": "tiny", "te_entries": None}).te_entries == (None,) * 3
+    assert parse_fabric({"preset": "tiny", "te_entries": [1, 2, 3]}).te_entries == (1, 2, 3)
+    assert fabric.summary()["atsw_te_entries"] == "unlimited"
+    for doc, message in (
+        ({"rtsw": -1}, r"te_entries\.rtsw must be an integer >= 0"),
+        ({"tor": 5}, "unknown tier.*tor"),
+        ("many", "te_entries must be an integer"),
+        ([1, 2], "give 3 values"),
+    ):
+        with pytest.raises(FabricError, match=message):
+            parse_fabric({"preset": "tiny", "te_entries": doc}, "f.yaml")
+    with pytest.raises(FabricError, match="te_entries.ctsw"):
+        replace(tiny, te_entries=(1, 2.5, 3))

@@ -224,3 +224,57 @@ def test_matches_textbook_on_a_larger_random_instance() -> None:
     demand = rng.choice([50.0, 400.0], size=300)
     rates = max_min_rates(arcs, cap, demand)
     assert rates == pytest.approx(_classic_water_filling(arcs, cap, demand), abs=1e-9)
+
+
+# ---- queue pairs as the unit of sharing; the striped model --------------------------------
+
+
+def test_a_flow_of_w_qps_competes_as_w_subflows() -> None:
+    one = np.array([[0], [0]])
+    cap = np.array([100.0])
+    # 3 QPs against 1 on a 100G link: 75 / 25
+    assert max_min_rates(one, cap, np.array([1e3, 1e3]), weight=np.array([3, 1])).tolist() == [
+        75.0, 25.0]  # fmt: skip
+    # demand caps apply per QP: 4 QPs wanting 40 in all (10 each) freeze below the 20 level
+    rates = max_min_rates(one, cap, np.array([40.0, 1e3]), weight=np.array([4, 1]))
+    assert rates.tolist() == [40.0, 60.0]
+    # a flow pinned with 16 QPs beside 15 hashed QPs of another: 16/31 of the link, not 1/16
+    arcs = np.zeros((16, 1), np.int64)
+    rates = max_min_rates(arcs, np.array([400.0]), np.full(16, 400.0),
+                          weight=np.array([16] + [1] * 15))  # fmt: skip
+    assert rates[0] == pytest.approx(400 * 16 / 31) and rates[1] == pytest.approx(400 / 31)
+    # weight w is the same as w rows on the same path
+    expanded = max_min_rates(np.zeros((4, 1), np.int64), cap, np.array([1e3] * 4))
+    assert rates.sum() == pytest.approx(400.0) and expanded.tolist() == [25.0] * 4
+
+
+def test_striped_flow_runs_at_qps_times_its_slowest_qp(two_rack_pod: Fabric) -> None:
+    fab = two_rack_pod
+    # flow 0 (NIC 0 -> NIC 2) in two 200G buckets, one via CTSW 0 (alone), one via CTSW 1;
+    # flow 1 (NIC 1 -> NIC 3) whole with 3 QPs via CTSW 1. Links 400G.
+    arcs = Assignment(FlowSet.build([0, 0, 1], [2, 2, 3], [200.0, 200.0, 400.0]),
+                      np.array([0, 1, 1])).arcs(fab)  # fmt: skip
+    flows = FlowSet.build([0, 0, 1], [2, 2, 3], [200.0, 200.0, 400.0], job=[0, 0, 1],
+                          job_ids=("split", "pinned"))  # fmt: skip
+    parent = np.array([0, 0, 1])
+    health = LinkHealth.all_up(fab)
+    striped = simulate(fab, health, arcs, flows, parent, weight=np.array([1, 1, 3]))
+    # CTSW 1 carries 1 + 3 QPs: 100G each; flow 0's QPs run at 200 and 100: 2 x 100 = 200
+    assert striped.job_busbw_fraction == {"split": 0.5, "pinned": 0.75}
+    summed = simulate(fab, health, arcs, flows, parent, weight=np.array([1, 1, 3]),
+                      model="summed")  # fmt: skip
+    # rows as units, rates added: 200 + 200 for flow 0, 200 for flow 1
+    assert summed.job_busbw_fraction == {"split": 1.0, "pinned": 0.5}
+    with pytest.raises(ValueError, match="model must be one of"):
+        simulate(fab, health, arcs, flows, parent, model="mean")
+
+
+def test_striped_eecmp_is_no_better_than_summed(tiny: Fabric) -> None:
+    nics = np.arange(tiny.num_nics)
+    flows = FlowSet.build(nics, (nics + 8) % 16, 400.0, job=nics // 8, job_ids=("x", "y"))
+    health = LinkHealth.all_up(tiny)
+    sub, a, parent = eecmp(tiny, flows, health, seed=2, qps=16)
+    striped = simulate(tiny, health, a, parent=parent)
+    summed = simulate(tiny, health, a, parent=parent, model="summed")
+    assert striped.busbw_fraction_min <= summed.busbw_fraction_min + 1e-12
+    assert striped.mlu == summed.mlu

@@ -17,12 +17,15 @@ from controller.routes.entries import (
     RTSW_UP,
     Entry,
     RouteSet,
+    align_entries,
     build_routes,
     entry_problem,
     entry_role,
     fit_tables,
     route_conflicts,
     switch_ports,
+    table_usage,
+    tables_fit,
 )
 
 WIDE = PRESETS["wide"]
@@ -220,3 +223,59 @@ def test_buckets_are_told_apart_at_the_source_rtsw_only():
     p2 = index(fabric, c=1, j=1, cross=True)
     a = bucket_flows([0, 0], [10, 10], [0, 1], [p1, p2])
     assert route_conflicts(fabric, a).tolist() == [False, True]
+
+
+def test_entries_model(tiny):
+    # one cross-pod flow: an RTSW entry (C*K = 4 > 1) and a CTSW entry (A*L = 1: none)
+    flows = FlowSet.build([0], [tiny.num_nics - 1], 400.0)
+    a = Assignment(flows, np.array([0]))
+    per = table_usage(tiny, a)
+    assert per.sum() == 1
+    assert per[tiny.node_id("rtsw", 0)] == 1
+
+
+def test_align_entries_shares_next_hops(small):
+    # two flows from one rack to one host on the same uplink must pick the same ATSW
+    dst_host = small.num_hosts - 1
+    flows = FlowSet.build([0, 1], [dst_host * 4, dst_host * 4 + 1], 100.0)
+    a_paths = np.array([0, 1])  # index = c*A + j: same c, different j (A = 2, L = K = 1)
+    aligned = align_entries(small, flows, a_paths)
+    assert aligned[0] == aligned[1] == 0
+
+
+def test_table_usage_counts_what_build_routes_installs():
+    # random bucketed assignments, conflicts removed: the count model is the routes
+    fabric = build(PRESETS["small"])
+    rng = np.random.default_rng(7)
+    src = rng.integers(0, fabric.num_nics, 60)
+    dst = (src + rng.integers(1, fabric.num_nics, 60) * 4) % fabric.num_nics
+    qp = rng.integers(-1, 4, 60)
+    ok = fabric.host_of_nic(src) != fabric.host_of_nic(dst)
+    a = bucket_flows(src[ok], dst[ok], qp[ok], rng.integers(0, 16, ok.sum()))
+    a = Assignment(a.flows, np.where(route_conflicts(fabric, a), UNROUTED, a.path))
+    counts = build_routes(fabric, a).counts()
+    usage = table_usage(fabric, a)
+    assert {fabric.node_name(int(n)): int(usage[n]) for n in np.flatnonzero(usage)} == counts
+    top = max(counts.values())
+    assert tables_fit(fabric, a, top) and not tables_fit(fabric, a, top - 1)
+
+
+def test_fit_tables_counts_folded_buckets_and_drops_a_key_whole():
+    fabric = build(PRESETS["tiny"])
+    dst = fabric.nic_id(2, 0)  # same pod: one RTSW entry per key, nothing downstream (K=1)
+    # flow 0 in 4 buckets, 3 via CTSW 3 and one via CTSW 1: folds to 2 entries, not 4
+    paths = [index(fabric, c=c) for c in (3, 3, 3, 1)]
+    whole = index(fabric, c=2)
+    a = bucket_flows([0] * 4 + [1], [dst] * 4 + [dst + 1], [0, 1, 2, 3, -1],
+                     paths + [whole], demand=[25.0] * 4 + [50.0])  # fmt: skip
+    rtsw = fabric.node_id("rtsw", 0)
+    assert table_usage(fabric, a)[rtsw] == 3
+    assert fit_tables(fabric, a, 3) is a
+    # room for 2: the split flow (100 Gbps in all) keeps its two entries, the 50 Gbps flow
+    # goes to ECMP
+    fitted = fit_tables(fabric, a, 2)
+    assert fitted.path.tolist() == paths + [UNROUTED]
+    # room for 1: the split flow's key does not fit; all its buckets leave together
+    fitted = fit_tables(fabric, a, 1)
+    assert fitted.path.tolist() == [UNROUTED] * 4 + [whole]
+    assert fit_tables(fabric, a, {"rtsw-p0-r0": 1}).path.tolist() == fitted.path.tolist()

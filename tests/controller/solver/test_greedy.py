@@ -11,12 +11,11 @@ from controller.model.clos import ClosSpec, build
 from controller.model.flows import FlowSet
 from controller.model.health import LinkHealth
 from controller.model.paths import path_alive
+from controller.routes.entries import table_usage
 from controller.solver.bounds import lower_bound
 from controller.solver.greedy import (
     Guidance,
-    align_entries,
     assign_paths,
-    entries_per_switch,
     greedy,
     local_search,
 )
@@ -147,29 +146,11 @@ def test_stability_moves_broken_flows(small):
 def test_table_budget_respected(case, budget):
     fabric, health, flows = _instance(*case)
     res = assign_paths(fabric, health, flows, table_budget=budget)
-    assert entries_per_switch(fabric, res.assignment).max(initial=0) <= budget
+    assert table_usage(fabric, res.assignment).max(initial=0) <= budget
     assert not np.isin(res.fallback_ecmp, np.flatnonzero(res.assignment.routed)).any()
     # the largest flows keep TE first: an ECMP flow is never bigger than every TE flow
     if res.fallback_ecmp.size and res.assignment.routed.any():
         assert flows.demand[res.fallback_ecmp].min() <= flows.demand[res.assignment.routed].max()
-
-
-def test_entries_model(tiny):
-    # one cross-pod flow: an RTSW entry (C*K = 4 > 1) and a CTSW entry (A*L = 1: none)
-    flows = FlowSet.build([0], [tiny.num_nics - 1], 400.0)
-    a = Assignment(flows, np.array([0]))
-    per = entries_per_switch(tiny, a)
-    assert per.sum() == 1
-    assert per[tiny.node_id("rtsw", 0)] == 1
-
-
-def test_align_entries_shares_next_hops(small):
-    # two flows from one rack to one host on the same uplink must pick the same ATSW
-    dst_host = small.num_hosts - 1
-    flows = FlowSet.build([0, 1], [dst_host * 4, dst_host * 4 + 1], 100.0)
-    a_paths = np.array([0, 1])  # index = c*A + j: same c, different j (A = 2, L = K = 1)
-    aligned = align_entries(small, flows, a_paths)
-    assert aligned[0] == aligned[1] == 0
 
 
 def test_guidance_is_followed(two_rack_pod):
@@ -190,3 +171,33 @@ def test_meets_bound_on_one_to_one_pod():
     res = assign_paths(fabric, health, flows)
     assert res.mlu == lower_bound(fabric, health, flows).value == 1.0
     assert res.collided_links.size == 0
+
+
+@settings(max_examples=30, deadline=None)
+@given(cases())
+def test_greedy_batched_places_every_alive_flow_and_keeps_fixed(case):
+    from controller.solver.greedy import greedy_batched
+
+    fabric, health, flows = _instance(*case)
+    fixed = np.full(len(flows), UNROUTED, np.int64)
+    fixed[::3] = greedy(fabric, health, flows)[::3]
+    path = greedy_batched(fabric, health, flows, fixed=fixed)
+    keep = fixed >= 0
+    assert (path[keep] == fixed[keep]).all()
+    a = Assignment(flows, path)
+    want = greedy(fabric, health, flows) >= 0  # greedy routes exactly the flows with a path
+    assert (a.routed == (want | keep)).all()
+    assert path_alive(a.arcs(fabric)[a.routed], health.arc_capacity(fabric)).all()
+    assert np.array_equal(path, greedy_batched(fabric, health, flows, fixed=fixed))
+
+
+def test_greedy_batched_matches_greedy_when_racks_do_not_meet(two_rack_pod):
+    from controller.solver.greedy import greedy_batched
+
+    # two flows from rack 0 to rack 1 (one batch each, in demand order), then the reverse
+    flows = FlowSet.build([0, 1, 2], [2, 3, 0], [400.0, 300.0, 200.0])
+    health = LinkHealth.all_up(two_rack_pod)
+    none = np.full(3, UNROUTED)
+    path = greedy_batched(two_rack_pod, health, flows, fixed=none)
+    assert sorted(path[:2].tolist()) == [0, 1]  # both CTSWs
+    assert path.tolist() == greedy(two_rack_pod, health, flows).tolist()

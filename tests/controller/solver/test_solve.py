@@ -124,5 +124,67 @@ def test_deterministic_and_valid(seed: int, failures: int) -> None:
     assert np.array_equal(a.assignment.path, b.assignment.path)
     routed = a.assignment.routed
     assert path_alive(a.assignment.arcs(fabric)[routed], health.arc_capacity(fabric)).all()
-    assert set(np.flatnonzero(~routed)) == set(a.unroutable.tolist())
+    off = set(a.parent[~routed].tolist())  # type: ignore[index]
+    assert off == set(a.unroutable.tolist()) | set(a.fallback_ecmp.tolist())
     assert a.mlu >= a.bound.value * (1 - 1e-9)
+
+
+def test_fabric_table_budget_is_respected_and_the_rest_rides_ecmp() -> None:
+    from dataclasses import replace
+
+    from controller.model.assignment import Assignment
+    from controller.routes.entries import build_routes, table_usage
+    from sim.compare import routed
+    from sim.switches import EmulatedFabric, verify
+
+    fabric = build(PRESETS["small"])
+    health = LinkHealth.all_up(fabric)
+    flows = jobs_flows(fabric, random_jobs(fabric, seed=1))
+    free = solve(fabric, health, flows)
+    used = table_usage(fabric, free.assignment)
+    rtsw = used[fabric.node_id("rtsw", 0) : fabric.node_id("ctsw", 0)]
+    tight = replace(fabric, te_entries=(int(rtsw.max()) // 2, 3, None))
+    res = solve(tight, health, flows)  # the fabric's budget applies by default
+    usage = table_usage(tight, res.assignment)
+    assert (usage <= tight.table_budget()).all()
+    counts = build_routes(tight, res.assignment).counts()
+    assert max(v for k, v in counts.items() if k.startswith("rtsw")) <= rtsw.max() // 2
+    assert max(v for k, v in counts.items() if k.startswith("ctsw")) <= 3
+    # the remainder is reported, per input flow, and ECMP still delivers it
+    assert res.fallback_ecmp.size > 0
+    m = res.metrics()
+    assert m["fallback_ecmp"] == res.fallback_ecmp.size
+    assert m["te_entries"] == usage.sum() and m["te_entries_budget_ctsw"] == 3
+    assert m["te_entries_max_ctsw"] <= 3
+    em = EmulatedFabric(tight)
+    routes = build_routes(tight, res.assignment)
+    for switch in routes.switches():
+        em.program(switch, routes.table(switch))
+    check = verify(tight, em, res.assignment)
+    assert check.ok, check.summary()
+    row = routed("te", tight, health, res.assignment, 0.0, parent=res.parent)
+    assert row.report.unrouted == 0 and row.report.flows == len(flows)
+    # an explicit budget overrides the fabric's, for every tier
+    one = solve(fabric, health, flows, options=SolveOptions(table_budget=1))
+    assert table_usage(fabric, one.assignment).max() <= 1
+    assert Assignment(one.assignment.flows, one.assignment.path).routed.any()
+
+
+def test_a_job_change_moves_no_bucket_of_the_other_jobs() -> None:
+    from controller.model.assignment import moved_pairs
+
+    fabric = build(PRESETS["small"])
+    health = LinkHealth.all_up(fabric)
+    jobs = random_jobs(fabric, seed=3)
+    opts = SolveOptions(whole_first_flows=0)  # spray first, as on a large mix
+    full = solve(fabric, health, jobs_flows(fabric, jobs), options=opts)
+    assert full.method == "qp-spray" and full.split_flows.size  # type: ignore[union-attr]
+    # a job leaves: every other flow keeps its buckets (their indices all shift)
+    fewer = solve(fabric, health, jobs_flows(fabric, jobs[1:]), previous=full.assignment,
+                  options=opts)  # fmt: skip
+    assert fewer.churn == 0 and moved_pairs(full.assignment, fewer.assignment).size == 0
+    # and comes back, listed first: only its own flows are new
+    again = solve(fabric, health, jobs_flows(fabric, jobs), previous=fewer.assignment,
+                  options=opts)  # fmt: skip
+    assert again.churn == 0
+    assert np.array_equal(again.assignment.path, full.assignment.path)
