@@ -31,9 +31,9 @@ class Serve:
 
     def __init__(self, tmp: Path, port: int) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "controller.cli.main", "serve", "--fabric", "small", "--insecure",
-             "--listen", f"127.0.0.1:{port}", "--metrics-port", "0", "--debounce", "0.01",
-             "--driver", "file", "--driver-dir", str(tmp / "tables"),
+            [sys.executable, "-m", "controller.cli.main", "serve", "--fabric", "small",
+             "--insecure", "--listen", f"127.0.0.1:{port}", "--metrics-port", "0",
+             "--debounce", "0.01", "--driver", "file", "--driver-dir", str(tmp / "tables"),
              "--store", f"dir:{tmp / 'state'}"],
             stderr=subprocess.DEVNULL,
         )  # fmt: skip
