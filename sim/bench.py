@@ -623,28 +623,26 @@ def bench_advisor(cfg: Config) -> Iterator[Section]:
 def bench_security(cfg: Config) -> Iterator[Section]:
     """The cost of mTLS + authorization on the gRPC API, against plaintext, same run."""
     import tempfile
-    from argparse import Namespace
     from pathlib import Path
 
-    from controller.cli.certs import make_certs
-    from controller.cli.service import api, channel
     from controller.service.auth import PolicyStore
+    from controller.service.certs import make_certs
+    from controller.service.client import Client, Target
     from controller.service.engine import Engine
     from controller.service.limits import Limits
     from controller.service.server import start
     from controller.service.tls import ServerTls, TlsFiles
     from sim.driver import EmulatedDriver
 
-    pb, pb_grpc = api()
     fabric = build(PRESETS["pod"])
     base = ring_jobs(fabric, 16)[:8]
     a, b = base[-1], ring_jobs(fabric, 16)[len(base)]
     n = 101 if cfg.quick else 401  # odd: the last placement differs from the first
     limits = Limits(write_rate=1e6, write_burst=10**6)  # measure the call, not the limiter
 
-    def pb_job(hosts: tuple[int, ...]) -> Any:
-        return pb.Job(id=a.id, hosts=[fabric.host_name(h) for h in hosts], tp=a.tp,
-                      dp=a.dp, pp=a.pp)  # fmt: skip
+    def job_doc(hosts: tuple[int, ...]) -> dict[str, Any]:
+        return {"id": a.id, "hosts": [fabric.host_name(h) for h in hosts], "tp": a.tp,
+                "dp": a.dp, "pp": a.pp}  # fmt: skip
 
     def run(secure: bool, certs: Path) -> tuple[list[float], float]:
         engine = Engine(fabric, EmulatedDriver(fabric), debounce=0.0)
@@ -656,26 +654,23 @@ def bench_security(cfg: Config) -> Iterator[Section]:
                                      certs / "ca.pem"))  # fmt: skip
             running = start(engine, "127.0.0.1:0", tls=tls, limits=limits,
                             policy=PolicyStore(certs / "policy.yaml"))  # fmt: skip
-            args = Namespace(server=f"localhost:{running.port}", tls_ca=str(certs / "ca.pem"),
-                             tls_cert=str(certs / "scheduler.pem"), insecure=False,
-                             tls_key=str(certs / "scheduler.key"), tls_server_name=None)
+            target = Target(f"localhost:{running.port}", ca=str(certs / "ca.pem"),
+                            cert=str(certs / "scheduler.pem"), key=str(certs / "scheduler.key"))
         else:
             running = start(engine, "127.0.0.1:0", limits=limits)
-            args = Namespace(server=f"127.0.0.1:{running.port}", tls_ca=None, tls_cert=None,
-                             tls_key=None, tls_server_name=None, insecure=True)  # fmt: skip
-        conn = channel(args)  # tectl's own client channel
-        stub = pb_grpc.TrafficEngineeringStub(conn)
-        stub.ListJobs(pb.ListJobsRequest(), timeout=30)  # connection (and handshake) made
+            target = Target(f"127.0.0.1:{running.port}", insecure=True)
+        client = Client.connect(target, timeout=30)  # tectl's own client
+        client.list_jobs()  # connection (and handshake) made
         latencies = []
         start_t = time.perf_counter()
         for i in range(n):
-            msg = pb.PutJobRequest(job=pb_job(b.hosts if i % 2 == 0 else a.hosts))
+            doc = job_doc(b.hosts if i % 2 == 0 else a.hosts)
             t0 = time.perf_counter()
-            stub.PutJob(msg, timeout=30)
+            client.put_job(doc)
             latencies.append(time.perf_counter() - t0)
         engine.wait_idle(600)
         total = time.perf_counter() - start_t
-        conn.close()
+        client.close()
         running.stop(grace=1)
         return latencies, n / total
 

@@ -8,83 +8,33 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from controller.errors import FabricTeError, InputError
 from controller.formats.output import to_json
 from controller.model.limits import flag
+from controller.service.client import (
+    DEFAULT_ADDRESS,
+    Client,
+    Delta,
+    InSync,
+    Resumed,
+    RouteLine,
+    Snapshot,
+    Target,
+    api,
+)  # fmt: skip
 
 if TYPE_CHECKING:
     from controller.cli.main import Commands
 
-DEFAULT_ADDRESS = "127.0.0.1:50051"
 
-
-def _api() -> Any:
-    try:
-        from controller.api.fabric_te.v1 import te_pb2, te_pb2_grpc
-    except ImportError:
-        raise InputError(
-            "the gRPC code is not generated: run `make protos` (make demo/test do it)"
-        ) from None
-    return te_pb2, te_pb2_grpc
-
-
-# Route tables of large fabrics run to tens of MB; gRPC's default receive limit is 4 MB.
-MAX_RECEIVE_BYTES = 1 << 30
-
-
-def api() -> tuple[Any, Any]:
-    """The generated (te_pb2, te_pb2_grpc) modules, for clients above the CLI (benchmarks)."""
-    return _api()  # type: ignore[no-any-return]
-
-
-def _read(path: str, what: str) -> bytes:
-    try:
-        with open(path, "rb") as fh:
-            return fh.read()
-    except OSError as err:
-        raise InputError(f"{path}: cannot read {what}: {err.strerror}") from None
-
-
-def channel(args: argparse.Namespace) -> Any:
-    """A channel to `--server`: mTLS with the client flags (or FABRIC_TE_TLS_*), or
-    plaintext only with --insecure."""
-    import grpc
-
-    options = [("grpc.max_receive_message_length", MAX_RECEIVE_BYTES)]
-    if not (args.tls_ca and args.tls_cert and args.tls_key):
-        if args.insecure:
-            return grpc.insecure_channel(args.server, options=options)
-        raise InputError("no client certificate: give --tls-ca, --tls-cert and --tls-key "
-                         "(or FABRIC_TE_TLS_CA/_CERT/_KEY), or --insecure for a plaintext "
-                         "local server")  # fmt: skip
-    creds = grpc.ssl_channel_credentials(
-        root_certificates=_read(args.tls_ca, "--tls-ca"),
-        private_key=_read(args.tls_key, "--tls-key"),
-        certificate_chain=_read(args.tls_cert, "--tls-cert"),
-    )
-    if args.tls_server_name:
-        options.append(("grpc.ssl_target_name_override", args.tls_server_name))
-    return grpc.secure_channel(args.server, creds, options=options)
-
-
-def _stub(args: argparse.Namespace) -> tuple[Any, Any]:
-    pb, pb_grpc = _api()
-    return pb, pb_grpc.TrafficEngineeringStub(channel(args))
-
-
-def _call(fn: Callable[[], Any]) -> Any:
-    """Turn an RPC error into a one-line message naming the status."""
-    import grpc
-
-    try:
-        return fn()
-    except grpc.RpcError as err:
-        raise InputError(f"{err.code().name}: {err.details()}") from None
+def _client(args: argparse.Namespace) -> Client:
+    """A client to `--server` with the TLS flags (or --insecure)."""
+    target = Target(args.server, args.tls_ca, args.tls_cert, args.tls_key,
+                    args.tls_server_name, args.insecure)  # fmt: skip
+    return Client.connect(target)
 
 
 def _limits(items: list[str]) -> Any:
@@ -110,7 +60,7 @@ def _limits(items: list[str]) -> Any:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    _api()  # a one-line error, before the server module needs the generated code
+    api()  # a one-line error, before the server module needs the generated code
     from controller.drivers.interface import load_driver
     from controller.formats.fabric_file import load_fabric
     from controller.service.auth import PolicyStore
@@ -193,134 +143,94 @@ def cmd_job_put(args: argparse.Namespace) -> int:
     from controller.formats.placement import check_job_entry
     from controller.model.documents import read_document
 
-    pb, _ = _api()
+    api()  # a one-line error, before the file is read
     doc = read_document(args.file, JobError, "job file")
     jobs = doc.get("jobs") if isinstance(doc, dict) else None
     if not isinstance(jobs, list) or set(doc) != {"jobs"}:
         raise InputError(f'{args.file}: expected {{"jobs": [...]}}')
-    msgs = []
+    entries = []
     for i, job in enumerate(jobs):  # every job checked before the first is sent
         try:
-            entry = check_job_entry(job, f"jobs[{i}]")
+            entries.append(check_job_entry(job, f"jobs[{i}]"))
         except JobError as err:
             raise JobError(f"{args.file}: {err}") from None
-        msgs.append(pb.Job(**{k: v for k, v in entry.items() if v is not None}))
-    _, stub = _stub(args)  # the file is checked before any connection is made
-    for msg in msgs:
-        reply = _call(partial(stub.PutJob, pb.PutJobRequest(job=msg)))
-        print(f"{msg.id}: generation {reply.generation}")
+    with _client(args) as client:  # the file is checked before any connection is made
+        for entry in entries:
+            print(f"{entry['id']}: generation {client.put_job(entry)}")
     return 0
 
 
 def cmd_job_rm(args: argparse.Namespace) -> int:
-    pb, stub = _stub(args)
-    reply = _call(lambda: stub.DeleteJob(pb.DeleteJobRequest(id=args.id)))
-    print(f"{args.id}: {'deleted' if reply.existed else 'not found (nothing to do)'}")
+    with _client(args) as client:
+        existed = client.delete_job(args.id)
+    print(f"{args.id}: {'deleted' if existed else 'not found (nothing to do)'}")
     return 0
 
 
 def cmd_job_ls(args: argparse.Namespace) -> int:
-    pb, stub = _stub(args)
-    for entry in _call(lambda: stub.ListJobs(pb.ListJobsRequest())).jobs:
-        print(f"{entry.job.id}\tgeneration {entry.generation}\t{len(entry.job.hosts)} hosts")
+    with _client(args) as client:
+        for job in client.list_jobs():
+            print(f"{job.id}\tgeneration {job.generation}\t{len(job.hosts)} hosts")
     return 0
 
 
 def cmd_link(args: argparse.Namespace) -> int:
-    pb, stub = _stub(args)
-    state = {"down": pb.LinkReport.DOWN, "up": pb.LinkReport.UP,
-             "degrade": pb.LinkReport.DEGRADED}[args.state]  # fmt: skip
-    if args.state == "degrade" and args.fraction is None:
-        raise InputError("link degrade needs a FRACTION of capacity, e.g. 0.5")
-    report = pb.LinkReport(link=args.link, state=state, fraction=args.fraction or 0.0)
-    reply = _call(lambda: stub.ReportLinks(pb.ReportLinksRequest(reports=[report])))
-    print(f"accepted; state version {reply.state_version}")
+    with _client(args) as client:
+        version = client.report_link(args.link, args.state, args.fraction)
+    print(f"accepted; state version {version}")
     return 0
 
 
-def _entry_line(prefix: str, e: Any) -> str:
-    qp = f" qp {e.qp_bucket}" if e.HasField("qp_bucket") else ""
+def _entry_line(prefix: str, e: RouteLine) -> str:
+    qp = f" qp {e.qp_bucket}" if e.qp_bucket is not None else ""
     return f"{prefix}{e.switch}\t{e.in_port} -> {e.dst_host}{qp} via {e.next_hop}"
 
 
 def cmd_routes_show(args: argparse.Namespace) -> int:
-    import grpc
-
-    pb, stub = _stub(args)
-    try:
-        if args.watch:
-            _watch(pb, stub, args.since)
-        else:
-            _show(pb, stub, args)
-    except grpc.RpcError as err:  # a stream ends with a status: one line, no traceback
-        raise InputError(f"{err.code().name}: {err.details()}") from None
-    except BrokenPipeError:  # `tectl routes show | head`
-        sys.stderr.close()
+    with _client(args) as client:
+        try:
+            if args.watch:
+                _watch(client, args.since)
+            else:
+                _show(client, args)
+        except BrokenPipeError:  # `tectl routes show | head`
+            sys.stderr.close()
     return 0
 
 
-def _show(pb: Any, stub: Any, args: argparse.Namespace) -> None:
+def _show(client: Client, args: argparse.Namespace) -> None:
     """Stream the installed entries (filtered) in chunks, printing each as it arrives."""
-    request = pb.GetRoutesRequest(switches=args.switch, job=args.job, page_size=args.chunk)
-    for i, chunk in enumerate(stub.StreamRoutes(request)):
+    for i, chunk in enumerate(client.stream_routes(args.switch, args.job, args.chunk)):
         if i == 0:
             print(f"# routes version {chunk.version}: {chunk.total_entries} entries", flush=True)
         sys.stdout.write("".join(_entry_line("", e) + "\n" for e in chunk.entries))
     sys.stdout.flush()
 
 
-def _watch(pb: Any, stub: Any, since: int) -> None:
-    """Print the watch; when the server drops it for falling behind, resume where it says."""
-    import grpc
-
-    from controller.service.servicer import RESUME_VERSION_KEY
-
-    while True:
-        try:
-            _watch_once(pb, stub, since)
-            return
-        except grpc.RpcError as err:
-            resume = dict(err.trailing_metadata() or ()).get(RESUME_VERSION_KEY)
-            if err.code() != grpc.StatusCode.ABORTED or resume is None:
-                raise
-            print(f"# fell behind; resuming from version {resume}", flush=True)
-            since = int(resume)
-
-
-def _watch_once(pb: Any, stub: Any, since: int) -> None:
+def _watch(client: Client, since: int) -> None:
+    """Print the watch; the client resumes it when the server drops it for falling behind."""
     first_chunk = True
-    for event in stub.WatchRoutes(pb.WatchRoutesRequest(since_version=since)):
-        kind = event.WhichOneof("event")
-        if kind == "snapshot":
-            snap = event.snapshot
+    for event in client.watch_routes(since):
+        if isinstance(event, Snapshot):
             if first_chunk:
-                print(f"# snapshot version {snap.version}: {snap.total_entries} entries",
+                print(f"# snapshot version {event.version}: {event.total_entries} entries",
                       flush=True)  # fmt: skip
-            first_chunk = not snap.next_page_token
-        elif kind == "sync":
-            print(f"# in sync at version {event.sync.version}", flush=True)
-        else:
-            d = event.delta
-            lines = [f"# delta version {d.version}"]
-            lines += [_entry_line("+ ", e) for e in d.added]
-            lines += [_entry_line("- ", e) for e in d.removed]
+            first_chunk = not event.more
+        elif isinstance(event, InSync):
+            print(f"# in sync at version {event.version}", flush=True)
+        elif isinstance(event, Resumed):
+            print(f"# fell behind; resuming from version {event.version}", flush=True)
+            first_chunk = True
+        elif isinstance(event, Delta):
+            lines = [f"# delta version {event.version}"]
+            lines += [_entry_line("+ ", e) for e in event.added]
+            lines += [_entry_line("- ", e) for e in event.removed]
             print("\n".join(lines), flush=True)
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    pb, stub = _stub(args)
-    s = _call(lambda: stub.Status(pb.StatusRequest()))
-    data = {
-        "fabric": dict(s.fabric), "last_solve": dict(s.last_solve),
-        "state_version": s.state_version, "routes_version": s.routes_version,
-        "driver": s.driver, "driver_ok": s.driver_ok,
-        "installed_entries": s.installed_entries, "last_error": s.last_error,
-        "switches_differing": s.switches_differing, "differing": list(s.differing),
-        "entries_missing": s.entries_missing, "reconciles": s.reconciles,
-        "retry_rounds": s.retry_rounds, "store": s.store, "store_ok": s.store_ok,
-        "store_revision": s.store_revision, "role": s.role, "leader": s.leader,
-        "replica": s.replica, "ops_pushed": s.ops_pushed, "pending_changes": s.pending_changes,
-    }  # fmt: skip
+    with _client(args) as client:
+        data = client.status()
     sys.stdout.write(to_json(data) + "\n")
     return 0
 
@@ -371,19 +281,20 @@ def register(cli: Commands) -> None:
                        help="override an API limit, e.g. write_rate=50 (docs/security.md)")
     serve.set_defaults(func=cmd_serve)
 
+    from_env = Target.from_env()
+
     def client(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
-        p.add_argument("--server", default=env("FABRIC_TE_SERVER", DEFAULT_ADDRESS),
+        p.add_argument("--server", default=from_env.address,
                        help=f"host:port (FABRIC_TE_SERVER; {DEFAULT_ADDRESS})")
-        p.add_argument("--tls-ca", default=env("FABRIC_TE_TLS_CA"),
+        p.add_argument("--tls-ca", default=from_env.ca,
                        help="CA bundle of the server certificate (FABRIC_TE_TLS_CA)")
-        p.add_argument("--tls-cert", default=env("FABRIC_TE_TLS_CERT"),
+        p.add_argument("--tls-cert", default=from_env.cert,
                        help="client certificate, PEM (FABRIC_TE_TLS_CERT)")
-        p.add_argument("--tls-key", default=env("FABRIC_TE_TLS_KEY"),
+        p.add_argument("--tls-key", default=from_env.key,
                        help="client private key, PEM (FABRIC_TE_TLS_KEY)")
-        p.add_argument("--tls-server-name", default=env("FABRIC_TE_TLS_SERVER_NAME"),
+        p.add_argument("--tls-server-name", default=from_env.server_name,
                        help="name to verify in the server certificate, if not the host")
-        p.add_argument("--insecure", action="store_true",
-                       default=env("FABRIC_TE_INSECURE", "") not in ("", "0"),
+        p.add_argument("--insecure", action="store_true", default=from_env.insecure,
                        help="plaintext to a local --insecure server (FABRIC_TE_INSECURE=1)")
         return p
 

@@ -103,15 +103,16 @@ def cmd_link(args: argparse.Namespace) -> int:
 
 
 def report_link(address: str, link: str, state: str, factor: float) -> None:
-    """Tell a running controller about the change (the service's link command)."""
-    from controller.cli.main import main as tectl
+    """Tell a running controller about the change, as `tectl link` does (TLS or plaintext
+    from the FABRIC_TE_* settings)."""
+    from controller.errors import InputError, LabError
+    from controller.service.client import Client, Target
 
-    extra = [str(factor)] if state == "degrade" else []
-    code = tectl(["link", "--server", address, state, link, *extra])
-    if code != 0:
-        from controller.errors import LabError
-
-        raise LabError(f"the controller at {address} did not take the link change")
+    try:
+        with Client.connect(Target.from_env(address)) as client:
+            client.report_link(link, state, factor if state == "degrade" else None)
+    except InputError as err:
+        raise LabError(f"the controller at {address} did not take the link change: {err}") from None
 
 
 def solved(fabric: Fabric, seed: int, fill: float,

@@ -12,6 +12,8 @@ import pytest
 
 from controller.api.fabric_te.v1 import te_pb2 as pb
 from controller.cli.service import _watch
+from controller.errors import InputError
+from controller.service.client import Client
 
 
 class _Dropped(grpc.RpcError):
@@ -45,7 +47,7 @@ class _Stub:
 
 def test_watch_resumes_from_the_version_the_server_names(capsys) -> None:
     stub = _Stub(_Dropped("7"))
-    _watch(pb, stub, 0)
+    _watch(Client(stub), 0)
     assert stub.asked == [0, 7]
     out = capsys.readouterr().out
     assert "# fell behind; resuming from version 7" in out and "# delta version 8" in out
@@ -54,6 +56,6 @@ def test_watch_resumes_from_the_version_the_server_names(capsys) -> None:
 @pytest.mark.parametrize("drop", [_Dropped(None), _Dropped("7", grpc.StatusCode.UNAVAILABLE)])
 def test_other_ends_of_a_watch_are_not_retried(drop: _Dropped) -> None:
     stub = _Stub(drop)
-    with pytest.raises(grpc.RpcError):
-        _watch(pb, stub, 0)
+    with pytest.raises(InputError, match=f"^{drop.code().name}: fell behind$"):
+        _watch(Client(stub), 0)
     assert stub.asked == [0]

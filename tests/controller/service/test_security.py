@@ -277,8 +277,8 @@ def test_every_method_by_every_role(certs: Path, tmp_path: Path) -> None:
     from cryptography import x509
     from cryptography.hazmat.primitives import serialization
 
-    from controller.cli.certs import make_cert
     from controller.service.auth import METHOD_ROLES
+    from controller.service.certs import make_cert
 
     shutil.copytree(certs, tmp_path, dirs_exist_ok=True)
     ca = (x509.load_pem_x509_certificate((tmp_path / "ca.pem").read_bytes()),

@@ -1,0 +1,291 @@
+"""A typed client of a running controller's gRPC API: plain data in, plain data out.
+
+The one place a client touches the generated protobuf code; `tectl`'s client commands and
+the benchmarks speak to a controller through it. Every failed call becomes an `InputError`
+naming the gRPC status ("UNAVAILABLE: ..."), as `tectl` prints it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from controller.errors import InputError
+
+DEFAULT_ADDRESS = "127.0.0.1:50051"
+# Route tables of large fabrics run to tens of MB; gRPC's default receive limit is 4 MB.
+MAX_RECEIVE_BYTES = 1 << 30
+LINK_STATES = ("down", "up", "degrade")
+
+T = TypeVar("T")
+
+
+def api() -> tuple[Any, Any]:
+    """The generated (te_pb2, te_pb2_grpc) modules, or a one-line error naming the fix."""
+    try:
+        from controller.api.fabric_te.v1 import te_pb2, te_pb2_grpc
+    except ImportError:
+        raise InputError(
+            "the gRPC code is not generated: run `make protos` (make demo/test do it)"
+        ) from None
+    return te_pb2, te_pb2_grpc
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a controller listens and how to reach it: mTLS with a client certificate, or
+    plaintext only when `insecure`."""
+
+    address: str = DEFAULT_ADDRESS
+    ca: str | None = None
+    cert: str | None = None
+    key: str | None = None
+    server_name: str | None = None
+    insecure: bool = False
+
+    @classmethod
+    def from_env(cls, address: str | None = None) -> Target:
+        """The FABRIC_TE_SERVER / _TLS_CA / _TLS_CERT / _TLS_KEY / _TLS_SERVER_NAME /
+        _INSECURE settings `tectl`'s client flags default to."""
+        env = os.environ.get
+        return cls(
+            address=address or env("FABRIC_TE_SERVER", DEFAULT_ADDRESS),
+            ca=env("FABRIC_TE_TLS_CA"), cert=env("FABRIC_TE_TLS_CERT"),
+            key=env("FABRIC_TE_TLS_KEY"), server_name=env("FABRIC_TE_TLS_SERVER_NAME"),
+            insecure=env("FABRIC_TE_INSECURE", "") not in ("", "0"),
+        )  # fmt: skip
+
+
+def _read(path: str, what: str) -> bytes:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except OSError as err:
+        raise InputError(f"{path}: cannot read {what}: {err.strerror}") from None
+
+
+def channel(target: Target) -> Any:
+    """A gRPC channel to `target` (receive limit raised to MAX_RECEIVE_BYTES)."""
+    import grpc
+
+    options: list[tuple[str, Any]] = [("grpc.max_receive_message_length", MAX_RECEIVE_BYTES)]
+    if not (target.ca and target.cert and target.key):
+        if target.insecure:
+            return grpc.insecure_channel(target.address, options=options)
+        raise InputError("no client certificate: give --tls-ca, --tls-cert and --tls-key "
+                         "(or FABRIC_TE_TLS_CA/_CERT/_KEY), or --insecure for a plaintext "
+                         "local server")  # fmt: skip
+    creds = grpc.ssl_channel_credentials(
+        root_certificates=_read(target.ca, "--tls-ca"),
+        private_key=_read(target.key, "--tls-key"),
+        certificate_chain=_read(target.cert, "--tls-cert"),
+    )
+    if target.server_name:
+        options.append(("grpc.ssl_target_name_override", target.server_name))
+    return grpc.secure_channel(target.address, creds, options=options)
+
+
+# Plain replies.
+
+
+@dataclass(frozen=True)
+class JobListing:
+    """A job the controller holds: its id, generation and host names (rank order)."""
+
+    id: str
+    generation: int
+    hosts: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class RouteLine:
+    """An installed TE entry by names: at `switch`, traffic in on `in_port` towards
+    `dst_host` (in `qp_bucket`, if bucketed) leaves on `next_hop`."""
+
+    switch: str
+    in_port: str
+    dst_host: str
+    next_hop: str
+    qp_bucket: int | None = None
+
+
+@dataclass(frozen=True)
+class RoutesChunk:
+    """One streamed piece of the installed routes at `version`."""
+
+    version: int
+    total_entries: int
+    entries: tuple[RouteLine, ...]
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A watch's snapshot page; `more` when further pages of the same snapshot follow."""
+
+    version: int
+    total_entries: int
+    entries: tuple[RouteLine, ...]
+    more: bool
+
+
+@dataclass(frozen=True)
+class InSync:
+    """The watch has delivered everything up to `version`."""
+
+    version: int
+
+
+@dataclass(frozen=True)
+class Delta:
+    """Entries added and removed at `version`."""
+
+    version: int
+    added: tuple[RouteLine, ...]
+    removed: tuple[RouteLine, ...]
+
+
+@dataclass(frozen=True)
+class Resumed:
+    """The server dropped the watch for falling behind; it goes on from `version`."""
+
+    version: int
+
+
+WatchEvent = Snapshot | InSync | Delta | Resumed
+
+
+def _line(e: Any) -> RouteLine:
+    qp = e.qp_bucket if e.HasField("qp_bucket") else None
+    return RouteLine(e.switch, e.in_port, e.dst_host, e.next_hop, qp)
+
+
+def _lines(entries: Sequence[Any]) -> tuple[RouteLine, ...]:
+    return tuple(_line(e) for e in entries)
+
+
+def _failed(err: Any) -> InputError:
+    return InputError(f"{err.code().name}: {err.details()}")
+
+
+class Client:
+    """The TrafficEngineering API as plain-data methods, over one stub."""
+
+    def __init__(self, stub: Any, conn: Any = None, timeout: float | None = None) -> None:
+        self._pb = api()[0]
+        self._stub, self._conn, self._timeout = stub, conn, timeout
+
+    @classmethod
+    def connect(cls, target: Target, timeout: float | None = None) -> Client:
+        """A client on a new channel to `target`; `timeout` (s) bounds each unary call."""
+        conn = channel(target)
+        return cls(api()[1].TrafficEngineeringStub(conn), conn, timeout)
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def _call(self, fn: Callable[..., T], request: Any) -> T:
+        import grpc
+
+        try:
+            return fn(request, timeout=self._timeout)
+        except grpc.RpcError as err:
+            raise _failed(err) from None
+
+    def put_job(self, job: Mapping[str, Any]) -> int:
+        """Create or replace a job (fields as in a placement file's job); its generation."""
+        msg = self._pb.Job(**{k: v for k, v in job.items() if v is not None})
+        reply = self._call(self._stub.PutJob, self._pb.PutJobRequest(job=msg))
+        return int(reply.generation)
+
+    def delete_job(self, job_id: str) -> bool:
+        """Delete a job (idempotent); whether it existed."""
+        return bool(self._call(self._stub.DeleteJob, self._pb.DeleteJobRequest(id=job_id)).existed)
+
+    def list_jobs(self) -> list[JobListing]:
+        reply = self._call(self._stub.ListJobs, self._pb.ListJobsRequest())
+        return [JobListing(e.job.id, int(e.generation), tuple(e.job.hosts)) for e in reply.jobs]
+
+    def report_link(self, link: str, state: str, fraction: float | None = None) -> int:
+        """Report `link` down, up or degraded to `fraction` of its capacity; the new state
+        version."""
+        if state not in LINK_STATES:
+            raise InputError(f"link state {state!r}: expected one of {', '.join(LINK_STATES)}")
+        if state == "degrade" and fraction is None:
+            raise InputError("link degrade needs a FRACTION of capacity, e.g. 0.5")
+        pb = self._pb
+        code = {"down": pb.LinkReport.DOWN, "up": pb.LinkReport.UP,
+                "degrade": pb.LinkReport.DEGRADED}[state]  # fmt: skip
+        report = pb.LinkReport(link=link, state=code, fraction=fraction or 0.0)
+        reply = self._call(self._stub.ReportLinks, pb.ReportLinksRequest(reports=[report]))
+        return int(reply.state_version)
+
+    def status(self) -> dict[str, Any]:
+        """The controller's status as a JSON-ready dict (keys as `tectl status` prints)."""
+        s = self._call(self._stub.Status, self._pb.StatusRequest())
+        return {
+            "fabric": dict(s.fabric), "last_solve": dict(s.last_solve),
+            "state_version": s.state_version, "routes_version": s.routes_version,
+            "driver": s.driver, "driver_ok": s.driver_ok,
+            "installed_entries": s.installed_entries, "last_error": s.last_error,
+            "switches_differing": s.switches_differing, "differing": list(s.differing),
+            "entries_missing": s.entries_missing, "reconciles": s.reconciles,
+            "retry_rounds": s.retry_rounds, "store": s.store, "store_ok": s.store_ok,
+            "store_revision": s.store_revision, "role": s.role, "leader": s.leader,
+            "replica": s.replica, "ops_pushed": s.ops_pushed,
+            "pending_changes": s.pending_changes,
+        }  # fmt: skip
+
+    def stream_routes(
+        self, switches: Sequence[str] = (), job: str = "", chunk: int = 10_000
+    ) -> Iterator[RoutesChunk]:
+        """The installed entries (only `switches`' and towards `job`'s hosts, if given),
+        `chunk` entries a message, as they arrive."""
+        import grpc
+
+        request = self._pb.GetRoutesRequest(switches=list(switches), job=job, page_size=chunk)
+        try:
+            for msg in self._stub.StreamRoutes(request):
+                yield RoutesChunk(msg.version, msg.total_entries, _lines(msg.entries))
+        except grpc.RpcError as err:  # a stream ends with a status
+            raise _failed(err) from None
+
+    def watch_routes(self, since: int = 0) -> Iterator[WatchEvent]:
+        """Route changes after version `since` (0: a snapshot first). When the server drops
+        the watch for falling behind, a `Resumed` event, and the watch goes on from the
+        version the server names; any other end raises."""
+        import grpc
+
+        from controller.service.servicer import RESUME_VERSION_KEY
+
+        while True:
+            try:
+                yield from self._watch_once(since)
+                return
+            except grpc.RpcError as err:
+                resume = dict(err.trailing_metadata() or ()).get(RESUME_VERSION_KEY)
+                if err.code() != grpc.StatusCode.ABORTED or resume is None:
+                    raise _failed(err) from None
+            since = int(resume)
+            yield Resumed(since)
+
+    def _watch_once(self, since: int) -> Iterator[WatchEvent]:
+        for event in self._stub.WatchRoutes(self._pb.WatchRoutesRequest(since_version=since)):
+            kind = event.WhichOneof("event")
+            if kind == "snapshot":
+                s = event.snapshot
+                yield Snapshot(s.version, s.total_entries, _lines(s.entries),
+                               bool(s.next_page_token))  # fmt: skip
+            elif kind == "sync":
+                yield InSync(event.sync.version)
+            else:
+                d = event.delta
+                yield Delta(d.version, _lines(d.added), _lines(d.removed))
