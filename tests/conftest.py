@@ -1,4 +1,4 @@
-"""Shared fixtures: tiny fabrics small enough to check by hand."""
+"""Shared fixtures: the preset fabrics (tiny ones small enough to check by hand)."""
 
 from __future__ import annotations
 
@@ -7,19 +7,34 @@ import pytest
 from controller.model.clos import PRESETS, ClosSpec, build
 from controller.model.fabric import Fabric
 
+# Fabrics are immutable (frozen, read-only capacities), so each is built once per session.
+# Module constants built from presets remain only where a fixture cannot serve: hypothesis
+# strategies, parametrisation and module-level helpers evaluated outside a test.
 
-@pytest.fixture
+
+@pytest.fixture(scope="session")
 def tiny() -> Fabric:
     """2 pods x 2 racks x 2 hosts x 2 NICs, 4 CTSWs per pod, 1 ATSW per plane, 1:2 taper."""
     return build(PRESETS["tiny"])
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def small() -> Fabric:
     return build(PRESETS["small"])
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
+def wide() -> Fabric:
+    return build(PRESETS["wide"])
+
+
+@pytest.fixture(scope="session")
+def pod() -> Fabric:
+    """The default preset: one pod of 192 racks (3,072 GPUs)."""
+    return build(PRESETS["pod"])
+
+
+@pytest.fixture(scope="session")
 def two_rack_pod() -> Fabric:
     """One pod, 2 racks x 1 host x 2 NICs, 2 CTSWs: the smallest 1:1 pod."""
     return build(

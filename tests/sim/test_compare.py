@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from controller.model.assignment import Assignment
-from controller.model.clos import PRESETS, build
+from controller.model.fabric import Fabric
 from controller.model.health import random_failures
 from controller.model.jobs import jobs_flows
 from controller.solver.solve import SolveOptions, solve
@@ -13,8 +13,8 @@ from sim.compare import baseline, routed
 from sim.jobmix import ring_jobs
 
 
-def test_unrouted_flows_are_carried_like_eecmp() -> None:
-    fabric = build(PRESETS["small"])
+def test_unrouted_flows_are_carried_like_eecmp(small: Fabric) -> None:
+    fabric = small
     health = random_failures(fabric, 2, seed=4)
     flows = jobs_flows(fabric, ring_jobs(fabric, 8, seed=4))
     none = Assignment(flows, np.full(len(flows), -1, np.int64))
@@ -24,8 +24,8 @@ def test_unrouted_flows_are_carried_like_eecmp() -> None:
     assert te.mlu == ee.mlu and te.unrouted == 0
 
 
-def test_partly_routed_keeps_every_flow() -> None:
-    fabric = build(PRESETS["small"])
+def test_partly_routed_keeps_every_flow(small: Fabric) -> None:
+    fabric = small
     health = random_failures(fabric, 1, seed=2)
     flows = jobs_flows(fabric, ring_jobs(fabric, 8, seed=2))
     path = solve(fabric, health, flows, options=SolveOptions(qps=1)).assignment.path.copy()

@@ -9,22 +9,19 @@ from hypothesis import strategies as st
 
 from controller.errors import JobError
 from controller.model.clos import PRESETS, build
+from controller.model.fabric import Fabric
 from controller.model.jobs import check_job, jobs_flows
 from sim.jobmix import ALLTOALL_MAX_HOSTS, random_jobs, ring_jobs
-
-TINY = build(PRESETS["tiny"])
-SMALL = build(PRESETS["small"])
-POD = build(PRESETS["pod"])
 
 
 def all_hosts(jobs) -> list[int]:  # type: ignore[no-untyped-def]
     return [h for job in jobs for h in job.hosts]
 
 
-def test_same_seed_same_jobs_other_seed_other_jobs() -> None:
-    assert random_jobs(POD, 7) == random_jobs(POD, 7)
-    assert random_jobs(POD, 7, fill=0.6) == random_jobs(POD, 7, fill=0.6)
-    assert random_jobs(POD, 7) != random_jobs(POD, 8)
+def test_same_seed_same_jobs_other_seed_other_jobs(pod: Fabric) -> None:
+    assert random_jobs(pod, 7) == random_jobs(pod, 7)
+    assert random_jobs(pod, 7, fill=0.6) == random_jobs(pod, 7, fill=0.6)
+    assert random_jobs(pod, 7) != random_jobs(pod, 8)
 
 
 @settings(max_examples=40, deadline=None)
@@ -35,9 +32,9 @@ def test_same_seed_same_jobs_other_seed_other_jobs() -> None:
     preset=st.sampled_from(["tiny", "small", "pod"]),
 )
 def test_jobs_are_disjoint_valid_and_fill_the_fraction(
-    seed: int, fill: float, frag: float, preset: str
+    tiny: Fabric, small: Fabric, pod: Fabric, seed: int, fill: float, frag: float, preset: str
 ) -> None:
-    fabric = {"tiny": TINY, "small": SMALL, "pod": POD}[preset]
+    fabric = {"tiny": tiny, "small": small, "pod": pod}[preset]
     jobs = random_jobs(fabric, seed, fill=fill, fragmentation=frag)
     hosts = all_hosts(jobs)
     assert len(hosts) == len(set(hosts)) == round(fill * fabric.num_hosts)
@@ -50,41 +47,41 @@ def test_jobs_are_disjoint_valid_and_fill_the_fraction(
     jobs_flows(fabric, jobs).validate(fabric)
 
 
-def test_mix_has_partial_racks_fragmented_jobs_and_all_kinds() -> None:
-    jobs = random_jobs(POD, 3, fill=0.9, fragmentation=0.3)
+def test_mix_has_partial_racks_fragmented_jobs_and_all_kinds(pod: Fabric) -> None:
+    jobs = random_jobs(pod, 3, fill=0.9, fragmentation=0.3)
     kinds = {job.id.split("-")[0] for job in jobs}
     assert kinds == {"ring", "pipeline", "alltoall"}
     owner = {h: k for k, job in enumerate(jobs) for h in job.hosts}
-    racks = [[owner.get(r * 2 + s) for s in range(2)] for r in range(POD.num_racks)]
+    racks = [[owner.get(r * 2 + s) for s in range(2)] for r in range(pod.num_racks)]
     assert any(a != b for a, b in racks)  # some rack is shared by two jobs or half idle
     fragmented = [
         job for job in jobs if list(job.hosts) != list(range(job.hosts[0], job.hosts[-1] + 1))
     ]
     assert fragmented
-    assert any(len({POD.rack_of_host(h) for h in job.hosts}) > job.num_hosts // 2 + 1
+    assert any(len({pod.rack_of_host(h) for h in job.hosts}) > job.num_hosts // 2 + 1
                for job in fragmented)  # fmt: skip
     sizes = [job.num_hosts * 8 for job in jobs]
     assert min(sizes) >= 8 and max(sizes) <= 2048
 
 
-def test_no_fragmentation_gives_contiguous_jobs() -> None:
-    for job in random_jobs(POD, 11, fill=0.8, fragmentation=0.0):
+def test_no_fragmentation_gives_contiguous_jobs(pod: Fabric) -> None:
+    for job in random_jobs(pod, 11, fill=0.8, fragmentation=0.0):
         assert list(job.hosts) == list(range(job.hosts[0], job.hosts[0] + job.num_hosts))
 
 
-def test_patterns_and_sizes_can_be_chosen() -> None:
-    jobs = random_jobs(SMALL, 1, patterns={"ring": 1}, sizes={4: 1})
+def test_patterns_and_sizes_can_be_chosen(small: Fabric) -> None:
+    jobs = random_jobs(small, 1, patterns={"ring": 1}, sizes={4: 1})
     assert all(job.collectives == ("ring",) and job.num_hosts == 4 for job in jobs)
-    assert len(jobs) == SMALL.num_hosts // 4
-    jobs = random_jobs(SMALL, 1, patterns={"alltoall": 1, "ring": 0}, sizes={64: 1})
+    assert len(jobs) == small.num_hosts // 4
+    jobs = random_jobs(small, 1, patterns={"alltoall": 1, "ring": 0}, sizes={64: 1})
     assert all(job.collectives == ("alltoall",) for job in jobs)
     assert all(job.num_hosts <= ALLTOALL_MAX_HOSTS for job in jobs)
-    jobs = random_jobs(SMALL, 1, patterns={"pipeline": 1}, sizes={8: 1})
+    jobs = random_jobs(small, 1, patterns={"pipeline": 1}, sizes={8: 1})
     assert all(job.pp in (2, 4, 8) and "pipeline" in job.collectives for job in jobs)
 
 
-def test_empty_fill_gives_no_jobs() -> None:
-    assert random_jobs(SMALL, 5, fill=0.0) == []
+def test_empty_fill_gives_no_jobs(small: Fabric) -> None:
+    assert random_jobs(small, 5, fill=0.0) == []
 
 
 @pytest.mark.parametrize(
@@ -100,29 +97,29 @@ def test_empty_fill_gives_no_jobs() -> None:
         ({"patterns": {}}, "patterns"),
     ],
 )
-def test_bad_mix_parameters_name_the_field(kwargs: dict, field: str) -> None:
+def test_bad_mix_parameters_name_the_field(small: Fabric, kwargs: dict, field: str) -> None:
     with pytest.raises(JobError) as info:
-        random_jobs(SMALL, 0, **kwargs)
+        random_jobs(small, 0, **kwargs)
     assert info.value.field == field
 
 
-def test_ring_jobs_pack_the_fabric_in_order() -> None:
-    jobs = ring_jobs(TINY, 3)
+def test_ring_jobs_pack_the_fabric_in_order(tiny: Fabric) -> None:
+    jobs = ring_jobs(tiny, 3)
     assert [job.hosts for job in jobs] == [(0, 1, 2), (3, 4, 5), (6, 7)]
     assert [job.id for job in jobs] == ["ring-0", "ring-1", "ring-2"]
     assert all(job.collectives == ("ring",) and job.tp == 2 for job in jobs)
-    flows = jobs_flows(TINY, jobs)
-    assert len(flows) == TINY.num_nics  # every NIC sends exactly one flow
+    flows = jobs_flows(tiny, jobs)
+    assert len(flows) == tiny.num_nics  # every NIC sends exactly one flow
     assert np.allclose(flows.demand, 400.0)
 
 
-def test_ring_jobs_scattered_by_seed() -> None:
-    jobs = ring_jobs(POD, 16, seed=4)
-    assert jobs == ring_jobs(POD, 16, seed=4) != ring_jobs(POD, 16, seed=5)
-    assert sorted(all_hosts(jobs)) == list(range(POD.num_hosts))
+def test_ring_jobs_scattered_by_seed(pod: Fabric) -> None:
+    jobs = ring_jobs(pod, 16, seed=4)
+    assert jobs == ring_jobs(pod, 16, seed=4) != ring_jobs(pod, 16, seed=5)
+    assert sorted(all_hosts(jobs)) == list(range(pod.num_hosts))
     assert all(list(job.hosts) == sorted(job.hosts) for job in jobs)
     with pytest.raises(JobError, match="hosts_per_job"):
-        ring_jobs(POD, 0)
+        ring_jobs(pod, 0)
 
 
 def test_full_meta_24k_of_two_channel_rings() -> None:

@@ -7,6 +7,7 @@ import pytest
 
 from controller.model.assignment import UNROUTED, Assignment
 from controller.model.clos import PRESETS, build
+from controller.model.fabric import Fabric
 from controller.model.flows import FlowSet
 from controller.routes.entries import Entry, build_routes
 from sim.switches import (
@@ -58,8 +59,8 @@ def test_ecmp_delivers_every_pair_on_a_valley_free_path(fabric):
         )
 
 
-def test_ecmp_is_deterministic_and_seeded():
-    fabric = build(PRESETS["small"])
+def test_ecmp_is_deterministic_and_seeded(small: Fabric):
+    fabric = small
     src, dst = all_pairs(fabric)
     a = EmulatedFabric(fabric, seed=1).forward(src, dst).arcs
     b = EmulatedFabric(fabric, seed=1).forward(src, dst).arcs
@@ -68,8 +69,8 @@ def test_ecmp_is_deterministic_and_seeded():
     assert (a != c).any()
 
 
-def test_ecmp_spreads_over_all_uplinks():
-    fabric = build(PRESETS["small"])
+def test_ecmp_spreads_over_all_uplinks(small: Fabric):
+    fabric = small
     src, dst = all_pairs(fabric)
     walks = EmulatedFabric(fabric).forward(src, dst)
     second = walks.arcs[:, 1]
@@ -78,8 +79,8 @@ def test_ecmp_spreads_over_all_uplinks():
     assert np.unique(first_rack).size == fabric.ctsws_per_pod
 
 
-def test_te_entry_is_followed_and_ignored_when_its_link_is_down():
-    fabric = build(PRESETS["tiny"])
+def test_te_entry_is_followed_and_ignored_when_its_link_is_down(tiny: Fabric):
+    fabric = tiny
     em = EmulatedFabric(fabric)
     src, dst = 0, fabric.nic_id(2, 0)  # rack 0 -> rack 1, same pod
     uplink = fabric.rack_link(0, 3)
@@ -91,8 +92,8 @@ def test_te_entry_is_followed_and_ignored_when_its_link_is_down():
     assert walk.arcs[1] != fabric.up(uplink)
 
 
-def test_te_entry_into_a_dead_end_is_not_followed():
-    fabric = build(PRESETS["tiny"])
+def test_te_entry_into_a_dead_end_is_not_followed(tiny: Fabric):
+    fabric = tiny
     em = EmulatedFabric(fabric)
     src, dst = 0, fabric.nic_id(2, 0)
     uplink = fabric.rack_link(0, 3)
@@ -103,8 +104,8 @@ def test_te_entry_into_a_dead_end_is_not_followed():
     assert walk.arcs[1] != fabric.up(uplink)
 
 
-def test_unreachable_destination_is_dropped():
-    fabric = build(PRESETS["tiny"])
+def test_unreachable_destination_is_dropped(tiny: Fabric):
+    fabric = tiny
     em = EmulatedFabric(fabric)
     dst = fabric.nic_id(5, 1)
     em.set_links([fabric.access_link(dst)], up=False)
@@ -115,8 +116,8 @@ def test_unreachable_destination_is_dropped():
     assert em.forward([0], [dst]).status[0] == DROPPED
 
 
-def test_bad_entries_that_bounce_are_reported_as_loops():
-    fabric = build(PRESETS["tiny"])
+def test_bad_entries_that_bounce_are_reported_as_loops(tiny: Fabric):
+    fabric = tiny
     em = EmulatedFabric(fabric)
     src, dst_host = 0, 2
     link = fabric.rack_link(0, 0)
@@ -144,8 +145,8 @@ def test_verify_checks_assigned_paths():
     assert report.ok, report.summary()
 
 
-def test_program_is_all_or_nothing_and_respects_capacity():
-    fabric = build(PRESETS["tiny"])
+def test_program_is_all_or_nothing_and_respects_capacity(tiny: Fabric):
+    fabric = tiny
     em = EmulatedFabric(fabric, capacity=1)
     good = Entry("rtsw-p0-r0", 0, 2, fabric.rack_link(0, 1))
     bad = Entry("rtsw-p0-r0", 0, 3, fabric.rack_link(1, 1))  # not a link of rtsw-p0-r0
@@ -158,8 +159,8 @@ def test_program_is_all_or_nothing_and_respects_capacity():
     assert em.read("rtsw-p0-r0") == (good,)
 
 
-def test_faults():
-    fabric = build(PRESETS["tiny"])
+def test_faults(tiny: Fabric):
+    fabric = tiny
     em = EmulatedFabric(fabric)
     name = "rtsw-p0-r0"
     entries = [Entry(name, n, 2, fabric.rack_link(0, n)) for n in range(4)]
@@ -191,8 +192,8 @@ def test_faults():
         Fault("melt")
 
 
-def test_forward_is_fast_enough_for_every_flow_of_a_large_fabric():
-    fabric = build(PRESETS["pod"])
+def test_forward_is_fast_enough_for_every_flow_of_a_large_fabric(pod: Fabric):
+    fabric = pod
     src = np.arange(fabric.num_nics)
     dst = (src + fabric.hosts_per_rack * fabric.nics_per_host) % fabric.num_nics
     walks = EmulatedFabric(fabric).forward(src, dst)

@@ -16,7 +16,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from controller.cli.main import main
-from controller.model.clos import PRESETS, build
+from controller.model.fabric import Fabric
 from controller.service.engine import Engine
 from controller.service.server import start
 from sim.driver import EmulatedDriver
@@ -32,8 +32,8 @@ def _not_strict(token: str) -> None:
     raise ValueError(f"not strict JSON: {token}")
 
 
-def test_client_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    fabric = build(PRESETS["small"])
+def test_client_commands(small: Fabric, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    fabric = small
     running = start(Engine(fabric, EmulatedDriver(fabric), debounce=0.01), "127.0.0.1:0")
     server = ["--server", f"127.0.0.1:{running.port}", "--insecure"]
     try:

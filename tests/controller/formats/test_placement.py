@@ -11,12 +11,9 @@ import yaml
 
 from controller.errors import JobError
 from controller.formats.placement import dump_placement, load_placement, parse_placement
-from controller.model.clos import PRESETS, build
+from controller.model.fabric import Fabric
 from controller.model.jobs import Job
 from sim.jobmix import random_jobs
-
-TINY = build(PRESETS["tiny"])
-SMALL = build(PRESETS["small"])
 
 GOOD = {
     "jobs": [
@@ -36,41 +33,41 @@ GOOD = {
 }
 
 
-def test_parse_good_placement() -> None:
-    jobs = parse_placement(TINY, GOOD)
+def test_parse_good_placement(tiny: Fabric) -> None:
+    jobs = parse_placement(tiny, GOOD)
     assert jobs[0] == Job("llm-1", (0, 1, 2, 3), dp=4, tp=2, channels=2)
     assert jobs[1] == Job("rank-1", (4, 7), dp=4, collectives=("alltoall",))  # dp inferred
     assert jobs[2] == Job("small", (5,), dp=1, gpus_per_host=1)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_dump_parse_round_trip(seed: int) -> None:
-    jobs = random_jobs(SMALL, seed, fill=0.8)
-    doc = dump_placement(SMALL, jobs)
-    assert parse_placement(SMALL, json.loads(json.dumps(doc))) == jobs
-    assert dump_placement(SMALL, parse_placement(SMALL, doc)) == doc
+def test_dump_parse_round_trip(small: Fabric, seed: int) -> None:
+    jobs = random_jobs(small, seed, fill=0.8)
+    doc = dump_placement(small, jobs)
+    assert parse_placement(small, json.loads(json.dumps(doc))) == jobs
+    assert dump_placement(small, parse_placement(small, doc)) == doc
 
 
-def test_load_json_and_yaml(tmp_path: Path) -> None:
+def test_load_json_and_yaml(tiny: Fabric, tmp_path: Path) -> None:
     (tmp_path / "p.json").write_text(json.dumps(GOOD))
     (tmp_path / "p.yaml").write_text(yaml.safe_dump(GOOD))
-    expected = parse_placement(TINY, GOOD)
-    assert load_placement(TINY, tmp_path / "p.json") == expected
-    assert load_placement(TINY, str(tmp_path / "p.yaml")) == expected
+    expected = parse_placement(tiny, GOOD)
+    assert load_placement(tiny, tmp_path / "p.json") == expected
+    assert load_placement(tiny, str(tmp_path / "p.yaml")) == expected
 
 
-def test_load_errors_name_the_file(tmp_path: Path) -> None:
+def test_load_errors_name_the_file(tiny: Fabric, tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
     with pytest.raises(JobError, match=r"bad.json: not valid JSON"):
-        load_placement(TINY, bad)
+        load_placement(tiny, bad)
     with pytest.raises(JobError, match=r"missing.json: cannot read placement file"):
-        load_placement(TINY, tmp_path / "missing.json")
+        load_placement(tiny, tmp_path / "missing.json")
     doc = copy.deepcopy(GOOD)
     doc["jobs"][1]["hosts"][1] = "host-p9-r0-h0"
     (tmp_path / "p.json").write_text(json.dumps(doc))
     with pytest.raises(JobError, match=r"p.json: jobs\[1\].hosts\[1\]: unknown host"):
-        load_placement(TINY, tmp_path / "p.json")
+        load_placement(tiny, tmp_path / "p.json")
 
 
 def edit(path: str, value: object):  # type: ignore[no-untyped-def]
@@ -138,31 +135,31 @@ DELETE = object()
         ("extra", 1, "<placement>: unknown key(s) extra; allowed: jobs"),
     ],
 )
-def test_each_error_names_the_field(path: str, value: object, message: str) -> None:
+def test_each_error_names_the_field(tiny: Fabric, path: str, value: object, message: str) -> None:
     doc = edit(path, value)
     with pytest.raises(JobError) as info:
-        parse_placement(TINY, doc)
+        parse_placement(tiny, doc)
     text = str(info.value)
     assert text.startswith("<placement>: ")
     assert message in text, text
 
 
-def test_error_in_the_last_job_rejects_everything() -> None:
+def test_error_in_the_last_job_rejects_everything(tiny: Fabric) -> None:
     doc = edit("jobs.2.hosts.0", "host-p9-r9-h9")
     with pytest.raises(JobError) as info:
-        parse_placement(TINY, doc, "cluster.json")
+        parse_placement(tiny, doc, "cluster.json")
     assert str(info.value).startswith("cluster.json: jobs[2].hosts[0]: unknown host")
     assert info.value.field == "jobs[2].hosts[0]"
 
 
-def test_top_level_must_be_a_mapping() -> None:
+def test_top_level_must_be_a_mapping(tiny: Fabric) -> None:
     with pytest.raises(JobError, match="expected a mapping with a 'jobs' list"):
-        parse_placement(TINY, [1, 2])
+        parse_placement(tiny, [1, 2])
 
 
-def test_empty_jobs_list_is_an_empty_placement() -> None:
-    assert parse_placement(TINY, {"jobs": []}) == []
-    assert dump_placement(TINY, []) == {"jobs": []}
+def test_empty_jobs_list_is_an_empty_placement(tiny: Fabric) -> None:
+    assert parse_placement(tiny, {"jobs": []}) == []
+    assert dump_placement(tiny, []) == {"jobs": []}
 
 
 @pytest.mark.parametrize(
@@ -179,9 +176,9 @@ def test_empty_jobs_list_is_an_empty_placement() -> None:
         ("jobs.0.hosts", {"host-p0-r0-h0": 1}, "jobs[0].hosts: must be a non-empty list"),
     ],
 )
-def test_bounds_and_strict_types(path: str, value: object, message: str) -> None:
+def test_bounds_and_strict_types(tiny: Fabric, path: str, value: object, message: str) -> None:
     with pytest.raises(JobError) as info:
-        parse_placement(TINY, edit(path, value), "p.json")
+        parse_placement(tiny, edit(path, value), "p.json")
     assert str(info.value).startswith(f"p.json: {message}"), info.value
 
 
@@ -197,17 +194,19 @@ def test_bounds_and_strict_types(path: str, value: object, message: str) -> None
          "jobs[0].demand_gbps: must be a finite number"),
     ],
 )  # fmt: skip
-def test_files_name_the_file(tmp_path: Path, name: str, text: str, message: str) -> None:
+def test_files_name_the_file(
+    tiny: Fabric, tmp_path: Path, name: str, text: str, message: str
+) -> None:
     path = tmp_path / name
     path.write_text(text)
     with pytest.raises(JobError) as info:
-        load_placement(TINY, path)
+        load_placement(tiny, path)
     assert str(info.value).startswith(f"{path}: "), info.value
     assert message in str(info.value)
 
 
-def test_binary_placement_file_is_not_utf8(tmp_path: Path) -> None:
+def test_binary_placement_file_is_not_utf8(tiny: Fabric, tmp_path: Path) -> None:
     path = tmp_path / "p.json"
     path.write_bytes(b'{"jobs": [\x00\xc3\x28]}')
     with pytest.raises(JobError, match=r"p.json: not UTF-8 text \(byte 11 is 0xc3\)"):
-        load_placement(TINY, path)
+        load_placement(tiny, path)

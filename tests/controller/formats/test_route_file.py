@@ -14,6 +14,7 @@ import pytest
 from controller.errors import RouteError
 from controller.formats.route_file import dump_routes, parse_routes, read_routes, write_routes
 from controller.model.clos import PRESETS, build
+from controller.model.fabric import Fabric
 from controller.model.health import LinkHealth
 from controller.model.jobs import Job, jobs_flows
 from controller.routes.entries import build_routes
@@ -48,11 +49,11 @@ def test_older_file_without_fingerprint_is_read_by_name() -> None:
     assert parse_routes(TINY, doc)[1] == ROUTES
 
 
-def test_another_fabric_is_refused_naming_the_file(tmp_path: Path) -> None:
+def test_another_fabric_is_refused_naming_the_file(small: Fabric, tmp_path: Path) -> None:
     path = tmp_path / "r.json"
     write_routes(path, TINY, ASSIGNMENT, ROUTES)
     with pytest.raises(RouteError, match=f"{path}: fabric: routes are for fabric 'tiny', not"):
-        read_routes(path, build(PRESETS["small"]))
+        read_routes(path, small)
     # same name, another shape: the fingerprint tells
     bigger = build(replace(PRESETS["tiny"], racks_per_pod=3))
     with pytest.raises(RouteError, match=f"{path}: fingerprint: .*another shape"):

@@ -109,7 +109,7 @@ def test_names_unique_on_parallel_links() -> None:
     assert "rtsw-p0-r0:ctsw-p0-c0#1" in names
 
 
-def test_te_entries_per_tier() -> None:
+def test_te_entries_per_tier(tiny: Fabric) -> None:
     from dataclasses import replace
 
     import numpy as np
@@ -117,9 +117,7 @@ def test_te_entries_per_tier() -> None:
 
     from controller.errors import FabricError
     from controller.formats.fabric_file import parse_fabric
-    from controller.model.clos import PRESETS, build
 
-    tiny = build(PRESETS["tiny"])
     assert tiny.te_entries == (2048, 2048, 2048)  # the default, every tier
     fabric = parse_fabric({"preset": "tiny", "te_entries": {"rtsw": 256, "atsw": None}})
     assert fabric.te_entries == (256, 2048, None)

@@ -11,11 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from controller.errors import JobError
-from controller.model.clos import PRESETS, build
+from controller.model.fabric import Fabric
 from controller.model.jobs import Job, check_job, job_flows, jobs_flows
-
-TINY = build(PRESETS["tiny"])
-SMALL = build(PRESETS["small"])
 
 
 def triples(flows) -> list[tuple[int, int, float]]:  # type: ignore[no-untyped-def]
@@ -30,9 +27,9 @@ def nic_totals(flows, fabric, side: str = "src_nic") -> np.ndarray:  # type: ign
 
 
 # ---- ring ------------------------------------------------------------------------------
-def test_ring_on_tiny_one_channel_exact_flows() -> None:
+def test_ring_on_tiny_one_channel_exact_flows(tiny: Fabric) -> None:
     # Ring over hosts 0 -> 1 -> 2 -> 3 -> 0, rail-aligned: NIC n of host h -> NIC n of next.
-    flows = job_flows(TINY, Job("r", (0, 1, 2, 3), dp=8))
+    flows = job_flows(tiny, Job("r", (0, 1, 2, 3), dp=8))
     assert triples(flows) == [
         (0, 2, 400.0), (1, 3, 400.0),  # host-p0-r0-h0 -> host-p0-r0-h1
         (2, 4, 400.0), (3, 5, 400.0),  # host-p0-r0-h1 -> host-p0-r1-h0
@@ -40,11 +37,11 @@ def test_ring_on_tiny_one_channel_exact_flows() -> None:
         (6, 0, 400.0), (7, 1, 400.0),  # host-p0-r1-h1 -> host-p0-r0-h0
     ]  # fmt: skip
     assert flows.job_ids == ("r",)
-    assert TINY.nic_name(6) == "host-p0-r1-h1/nic0"
+    assert tiny.nic_name(6) == "host-p0-r1-h1/nic0"
 
 
-def test_ring_follows_rank_order_not_host_ids() -> None:
-    flows = job_flows(TINY, Job("r", (6, 0, 3), dp=6))  # ring 6 -> 0 -> 3 -> 6
+def test_ring_follows_rank_order_not_host_ids(tiny: Fabric) -> None:
+    flows = job_flows(tiny, Job("r", (6, 0, 3), dp=6))  # ring 6 -> 0 -> 3 -> 6
     assert triples(flows) == [
         (0, 6, 400.0), (1, 7, 400.0),  # host 0 -> host 3
         (6, 12, 400.0), (7, 13, 400.0),  # host 3 -> host 6
@@ -52,9 +49,9 @@ def test_ring_follows_rank_order_not_host_ids() -> None:
     ]  # fmt: skip
 
 
-def test_ring_two_channels_go_both_ways() -> None:
+def test_ring_two_channels_go_both_ways(tiny: Fabric) -> None:
     # One host per rack, across both pods: channel 0 goes +1, channel 1 goes -1 (200 G each).
-    flows = job_flows(TINY, Job("r", (0, 2, 4, 6), dp=8, channels=2))
+    flows = job_flows(tiny, Job("r", (0, 2, 4, 6), dp=8, channels=2))
     expected = []
     order = [0, 2, 4, 6]
     for k, host in enumerate(order):
@@ -64,19 +61,19 @@ def test_ring_two_channels_go_both_ways() -> None:
     assert triples(flows) == sorted(expected)
 
 
-def test_ring_channels_merge_when_they_land_on_the_same_host() -> None:
+def test_ring_channels_merge_when_they_land_on_the_same_host(tiny: Fabric) -> None:
     # Two hosts: +1 and -1 are the same neighbour, so the channels merge into one flow.
-    flows = job_flows(TINY, Job("r", (0, 7), dp=4, channels=3))
+    flows = job_flows(tiny, Job("r", (0, 7), dp=4, channels=3))
     assert triples(flows) == [(0, 14, 400.0), (1, 15, 400.0), (14, 0, 400.0), (15, 1, 400.0)]
 
 
-def test_ring_demand_and_partial_gpus() -> None:
-    flows = job_flows(TINY, Job("r", (1, 2), dp=2, gpus_per_host=1, demand_gbps=100))
+def test_ring_demand_and_partial_gpus(tiny: Fabric) -> None:
+    flows = job_flows(tiny, Job("r", (1, 2), dp=2, gpus_per_host=1, demand_gbps=100))
     assert triples(flows) == [(2, 4, 100.0), (4, 2, 100.0)]  # only rail 0 is used
 
 
-def test_single_host_job_has_no_flows() -> None:
-    flows = job_flows(TINY, Job("solo", (5,), dp=1, tp=2, collectives=("ring", "alltoall")))
+def test_single_host_job_has_no_flows(tiny: Fabric) -> None:
+    flows = job_flows(tiny, Job("solo", (5,), dp=1, tp=2, collectives=("ring", "alltoall")))
     assert len(flows) == 0 and flows.job_ids == ("solo",)
 
 
@@ -86,44 +83,46 @@ def test_single_host_job_has_no_flows() -> None:
     channels=st.integers(1, 6),
     seed=st.integers(0, 2**16),
 )
-def test_ring_nic_totals_are_exactly_line_rate(n: int, channels: int, seed: int) -> None:
-    hosts = tuple(np.random.default_rng(seed).permutation(SMALL.num_hosts)[:n].tolist())
+def test_ring_nic_totals_are_exactly_line_rate(
+    small: Fabric, n: int, channels: int, seed: int
+) -> None:
+    hosts = tuple(np.random.default_rng(seed).permutation(small.num_hosts)[:n].tolist())
     job = Job("r", hosts, dp=n * 4, channels=channels)
-    flows = job_flows(SMALL, job)
-    out, inn = nic_totals(flows, SMALL), nic_totals(flows, SMALL, "dst_nic")
+    flows = job_flows(small, job)
+    out, inn = nic_totals(flows, small), nic_totals(flows, small, "dst_nic")
     used = (np.asarray(hosts)[:, None] * 4 + np.arange(4)).reshape(-1)
     expected = 400.0 if n > 1 else 0.0
     assert np.allclose(out[used], expected) and np.allclose(inn[used], expected)
     assert out.sum() == pytest.approx(expected * used.size)
     if channels == 1 and n > 1:  # exactly one outgoing and one incoming flow per NIC
-        assert np.all(np.bincount(flows.src_nic, minlength=SMALL.num_nics)[used] == 1)
-        assert np.all(np.bincount(flows.dst_nic, minlength=SMALL.num_nics)[used] == 1)
+        assert np.all(np.bincount(flows.src_nic, minlength=small.num_nics)[used] == 1)
+        assert np.all(np.bincount(flows.dst_nic, minlength=small.num_nics)[used] == 1)
 
 
 # ---- all-to-all --------------------------------------------------------------------------
-def test_alltoall_counts_and_demands() -> None:
+def test_alltoall_counts_and_demands(tiny: Fabric) -> None:
     hosts = (0, 3, 5, 6)
-    flows = job_flows(TINY, Job("a", hosts, dp=8, collectives=("alltoall",)))
+    flows = job_flows(tiny, Job("a", hosts, dp=8, collectives=("alltoall",)))
     assert len(flows) == 4 * 3 * 2  # n(n-1) host pairs x 2 rails
     assert np.allclose(flows.demand, 400.0 / 3)
-    assert np.allclose(nic_totals(flows, TINY)[[0, 1, 6, 7, 10, 11, 12, 13]], 400.0)
+    assert np.allclose(nic_totals(flows, tiny)[[0, 1, 6, 7, 10, 11, 12, 13]], 400.0)
     assert np.all(flows.src_nic % 2 == flows.dst_nic % 2)
     pairs = {(int(s) // 2, int(d) // 2) for s, d in zip(flows.src_nic, flows.dst_nic, strict=True)}
     assert pairs == {(a, b) for a in hosts for b in hosts if a != b}
 
 
-def test_alltoall_and_ring_share_the_nic_budget() -> None:
-    flows = job_flows(TINY, Job("m", (0, 1, 2), dp=6, collectives=("ring", "alltoall")))
-    assert np.allclose(nic_totals(flows, TINY)[:6], 400.0)
+def test_alltoall_and_ring_share_the_nic_budget(tiny: Fabric) -> None:
+    flows = job_flows(tiny, Job("m", (0, 1, 2), dp=6, collectives=("ring", "alltoall")))
+    assert np.allclose(nic_totals(flows, tiny)[:6], 400.0)
     # Ring 0->1 (200) and all-to-all 0->1 (100) merge into one (src NIC, dst host) flow.
     assert (0, 2, 300.0) in triples(flows)
     assert (0, 4, 100.0) in triples(flows)
 
 
 # ---- pipeline ----------------------------------------------------------------------------
-def test_pipeline_one_host_per_stage() -> None:
+def test_pipeline_one_host_per_stage(tiny: Fabric) -> None:
     # pp=4 stages of dp*tp = 2 GPUs = one host each: 0 <-> 1 <-> 2 <-> 3, 200 G each way.
-    flows = job_flows(TINY, Job("p", (0, 1, 2, 3), dp=1, pp=4, tp=2, collectives=("pipeline",)))
+    flows = job_flows(tiny, Job("p", (0, 1, 2, 3), dp=1, pp=4, tp=2, collectives=("pipeline",)))
     assert triples(flows) == [
         (0, 2, 200.0), (1, 3, 200.0),  # host 0 -> 1
         (2, 0, 200.0), (2, 4, 200.0), (3, 1, 200.0), (3, 5, 200.0),  # host 1 -> 0, 2
@@ -132,33 +131,33 @@ def test_pipeline_one_host_per_stage() -> None:
     ]  # fmt: skip
 
 
-def test_pipeline_stages_smaller_than_a_host_use_the_receivers_rail() -> None:
+def test_pipeline_stages_smaller_than_a_host_use_the_receivers_rail(tiny: Fabric) -> None:
     # 4 stages of one GPU on 2 hosts: only stage 1 (host 0, GPU 1) -> stage 2 (host 1, GPU 0)
     # crosses the network, forward on rail 0 and backward on rail 1.
-    flows = job_flows(TINY, Job("p", (0, 1), dp=1, pp=4, collectives=("pipeline",)))
+    flows = job_flows(tiny, Job("p", (0, 1), dp=1, pp=4, collectives=("pipeline",)))
     assert triples(flows) == [(0, 2, 200.0), (3, 1, 200.0)]
 
 
-def test_pipeline_with_ring_in_each_stage() -> None:
+def test_pipeline_with_ring_in_each_stage(tiny: Fabric) -> None:
     job = Job("p", (0, 1, 2, 3), dp=2, pp=2, tp=2, collectives=("ring", "pipeline"))
-    flows = job_flows(TINY, job)
+    flows = job_flows(tiny, job)
     t = triples(flows)
     assert (0, 2, 200.0) in t and (2, 0, 200.0) in t  # ring inside stage 0 (hosts 0, 1)
     assert (0, 4, 100.0) in t and (4, 0, 100.0) in t  # pipeline stage 0 <-> 1
     pairs = {(s // 2, d // 2) for s, d, _ in t}  # no ring between stages: 0-3, 1-2 absent
     assert pairs == {(0, 1), (1, 0), (2, 3), (3, 2), (0, 2), (2, 0), (1, 3), (3, 1)}
-    assert np.all(nic_totals(flows, TINY) <= 400.0 + 1e-9)
+    assert np.all(nic_totals(flows, tiny) <= 400.0 + 1e-9)
 
 
 # ---- tensor parallel ---------------------------------------------------------------------
-def test_tensor_parallel_stays_in_host() -> None:
-    assert len(job_flows(TINY, Job("t", (4,), dp=1, tp=2))) == 0
+def test_tensor_parallel_stays_in_host(tiny: Fabric) -> None:
+    assert len(job_flows(tiny, Job("t", (4,), dp=1, tp=2))) == 0
     # tp does not change the network flows of a ring over the same hosts.
-    a = job_flows(TINY, Job("a", (0, 1, 2), dp=6, tp=1))
-    b = job_flows(TINY, Job("b", (0, 1, 2), dp=3, tp=2))
+    a = job_flows(tiny, Job("a", (0, 1, 2), dp=6, tp=1))
+    b = job_flows(tiny, Job("b", (0, 1, 2), dp=3, tp=2))
     assert triples(a) == triples(b)
     # Pipeline stages of one host and tp = the whole host: no data-parallel ring traffic.
-    c = job_flows(TINY, Job("c", (0, 1), dp=1, pp=2, tp=2, collectives=("ring",)))
+    c = job_flows(tiny, Job("c", (0, 1), dp=1, pp=2, tp=2, collectives=("ring",)))
     assert len(c) == 0
 
 
@@ -175,14 +174,14 @@ def test_tensor_parallel_stays_in_host() -> None:
         (lambda: Job("x", (0, 1, 2), dp=3, pp=2, tp=1), "pp", "multiple or a divisor"),
     ],
 )
-def test_fabric_checks_name_the_field(job, field: str, words: str) -> None:  # type: ignore[no-untyped-def]
+def test_fabric_checks_name_the_field(tiny: Fabric, job, field: str, words: str) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(JobError) as info:
-        job_flows(TINY, job())
+        job_flows(tiny, job())
     assert info.value.field == field
     assert str(info.value).startswith(f"job 'x': {field}: ")
     assert words in str(info.value)
     with pytest.raises(JobError):
-        check_job(TINY, job())
+        check_job(tiny, job())
 
 
 @pytest.mark.parametrize(
@@ -224,25 +223,25 @@ def test_job_normalises_numpy_ints() -> None:
 
 
 # ---- many jobs ---------------------------------------------------------------------------
-def test_jobs_flows_concatenates_in_job_order() -> None:
+def test_jobs_flows_concatenates_in_job_order(tiny: Fabric) -> None:
     jobs = [
         Job("b", (4, 5), dp=4),
         Job("solo", (7,), dp=2),
         Job("a", (0, 1, 2), dp=6, collectives=("alltoall",)),
     ]
-    flows = jobs_flows(TINY, jobs)
+    flows = jobs_flows(tiny, jobs)
     assert flows.job_ids == ("b", "solo", "a")
     assert len(flows) == 4 + 0 + 12
     assert set(flows.job[:4].tolist()) == {0} and set(flows.job[4:].tolist()) == {2}
-    flows.validate(TINY)
-    assert len(jobs_flows(TINY, [])) == 0
+    flows.validate(tiny)
+    assert len(jobs_flows(tiny, [])) == 0
 
 
-def test_jobs_flows_rejects_shared_hosts_and_ids() -> None:
+def test_jobs_flows_rejects_shared_hosts_and_ids(tiny: Fabric) -> None:
     with pytest.raises(JobError, match=r"jobs\[1\].hosts: host 2 is in job 'a' and job 'b'"):
-        jobs_flows(TINY, [Job("a", (0, 2), dp=4), Job("b", (1, 2), dp=4)])
+        jobs_flows(tiny, [Job("a", (0, 2), dp=4), Job("b", (1, 2), dp=4)])
     with pytest.raises(JobError, match=r"jobs\[1\].id: duplicate job id 'a'"):
-        jobs_flows(TINY, [Job("a", (0,), dp=2), Job("a", (1,), dp=2)])
+        jobs_flows(tiny, [Job("a", (0,), dp=2), Job("a", (1,), dp=2)])
 
 
 # ---- property: every flow is inside its job and crosses hosts ------------------------------
@@ -273,8 +272,10 @@ def jobs_on(draw, fabric):  # type: ignore[no-untyped-def]
 
 @settings(max_examples=150, deadline=None)
 @given(data=st.data(), preset=st.sampled_from(["tiny", "small"]))
-def test_flows_stay_inside_the_job_and_leave_the_host(data, preset: str) -> None:  # type: ignore[no-untyped-def]
-    fabric = TINY if preset == "tiny" else SMALL
+def test_flows_stay_inside_the_job_and_leave_the_host(  # type: ignore[no-untyped-def]
+    tiny: Fabric, small: Fabric, data, preset: str
+) -> None:
+    fabric = tiny if preset == "tiny" else small
     job = data.draw(jobs_on(fabric))
     flows = job_flows(fabric, job)
     flows.validate(fabric)

@@ -8,6 +8,7 @@ import pytest
 from controller.errors import RouteConflict, RouteError
 from controller.model.assignment import UNROUTED, Assignment
 from controller.model.clos import PRESETS, build
+from controller.model.fabric import Fabric
 from controller.model.flows import FlowSet
 from controller.routes.entries import (
     ATSW_DOWN,
@@ -52,8 +53,8 @@ def named(fabric, routes):
     ]  # fmt: skip
 
 
-def test_same_pod_flow_on_tiny_needs_one_rtsw_entry():
-    fabric = build(PRESETS["tiny"])
+def test_same_pod_flow_on_tiny_needs_one_rtsw_entry(tiny: Fabric):
+    fabric = tiny
     dst = fabric.nic_id(2, 0)  # rack 1 of pod 0
     routes = build_routes(fabric, assign([0], [dst], [index(fabric, c=3)]))
     assert named(fabric, routes) == [
@@ -62,8 +63,8 @@ def test_same_pod_flow_on_tiny_needs_one_rtsw_entry():
     assert next(iter(routes)).owner == OWNER
 
 
-def test_cross_pod_flow_on_tiny_needs_only_the_rtsw_entry():
-    fabric = build(PRESETS["tiny"])  # A = L = K = 1: no choice above the RTSW
+def test_cross_pod_flow_on_tiny_needs_only_the_rtsw_entry(tiny: Fabric):
+    fabric = tiny  # A = L = K = 1: no choice above the RTSW
     dst = fabric.nic_id(4, 1)
     routes = build_routes(fabric, assign([1], [dst], [index(fabric, c=2, cross=True)]))
     assert routes.switches() == ("rtsw-p0-r0",)
@@ -95,8 +96,8 @@ def test_same_pod_flow_with_parallel_links_gets_a_ctsw_down_entry():
     ]
 
 
-def test_same_rack_and_unrouted_flows_need_nothing():
-    fabric = build(PRESETS["tiny"])
+def test_same_rack_and_unrouted_flows_need_nothing(tiny: Fabric):
+    fabric = tiny
     routes = build_routes(fabric, assign([0, 1], [fabric.nic_id(1, 0), 6], [0, UNROUTED]))
     assert len(routes) == 0
 
@@ -124,14 +125,14 @@ def test_conflicting_flows_are_reported_and_can_be_unrouted():
     assert len(build_routes(fabric, fixed)) > 0
 
 
-def test_same_nic_to_same_host_on_two_paths_conflicts_at_the_rtsw():
-    fabric = build(PRESETS["tiny"])
+def test_same_nic_to_same_host_on_two_paths_conflicts_at_the_rtsw(tiny: Fabric):
+    fabric = tiny
     a = assign([0, 0], [fabric.nic_id(2, 0), fabric.nic_id(2, 1)], [0, 1])
     assert route_conflicts(fabric, a).tolist() == [False, True]
 
 
-def test_routes_are_deterministic_and_independent_of_flow_order():
-    fabric = build(PRESETS["small"])
+def test_routes_are_deterministic_and_independent_of_flow_order(small: Fabric):
+    fabric = small
     rng = np.random.default_rng(3)
     src = np.arange(fabric.num_nics)
     dst = (src + fabric.nics_per_host * fabric.hosts_per_rack * 3) % fabric.num_nics
@@ -167,8 +168,8 @@ def test_capacity_overflow_and_fit_tables_unroute_whole_flows():
     assert fit_tables(fabric, a, 100) is a
 
 
-def test_entry_checks_and_route_set_helpers():
-    fabric = build(PRESETS["tiny"])
+def test_entry_checks_and_route_set_helpers(tiny: Fabric):
+    fabric = tiny
     ports = switch_ports(fabric)
     assert ports["rtsw-p0-r0"] == frozenset([0, 1, 2, 3, *range(16, 20)])
     good = Entry("rtsw-p0-r0", 0, 2, fabric.rack_link(0, 1))
@@ -189,8 +190,8 @@ def bucket_flows(src, dst, qp, path, demand=25.0):
     return Assignment(flows, np.array(path, dtype=np.int64))
 
 
-def test_qp_buckets_fold_into_one_entry_plus_the_odd_buckets():
-    fabric = build(PRESETS["tiny"])
+def test_qp_buckets_fold_into_one_entry_plus_the_odd_buckets(tiny: Fabric):
+    fabric = tiny
     dst = fabric.nic_id(2, 0)  # rack 1 of pod 0: one RTSW entry per bucket key
     # buckets 0-2 via CTSW 3, bucket 3 via CTSW 1
     a = bucket_flows([0] * 4, [dst] * 4, [0, 1, 2, 3], [index(fabric, c=c) for c in (3, 3, 3, 1)])
@@ -203,8 +204,8 @@ def test_qp_buckets_fold_into_one_entry_plus_the_odd_buckets():
     assert got == [(-1, "rtsw-p0-r0:ctsw-p0-c1"), (0, "rtsw-p0-r0:ctsw-p0-c2")]
 
 
-def test_whole_flow_and_a_bucket_of_its_key_must_agree():
-    fabric = build(PRESETS["tiny"])
+def test_whole_flow_and_a_bucket_of_its_key_must_agree(tiny: Fabric):
+    fabric = tiny
     dst = fabric.nic_id(2, 0)
     a = bucket_flows([0, 0], [dst, dst], [-1, 5], [index(fabric, c=0), index(fabric, c=2)])
     assert route_conflicts(fabric, a).tolist() == [False, True]
@@ -243,9 +244,9 @@ def test_align_entries_shares_next_hops(small):
     assert aligned[0] == aligned[1] == 0
 
 
-def test_table_usage_counts_what_build_routes_installs():
+def test_table_usage_counts_what_build_routes_installs(small: Fabric):
     # random bucketed assignments, conflicts removed: the count model is the routes
-    fabric = build(PRESETS["small"])
+    fabric = small
     rng = np.random.default_rng(7)
     src = rng.integers(0, fabric.num_nics, 60)
     dst = (src + rng.integers(1, fabric.num_nics, 60) * 4) % fabric.num_nics
@@ -260,8 +261,8 @@ def test_table_usage_counts_what_build_routes_installs():
     assert tables_fit(fabric, a, top) and not tables_fit(fabric, a, top - 1)
 
 
-def test_fit_tables_counts_folded_buckets_and_drops_a_key_whole():
-    fabric = build(PRESETS["tiny"])
+def test_fit_tables_counts_folded_buckets_and_drops_a_key_whole(tiny: Fabric):
+    fabric = tiny
     dst = fabric.nic_id(2, 0)  # same pod: one RTSW entry per key, nothing downstream (K=1)
     # flow 0 in 4 buckets, 3 via CTSW 3 and one via CTSW 1: folds to 2 entries, not 4
     paths = [index(fabric, c=c) for c in (3, 3, 3, 1)]

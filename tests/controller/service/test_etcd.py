@@ -8,6 +8,7 @@ import time
 import pytest
 
 from controller.errors import Fenced, StoreConflict, StoreCorrupt, StoreUnavailable
+from controller.model.fabric import Fabric
 from controller.service.etcd import EtcdStore
 
 
@@ -104,16 +105,15 @@ def test_unreachable_etcd_is_store_unavailable(etcd) -> None:  # type: ignore[no
         store.close()
 
 
-def test_link_reports_on_two_replicas_at_once_lose_no_update(etcd) -> None:  # type: ignore[no-untyped-def]
+def test_link_reports_on_two_replicas_at_once_lose_no_update(tiny: Fabric, etcd) -> None:  # type: ignore[no-untyped-def]
     import threading
 
-    from controller.model.clos import PRESETS, build
     from controller.service.engine import Engine
     from controller.service.replica import Replica
     from sim.driver import EmulatedDriver
     from sim.switches import EmulatedFabric
 
-    fabric = build(PRESETS["tiny"])
+    fabric = tiny
     emulated = EmulatedFabric(fabric)
     url = f"etcd://{etcd.endpoint}/fte"
     engines = [
@@ -142,9 +142,9 @@ def test_link_reports_on_two_replicas_at_once_lose_no_update(etcd) -> None:  # t
 
 
 def test_a_deposed_leader_that_still_believes_it_leads_is_fenced_at_the_switch(
+    tiny: Fabric,
     etcd,  # type: ignore[no-untyped-def]
 ) -> None:
-    from controller.model.clos import PRESETS, build
     from controller.model.jobs import Job
     from controller.service.engine import Engine
     from controller.service.etcd import EtcdLeadership
@@ -152,7 +152,7 @@ def test_a_deposed_leader_that_still_believes_it_leads_is_fenced_at_the_switch(
     from sim.driver import EmulatedDriver
     from sim.switches import EmulatedFabric
 
-    fabric = build(PRESETS["tiny"])
+    fabric = tiny
     emulated = EmulatedFabric(fabric)
     url = f"etcd://{etcd.endpoint}/fte"
 

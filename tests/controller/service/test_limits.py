@@ -298,13 +298,12 @@ def test_shutdown_completes_after_malformed_stream_messages() -> None:
             proc.wait()
 
 
-def test_flows_of_a_new_job_are_built_outside_the_engine_lock() -> None:
+def test_flows_of_a_new_job_are_built_outside_the_engine_lock(pod: Fabric) -> None:
     """The defect: PutJob built the job's flows holding the engine lock (2^32-1 channels froze
     the API for 115 s). The channel count is now refused at once; a large valid job (an
     all-to-all over every host of a pod, 1.2M flows) still takes a while to check, and a
     link report sent meanwhile commits first. The job is removed before the worker (debounce
     3 s) would solve it."""
-    pod = build(PRESETS["pod"])
     running = start(Engine(pod, EmulatedDriver(pod), debounce=3.0), "127.0.0.1:0")
     stub = pb_grpc.TrafficEngineeringStub(grpc.insecure_channel(f"127.0.0.1:{running.port}"))
     hosts = [pod.host_name(h) for h in range(pod.num_hosts)]
@@ -357,11 +356,10 @@ def test_generation_overflow_commits_nothing(limited) -> None:
     assert entry.generation == top and entry.job.hosts[0] == FABRIC.host_name(0)
 
 
-def test_what_if_deadline_and_slots_hold_while_abandoned_work_runs() -> None:
+def test_what_if_deadline_and_slots_hold_while_abandoned_work_runs(pod: Fabric) -> None:
     """The defect: a what-if Solve on a large all-to-all ran 70 s, three at once 139 s each.
     Past its deadline the caller gets DEADLINE_EXCEEDED; the abandoned solve keeps its slot
     until it ends, so another what-if meanwhile is RESOURCE_EXHAUSTED with retry advice."""
-    pod = build(PRESETS["pod"])
     limits = Limits(whatif_seconds=0.2, whatif_slots=1)
     running = start(Engine(pod, EmulatedDriver(pod)), "127.0.0.1:0", limits=limits)
     stub = pb_grpc.TrafficEngineeringStub(grpc.insecure_channel(f"127.0.0.1:{running.port}"))

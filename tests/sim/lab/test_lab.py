@@ -17,6 +17,7 @@ from controller.drivers.linux import LinuxDriver
 from controller.drivers.linux_plan import LabPlan, sport_range
 from controller.errors import DriverRejected, LabError
 from controller.model.clos import PRESETS, build
+from controller.model.fabric import Fabric
 from controller.routes.entries import Entry
 from controller.routes.plan import Add, Replace
 from sim.lab import build as lab
@@ -63,8 +64,7 @@ def uplink_counts(io: LabIO) -> np.ndarray:
     return np.array([counts[f"c{c}"] for c in range(TINY.ctsws_per_pod)])
 
 
-def test_up_status_down_small_and_refusals():
-    small = build(PRESETS["small"])
+def test_up_status_down_small_and_refusals(pod: Fabric, small: Fabric):
     name = unique_name("ls")
     record = lab.up(small, name, "small", underlay="static")
     try:
@@ -79,7 +79,7 @@ def test_up_status_down_small_and_refusals():
     with pytest.raises(LabError, match="no lab"):
         lab.down(name)
     with pytest.raises(LabError, match="at most"):
-        lab.up(build(PRESETS["pod"]), unique_name("lx"), "pod")
+        lab.up(pod, unique_name("lx"), "pod")
 
 
 def test_a_failed_up_leaves_nothing(monkeypatch):
@@ -332,8 +332,7 @@ def test_tectl_lab_commands(capsys):
     assert "no lab" in capsys.readouterr().err
 
 
-def test_parallel_links_of_wide_are_named_aliased_and_steered():
-    wide = build(PRESETS["wide"])
+def test_parallel_links_of_wide_are_named_aliased_and_steered(wide: Fabric):
     name = unique_name("lw")
     lab.up(wide, name, "wide", underlay="static")
     try:
