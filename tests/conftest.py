@@ -9,7 +9,7 @@ from controller.model.fabric import Fabric
 
 # Fabrics are immutable (frozen, read-only capacities), so each is built once per session.
 # Module constants built from presets remain only where a fixture cannot serve: hypothesis
-# strategies, parametrisation and module-level helpers evaluated outside a test.
+# strategies, parametrisation and data a module builds at import time.
 
 
 @pytest.fixture(scope="session")

@@ -15,9 +15,7 @@ import grpc
 
 from controller.api.fabric_te.v1 import te_pb2 as pb
 from controller.api.fabric_te.v1 import te_pb2_grpc as pb_grpc
-from controller.model.clos import PRESETS, build
-
-FABRIC = build(PRESETS["small"])
+from controller.model.fabric import Fabric
 
 
 def _free_port() -> int:
@@ -59,17 +57,17 @@ class Serve:
         self.proc.wait(timeout=20)
 
 
-def _job(i: int) -> pb.Job:
-    return pb.Job(id=f"j{i}", hosts=[FABRIC.host_name(h) for h in (i, 16 + i)], tp=4)
+def _job(fabric: Fabric, i: int) -> pb.Job:
+    return pb.Job(id=f"j{i}", hosts=[fabric.host_name(h) for h in (i, 16 + i)], tp=4)
 
 
-def test_sigterm_restart_keeps_inputs_and_pushes_nothing(tmp_path: Path) -> None:
+def test_sigterm_restart_keeps_inputs_and_pushes_nothing(small: Fabric, tmp_path: Path) -> None:
     port = _free_port()
     srv = Serve(tmp_path, port)
     try:
         for i in range(6):
-            srv.stub.PutJob(pb.PutJobRequest(job=_job(i)))
-        link = FABRIC.link_name(FABRIC.rack_link(0, 1))
+            srv.stub.PutJob(pb.PutJobRequest(job=_job(small, i)))
+        link = small.link_name(small.rack_link(0, 1))
         srv.stub.ReportLinks(pb.ReportLinksRequest(
             reports=[pb.LinkReport(link=link, state=pb.LinkReport.DOWN)]))  # fmt: skip
         before = srv.settled()
@@ -91,7 +89,7 @@ def test_sigterm_restart_keeps_inputs_and_pushes_nothing(tmp_path: Path) -> None
         srv.stop(signal.SIGTERM)
 
 
-def test_kill_9_mid_stream_loses_no_acknowledged_input(tmp_path: Path) -> None:
+def test_kill_9_mid_stream_loses_no_acknowledged_input(small: Fabric, tmp_path: Path) -> None:
     port = _free_port()
     srv = Serve(tmp_path, port)
     acked: list[str] = []
@@ -100,7 +98,7 @@ def test_kill_9_mid_stream_loses_no_acknowledged_input(tmp_path: Path) -> None:
     def writer() -> None:
         for i in range(16):
             try:
-                stub.PutJob(pb.PutJobRequest(job=_job(i)), timeout=5)
+                stub.PutJob(pb.PutJobRequest(job=_job(small, i)), timeout=5)
             except grpc.RpcError:
                 return
             acked.append(f"j{i}")

@@ -12,30 +12,30 @@ import pytest
 from controller.drivers.file import FileDriver
 from controller.errors import DriverError
 from controller.model.clos import PRESETS, build
+from controller.model.fabric import Fabric
 from controller.routes.entries import Entry
 from controller.routes.plan import Add
 
-TINY = build(PRESETS["tiny"])
 SWITCH = "rtsw-p0-r0"
 
 
-def _entry(host: int = 2, c: int = 1) -> Entry:
-    return Entry(SWITCH, TINY.access_link(0), host, TINY.rack_link(0, c))
+def _entry(fabric: Fabric, host: int = 2, c: int = 1) -> Entry:
+    return Entry(SWITCH, fabric.access_link(0), host, fabric.rack_link(0, c))
 
 
-def _written(tmp_path: Path) -> Path:
-    FileDriver(tmp_path, fabric=TINY).apply(SWITCH, [Add(_entry())])
+def _written(fabric: Fabric, tmp_path: Path) -> Path:
+    FileDriver(tmp_path, fabric=fabric).apply(SWITCH, [Add(_entry(fabric))])
     return tmp_path / f"{SWITCH}.json"
 
 
-def test_tables_carry_name_and_fingerprint(tmp_path: Path) -> None:
-    doc = json.loads(_written(tmp_path).read_text())
-    assert (doc["fabric"], doc["fingerprint"]) == ("tiny", TINY.fingerprint)
-    assert FileDriver(tmp_path, fabric=TINY).read(SWITCH) == (_entry(),)
+def test_tables_carry_name_and_fingerprint(tiny: Fabric, tmp_path: Path) -> None:
+    doc = json.loads(_written(tiny, tmp_path).read_text())
+    assert (doc["fabric"], doc["fingerprint"]) == ("tiny", tiny.fingerprint)
+    assert FileDriver(tmp_path, fabric=tiny).read(SWITCH) == (_entry(tiny),)
 
 
-def test_table_for_another_fabric_is_refused_naming_the_file(tmp_path: Path) -> None:
-    path = _written(tmp_path)
+def test_table_for_another_fabric_is_refused_naming_the_file(tiny: Fabric, tmp_path: Path) -> None:
+    path = _written(tiny, tmp_path)
     # same switch names, another shape: ids would mean other links
     other = build(replace(PRESETS["tiny"], hosts_per_rack=3))
     driver = FileDriver(tmp_path, fabric=other)
@@ -46,12 +46,14 @@ def test_table_for_another_fabric_is_refused_naming_the_file(tmp_path: Path) -> 
     assert json.loads(path.read_text())["fabric"] == "tiny"
 
 
-def test_old_table_without_fingerprint_is_read_only_if_its_names_match(tmp_path: Path) -> None:
-    path = _written(tmp_path)
+def test_old_table_without_fingerprint_is_read_only_if_its_names_match(
+    tiny: Fabric, tmp_path: Path
+) -> None:
+    path = _written(tiny, tmp_path)
     doc = json.loads(path.read_text())
     del doc["fabric"], doc["fingerprint"]
     path.write_text(json.dumps(doc))
-    assert FileDriver(tmp_path, fabric=TINY).read(SWITCH) == (_entry(),)
+    assert FileDriver(tmp_path, fabric=tiny).read(SWITCH) == (_entry(tiny),)
     other = build(replace(PRESETS["tiny"], hosts_per_rack=3))
     with pytest.raises(DriverError, match=rf"^{path}: entries\[0\]"):
         FileDriver(tmp_path, fabric=other).read(SWITCH)
@@ -59,13 +61,13 @@ def test_old_table_without_fingerprint_is_read_only_if_its_names_match(tmp_path:
     path.write_text(json.dumps(doc))
     with pytest.raises(DriverError, match=r"dst_host_name: 'host-p1-r1-h1', but dst_host 2 is "
                                           r"'host-p0-r1-h0' .*written for another fabric\?"):
-        FileDriver(tmp_path, fabric=TINY).read(SWITCH)
+        FileDriver(tmp_path, fabric=tiny).read(SWITCH)
     for row in doc["entries"]:
         del row["in_port_name"], row["dst_host_name"], row["next_hop_name"]
     path.write_text(json.dumps(doc))
     with pytest.raises(DriverError, match=f"^{path}: .*no in_port_name and no fabric fingerprint"):
-        FileDriver(tmp_path, fabric=TINY).read(SWITCH)
-    assert FileDriver(tmp_path).read(SWITCH) == (_entry(),)  # without a fabric: by id
+        FileDriver(tmp_path, fabric=tiny).read(SWITCH)
+    assert FileDriver(tmp_path).read(SWITCH) == (_entry(tiny),)  # without a fabric: by id
 
 
 @pytest.mark.parametrize(
@@ -79,13 +81,15 @@ def test_old_table_without_fingerprint_is_read_only_if_its_names_match(tmp_path:
         ("owner", 7, r"entries\[0\].owner: must be a string, got 7"),
     ],
 )
-def test_bad_rows_name_the_file(tmp_path: Path, field: str, value: object, message: str) -> None:
-    path = _written(tmp_path)
+def test_bad_rows_name_the_file(
+    tiny: Fabric, tmp_path: Path, field: str, value: object, message: str
+) -> None:
+    path = _written(tiny, tmp_path)
     doc = json.loads(path.read_text())
     doc["entries"][0][field] = value
     path.write_text(json.dumps(doc))
     with pytest.raises(DriverError, match=f"^{path}: .*{message}"):
-        FileDriver(tmp_path, fabric=TINY).read(SWITCH)
+        FileDriver(tmp_path, fabric=tiny).read(SWITCH)
 
 
 @pytest.mark.parametrize(
@@ -97,8 +101,8 @@ def test_bad_rows_name_the_file(tmp_path: Path, field: str, value: object, messa
         (b"[]", "top level: must be a mapping"),
     ],
 )
-def test_junk_tables_name_the_file(tmp_path: Path, data: bytes, message: str) -> None:
+def test_junk_tables_name_the_file(tiny: Fabric, tmp_path: Path, data: bytes, message: str) -> None:
     path = tmp_path / f"{SWITCH}.json"
     path.write_bytes(data)
     with pytest.raises(DriverError, match=f"^{path}: .*{message}"):
-        FileDriver(tmp_path, fabric=TINY).read(SWITCH)
+        FileDriver(tmp_path, fabric=tiny).read(SWITCH)

@@ -18,7 +18,6 @@ import pytest
 
 from controller.api.fabric_te.v1 import te_pb2 as pb
 from controller.api.fabric_te.v1 import te_pb2_grpc as pb_grpc
-from controller.model.clos import PRESETS, build
 from controller.model.fabric import Fabric
 from controller.service.engine import Engine
 from controller.service.limits import Limits
@@ -26,22 +25,22 @@ from controller.service.server import SERVICE_NAME, Running, start
 from controller.solver.solve import SolveOptions
 from sim.driver import EmulatedDriver
 
-FABRIC: Fabric = build(PRESETS["small"])
+
+def _job(fabric: Fabric, job_id: str, hosts: range, **kw: object) -> pb.Job:
+    return pb.Job(id=job_id, hosts=[fabric.host_name(h) for h in hosts], tp=4, **kw)
 
 
-def _job(job_id: str, hosts: range, **kw: object) -> pb.Job:
-    return pb.Job(id=job_id, hosts=[FABRIC.host_name(h) for h in hosts], tp=4, **kw)
-
-
-def _serve(limits: Limits) -> tuple[Running, grpc.Channel]:
-    running = start(Engine(FABRIC, EmulatedDriver(FABRIC), debounce=0.01), "127.0.0.1:0",
+def _serve(fabric: Fabric, limits: Limits) -> tuple[Running, grpc.Channel]:
+    running = start(Engine(fabric, EmulatedDriver(fabric), debounce=0.01), "127.0.0.1:0",
                     limits=limits)  # fmt: skip
     return running, grpc.insecure_channel(f"127.0.0.1:{running.port}")
 
 
 @pytest.fixture
-def limited(request: pytest.FixtureRequest) -> Iterator[tuple[Running, grpc.Channel]]:
-    running, channel = _serve(getattr(request, "param", Limits()))
+def limited(
+    small: Fabric, request: pytest.FixtureRequest
+) -> Iterator[tuple[Running, grpc.Channel]]:
+    running, channel = _serve(small, getattr(request, "param", Limits()))
     yield running, channel
     channel.close()
     running.stop(grace=0.5)
@@ -55,7 +54,7 @@ def _code(call: object) -> grpc.StatusCode:
 
 @pytest.mark.parametrize("limited", [Limits(workers=2, streams=6, streams_per_identity=6)],
                          indirect=True)  # fmt: skip
-def test_idle_streams_do_not_starve_unary_calls(limited) -> None:
+def test_idle_streams_do_not_starve_unary_calls(small: Fabric, limited) -> None:
     """The defect: 16 idle WatchRoutes/StreamLinkReports took every worker thread."""
     running, channel = limited
     stub = pb_grpc.TrafficEngineeringStub(channel)
@@ -72,7 +71,7 @@ def test_idle_streams_do_not_starve_unary_calls(limited) -> None:
     assert _code(lambda: next(extra)) == grpc.StatusCode.RESOURCE_EXHAUSTED
     for _ in range(5):
         assert stub.Status(pb.StatusRequest(), timeout=5).driver_ok
-    stub.PutJob(pb.PutJobRequest(job=_job("a", range(0, 8))), timeout=5)
+    stub.PutJob(pb.PutJobRequest(job=_job(small, "a", range(0, 8))), timeout=5)
     for w in watches:
         w.cancel()
     for f in idle:
@@ -117,13 +116,13 @@ def test_watchers_per_client_are_capped(limited) -> None:
 
 
 @pytest.mark.parametrize("limited", [Limits(write_rate=0.5, write_burst=3)], indirect=True)
-def test_writes_are_rate_limited_with_retry_advice(limited) -> None:
+def test_writes_are_rate_limited_with_retry_advice(small: Fabric, limited) -> None:
     """The defect: 2,000 link reports from one client in 2.6 s, all accepted."""
     running, channel = limited
     stub = pb_grpc.TrafficEngineeringStub(channel)
     for _ in range(3):
         stub.DeleteJob(pb.DeleteJobRequest(id="none"), timeout=5)
-    link = FABRIC.link_name(FABRIC.rack_link(0, 1))
+    link = small.link_name(small.rack_link(0, 1))
     report = pb.ReportLinksRequest(reports=[pb.LinkReport(link=link, state=pb.LinkReport.DOWN)])
     version = running.engine.state_version
     with pytest.raises(grpc.RpcError) as err:
@@ -172,12 +171,12 @@ def test_oversized_put_job_names_the_field(limited) -> None:
 
 @pytest.mark.parametrize("limited", [Limits(whatif_max_flows=2_000, whatif_max_gpus=128)],
                          indirect=True)  # fmt: skip
-def test_what_if_cost_is_capped_before_any_work(limited) -> None:
+def test_what_if_cost_is_capped_before_any_work(small: Fabric, limited) -> None:
     """The defect: a what-if all-to-all Solve on every host took 70 s and 1.7 GB; Advise for
     2,048 GPUs all-to-all 24 s."""
     running, channel = limited
     stub = pb_grpc.TrafficEngineeringStub(channel)
-    everyone = _job("all", range(FABRIC.num_hosts), collectives=["alltoall"])
+    everyone = _job(small, "all", range(small.num_hosts), collectives=["alltoall"])
     with pytest.raises(grpc.RpcError) as err:
         stub.Solve(pb.SolveRequest(extra_jobs=[everyone]), timeout=30)
     assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
@@ -189,15 +188,15 @@ def test_what_if_cost_is_capped_before_any_work(limited) -> None:
     assert "request.gpus" in err.value.details()
     advise = pb.AdviseRequest(request=pb.PlacementRequest(gpus=128, pattern="alltoall"))
     assert _code(lambda: stub.Advise(advise, timeout=30)) == grpc.StatusCode.RESOURCE_EXHAUSTED
-    small = _job("s", range(0, 8))
-    assert stub.Solve(pb.SolveRequest(extra_jobs=[small]), timeout=60).metrics["mlu"] >= 0
+    eight = _job(small, "s", range(0, 8))
+    assert stub.Solve(pb.SolveRequest(extra_jobs=[eight]), timeout=60).metrics["mlu"] >= 0
 
 
 @pytest.mark.parametrize("limited", [Limits(whatif_seconds=0.005)], indirect=True)
-def test_what_if_deadline(limited) -> None:
+def test_what_if_deadline(small: Fabric, limited) -> None:
     running, channel = limited
     stub = pb_grpc.TrafficEngineeringStub(channel)
-    code = _code(lambda: stub.Solve(pb.SolveRequest(extra_jobs=[_job("s", range(0, 8))])))
+    code = _code(lambda: stub.Solve(pb.SolveRequest(extra_jobs=[_job(small, "s", range(0, 8))])))
     assert code == grpc.StatusCode.DEADLINE_EXCEEDED
 
 
@@ -228,10 +227,10 @@ class _StallingRelay:
                     (up if s is down else down).sendall(data)
 
 
-def test_slow_watcher_is_dropped_with_a_resumable_version() -> None:
+def test_slow_watcher_is_dropped_with_a_resumable_version(small: Fabric) -> None:
     """A watcher that stops reading is dropped (ABORTED, `resume-version` trailer) rather
     than buffered; resuming from that version gets the deltas it missed."""
-    engine = Engine(FABRIC, EmulatedDriver(FABRIC), debounce=0.0,
+    engine = Engine(small, EmulatedDriver(small), debounce=0.0,
                     options=SolveOptions(lp="never", search_time=None, qps=1))  # fmt: skip
     running = start(engine, "127.0.0.1:0", limits=Limits(watch_max_lag=2))
     relay = _StallingRelay(running.port)
@@ -243,7 +242,7 @@ def test_slow_watcher_is_dropped_with_a_resumable_version() -> None:
         relay.paused.set()
         for i in range(40):  # ~6 MB of deltas: more than the socket buffers hold
             hosts = range(0, 16) if i % 2 == 0 else range(16, 32)
-            direct.PutJob(pb.PutJobRequest(job=_job("a", hosts, collectives=["alltoall"])))
+            direct.PutJob(pb.PutJobRequest(job=_job(small, "a", hosts, collectives=["alltoall"])))
             assert engine.wait_idle(30)
         relay.paused.clear()
         seen = []
@@ -334,26 +333,26 @@ def test_flows_of_a_new_job_are_built_outside_the_engine_lock(pod: Fabric) -> No
         running.stop(grace=0.5)
 
 
-def test_generation_overflow_commits_nothing(limited) -> None:
+def test_generation_overflow_commits_nothing(small: Fabric, limited) -> None:
     """The defect: generation 2^64-1 then 0 replied INVALID_ARGUMENT yet moved the job, and
     ListJobs then failed for every client. Neither the out-of-range generation nor the put
     that would pass the largest one may change anything."""
     running, channel = limited
     stub = pb_grpc.TrafficEngineeringStub(channel)
     with pytest.raises(grpc.RpcError) as err:
-        stub.PutJob(pb.PutJobRequest(job=_job("a", range(0, 8)), generation=2**64 - 1))
+        stub.PutJob(pb.PutJobRequest(job=_job(small, "a", range(0, 8)), generation=2**64 - 1))
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and not running.engine.jobs()
     top = 2**63 - 1  # the largest generation the input rules accept
-    stub.PutJob(pb.PutJobRequest(job=_job("a", range(0, 8)), generation=top), timeout=10)
+    stub.PutJob(pb.PutJobRequest(job=_job(small, "a", range(0, 8)), generation=top), timeout=10)
     assert running.engine.wait_idle()
     before = (running.engine.state_version, running.engine.snapshot())
     with pytest.raises(grpc.RpcError) as err:
-        stub.PutJob(pb.PutJobRequest(job=_job("a", range(8, 16))), timeout=10)
+        stub.PutJob(pb.PutJobRequest(job=_job(small, "a", range(8, 16))), timeout=10)
     assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
     assert running.engine.wait_idle()
     assert (running.engine.state_version, running.engine.snapshot()) == before
     [entry] = stub.ListJobs(pb.ListJobsRequest(), timeout=10).jobs
-    assert entry.generation == top and entry.job.hosts[0] == FABRIC.host_name(0)
+    assert entry.generation == top and entry.job.hosts[0] == small.host_name(0)
 
 
 def test_what_if_deadline_and_slots_hold_while_abandoned_work_runs(pod: Fabric) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import random
 import time
 
-from controller.model.clos import PRESETS, build
 from controller.model.fabric import Fabric
 from controller.model.jobs import Job
 from controller.routes.entries import RouteSet
@@ -16,7 +15,6 @@ from controller.service.reconcile import Reconciler
 from sim.driver import EmulatedDriver
 from sim.switches import Fault, verify
 
-FABRIC: Fabric = build(PRESETS["small"])
 CALL_FAULTS = ("timeout", "reject", "die_halfway", "restart", "link_down")
 
 
@@ -32,8 +30,8 @@ def _missing(wanted: RouteSet, actual: RouteSet) -> int:
     return sum(1 for e in wanted if e not in have)
 
 
-def _switch_links(rng: random.Random) -> tuple[int, ...]:
-    return (rng.randrange(FABRIC.rack_base, FABRIC.num_links),)
+def _switch_links(fabric: Fabric, rng: random.Random) -> tuple[int, ...]:
+    return (rng.randrange(fabric.rack_base, fabric.num_links),)
 
 
 def _until(pred, timeout: float = 10.0) -> bool:  # type: ignore[no-untyped-def]
@@ -45,12 +43,12 @@ def _until(pred, timeout: float = 10.0) -> bool:  # type: ignore[no-untyped-def]
     return pred()
 
 
-def test_faults_during_pushes_are_reported_as_read_and_repaired() -> None:
+def test_faults_during_pushes_are_reported_as_read_and_repaired(small: Fabric) -> None:
     rng = random.Random(14)
-    driver = EmulatedDriver(FABRIC)
+    driver = EmulatedDriver(small)
     emu = driver.emulated
-    reconciler = Reconciler(driver, FABRIC, backoff=0.001, push_timeout=0.05)
-    engine = Engine(FABRIC, driver, debounce=0.0, reconcile_interval=60.0,
+    reconciler = Reconciler(driver, small, backoff=0.001, push_timeout=0.05)
+    engine = Engine(small, driver, debounce=0.0, reconcile_interval=60.0,
                     reconciler=reconciler)  # fmt: skip
     names = emu.names()
     injected = 0
@@ -59,7 +57,7 @@ def test_faults_during_pushes_are_reported_as_read_and_repaired() -> None:
         for rnd in range(40):
             for _ in range(6):
                 kind = CALL_FAULTS[injected % len(CALL_FAULTS)]
-                links = _switch_links(rng) if kind == "link_down" else ()
+                links = _switch_links(small, rng) if kind == "link_down" else ()
                 emu.inject(rng.choice(names), Fault(kind, delay=0.01, links=links))
                 injected += 1
             first = rng.randrange(0, 24, 2)
@@ -84,7 +82,7 @@ def test_faults_during_pushes_are_reported_as_read_and_repaired() -> None:
                 saw_dishonest_ok += 1
             for name in dead:  # the agent comes back (rebooted, table empty)
                 emu.restart(name)
-            emu.set_links(range(FABRIC.num_links), True)
+            emu.set_links(range(small.num_links), True)
         assert saw_dishonest_ok == 0
         # drain leftover faults, then let one reconcile interval pass
         for s in emu.switches.values():
@@ -107,16 +105,16 @@ def test_faults_during_pushes_are_reported_as_read_and_repaired() -> None:
         assert status["retry_rounds"] > 0  # the faults made some reconciles retry
         assert injected == 240
         assert engine.last_result is not None
-        assert verify(FABRIC, emu, engine.last_result.assignment).ok
+        assert verify(small, emu, engine.last_result.assignment).ok
     finally:
         engine.close()
 
 
-def test_unreported_reboots_and_link_downs_repaired_within_the_interval() -> None:
+def test_unreported_reboots_and_link_downs_repaired_within_the_interval(small: Fabric) -> None:
     rng = random.Random(7)
-    driver = EmulatedDriver(FABRIC)
+    driver = EmulatedDriver(small)
     emu = driver.emulated
-    engine = Engine(FABRIC, driver, debounce=0.0, reconcile_interval=0.05)
+    engine = Engine(small, driver, debounce=0.0, reconcile_interval=0.05)
     try:
         for j in range(4):
             engine.put_job(Job(f"j{j}", tuple(range(8 * j, 8 * j + 8)), dp=8, tp=4), 0)
@@ -127,7 +125,7 @@ def test_unreported_reboots_and_link_downs_repaired_within_the_interval() -> Non
         for i in range(30):  # a switch reboots outside any call; a link goes down unreported
             emu.restart(rng.choice(owners))
             if i % 3 == 0:
-                emu.set_links(_switch_links(rng), False)
+                emu.set_links(_switch_links(small, rng), False)
             before = engine.marks.reconciles
             assert _until(lambda b=before: engine.marks.reconciles >= b + 2)
             assert _missing(wanted, _actual(driver)) == 0
@@ -137,10 +135,10 @@ def test_unreported_reboots_and_link_downs_repaired_within_the_interval() -> Non
         engine.close()
 
 
-def test_a_dead_agent_is_marked_unreadable_and_driver_ok_is_false() -> None:
-    driver = EmulatedDriver(FABRIC)
+def test_a_dead_agent_is_marked_unreadable_and_driver_ok_is_false(small: Fabric) -> None:
+    driver = EmulatedDriver(small)
     emu = driver.emulated
-    engine = Engine(FABRIC, driver, debounce=0.0, reconcile_interval=0.05)
+    engine = Engine(small, driver, debounce=0.0, reconcile_interval=0.05)
     try:
         engine.put_job(Job("a", tuple(range(0, 8)), dp=8, tp=4), 0)
         assert engine.wait_idle(30)
@@ -159,11 +157,11 @@ def test_a_dead_agent_is_marked_unreadable_and_driver_ok_is_false() -> None:
         engine.close()
 
 
-def test_a_watcher_behind_the_retained_deltas_gets_a_fresh_snapshot() -> None:
+def test_a_watcher_behind_the_retained_deltas_gets_a_fresh_snapshot(small: Fabric) -> None:
     from collections import deque
 
-    driver = EmulatedDriver(FABRIC)
-    engine = Engine(FABRIC, driver, debounce=0.0, reconcile_interval=60.0)
+    driver = EmulatedDriver(small)
+    engine = Engine(small, driver, debounce=0.0, reconcile_interval=60.0)
     try:
         engine._routes._deltas = deque(maxlen=1)  # retain one delta only
         watch = engine.watch()

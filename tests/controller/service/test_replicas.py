@@ -14,13 +14,11 @@ import grpc
 
 from controller.api.fabric_te.v1 import te_pb2 as pb
 from controller.drivers.file import FileDriver
-from controller.model.clos import PRESETS, build
-
-FABRIC = build(PRESETS["small"])
+from controller.model.fabric import Fabric
 
 
-def _job(i: int) -> pb.Job:
-    return pb.Job(id=f"j{i}", hosts=[FABRIC.host_name(h) for h in (i, 16 + i)], tp=4)
+def _job(fabric: Fabric, i: int) -> pb.Job:
+    return pb.Job(id=f"j{i}", hosts=[fabric.host_name(h) for h in (i, 16 + i)], tp=4)
 
 
 def _until(pred, timeout: float = 20.0):  # type: ignore[no-untyped-def]
@@ -36,8 +34,8 @@ def _until(pred, timeout: float = 20.0):  # type: ignore[no-untyped-def]
     raise AssertionError(f"timed out waiting for {pred}")
 
 
-def _tables(path: Path) -> dict[str, tuple]:
-    driver = FileDriver(path, fabric=FABRIC)
+def _tables(fabric: Fabric, path: Path) -> dict[str, tuple]:
+    driver = FileDriver(path, fabric=fabric)
     return {sw: driver.read(sw) for sw in driver.switches()}
 
 
@@ -72,6 +70,7 @@ def _settled(replicas, jobs: int):  # type: ignore[no-untyped-def]
 
 
 def test_three_replicas_share_inputs_fail_over_without_pushing_and_fence(
+    small: Fabric,
     etcd, serve, tmp_path: Path  # type: ignore[no-untyped-def]
 ) -> None:
     replicas = [serve(_args(etcd, tmp_path, f"r{i}")) for i in range(3)]
@@ -80,8 +79,8 @@ def test_three_replicas_share_inputs_fail_over_without_pushing_and_fence(
     leader = _until(lambda: _leader(replicas))
     # inputs through every replica, leader or not
     for i, r in enumerate(replicas):
-        r.stub.PutJob(pb.PutJobRequest(job=_job(i)))
-    link = FABRIC.link_name(FABRIC.rack_link(0, 1))
+        r.stub.PutJob(pb.PutJobRequest(job=_job(small, i)))
+    link = small.link_name(small.rack_link(0, 1))
     follower = next(r for r in replicas if r is not leader)
     follower.stub.ReportLinks(pb.ReportLinksRequest(
         reports=[pb.LinkReport(link=link, state=pb.LinkReport.DOWN)]))  # fmt: skip
@@ -92,7 +91,7 @@ def test_three_replicas_share_inputs_fail_over_without_pushing_and_fence(
         assert [e.job.id for e in r.stub.ListJobs(pb.ListJobsRequest()).jobs] == ["j0", "j1", "j2"]
         assert not any(e.next_hop == link for e in r.stub.GetRoutes(pb.GetRoutesRequest()).entries)
     assert {r.status().ops_pushed > 0 for r in replicas} == {True, False}  # the leader only
-    tables = _tables(tmp_path / "tables")
+    tables = _tables(small, tmp_path / "tables")
 
     # kill -9 the leader: another takes over and pushes nothing (inputs unchanged)
     leader.proc.kill()
@@ -103,13 +102,13 @@ def test_three_replicas_share_inputs_fail_over_without_pushing_and_fence(
     assert took < 3.0
     time.sleep(0.6)  # one reconcile interval
     assert new.status().ops_pushed == 0 and new.status().driver_ok
-    assert _tables(tmp_path / "tables") == tables
+    assert _tables(small, tmp_path / "tables") == tables
 
     # SIGSTOP the new leader; a change goes in through the other; SIGCONT: no push from it
     other = next(r for r in rest if r is not new)
     pushed_before = new.status().ops_pushed
     new.proc.send_signal(signal.SIGSTOP)
-    other.stub.PutJob(pb.PutJobRequest(job=_job(5)))
+    other.stub.PutJob(pb.PutJobRequest(job=_job(small, 5)))
     _until(lambda: other.status().role == "leader", 10)
     _until(lambda: other.status().ops_pushed > 0 and not other.status().entries_missing, 10)
     new.proc.send_signal(signal.SIGCONT)
@@ -122,6 +121,7 @@ def test_three_replicas_share_inputs_fail_over_without_pushing_and_fence(
 
 
 def test_etcd_down_keeps_routes_refuses_writes_and_loses_no_acknowledged_input(
+    small: Fabric,
     etcd, serve, tmp_path: Path  # type: ignore[no-untyped-def]
 ) -> None:
     replicas = [serve(_args(etcd, tmp_path, f"r{i}")).ready() for i in range(2)]
@@ -133,7 +133,7 @@ def test_etcd_down_keeps_routes_refuses_writes_and_loses_no_acknowledged_input(
         i = 0
         while not stop.is_set() and i < 16:
             try:
-                replicas[i % 2].stub.PutJob(pb.PutJobRequest(job=_job(i)), timeout=5)
+                replicas[i % 2].stub.PutJob(pb.PutJobRequest(job=_job(small, i)), timeout=5)
                 acked.append(f"j{i}")
                 i += 1
             except grpc.RpcError as err:
@@ -143,19 +143,19 @@ def test_etcd_down_keeps_routes_refuses_writes_and_loses_no_acknowledged_input(
     thread = threading.Thread(target=writer)
     thread.start()
     try:
-        _until(lambda: len(acked) >= 4 and any(_tables(tmp_path / "tables").values()))
+        _until(lambda: len(acked) >= 4 and any(_tables(small, tmp_path / "tables").values()))
         etcd.stop()  # kill -9 mid-stream
         before = len(acked)
         _until(lambda: len(refused) >= 3, 10)
         assert len(acked) <= before + 1  # at most the write in flight
         assert any(r.startswith("UNAVAILABLE") and "etcd unreachable" in r for r in refused)
-        tables = _tables(tmp_path / "tables")
+        tables = _tables(small, tmp_path / "tables")
         assert sum(len(t) for t in tables.values()) > 0
         for r in replicas:  # fail-static: reads still served, routes stay, nobody leads
             _until(lambda r=r: not r.status().store_ok and r.status().role == "follower", 5)
             assert r.stub.GetRoutes(pb.GetRoutesRequest()).entries
         time.sleep(0.6)
-        assert _tables(tmp_path / "tables") == tables
+        assert _tables(small, tmp_path / "tables") == tables
         etcd.start()
         _until(lambda: len(acked) == 16, 30)
     finally:

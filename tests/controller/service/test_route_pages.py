@@ -13,13 +13,10 @@ import pytest
 from controller.api.fabric_te.v1 import te_pb2 as pb
 from controller.api.fabric_te.v1 import te_pb2_grpc as pb_grpc
 from controller.cli.main import main
-from controller.model.clos import PRESETS, build
 from controller.model.fabric import Fabric
 from controller.service.engine import Engine
 from controller.service.server import Running, start
 from sim.driver import EmulatedDriver
-
-FABRIC: Fabric = build(PRESETS["small"])
 
 
 def _key(e: pb.RouteEntry) -> tuple[str, str, str, str, int]:
@@ -28,11 +25,11 @@ def _key(e: pb.RouteEntry) -> tuple[str, str, str, str, int]:
 
 
 @pytest.fixture
-def service() -> Iterator[tuple[Running, pb_grpc.TrafficEngineeringStub]]:
-    running = start(Engine(FABRIC, EmulatedDriver(FABRIC), debounce=0.01), "127.0.0.1:0")
+def service(small: Fabric) -> Iterator[tuple[Running, pb_grpc.TrafficEngineeringStub]]:
+    running = start(Engine(small, EmulatedDriver(small), debounce=0.01), "127.0.0.1:0")
     channel = grpc.insecure_channel(f"127.0.0.1:{running.port}")
     stub = pb_grpc.TrafficEngineeringStub(channel)
-    hosts = [FABRIC.host_name(h) for h in range(FABRIC.num_hosts)]
+    hosts = [small.host_name(h) for h in range(small.num_hosts)]
     stub.PutJob(pb.PutJobRequest(job=pb.Job(id="a", hosts=hosts[:12], tp=4)))
     stub.PutJob(pb.PutJobRequest(job=pb.Job(id="b", hosts=hosts[16:28], tp=4)))
     assert running.engine.wait_idle()
@@ -60,14 +57,14 @@ def test_pages_and_chunks_add_up_to_the_snapshot(service) -> None:
     assert [_key(e) for c in chunks for e in c.entries] == [_key(e) for e in full.entries]
 
 
-def test_filters_by_switch_and_job(service) -> None:
+def test_filters_by_switch_and_job(small: Fabric, service) -> None:
     running, stub = service
     full = stub.GetRoutes(pb.GetRoutesRequest()).entries
     switch = full[0].switch
     only = stub.GetRoutes(pb.GetRoutesRequest(switches=[switch])).entries
     assert only and {e.switch for e in only} == {switch}
     assert len(only) == sum(e.switch == switch for e in full)
-    job_a = {FABRIC.host_name(h) for h in range(12)}
+    job_a = {small.host_name(h) for h in range(12)}
     mine = stub.GetRoutes(pb.GetRoutesRequest(job="a")).entries
     assert mine and {e.dst_host for e in mine} <= job_a
     assert len(mine) == sum(e.dst_host in job_a for e in full)

@@ -16,7 +16,6 @@ from controller.api.fabric_te.v1 import te_pb2 as pb
 from controller.api.fabric_te.v1 import te_pb2_grpc as pb_grpc
 from controller.cli.main import main
 from controller.errors import InputError
-from controller.model.clos import PRESETS, build
 from controller.model.fabric import Fabric
 from controller.service.auth import PolicyStore
 from controller.service.engine import Engine
@@ -24,8 +23,6 @@ from controller.service.limits import Limits
 from controller.service.server import Running, start
 from controller.service.tls import ServerTls, TlsFiles
 from sim.driver import EmulatedDriver
-
-FABRIC: Fabric = build(PRESETS["small"])
 
 
 @pytest.fixture(scope="module")
@@ -43,19 +40,19 @@ def other_ca(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return directory
 
 
-def _serve(d: Path, limits: Limits | None = None) -> Running:
+def _serve(fabric: Fabric, d: Path, limits: Limits | None = None) -> Running:
     """A server with its own copy of the files, so a test may rotate them."""
     live = d.parent / f"{d.name}-live-{id(d)}-{threading.get_ident()}"
     shutil.copytree(d, live, dirs_exist_ok=True)
     tls = ServerTls(TlsFiles(live / "server.pem", live / "server.key", live / "ca.pem"))
-    engine = Engine(FABRIC, EmulatedDriver(FABRIC), debounce=0.01)
+    engine = Engine(fabric, EmulatedDriver(fabric), debounce=0.01)
     return start(engine, "127.0.0.1:0", tls=tls, policy=PolicyStore(live / "policy.yaml"),
                  limits=limits)
 
 
 @pytest.fixture
-def server(certs: Path) -> Iterator[Running]:
-    running = _serve(certs)
+def server(small: Fabric, certs: Path) -> Iterator[Running]:
+    running = _serve(small, certs)
     yield running
     running.stop(grace=0.5)
 
@@ -71,8 +68,8 @@ def _stub(server: Running | int, d: Path, who: str | None) -> pb_grpc.TrafficEng
     return pb_grpc.TrafficEngineeringStub(channel)
 
 
-def _job(job_id: str, hosts: range) -> pb.Job:
-    return pb.Job(id=job_id, hosts=[FABRIC.host_name(h) for h in hosts], tp=4)
+def _job(fabric: Fabric, job_id: str, hosts: range) -> pb.Job:
+    return pb.Job(id=job_id, hosts=[fabric.host_name(h) for h in hosts], tp=4)
 
 
 def test_no_client_certificate_is_refused(server: Running, certs: Path) -> None:
@@ -81,7 +78,9 @@ def test_no_client_certificate_is_refused(server: Running, certs: Path) -> None:
     assert err.value.code() == grpc.StatusCode.UNAVAILABLE
 
 
-def test_client_of_another_ca_is_refused(server: Running, certs: Path, other_ca: Path) -> None:
+def test_client_of_another_ca_is_refused(
+    small: Fabric, server: Running, certs: Path, other_ca: Path
+) -> None:
     creds = grpc.ssl_channel_credentials(
         root_certificates=(certs / "ca.pem").read_bytes(),  # trusts the server ...
         private_key=(other_ca / "admin.key").read_bytes(),  # ... but is not from its CA
@@ -91,7 +90,7 @@ def test_client_of_another_ca_is_refused(server: Running, certs: Path, other_ca:
         grpc.secure_channel(f"localhost:{server.port}", creds)
     )
     with pytest.raises(grpc.RpcError) as err:
-        stub.PutJob(pb.PutJobRequest(job=_job("x", range(0, 8))), timeout=10)
+        stub.PutJob(pb.PutJobRequest(job=_job(small, "x", range(0, 8))), timeout=10)
     assert err.value.code() == grpc.StatusCode.UNAVAILABLE
     assert server.engine.jobs() == []
 
@@ -103,6 +102,7 @@ def test_server_of_another_ca_is_not_trusted(server: Running, other_ca: Path) ->
 
 
 def test_roles_allow_their_methods_only(
+    small: Fabric,
     server: Running, certs: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     reader = _stub(server, certs, "reader")
@@ -111,15 +111,16 @@ def test_roles_allow_their_methods_only(
     before = reader.Status(pb.StatusRequest(), timeout=10)
     with caplog.at_level(logging.WARNING, logger="fabric_te.guard"):
         with pytest.raises(grpc.RpcError) as err:
-            reader.PutJob(pb.PutJobRequest(job=_job("a", range(0, 8))), timeout=10)
+            reader.PutJob(pb.PutJobRequest(job=_job(small, "a", range(0, 8))), timeout=10)
     assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
     assert "spiffe://fabric-te.test/reader" in err.value.details()
     assert "spiffe://fabric-te.test/reader may not call PutJob" in caplog.text
     after = reader.Status(pb.StatusRequest(), timeout=10)
     assert after.state_version == before.state_version and not server.engine.jobs()
     # the scheduler may; the monitor reports links but may not place jobs or read routes
-    assert scheduler.PutJob(pb.PutJobRequest(job=_job("a", range(0, 8))), timeout=10).generation
-    link = FABRIC.link_name(FABRIC.rack_link(0, 1))
+    put = pb.PutJobRequest(job=_job(small, "a", range(0, 8)))
+    assert scheduler.PutJob(put, timeout=10).generation
+    link = small.link_name(small.rack_link(0, 1))
     monitor.ReportLinks(pb.ReportLinksRequest(
         reports=[pb.LinkReport(link=link, state=pb.LinkReport.DOWN)]), timeout=10)  # fmt: skip
     for call in (lambda: monitor.DeleteJob(pb.DeleteJobRequest(id="a"), timeout=10),
@@ -139,10 +140,12 @@ def test_roles_allow_their_methods_only(
     assert sample("fabric_te_grpc_requests_total", {"method": "Status", "code": "OK"}) == 2
 
 
-def test_rotation_keeps_the_watch(certs: Path, other_ca: Path, tmp_path: Path) -> None:
+def test_rotation_keeps_the_watch(
+    small: Fabric, certs: Path, other_ca: Path, tmp_path: Path
+) -> None:
     """Server certificate and client CA replaced on disk while a watch is open: the watch
     keeps receiving changes; new connections use the new files."""
-    running = _serve(certs)
+    running = _serve(small, certs)
     live = running.tls.files.cert.parent if running.tls else tmp_path
     try:
         events: queue.Queue[pb.RouteEvent | Exception] = queue.Queue()
@@ -164,7 +167,7 @@ def test_rotation_keeps_the_watch(certs: Path, other_ca: Path, tmp_path: Path) -
         with pytest.raises(grpc.RpcError):
             _stub(running, certs, "scheduler").Status(pb.StatusRequest(), timeout=10)
         scheduler = _stub(running, other_ca, "scheduler")
-        scheduler.PutJob(pb.PutJobRequest(job=_job("a", range(0, 8))), timeout=10)
+        scheduler.PutJob(pb.PutJobRequest(job=_job(small, "a", range(0, 8))), timeout=10)
         assert running.tls is not None and running.tls.reloads == 1
         event = events.get(timeout=20)
         assert not isinstance(event, Exception), event
@@ -177,8 +180,8 @@ def test_rotation_keeps_the_watch(certs: Path, other_ca: Path, tmp_path: Path) -
         running.stop(grace=0.5)
 
 
-def test_plaintext_refused_off_loopback() -> None:
-    engine = Engine(FABRIC, EmulatedDriver(FABRIC), debounce=0.01)
+def test_plaintext_refused_off_loopback(small: Fabric) -> None:
+    engine = Engine(small, EmulatedDriver(small), debounce=0.01)
     try:
         with pytest.raises(InputError, match="--insecure"):
             start(engine, "0.0.0.0:0")
@@ -214,7 +217,9 @@ def test_tectl_client_with_certificates(
                  "--tls-key", str(certs / "scheduler.key")]) == 0  # fmt: skip
 
 
-def test_serve_with_tls_reloads_policy_on_sighup(certs: Path, tmp_path: Path) -> None:
+def test_serve_with_tls_reloads_policy_on_sighup(
+    small: Fabric, certs: Path, tmp_path: Path
+) -> None:
     """`tectl serve` with the TLS flags; SIGHUP re-reads the policy (and certificates)
     without a restart, and the open watch stays."""
     import signal
@@ -246,7 +251,7 @@ def test_serve_with_tls_reloads_policy_on_sighup(certs: Path, tmp_path: Path) ->
                 time.sleep(0.2)
         watch = reader.WatchRoutes(pb.WatchRoutesRequest(), timeout=60)
         assert [next(watch).WhichOneof("event") for _ in range(2)] == ["snapshot", "sync"]
-        put = pb.PutJobRequest(job=_job("a", range(0, 8)))
+        put = pb.PutJobRequest(job=_job(small, "a", range(0, 8)))
         with pytest.raises(grpc.RpcError) as err:
             reader.PutJob(put, timeout=10)
         assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
@@ -271,7 +276,7 @@ def test_serve_with_tls_reloads_policy_on_sighup(certs: Path, tmp_path: Path) ->
             proc.wait()
 
 
-def test_every_method_by_every_role(certs: Path, tmp_path: Path) -> None:
+def test_every_method_by_every_role(small: Fabric, certs: Path, tmp_path: Path) -> None:
     """The role table, call by call: PERMISSION_DENIED exactly where the policy says, for a
     certificate the CA signed but the policy does not name too; denied calls change nothing."""
     from cryptography import x509
@@ -284,7 +289,7 @@ def test_every_method_by_every_role(certs: Path, tmp_path: Path) -> None:
     ca = (x509.load_pem_x509_certificate((tmp_path / "ca.pem").read_bytes()),
           serialization.load_pem_private_key((tmp_path / "ca.key").read_bytes(), None))
     make_cert(tmp_path, "stranger", ca, uri="spiffe://fabric-te.test/stranger")
-    running = _serve(tmp_path)
+    running = _serve(small, tmp_path)
     requests = {
         "PutJob": pb.PutJobRequest(), "DeleteJob": pb.DeleteJobRequest(id="none"),
         "ListJobs": pb.ListJobsRequest(), "ReportLinks": pb.ReportLinksRequest(),
@@ -317,9 +322,9 @@ def test_every_method_by_every_role(certs: Path, tmp_path: Path) -> None:
         running.stop(grace=0.5)
 
 
-def test_write_rate_is_per_identity(certs: Path) -> None:
+def test_write_rate_is_per_identity(small: Fabric, certs: Path) -> None:
     """One client flooding writes is throttled; another identity's writes still pass."""
-    running = _serve(certs, Limits(write_rate=0.1, write_burst=2))
+    running = _serve(small, certs, Limits(write_rate=0.1, write_burst=2))
     try:
         scheduler, admin = _stub(running, certs, "scheduler"), _stub(running, certs, "admin")
         for _ in range(2):

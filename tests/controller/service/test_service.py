@@ -15,43 +15,42 @@ from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
 
 from controller.api.fabric_te.v1 import te_pb2 as pb
 from controller.api.fabric_te.v1 import te_pb2_grpc as pb_grpc
-from controller.model.clos import PRESETS, build
 from controller.model.fabric import Fabric
 from controller.service.engine import Engine
 from controller.service.server import SERVICE_NAME, Running, start
 from sim.driver import EmulatedDriver
 from sim.switches import verify
 
-FABRIC: Fabric = build(PRESETS["small"])
 
-
-def _job(job_id: str, hosts: range) -> pb.Job:
-    return pb.Job(id=job_id, hosts=[FABRIC.host_name(h) for h in hosts], tp=4)
-
-
-@pytest.fixture
-def driver() -> EmulatedDriver:
-    return EmulatedDriver(FABRIC)
+def _job(fabric: Fabric, job_id: str, hosts: range) -> pb.Job:
+    return pb.Job(id=job_id, hosts=[fabric.host_name(h) for h in hosts], tp=4)
 
 
 @pytest.fixture
-def service(driver: EmulatedDriver) -> Iterator[tuple[Running, pb_grpc.TrafficEngineeringStub]]:
-    running = start(Engine(FABRIC, driver, debounce=0.01), "127.0.0.1:0")
+def driver(small: Fabric) -> EmulatedDriver:
+    return EmulatedDriver(small)
+
+
+@pytest.fixture
+def service(
+    small: Fabric, driver: EmulatedDriver
+) -> Iterator[tuple[Running, pb_grpc.TrafficEngineeringStub]]:
+    running = start(Engine(small, driver, debounce=0.01), "127.0.0.1:0")
     channel = grpc.insecure_channel(f"127.0.0.1:{running.port}")
     yield running, pb_grpc.TrafficEngineeringStub(channel)
     channel.close()
     running.stop(grace=0.5)
 
 
-def test_jobs_in_routes_installed_and_forwarding(service, driver) -> None:
+def test_jobs_in_routes_installed_and_forwarding(small: Fabric, service, driver) -> None:
     running, stub = service
-    stub.PutJob(pb.PutJobRequest(job=_job("a", range(0, 8))))
-    stub.PutJob(pb.PutJobRequest(job=_job("b", range(16, 24))))
+    stub.PutJob(pb.PutJobRequest(job=_job(small, "a", range(0, 8))))
+    stub.PutJob(pb.PutJobRequest(job=_job(small, "b", range(16, 24))))
     assert running.engine.wait_idle()
     routes = stub.GetRoutes(pb.GetRoutesRequest())
     assert len(routes.entries) > 0
     assignment = running.engine.last_result.assignment
-    assert verify(FABRIC, driver.emulated, assignment).ok
+    assert verify(small, driver.emulated, assignment).ok
     status = stub.Status(pb.StatusRequest())
     assert status.installed_entries == len(routes.entries) and status.driver_ok
     assert status.last_solve["ratio"] == pytest.approx(1.0)
@@ -70,24 +69,24 @@ def test_jobs_in_routes_installed_and_forwarding(service, driver) -> None:
     assert tiers == len(routes.entries)
 
 
-def test_link_down_moves_only_affected_flows(service, driver) -> None:
+def test_link_down_moves_only_affected_flows(small: Fabric, service, driver) -> None:
     running, stub = service
-    stub.PutJob(pb.PutJobRequest(job=_job("a", range(0, 16))))
+    stub.PutJob(pb.PutJobRequest(job=_job(small, "a", range(0, 16))))
     assert running.engine.wait_idle()
     before = running.engine.last_result.assignment
-    arcs = before.arcs(FABRIC)
+    arcs = before.arcs(small)
     link = int(arcs[np.flatnonzero(arcs[:, 2] >= 0)[0], 1]) // 2
     stub.ReportLinks(pb.ReportLinksRequest(reports=[
-        pb.LinkReport(link=FABRIC.link_name(link), state=pb.LinkReport.DOWN)]))  # fmt: skip
+        pb.LinkReport(link=small.link_name(link), state=pb.LinkReport.DOWN)]))  # fmt: skip
     assert running.engine.wait_idle()
     after = running.engine.last_result.assignment
     hit = (arcs // 2 == link).any(axis=1)
     assert hit.any() and (after.path[hit] != before.path[hit]).all()
     assert np.array_equal(after.path[~hit], before.path[~hit])
-    assert verify(FABRIC, driver.emulated, after).ok
+    assert verify(small, driver.emulated, after).ok
 
 
-def test_watch_gets_snapshot_sync_then_deltas(service) -> None:
+def test_watch_gets_snapshot_sync_then_deltas(small: Fabric, service) -> None:
     running, stub = service
     events: list[pb.RouteEvent] = []
     got_delta = threading.Event()
@@ -104,7 +103,7 @@ def test_watch_gets_snapshot_sync_then_deltas(service) -> None:
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
-    stub.PutJob(pb.PutJobRequest(job=_job("a", range(0, 8))))
+    stub.PutJob(pb.PutJobRequest(job=_job(small, "a", range(0, 8))))
     assert got_delta.wait(10)
     call.cancel()
     kinds = [e.WhichOneof("event") for e in events]
@@ -117,20 +116,20 @@ def test_watch_gets_snapshot_sync_then_deltas(service) -> None:
     assert first.WhichOneof("event") == "delta"
 
 
-def test_restart_with_same_inputs_pushes_nothing(driver) -> None:
-    jobs = [_job("a", range(0, 8)), _job("b", range(8, 20))]
-    first = Engine(FABRIC, driver, debounce=0.01)
+def test_restart_with_same_inputs_pushes_nothing(small: Fabric, driver) -> None:
+    jobs = [_job(small, "a", range(0, 8)), _job(small, "b", range(8, 20))]
+    first = Engine(small, driver, debounce=0.01)
     for job in jobs:
         from controller.service.convert import job_from_pb
 
-        first.put_job(job_from_pb(FABRIC, job), 0)
+        first.put_job(job_from_pb(small, job), 0)
     assert first.wait_idle()
     installed = first.snapshot()[1]
     first.close()
-    second = Engine(FABRIC, driver, debounce=0.01)  # reads the tables back, pushes nothing
+    second = Engine(small, driver, debounce=0.01)  # reads the tables back, pushes nothing
     assert second.snapshot()[1] == installed and second.ops_pushed == 0
     for job in jobs:
-        second.put_job(job_from_pb(FABRIC, job), 0)
+        second.put_job(job_from_pb(small, job), 0)
     assert second.wait_idle()
     assert second.ops_pushed == 0
     assert second.snapshot()[1] == installed
@@ -160,9 +159,9 @@ def test_restart_with_same_inputs_pushes_nothing(driver) -> None:
          grpc.StatusCode.INVALID_ARGUMENT, "reports[0].fraction"),
     ],
 )  # fmt: skip
-def test_bad_requests_change_nothing(service, request_, code, message) -> None:
+def test_bad_requests_change_nothing(small: Fabric, service, request_, code, message) -> None:
     running, stub = service
-    stub.PutJob(pb.PutJobRequest(job=_job("a", range(0, 4)), generation=5))
+    stub.PutJob(pb.PutJobRequest(job=_job(small, "a", range(0, 4)), generation=5))
     assert running.engine.wait_idle()
     version = running.engine.state_version
     method = stub.PutJob if isinstance(request_, pb.PutJobRequest) else stub.ReportLinks
@@ -174,21 +173,21 @@ def test_bad_requests_change_nothing(service, request_, code, message) -> None:
     assert [e.job.id for e in stub.ListJobs(pb.ListJobsRequest()).jobs] == ["a"]
 
 
-def test_what_if_solve_pushes_nothing(service) -> None:
+def test_what_if_solve_pushes_nothing(small: Fabric, service) -> None:
     running, stub = service
-    stub.PutJob(pb.PutJobRequest(job=_job("a", range(0, 16))))
+    stub.PutJob(pb.PutJobRequest(job=_job(small, "a", range(0, 16))))
     assert running.engine.wait_idle()
     version = stub.GetRoutes(pb.GetRoutesRequest()).version
-    link = FABRIC.link_name(FABRIC.rack_link(0, 0))
+    link = small.link_name(small.rack_link(0, 0))
     down = pb.LinkReport(link=link, state=pb.LinkReport.DOWN)
     reply = stub.Solve(pb.SolveRequest(links=[down]))
     assert reply.metrics["mlu"] >= reply.metrics["bound"] * (1 - 1e-9)
     assert stub.GetRoutes(pb.GetRoutesRequest()).version == version
 
 
-def test_stream_link_reports(service) -> None:
+def test_stream_link_reports(small: Fabric, service) -> None:
     running, stub = service
-    reports = iter([pb.LinkReport(link=FABRIC.link_name(FABRIC.rack_link(1, c)),
+    reports = iter([pb.LinkReport(link=small.link_name(small.rack_link(1, c)),
                                   state=pb.LinkReport.DOWN) for c in range(2)])  # fmt: skip
     reply = stub.StreamLinkReports(reports)
     assert reply.accepted == 2
@@ -205,28 +204,28 @@ def test_health_and_reflection(service) -> None:
     channel.close()
 
 
-def test_full_snapshot_of_link_health_replaces_earlier_reports(service) -> None:
+def test_full_snapshot_of_link_health_replaces_earlier_reports(small: Fabric, service) -> None:
     running, stub = service
-    a, b = (FABRIC.link_name(FABRIC.rack_link(0, c)) for c in (0, 1))
+    a, b = (small.link_name(small.rack_link(0, c)) for c in (0, 1))
     down = pb.LinkReport.DOWN
     stub.ReportLinks(pb.ReportLinksRequest(reports=[pb.LinkReport(link=a, state=down)]))
     stub.ReportLinks(pb.ReportLinksRequest(reports=[pb.LinkReport(link=b, state=down)],
                                            replace_all=True))  # fmt: skip
-    assert running.engine.health.down_links().tolist() == [FABRIC.rack_link(0, 1)]
+    assert running.engine.health.down_links().tolist() == [small.rack_link(0, 1)]
 
 
-def test_advise_and_score_over_grpc(service) -> None:
+def test_advise_and_score_over_grpc(small: Fabric, service) -> None:
     running, stub = service
-    stub.PutJob(pb.PutJobRequest(job=_job("a", range(0, 10))))
+    stub.PutJob(pb.PutJobRequest(job=_job(small, "a", range(0, 10))))
     assert running.engine.wait_idle()
     request = pb.PlacementRequest(gpus=16, tp=4, avoid_hosts=["host-p0-r6-h0"])
     advice = stub.Advise(pb.AdviseRequest(request=request)).candidates
     assert advice and advice[0].pods == 1 and advice[0].new_job_busbw == 1.0
     assert "host-p0-r6-h0" not in advice[0].hosts
-    assert not set(advice[0].hosts) & {FABRIC.host_name(h) for h in range(10)}
+    assert not set(advice[0].hosts) & {small.host_name(h) for h in range(10)}
     scores = stub.Score(pb.ScoreRequest(request=request, placements=[
         pb.Placement(hosts=list(advice[0].hosts)),
-        pb.Placement(hosts=[FABRIC.host_name(h) for h in (16, 18, 20, 22)])])).scores  # fmt: skip
+        pb.Placement(hosts=[small.host_name(h) for h in (16, 18, 20, 22)])])).scores  # fmt: skip
     assert [list(s.hosts) for s in scores][0] == list(advice[0].hosts)
     assert scores[0].new_job_busbw == advice[0].new_job_busbw
     with pytest.raises(grpc.RpcError) as err:
@@ -235,10 +234,10 @@ def test_advise_and_score_over_grpc(service) -> None:
     assert "free hosts" in err.value.details()
 
 
-def test_stream_link_reports_bad_link_changes_nothing(service) -> None:
+def test_stream_link_reports_bad_link_changes_nothing(small: Fabric, service) -> None:
     running, stub = service
     version = running.engine.state_version
-    good = pb.LinkReport(link=FABRIC.link_name(FABRIC.rack_link(1, 0)), state=pb.LinkReport.DOWN)
+    good = pb.LinkReport(link=small.link_name(small.rack_link(1, 0)), state=pb.LinkReport.DOWN)
     bad = pb.LinkReport(link="rtsw-p0-r0:nowhere", state=pb.LinkReport.DOWN)
     with pytest.raises(grpc.RpcError) as err:
         stub.StreamLinkReports(iter([good, bad]))
@@ -248,18 +247,18 @@ def test_stream_link_reports_bad_link_changes_nothing(service) -> None:
     assert running.engine.health.down_links().tolist() == []
 
 
-def test_an_lp_time_out_in_solve_is_not_the_clients_fault(driver) -> None:
+def test_an_lp_time_out_in_solve_is_not_the_clients_fault(small: Fabric, driver) -> None:
     """The LP running out of time is a server-side failure: DEADLINE_EXCEEDED, not
     INVALID_ARGUMENT; the installed routes are untouched."""
     from controller.solver.solve import SolveOptions
 
     options = SolveOptions(lp="always", lp_time_limit=1e-9)
-    running = start(Engine(FABRIC, driver, debounce=0.01, options=options), "127.0.0.1:0")
+    running = start(Engine(small, driver, debounce=0.01, options=options), "127.0.0.1:0")
     channel = grpc.insecure_channel(f"127.0.0.1:{running.port}")
     try:
         stub = pb_grpc.TrafficEngineeringStub(channel)
         with pytest.raises(grpc.RpcError) as info:
-            stub.Solve(pb.SolveRequest(extra_jobs=[_job("w", range(0, 16))]))
+            stub.Solve(pb.SolveRequest(extra_jobs=[_job(small, "w", range(0, 16))]))
         assert info.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
         assert "LP" in info.value.details() and "limit" in info.value.details()
         assert stub.GetRoutes(pb.GetRoutesRequest()).entries == []

@@ -6,44 +6,41 @@ import pytest
 
 from controller.errors import PreconditionError
 from controller.formats.placement import parse_placement
-from controller.model.clos import PRESETS, build
 from controller.model.fabric import Fabric
 from controller.model.jobs import Job
 from controller.routes.entries import Entry, RouteSet
 from controller.service.state import DesiredState, RouteLog
 
-FABRIC: Fabric = build(PRESETS["tiny"])
+
+def _job(fabric: Fabric, job_id: str, hosts: range) -> Job:
+    doc = {"id": job_id, "hosts": [fabric.host_name(h) for h in hosts]}
+    return parse_placement(fabric, {"jobs": [doc]}, "job")[0]
 
 
-def _job(job_id: str, hosts: range) -> Job:
-    doc = {"id": job_id, "hosts": [FABRIC.host_name(h) for h in hosts]}
-    return parse_placement(FABRIC, {"jobs": [doc]}, "job")[0]
-
-
-def test_generations_count_up_and_stale_ones_change_nothing() -> None:
-    state = DesiredState(FABRIC)
-    assert state.put_job(_job("a", range(0, 2))) == 1
-    assert state.put_job(_job("a", range(0, 2))) == 2
-    assert state.put_job(_job("a", range(0, 2)), generation=7) == 7
+def test_generations_count_up_and_stale_ones_change_nothing(tiny: Fabric) -> None:
+    state = DesiredState(tiny)
+    assert state.put_job(_job(tiny, "a", range(0, 2))) == 1
+    assert state.put_job(_job(tiny, "a", range(0, 2))) == 2
+    assert state.put_job(_job(tiny, "a", range(0, 2)), generation=7) == 7
     version = state.version
     with pytest.raises(PreconditionError, match="generation 7 is not newer than 7"):
-        state.put_job(_job("a", range(2, 4)), generation=7)
+        state.put_job(_job(tiny, "a", range(2, 4)), generation=7)
     assert state.version == version and state.jobs["a"][0].hosts == (0, 1)
 
 
-def test_shared_host_is_rejected_and_delete_is_idempotent() -> None:
-    state = DesiredState(FABRIC)
-    state.put_job(_job("a", range(0, 2)))
+def test_shared_host_is_rejected_and_delete_is_idempotent(tiny: Fabric) -> None:
+    state = DesiredState(tiny)
+    state.put_job(_job(tiny, "a", range(0, 2)))
     with pytest.raises(ValueError, match="already in job 'a'"):
-        state.put_job(_job("b", range(1, 3)))
+        state.put_job(_job(tiny, "b", range(1, 3)))
     assert [j.id for j, _ in state.job_list()] == ["a"]
     assert state.delete_job("a") and not state.delete_job("a")
     assert state.version == 2
 
 
-def test_take_reports_whether_only_health_changed() -> None:
-    state = DesiredState(FABRIC)
-    state.put_job(_job("a", range(0, 2)))
+def test_take_reports_whether_only_health_changed(tiny: Fabric) -> None:
+    state = DesiredState(tiny)
+    state.put_job(_job(tiny, "a", range(0, 2)))
     assert not state.take().health_only
     state.report_links({0: 0.0})
     state.report_links({1: 0.5})

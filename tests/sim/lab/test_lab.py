@@ -16,7 +16,6 @@ import pytest
 from controller.drivers.linux import LinuxDriver
 from controller.drivers.linux_plan import LabPlan, sport_range
 from controller.errors import DriverRejected, LabError
-from controller.model.clos import PRESETS, build
 from controller.model.fabric import Fabric
 from controller.routes.entries import Entry
 from controller.routes.plan import Add, Replace
@@ -30,22 +29,21 @@ from sim.lab.traffic import LabIO, Streams, send_burst, verify
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0, reason="lab tests need root to make network namespaces (CI runs as root)"
 )
-TINY = build(PRESETS["tiny"])
 RTSW = "rtsw-p0-r0"
 DST = 4  # host-p1-r0-h0: another pod, so the source RTSW has 4 uplinks to choose from
 
 
 @pytest.fixture(scope="module")
-def tiny_lab():
+def tiny_lab(tiny: Fabric):
     name = unique_name("lt")
-    lab.up(TINY, name, "tiny", underlay="static")
+    lab.up(tiny, name, "tiny", underlay="static")
     yield name
     lab.down(name)
 
 
 @pytest.fixture
-def driver(tiny_lab):
-    made = LinuxDriver(fabric=TINY, lab=tiny_lab)
+def driver(tiny: Fabric, tiny_lab):
+    made = LinuxDriver(fabric=tiny, lab=tiny_lab)
     made.clear()
     yield made
     made.clear()
@@ -53,15 +51,15 @@ def driver(tiny_lab):
 
 
 @pytest.fixture
-def io(tiny_lab):
-    made = LabIO(LabPlan(TINY, tiny_lab))
+def io(tiny: Fabric, tiny_lab):
+    made = LabIO(LabPlan(tiny, tiny_lab))
     yield made
     made.close()
 
 
-def uplink_counts(io: LabIO) -> np.ndarray:
+def uplink_counts(fabric: Fabric, io: LabIO) -> np.ndarray:
     counts = io.tx_packets(RTSW)
-    return np.array([counts[f"c{c}"] for c in range(TINY.ctsws_per_pod)])
+    return np.array([counts[f"c{c}"] for c in range(fabric.ctsws_per_pod)])
 
 
 def test_up_status_down_small_and_refusals(pod: Fabric, small: Fabric):
@@ -82,7 +80,7 @@ def test_up_status_down_small_and_refusals(pod: Fabric, small: Fabric):
         lab.up(pod, unique_name("lx"), "pod")
 
 
-def test_a_failed_up_leaves_nothing(monkeypatch):
+def test_a_failed_up_leaves_nothing(tiny: Fabric, monkeypatch):
     name = unique_name("lf")
 
     def broken(plan, nodes=None):
@@ -90,24 +88,24 @@ def test_a_failed_up_leaves_nothing(monkeypatch):
 
     monkeypatch.setattr(lab, "install_static", broken)
     with pytest.raises(LabError, match="on purpose"):
-        lab.up(TINY, name, "tiny", underlay="static")
+        lab.up(tiny, name, "tiny", underlay="static")
     assert not any(ns.startswith(name + "-") for ns in netns.existing())
     assert not lab.lab_path(name).exists()
 
 
-def test_non_root_and_missing_frr_are_clear_errors(monkeypatch):
+def test_non_root_and_missing_frr_are_clear_errors(tiny: Fabric, monkeypatch):
     from sim.lab import frr
 
     monkeypatch.setattr(frr, "installed", lambda: False)
     with pytest.raises(LabError, match="FRR is not installed.*--underlay static"):
-        lab.up(TINY, unique_name("lr"), "tiny", underlay="frr")
+        lab.up(tiny, unique_name("lr"), "tiny", underlay="frr")
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     with pytest.raises(LabError, match="needs root"):
-        lab.up(TINY, unique_name("lr"), "tiny", underlay="static")
+        lab.up(tiny, unique_name("lr"), "tiny", underlay="static")
 
 
-def test_the_driver_leaves_foreign_routing_alone(tiny_lab, driver):
-    ns = LabPlan(TINY, tiny_lab).netns(RTSW)
+def test_the_driver_leaves_foreign_routing_alone(tiny: Fabric, tiny_lab, driver):
+    ns = LabPlan(tiny, tiny_lab).netns(RTSW)
     foreign = [
         ["rule", "add", "iif", "h0n0", "lookup", "100", "priority", "100"],
         ["route", "add", "10.1.0.4/32", "via", "10.128.0.33", "table", "100"],
@@ -116,7 +114,7 @@ def test_the_driver_leaves_foreign_routing_alone(tiny_lab, driver):
     for cmd in foreign:
         subprocess.run(["ip", "-n", ns, *cmd], check=True)
     try:
-        driver.apply(RTSW, [Add(Entry(RTSW, TINY.access_link(0), DST, TINY.rack_link(0, 1)))])
+        driver.apply(RTSW, [Add(Entry(RTSW, tiny.access_link(0), DST, tiny.rack_link(0, 1)))])
         assert len(driver.read(RTSW)) == 1  # the static-protocol route in our range is not ours
         driver.clear()
         assert driver.read(RTSW) == ()
@@ -132,17 +130,17 @@ def test_the_driver_leaves_foreign_routing_alone(tiny_lab, driver):
         subprocess.run(["ip", "-n", ns, "route", "flush", "table", "1000000"], check=True)
 
 
-def test_ecmp_spreads_source_ports_over_every_uplink(io, driver):
-    before = uplink_counts(io)
+def test_ecmp_spreads_source_ports_over_every_uplink(tiny: Fabric, io, driver):
+    before = uplink_counts(tiny, io)
     for sport in range(20000, 20128):
         send_burst(io, 0, sport, DST, sport, 1)
-    spread = uplink_counts(io) - before
+    spread = uplink_counts(tiny, io) - before
     assert spread.sum() >= 128 and (spread > 0).all(), spread
 
 
-def test_te_entries_steer_every_sampled_flow(tiny_lab, io, driver):
-    assignment, routes = solved(TINY, seed=1, fill=1.0)
-    install(driver, TINY, routes)
+def test_te_entries_steer_every_sampled_flow(tiny: Fabric, tiny_lab, io, driver):
+    assignment, routes = solved(tiny, seed=1, fill=1.0)
+    install(driver, tiny, routes)
     assert len(routes) > 0
     report = verify(io, assignment, np.flatnonzero(assignment.routed).tolist(), packets=10)
     assert report.checked > 0 and report.matched == report.checked, report.problems
@@ -151,34 +149,34 @@ def test_te_entries_steer_every_sampled_flow(tiny_lab, io, driver):
     assert again.dropped == 0 and again.checked == report.checked
 
 
-def test_bucket_entries_steer_only_their_source_ports(io, driver):
-    whole = Entry(RTSW, TINY.access_link(0), DST, TINY.rack_link(0, 1))
-    bucket = Entry(RTSW, whole.in_port, DST, TINY.rack_link(0, 2), qp=5)
+def test_bucket_entries_steer_only_their_source_ports(tiny: Fabric, io, driver):
+    whole = Entry(RTSW, tiny.access_link(0), DST, tiny.rack_link(0, 1))
+    bucket = Entry(RTSW, whole.in_port, DST, tiny.rack_link(0, 2), qp=5)
     driver.apply(RTSW, [Add(whole), Add(bucket)])
     for sport, uplink in ((sport_range(5)[0], 2), (sport_range(5)[1], 2),
                           (sport_range(6)[0], 1), (30000, 1)):  # fmt: skip
-        before = uplink_counts(io)
+        before = uplink_counts(tiny, io)
         send_burst(io, 0, sport, DST, sport, 20)
-        delta = uplink_counts(io) - before
+        delta = uplink_counts(tiny, io) - before
         assert delta[uplink] >= 20 and delta.sum() - delta[uplink] < 20, (sport, delta)
 
 
-def test_admin_down_drops_routes_and_reconcile_restores_them(tiny_lab, driver):
-    plan = LabPlan(TINY, tiny_lab)
-    keep = Entry(RTSW, TINY.access_link(0), DST, TINY.rack_link(0, 1))
-    other = Entry(RTSW, TINY.access_link(1), DST, TINY.rack_link(0, 3))
+def test_admin_down_drops_routes_and_reconcile_restores_them(tiny: Fabric, tiny_lab, driver):
+    plan = LabPlan(tiny, tiny_lab)
+    keep = Entry(RTSW, tiny.access_link(0), DST, tiny.rack_link(0, 1))
+    other = Entry(RTSW, tiny.access_link(1), DST, tiny.rack_link(0, 3))
     driver.apply(RTSW, [Add(keep), Add(other)])
-    link = int(TINY.rack_link(0, 1))
+    link = int(tiny.rack_link(0, 1))
     set_link(plan, link, "down")
     try:
         assert driver.read(RTSW) == (other,)  # the kernel dropped it; read says so
-        bad = Entry(RTSW, TINY.access_link(1), 5, TINY.rack_link(0, 1))
+        bad = Entry(RTSW, tiny.access_link(1), 5, tiny.rack_link(0, 1))
         with pytest.raises(DriverRejected, match="now holds 1 TE entries"):
-            driver.apply(RTSW, [Add(Entry(RTSW, TINY.access_link(0), 6, TINY.rack_link(0, 2))),
+            driver.apply(RTSW, [Add(Entry(RTSW, tiny.access_link(0), 6, tiny.rack_link(0, 2))),
                                 Add(bad)])  # fmt: skip
         assert driver.read(RTSW) == (other,)  # rolled back
         assert driver.reconcile(RTSW) == 0  # its port is still down
-        driver.apply(RTSW, [Replace(other, Entry(RTSW, other.in_port, DST, TINY.rack_link(0, 2)))])
+        driver.apply(RTSW, [Replace(other, Entry(RTSW, other.in_port, DST, tiny.rack_link(0, 2)))])
         other = driver.read(RTSW)[0]  # a batch while the port is down: `keep` stays lost
     finally:
         set_link(plan, link, "up")
@@ -188,18 +186,20 @@ def test_admin_down_drops_routes_and_reconcile_restores_them(tiny_lab, driver):
     set_link(plan, link, "down")  # again; this time the next batch restores it
     set_link(plan, link, "up")
     assert driver.read(RTSW) == (other,)
-    third = Entry(RTSW, TINY.access_link(1), 6, TINY.rack_link(0, 0))
+    third = Entry(RTSW, tiny.access_link(1), 6, tiny.rack_link(0, 0))
     driver.apply(RTSW, [Add(third)])
     assert driver.read(RTSW) == (keep, other, third)
 
 
-def _flows_and_routes():
-    assignment, routes = solved(TINY, seed=1, fill=1.0)
+def _flows_and_routes(fabric: Fabric):
+    assignment, routes = solved(fabric, seed=1, fill=1.0)
     rows = np.flatnonzero(assignment.routed)
     return assignment, routes, rows
 
 
-def test_fail_static_kill_controller_then_remove_all_te_state(tiny_lab, io, driver, tmp_path):
+def test_fail_static_kill_controller_then_remove_all_te_state(
+    tiny: Fabric, tiny_lab, io, driver, tmp_path
+):
     """`tectl serve --driver linux` installs a job mix; kill -9 it while every flow streams;
     then remove all TE state while every flow streams."""
     import json
@@ -209,9 +209,9 @@ def test_fail_static_kill_controller_then_remove_all_te_state(tiny_lab, io, driv
     from controller.drivers.push import read_back
     from controller.formats.placement import dump_placement, load_jobs
 
-    assignment, routes, rows = _flows_and_routes()
+    assignment, routes, rows = _flows_and_routes(tiny)
     jobs = tmp_path / "jobs.json"
-    jobs.write_text(json.dumps(dump_placement(TINY, load_jobs(TINY, "random", seed=1, fill=1.0))))
+    jobs.write_text(json.dumps(dump_placement(tiny, load_jobs(tiny, "random", seed=1, fill=1.0))))
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         address = f"127.0.0.1:{s.getsockname()[1]}"
@@ -251,18 +251,18 @@ def test_fail_static_kill_controller_then_remove_all_te_state(tiny_lab, io, driv
     assert driver.read(RTSW) == ()
 
 
-def test_a_moving_update_under_streams_loses_nothing(io, driver):
-    assignment, routes, rows = _flows_and_routes()
-    install(driver, TINY, routes)
+def test_a_moving_update_under_streams_loses_nothing(tiny: Fabric, io, driver):
+    assignment, routes, rows = _flows_and_routes(tiny)
+    install(driver, tiny, routes)
     streams = Streams(io, assignment, rows.tolist()).start()
     time.sleep(0.2)
     for switch in driver.switches():
         moved = []
         for entry in driver.read(switch):
             if switch.startswith("rtsw"):
-                rtsw = TINY.node_by_name(switch) - TINY.node_id("rtsw", 0)
-                c = (entry.next_hop - TINY.rack_link(rtsw, 0)) % TINY.ctsws_per_pod
-                target = TINY.rack_link(rtsw, (c + 1) % TINY.ctsws_per_pod)
+                rtsw = tiny.node_by_name(switch) - tiny.node_id("rtsw", 0)
+                c = (entry.next_hop - tiny.rack_link(rtsw, 0)) % tiny.ctsws_per_pod
+                target = tiny.rack_link(rtsw, (c + 1) % tiny.ctsws_per_pod)
                 moved.append(Replace(entry, Entry(switch, entry.in_port, entry.dst_host,
                                                   int(target), entry.owner, entry.qp)))  # fmt: skip
         if moved:
@@ -273,29 +273,29 @@ def test_a_moving_update_under_streams_loses_nothing(io, driver):
 
 
 @pytest.mark.skipif(not os.access("/usr/lib/frr/bgpd", os.X_OK), reason="FRR not installed")
-def test_frr_underlay_converges_and_carries_te():
+def test_frr_underlay_converges_and_carries_te(tiny: Fabric):
     from sim.lab.frr import wait_converged
 
     name = unique_name("lb")
-    lab.up(TINY, name, "tiny", underlay="frr")
+    lab.up(tiny, name, "tiny", underlay="frr")
     try:
-        seconds = wait_converged(LabPlan(TINY, name), timeout=60)
+        seconds = wait_converged(LabPlan(tiny, name), timeout=60)
         assert seconds < 60
-        assignment, routes = solved(TINY, seed=1, fill=1.0)
-        with LinuxDriver(fabric=TINY, lab=name) as d:
-            install(d, TINY, routes)
-        frr_io = LabIO(LabPlan(TINY, name))
+        assignment, routes = solved(tiny, seed=1, fill=1.0)
+        with LinuxDriver(fabric=tiny, lab=name) as d:
+            install(d, tiny, routes)
+        frr_io = LabIO(LabPlan(tiny, name))
         try:
             report = verify(frr_io, assignment, np.flatnonzero(assignment.routed).tolist(), 10)
         finally:
             frr_io.close()
         assert report.matched == report.checked > 0, report.problems
-        frr_io = LabIO(LabPlan(TINY, name))
+        frr_io = LabIO(LabPlan(tiny, name))
         streams = Streams(frr_io, assignment, np.flatnonzero(assignment.routed).tolist())
         try:
             streams.start()
             time.sleep(0.2)
-            with LinuxDriver(fabric=TINY, lab=name) as d:
+            with LinuxDriver(fabric=tiny, lab=name) as d:
                 d.clear()  # TE withdrawn: BGP's ECMP carries every flow, nothing lost
             time.sleep(0.2)
             stream = streams.stop()
@@ -307,14 +307,14 @@ def test_frr_underlay_converges_and_carries_te():
     assert not subprocess.run(["pgrep", "-f", f"{name}-"], capture_output=True).stdout
 
 
-def test_tectl_lab_commands(capsys):
+def test_tectl_lab_commands(tiny: Fabric, capsys):
     from controller.cli.main import main
 
     name = unique_name("lc")
     assert main(["lab", "up", "--fabric", "tiny", "--name", name, "--underlay", "static",
                  "--fail", "rtsw-p1-r1:ctsw-p1-c3=0.5"]) == 0  # fmt: skip
     try:
-        plan = LabPlan(TINY, name)
+        plan = LabPlan(tiny, name)
         qdisc = subprocess.run(["ip", "netns", "exec", plan.netns("rtsw-p1-r1"), "tc", "qdisc",
                                 "show", "dev", "c3"], capture_output=True, text=True).stdout
         assert "tbf" in qdisc and "5Gbit" in qdisc
@@ -353,12 +353,12 @@ def test_parallel_links_of_wide_are_named_aliased_and_steered(wide: Fabric):
         lab.down(name)
 
 
-def test_rules_count_ports_and_buckets_never_entries(tiny_lab, driver):
-    entries = [Entry(RTSW, TINY.access_link(nic), dst, TINY.rack_link(0, dst % 4), qp=qp)
+def test_rules_count_ports_and_buckets_never_entries(tiny: Fabric, tiny_lab, driver):
+    entries = [Entry(RTSW, tiny.access_link(nic), dst, tiny.rack_link(0, dst % 4), qp=qp)
                for nic in (0, 1) for dst in range(2, 8) for qp in (-1, 3)]  # fmt: skip
     driver.apply(RTSW, [Add(e) for e in entries])
     assert len(driver.read(RTSW)) == 24
-    rules = subprocess.run(["ip", "-n", LabPlan(TINY, tiny_lab).netns(RTSW), "rule"],
+    rules = subprocess.run(["ip", "-n", LabPlan(tiny, tiny_lab).netns(RTSW), "rule"],
                            capture_output=True, text=True, check=True).stdout  # fmt: skip
     ours = [line for line in rules.splitlines() if line.startswith(("20000:", "20001:"))]
     assert len(ours) == 4  # 2 ports x (whole flow, bucket 3), for 24 entries
