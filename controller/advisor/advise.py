@@ -184,7 +184,7 @@ def _context(
     flows = jobs_flows(fabric, list(jobs))
     if current is None:
         # flows stay whole (qps=1): scoring places new flows around one path per flow
-        opts = SolveOptions(lp="never", search_time=1.0, qps=1)
+        opts = SolveOptions(lp="never", qps=1)
         res = solve(fabric, health, flows, options=opts)
         path = res.assignment.path.copy()
     else:
@@ -354,7 +354,7 @@ def _score(ctx: _Context, request: Request, hosts: tuple[int, ...], strategy: st
     path = greedy(f, ctx.health, flows, fixed=fixed)
     movable = np.zeros(len(flows), bool)
     movable[len(ctx.flows) :] = True
-    path = local_search(f, ctx.health, flows, path, movable=movable, time_budget=0.5)
+    path = local_search(f, ctx.health, flows, path, movable=movable)
     assignment = Assignment(flows, path)
     report = simulate(f, ctx.health, assignment)
     after = report.job_busbw_fraction

@@ -11,7 +11,9 @@ Methods, all deterministic:
   share left, when there are any.
 - Local search: take the most utilised switch-to-switch arc; try its flows (largest first)
   on every other candidate; accept the first move whose new path stays strictly below the
-  current maximum (lexicographically fewer arcs at the maximum, or a lower maximum).
+  current maximum (lexicographically fewer arcs at the maximum, or a lower maximum). It is
+  bounded by work, never by time: at most `max_tries` flows tried (SEARCH_TRIES by
+  default), so a loaded machine gets the same routes as an idle one, only later.
 - Colouring (controller.solver.colouring) when all demands are equal: exact on the RTSW<->CTSW
   layer; flows it cannot place go through the greedy, then local search runs on the result.
   The better of colouring and greedy by (MLU, collisions) is kept.
@@ -38,6 +40,11 @@ from controller.routes.entries import TableBudget, align_entries, fit_tables
 from controller.solver.colouring import colour_assign
 
 _TOL = 1e-9
+# Flows a local search tries on other paths before it stops (one try: a flow's candidates
+# scored, ~40 us on meta-24k). Searches on pods converge within a few hundred; the spray of
+# the meta-24k mix (500K+ rows) converges within ~15,000, and 10,000 get most of its gain
+# in about the time the former 1 s wall-clock budget left it.
+SEARCH_TRIES = 10_000
 
 
 # ---- candidate paths as arrays -------------------------------------------------------------
@@ -408,14 +415,13 @@ def local_search(
     path: np.ndarray,
     *,
     movable: np.ndarray | None = None,
-    max_moves: int = 100_000,
-    time_budget: float | None = None,
+    max_tries: int | None = SEARCH_TRIES,
     cand: Candidates | None = None,
 ) -> np.ndarray:
     """Move flows off the most utilised arc while that strictly improves (max, count at max);
-    stop at the first most-utilised arc none of whose flows can move.
+    stop at the first most-utilised arc none of whose flows can move, or after `max_tries`
+    flows tried (None: no limit; every move improves, so it ends).
     Only flows with `movable[f]` (default: all routed) may move. Returns new paths."""
-    start = time.perf_counter()
     cap = health.arc_capacity(fabric)
     inv = _inverse(cap)
     cand = cand or candidates(fabric, flows)
@@ -437,9 +443,8 @@ def local_search(
     arc_rows = rows_of[pick][by_arc]
     arc_start = np.searchsorted(flat[pick][by_arc], np.arange(fabric.num_arcs + 1))
     onto: dict[int, list[int]] = {}
-    for _ in range(max_moves):
-        if time_budget is not None and time.perf_counter() - start > time_budget:
-            break
+    tries, limit = 0, np.inf if max_tries is None else max_tries
+    while tries < limit:
         util = load * weight
         top = float(util.max(initial=0.0))
         if top <= _TOL:
@@ -452,6 +457,9 @@ def local_search(
             on = on[(chosen[on] == arc).any(axis=1)]
             on = on[np.argsort(-demand[on], kind="stable")]
             for f in on.tolist():
+                if tries >= limit:
+                    break
+                tries += 1
                 d = float(demand[f])
                 cls = int(cand.cls[f])
                 old = chosen[f, chosen[f] >= 0]
@@ -564,13 +572,12 @@ def best_paths(
     flows: FlowSet,
     *,
     guidance: Guidance | None = None,
-    time_budget: float | None = None,
+    search_tries: int | None = SEARCH_TRIES,
     cand: Candidates | None = None,
 ) -> tuple[np.ndarray, str]:
-    """Best of colouring (when it applies) and greedy, each followed by local search and
-    entry alignment; returns (paths, method)."""
+    """Best of colouring (when it applies) and greedy, each followed by local search (up to
+    `search_tries` flows tried) and entry alignment; returns (paths, method)."""
     cand = cand or candidates(fabric, flows)
-    start = time.perf_counter()
     options: list[tuple[tuple, int, np.ndarray, str]] = []
     coloured = colour_assign(fabric, health, flows)
     if coloured is not None:
@@ -580,7 +587,7 @@ def best_paths(
             fixed = path.copy()
             path = greedy(fabric, health, flows, fixed=fixed, cand=cand)
             method = "colouring+greedy"
-        path = _finish(fabric, health, flows, path, cand, time_budget, start)
+        path = _finish(fabric, health, flows, path, cand, search_tries)
         options.append((_score(fabric, health, flows, path), 0, path, method))
     elif len(flows):
         # Mixed demands: colour the largest class (line-rate ring flows, typically) so that
@@ -591,10 +598,10 @@ def best_paths(
             fixed = np.full(len(flows), UNROUTED, np.int64)
             fixed[big] = part.assignment.path
             path = greedy(fabric, health, flows, fixed=fixed, guidance=guidance, cand=cand)
-            path = _finish(fabric, health, flows, path, cand, time_budget, start)
+            path = _finish(fabric, health, flows, path, cand, search_tries)
             options.append((_score(fabric, health, flows, path), 0, path, "colouring+greedy"))
     path = greedy(fabric, health, flows, guidance=guidance, cand=cand)
-    path = _finish(fabric, health, flows, path, cand, time_budget, start)
+    path = _finish(fabric, health, flows, path, cand, search_tries)
     method = "guided-greedy" if guidance is not None else "greedy"
     options.append((_score(fabric, health, flows, path), 1, path, method))
     best = min(options, key=lambda o: (o[0], o[1]))
@@ -607,12 +614,13 @@ def _finish(
     flows: FlowSet,
     path: np.ndarray,
     cand: Candidates,
-    time_budget: float | None,
-    start: float,
+    search_tries: int | None,
     movable: np.ndarray | None = None,
 ) -> np.ndarray:
-    left = None if time_budget is None else max(time_budget - (time.perf_counter() - start), 0)
-    path = local_search(fabric, health, flows, path, movable=movable, time_budget=left, cand=cand)
+    """Local search, then entry alignment (the moved flows yield where keys conflict)."""
+    path = local_search(
+        fabric, health, flows, path, movable=movable, max_tries=search_tries, cand=cand
+    )
     priority = None if movable is None else movable.astype(np.float64)
     return align_entries(fabric, flows, path, priority)
 
@@ -626,7 +634,7 @@ def assign_paths(
     move_threshold: float = 0.0,
     table_budget: TableBudget | None = None,
     lp_guidance: Guidance | None = None,
-    time_budget: float | None = None,
+    search_tries: int | None = SEARCH_TRIES,
 ) -> AssignResult:
     """Integral paths for all flows.
 
@@ -634,13 +642,13 @@ def assign_paths(
     path while it is alive, new or broken flows are placed around them; a fresh solve replaces
     that only if its MLU is lower by more than `move_threshold` (relative). `table_budget`
     caps TE entries per switch (controller.routes.entries.fit_tables); flows that do not fit
-    stay on ECMP. `time_budget` (seconds) bounds the local search.
+    stay on ECMP. `search_tries` bounds each local search (see local_search).
     """
     start = time.perf_counter()
     cand = candidates(fabric, flows)
     cap = health.arc_capacity(fabric)
     path, method = best_paths(
-        fabric, health, flows, guidance=lp_guidance, time_budget=time_budget, cand=cand
+        fabric, health, flows, guidance=lp_guidance, search_tries=search_tries, cand=cand
     )
     churn = np.zeros(0, np.int64)
     if previous is not None:
@@ -648,7 +656,7 @@ def assign_paths(
         keep = _alive_paths(cand, cap, prev, access_alive(fabric, flows, cap))
         fixed = np.where(keep, prev, UNROUTED)
         kept = greedy(fabric, health, flows, fixed=fixed, guidance=lp_guidance, cand=cand)
-        kept = _finish(fabric, health, flows, kept, cand, time_budget, start, movable=~keep)
+        kept = _finish(fabric, health, flows, kept, cand, search_tries, movable=~keep)
         fresh_mlu = _score(fabric, health, flows, path)[0]
         kept_mlu = _score(fabric, health, flows, kept)[0]
         if not fresh_mlu < kept_mlu * (1.0 - move_threshold) - _TOL:

@@ -25,7 +25,6 @@ paths and the parent flow of every row out.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -38,6 +37,7 @@ from controller.model.health import LinkHealth
 from controller.model.paths import SAME_RACK, flow_class, path_alive, path_index
 from controller.routes.entries import align_entries
 from controller.solver.greedy import (
+    SEARCH_TRIES,
     Candidates,
     candidates,
     greedy,
@@ -137,7 +137,7 @@ def _place_dead(
     health: LinkHealth,
     flows: FlowSet,
     path: np.ndarray,
-    time_budget: float | None,
+    search_tries: int | None,
 ) -> np.ndarray:
     """Re-place the rows whose path has a dead arc around all the others."""
     if not (health.arc_capacity(fabric) <= 0).any():
@@ -149,7 +149,7 @@ def _place_dead(
     fixed = np.where(dead, UNROUTED, path)
     path = greedy(fabric, health, flows, fixed=fixed, cand=cand)
     return local_search(
-        fabric, health, flows, path, movable=dead, time_budget=time_budget, cand=cand
+        fabric, health, flows, path, movable=dead, max_tries=search_tries, cand=cand
     )
 
 
@@ -199,7 +199,7 @@ def spray(
     flows: FlowSet,
     *,
     qps: int = DEFAULT_QPS,
-    time_budget: float | None = 2.0,
+    search_tries: int | None = SEARCH_TRIES,
     budget: np.ndarray | None = None,
 ) -> Split | None:
     """Split every whole flow that leaves its rack into `qps` buckets spread evenly over
@@ -208,9 +208,9 @@ def spray(
     With a per-node entry `budget` (controller.routes.entries.switch_budget), only as many
     flows per source RTSW as its table affords are sprayed (the largest first); the others
     are placed whole around the buckets (greedy), then local search moves whole flows and
-    buckets off the hottest links. A flow's buckets depend on the flow (its NICs), not on
+    buckets off the hottest links (up to `search_tries` flows tried, see
+    controller.solver.greedy.local_search). A flow's buckets depend on the flow (its NICs), not on
     its index, so an unchanged flow sprays the same way in the next solve."""
-    start = time.perf_counter()
     flow_cls = flow_class(fabric, flows.src_nic, flows.dst_nic)
     which = np.flatnonzero((flows.qp == ALL_QPS) & (flow_cls != SAME_RACK))
     ecmp = np.zeros(0, np.int64)
@@ -245,21 +245,19 @@ def spray(
     sprayed = np.where(cls == SAME_RACK, 0, path_index(fabric, cls, digits))
     is_bucket = new.qp != ALL_QPS
     whole = ~is_bucket & (cls != SAME_RACK)
-    left = None if time_budget is None else max(time_budget - (time.perf_counter() - start), 0)
     if budget is not None and whole.any():
         # the flows kept whole are placed afresh around the sprayed buckets
         new_cand = candidates(fabric, new)
         fixed = np.where(whole, UNROUTED, sprayed)
         fixed[is_bucket] = _place_dead(fabric, health, new.take(np.flatnonzero(is_bucket)),
-                                       sprayed[is_bucket], left)  # fmt: skip
+                                       sprayed[is_bucket], search_tries)  # fmt: skip
         sprayed = greedy_batched(fabric, health, new, fixed=fixed, cand=new_cand)
-        left = None if time_budget is None else max(time_budget - (time.perf_counter() - start), 0)
         sprayed = local_search(
             fabric, health, new, sprayed, movable=(cls != SAME_RACK) & ~hashed,
-            time_budget=left, cand=new_cand,
+            max_tries=search_tries, cand=new_cand,
         )  # fmt: skip
     else:
-        sprayed = _place_dead(fabric, health, new, sprayed, left)
+        sprayed = _place_dead(fabric, health, new, sprayed, search_tries)
     sprayed = np.where(hashed, UNROUTED, sprayed)
     sprayed = align_entries(fabric, new, sprayed, is_bucket.astype(np.float64))
     new, sprayed, parent = _fold(flows, new, sprayed, parent)
@@ -274,12 +272,12 @@ def split_overloaded(
     path: np.ndarray,
     *,
     qps: int = DEFAULT_QPS,
-    time_budget: float | None = 2.0,
+    search_tries: int | None = SEARCH_TRIES,
 ) -> Split | None:
     """Split the whole flows on overloaded links into `qps` buckets and re-place the buckets
-    (local search, then entry alignment); buckets that all end on one path fold back into
-    the whole flow. None when no link is overloaded or splitting does not lower the MLU."""
-    start = time.perf_counter()
+    (local search of up to `search_tries` flows tried, then entry alignment); buckets that
+    all end on one path fold back into the whole flow. None when no link is overloaded or
+    splitting does not lower the MLU."""
     cand = candidates(fabric, flows)
     which = _overloaded(fabric, health, flows, path, cand)
     if not which.size:
@@ -288,9 +286,8 @@ def split_overloaded(
     new_path = path[parent]
     movable = new.qp != ALL_QPS
     new_cand = candidates(fabric, new)
-    left = None if time_budget is None else max(time_budget - (time.perf_counter() - start), 0)
     new_path = local_search(
-        fabric, health, new, new_path, movable=movable, time_budget=left, cand=new_cand
+        fabric, health, new, new_path, movable=movable, max_tries=search_tries, cand=new_cand
     )
     new_path = align_entries(fabric, new, new_path, movable.astype(np.float64))
     new, new_path, parent = _fold(flows, new, new_path, parent)

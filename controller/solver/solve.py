@@ -49,6 +49,7 @@ from controller.routes.entries import (
 from controller.solver.bounds import Bound, lower_bound
 from controller.solver.commodities import Commodities, commodities
 from controller.solver.greedy import (
+    SEARCH_TRIES,
     AssignResult,
     Guidance,
     assign_paths,
@@ -70,7 +71,12 @@ class SolveOptions:
     lp: str = "auto"  # auto: only when the cheap bound is not met; always; never
     backend: str = "auto"  # OR-Tools LP backend (see controller.solver.lp)
     lp_time_limit: float = 30.0  # seconds
-    search_time: float | None = 5.0  # seconds of local search per assignment run
+    # flows each local search tries on other paths (controller.solver.greedy.local_search);
+    # None = until no move helps. Work, not seconds: the routes never depend on the clock.
+    search_tries: int | None = SEARCH_TRIES
+    # removed (searches were bounded by seconds, so a loaded machine got other routes);
+    # kept only so that callers still setting it get a clear error rather than silence
+    search_time: float | None = None
     move_threshold: float = 0.02  # re-place kept flows only if MLU improves by > 2%
     table_budget: int | None = None  # TE entries per switch; None = the fabric's per tier
     qps: int = DEFAULT_QPS  # QP buckets a flow may be split into on overload; 1 = never
@@ -88,6 +94,13 @@ class SolveOptions:
     def __post_init__(self) -> None:
         if self.lp not in LP_MODES:
             raise InputError(f"lp must be one of {', '.join(LP_MODES)}, got {self.lp!r}")
+        if self.search_tries is not None and self.search_tries < 0:
+            raise InputError(f"search_tries must be >= 0, got {self.search_tries}")
+        if self.search_time is not None:
+            raise InputError(
+                "search_time is no longer supported: local search is bounded by search_tries "
+                "(flows tried), so that the same inputs give the same routes on any machine"
+            )
         if self.lp_time_limit <= 0:
             raise InputError(f"lp_time_limit must be positive, got {self.lp_time_limit}")
         if self.spray_gap < 0:
@@ -236,11 +249,6 @@ def _fits(fabric: Fabric, assignment: Assignment, opts: SolveOptions) -> bool:
     return tables_fit(fabric, assignment, _budget(fabric, opts))
 
 
-def _split_time(opts: SolveOptions) -> float | None:
-    """Seconds of search for a split stage: the search time, at most 1 s."""
-    return None if opts.search_time is None else min(opts.search_time, 1.0)
-
-
 def _spray(
     fabric: Fabric, health: LinkHealth, res: AssignResult, opts: SolveOptions
 ) -> tuple[AssignResult, np.ndarray] | None:
@@ -253,7 +261,7 @@ def _spray(
     flows = res.assignment.flows
     budget = switch_budget(fabric, _budget(fabric, opts))
     sprayed = spray(
-        fabric, health, flows, qps=opts.qps, time_budget=_split_time(opts), budget=budget
+        fabric, health, flows, qps=opts.qps, search_tries=opts.search_tries, budget=budget
     )
     if sprayed is None:
         return None
@@ -349,7 +357,7 @@ def _split(
     flows = res.assignment.flows
     best: tuple[AssignResult, np.ndarray] | None = None
     local = split_overloaded(
-        fabric, health, flows, res.assignment.path, qps=opts.qps, time_budget=_split_time(opts)
+        fabric, health, flows, res.assignment.path, qps=opts.qps, search_tries=opts.search_tries
     )
     if local is not None:
         out, parent = _split_result(fabric, health, res, local, opts)
@@ -390,7 +398,7 @@ def solve(
             move_threshold=opts.move_threshold,
             table_budget=_budget(fabric, opts),
             lp_guidance=guidance,
-            time_budget=opts.search_time,
+            search_tries=opts.search_tries,
         )
 
     lp: LpSolution | None = None

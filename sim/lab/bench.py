@@ -221,7 +221,7 @@ def hitless_updates(preset: str = "small", updates: int = 6,
     try:
         driver = LinuxDriver(fabric=fabric, lab=name)
         flows = jobs_flows(fabric, load_jobs(fabric, "random", seed=seed, fill=1.0))
-        opts = SolveOptions(search_time=1.0, qps=1)
+        opts = SolveOptions(qps=1)
         healthy = LinkHealth.all_up(fabric)
         current = solve(fabric, healthy, flows, options=opts).assignment
         plan, _ = plan_update(fabric, RouteSet(), current)

@@ -123,11 +123,10 @@ def solved(fabric: Fabric, seed: int, fill: float,
     from controller.model.health import LinkHealth
     from controller.model.jobs import jobs_flows
     from controller.routes.entries import build_routes
-    from controller.solver.solve import SolveOptions, solve
+    from controller.solver.solve import solve
 
     flows = jobs_flows(fabric, load_jobs(fabric, "random", seed=seed, fill=fill))
-    result = solve(fabric, health if health is not None else LinkHealth.all_up(fabric), flows,
-                   options=SolveOptions(search_time=1.0))  # fmt: skip
+    result = solve(fabric, health if health is not None else LinkHealth.all_up(fabric), flows)
     return result.assignment, build_routes(fabric, result.assignment)
 
 

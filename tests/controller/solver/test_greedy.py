@@ -88,7 +88,7 @@ def _instance(spec, n_flows, seed, equal, failures):
 @given(cases())
 def test_properties(case):
     fabric, health, flows = _instance(*case)
-    res = assign_paths(fabric, health, flows, time_budget=2.0)
+    res = assign_paths(fabric, health, flows)
     a = res.assignment
     routed = a.routed
     cap = health.arc_capacity(fabric)
@@ -96,7 +96,7 @@ def test_properties(case):
     assert set(np.flatnonzero(~routed).tolist()) == set(res.unroutable.tolist())
     assert res.mlu >= lower_bound(fabric, health, flows.take(np.flatnonzero(routed))).value - 1e-9
     assert abs(res.mlu - _max_util(fabric, health, a)) < 1e-9
-    again = assign_paths(fabric, health, flows, time_budget=2.0)
+    again = assign_paths(fabric, health, flows)
     assert np.array_equal(again.assignment.path, a.path) and again.method == res.method
 
 

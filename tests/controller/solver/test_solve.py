@@ -85,6 +85,10 @@ def test_bad_flows_rejected(tiny) -> None:
 def test_bad_options() -> None:
     with pytest.raises(ValueError, match="lp must be one of"):
         SolveOptions(lp="sometimes")
+    with pytest.raises(ValueError, match="search_tries must be >= 0"):
+        SolveOptions(search_tries=-1)
+    with pytest.raises(ValueError, match="search_time is no longer supported"):
+        SolveOptions(search_time=1.0)
 
 
 def test_no_path_left_is_reported_not_dropped(tiny) -> None:
@@ -119,8 +123,8 @@ def test_deterministic_and_valid(seed: int, failures: int) -> None:
     rng = np.random.default_rng(seed)
     down = rng.choice(np.arange(fabric.rack_base, fabric.num_links), failures, replace=False)
     health = LinkHealth.all_up(fabric).down(down.tolist())
-    a = solve(fabric, health, flows, options=SolveOptions(search_time=None))
-    b = solve(fabric, health, flows, options=SolveOptions(search_time=None))
+    a = solve(fabric, health, flows, options=SolveOptions(search_tries=None))
+    b = solve(fabric, health, flows, options=SolveOptions(search_tries=None))
     assert np.array_equal(a.assignment.path, b.assignment.path)
     routed = a.assignment.routed
     assert path_alive(a.assignment.arcs(fabric)[routed], health.arc_capacity(fabric)).all()
