@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from controller.model.fabric import Fabric
-from controller.model.flows import FlowSet
+from controller.model.flows import FlowSet, pair_keys
 from controller.model.paths import path_arcs
 
 UNROUTED = -1
@@ -50,21 +50,17 @@ class Assignment:
         return np.bincount(flat[keep], weights=weights[keep], minlength=fabric.num_arcs)
 
 
-def _triples(a: Assignment, big: np.int64) -> np.ndarray:
-    """(pair, qp, path) of every row as sorted rows [n, 3]; pair = src * big + dst."""
-    f = a.flows
-    rows = np.stack([f.src_nic * big + f.dst_nic, f.qp, a.path], axis=1)
+def _triples(a: Assignment, pair: np.ndarray) -> np.ndarray:
+    """(pair, qp, path) of every row as sorted rows [n, 3]; `pair` from pair_keys."""
+    rows = np.stack([pair, a.flows.qp, a.path], axis=1)
     return rows[np.lexsort(rows.T[::-1])]
 
 
 def moved_pairs(previous: Assignment, current: Assignment) -> np.ndarray:
-    """(src NIC, dst NIC) pairs, as src * big + dst keys, routed in both assignments whose
-    rows differ: another path, or other QP buckets on other paths."""
-    big = np.int64(
-        max(int(previous.flows.dst_nic.max(initial=0)), int(current.flows.dst_nic.max(initial=0)))
-        + 1
-    )
-    old, new = _triples(previous, big), _triples(current, big)
+    """(src NIC, dst NIC) pairs, as keys of controller.model.flows.pair_keys, routed in
+    both assignments whose rows differ: another path, or other QP buckets on other paths."""
+    old_pair, new_pair = pair_keys(previous.flows, current.flows)
+    old, new = _triples(previous, old_pair), _triples(current, new_pair)
     both = np.intersect1d(old[:, 0], new[:, 0])
 
     def signature(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -130,3 +130,22 @@ class FlowSet:
             tuple(ids),
             np.concatenate([p.qp for p in parts]),
         )
+
+
+def pair_keys(*sets: FlowSet) -> list[np.ndarray]:
+    """The (source NIC, destination NIC) of every row of each set as one int64 key,
+    src * (largest dst NIC + 1) + dst: equal across the sets exactly when the pairs are, so
+    a flow can be found again in another solve's flows (whose indices all shift)."""
+    big = np.int64(max((int(s.dst_nic.max(initial=0)) for s in sets), default=0) + 1)
+    return [s.src_nic * big + s.dst_nic for s in sets]
+
+
+def match_pairs(rows: FlowSet, within: FlowSet) -> np.ndarray:
+    """For every row of `rows`, the index of the first row of `within` with the same
+    (source NIC, destination NIC), else -1."""
+    key, other = pair_keys(rows, within)
+    uk, first = np.unique(other, return_index=True)
+    if not uk.size:
+        return np.full(len(rows), -1, np.int64)
+    pos = np.minimum(np.searchsorted(uk, key), uk.size - 1)
+    return np.where(uk[pos] == key, first[pos], -1).astype(np.int64)

@@ -33,7 +33,7 @@ import numpy as np
 
 from controller.model.assignment import UNROUTED, Assignment
 from controller.model.fabric import ACCESS, Fabric
-from controller.model.flows import FlowSet
+from controller.model.flows import FlowSet, match_pairs
 from controller.model.health import LinkHealth
 from controller.model.paths import CROSS_POD, SAME_POD, SAME_RACK, decode, flow_class, num_paths
 from controller.routes.entries import TableBudget, align_entries, fit_tables
@@ -546,18 +546,8 @@ NO_PREVIOUS = -2  # a flow with no counterpart in the previous assignment
 def _previous_paths(flows: FlowSet, previous: Assignment) -> np.ndarray:
     """Previous path of every flow with the same (source NIC, destination NIC), else
     NO_PREVIOUS."""
-    big = np.int64(
-        max(int(flows.dst_nic.max(initial=0)), int(previous.flows.dst_nic.max(initial=0))) + 1
-    )
-    pk = previous.flows.src_nic * big + previous.flows.dst_nic
-    uk, first = np.unique(pk, return_index=True)
-    key = flows.src_nic * big + flows.dst_nic
-    pos = np.minimum(np.searchsorted(uk, key), max(uk.size - 1, 0))
-    hit = uk.size > 0
-    match = (uk[pos] == key) if hit else np.zeros(len(flows), bool)
-    out = np.full(len(flows), NO_PREVIOUS, np.int64)
-    out[match] = previous.path[first[pos[match]]]
-    return out
+    row = match_pairs(flows, previous.flows)
+    return np.where(row >= 0, previous.path[np.maximum(row, 0)], NO_PREVIOUS)
 
 
 def _alive_paths(cand: Candidates, cap: np.ndarray, path: np.ndarray, ok: np.ndarray) -> np.ndarray:
