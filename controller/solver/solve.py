@@ -35,7 +35,7 @@ import numpy as np
 from controller.errors import InputError
 from controller.model.assignment import UNROUTED, Assignment, moved_pairs
 from controller.model.fabric import SWITCH_TIERS, Fabric
-from controller.model.flows import ALL_QPS, FlowSet
+from controller.model.flows import ALL_QPS, FlowSet, match_pairs, pair_keys
 from controller.model.health import LinkHealth
 from controller.model.paths import path_alive
 from controller.routes.entries import (
@@ -199,12 +199,14 @@ def _result(
     )
 
 
-def _split_result(
+def _bucket_result(
     fabric: Fabric, health: LinkHealth, res: AssignResult, split: Split, opts: SolveOptions
 ) -> tuple[AssignResult, np.ndarray]:
-    """An AssignResult over the split rows, fitted to the tables, and the parent flow of
-    every row. Rows the tables cannot hold, and whole rows of flows `res` already left on
-    ECMP, ride ECMP."""
+    """A split (rows of whole flows and QP buckets) as an AssignResult fitted to the tables,
+    with the parent flow of every row, so it compares with one path per flow.
+
+    Rows the tables cannot hold, and whole rows of flows `res` already left on ECMP, ride
+    ECMP."""
     fitted = fit_tables(fabric, Assignment(split.flows, split.path), _budget(fabric, opts))
     parent = split.parent
     off = fitted.path == UNROUTED
@@ -249,15 +251,17 @@ def _fits(fabric: Fabric, assignment: Assignment, opts: SolveOptions) -> bool:
     return tables_fit(fabric, assignment, _budget(fabric, opts))
 
 
-def _spray(
+def _spray_within_tables(
     fabric: Fabric, health: LinkHealth, res: AssignResult, opts: SolveOptions
 ) -> tuple[AssignResult, np.ndarray] | None:
-    """The flows of `res` sprayed over the planes (controller.solver.qp_buckets.spray), as
-    many as the tables afford; the others placed whole around them. None when it must leave
-    flows to ECMP: flows that other switches push to ECMP would land, unplanned, on links
-    the spray filled, and even planned ones (source RTSWs too small for one entry per key)
-    measured worse per job than one path per flow (meta-24k mix at 256 entries: 16 jobs
-    below E-ECMP against 5)."""
+    """Every flow of `res` sprayed over the planes as far as the tables afford, or None
+    if the spray would leave flows to ECMP (which measured worse than not spraying).
+
+    The flows the tables cannot spray are placed whole around the buckets
+    (controller.solver.qp_buckets.spray). Leaving flows to ECMP is refused because flows
+    that other switches push to ECMP would land, unplanned, on links the spray filled, and
+    even planned ones (source RTSWs too small for one entry per key) measured worse per job
+    than one path per flow (meta-24k mix at 256 entries: 16 jobs below E-ECMP against 5)."""
     flows = res.assignment.flows
     budget = switch_budget(fabric, _budget(fabric, opts))
     sprayed = spray(
@@ -267,22 +271,22 @@ def _spray(
         return None
     if sprayed.ecmp.size:
         return None
-    out, parent = _split_result(fabric, health, res, sprayed, opts)
+    out, parent = _bucket_result(fabric, health, res, sprayed, opts)
     if (~np.isin(parent[out.fallback_ecmp], res.fallback_ecmp)).any():
         return None
     return replace(out, method=res.method + "+qp-spray"), parent
 
 
-def _sprayed(
+def _spray_if_at_bound(
     fabric: Fabric,
     health: LinkHealth,
     res: AssignResult,
     bound: float,
     opts: SolveOptions,
 ) -> tuple[AssignResult, np.ndarray] | None:
-    """The spray of `res`, if it meets `bound` (so nothing can beat it) and is better than
-    `res` by more than `move_threshold`; else None."""
-    sprayed = _spray(fabric, health, res, opts)
+    """The spray of `res` if it meets `bound`, so that the LP and a second pass cannot beat
+    it, and improves on `res` by more than `move_threshold`; else None."""
+    sprayed = _spray_within_tables(fabric, health, res, opts)
     if sprayed is None:
         return None
     out = sprayed[0]
@@ -294,7 +298,7 @@ def _sprayed(
     return sprayed
 
 
-def _kept_split(
+def _previous_split_if_kept(
     fabric: Fabric,
     health: LinkHealth,
     flows: FlowSet,
@@ -302,22 +306,18 @@ def _kept_split(
     res: AssignResult,
     move_threshold: float,
 ) -> tuple[AssignResult, np.ndarray] | None:
-    """`previous` as it is, if it split flows into buckets, carries exactly `flows` (one
-    flow per NIC pair, same demands), is alive, and is within `move_threshold` of `res`:
-    a re-solve then moves no bucket. Else None."""
+    """The previous split assignment, unchanged, if keeping it costs at most
+    `move_threshold` against `res`: a re-solve then moves no bucket. Else None.
+
+    Kept only if it split flows, carries exactly `flows` (one flow per NIC pair, same
+    demands) and all its paths are alive."""
     if not previous.flows.split or not len(flows):
         return None
-    big = np.int64(max(int(flows.dst_nic.max()), int(previous.flows.dst_nic.max())) + 1)
-    key = flows.src_nic * big + flows.dst_nic
-    order = np.argsort(key, kind="stable")
-    sorted_key = key[order]
-    if np.unique(sorted_key).size != len(flows):
+    if np.unique(pair_keys(flows)[0]).size != len(flows):
         return None
-    prev_key = previous.flows.src_nic * big + previous.flows.dst_nic
-    pos = np.minimum(np.searchsorted(sorted_key, prev_key), len(flows) - 1)
-    if not (sorted_key[pos] == prev_key).all():
+    parent = match_pairs(previous.flows, flows)
+    if (parent < 0).any():
         return None
-    parent = order[pos]
     total = np.bincount(parent, weights=previous.flows.demand, minlength=len(flows))
     if not np.allclose(total, flows.demand) or (previous.path == UNROUTED).any():
         return None
@@ -339,7 +339,7 @@ def _kept_split(
     return kept, parent
 
 
-def _split(
+def _best_bucket_split(
     fabric: Fabric,
     health: LinkHealth,
     res: AssignResult,
@@ -347,11 +347,13 @@ def _split(
     opts: SolveOptions,
     sprayed: tuple[AssignResult, np.ndarray] | None = None,
 ) -> tuple[AssignResult, np.ndarray] | None:
-    """Split flows into QP buckets where that lowers the MLU (controller.solver.qp_buckets): first
-    only the flows on overloaded links; if that leaves the MLU more than `move_threshold`
-    above the bound, every flow sprayed over the planes (`sprayed`, if the spray was made
-    already), kept only if it lowers the MLU by more than `move_threshold` too (it costs an
-    entry per bucket). None if neither helps."""
+    """The better of splitting only the flows on overloaded links into QP buckets and
+    spraying every flow, or None if neither lowers the MLU of `res` enough.
+
+    First only the flows on overloaded links (controller.solver.qp_buckets); if that leaves
+    the MLU more than `move_threshold` above the bound, every flow sprayed over the planes
+    (`sprayed`, if the spray was made already), kept only if it lowers the MLU by more than
+    `move_threshold` too (it costs an entry per bucket)."""
     if opts.qps < 2 or res.mlu <= 1.0 + _TOL:
         return None
     flows = res.assignment.flows
@@ -360,12 +362,12 @@ def _split(
         fabric, health, flows, res.assignment.path, qps=opts.qps, search_tries=opts.search_tries
     )
     if local is not None:
-        out, parent = _split_result(fabric, health, res, local, opts)
+        out, parent = _bucket_result(fabric, health, res, local, opts)
         best = (replace(out, method=res.method + "+qp-split"), parent)
     mlu = best[0].mlu if best is not None else res.mlu
     if mlu > bound * (1 + opts.move_threshold) + _TOL:
         if sprayed is None:
-            sprayed = _spray(fabric, health, res, opts)
+            sprayed = _spray_within_tables(fabric, health, res, opts)
         else:
             sprayed = (replace(sprayed[0], method=res.method + "+qp-spray"), sprayed[1])
         if sprayed is not None and sprayed[0].mlu < mlu * (1 - opts.move_threshold) - _TOL:
@@ -413,7 +415,7 @@ def solve(
             Assignment(flows, np.full(len(flows), UNROUTED, np.int64)), np.inf,
             *(np.zeros(0, np.int64),) * 4, method="spray-first", seconds=0.0,
         )  # fmt: skip
-        first = _spray(fabric, health, empty, opts)
+        first = _spray_within_tables(fabric, health, empty, opts)
         times["qp_spray"] = time.perf_counter() - t
         near = first is not None and (
             first[0].mlu <= split_bound.value * (1 + opts.spray_gap) + _TOL
@@ -443,7 +445,7 @@ def solve(
             # Widespread overload one path per flow cannot pack: when spraying QP buckets
             # meets the bound, it is optimal and the LP and second pass cannot beat it.
             t = time.perf_counter()
-            sprayed = _sprayed(fabric, health, res, split_bound.value, opts)
+            sprayed = _spray_if_at_bound(fabric, health, res, split_bound.value, opts)
             times["qp_spray"] = time.perf_counter() - t
             if sprayed is not None:
                 res, parent = sprayed
@@ -463,11 +465,13 @@ def solve(
         t = time.perf_counter()
         bound = split_bound if lp is None else lower_bound(fabric, health, flows, lp, opts.qps)
         if parent is None:
-            split = _split(fabric, health, res, bound.value, opts, first)
+            split = _best_bucket_split(fabric, health, res, bound.value, opts, first)
             if split is not None:
                 res, parent = split
         if previous is not None:
-            kept = _kept_split(fabric, health, flows, previous, res, opts.move_threshold)
+            kept = _previous_split_if_kept(
+                fabric, health, flows, previous, res, opts.move_threshold
+            )
             if kept is not None and _fits(fabric, kept[0].assignment, opts):
                 res, parent = kept
         times["qp_split"] = time.perf_counter() - t
