@@ -127,6 +127,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
         lp_time_limit=args.time_limit,
         table_budget=args.table_budget,
         qps=args.qps,
+        **({} if args.search_tries is None else {"search_tries": args.search_tries}),
     )
     with progress.stage("TE solve"):
         result = solve(inputs.fabric, inputs.health, inputs.flows, options=options)
@@ -310,6 +311,14 @@ def register(cli: Any) -> None:
         metavar="N",
         help="TE entries per switch, every tier (default: the fabric's te_entries, 2048 per "
         "switch unless the fabric file says otherwise); flows beyond it stay on ECMP",
+    )
+    solve.add_argument(
+        "--search-tries",
+        type=flag(int, 0, 2**31 - 1),
+        default=None,
+        metavar="N",
+        help="flows each local search tries on other paths (default 10,000): work, not "
+        "seconds, so the same inputs give the same routes on any machine",
     )
     solve.add_argument("--out", metavar="FILE", help="write the routes as JSON")
     solve.add_argument("--plot", metavar="PNG",

@@ -158,3 +158,19 @@ def test_solve_reports_the_table_budget_and_what_it_leaves_on_ecmp(
                               "--routing", "eecmp", "--rate-model", m])["rows"][0]
             for m in ("striped", "summed")}  # fmt: skip
     assert rows["striped"]["busbw_fraction_min"] <= rows["summed"]["busbw_fraction_min"]
+
+
+def test_solve_search_tries_bounds_the_search_not_the_clock(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # two uplinks of one rack down: the buckets of the flows left overloaded need the search
+    base = ["solve", "--fabric", "small", "--seed", "3", "--json",
+            "--fail", "rtsw-p0-r0:ctsw-p0-c0", "--fail", "rtsw-p0-r0:ctsw-p0-c5"]  # fmt: skip
+    files = [tmp_path / f"{i}.json" for i in range(3)]
+    for out, tries in zip(files, ("40", "40", "0"), strict=True):
+        _json(capsys, [*base, "--search-tries", tries, "--out", str(out)])
+    assert files[0].read_bytes() == files[1].read_bytes()  # same work, same routes
+    assert files[0].read_bytes() != files[2].read_bytes()  # the flag reaches the search
+    with pytest.raises(SystemExit):
+        main([*base, "--search-tries", "-1"])
+    assert "--search-tries" in capsys.readouterr().err
