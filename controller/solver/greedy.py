@@ -547,7 +547,9 @@ def _previous_paths(flows: FlowSet, previous: Assignment) -> np.ndarray:
     """Previous path of every flow with the same (source NIC, destination NIC), else
     NO_PREVIOUS."""
     row = match_pairs(flows, previous.flows)
-    return np.where(row >= 0, previous.path[np.maximum(row, 0)], NO_PREVIOUS)
+    out = np.full(len(flows), NO_PREVIOUS, np.int64)
+    out[row >= 0] = previous.path[row[row >= 0]]
+    return out
 
 
 def _alive_paths(cand: Candidates, cap: np.ndarray, path: np.ndarray, ok: np.ndarray) -> np.ndarray:

@@ -128,6 +128,14 @@ def test_stability_keeps_previous_paths(small):
     assert np.array_equal(second.assignment.path[: len(flows)], first.assignment.path)
 
 
+def test_empty_previous_keeps_nothing(small):
+    fabric, health, flows = _instance("small", 30, 6, True, 0)
+    none = Assignment(FlowSet.empty(), np.zeros(0, np.int64))
+    res = assign_paths(fabric, health, flows, previous=none)
+    assert res.churn.size == 0 and res.assignment.routed.all()
+    assert path_alive(res.assignment.arcs(fabric), health.arc_capacity(fabric)).all()
+
+
 def test_stability_moves_broken_flows(small):
     fabric, health, flows = _instance("small", 30, 6, True, 0)
     first = assign_paths(fabric, health, flows)

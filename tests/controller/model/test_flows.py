@@ -1,0 +1,28 @@
+"""Flow sets: finding a flow again by its (source NIC, destination NIC) pair."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from controller.model.flows import FlowSet, match_pairs, pair_keys
+
+
+def test_pair_keys_agree_across_sets_exactly_when_the_pairs_do() -> None:
+    a = FlowSet.build([0, 1, 2], [9, 3, 2], 1.0)
+    b = FlowSet.build([1, 0, 9], [3, 9, 0], 1.0)
+    ka, kb = pair_keys(a, b)
+    assert ka[0] == kb[1] and ka[1] == kb[0]  # (0, 9) and (1, 3) in both
+    assert kb[2] not in ka  # (9, 0) is not (0, 9)
+    assert np.unique(np.concatenate([ka, kb])).size == 4
+
+
+def test_match_pairs_finds_the_first_row_with_the_same_pair() -> None:
+    rows = FlowSet.build([1, 0, 5, 1], [3, 9, 5, 3], 1.0)
+    within = FlowSet.build([0, 1, 1, 7], [9, 3, 3, 2], 1.0)
+    assert match_pairs(rows, within).tolist() == [1, 0, -1, 1]
+
+
+def test_match_pairs_with_an_empty_side() -> None:
+    rows = FlowSet.build([1, 2], [3, 4], 1.0)
+    assert match_pairs(rows, FlowSet.empty()).tolist() == [-1, -1]
+    assert match_pairs(FlowSet.empty(), rows).size == 0
