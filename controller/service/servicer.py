@@ -165,10 +165,7 @@ class TrafficEngineering(pb_grpc.TrafficEngineeringServicer):
 
         def run(seconds: float) -> dict[str, float]:
             o = self.engine.options
-            options = dataclasses.replace(
-                o, lp_time_limit=min(o.lp_time_limit, max(0.1, seconds)),
-                search_time=None if o.search_time is None else min(o.search_time, seconds / 4),
-            )  # fmt: skip
+            options = dataclasses.replace(o, lp_time_limit=min(o.lp_time_limit, max(0.1, seconds)))
             return self.engine.what_if(updates, extra, options).metrics()
 
         return pb.SolveResponse(metrics=self._bounded(context, "Solve", run))

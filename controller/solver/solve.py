@@ -74,9 +74,6 @@ class SolveOptions:
     # flows each local search tries on other paths (controller.solver.greedy.local_search);
     # None = until no move helps. Work, not seconds: the routes never depend on the clock.
     search_tries: int | None = SEARCH_TRIES
-    # removed (searches were bounded by seconds, so a loaded machine got other routes);
-    # kept only so that callers still setting it get a clear error rather than silence
-    search_time: float | None = None
     move_threshold: float = 0.02  # re-place kept flows only if MLU improves by > 2%
     table_budget: int | None = None  # TE entries per switch; None = the fabric's per tier
     qps: int = DEFAULT_QPS  # QP buckets a flow may be split into on overload; 1 = never
@@ -96,11 +93,6 @@ class SolveOptions:
             raise InputError(f"lp must be one of {', '.join(LP_MODES)}, got {self.lp!r}")
         if self.search_tries is not None and self.search_tries < 0:
             raise InputError(f"search_tries must be >= 0, got {self.search_tries}")
-        if self.search_time is not None:
-            raise InputError(
-                "search_time is no longer supported: local search is bounded by search_tries "
-                "(flows tried), so that the same inputs give the same routes on any machine"
-            )
         if self.lp_time_limit <= 0:
             raise InputError(f"lp_time_limit must be positive, got {self.lp_time_limit}")
         if self.spray_gap < 0:

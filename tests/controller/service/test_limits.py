@@ -231,7 +231,7 @@ def test_slow_watcher_is_dropped_with_a_resumable_version(small: Fabric) -> None
     """A watcher that stops reading is dropped (ABORTED, `resume-version` trailer) rather
     than buffered; resuming from that version gets the deltas it missed."""
     engine = Engine(small, EmulatedDriver(small), debounce=0.0,
-                    options=SolveOptions(lp="never", search_time=None, qps=1))  # fmt: skip
+                    options=SolveOptions(lp="never", qps=1))  # fmt: skip
     running = start(engine, "127.0.0.1:0", limits=Limits(watch_max_lag=2))
     relay = _StallingRelay(running.port)
     direct = pb_grpc.TrafficEngineeringStub(grpc.insecure_channel(f"127.0.0.1:{running.port}"))

@@ -87,8 +87,6 @@ def test_bad_options() -> None:
         SolveOptions(lp="sometimes")
     with pytest.raises(ValueError, match="search_tries must be >= 0"):
         SolveOptions(search_tries=-1)
-    with pytest.raises(ValueError, match="search_time is no longer supported"):
-        SolveOptions(search_time=1.0)
 
 
 def test_no_path_left_is_reported_not_dropped(tiny) -> None:
