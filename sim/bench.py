@@ -8,7 +8,9 @@ written to docs/benchmarks.md by `make bench`.
 from __future__ import annotations
 
 import argparse
+import os
 import platform
+import re
 import statistics
 import sys
 import time
@@ -479,8 +481,16 @@ def bench_routes_api(cfg: Config) -> Iterator[Section]:
     total = len(engine.installed)
     running = start(engine, "127.0.0.1:0")
     server = f"127.0.0.1:{running.port}"
-    tectl = [sys.executable, "-m", "controller.cli.main", "routes", "show", "--insecure",
-             "--server", server]
+    tectl = [
+        sys.executable,
+        "-m",
+        "controller.cli.main",
+        "routes",
+        "show",
+        "--insecure",
+        "--server",
+        server,
+    ]
     rows: list[list[object]] = []
 
     def show(*extra: str) -> tuple[int, float]:
@@ -654,8 +664,12 @@ def bench_security(cfg: Config) -> Iterator[Section]:
                                      certs / "ca.pem"))  # fmt: skip
             running = start(engine, "127.0.0.1:0", tls=tls, limits=limits,
                             policy=PolicyStore(certs / "policy.yaml"))  # fmt: skip
-            target = Target(f"localhost:{running.port}", ca=str(certs / "ca.pem"),
-                            cert=str(certs / "scheduler.pem"), key=str(certs / "scheduler.key"))
+            target = Target(
+                f"localhost:{running.port}",
+                ca=str(certs / "ca.pem"),
+                cert=str(certs / "scheduler.pem"),
+                key=str(certs / "scheduler.key"),
+            )
         else:
             running = start(engine, "127.0.0.1:0", limits=limits)
             target = Target(f"127.0.0.1:{running.port}", insecure=True)
@@ -688,12 +702,14 @@ def bench_security(cfg: Config) -> Iterator[Section]:
                      float(np.percentile(ms, 50)), float(np.percentile(ms, 99)),
                      statistics.median(rate for _, rate in results[secure])])  # fmt: skip
     sec = Section("gRPC API: the cost of mTLS and authorization (PutJob)")
-    sec.text(f"Fabric pod, {len(base)} running 16-host ring jobs, emulated driver, debounce 0. "
-             f"One client sends {n} PutJob calls back to back, replacing one job with "
-             "alternating host sets; latency is per call (client side, one connection made "
-             "beforehand), 'updates/s' counts until the last placement is installed. The "
-             f"write rate limit is raised out of the way. {rounds} rounds, plaintext and "
-             "mTLS interleaved; percentiles over all calls, updates/s the median round.")
+    sec.text(
+        f"Fabric pod, {len(base)} running 16-host ring jobs, emulated driver, debounce 0. "
+        f"One client sends {n} PutJob calls back to back, replacing one job with "
+        "alternating host sets; latency is per call (client side, one connection made "
+        "beforehand), 'updates/s' counts until the last placement is installed. The "
+        f"write rate limit is raised out of the way. {rounds} rounds, plaintext and "
+        "mTLS interleaved; percentiles over all calls, updates/s the median round."
+    )
     sec.text("")
     sec.table(["transport", "PutJob p50 ms", "PutJob p99 ms", "placement updates/s"], rows)
     yield sec
@@ -773,13 +789,17 @@ def bench_lab_failure(cfg: Config) -> Iterator[Section]:
     from sim.lab.bench import hitless_updates
 
     ups = hitless_updates("small", updates=3 if cfg.quick else 6)
-    sec.text("Hitless updates on small (static underlay): re-solves that move flows, pushed "
-             "while every routed flow streams (one packet per 2 ms per flow):")
+    sec.text(
+        "Hitless updates on small (static underlay): re-solves that move flows, pushed "
+        "while every routed flow streams (one packet per 2 ms per flow):"
+    )
     sec.table(["update", "flows moved", "ops", "packets sent", "lost"],
               [[u.update, u.flows_moved, u.ops, u.sent, u.lost] for u in ups])  # fmt: skip
-    sec.text("Failures: time from `lab link down` (both ends admin-down) to the controller's "
-             "repaired routes read back from the kernel; streams of one packet per 2 ms per "
-             "flow crossing the failed link.")
+    sec.text(
+        "Failures: time from `lab link down` (both ends admin-down) to the controller's "
+        "repaired routes read back from the kernel; streams of one packet per 2 ms per "
+        "flow crossing the failed link."
+    )
     yield sec
 
 
@@ -944,11 +964,25 @@ def header(cfg: Config, argv: list[str]) -> str:
     )
 
 
+MARK = "<!-- bench section: {} -->"
+
+
+def split_sections(text: str) -> tuple[str, dict[str, str]]:
+    """A benchmarks file as (header, {section name: its Markdown}), by the section marks."""
+    pieces = re.split(r"^<!-- bench section: ([\w-]+) -->\n", text, flags=re.M)
+    return pieces[0], {pieces[i]: pieces[i + 1] for i in range(1, len(pieces) - 1, 2)}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sim.bench", description=__doc__)
     parser.add_argument("--out", help="write Markdown here (default: stdout)")
     parser.add_argument("--quick", action="store_true", help="fewer seeds and repeats")
     parser.add_argument("--only", action="append", choices=sorted(SECTIONS), help="sections")
+    parser.add_argument(
+        "--update",
+        action="store_true",
+        help="with --out and --only: replace only those sections of the existing file",
+    )
     args = parser.parse_args(argv)
     cfg = Config(
         repeats=1 if args.quick else 3,
@@ -956,21 +990,38 @@ def main(argv: list[str] | None = None) -> int:
         sweep_seeds=3 if args.quick else 20,
         quick=args.quick,
     )
-    parts = [header(cfg, list(argv) if argv is not None else sys.argv[1:])]
+    if args.update and not (args.out and args.only and os.path.exists(args.out)):
+        parser.error("--update needs --only and an existing --out file")
+    head = header(cfg, list(argv) if argv is not None else sys.argv[1:])
+    done: dict[str, str] = {}
     for name in args.only or list(SECTIONS):
         log(f"section {name}")
         start = time.perf_counter()
-        for sec in SECTIONS[name](cfg):
-            parts.append(sec.markdown())
+        done[name] = "".join(sec.markdown() + "\n" for sec in SECTIONS[name](cfg))
         log(f"section {name}: {time.perf_counter() - start:.1f} s")
-    text = "\n".join(parts)
+    if args.update:
+        with open(args.out) as fh:
+            old_head, old = split_sections(fh.read())
+        note = f"Sections {', '.join(done)} re-run by `{head_command(args)}`.\n"
+        head = old_head.rstrip("\n") + "\n\n" + note
+        done = {
+            name: done.get(name, old.get(name, ""))
+            for name in SECTIONS
+            if name in old or name in done
+        }
+    text = head + "\n" + "".join(MARK.format(name) + "\n" + body for name, body in done.items())
     if args.out:
         with open(args.out, "w") as fh:
-            fh.write(text)
+            fh.write(text.rstrip("\n") + "\n")
         log(f"wrote {args.out}")
     else:
         sys.stdout.write(text)
     return 0
+
+
+def head_command(args: argparse.Namespace) -> str:
+    only = " ".join(f"--only {name}" for name in args.only)
+    return f"python -m sim.bench {only}{' --quick' if args.quick else ''}"
 
 
 if __name__ == "__main__":
