@@ -171,7 +171,7 @@ def takeover(kills: int) -> tuple[list[float], list[int]]:
             placement.write_text(json.dumps({"jobs": jobs}))
             subprocess.run(
                 [sys.executable, "-m", "controller.cli.main", "job", "put", str(placement),
-                 "--server", f"127.0.0.1:{replicas[0].port}"],
+                 "--server", f"127.0.0.1:{replicas[0].port}", "--insecure"],
                 check=True, stdout=subprocess.DEVNULL,
             )  # fmt: skip
             time.sleep(2)
