@@ -13,7 +13,7 @@ from controller.formats.output import Progress, emit, format_table
 from controller.model.fabric import Fabric
 from controller.model.flows import FlowSet
 from controller.model.health import LinkHealth, parse_health, random_failures
-from controller.model.limits import MAX_LINKS, MAX_QPS, MAX_SEED, flag
+from controller.model.validation import MAX_LINKS, MAX_QPS, MAX_SEED, flag
 
 
 @dataclass(frozen=True)
@@ -93,8 +93,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
     inputs = load_inputs(args)
     rows = [
-        baseline(name, inputs.fabric, inputs.health, inputs.flows, args.seed, args.qps,
-                 args.rate_model)
+        baseline(
+            name, inputs.fabric, inputs.health, inputs.flows, args.seed, args.qps, args.rate_model
+        )
         for name in (args.routing or BASELINES)
     ]
     data = {"inputs": _describe(inputs), "rows": [row.to_dict() for row in rows]}
@@ -142,8 +143,15 @@ def cmd_solve(args: argparse.Namespace) -> int:
                            len(routes), args.rate_model))  # fmt: skip
         for name in BASELINES:
             rows.append(
-                baseline(name, inputs.fabric, inputs.health, inputs.flows, args.seed, args.qps,
-                         args.rate_model)
+                baseline(
+                    name,
+                    inputs.fabric,
+                    inputs.health,
+                    inputs.flows,
+                    args.seed,
+                    args.qps,
+                    args.rate_model,
+                )
             )
     bound = result.bound.value
     metrics = result.metrics()

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from controller.cli.main import Commands
 from controller.formats.output import Percent, Progress, emit, format_table
 from controller.model.fabric import Fabric
-from controller.model.limits import MAX_ADVICE, MAX_GPUS, MAX_SEED, flag
+from controller.model.validation import MAX_ADVICE, MAX_GPUS, MAX_SEED, flag
 
 
 def cmd_advise(args: argparse.Namespace) -> int:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from controller.errors import FabricTeError, InputError
 from controller.formats.output import to_json
-from controller.model.limits import flag
+from controller.model.validation import flag
 from controller.service.client import (
     DEFAULT_ADDRESS,
     Client,
@@ -266,36 +266,67 @@ def register(cli: Commands) -> None:
         "--grace", type=flag(float, 0, 3600), default=5.0, help="shutdown grace, s (5)"
     )
     env = os.environ.get
-    serve.add_argument("--tls-cert", default=env("FABRIC_TE_TLS_CERT"),
-                       help="server certificate chain, PEM (FABRIC_TE_TLS_CERT)")
-    serve.add_argument("--tls-key", default=env("FABRIC_TE_TLS_KEY"),
-                       help="server private key, PEM (FABRIC_TE_TLS_KEY)")
-    serve.add_argument("--tls-client-ca", default=env("FABRIC_TE_TLS_CLIENT_CA"),
-                       help="CA bundle client certificates must chain to "
-                       "(FABRIC_TE_TLS_CLIENT_CA)")
-    serve.add_argument("--policy", default=env("FABRIC_TE_POLICY"),
-                       help="identity -> roles file (FABRIC_TE_POLICY); see docs/security.md")
-    serve.add_argument("--insecure", action="store_true",
-                       help="plaintext, no client identities: a local demo only")
-    serve.add_argument("--limit", action="append", metavar="NAME=VALUE",
-                       help="override an API limit, e.g. write_rate=50 (docs/security.md)")
+    serve.add_argument(
+        "--tls-cert",
+        default=env("FABRIC_TE_TLS_CERT"),
+        help="server certificate chain, PEM (FABRIC_TE_TLS_CERT)",
+    )
+    serve.add_argument(
+        "--tls-key",
+        default=env("FABRIC_TE_TLS_KEY"),
+        help="server private key, PEM (FABRIC_TE_TLS_KEY)",
+    )
+    serve.add_argument(
+        "--tls-client-ca",
+        default=env("FABRIC_TE_TLS_CLIENT_CA"),
+        help="CA bundle client certificates must chain to (FABRIC_TE_TLS_CLIENT_CA)",
+    )
+    serve.add_argument(
+        "--policy",
+        default=env("FABRIC_TE_POLICY"),
+        help="identity -> roles file (FABRIC_TE_POLICY); see docs/security.md",
+    )
+    serve.add_argument(
+        "--insecure", action="store_true", help="plaintext, no client identities: a local demo only"
+    )
+    serve.add_argument(
+        "--limit",
+        action="append",
+        metavar="NAME=VALUE",
+        help="override an API limit, e.g. write_rate=50 (docs/security.md)",
+    )
     serve.set_defaults(func=cmd_serve)
 
     from_env = Target.from_env()
 
     def client(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
-        p.add_argument("--server", default=from_env.address,
-                       help=f"host:port (FABRIC_TE_SERVER; {DEFAULT_ADDRESS})")
-        p.add_argument("--tls-ca", default=from_env.ca,
-                       help="CA bundle of the server certificate (FABRIC_TE_TLS_CA)")
-        p.add_argument("--tls-cert", default=from_env.cert,
-                       help="client certificate, PEM (FABRIC_TE_TLS_CERT)")
-        p.add_argument("--tls-key", default=from_env.key,
-                       help="client private key, PEM (FABRIC_TE_TLS_KEY)")
-        p.add_argument("--tls-server-name", default=from_env.server_name,
-                       help="name to verify in the server certificate, if not the host")
-        p.add_argument("--insecure", action="store_true", default=from_env.insecure,
-                       help="plaintext to a local --insecure server (FABRIC_TE_INSECURE=1)")
+        p.add_argument(
+            "--server",
+            default=from_env.address,
+            help=f"host:port (FABRIC_TE_SERVER; {DEFAULT_ADDRESS})",
+        )
+        p.add_argument(
+            "--tls-ca",
+            default=from_env.ca,
+            help="CA bundle of the server certificate (FABRIC_TE_TLS_CA)",
+        )
+        p.add_argument(
+            "--tls-cert", default=from_env.cert, help="client certificate, PEM (FABRIC_TE_TLS_CERT)"
+        )
+        p.add_argument(
+            "--tls-key", default=from_env.key, help="client private key, PEM (FABRIC_TE_TLS_KEY)"
+        )
+        p.add_argument(
+            "--tls-server-name",
+            default=from_env.server_name,
+            help="name to verify in the server certificate, if not the host",
+        )
+        p.add_argument(
+            "--insecure",
+            action="store_true",
+            default=from_env.insecure,
+            help="plaintext to a local --insecure server (FABRIC_TE_INSECURE=1)",
+        )
         return p
 
     job = sub.add_parser("job", help="jobs on a running controller")

@@ -32,7 +32,7 @@ from typing import Any
 
 from controller.drivers.interface import Driver, split_ops
 from controller.errors import DriverError, DriverRejected, DriverUnavailable
-from controller.model import limits
+from controller.model import validation
 from controller.model.documents import parse_text, read_text
 from controller.model.fabric import Fabric
 from controller.model.flows import ALL_QPS
@@ -133,33 +133,35 @@ class FileDriver(Driver):
 
     def _entries(self, switch: str, doc: Any) -> list[Entry]:
         """A table's entries; with a fabric, checked against it (see the module docstring)."""
-        top = limits.mapping(doc, "", DriverError)
-        limits.keys(top, "top level", TABLE_KEYS, ("switch", "entries"), DriverError)
+        top = validation.mapping(doc, "", DriverError)
+        validation.keys(top, "top level", TABLE_KEYS, ("switch", "entries"), DriverError)
         if top["switch"] != switch:
-            limits.fail(DriverError, "switch", f"{limits.shown(top['switch'])} is not {switch!r}")
+            validation.fail(
+                DriverError, "switch", f"{validation.shown(top['switch'])} is not {switch!r}"
+            )
         fabric = self.fabric
         stamped = "fingerprint" in top
         if fabric is not None and stamped:
-            name = limits.text(top.get("fabric"), "fabric", DriverError)
-            mark = limits.text(top["fingerprint"], "fingerprint", DriverError)
+            name = validation.text(top.get("fabric"), "fabric", DriverError)
+            mark = validation.text(top["fingerprint"], "fingerprint", DriverError)
             if (name, mark) != (fabric.name, fabric.fingerprint):
                 raise DriverError(
                     f"written for fabric {name!r} ({mark}), not {fabric.name!r} "
                     f"({fabric.fingerprint}); refusing to read it"
                 )
-        rows = limits.listing(top["entries"], "entries", limits.MAX_FLOWS, DriverError)
+        rows = validation.listing(top["entries"], "entries", validation.MAX_FLOWS, DriverError)
         entries = []
         for i, value in enumerate(rows):
             where = f"entries[{i}]"
-            row = limits.mapping(value, where, DriverError)
-            limits.keys(row, where, ROW_KEYS, FIELDS[:4], DriverError)
+            row = validation.mapping(value, where, DriverError)
+            validation.keys(row, where, ROW_KEYS, FIELDS[:4], DriverError)
             entry = Entry(
                 switch,
-                limits.integer(row["in_port"], f"{where}.in_port", 0, 1 << 62, DriverError),
-                limits.integer(row["dst_host"], f"{where}.dst_host", 0, 1 << 62, DriverError),
-                limits.integer(row["next_hop"], f"{where}.next_hop", 0, 1 << 62, DriverError),
-                limits.text(row["owner"], f"{where}.owner", DriverError),
-                limits.integer(row.get("qp", ALL_QPS), f"{where}.qp", ALL_QPS, 1 << 62,
+                validation.integer(row["in_port"], f"{where}.in_port", 0, 1 << 62, DriverError),
+                validation.integer(row["dst_host"], f"{where}.dst_host", 0, 1 << 62, DriverError),
+                validation.integer(row["next_hop"], f"{where}.next_hop", 0, 1 << 62, DriverError),
+                validation.text(row["owner"], f"{where}.owner", DriverError),
+                validation.integer(row.get("qp", ALL_QPS), f"{where}.qp", ALL_QPS, 1 << 62,
                                DriverError),
             )  # fmt: skip
             if fabric is not None:
@@ -172,21 +174,24 @@ class FileDriver(Driver):
         assert self.fabric is not None and self._ports is not None
         problem = entry_problem(self.fabric, self._ports, entry)
         if problem:
-            limits.fail(DriverError, where, problem)
+            validation.fail(DriverError, where, problem)
         for key, name_of in (("in_port", self.fabric.link_name),
                              ("dst_host", self.fabric.host_name),
                              ("next_hop", self.fabric.link_name)):  # fmt: skip
             label = f"{key}_name"
             if label not in row:
                 if named:
-                    limits.fail(DriverError, where,
-                                f"no {label} and no fabric fingerprint in the table: cannot "
-                                f"check it against fabric {self.fabric.name!r}; refusing it")
+                    validation.fail(
+                        DriverError,
+                        where,
+                        f"no {label} and no fabric fingerprint in the table: cannot "
+                        f"check it against fabric {self.fabric.name!r}; refusing it",
+                    )
                 continue
             expect = name_of(getattr(entry, key))
             if row[label] != expect:
-                got, value = limits.shown(row[label]), getattr(entry, key)
-                limits.fail(DriverError, f"{where}.{label}",
+                got, value = validation.shown(row[label]), getattr(entry, key)
+                validation.fail(DriverError, f"{where}.{label}",
                             f"{got}, but {key} {value} is {expect!r} in fabric "
                             f"{self.fabric.name!r}: written for another fabric?")  # fmt: skip
 

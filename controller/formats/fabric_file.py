@@ -8,7 +8,7 @@
     te_entries: {rtsw: 2048, ctsw: 4096, atsw: null}   # TE entries per switch; null = no limit
 
 Unknown keys, duplicate keys and the same link given twice (in either orientation) are
-rejected; numbers and dimensions follow the one rule set of controller.model.limits; every
+rejected; numbers and dimensions follow the one rule set of controller.model.validation; every
 error names the file and the field at fault.
 """
 
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from controller.errors import FabricError
-from controller.model import limits
+from controller.model import validation
 from controller.model.clos import PRESETS, SPEC_FIELDS, ClosSpec, build, preset
 from controller.model.documents import read_document
 from controller.model.fabric import Fabric
@@ -30,12 +30,12 @@ TOP_KEYS = SPEC_FIELDS | {"preset", "links"}
 def parse_fabric(data: Any, source: str = "<fabric>") -> Fabric:
     """Validate a decoded fabric document and build it; errors name `source` and the field."""
     try:
-        doc = limits.mapping(data, "", FabricError)
-        limits.keys(doc, "top level", sorted(TOP_KEYS), err=FabricError)
+        doc = validation.mapping(data, "", FabricError)
+        validation.keys(doc, "top level", sorted(TOP_KEYS), err=FabricError)
         spec = ClosSpec()
         if "preset" in doc:
             try:
-                spec = preset(limits.text(doc["preset"], "preset", FabricError))
+                spec = preset(validation.text(doc["preset"], "preset", FabricError))
             except FabricError as err:
                 raise FabricError(str(err) if str(err).startswith("preset:") else
                                   f"preset: {err}") from None  # fmt: skip
@@ -45,7 +45,7 @@ def parse_fabric(data: Any, source: str = "<fabric>") -> Fabric:
         if "agg_link_gbps" in overrides and "taper" not in overrides:
             overrides["taper"] = None
         links = doc.get("links")
-        links = {} if links is None else limits.mapping(links, "links", FabricError)
+        links = {} if links is None else validation.mapping(links, "links", FabricError)
         return build(replace(spec, **overrides), links)
     except FabricError as err:
         raise FabricError(f"{source}: {err}") from None

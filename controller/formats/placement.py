@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from controller.errors import FabricError, JobError
-from controller.model import limits
+from controller.model import validation
 from controller.model.documents import read_document
 from controller.model.fabric import Fabric
 from controller.model.jobs import PATTERNS, Job, check_job
@@ -44,34 +44,36 @@ def _fail(source: str, path: str, message: str) -> JobError:
 
 def check_job_entry(entry: Any, path: str = "job") -> dict[str, Any]:
     """The structure of one job entry, checked without a fabric: keys, types and bounds
-    (controller.model.limits). Returns the entry as a dict; errors name `path`."""
+    (controller.model.validation). Returns the entry as a dict; errors name `path`."""
     try:
-        doc = limits.mapping(entry, path, JobError)
+        doc = validation.mapping(entry, path, JobError)
     except JobError as err:
         raise _fail("", path, f"expected a mapping, got {type(entry).__name__}") from err
-    limits.keys(doc, path, JOB_KEYS, REQUIRED, JobError)
-    limits.text(doc["id"], f"{path}.id", JobError)
+    validation.keys(doc, path, JOB_KEYS, REQUIRED, JobError)
+    validation.text(doc["id"], f"{path}.id", JobError)
     names = doc["hosts"]
     if isinstance(names, str | bytes | Mapping) or not isinstance(names, Sequence) or not names:
         raise _fail("", f"{path}.hosts", "must be a non-empty list of host names")
-    limits.listing(names, f"{path}.hosts", limits.MAX_GPUS, JobError)
+    validation.listing(names, f"{path}.hosts", validation.MAX_GPUS, JobError)
     for i, name in enumerate(names):
         if not isinstance(name, str):
-            got = limits.shown(name)
+            got = validation.shown(name)
             raise _fail("", f"{path}.hosts[{i}]", f"host name must be a string, got {got}")
-        limits.text(name, f"{path}.hosts[{i}]", JobError)
+        validation.text(name, f"{path}.hosts[{i}]", JobError)
     for key in INT_KEYS:
         if doc.get(key) is not None:
-            hi = limits.MAX_CHANNELS if key == "channels" else limits.MAX_GPUS
-            limits.integer(doc[key], f"{path}.{key}", 1, hi, JobError)
+            hi = validation.MAX_CHANNELS if key == "channels" else validation.MAX_GPUS
+            validation.integer(doc[key], f"{path}.{key}", 1, hi, JobError)
     if "demand_gbps" in doc:
-        limits.gbps(doc["demand_gbps"], f"{path}.demand_gbps", JobError)
+        validation.gbps(doc["demand_gbps"], f"{path}.demand_gbps", JobError)
     collectives = doc.get("collectives", ["ring"])
     if isinstance(collectives, str | bytes | Mapping) or not isinstance(collectives, Sequence):
-        raise _fail("", f"{path}.collectives", f"must be a list, got {limits.shown(collectives)}")
-    limits.listing(collectives, f"{path}.collectives", len(PATTERNS), JobError)
+        raise _fail(
+            "", f"{path}.collectives", f"must be a list, got {validation.shown(collectives)}"
+        )
+    validation.listing(collectives, f"{path}.collectives", len(PATTERNS), JobError)
     for i, name in enumerate(collectives):
-        limits.text(name, f"{path}.collectives[{i}]", JobError)
+        validation.text(name, f"{path}.collectives[{i}]", JobError)
     return dict(doc)
 
 
@@ -129,12 +131,12 @@ def parse_placement(fabric: Fabric, data: Any, source: str = "<placement>") -> l
     if not isinstance(data, Mapping):
         raise JobError(f"{source}: expected a mapping with a 'jobs' list at the top level")
     try:
-        limits.keys(data, "", sorted(TOP_KEYS), err=JobError)
+        validation.keys(data, "", sorted(TOP_KEYS), err=JobError)
     except JobError as err:
         raise JobError(f"{source}: {err.detail}") from None
     entries = data.get("jobs")
     if isinstance(entries, str | bytes | Mapping) or not isinstance(entries, Sequence):
-        raise _fail(source, "jobs", f"must be a list of jobs, got {limits.shown(entries)}")
+        raise _fail(source, "jobs", f"must be a list of jobs, got {validation.shown(entries)}")
     jobs: list[Job] = []
     seen_ids: dict[str, int] = {}
     owner: dict[int, tuple[int, int]] = {}  # host -> (job index, position in its hosts)

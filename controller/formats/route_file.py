@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from controller.errors import FabricError, FlowError, InputError, RouteError
-from controller.model import limits
+from controller.model import validation
 from controller.model.assignment import UNROUTED, Assignment
 from controller.model.documents import read_document
 from controller.model.fabric import Fabric
@@ -68,7 +68,7 @@ def dump_routes(fabric: Fabric, assignment: Assignment, routes: RouteSet) -> dic
     }
 
 
-_NAME_CHARS = 4 * limits.MAX_NAME
+_NAME_CHARS = 4 * validation.MAX_NAME
 _INT_RANGE = 1 << 62
 
 
@@ -83,7 +83,9 @@ def _plain(value: Any, types: tuple[str, ...], optional: int) -> bool:
         elif kind == "int":
             ok = t is int and -_INT_RANGE <= item <= _INT_RANGE
         else:  # NaN fails both comparisons
-            ok = (t is float or t is int) and limits.MIN_FLOW_GBPS <= item <= limits.MAX_GBPS
+            ok = (
+                t is float or t is int
+            ) and validation.MIN_FLOW_GBPS <= item <= validation.MAX_GBPS
         if not ok:
             return False
     return True
@@ -93,19 +95,19 @@ def _row(value: Any, field: str, types: tuple[str, ...], optional: int) -> list[
     """A row of `types` ("name", "int", "gbps"), the last `optional` of them may be left out."""
     if _plain(value, types, optional):
         return [float(x) if k == "gbps" else x for k, x in zip(types, value, strict=False)]
-    row = limits.listing(value, field, len(types), RouteError)
+    row = validation.listing(value, field, len(types), RouteError)
     if len(row) < len(types) - optional:
-        limits.fail(RouteError, field, f"needs {len(types) - optional} items, got {len(row)}")
+        validation.fail(RouteError, field, f"needs {len(types) - optional} items, got {len(row)}")
     out: list[Any] = []
     for i, (kind, item) in enumerate(zip(types, row, strict=False)):
         where = f"{field}[{i}]"
         if kind == "name":
-            out.append(limits.text(item, where, RouteError, limit=_NAME_CHARS))
+            out.append(validation.text(item, where, RouteError, limit=_NAME_CHARS))
         elif kind == "gbps":
-            out.append(limits.number(item, where, limits.MIN_FLOW_GBPS, limits.MAX_GBPS,
+            out.append(validation.number(item, where, validation.MIN_FLOW_GBPS, validation.MAX_GBPS,
                                      RouteError))  # fmt: skip
         else:
-            out.append(limits.integer(item, where, -_INT_RANGE, _INT_RANGE, RouteError))
+            out.append(validation.integer(item, where, -_INT_RANGE, _INT_RANGE, RouteError))
     return out
 
 
@@ -136,7 +138,7 @@ def _columns(rows: Any, nic: Mapping[str, int], jobs: int) -> list[np.ndarray] |
     src, dst, demand, job, _, qp = out
     ok = (
         (src >= 0).all() and (dst >= 0).all()
-        and ((demand >= limits.MIN_FLOW_GBPS) & (demand <= limits.MAX_GBPS)).all()
+        and ((demand >= validation.MIN_FLOW_GBPS) & (demand <= validation.MAX_GBPS)).all()
         and ((job >= 0) & (job < max(jobs, 1))).all()
         and ((qp >= ALL_QPS) & (qp < MAX_QP_BUCKETS)).all()
     )  # fmt: skip
@@ -144,10 +146,12 @@ def _columns(rows: Any, nic: Mapping[str, int], jobs: int) -> list[np.ndarray] |
 
 
 def _flows(fabric: Fabric, doc: Mapping[str, Any]) -> Assignment:
-    job_ids = limits.listing(doc.get("job_ids", []), "job_ids", limits.MAX_FLOWS, RouteError)
+    job_ids = validation.listing(
+        doc.get("job_ids", []), "job_ids", validation.MAX_FLOWS, RouteError
+    )
     for i, job_id in enumerate(job_ids):
-        limits.text(job_id, f"job_ids[{i}]", RouteError)
-    rows = limits.listing(doc.get("flows", []), "flows", limits.MAX_FLOWS, RouteError)
+        validation.text(job_id, f"job_ids[{i}]", RouteError)
+    rows = validation.listing(doc.get("flows", []), "flows", validation.MAX_FLOWS, RouteError)
     nic = {fabric.nic_name(n): n for n in range(fabric.num_nics)} if rows else {}
     paths = np.asarray(num_paths(fabric), dtype=np.int64)
     columns = _columns(rows, nic, len(job_ids))
@@ -156,12 +160,14 @@ def _flows(fabric: Fabric, doc: Mapping[str, Any]) -> Assignment:
     src, dst, demand, job, path, qp = columns
     same = np.flatnonzero(src // fabric.nics_per_host == dst // fabric.nics_per_host)
     if same.size:
-        limits.fail(RouteError, f"flows[{same[0]}]", "source and destination are on the same host")
+        validation.fail(
+            RouteError, f"flows[{same[0]}]", "source and destination are on the same host"
+        )
     most = paths[flow_class(fabric, src, dst)]
     bad = np.flatnonzero((path < UNROUTED) | (path >= most))
     if bad.size:
         f = int(bad[0])
-        limits.fail(RouteError, f"flows[{f}][4]",
+        validation.fail(RouteError, f"flows[{f}][4]",
                     f"path {path[f]} is neither {UNROUTED} (ECMP) nor one of the "
                     f"{most[f]} paths of this flow")  # fmt: skip
     flows = FlowSet(src, dst, demand, job, tuple(job_ids), qp)
@@ -180,16 +186,18 @@ def _row_by_row(rows: Any, nic: Mapping[str, int], jobs: int) -> list[np.ndarray
         row = _row(value, where, ("name", "name", "gbps", "int", "int", "int"), 1)
         for k in (0, 1):
             if row[k] not in nic:
-                limits.fail(RouteError, f"{where}[{k}]", f"unknown NIC {row[k]!r}")
+                validation.fail(RouteError, f"{where}[{k}]", f"unknown NIC {row[k]!r}")
             cols[k].append(nic[row[k]])
         cols[2].append(row[2])
         if not 0 <= row[3] < max(jobs, 1):
-            limits.fail(RouteError, f"{where}[3]", f"job index {row[3]} has no entry in job_ids")
+            validation.fail(
+                RouteError, f"{where}[3]", f"job index {row[3]} has no entry in job_ids"
+            )
         cols[3].append(row[3])
         cols[4].append(row[4])
         bucket = row[5] if len(row) > 5 else ALL_QPS
         if not ALL_QPS <= bucket < MAX_QP_BUCKETS:
-            limits.fail(RouteError, f"{where}[5]",
+            validation.fail(RouteError, f"{where}[5]",
                         f"qp bucket {bucket} is not within [0, {MAX_QP_BUCKETS})")  # fmt: skip
         cols[5].append(bucket)
     dtypes = (np.int64, np.int64, np.float64, np.int64, np.int64, np.int64)
@@ -197,13 +205,13 @@ def _row_by_row(rows: Any, nic: Mapping[str, int], jobs: int) -> list[np.ndarray
 
 
 def _entries(fabric: Fabric, doc: Mapping[str, Any]) -> RouteSet:
-    tables = limits.mapping(doc.get("switches", {}), "switches", RouteError)
+    tables = validation.mapping(doc.get("switches", {}), "switches", RouteError)
     ports = switch_ports(fabric) if tables else {}
     entries = []
     for sw, table in sorted(tables.items()):
         if sw not in ports:
-            limits.fail(RouteError, f"switches.{sw}", f"not a switch of fabric {fabric.name!r}")
-        rows = limits.listing(table, f"switches.{sw}", limits.MAX_FLOWS, RouteError)
+            validation.fail(RouteError, f"switches.{sw}", f"not a switch of fabric {fabric.name!r}")
+        rows = validation.listing(table, f"switches.{sw}", validation.MAX_FLOWS, RouteError)
         for i, row in enumerate(rows):
             # three names and an optional bucket; a bad name fails its lookup below
             if not (type(row) is list and 3 <= len(row) <= 4
@@ -233,18 +241,20 @@ def parse_routes(fabric: Fabric, doc: Any, source: str = "<routes>") -> tuple[As
     entry at fault. Files for another fabric (name or fingerprint) are refused; a file
     without a fingerprint (older writers) is read by its names, each checked."""
     try:
-        top = limits.mapping(doc, "", RouteError)
-        limits.keys(top, "top level", TOP_KEYS, ("format", "fabric"), RouteError)
+        top = validation.mapping(doc, "", RouteError)
+        validation.keys(top, "top level", TOP_KEYS, ("format", "fabric"), RouteError)
         if top["format"] != FORMAT:
-            limits.fail(RouteError, "format", f"{limits.shown(top['format'])} is not {FORMAT!r}")
-        name = limits.text(top["fabric"], "fabric", RouteError)
+            validation.fail(
+                RouteError, "format", f"{validation.shown(top['format'])} is not {FORMAT!r}"
+            )
+        name = validation.text(top["fabric"], "fabric", RouteError)
         if name != fabric.name:
-            limits.fail(RouteError, "fabric",
+            validation.fail(RouteError, "fabric",
                         f"routes are for fabric {name!r}, not {fabric.name!r}")  # fmt: skip
         if "fingerprint" in top:
-            mark = limits.text(top["fingerprint"], "fingerprint", RouteError)
+            mark = validation.text(top["fingerprint"], "fingerprint", RouteError)
             if mark != fabric.fingerprint:
-                limits.fail(RouteError, "fingerprint",
+                validation.fail(RouteError, "fingerprint",
                             f"routes are for a fabric {name!r} of another shape ({mark}, not "
                             f"{fabric.fingerprint})")  # fmt: skip
         return _flows(fabric, top), _entries(fabric, top)

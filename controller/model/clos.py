@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, fields, replace
 import numpy as np
 
 from controller.errors import FabricError
-from controller.model import limits
+from controller.model import validation
 from controller.model.fabric import DEFAULT_TE_ENTRIES, SWITCH_TIERS, Fabric, TeEntries
 
 
@@ -39,27 +39,27 @@ class ClosSpec:
     te_entries: object = DEFAULT_TE_ENTRIES
 
     def validate(self) -> None:
-        """Raise FabricError naming the first bad field (see controller.model.limits)."""
-        limits.text(self.name, "name", FabricError)
-        limits.dimensions({name: getattr(self, name) for name in limits.DIMENSION_CAPS},
+        """Raise FabricError naming the first bad field (see controller.model.validation)."""
+        validation.text(self.name, "name", FabricError)
+        validation.dimensions({name: getattr(self, name) for name in validation.DIMENSION_CAPS},
                           FabricError)  # fmt: skip
         if self.pods > 1 and self.atsws_per_plane == 0:
             raise FabricError("atsws_per_plane: must be >= 1 when pods > 1")
-        limits.gbps(self.nic_gbps, "nic_gbps", FabricError)
-        limits.gbps(self.rack_link_gbps, "rack_link_gbps", FabricError)
+        validation.gbps(self.nic_gbps, "nic_gbps", FabricError)
+        validation.gbps(self.rack_link_gbps, "rack_link_gbps", FabricError)
         if self.atsws_per_plane:
             if (self.agg_link_gbps is None) == (self.taper is None):
                 raise FabricError("agg_link_gbps, taper: give exactly one of them")
             if self.taper is None:
-                limits.gbps(self.agg_link_gbps, "agg_link_gbps", FabricError)
+                validation.gbps(self.agg_link_gbps, "agg_link_gbps", FabricError)
             else:
-                limits.number(self.taper, "taper", limits.MIN_TAPER, limits.MAX_TAPER,
+                validation.number(self.taper, "taper", validation.MIN_TAPER, validation.MAX_TAPER,
                               FabricError)  # fmt: skip
                 derived = self.effective_agg_link_gbps
-                if not limits.MIN_GBPS <= derived <= limits.MAX_GBPS:
+                if not validation.MIN_GBPS <= derived <= validation.MAX_GBPS:
                     raise FabricError(
                         f"taper: {self.taper!r} makes CTSW-ATSW links of {derived:g} Gbps, "
-                        f"outside [{limits.MIN_GBPS:g}, {limits.MAX_GBPS:g}]"
+                        f"outside [{validation.MIN_GBPS:g}, {validation.MAX_GBPS:g}]"
                     )
 
     @property
@@ -135,8 +135,8 @@ def build(spec: ClosSpec, link_gbps: Mapping[str, float] | None = None) -> Fabri
         capacity = fabric.capacity.copy()
         given: dict[int, str] = {}
         for name, gbps in sorted(link_gbps.items()):
-            limits.text(name, "links", FabricError, limit=4 * limits.MAX_NAME)
-            speed = limits.gbps(gbps, f"links.{name}", FabricError)
+            validation.text(name, "links", FabricError, limit=4 * validation.MAX_NAME)
+            speed = validation.gbps(gbps, f"links.{name}", FabricError)
             try:
                 link = fabric.link_by_name(name)
             except FabricError as err:

@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 
 from controller.errors import FabricTeError
-from controller.model.limits import MAX_DOCUMENT_BYTES
+from controller.model.validation import MAX_DOCUMENT_BYTES
 
 _Base: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 

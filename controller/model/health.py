@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from controller.errors import FabricError
-from controller.model import limits
+from controller.model import validation
 from controller.model.fabric import Fabric
 
 
@@ -36,7 +36,7 @@ class LinkHealth:
         for link, value in updates.items():
             if not 0 <= link < factor.size:
                 raise FabricError(f"link id {link} out of range [0, {factor.size})")
-            factor[link] = limits.fraction(value, f"link {link}", FabricError)
+            factor[link] = validation.fraction(value, f"link {link}", FabricError)
         return LinkHealth(factor)
 
     def down(self, links: Iterable[int]) -> LinkHealth:
@@ -84,7 +84,7 @@ def parse_health(
                     f"bad health state {state!r} for {name!r}: use down, up, drain or a "
                     "fraction in [0, 1]"
                 ) from None
-            updates[link] = limits.fraction(value, name, FabricError)
+            updates[link] = validation.fraction(value, name, FabricError)
     return health.with_factors(updates)
 
 

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from controller.errors import JobError
-from controller.model import limits
+from controller.model import validation
 from controller.model.fabric import Fabric
 from controller.model.flows import FlowSet
 
@@ -63,56 +63,54 @@ class Job:
     demand_gbps: float = LINE_RATE_GBPS  # per-NIC send budget, shared by the collectives
 
     def __post_init__(self) -> None:
-        limits.text(self.id, "id", JobError)
-        if isinstance(self.hosts, str | bytes) or not isinstance(
-            self.hosts, Sequence | np.ndarray
-        ):
-            got = limits.shown(self.hosts)
+        validation.text(self.id, "id", JobError)
+        if isinstance(self.hosts, str | bytes) or not isinstance(self.hosts, Sequence | np.ndarray):
+            got = validation.shown(self.hosts)
             raise JobError(f"must be a sequence of host ids, got {got}", "hosts")
         if len(self.hosts) == 0:
             raise JobError("a job needs at least one host", "hosts")
-        if len(self.hosts) > limits.MAX_GPUS:
-            raise JobError(f"{len(self.hosts)} hosts; at most {limits.MAX_GPUS}", "hosts")
+        if len(self.hosts) > validation.MAX_GPUS:
+            raise JobError(f"{len(self.hosts)} hosts; at most {validation.MAX_GPUS}", "hosts")
         for i, host in enumerate(self.hosts):
             if not _is_int(host):
-                got = limits.shown(host)
+                got = validation.shown(host)
                 raise JobError(f"host id must be an integer, got {got}", f"hosts[{i}]")
         object.__setattr__(self, "hosts", tuple(int(h) for h in self.hosts))
         for name in ("dp", "pp", "tp"):
-            value = limits.integer(getattr(self, name), name, 1, limits.MAX_GPUS, JobError)
+            value = validation.integer(getattr(self, name), name, 1, validation.MAX_GPUS, JobError)
             object.__setattr__(self, name, value)
-        channels = limits.integer(self.channels, "channels", 1, limits.MAX_CHANNELS, JobError)
+        channels = validation.integer(
+            self.channels, "channels", 1, validation.MAX_CHANNELS, JobError
+        )
         object.__setattr__(self, "channels", channels)
         if self.gpus_per_host is not None:
-            _, most = limits.DIMENSION_CAPS["nics_per_host"]
-            gpus = limits.integer(self.gpus_per_host, "gpus_per_host", 1, most, JobError)
+            _, most = validation.DIMENSION_CAPS["nics_per_host"]
+            gpus = validation.integer(self.gpus_per_host, "gpus_per_host", 1, most, JobError)
             object.__setattr__(self, "gpus_per_host", gpus)
         if isinstance(self.collectives, str) or not isinstance(self.collectives, Sequence):
             raise JobError(
-                f"must be a list of pattern names, got {limits.shown(self.collectives)}",
+                f"must be a list of pattern names, got {validation.shown(self.collectives)}",
                 "collectives",
             )
         if not self.collectives:
-            raise JobError(
-                f"name at least one pattern of {', '.join(PATTERNS)}", "collectives"
-            )
+            raise JobError(f"name at least one pattern of {', '.join(PATTERNS)}", "collectives")
         for i, name in enumerate(self.collectives):
             if name not in PATTERNS:
                 raise JobError(
-                    f"unknown pattern {limits.shown(name)}; known: {', '.join(PATTERNS)}",
+                    f"unknown pattern {validation.shown(name)}; known: {', '.join(PATTERNS)}",
                     f"collectives[{i}]",
                 )
             if name in self.collectives[:i]:
-                raise JobError(f"pattern {limits.shown(name)} is listed twice", f"collectives[{i}]")
+                raise JobError(
+                    f"pattern {validation.shown(name)} is listed twice", f"collectives[{i}]"
+                )
         object.__setattr__(self, "collectives", tuple(self.collectives))
-        demand = limits.gbps(self.demand_gbps, "demand_gbps", JobError)
+        demand = validation.gbps(self.demand_gbps, "demand_gbps", JobError)
         object.__setattr__(self, "demand_gbps", demand)
         seen: dict[int, int] = {}
         for i, host in enumerate(self.hosts):
             if host in seen:
-                raise JobError(
-                    f"duplicate host {host} (also hosts[{seen[host]}])", f"hosts[{i}]"
-                )
+                raise JobError(f"duplicate host {host} (also hosts[{seen[host]}])", f"hosts[{i}]")
             seen[host] = i
 
     def gpus(self, fabric: Fabric) -> int:

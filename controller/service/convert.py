@@ -8,7 +8,7 @@ from controller.advisor.advise import SAME_POD, Request, Score
 from controller.api.fabric_te.v1 import te_pb2 as pb
 from controller.errors import AdvisorError, FabricError
 from controller.formats.placement import dump_placement, parse_job
-from controller.model import limits
+from controller.model import validation
 from controller.model.fabric import Fabric
 from controller.model.flows import ALL_QPS
 from controller.model.jobs import PATTERNS, Job
@@ -47,14 +47,16 @@ def link_updates(
 
     UP and DOWN take no fraction (0, or exactly 1 for UP, 0 for DOWN); DEGRADED takes one
     within [MIN_FRACTION, 1). A link reported twice (in either orientation) is an error."""
-    limits.listing(reports, field, limits.MAX_LINKS, FabricError)
+    validation.listing(reports, field, validation.MAX_LINKS, FabricError)
     out: dict[int, float] = {}
     first: dict[int, int] = {}
     for i, report in enumerate(reports):
         where = f"{field}[{i}]"
         if not report.link:
             raise FabricError(f"{where}.link: missing")
-        name = limits.text(report.link, f"{where}.link", FabricError, limit=4 * limits.MAX_NAME)
+        name = validation.text(
+            report.link, f"{where}.link", FabricError, limit=4 * validation.MAX_NAME
+        )
         try:
             link = fabric.link_by_name(name)
         except FabricError as err:
@@ -80,7 +82,7 @@ def link_updates(
                 )
             out[link] = 0.0
         elif report.state == pb.LinkReport.DEGRADED:
-            value = limits.fraction(fraction, f"{where}.fraction", FabricError)
+            value = validation.fraction(fraction, f"{where}.fraction", FabricError)
             if not 0.0 < value < 1.0:
                 raise FabricError(
                     f"{where}.fraction: {value!r} is not within (0, 1): use DOWN or UP"
@@ -152,16 +154,18 @@ def placement_request_from_pb(
 ) -> Request:
     """An advisor Request; sizes bounded and host names resolved, errors naming the field."""
     for name in ("gpus", "dp", "pp", "tp"):
-        limits.integer(getattr(msg, name), f"{field}.{name}", 0, limits.MAX_GPUS, AdvisorError)
-    limits.integer(msg.top, f"{field}.top", 0, limits.MAX_ADVICE, AdvisorError)
+        validation.integer(
+            getattr(msg, name), f"{field}.{name}", 0, validation.MAX_GPUS, AdvisorError
+        )
+    validation.integer(msg.top, f"{field}.top", 0, validation.MAX_ADVICE, AdvisorError)
     for name, allowed in (("pattern", PATTERNS), ("same_pod", SAME_POD)):
         value = getattr(msg, name)
-        if value and limits.text(value, f"{field}.{name}", AdvisorError) not in allowed:
+        if value and validation.text(value, f"{field}.{name}", AdvisorError) not in allowed:
             raise AdvisorError(f"{field}.{name}: {value!r} is not one of {', '.join(allowed)}")
     n = fabric.nics_per_host
     if msg.gpus % n or not msg.gpus:
         raise AdvisorError(f"{field}.gpus: {msg.gpus} is not a positive multiple of {n} per host")
-    limits.listing(msg.avoid_hosts, f"{field}.avoid_hosts", limits.MAX_GPUS, AdvisorError)
+    validation.listing(msg.avoid_hosts, f"{field}.avoid_hosts", validation.MAX_GPUS, AdvisorError)
     return Request(
         gpus=msg.gpus, dp=msg.dp, pp=msg.pp or 1, tp=msg.tp or 1,
         pattern=msg.pattern or "ring", same_pod=msg.same_pod or "prefer",
@@ -170,7 +174,7 @@ def placement_request_from_pb(
 
 
 def placement_from_pb(fabric: Fabric, msg: pb.Placement, field: str) -> tuple[int, ...]:
-    limits.listing(msg.hosts, f"{field}.hosts", limits.MAX_GPUS, AdvisorError)
+    validation.listing(msg.hosts, f"{field}.hosts", validation.MAX_GPUS, AdvisorError)
     return _hosts(fabric, msg.hosts, f"{field}.hosts")
 
 

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from controller.errors import InputError, PreconditionError
-from controller.model import limits
+from controller.model import validation
 from controller.model.fabric import Fabric
 from controller.model.health import LinkHealth
 from controller.model.jobs import Job, jobs_flows
@@ -65,13 +65,13 @@ class DesiredState:
         (PreconditionError). A host already used by another job is an InputError naming the
         host and that job. `flows_checked`: the caller has already built the job's flows (the
         engine does, outside its lock)."""
-        limits.integer(generation, "generation", 0, limits.MAX_GENERATION)
+        validation.integer(generation, "generation", 0, validation.MAX_GENERATION)
         stored = self.jobs.get(job.id)
         if generation and stored and generation <= stored[1]:
             raise PreconditionError(
                 f"job {job.id!r}: generation {generation} is not newer than {stored[1]}"
             )
-        if not generation and stored and stored[1] >= limits.MAX_GENERATION:
+        if not generation and stored and stored[1] >= validation.MAX_GENERATION:
             raise PreconditionError(
                 f"job {job.id!r}: generation {stored[1]} is the largest there is; delete "
                 "the job before putting it again"

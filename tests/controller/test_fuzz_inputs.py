@@ -33,7 +33,7 @@ from controller.errors import DriverError, FabricError, InputError, JobError, Ro
 from controller.formats.fabric_file import load_fabric
 from controller.formats.placement import load_placement
 from controller.formats.route_file import dump_routes, read_routes
-from controller.model import limits
+from controller.model import validation
 from controller.model.clos import PRESETS, build
 from controller.model.health import LinkHealth
 from controller.model.jobs import Job, jobs_flows
@@ -152,10 +152,10 @@ FABRIC_DOC = {"preset": "tiny", "name": "lab", "racks_per_pod": 3, "nic_gbps": 4
 def test_fabric_files(raw: bytes, suffix: str) -> None:
     fabric = _load(raw, suffix, lambda p: load_fabric(str(p)), FabricError)
     if fabric is not None:  # whatever loaded obeys the rule set
-        assert fabric.num_nics <= limits.MAX_GPUS and fabric.num_links <= limits.MAX_LINKS
+        assert fabric.num_nics <= validation.MAX_GPUS and fabric.num_links <= validation.MAX_LINKS
         cap = fabric.capacity
         assert np.isfinite(cap).all()
-        assert (cap >= limits.MIN_GBPS).all() and (cap <= limits.MAX_GBPS).all()
+        assert (cap >= validation.MIN_GBPS).all() and (cap <= validation.MAX_GBPS).all()
         assert isinstance(fabric.name, str) and fabric.name
 
 
@@ -174,7 +174,7 @@ def test_placement_files(raw: bytes, suffix: str) -> None:
     if jobs is not None:
         flows = jobs_flows(TINY, jobs)
         flows.validate(TINY)
-        assert all(j.channels <= limits.MAX_CHANNELS for j in jobs)
+        assert all(j.channels <= validation.MAX_CHANNELS for j in jobs)
 
 
 # ---- route files ---------------------------------------------------------------------------
@@ -285,7 +285,7 @@ def test_request_conversion(job: pb.Job, reports: list[pb.LinkReport]) -> None:
     else:
         health = LinkHealth.all_up(TINY).with_factors(updates)
         f = health.factor
-        assert ((f == 0) | (f == 1) | ((f >= limits.MIN_FRACTION) & (f < 1))).all()
+        assert ((f == 0) | (f == 1) | ((f >= validation.MIN_FRACTION) & (f < 1))).all()
 
 
 # ---- link health specs (--fail) ---------------------------------------------------------------
@@ -311,4 +311,4 @@ def test_link_health_specs(specs: list[str]) -> None:
         assert str(err) and "\n" not in str(err)
     else:
         f = health.factor
-        assert ((f == 0) | (f == 1) | ((f >= limits.MIN_FRACTION) & (f < 1))).all()
+        assert ((f == 0) | (f == 1) | ((f >= validation.MIN_FRACTION) & (f < 1))).all()

@@ -11,7 +11,7 @@ import pytest
 
 from controller.api.fabric_te.v1 import te_pb2 as pb
 from controller.api.fabric_te.v1 import te_pb2_grpc as pb_grpc
-from controller.model import limits
+from controller.model import validation
 from controller.model.clos import PRESETS, build
 from controller.service.engine import Engine
 from controller.service.server import Running, start
@@ -71,8 +71,10 @@ BAD_JOBS = [
     (_job(id="a\nb"), "job.id: 'a\\nb' contains control characters"),
     (_job(collectives=["ring", "ring"]), "job.collectives[1]: pattern 'ring' is listed twice"),
     (_job(collectives=["bcast"]), "job.collectives[0]: unknown pattern 'bcast'"),
-    (_job(hosts=[FABRIC.host_name(8), HOSTS[1]]),
-     f"job.hosts[1]: {HOSTS[1]} is already in job 'a' (duplicate GPU)"),
+    (
+        _job(hosts=[FABRIC.host_name(8), HOSTS[1]]),
+        f"job.hosts[1]: {HOSTS[1]} is already in job 'a' (duplicate GPU)",
+    ),
 ]
 
 
@@ -98,19 +100,27 @@ def test_generation_overflow_commits_nothing_and_list_jobs_keeps_working(service
     running, stub = service
     before = _state(running, stub)
     job = pb.Job(id="a", hosts=HOSTS, tp=4, channels=2)
-    _refused(stub.PutJob, pb.PutJobRequest(job=job, generation=2**64 - 1),
-             grpc.StatusCode.INVALID_ARGUMENT, "generation: 18446744073709551615 is not within")
+    _refused(
+        stub.PutJob,
+        pb.PutJobRequest(job=job, generation=2**64 - 1),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "generation: 18446744073709551615 is not within",
+    )
     assert _state(running, stub) == before
     # the largest generation is accepted; the next automatic one would not fit
-    reply = stub.PutJob(pb.PutJobRequest(job=job, generation=limits.MAX_GENERATION))
-    assert reply.generation == limits.MAX_GENERATION
+    reply = stub.PutJob(pb.PutJobRequest(job=job, generation=validation.MAX_GENERATION))
+    assert reply.generation == validation.MAX_GENERATION
     after = _state(running, stub)
     moved = pb.Job(id="a", hosts=[FABRIC.host_name(h) for h in range(8, 12)], tp=4)
-    _refused(stub.PutJob, pb.PutJobRequest(job=moved, generation=0),
-             grpc.StatusCode.FAILED_PRECONDITION, "job 'a': generation 9223372036854775807 is")
+    _refused(
+        stub.PutJob,
+        pb.PutJobRequest(job=moved, generation=0),
+        grpc.StatusCode.FAILED_PRECONDITION,
+        "job 'a': generation 9223372036854775807 is",
+    )
     assert _state(running, stub) == after
     entries = stub.ListJobs(pb.ListJobsRequest()).jobs
-    assert [(e.job.id, e.generation) for e in entries] == [("a", limits.MAX_GENERATION)]
+    assert [(e.job.id, e.generation) for e in entries] == [("a", validation.MAX_GENERATION)]
     assert list(entries[0].job.hosts) == HOSTS
 
 

@@ -1,4 +1,4 @@
-"""The one rule set (controller.model.limits) and the strict document reader."""
+"""The one rule set (controller.model.validation) and the strict document reader."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from controller.errors import FabricError, JobError
-from controller.model import limits
+from controller.model import validation
 from controller.model.clos import PRESETS, ClosSpec, build
 from controller.model.documents import parse_text, read_document
 
@@ -31,41 +31,41 @@ from controller.model.documents import parse_text, read_document
 )
 def test_gbps_rejects(value: object, words: str) -> None:
     with pytest.raises(FabricError, match=r"^links\.x: .*" + words.replace("(", r"\(")):
-        limits.gbps(value, "links.x", FabricError)
+        validation.gbps(value, "links.x", FabricError)
 
 
 def test_gbps_accepts_ints_and_floats_in_range() -> None:
-    assert limits.gbps(400, "f") == 400.0 and limits.gbps(0.5, "f") == 0.5
+    assert validation.gbps(400, "f") == 400.0 and validation.gbps(0.5, "f") == 0.5
 
 
 @pytest.mark.parametrize("value", [math.nan, 5e-324, 1e-9, -0.5, 1.5, math.inf, True])
 def test_fraction_rejects_denormals_and_out_of_range(value: float) -> None:
     with pytest.raises(FabricError, match="^reports\\[0\\].fraction: "):
-        limits.fraction(value, "reports[0].fraction", FabricError)
+        validation.fraction(value, "reports[0].fraction", FabricError)
 
 
 def test_fraction_accepts_down_up_and_degraded() -> None:
-    assert [limits.fraction(v, "f") for v in (0, 0.0, 1e-6, 0.5, 1)] == [0, 0, 1e-6, 0.5, 1]
+    assert [validation.fraction(v, "f") for v in (0, 0.0, 1e-6, 0.5, 1)] == [0, 0, 1e-6, 0.5, 1]
 
 
 @pytest.mark.parametrize("value", [True, 2.0, "3", None, [1]])
 def test_integer_is_strict(value: object) -> None:
     with pytest.raises(JobError, match="must be an integer") as info:
-        limits.integer(value, "jobs[0].dp", 1, 10, JobError)
+        validation.integer(value, "jobs[0].dp", 1, 10, JobError)
     assert info.value.field == "jobs[0].dp"
 
 
 def test_lists_and_texts_are_strict() -> None:
     with pytest.raises(FabricError, match="hosts: must be a list, got 'abc'"):
-        limits.listing("abc", "hosts", 10, FabricError)
+        validation.listing("abc", "hosts", 10, FabricError)
     with pytest.raises(FabricError, match="hosts: has 11 items; at most 10"):
-        limits.listing([0] * 11, "hosts", 10, FabricError)
+        validation.listing([0] * 11, "hosts", 10, FabricError)
     with pytest.raises(FabricError, match="name: must be a string, got 123"):
-        limits.text(123, "name", FabricError)
+        validation.text(123, "name", FabricError)
     with pytest.raises(FabricError, match="control characters"):
-        limits.text("a\x00b", "name", FabricError)
+        validation.text("a\x00b", "name", FabricError)
     with pytest.raises(FabricError, match="at most 128"):
-        limits.text("x" * 129, "name", FabricError)
+        validation.text("x" * 129, "name", FabricError)
 
 
 @pytest.mark.parametrize(
@@ -96,7 +96,7 @@ def test_caps_admit_a_100k_gpu_cluster_with_headroom() -> None:
                     nics_per_host=8, ctsws_per_pod=16, atsws_per_plane=8, taper=7.0)  # fmt: skip
     spec.validate()
     gpus = 32 * 192 * 2 * 8
-    assert gpus >= 98_000 and limits.MAX_GPUS >= 2 * gpus
+    assert gpus >= 98_000 and validation.MAX_GPUS >= 2 * gpus
     for preset in PRESETS.values():
         preset.validate()
 
@@ -155,6 +155,6 @@ def test_only_regular_files_are_read(tmp_path: Path) -> None:
 def test_size_is_capped_before_reading(tmp_path: Path) -> None:
     path = tmp_path / "big.json"
     with path.open("wb") as fh:  # sparse: nothing is written, the size is what counts
-        fh.truncate(limits.MAX_DOCUMENT_BYTES + 1)
+        fh.truncate(validation.MAX_DOCUMENT_BYTES + 1)
     with pytest.raises(FabricError, match="big.json: larger than 256 MiB"):
         read_document(path, FabricError)
