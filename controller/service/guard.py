@@ -14,6 +14,8 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from functools import partial
 from typing import Any, NoReturn
 
 import grpc
@@ -184,28 +186,37 @@ class Guard(grpc.ServerInterceptor):
 
         return call
 
+    @contextmanager
+    def _stream_slot(self, method: str, label: str, ours: bool, context: grpc.ServicerContext,
+                     parse_first: Callable[[], Any] | None = None) -> Iterator[Any]:  # fmt: skip
+        """Admit a streaming call (and parse its request, if it has one) and hold one of the
+        caller's stream slots while it runs; refusals end the call before a slot is taken."""
+        failed, held = True, None
+        try:
+            try:
+                identity = self._admit(method, ours, context)
+                request = parse_first() if parse_first is not None else None
+                self.streams.acquire(identity.name)
+                held = identity.name
+            except (Refused, InputError, LimitError) as err:
+                self._refuse(context, err)
+            self.metrics.streams.inc()
+            try:
+                yield request
+            finally:
+                self.metrics.streams.dec()
+            failed = False
+        finally:
+            if held is not None:
+                self.streams.release(held)
+            self._finish(label, context, None, failed)
+
     def _unary_stream(self, behaviour: Any, method: str, label: str, ours: bool,
                       parse: Any) -> Any:  # fmt: skip
         def call(raw: bytes, context: grpc.ServicerContext) -> Iterator[Any]:
-            failed, held = True, None
-            try:
-                try:
-                    identity = self._admit(method, ours, context)
-                    request = self._parse(method, ours, raw, parse)
-                    self.streams.acquire(identity.name)
-                    held = identity.name
-                except (Refused, InputError, LimitError) as err:
-                    self._refuse(context, err)
-                self.metrics.streams.inc()
-                try:
-                    yield from behaviour(request, context)
-                finally:
-                    self.metrics.streams.dec()
-                failed = False
-            finally:
-                if held is not None:
-                    self.streams.release(held)
-                self._finish(label, context, None, failed)
+            first = partial(self._parse, method, ours, raw, parse)
+            with self._stream_slot(method, label, ours, context, first) as request:
+                yield from behaviour(request, context)
 
         return call
 
@@ -230,50 +241,16 @@ class Guard(grpc.ServerInterceptor):
     def _stream_in(self, behaviour: Any, method: str, label: str, ours: bool,
                    parse: Any) -> Any:  # fmt: skip
         def call(requests: Iterator[bytes], context: grpc.ServicerContext) -> Any:
-            failed, held = True, None
-            try:
-                try:
-                    identity = self._admit(method, ours, context)
-                    self.streams.acquire(identity.name)
-                    held = identity.name
-                except (Refused, LimitError) as err:
-                    self._refuse(context, err)
-                self.metrics.streams.inc()
-                try:
-                    reply = behaviour(self._messages(requests, method, ours, parse, context),
-                                      context)  # fmt: skip
-                finally:
-                    self.metrics.streams.dec()
-                failed = False
-                return reply
-            finally:
-                if held is not None:
-                    self.streams.release(held)
-                self._finish(label, context, None, failed)
+            with self._stream_slot(method, label, ours, context):
+                return behaviour(self._messages(requests, method, ours, parse, context), context)
 
         return call
 
     def _stream_stream(self, behaviour: Any, method: str, label: str, ours: bool,
                        parse: Any) -> Any:  # fmt: skip
         def call(requests: Iterator[bytes], context: grpc.ServicerContext) -> Iterator[Any]:
-            failed, held = True, None
-            try:
-                try:
-                    identity = self._admit(method, ours, context)
-                    self.streams.acquire(identity.name)
-                    held = identity.name
-                except (Refused, LimitError) as err:
-                    self._refuse(context, err)
-                self.metrics.streams.inc()
-                try:
-                    yield from behaviour(
-                        self._messages(requests, method, ours, parse, context), context)
-                finally:
-                    self.metrics.streams.dec()
-                failed = False
-            finally:
-                if held is not None:
-                    self.streams.release(held)
-                self._finish(label, context, None, failed)
+            with self._stream_slot(method, label, ours, context):
+                yield from behaviour(self._messages(requests, method, ours, parse, context),
+                                     context)  # fmt: skip
 
         return call
