@@ -130,17 +130,25 @@ def diff(installed: RouteSet, wanted: RouteSet, fabric: Fabric, owner: str = OWN
         staged.setdefault((stage, op.entry.switch), []).append(op)
 
     for switch in sorted(set(installed.tables) | set(wanted.tables)):
-        have = {e.match: e for e in installed.table(switch)}
-        want = {e.match: e for e in wanted.table(switch)}
+        have_t, want_t = installed.table(switch), wanted.table(switch)
+        if have_t == want_t:  # the common case: same objects, compared by identity first
+            continue
+        have = {e.match: e for e in have_t}
+        want = {e.match: e for e in want_t}
+        roles: dict[int, int] = {}  # next hop -> role: one switch, so the hop decides it
         for key, new in want.items():
             old = have.get(key)
-            install = CTSW_DOWN - entry_role(fabric, new)
+            if old is not None and old == new:
+                continue
+            role = roles.get(new.next_hop)
+            if role is None:
+                role = roles[new.next_hop] = entry_role(fabric, new)
             if old is None:
-                put(install, Add(new))
+                put(CTSW_DOWN - role, Add(new))
             elif old.owner != owner:
                 blocked.append(new)
-            elif old != new:
-                put(install, Replace(old, new))
+            else:
+                put(CTSW_DOWN - role, Replace(old, new))
         for key, old in have.items():
             if old.owner == owner and key not in want:
                 put(CTSW_DOWN + entry_role(fabric, old), Delete(old))

@@ -28,6 +28,7 @@ import logging
 import random
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -51,10 +52,12 @@ from controller.service.replica import Replica
 from controller.service.route_query import SWITCH_TIERS
 from controller.service.state import DesiredState, RouteLog
 from controller.service.store import Change
-from controller.solver.solve import SolveOptions, SolveResult, repair, solve
+from controller.solver.repair import repair as repair_assignment
+from controller.solver.solve import SolveOptions, SolveResult, solve
 
 log = logging.getLogger("fabric_te.engine")
 WRITE_ATTEMPTS = 8  # guarded store writes per input before the caller gets ABORTED
+LATENCY_SAMPLES = 1024  # report-to-installed latencies kept for Status's quantiles
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,30 @@ class RouteEvent:
     version: int
     entries: tuple[Entry, ...] = ()  # snapshot: all; delta: added
     removed: tuple[Entry, ...] = ()
+
+
+def changed_racks(fabric: Fabric, old: Assignment, new: Assignment) -> np.ndarray | None:
+    """Source racks of the flows whose routes differ between two assignments (a flow
+    added, removed or moved), sorted; None when the rows cannot be keyed compactly."""
+    parts = []
+    for a in (old, new):
+        f = a.flows
+        parts.append(np.stack([f.src_nic, f.dst_nic, f.qp, a.path]).astype(np.int64))
+    both = np.concatenate(parts, axis=1)
+    if not both.shape[1]:
+        return np.zeros(0, np.int64)
+    low = both.min(axis=1, keepdims=True)
+    span = both.max(axis=1) - low[:, 0] + 1
+    if float(np.prod(span.astype(np.float64))) >= 2.0**62:
+        return None
+    key = np.zeros(both.shape[1], np.int64)
+    for row, width in zip(both - low, span.tolist(), strict=True):
+        key = key * width + row
+    k_old, k_new = key[: len(old.flows)], key[len(old.flows) :]
+    gone = ~np.isin(k_old, k_new)
+    came = ~np.isin(k_new, k_old)
+    nics = np.concatenate([old.flows.src_nic[gone], new.flows.src_nic[came]])
+    return np.unique(fabric.rack_of_host(fabric.host_of_nic(nics)))
 
 
 def read_installed(driver: Driver) -> RouteSet:
@@ -124,6 +151,18 @@ class Engine:
         self.ops_pushed = 0
         self._pending_since: float | None = None  # when the oldest unapplied change came
         self._round_started: float | None = None  # that time, for the round being applied
+        self._taken = 0  # state version of the inputs last taken by the worker
+        self._jobs_version = 0  # state version at which the jobs last changed (taken)
+        self._inputs: tuple[list[Job], LinkHealth, int, str] | None = None  # last taken
+        self._solving: tuple[tuple[str, ...], LinkHealth, int, str, dict[str, Any]] | None = None
+        self._done = False  # the global solve has ended: the worker pushes its result
+        # the assignment the switches were last told to hold, its job ids and health
+        self._installed_asg: tuple[Assignment, tuple[str, ...], LinkHealth] | None = None
+        self._pushed_asg: Assignment | None = None  # the assignment `_wanted` answers to
+        self.repairs = 0  # repairs pushed
+        self.rebased = 0  # global results re-based on a link change that came meanwhile
+        self.latencies: deque[float] = deque(maxlen=LATENCY_SAMPLES)  # report -> installed
+        self.solve_hook: Callable[[LinkHealth], None] = lambda health: None  # before a solve
         self._adopt(self.replica.load())
         self._reconcile(None)  # fail-static: adopt what is there
         self._thread = threading.Thread(target=self._run, name="fabric-te-engine", daemon=True)
@@ -146,8 +185,11 @@ class Engine:
         assert state.health is not None
         if stored.assignment_inputs == inputs_digest(state.jobs, state.health):
             self._wanted = build_routes(self.fabric, stored.assignment)
+            self._pushed_asg = stored.assignment
+            ids = tuple(sorted(state.jobs))
+            self._installed_asg = (stored.assignment, ids, state.health)
             state.take()
-            self._applied = state.version
+            self._applied = self._taken = self._jobs_version = state.version
         log.info("loaded %d jobs from %s (revision %d); stored assignment %s", len(stored.jobs),
                  self.replica.status_fields()["store"], stored.revision,
                  "adopted" if self._applied else "to be re-solved")  # fmt: skip
@@ -281,7 +323,25 @@ class Engine:
                 "retry_rounds": marks.retry_rounds,
                 "ops_pushed": self.ops_pushed,
                 "pending_changes": self._state.version - self._applied,
-            }
+            } | self.latency_fields()
+
+    def latency_fields(self) -> dict[str, Any]:
+        """Report-to-installed latency over the last LATENCY_SAMPLES changes, for Status
+        (the full histogram is fabric_te_report_to_installed_seconds in /metrics)."""
+        samples = sorted(self.latencies)
+        count = len(samples)
+
+        def q(p: float) -> float:
+            return samples[min(len(samples) - 1, int(p * len(samples)))] if samples else 0.0
+
+        return {
+            "report_to_installed_count": count,
+            "report_to_installed_p50_seconds": q(0.5),
+            "report_to_installed_p99_seconds": q(0.99),
+            "report_to_installed_max_seconds": samples[-1] if samples else 0.0,
+            "repairs": self.repairs,
+            "solves_rebased": self.rebased,
+        }
 
     @property
     def state_version(self) -> int:
@@ -404,7 +464,10 @@ class Engine:
         due = time.monotonic() + self.reconcile_interval  # next periodic reconcile
         while True:
             with self._cond:
-                while not self._stop and self._applied >= self._state.version:
+                while not self._stop and self._taken >= self._state.version and not self._done:
+                    if self._solving is not None:  # a global solve runs: wait for it
+                        self._cond.wait(0.2)
+                        continue
                     left = due - time.monotonic()
                     if left <= 0 or self._takeover or self._refresh:
                         break
@@ -415,9 +478,11 @@ class Engine:
                 refresh, self._refresh = self._refresh, False
                 leader = self.replica.is_leader()
                 if not leader:  # a follower solves nothing: the leader's assignment is wanted
-                    self._applied = self._state.version
+                    self._taken = self._applied = self._state.version
                     self._cond.notify_all()
-                idle = self._applied >= self._state.version
+                fresh = self._taken < self._state.version
+                done = self._done
+                idle = not fresh and not done and self._solving is None
                 self._busy = not idle
             if takeover and leader:
                 self._take_over()
@@ -430,25 +495,135 @@ class Engine:
                         log.exception("periodic reconcile failed")
                     due = time.monotonic() + self.reconcile_interval
                 continue
+            if done:
+                self._guarded(self._finish_solve)
+                continue
             time.sleep(self.debounce)  # let a burst of changes land in one solve
             with self._cond:
                 inputs = self._state.take()
-                self._round_started, self._pending_since = self._pending_since, None
+                self._taken = inputs.version
+                if not inputs.health_only:
+                    self._jobs_version = inputs.version
+                if self._round_started is None:
+                    self._round_started = self._pending_since
+                self._pending_since = None
                 digest = inputs_digest(self._state.jobs, inputs.health)
+                self._inputs = (list(inputs.jobs), inputs.health, inputs.version, digest)
+            self._guarded(self._take_round)
+
+    def _guarded(self, step: Callable[[], None]) -> None:
+        """Run one step of the worker; a failure is logged, counted and ends the round."""
+        try:
+            step()
+            self.last_error = ""
+            return
+        except Exception as err:  # noqa: BLE001 - the loop must survive anything
+            log.exception("solve/push failed")
+            self.last_error = f"{type(err).__name__}: {err}"
+            self.metrics.push_errors.inc()
+            if isinstance(err, DriverError):
+                self._push_ok = False
+        if self._solving is None and not self._done:  # nothing more will answer this round
+            self._settle(self._inputs[2] if self._inputs else self._taken)
+
+    def _settle(self, version: int) -> None:
+        """The installed routes answer to inputs up to `version`."""
+        with self._cond:
+            self._applied = max(self._applied, version)
+            self.metrics.queue_depth.set(self._state.version - self._applied)
+            self._busy = False
+            self._cond.notify_all()
+
+    def _take_round(self) -> None:
+        """New inputs: a link change is repaired and pushed at once, against what is
+        installed, even while a global solve runs; then a global solve (in its own thread)
+        follows, or the one running is re-checked against the new inputs when it ends."""
+        assert self._inputs is not None
+        health = self._inputs[1]
+        installed = self._installed_asg
+        if installed is not None and not np.array_equal(installed[2].factor, health.factor):
+            self.repair_now(health)
+        if self._solving is None:
+            self._start_solve()
+
+    def repair_now(self, health: LinkHealth) -> None:
+        """Re-place the flows the change from the installed health to `health` hit; push
+        only the racks they leave."""
+        assert self._installed_asg is not None
+        assignment, ids, old = self._installed_asg
+        with self.metrics.solve_seconds.labels("repair").time():
+            fixed = repair_assignment(self.fabric, health, assignment, old_health=old).assignment
+        self._installed_asg = (fixed, ids, health)
+        self.repairs += 1
+        self._push(fixed)
+
+    def _start_solve(self) -> None:
+        """Solve the inputs last taken in a thread of its own (the worker stays free to
+        repair); `_finish_solve` pushes the result."""
+        assert self._inputs is not None
+        jobs, health, version, digest = self._inputs
+        installed = self._installed_asg
+        # matched by NIC pair; after a start or takeover: the stored (installed) assignment
+        previous = installed[0] if installed is not None else self._previous
+        box: dict[str, Any] = {}
+        solving = (tuple(j.id for j in jobs), health, version, digest, box)
+
+        def work() -> None:
             try:
-                self._solve_and_push(list(inputs.jobs), inputs.health, inputs.health_only, digest)
-                self.last_error = ""
-            except Exception as err:  # noqa: BLE001 - the loop must survive anything
-                log.exception("solve/push failed")
-                self.last_error = f"{type(err).__name__}: {err}"
-                self.metrics.push_errors.inc()
-                if isinstance(err, DriverError):
-                    self._push_ok = False
+                self.solve_hook(health)
+                flows = jobs_flows(self.fabric, jobs)
+                with self.metrics.solve_seconds.labels("solve").time():
+                    box["result"] = solve(
+                        self.fabric, health, flows, previous=previous, options=self.options
+                    )
+            except BaseException as err:  # noqa: BLE001 - handed to the worker
+                box["error"] = err
             with self._cond:
-                self._applied = inputs.version
-                self.metrics.queue_depth.set(self._state.version - self._applied)
-                self._busy = False
+                self._done = True
                 self._cond.notify_all()
+
+        self._solving = solving
+        threading.Thread(target=work, name="fabric-te-solve", daemon=True).start()
+
+    def _finish_solve(self) -> None:
+        """Push a finished global solve, re-based on the link health taken since it started:
+        its flows on links that went down (or lost capacity) are repaired first, so no route
+        through a link now down is pushed. Jobs changed meanwhile are solved next (a stream
+        of job changes never starves the pushes)."""
+        assert self._solving is not None and self._inputs is not None
+        ids, health, version, solved_digest, box = self._solving
+        self._solving, self._done = None, False
+        if "error" in box:
+            raise box["error"]
+        result: SolveResult = box["result"]
+        jobs, now_health, now_version, digest = self._inputs
+        stale = self._jobs_version > version  # jobs changed meanwhile: push, then re-solve
+        if stale:
+            digest = solved_digest  # the assignment answers to the jobs it was solved for
+        assignment = result.assignment
+        if now_health is not health:
+            assignment = repair_assignment(
+                self.fabric, now_health, assignment, old_health=health
+            ).assignment
+            self.rebased += 1
+        self.metrics.churn.inc(result.churn)
+        try:
+            self._push(assignment)
+        finally:  # wanted from now on, whatever the push achieved: reconcile converges to it
+            self.last_result = result
+            self._last_inputs = (ids, now_health)
+            self._installed_asg = (assignment, ids, now_health)
+            self._previous = assignment
+            self.replica.put_assignment(assignment, digest)
+            with self._cond:
+                self._stored = (assignment, digest)
+        self._record_quality(result, now_health)
+        if stale:
+            with self._cond:
+                self._applied = max(self._applied, version)
+            self._start_solve()
+        else:
+            self._settle(now_version)
 
     def _take_over(self) -> None:
         """Become the leader: adopt the stored assignment if it answers to the current
@@ -459,50 +634,28 @@ class Engine:
             assert self._state.health is not None
             digest = inputs_digest(self._state.jobs, self._state.health)
             version = self._state.version
+            ids = tuple(sorted(self._state.jobs))
+            health = self._state.health
         self.last_result, self._last_inputs = None, None
+        self._installed_asg = None
         if stored is not None:
             self._previous = stored[0]
+            self._pushed_asg = None
         if stored is not None and stored[1] == digest:
             self._wanted, self._wanted_of = build_routes(self.fabric, stored[0]), None
+            self._pushed_asg = stored[0]
+            self._installed_asg = (stored[0], ids, health)
             self._reconcile(None)
             with self._cond:
                 self._applied = max(self._applied, version)
+                self._taken = max(self._taken, version)
         elif version:
             with self._cond:
                 self._applied = min(self._applied, version - 1)  # solve what is stored
+                self._taken = min(self._taken, version - 1)
         log.info("took over at state version %d (%s)", version,
                  "adopted the stored assignment" if stored and stored[1] == digest
                  else "solving")  # fmt: skip
-
-    def _solve_and_push(
-        self, jobs: list[Job], health: LinkHealth, health_only: bool, digest: str = ""
-    ) -> None:
-        flows = jobs_flows(self.fabric, jobs)
-        ids = tuple(j.id for j in jobs)
-        last = self.last_result
-        same_jobs = self._last_inputs is not None and self._last_inputs[0] == ids
-        if last is not None and health_only and same_jobs:
-            assert self._last_inputs is not None
-            with self.metrics.solve_seconds.labels("repair").time():
-                fixed = repair(self.fabric, health, last, old_health=self._last_inputs[1])
-            moved = np.flatnonzero(fixed.assignment.path != last.assignment.path)
-            self._push(fixed.assignment, moved)
-            last = fixed
-        # matched by NIC pair; after a start or takeover: the stored (installed) assignment
-        previous = last.assignment if last is not None else self._previous
-        with self.metrics.solve_seconds.labels("solve").time():
-            result = solve(self.fabric, health, flows, previous=previous, options=self.options)
-        self.metrics.churn.inc(result.churn)
-        try:
-            self._push(result.assignment)
-        finally:  # wanted from now on, whatever the push achieved: reconcile converges to it
-            self.last_result = result
-            self._last_inputs = (ids, health)
-            self._previous = result.assignment
-            self.replica.put_assignment(result.assignment, digest)
-            with self._cond:
-                self._stored = (result.assignment, digest)
-        self._record_quality(result, health)
 
     def _record_quality(self, result: SolveResult, health: LinkHealth) -> None:
         """Gauges of the routes just installed: MLU, bound, predicted bus bandwidth."""
@@ -515,19 +668,32 @@ class Engine:
         m.links_over_capacity.set(report.links_over_capacity)
         m.set_job_busbw(report.job_busbw_fraction)
 
-    def _push(self, assignment: Assignment, moved: np.ndarray | None = None) -> None:
-        """Plan against what is installed and push; with `moved`, only the racks those
-        flows leave are planned (see `_scope`)."""
+    def _push(self, assignment: Assignment) -> None:
+        """Plan against what is installed and push. Only the racks whose flows changed
+        (against the assignment pushed last) are planned, built and read back (see
+        `_scope`); the wanted routes of the others are kept as they were."""
+        previous = self._pushed_asg
+        racks = None if previous is None else changed_racks(self.fabric, previous, assignment)
+        scope = None
+        if racks is not None and self._wanted_routes() is not None:
+            scope = self._scope(assignment, racks)
+        if scope is not None and not scope[1].size and not scope[0]:
+            self._pushed_asg = assignment  # nothing moved: nothing to plan or push,
+            if self.marks.differing:  # but the switches that differ are repaired
+                result = self._reconcile(set(self.marks.differing))
+                self._push_ok = result.in_sync
+            self._observe_installed()
+            return
         installed, target = self.installed, assignment
-        scope = self._scope(assignment, moved) if moved is not None else None
         if scope is not None:
-            installed, keep = scope
+            installed, keep, switches, in_scope = scope
             target = Assignment(assignment.flows.take(keep), assignment.path[keep])
         plan, wanted = plan_update(self.fabric, installed, target)
         if scope is None:
             self._wanted, self._wanted_of = wanted, None
-        else:  # built when first needed: a repair's global re-solve usually comes first
-            self._wanted_of = assignment
+        else:
+            self._wanted = self._merge_wanted(wanted, switches, in_scope)
+        self._pushed_asg = assignment
         with self.metrics.push_seconds.time():
             report = push(self._push_driver, plan, timeout=self.push_timeout)
         ops = report.ops_applied
@@ -539,20 +705,34 @@ class Engine:
             sw: report.installed.table(sw) for sw in plan.switches() if sw not in report.uncertain
         }
         prior.update(dict.fromkeys(report.unreadable))
-        if scope is not None and report.ok and not self.marks.differing:
-            # a repair that went through: adopt its read-back now; the global re-solve
-            # that follows at once (or the next interval) reconciles against all routes
-            self._adopt_read(prior)
-        else:
-            result = self._reconcile(touched, prior)
-            self._push_ok = report.ok or result.in_sync
-            if not report.ok:
-                raise DriverError(f"push stopped: {report.summary()}")
+        result = self._reconcile(touched, prior)
+        self._push_ok = report.ok or result.in_sync
+        if not report.ok:
+            raise DriverError(f"push stopped: {report.summary()}")
+        self._observe_installed()
+
+    def _observe_installed(self) -> None:
         if self._round_started is not None:  # the first push of a round installs the change
-            self.metrics.report_to_installed_seconds.observe(
-                time.monotonic() - self._round_started
-            )
+            seconds = time.monotonic() - self._round_started
+            self.metrics.report_to_installed_seconds.observe(seconds)
+            self.latencies.append(seconds)
             self._round_started = None
+
+    def _merge_wanted(
+        self, scoped: RouteSet, switches: list[str], in_scope: Callable[[int], bool]
+    ) -> RouteSet:
+        """The wanted routes with the scoped switches' in-scope entries replaced."""
+        old = self._wanted_routes()
+        assert old is not None
+        tables = dict(old.tables)
+        for sw in switches:
+            kept = [e for e in old.table(sw) if not in_scope(e.in_port)]
+            table = tuple(sorted(kept + list(scoped.table(sw)), key=lambda e: e.match))
+            if table:
+                tables[sw] = table
+            else:
+                tables.pop(sw, None)
+        return RouteSet(tables)
 
     def _reconcile(
         self,
@@ -596,13 +776,14 @@ class Engine:
         with self._cond:
             stored = self._stored
         if stored is not None and stored[0] is not self._previous:
-            self._previous = stored[0]
+            self._previous = self._pushed_asg = stored[0]
             self._wanted, self._wanted_of = build_routes(self.fabric, stored[0]), None
 
     def _scope(
-        self, assignment: Assignment, moved: np.ndarray
-    ) -> tuple[RouteSet, np.ndarray] | None:
-        """(installed entries, flow indices) of the racks the moved flows leave.
+        self, assignment: Assignment, racks: np.ndarray
+    ) -> tuple[RouteSet, np.ndarray, list[str], Callable[[int], bool]] | None:
+        """(installed entries, flow indices, switches, in_port test) of `racks`: the racks
+        whose flows' routes changed.
 
         With one member per link, TE entries live only at the source RTSW (keyed on a NIC's
         access link) and the source CTSW (keyed on the rack's uplink), so every entry
@@ -613,25 +794,22 @@ class Engine:
             return None
         flows = assignment.flows
         src_rack = f.rack_of_host(f.host_of_nic(flows.src_nic))
-        racks = np.unique(src_rack[moved])
         keep = np.flatnonzero(np.isin(src_rack, racks))
         rack_set = set(racks.tolist())
+        rack_base, per_pod = f.rack_base, f.ctsws_per_pod
 
-        def rack_of_port(port: int) -> int:
-            if port < f.rack_base:
-                return int(f.rack_of_host(f.host_of_nic(port)))
-            return (port - f.rack_base) // f.ctsws_per_pod
+        def in_scope(port: int) -> bool:
+            if port < rack_base:
+                return int(f.rack_of_host(f.host_of_nic(port))) in rack_set
+            return (port - rack_base) // per_pod in rack_set
 
         pods = {int(f.pod_of_rack(r)) for r in rack_set}
         switches = [f.rtsw_name(r) for r in sorted(rack_set)] + [
             f.ctsw_name(p * f.ctsws_per_pod + c) for p in sorted(pods)
             for c in range(f.ctsws_per_pod)
         ]  # fmt: skip
-        entries = [
-            e for sw in switches for e in self.installed.table(sw)
-            if rack_of_port(e.in_port) in rack_set
-        ]  # fmt: skip
-        return RouteSet.from_entries(entries), keep
+        entries = [e for sw in switches for e in self.installed.table(sw) if in_scope(e.in_port)]
+        return RouteSet.from_entries(entries), keep, switches, in_scope
 
     def _record(self, installed: RouteSet, switches: list[str]) -> None:
         """Adopt what was read back; log the delta of the switches that may have changed."""

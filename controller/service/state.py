@@ -153,8 +153,12 @@ class RouteLog:
     def record(self, installed: RouteSet, switches: list[str]) -> Delta | None:
         """Adopt `installed`; the delta is computed over `switches` (those that may have
         changed). Returns the logged delta, or None when nothing changed."""
-        before = {e for sw in switches for e in self.installed.table(sw)}
-        after = {e for sw in switches for e in installed.table(sw)}
+        old = self.installed
+        # tables equal as tuples (identity first: read-backs share the pushed entries)
+        # carry no delta; only the others are compared entry by entry
+        changed = [sw for sw in switches if old.table(sw) != installed.table(sw)]
+        before = {e for sw in changed for e in old.table(sw)}
+        after = {e for sw in changed for e in installed.table(sw)}
         self.installed = installed
         if before == after:
             return None
