@@ -328,24 +328,23 @@ def build_routes(fabric: Fabric, assignment: Assignment, owner: str = OWNER) -> 
     _check_conflicts(fabric, keys)
     in_arc, out_arc, dst, qp, _ = _installed(fabric, keys)
     switch = fabric.arc_ends[1][in_arc]
-    names = {int(s): fabric.node_name(int(s)) for s in np.unique(switch)}
-    entries = [
-        Entry(names[s], ip, d, nh, owner, q)
-        for s, ip, d, nh, q in zip(
-            switch.tolist(),
-            (in_arc // 2).tolist(),
-            dst.tolist(),
-            (out_arc // 2).tolist(),
-            qp.tolist(),
-            strict=True,
+    in_port, next_hop = in_arc // 2, out_arc // 2
+    # one pass in (switch, in_port, dst_host, qp) order: each table comes out sorted by match
+    order = np.lexsort((qp, dst, in_port, switch))
+    switch, in_port, dst, next_hop, qp = (a[order] for a in (switch, in_port, dst, next_hop, qp))
+    ids, starts = np.unique(switch, return_index=True)
+    names = [fabric.node_name(int(s)) for s in ids]
+    bounds = np.r_[starts, switch.size].tolist()
+    tables: dict[str, tuple[Entry, ...]] = {}
+    ip_l, d_l, nh_l, q_l = in_port.tolist(), dst.tolist(), next_hop.tolist(), qp.tolist()
+    for i in sorted(range(len(names)), key=names.__getitem__):
+        lo, hi = bounds[i], bounds[i + 1]
+        name = names[i]
+        tables[name] = tuple(
+            Entry(name, ip, d, nh, owner, q)
+            for ip, d, nh, q in zip(ip_l[lo:hi], d_l[lo:hi], nh_l[lo:hi], q_l[lo:hi], strict=True)
         )
-    ]
-    grouped: dict[str, list[Entry]] = {}
-    for entry in entries:
-        grouped.setdefault(entry.switch, []).append(entry)
-    return RouteSet(
-        {name: tuple(sorted(grouped[name], key=lambda e: e.match)) for name in sorted(grouped)}
-    )
+    return RouteSet(tables)
 
 
 _FOLDED = -2  # a bucket entry covered by its key's all-buckets entry

@@ -124,18 +124,22 @@ def _op_sort_key(op: Op) -> tuple[int, int, int, int]:
 def diff(installed: RouteSet, wanted: RouteSet, fabric: Fabric, owner: str = OWNER) -> Plan:
     """Operations taking `owner`'s entries in `installed` to `wanted`, in safe order."""
     staged: dict[tuple[int, str], list[Op]] = {}
+    mixed: set[tuple[int, str]] = set()  # batches holding installs and removals: sorted
     blocked: list[Entry] = []
-
-    def put(stage: int, op: Op) -> None:
-        staged.setdefault((stage, op.entry.switch), []).append(op)
-
     for switch in sorted(set(installed.tables) | set(wanted.tables)):
         have_t, want_t = installed.table(switch), wanted.table(switch)
         if have_t == want_t:  # the common case: same objects, compared by identity first
             continue
+        roles: dict[int, int] = {}  # next hop -> role: one switch, so the hop decides it
+        if not have_t:  # all new: Adds in table order, which is the batch order
+            for new in want_t:
+                role = roles.get(new.next_hop)
+                if role is None:
+                    role = roles[new.next_hop] = entry_role(fabric, new)
+                staged.setdefault((CTSW_DOWN - role, switch), []).append(Add(new))
+            continue
         have = {e.match: e for e in have_t}
         want = {e.match: e for e in want_t}
-        roles: dict[int, int] = {}  # next hop -> role: one switch, so the hop decides it
         for key, new in want.items():
             old = have.get(key)
             if old is not None and old == new:
@@ -144,17 +148,21 @@ def diff(installed: RouteSet, wanted: RouteSet, fabric: Fabric, owner: str = OWN
             if role is None:
                 role = roles[new.next_hop] = entry_role(fabric, new)
             if old is None:
-                put(CTSW_DOWN - role, Add(new))
+                staged.setdefault((CTSW_DOWN - role, switch), []).append(Add(new))
             elif old.owner != owner:
                 blocked.append(new)
             else:
-                put(CTSW_DOWN - role, Replace(old, new))
+                staged.setdefault((CTSW_DOWN - role, switch), []).append(Replace(old, new))
         for key, old in have.items():
             if old.owner == owner and key not in want:
-                put(CTSW_DOWN + entry_role(fabric, old), Delete(old))
+                at = (CTSW_DOWN + entry_role(fabric, old), switch)
+                if at in staged:
+                    mixed.add(at)
+                staged.setdefault(at, []).append(Delete(old))
     stages: list[list[Batch]] = [[] for _ in STAGE_NAMES]
     for (stage, switch), ops in sorted(staged.items()):
-        stages[stage].append(Batch(switch, tuple(sorted(ops, key=_op_sort_key))))
+        ordered = sorted(ops, key=_op_sort_key) if (stage, switch) in mixed else ops
+        stages[stage].append(Batch(switch, tuple(ordered)))
     return Plan(tuple(tuple(s) for s in stages), tuple(sorted(blocked)))
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 from controller.errors import InputError, PreconditionError
 from controller.model import validation
@@ -155,19 +156,26 @@ class RouteLog:
         changed). Returns the logged delta, or None when nothing changed."""
         old = self.installed
         # tables equal as tuples (identity first: read-backs share the pushed entries)
-        # carry no delta; only the others are compared entry by entry
-        changed = [sw for sw in switches if old.table(sw) != installed.table(sw)]
-        before = {e for sw in changed for e in old.table(sw)}
-        after = {e for sw in changed for e in installed.table(sw)}
+        # carry no delta; the others give their delta switch by switch, in entry_key order
+        added: list[Entry] = []
+        removed: list[Entry] = []
+        for sw in sorted(set(switches)):
+            before, after = old.table(sw), installed.table(sw)
+            if before == after:
+                continue
+            if not before or not after:
+                plus, minus = list(after), list(before)
+            else:
+                b, a = set(before), set(after)
+                plus = [e for e in after if e not in b]
+                minus = [e for e in before if e not in a]
+            added.extend(sorted(plus, key=_IN_SWITCH))  # nearly sorted already: linear
+            removed.extend(sorted(minus, key=_IN_SWITCH))
         self.installed = installed
-        if before == after:
+        if not added and not removed:
             return None
         self.version += 1
-        delta = Delta(
-            self.version,
-            tuple(sorted(after - before, key=entry_key)),
-            tuple(sorted(before - after, key=entry_key)),
-        )
+        delta = Delta(self.version, tuple(added), tuple(removed))
         self._deltas.append(delta)
         return delta
 
@@ -181,6 +189,9 @@ class RouteLog:
         if not self._deltas or self._deltas[0].version > since + 1:
             return None
         return [d for d in self._deltas if d.version > since]
+
+
+_IN_SWITCH = attrgetter("in_port", "dst_host", "qp", "next_hop")  # entry_key within a switch
 
 
 def entry_key(e: Entry) -> tuple[str, int, int, int, int]:

@@ -1,0 +1,149 @@
+"""The engine's reaction paths: a repair never waits behind a global solve, the solve's
+result is re-checked against the newer link health, and a change of one job touches only
+the switches of the racks whose flows it moved."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from controller.model.assignment import Assignment
+from controller.model.clos import PRESETS, build
+from controller.model.fabric import Fabric
+from controller.model.flows import FlowSet
+from controller.model.health import LinkHealth
+from controller.model.jobs import Job
+from controller.routes.entries import Entry, build_routes
+from controller.routes.plan import Op, diff
+from controller.service.engine import Engine, changed_racks
+from sim.driver import EmulatedDriver
+
+FABRIC: Fabric = build(PRESETS["small"])
+
+
+class SpyDriver(EmulatedDriver):
+    """The emulated driver, recording which switches were programmed and read."""
+
+    def __init__(self, fabric: Fabric) -> None:
+        super().__init__(fabric)
+        self.applied: list[tuple[str, int]] = []
+        self.reads: list[str] = []
+
+    def apply(self, switch: str, ops: Sequence[Op], timeout: float | None = None) -> None:
+        self.applied.append((switch, len(ops)))
+        super().apply(switch, ops, timeout)
+
+    def read(self, switch: str) -> tuple[Entry, ...]:
+        self.reads.append(switch)
+        return super().read(switch)
+
+
+def _until(pred: Callable[[], bool], timeout: float = 30.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while not pred():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
+    return True
+
+
+def _jobs() -> list[Job]:
+    # small: 32 hosts; three jobs of 8 hosts, hosts 24-31 left free
+    return [Job(f"j{i}", tuple(range(8 * i, 8 * i + 8)), dp=8, tp=4) for i in range(3)]
+
+
+def test_repair_is_pushed_while_a_global_solve_is_blocked_and_the_result_is_rebased() -> None:
+    driver = EmulatedDriver(FABRIC)
+    engine = Engine(FABRIC, driver, debounce=0.0, reconcile_interval=60.0)
+    try:
+        for job in _jobs():
+            engine.put_job(job, 0)
+        assert engine.wait_idle(60)
+        gate, entered = threading.Event(), threading.Event()
+
+        def slow_solve(health: LinkHealth) -> None:  # the solve waits until released
+            entered.set()
+            assert gate.wait(60)
+
+        engine.solve_hook = slow_solve
+        engine.put_job(Job("late", tuple(range(24, 28)), dp=4, tp=4), 0)
+        assert entered.wait(30)  # the global solve for the new job is running, held
+        rtsw = [e for e in engine.installed if e.switch.startswith("rtsw") and e.in_port < 128]
+        link = rtsw[0].next_hop  # a rack uplink our routes use
+        engine.report_links({link: 0.0})
+        # the repair lands while the solve is still held
+        assert _until(lambda: engine.repairs == 1 and not any(
+            e.next_hop == link for e in engine.installed
+        ))  # fmt: skip
+        assert not gate.is_set() and engine.rebased == 0
+        assert not any(e.next_hop == link for e in driver.emulated.read(rtsw[0].switch))
+        assert engine.status_fields()["report_to_installed_count"] >= 1
+        gate.set()
+        assert engine.wait_idle(60)
+        # the solved routes were re-checked against the link now down before the push
+        assert engine.rebased == 1
+        assert not any(e.next_hop == link for e in engine.installed)
+        assert "late" in {j.id for j, _ in engine.jobs()}
+        assert engine.installed == engine.wanted
+        fields = engine.status_fields()
+        assert fields["repairs"] == 1 and fields["solves_rebased"] == 1
+        assert 0 < fields["report_to_installed_p50_seconds"] <= fields[
+            "report_to_installed_p99_seconds"
+        ]  # fmt: skip
+    finally:
+        gate.set()
+        engine.close()
+
+
+def test_one_job_change_plans_and_reads_only_the_racks_it_moved() -> None:
+    driver = SpyDriver(FABRIC)
+    engine = Engine(FABRIC, driver, debounce=0.0, reconcile_interval=60.0)
+    try:
+        for job in _jobs():
+            engine.put_job(job, 0)
+        assert engine.wait_idle(60)
+        before = engine.last_result
+        old_wanted = engine.wanted
+        assert before is not None and old_wanted is not None
+        driver.applied.clear()
+        driver.reads.clear()
+        engine.put_job(Job("late", tuple(range(24, 32)), dp=8, tp=4), 0)
+        assert engine.wait_idle(60)
+        after = engine.last_result
+        assert after is not None
+        racks = changed_racks(FABRIC, before.assignment, after.assignment)
+        assert racks is not None and racks.size
+        pods = {int(FABRIC.pod_of_rack(r)) for r in racks}
+        allowed = {FABRIC.rtsw_name(int(r)) for r in racks} | {
+            FABRIC.ctsw_name(p * FABRIC.ctsws_per_pod + c)
+            for p in pods for c in range(FABRIC.ctsws_per_pod)
+        }  # fmt: skip
+        assert driver.applied and {sw for sw, _ in driver.applied} <= allowed
+        assert set(driver.reads) <= allowed
+        # exactly the operations between the old and new wanted routes, no more
+        new_wanted = engine.wanted
+        assert new_wanted is not None
+        assert new_wanted == build_routes(FABRIC, after.assignment)
+        assert sum(n for _, n in driver.applied) == len(diff(old_wanted, new_wanted, FABRIC))
+        assert engine.installed == new_wanted
+    finally:
+        engine.close()
+
+
+def test_changed_racks_are_the_sources_of_added_removed_and_moved_flows() -> None:
+    f = FABRIC
+    hosts = np.array([0, 4, 8, 12])
+    src = hosts * f.nics_per_host
+    dst = (hosts + 16) * f.nics_per_host
+    flows = FlowSet(src, dst, np.ones(4), np.zeros(4, np.int64), ("a",))
+    rack = f.rack_of_host(hosts).tolist()
+    old = Assignment(flows, np.array([0, 1, 2, 3]))
+    assert changed_racks(f, old, old).tolist() == []
+    moved = Assignment(flows, np.array([0, 1, 5, 3]))
+    assert changed_racks(f, old, moved).tolist() == [rack[2]]
+    fewer = Assignment(flows.take(np.array([0, 1, 3])), np.array([0, 1, 3]))
+    assert changed_racks(f, old, fewer).tolist() == [rack[2]]
+    assert changed_racks(f, fewer, old).tolist() == [rack[2]]
