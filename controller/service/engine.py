@@ -57,6 +57,7 @@ from controller.solver.solve import SolveOptions, SolveResult, solve
 
 log = logging.getLogger("fabric_te.engine")
 WRITE_ATTEMPTS = 8  # guarded store writes per input before the caller gets ABORTED
+SWEEP_CHUNK = 256  # switches per step of a periodic reconcile (inputs are taken between)
 LATENCY_SAMPLES = 1024  # report-to-installed latencies kept for Status's quantiles
 
 
@@ -175,6 +176,8 @@ class Engine:
         self._installed_asg: tuple[Assignment, tuple[str, ...], LinkHealth] | None = None
         self._pushed_asg: Assignment | None = None  # the assignment `_wanted` answers to
         self.repairs = 0  # repairs pushed
+        self._sweep: list[str] = []  # switches a periodic reconcile has still to check
+        self._sweep_ok = True
         self.rebased = 0  # global results re-based on a link change that came meanwhile
         self.latencies: deque[float] = deque(maxlen=LATENCY_SAMPLES)  # report -> installed
         self.solve_hook: Callable[[LinkHealth], None] = lambda health: None  # before a solve
@@ -485,7 +488,7 @@ class Engine:
                         self._cond.wait(0.2)
                         continue
                     left = due - time.monotonic()
-                    if left <= 0 or self._takeover or self._refresh:
+                    if left <= 0 or self._takeover or self._refresh or self._sweep:
                         break
                     self._cond.wait(left)
                 if self._stop:
@@ -504,12 +507,10 @@ class Engine:
                 self._take_over()
                 continue
             if idle:
-                if time.monotonic() >= due or (refresh and not leader):
-                    try:
-                        self._reconcile(None)
-                    except Exception:  # noqa: BLE001 - the loop must survive anything
-                        log.exception("periodic reconcile failed")
-                    due = time.monotonic() + self.reconcile_interval
+                if time.monotonic() >= due or (refresh and not leader) or self._sweep:
+                    self._sweep_step()
+                    if not self._sweep:
+                        due = time.monotonic() + self.reconcile_interval
                 continue
             if done:
                 self._guarded(self._finish_solve)
@@ -526,6 +527,22 @@ class Engine:
                 digest = inputs_digest(self._state.jobs, inputs.health)
                 self._inputs = (list(inputs.jobs), inputs.health, inputs.version, digest)
             self._guarded(self._take_round)
+
+    def _sweep_step(self) -> None:
+        """Reconcile the next SWEEP_CHUNK switches of a periodic sweep (started when none
+        is under way): new inputs are taken between chunks, so a link report never waits
+        for a whole fabric to be read."""
+        if not self._sweep:
+            self._sweep, self._sweep_ok = list(self.driver.switches()), True
+        chunk, self._sweep = self._sweep[:SWEEP_CHUNK], self._sweep[SWEEP_CHUNK:]
+        try:
+            self._sweep_ok &= self._reconcile(set(chunk)).in_sync
+        except Exception:  # noqa: BLE001 - the loop must survive anything
+            log.exception("periodic reconcile failed")
+            self._sweep, self._sweep_ok = [], False
+        if not self._sweep and self._sweep_ok:
+            with self._cond:
+                self._push_ok = True
 
     def _guarded(self, step: Callable[[], None]) -> None:
         """Run one step of the worker; a failure is logged, counted and ends the round."""
