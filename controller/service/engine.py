@@ -587,8 +587,8 @@ class Engine:
         with self.metrics.solve_seconds.labels("repair").time():
             fixed = repair_assignment(self.fabric, health, assignment, old_health=old).assignment
         self._installed_asg = (fixed, ids, health)
-        self.repairs += 1
         self._push(fixed)
+        self.repairs += 1
 
     def _start_solve(self) -> None:
         """Solve the inputs last taken in a thread of its own (the worker stays free to
