@@ -471,11 +471,14 @@ class Engine:
             for d in pending:
                 yield RouteEvent("delta", d.version, d.added, d.removed)
 
-    def close(self) -> None:
+    def close(self, timeout: float = 10.0) -> None:
+        """Stop the worker, waiting at most `timeout` s for a push under way. A push cut off
+        by the process ending leaves a consistent table (batches are all or nothing and
+        stages run downstream first), and the next start reconciles it."""
         with self._cond:
             self._stop = True
             self._cond.notify_all()
-        self._thread.join(timeout=10)
+        self._thread.join(timeout=timeout)
         self.replica.close()
 
     # ---- the worker -------------------------------------------------------------------

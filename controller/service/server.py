@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import time
 from concurrent import futures
 from dataclasses import dataclass
 
@@ -53,12 +54,14 @@ class Running:
             self.guard.policy.reload()
 
     def stop(self, grace: float = 5.0) -> None:
-        """NOT_SERVING first, then stop with a grace period; installed routes stay."""
+        """NOT_SERVING first, then stop within `grace` seconds in all: calls in flight and a
+        push under way get what is left of it; installed routes stay."""
+        deadline = time.monotonic() + grace
         self.health.enter_graceful_shutdown()
-        self.server.stop(grace).wait()
+        self.server.stop(grace).wait(grace)
         if self.executor is not None:  # idle handler threads end; busy ones are reported
             self.executor.shutdown(wait=False, cancel_futures=True)
-        self.engine.close()
+        self.engine.close(timeout=max(0.0, deadline - time.monotonic()))
 
 
 def is_loopback(address: str) -> bool:

@@ -147,3 +147,37 @@ def test_changed_racks_are_the_sources_of_added_removed_and_moved_flows() -> Non
     fewer = Assignment(flows.take(np.array([0, 1, 3])), np.array([0, 1, 3]))
     assert changed_racks(f, old, fewer).tolist() == [rack[2]]
     assert changed_racks(f, fewer, old).tolist() == [rack[2]]
+
+
+class StuckDriver(EmulatedDriver):
+    """The emulated driver whose switches stop answering once `stuck` is set."""
+
+    def __init__(self, fabric: Fabric) -> None:
+        super().__init__(fabric)
+        self.stuck = threading.Event()
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def apply(self, switch: str, ops: Sequence[Op], timeout: float | None = None) -> None:
+        if self.stuck.is_set():
+            self.entered.set()
+            self.release.wait(60)
+        super().apply(switch, ops, timeout)
+
+
+def test_shutdown_ends_within_its_grace_even_with_a_push_stuck() -> None:
+    """Shutdown always completes within its grace period: a push under way gets what is
+    left of it, not a fixed wait of its own."""
+    from controller.service.server import start
+
+    driver = StuckDriver(FABRIC)
+    running = start(Engine(FABRIC, driver, debounce=0.0), "127.0.0.1:0", insecure=True)
+    try:
+        driver.stuck.set()
+        running.engine.put_job(Job("a", tuple(range(0, 8)), 8, tp=4), 0)
+        assert driver.entered.wait(30), "the push never reached the driver"
+        began = time.monotonic()
+        running.stop(grace=0.5)
+        assert time.monotonic() - began < 2.5
+    finally:
+        driver.release.set()
