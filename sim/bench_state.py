@@ -36,8 +36,9 @@ from controller.service.engine import Engine
 from controller.service.replica import Replica
 from controller.service.store import DirStore, Store
 from sim.driver import EmulatedDriver
-from sim.etcd_server import EtcdServer, etcd_binary, free_port
+from sim.etcd_server import EtcdServer, etcd_binary
 from sim.jobmix import ring_jobs
+from sim.processes import free_port
 from sim.switches import EmulatedFabric
 
 FABRIC = "pod"

@@ -4,7 +4,6 @@ acknowledged before is lost, and a restart with unchanged inputs pushes nothing.
 from __future__ import annotations
 
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -16,12 +15,7 @@ import grpc
 from controller.api.fabric_te.v1 import te_pb2 as pb
 from controller.api.fabric_te.v1 import te_pb2_grpc as pb_grpc
 from controller.model.fabric import Fabric
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from sim.processes import free_port
 
 
 class Serve:
@@ -62,7 +56,7 @@ def _job(fabric: Fabric, i: int) -> pb.Job:
 
 
 def test_sigterm_restart_keeps_inputs_and_pushes_nothing(small: Fabric, tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     srv = Serve(tmp_path, port)
     try:
         for i in range(6):
@@ -90,7 +84,7 @@ def test_sigterm_restart_keeps_inputs_and_pushes_nothing(small: Fabric, tmp_path
 
 
 def test_kill_9_mid_stream_loses_no_acknowledged_input(small: Fabric, tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     srv = Serve(tmp_path, port)
     acked: list[str] = []
     stub = srv.stub

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,12 +19,7 @@ from controller.model.fabric import Fabric
 from controller.service.engine import Engine
 from controller.service.server import start
 from sim.driver import EmulatedDriver
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from sim.processes import free_port
 
 
 def _not_strict(token: str) -> None:
@@ -64,7 +58,7 @@ def test_client_commands(small: Fabric, tmp_path: Path, capsys: pytest.CaptureFi
 
 
 def test_serve_process_starts_and_stops_gracefully(tmp_path: Path) -> None:
-    port, metrics_port = _free_port(), _free_port()
+    port, metrics_port = free_port(), free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "controller.cli.main", "serve", "--fabric", "tiny", "--insecure",
          "--listen", f"127.0.0.1:{port}", "--metrics-port", str(metrics_port),

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -22,6 +21,7 @@ import pytest
 
 from controller.formats.topology import SLURM_MIN_VERSION, export, parse_slurm_version
 from controller.model.fabric import Fabric
+from sim.processes import free_port, stop
 
 SLURMCTLD = shutil.which("slurmctld") or "/usr/sbin/slurmctld"
 SCONTROL = shutil.which("scontrol") or "/usr/bin/scontrol"
@@ -38,12 +38,6 @@ def _skip_reason() -> str | None:
 pytestmark = pytest.mark.skipif(_skip_reason() is not None, reason=_skip_reason() or "")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _version() -> tuple[int, int]:
     out = subprocess.run([SLURMCTLD, "-V"], capture_output=True, text=True, timeout=10)
     return parse_slurm_version(out.stdout + out.stderr)
@@ -57,8 +51,8 @@ def _slurm_conf(fabric: Fabric, d: Path, plugin: str) -> str:
     return "\n".join([
         f"ClusterName=fabte{os.getpid() % 100000}",
         "SlurmctldHost=localhost(127.0.0.1)",
-        f"SlurmctldPort={_free_port()}",
-        f"SlurmdPort={_free_port()}",
+        f"SlurmctldPort={free_port()}",
+        f"SlurmdPort={free_port()}",
         "AuthType=auth/none", "CredType=cred/none", "SlurmUser=root",
         f"StateSaveLocation={d / 'state'}", f"SlurmdSpoolDir={d / 'spool'}",
         f"SlurmctldPidFile={d / 'slurmctld.pid'}", f"SlurmctldLogFile={d / 'slurmctld.log'}",
@@ -98,15 +92,7 @@ def slurmctld(fabric: Fabric, plugin: str, topology: str) -> Iterator[dict[str, 
                 time.sleep(0.2)
             yield env
         finally:
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(timeout=5)
-            if proc.stdout is not None:
-                proc.stdout.close()
+            stop(proc)
 
 
 def expand(spec: str) -> list[str]:

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from sim.etcd_server import EtcdServer, etcd_binary, free_port
+from sim.etcd_server import EtcdServer, etcd_binary
+from sim.processes import free_port
 
 
 @pytest.fixture

@@ -24,6 +24,7 @@ from controller.service.limits import Limits
 from controller.service.server import SERVICE_NAME, Running, start
 from controller.solver.solve import SolveOptions
 from sim.driver import EmulatedDriver
+from sim.processes import free_port
 
 
 def _job(fabric: Fabric, job_id: str, hosts: range, **kw: object) -> pb.Job:
@@ -262,15 +263,9 @@ def test_slow_watcher_is_dropped_with_a_resumable_version(small: Fabric) -> None
         running.stop(grace=0.5)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_shutdown_completes_after_malformed_stream_messages() -> None:
     """The defect: after two malformed StreamLinkReports messages SIGTERM never completed."""
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "controller.cli.main", "serve", "--fabric", "tiny", "--insecure",
          "--listen", f"127.0.0.1:{port}", "--metrics-port", "0", "--grace", "1"],

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import math
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -18,13 +17,14 @@ import threading
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
+
+from sim.processes import free_port, running
 
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 MONITORING = Path(__file__).parents[3] / "docs" / "monitoring"
@@ -37,28 +37,8 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@contextmanager
-def _process(args: list[str], **kw: Any) -> Iterator[subprocess.Popen[str]]:
-    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            **kw)  # fmt: skip
-    try:
-        yield proc
-    finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=5)
-        if proc.stderr is not None:
-            proc.stderr.close()
+def _process(args: list[str], **kw: Any) -> AbstractContextManager[subprocess.Popen[str]]:
+    return running(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, **kw)
 
 
 def _get(url: str) -> Any:
@@ -126,7 +106,7 @@ def _missing(api: str) -> list[str]:
 
 
 def test_dashboard_queries_return_data_from_a_real_prometheus() -> None:
-    grpc_port, metrics_port, prom_port = _free_port(), _free_port(), _free_port()
+    grpc_port, metrics_port, prom_port = free_port(), free_port(), free_port()
     with tempfile.TemporaryDirectory(prefix="fabric-te-prometheus-") as tmp:
         config = Path(tmp) / "prometheus.yml"
         config.write_text(
