@@ -144,7 +144,8 @@ class Engine:
         self._applied = 0  # state version the installed routes answer to
         self._busy = False
         self._stop = False
-        self.reconcile_interval = reconcile_interval
+        self._interval = reconcile_interval
+        self._swept = time.monotonic()  # when the last periodic reconcile ended
         self.replica = replica or Replica(fabric)
         self.replica.bind_metrics(self.metrics.registry)
         self._push_driver = self.replica.fenced(driver)  # pushes checked against the election
@@ -183,6 +184,7 @@ class Engine:
         self.solve_hook: Callable[[LinkHealth], None] = lambda health: None  # before a solve
         self._adopt(self.replica.load())
         self._reconcile(None)  # fail-static: adopt what is there
+        self._swept = time.monotonic()  # that was a full reconcile
         self._thread = threading.Thread(target=self._run, name="fabric-te-engine", daemon=True)
         self._thread.start()
         self.replica.start(self._apply_changes, self._on_role)
@@ -322,6 +324,19 @@ class Engine:
         self.metrics.queue_depth.set(self._state.version - self._applied)
         self._cond.notify_all()
         return self._state.version
+
+    @property
+    def reconcile_interval(self) -> float:
+        """Seconds between periodic reconciles."""
+        return self._interval
+
+    @reconcile_interval.setter
+    def reconcile_interval(self, seconds: float) -> None:
+        """A new interval counts from the last periodic reconcile, at once: the worker,
+        waiting for the old one to run out, is woken to re-check."""
+        with self._cond:
+            self._interval = seconds
+            self._cond.notify_all()
 
     # ---- queries ----------------------------------------------------------------------
     @property
@@ -483,14 +498,13 @@ class Engine:
 
     # ---- the worker -------------------------------------------------------------------
     def _run(self) -> None:
-        due = time.monotonic() + self.reconcile_interval  # next periodic reconcile
         while True:
             with self._cond:
                 while not self._stop and self._taken >= self._state.version and not self._done:
                     if self._solving is not None:  # a global solve runs: wait for it
                         self._cond.wait(0.2)
                         continue
-                    left = due - time.monotonic()
+                    left = self._swept + self._interval - time.monotonic()
                     if left <= 0 or self._takeover or self._refresh or self._sweep:
                         break
                     self._cond.wait(left)
@@ -506,6 +520,7 @@ class Engine:
                 done = self._done
                 idle = not fresh and not done and self._solving is None
                 self._busy = not idle
+                due = self._swept + self._interval  # next periodic reconcile
             if takeover and leader:
                 self._take_over()
                 continue
@@ -513,7 +528,8 @@ class Engine:
                 if time.monotonic() >= due or (refresh and not leader) or self._sweep:
                     self._sweep_step()
                     if not self._sweep:
-                        due = time.monotonic() + self.reconcile_interval
+                        with self._cond:
+                            self._swept = time.monotonic()
                 continue
             if done:
                 self._guarded(self._finish_solve)
