@@ -108,6 +108,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     )  # fmt: skip
     if args.metrics_port:
         engine.metrics.serve(args.metrics_port, args.metrics_address)
+    # SIGTERM/SIGINT are caught before the port opens: a client may signal as soon as it can
+    # connect, and the default action would kill the process instead of stopping it well
+    done = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: done.set())
     try:
         running = start(engine, args.listen, tls=tls, policy=policy, limits=limits,
                         insecure=args.insecure)  # fmt: skip
@@ -118,9 +123,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
           f"(driver {args.driver}, store {url}, replica {replica.id}, "
           f"{'mTLS' if tls else 'plaintext'})",
           file=sys.stderr, flush=True)  # fmt: skip
-    done = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: done.set())
     signal.signal(signal.SIGHUP, lambda *_: threading.Thread(target=running.reload).start())
     done.wait()
     print("shutting down: NOT_SERVING, then stop; installed routes stay", file=sys.stderr)

@@ -551,13 +551,16 @@ class Engine:
         """Reconcile the next SWEEP_CHUNK switches of a periodic sweep (started when none
         is under way): new inputs are taken between chunks, so a link report never waits
         for a whole fabric to be read."""
-        if not self._sweep:
-            self._sweep, self._sweep_ok = list(self.driver.switches()), True
-        chunk, self._sweep = self._sweep[:SWEEP_CHUNK], self._sweep[SWEEP_CHUNK:]
         try:
+            if not self._sweep:
+                self._sweep, self._sweep_ok = list(self.driver.switches()), True
+            chunk, self._sweep = self._sweep[:SWEEP_CHUNK], self._sweep[SWEEP_CHUNK:]
             self._sweep_ok &= self._reconcile(set(chunk)).in_sync
         except Exception:  # noqa: BLE001 - the loop must survive anything
-            log.exception("periodic reconcile failed")
+            if self._stop:  # closing: the driver may be closed under the sweep
+                log.info("periodic reconcile cut off by shutdown")
+            else:
+                log.exception("periodic reconcile failed")
             self._sweep, self._sweep_ok = [], False
         if not self._sweep and self._sweep_ok:
             with self._cond:
@@ -570,7 +573,10 @@ class Engine:
             self.last_error = ""
             return
         except Exception as err:  # noqa: BLE001 - the loop must survive anything
-            log.exception("solve/push failed")
+            if self._stop:  # closing: the driver may be closed under the push
+                log.info("solve/push cut off by shutdown: %s", err)
+            else:
+                log.exception("solve/push failed")
             self.last_error = f"{type(err).__name__}: {err}"
             self.metrics.push_errors.inc()
             if isinstance(err, DriverError):

@@ -181,3 +181,38 @@ def test_shutdown_ends_within_its_grace_even_with_a_push_stuck() -> None:
         assert time.monotonic() - began < 2.5
     finally:
         driver.release.set()
+
+
+class SlowListDriver(EmulatedDriver):
+    """The emulated driver whose switch list waits for `release` once `stuck` is set."""
+
+    def __init__(self, fabric: Fabric) -> None:
+        super().__init__(fabric)
+        self.stuck = threading.Event()
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def switches(self) -> tuple[str, ...]:
+        if self.stuck.is_set():
+            self.entered.set()
+            self.release.wait(60)
+        return super().switches()
+
+
+def test_a_sweep_cut_off_by_shutdown_ends_quietly(monkeypatch, caplog) -> None:  # type: ignore[no-untyped-def]
+    """The defect: `tectl serve` closes the driver once the engine's grace has run out; a
+    periodic reconcile under way then died in the worker thread with a traceback."""
+    errors: list[threading.ExceptHookArgs] = []
+    monkeypatch.setattr(threading, "excepthook", errors.append)
+    driver = SlowListDriver(FABRIC)
+    engine = Engine(FABRIC, driver, debounce=0.0, reconcile_interval=60.0)
+    driver.stuck.set()
+    engine.reconcile_interval = 0.01  # a sweep starts now and waits in the switch list
+    assert driver.entered.wait(30), "no periodic reconcile started"
+    engine.close(timeout=0.0)  # grace used up: the worker is still in the sweep
+    driver.close()
+    driver.release.set()
+    engine._thread.join(30)
+    assert not engine._thread.is_alive()
+    assert errors == []
+    assert not [r for r in caplog.records if r.exc_info]
