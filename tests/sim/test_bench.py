@@ -1,0 +1,49 @@
+"""The bench's derived figures: the worst-job bound must hold for every routing it is
+compared with, or 'TE worst/bound' would flatter or slander the solver."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from controller.model.clos import PRESETS, build
+from controller.model.health import LinkHealth, random_failures
+from controller.model.jobs import jobs_flows
+from controller.solver.bounds import lower_bound
+from controller.solver.solve import solve
+from sim.bench import worst_job_bound
+from sim.compare import baseline, routed
+from sim.jobmix import random_jobs, ring_jobs
+
+# tapered and with links down, the bound is below 1 in most draws (and often met)
+FABRICS = {name: build(PRESETS[name]) for name in ("tiny", "small")}
+
+
+def test_worst_job_bound_by_hand() -> None:
+    # B <= 1: every flow may get its demand; B = 2: some flow on the hottest link gets half
+    assert worst_job_bound(0.0) == 1.0
+    assert worst_job_bound(1.0) == 1.0
+    assert worst_job_bound(2.0) == 0.5
+    assert worst_job_bound(3.227) == 1 / 3.227
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    name=st.sampled_from(sorted(FABRICS)),
+    seed=st.integers(0, 10_000),
+    down=st.integers(0, 2),
+    rings=st.booleans(),
+)
+def test_no_routing_beats_the_worst_job_bound(name: str, seed: int, down: int, rings: bool) -> None:
+    fabric = FABRICS[name]
+    health = random_failures(fabric, down, seed) if down else LinkHealth.all_up(fabric)
+    jobs = ring_jobs(fabric, 4, seed=seed) if rings else random_jobs(fabric, seed=seed)
+    flows = jobs_flows(fabric, jobs)
+    ceiling = worst_job_bound(lower_bound(fabric, health, flows, qps=16).value)
+    res = solve(fabric, health, flows)
+    te = routed("te", fabric, health, res.assignment, 0.0, seed, parent=res.parent).report
+    reports = [te] + [baseline(b, fabric, health, flows, seed).report for b in ("ecmp", "eecmp")]
+    for report in reports:
+        assert report.busbw_fraction_min <= ceiling + 1e-9
+    # the solver's own bound is at least the cheap one, so it bounds the worst job too
+    assert te.busbw_fraction_min <= worst_job_bound(res.bound.value) + 1e-9
