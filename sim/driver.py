@@ -6,7 +6,7 @@ a fabric file or a Fabric), or share an existing one with `EmulatedDriver(emulat
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from controller.drivers.interface import Driver, split_ops
 from controller.errors import (
@@ -17,8 +17,8 @@ from controller.errors import (
     FabricError,
 )
 from controller.model.fabric import Fabric
-from controller.routes.entries import Entry
-from controller.routes.plan import Op
+from controller.routes.entries import Entry, Table
+from controller.routes.plan import Batch, Op
 from sim.switches import EmulatedFabric, SwitchDown, SwitchRejected, SwitchTimeout
 
 
@@ -57,9 +57,12 @@ class EmulatedDriver(Driver):
         return self.emulated.names()
 
     def read(self, switch: str) -> tuple[Entry, ...]:
+        return self.read_table(switch).entries()
+
+    def read_table(self, switch: str) -> Table:
         self._check_open()
         try:
-            return self.emulated.read(switch)
+            return self.emulated.read_table(switch)
         except SwitchDown as err:
             raise DriverUnavailable(str(err)) from err
         except SwitchRejected as err:
@@ -68,8 +71,19 @@ class EmulatedDriver(Driver):
     def apply(self, switch: str, ops: Sequence[Op], timeout: float | None = None) -> None:
         self._check_open()
         install, remove = split_ops(switch, ops)
+        self._program(lambda: self.emulated.program(switch, install, remove, timeout=timeout))
+
+    def apply_batch(self, batch: Batch, timeout: float | None = None) -> None:
+        """The batch's tables as they are (no object per entry)."""
+        self._check_open()
+        self._program(
+            lambda: self.emulated.program_tables(batch.switch, batch.put, batch.drop, timeout)
+        )
+
+    @staticmethod
+    def _program(call: Callable[[], None]) -> None:
         try:
-            self.emulated.program(switch, install, remove, timeout=timeout)
+            call()
         except SwitchTimeout as err:
             raise DriverTimeout(str(err)) from err
         except SwitchRejected as err:

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -40,7 +40,14 @@ from controller.model.assignment import Assignment
 from controller.model.fabric import Fabric
 from controller.model.flows import ALL_QPS
 from controller.model.paths import MAX_HOPS
-from controller.routes.entries import MAX_QP_BUCKETS, Entry, RouteSet, entry_problem, switch_ports
+from controller.routes.entries import (
+    MAX_QP_BUCKETS,
+    Entry,
+    RouteSet,
+    Table,
+    entry_problem,
+    switch_ports,
+)
 
 MAX_WALK = 12  # arcs; a valid path has at most MAX_HOPS
 DELIVERED, LOOPED, DROPPED = 0, 1, 2
@@ -93,7 +100,7 @@ class EmulatedSwitch:
     node: int
     ports: frozenset[int]
     capacity: float
-    table: dict[tuple[int, int, int], Entry] = field(default_factory=dict)
+    table: Table
     alive: bool = True
     faults: list[Fault] = field(default_factory=list)
 
@@ -188,8 +195,11 @@ class EmulatedFabric:
                 cap = float(capacity.get(name, np.inf))
             else:
                 cap = float(np.inf if capacity is None else capacity)
-            self.switches[name] = EmulatedSwitch(name, fabric.node_by_name(name), links, cap)
+            self.switches[name] = EmulatedSwitch(
+                name, fabric.node_by_name(name), links, cap, Table(name)
+            )
         self._ports = ports
+        self._port_arrays = {n: np.array(sorted(p), np.int64) for n, p in ports.items()}
         self._reach_cache: tuple[int, tuple[np.ndarray, ...]] | None = None
 
     # ---- control plane --------------------------------------------------------------
@@ -205,11 +215,15 @@ class EmulatedFabric:
 
     def read(self, name: str) -> tuple[Entry, ...]:
         """The switch's table, sorted by (in_port, dst_host, qp)."""
+        return self.read_table(name).entries()
+
+    def read_table(self, name: str) -> Table:
+        """The switch's table as columns (shared: tables are read-only)."""
         with self._lock:
             switch = self._switch(name)
             if not switch.alive:
                 raise SwitchDown(f"{name}: agent not answering")
-            return tuple(switch.table[k] for k in sorted(switch.table))
+            return switch.table
 
     def program(
         self,
@@ -219,6 +233,52 @@ class EmulatedFabric:
         timeout: float | None = None,
     ) -> None:
         """Set entries and remove keys (in_port, dst_host, qp), all or nothing."""
+
+        def tables() -> tuple[Table, Table]:
+            for entry in install:
+                problem = entry_problem(self.fabric, self._ports, entry)
+                if problem is None and entry.switch != name:
+                    problem = f"entry for {entry.switch} sent to {name}"
+                if problem:
+                    raise SwitchRejected(problem)
+            drop = Table.of(name, [Entry(name, ip, d, 0, "", q) for ip, d, q in remove])
+            return Table.of(name, install), drop
+
+        self._program(name, tables, timeout)
+
+    def program_tables(
+        self, name: str, put: Table, drop: Table, timeout: float | None = None
+    ) -> None:
+        """Set `put`'s entries, then remove `drop`'s matches, all or nothing (the columnar
+        form of `program`)."""
+
+        def tables() -> tuple[Table, Table]:
+            problem = self._problem(name, put)
+            if problem:
+                raise SwitchRejected(problem)
+            return put, drop
+
+        self._program(name, tables, timeout)
+
+    def _problem(self, name: str, put: Table) -> str | None:
+        """Why some entry of `put` cannot be installed on switch `name`, or None."""
+        if put.switch != name:
+            return f"entry for {put.switch} sent to {name}"
+        ports = self._port_arrays[name]  # sorted
+        links = np.concatenate([put.in_port, put.next_hop])
+        at = np.minimum(np.searchsorted(ports, links), ports.size - 1)
+        ok = (ports[at] == links).reshape(2, -1).all(axis=0)
+        ok &= (put.dst_host >= 0) & (put.dst_host < self.fabric.num_hosts)
+        ok &= (put.qp >= ALL_QPS) & (put.qp < MAX_QP_BUCKETS)
+        if ok.all():
+            return None
+        return entry_problem(self.fabric, self._ports, put[int(np.argmin(ok))])
+
+    def _program(
+        self, name: str, tables: Callable[[], tuple[Table, Table]], timeout: float | None
+    ) -> None:
+        """The control plane of one call: faults, then the batch `tables()` gives (put,
+        drop; raises SwitchRejected if invalid) applied all or nothing."""
         with self._lock:
             switch = self._switch(name)
             if not switch.alive:
@@ -231,29 +291,18 @@ class EmulatedFabric:
             if fault is not None and fault.kind == "reject":
                 raise SwitchRejected(f"{name}: batch refused (injected)")
             if fault is not None and fault.kind == "restart":
-                switch.table.clear()
+                switch.table = Table(name)
                 self._version += 1
                 raise SwitchDown(f"{name}: rebooted during the call")
             if fault is not None and fault.kind == "link_down":
                 self.alive[list(fault.links)] = False
                 self._version += 1
-            for entry in install:
-                problem = entry_problem(self.fabric, self._ports, entry)
-                if problem is None and entry.switch != name:
-                    problem = f"entry for {entry.switch} sent to {name}"
-                if problem:
-                    raise SwitchRejected(problem)
-            table = dict(switch.table)
-            steps: list[tuple[bool, object]] = [(True, e) for e in install]
-            steps += [(False, k) for k in remove]
-            if fault is not None and fault.kind == "die_halfway":
-                steps = steps[: len(steps) // 2]
-            for is_install, item in steps:
-                if is_install:
-                    assert isinstance(item, Entry)
-                    table[item.match] = item
-                else:
-                    table.pop(item, None)  # type: ignore[call-overload]
+            put, drop = tables()
+            steps = len(put) + len(drop)
+            if fault is not None and fault.kind == "die_halfway":  # sets first, then removals
+                steps //= 2
+                put, drop = put.take(slice(0, steps)), drop.take(slice(0, steps - len(put)))
+            table = switch.table.updated(put, drop)
             if len(table) > switch.capacity:
                 raise SwitchRejected(
                     f"{name}: table would hold {len(table)} entries, capacity "
@@ -263,7 +312,7 @@ class EmulatedFabric:
             self._version += 1
             if fault is not None and fault.kind == "die_halfway":
                 switch.alive = False
-                raise SwitchDown(f"{name}: agent died after {len(steps)} of the batch's changes")
+                raise SwitchDown(f"{name}: agent died after {steps} of the batch's changes")
 
     def inject(self, name: str, fault: Fault) -> None:
         """Queue a fault for the switch's next program call(s)."""
@@ -274,7 +323,7 @@ class EmulatedFabric:
         """Bring a switch's agent back, with an empty table and no pending faults."""
         with self._lock:
             switch = self._switch(name)
-            switch.table.clear()
+            switch.table = Table(name)
             switch.faults.clear()
             switch.alive = True
             self._version += 1
@@ -288,10 +337,7 @@ class EmulatedFabric:
     def routes(self) -> RouteSet:
         """Every installed entry (whatever the agents' state)."""
         with self._lock:
-            return RouteSet(
-                {n: tuple(s.table[k] for k in sorted(s.table)) for n, s in self.switches.items()
-                 if s.table}
-            )  # fmt: skip
+            return RouteSet({n: s.table for n, s in self.switches.items() if s.table})
 
     # ---- data plane -----------------------------------------------------------------
     def _lookup(self) -> tuple[np.ndarray, ...]:
@@ -300,13 +346,15 @@ class EmulatedFabric:
         with self._lock:
             if self._cache is not None and self._cache[0] == self._version:
                 return self._cache[1]
-            rows = [
-                (s.node, e.in_port, e.dst_host, e.next_hop, e.qp)
-                for s in self.switches.values()
-                for e in s.table.values()
-            ]
+            held = [(s.node, s.table) for s in self.switches.values() if s.table]
             version = self._version
-        data = np.array(rows, dtype=np.int64).reshape(-1, 5)
+        data = np.zeros((0, 5), np.int64)
+        if held:
+            data = np.stack([
+                np.concatenate([np.full(len(t), node) for node, t in held]),
+                *(np.concatenate([getattr(t, c) for _, t in held])
+                  for c in ("in_port", "dst_host", "next_hop", "qp")),
+            ], axis=1)  # fmt: skip
         hi = self.fabric.link_ends[1]
         arc = np.where(hi[data[:, 1]] == data[:, 0], 2 * data[:, 1], 2 * data[:, 1] + 1)
         base = arc * self.fabric.num_hosts + data[:, 2]

@@ -5,6 +5,12 @@ our operations (controller.routes.plan.Add/Replace/Delete) to one switch all or 
 Applying the same batch twice leaves the same table (Add and Replace set an entry, Delete
 removes it if present), so a batch whose answer was lost can be retried.
 
+Pushes and read-backs go through `apply_batch` and `read_table`, which by default use
+`apply` (the batch's operations one by one) and `read`. A driver that can take and give a
+switch's table as columns (`controller.routes.entries.Table`, `controller.routes.plan.Batch`)
+overrides them and skips one Python object per entry; the conformance suite checks that both
+ways agree.
+
 Drivers register under the entry-point group "fabric_te.drivers"; `load_driver(name, ...)`
 builds one. Every failure is raised as a DriverError of `controller.errors` (DriverTimeout,
 DriverRejected or DriverUnavailable where it is one of those), with the lower-layer error kept
@@ -22,8 +28,8 @@ from typing import Any, ClassVar
 
 from controller.errors import DriverError, DriverRejected
 from controller.model.fabric import Fabric
-from controller.routes.entries import Entry
-from controller.routes.plan import Delete, Op
+from controller.routes.entries import Entry, Table
+from controller.routes.plan import Batch, Delete, Op
 
 GROUP = "fabric_te.drivers"
 
@@ -44,6 +50,14 @@ class Driver(ABC):
     @abstractmethod
     def apply(self, switch: str, ops: Sequence[Op], timeout: float | None = None) -> None:
         """Apply a batch to one switch, all or nothing, within `timeout` seconds."""
+
+    def read_table(self, switch: str) -> Table:
+        """The switch's installed entries as a table (by default from `read`)."""
+        return Table.of(switch, self.read(switch))
+
+    def apply_batch(self, batch: Batch, timeout: float | None = None) -> None:
+        """Apply a batch to its switch, all or nothing (by default its ops through `apply`)."""
+        self.apply(batch.switch, batch.ops, timeout)
 
     @abstractmethod
     def close(self) -> None:

@@ -17,15 +17,17 @@ unless asked not to, pushes the diff that repairs it.
 
 from __future__ import annotations
 
+import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
 from controller.drivers.interface import Driver
 from controller.errors import DriverError, DriverRejected, DriverTimeout, DriverUnavailable
 from controller.model.fabric import Fabric
-from controller.routes.entries import OWNER, Entry, RouteSet
+from controller.routes.entries import OWNER, Entry, RouteSet, Table
 from controller.routes.plan import Add, Batch, Delete, Plan, Replace, diff
 
 APPLIED, FAILED, TIMEOUT, SKIPPED, PLANNED = "applied", "failed", "timeout", "skipped", "planned"
@@ -92,7 +94,7 @@ def _apply_with_retries(
     error: DriverError | None = None
     for attempt in range(1, retries + 2):
         try:
-            driver.apply(batch.switch, batch.ops, timeout=timeout)
+            driver.apply_batch(batch, timeout=timeout)
             return attempt, None
         except DriverRejected as err:
             return attempt, err
@@ -105,13 +107,68 @@ def _apply_with_retries(
     return retries + 1, error
 
 
+def _run_stage(
+    pool: ThreadPoolExecutor,
+    workers: int,
+    deadline: float | None,
+    index: int,
+    stage: tuple[Batch, ...],
+    apply: Callable[[Batch], tuple[int, DriverError | None]],
+    tries: int,
+) -> dict[str, BatchResult]:
+    """Apply one stage's batches on up to `workers` threads, each taking the next batch
+    when it is done with one (one task per thread, not per batch: thousands of small
+    batches cost no more than their own work). Batches not finished by `deadline` are
+    reported timed out and are not started any more."""
+    queue = deque(stage)
+    results: dict[str, BatchResult] = {}
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def drain() -> None:
+        while not stop.is_set():
+            with lock:
+                if not queue:
+                    return
+                batch = queue.popleft()
+            attempts, err = apply(batch)
+            if err is None:
+                status = APPLIED
+            elif isinstance(err, DriverTimeout):
+                status = TIMEOUT
+            else:
+                status = FAILED
+            with lock:
+                results[batch.switch] = BatchResult(
+                    index, batch.switch, len(batch), status, attempts,
+                    "" if err is None else f"{type(err).__name__}: {err}",
+                )  # fmt: skip
+
+    tasks: list[Future[None]] = [pool.submit(drain) for _ in range(min(workers, len(stage)))]
+    left = None if deadline is None else max(0.0, deadline - time.monotonic())
+    _, pending = wait(tasks, timeout=left)
+    for task in tasks:
+        if task.done() and task.exception() is not None:
+            raise task.exception()  # type: ignore[misc]
+    if pending:
+        stop.set()
+        with lock:
+            for batch in stage:
+                if batch.switch not in results:
+                    results[batch.switch] = BatchResult(
+                        index, batch.switch, len(batch), TIMEOUT, tries, "stage deadline passed"
+                    )
+    with lock:
+        return dict(results)
+
+
 def read_back(driver: Driver, switches: Iterable[str]) -> tuple[RouteSet, tuple[str, ...]]:
     """(tables of the readable switches, names of the unreadable ones)."""
-    tables: dict[str, tuple[Entry, ...]] = {}
+    tables: dict[str, Table] = {}
     unreadable: list[str] = []
     for switch in sorted(set(switches)):
         try:
-            table = driver.read(switch)
+            table = driver.read_table(switch)
         except DriverError:
             unreadable.append(switch)
             continue
@@ -133,7 +190,7 @@ def push(
 ) -> PushReport:
     """Apply `plan` stage by stage; stop at the first stage with a failed batch."""
     if dry_run:
-        planned = tuple(BatchResult(s, b.switch, len(b.ops), PLANNED) for s, b in plan.batches())
+        planned = tuple(BatchResult(s, b.switch, len(b), PLANNED) for s, b in plan.batches())
         return PushReport(plan, planned, 0, dry_run=True)
     results: list[BatchResult] = []
     uncertain: set[str] = set()
@@ -144,49 +201,24 @@ def push(
     pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="push")
     try:
         for index, stage in enumerate(plan.stages):
-            futures: dict[Future[tuple[int, DriverError | None]], Batch] = {
-                pool.submit(_apply_with_retries, driver, b, timeout, retries, backoff, sleep): b
-                for b in stage
-            }
-            stage_results: dict[str, BatchResult] = {}
-            pending = set(futures)
             deadline = (
                 None
                 if grace is None
                 else time.monotonic() + grace * max(1, -(-len(stage) // max(1, workers)))
             )
-            while pending:
-                left = None if deadline is None else max(0.0, deadline - time.monotonic())
-                done, pending = wait(pending, timeout=left, return_when=FIRST_COMPLETED)
-                for fut in done:
-                    batch = futures[fut]
-                    attempts, err = fut.result()
-                    if err is None:
-                        status = APPLIED
-                    elif isinstance(err, DriverTimeout):
-                        status = TIMEOUT
-                        uncertain.add(batch.switch)
-                    else:
-                        status = FAILED
-                    stage_results[batch.switch] = BatchResult(
-                        index, batch.switch, len(batch.ops), status, attempts,
-                        "" if err is None else f"{type(err).__name__}: {err}",
-                    )  # fmt: skip
-                if not done and deadline is not None and time.monotonic() >= deadline:
-                    for fut in pending:
-                        batch = futures[fut]
-                        fut.cancel()
-                        uncertain.add(batch.switch)
-                        stage_results[batch.switch] = BatchResult(
-                            index, batch.switch, len(batch.ops), TIMEOUT, retries + 1,
-                            "stage deadline passed",
-                        )  # fmt: skip
-                    pending = set()
+            stage_results = _run_stage(
+                pool, workers, deadline, index, stage,
+                lambda b: _apply_with_retries(driver, b, timeout, retries, backoff, sleep),
+                retries + 1,
+            )  # fmt: skip
+            for r in stage_results.values():
+                if r.status == TIMEOUT:
+                    uncertain.add(r.switch)
             results.extend(stage_results[b.switch] for b in stage)
             if any(stage_results[b.switch].status != APPLIED for b in stage):
                 for later, batch in plan.batches():
                     if later > index:
-                        results.append(BatchResult(later, batch.switch, len(batch.ops), SKIPPED))
+                        results.append(BatchResult(later, batch.switch, len(batch), SKIPPED))
                 break
             applied_stages += 1
     finally:
@@ -268,7 +300,7 @@ def reconcile(
             tuple(per_switch.get(switch, {}).get("wrong", ())),
             tuple(per_switch.get(switch, {}).get("extra", ())),
             tuple(blocked.get(switch, ())),
-            sum(1 for e in actual.table(switch) if e.owner != owner),
+            int((~actual.table(switch).owned_by(owner)).sum()),
         )
         for switch in readable
     )

@@ -22,21 +22,26 @@ a wanted entry whose key is held by another owner is not planned but listed in `
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from controller.errors import RouteError
 from controller.model.assignment import Assignment
-from controller.model.fabric import Fabric
+from controller.model.fabric import AGG, Fabric
 from controller.routes.entries import (
+    ATSW_DOWN,
     CTSW_DOWN,
+    CTSW_UP,
     OWNER,
+    RTSW_UP,
     Entry,
     RouteSet,
+    Table,
     build_routes,
-    entry_role,
     fit_tables,
+    match_keys,
 )
 
 STAGE_NAMES = (
@@ -75,12 +80,86 @@ class Delete:
 Op = Add | Replace | Delete
 
 
-@dataclass(frozen=True)
 class Batch:
-    """Operations for one switch, applied all or nothing."""
+    """Operations for one switch, applied all or nothing, held as tables: `put` the entries
+    to set (an Add, or a Replace of `old[k]` where `replaced` says so), `drop` our entries to
+    remove. `ops` lists them as operations in match order (a removal after an install of
+    the same match), made on first use."""
 
-    switch: str
-    ops: tuple[Op, ...]
+    __slots__ = ("switch", "put", "drop", "replaced", "old", "_ops")
+
+    def __init__(
+        self,
+        switch: str,
+        put: Table | None = None,
+        drop: Table | None = None,
+        replaced: np.ndarray | None = None,
+        old: Table | None = None,
+    ) -> None:
+        self.switch = switch
+        self.put = Table(switch) if put is None else put
+        self.drop = Table(switch) if drop is None else drop
+        self.replaced = np.zeros(len(self.put), bool) if replaced is None else replaced
+        self.old = Table(switch) if old is None else old  # one row per True in `replaced`
+        self._ops: tuple[Op, ...] | None = None
+
+    @classmethod
+    def of_ops(cls, switch: str, ops: Iterable[Op]) -> Batch:
+        """The batch of `ops` on `switch` (a later op on a match overrides an earlier one)."""
+        last: dict[tuple[int, int, int], Op] = {}
+        for op in ops:
+            if op.entry.switch != switch:
+                raise RouteError(f"batch for {switch} holds an entry for {op.entry.switch}")
+            last[op.entry.match] = op
+        kept = [last[k] for k in sorted(last)]
+        puts = [op for op in kept if not isinstance(op, Delete)]
+        put = Table.of(switch, [op.entry for op in puts])
+        drop = Table.of(switch, [op.entry for op in kept if isinstance(op, Delete)])
+        replaced = np.array([isinstance(op, Replace) for op in puts], bool)
+        old = Table.of(switch, [op.old for op in puts if isinstance(op, Replace)])
+        return cls(switch, put, drop, replaced, old)
+
+    @property
+    def ops(self) -> tuple[Op, ...]:
+        if self._ops is None:
+            self._ops = self._make_ops()
+        return self._ops
+
+    def _make_ops(self) -> tuple[Op, ...]:
+        put, drop = self.put.entries(), self.drop.entries()
+        olds = iter(self.old.entries())
+        made: list[Op] = [
+            Replace(next(olds), e) if r else Add(e)
+            for e, r in zip(put, self.replaced.tolist(), strict=True)
+        ]
+        if not drop:
+            return tuple(made)
+        if not made:
+            return tuple(Delete(e) for e in drop)
+        kp, kd = match_keys(self.put, self.drop)
+        order = np.lexsort((np.r_[np.zeros(kp.size, bool), np.ones(kd.size, bool)],
+                            np.concatenate([kp, kd])))  # fmt: skip
+        made += [Delete(e) for e in drop]
+        return tuple(made[i] for i in order.tolist())
+
+    def counts(self) -> tuple[int, int, int]:
+        """(adds, replaces, deletes)."""
+        r = int(np.count_nonzero(self.replaced))
+        return len(self.put) - r, r, len(self.drop)
+
+    def __len__(self) -> int:
+        return len(self.put) + len(self.drop)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Batch):
+            return NotImplemented
+        return self.switch == other.switch and self.ops == other.ops
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        adds, replaces, deletes = self.counts()
+        return f"Batch({self.switch!r}, {adds} add, {replaces} replace, {deletes} delete)"
 
 
 @dataclass(frozen=True)
@@ -106,63 +185,102 @@ class Plan:
     def counts(self) -> dict[str, int]:
         """Number of adds, replaces and deletes (the churn of the update)."""
         out = {"add": 0, "replace": 0, "delete": 0}
-        for op in self.ops():
-            out[type(op).__name__.lower()] += 1
+        for _, batch in self.batches():
+            adds, replaces, deletes = batch.counts()
+            out["add"] += adds
+            out["replace"] += replaces
+            out["delete"] += deletes
         return out
 
     def switches(self) -> tuple[str, ...]:
         return tuple(sorted({batch.switch for _, batch in self.batches()}))
 
     def __len__(self) -> int:
-        return sum(len(batch.ops) for _, batch in self.batches())
+        return sum(len(batch) for _, batch in self.batches())
 
 
-def _op_sort_key(op: Op) -> tuple[int, int, int, int]:
-    return (*op.entry.match, isinstance(op, Delete))
+def _roles(fabric: Fabric, switch: str, next_hop: np.ndarray) -> np.ndarray:
+    """The role (RTSW_UP ... CTSW_DOWN) of entries on `switch` leaving on `next_hop`: by the
+    switch's tier, and for a CTSW by whether the next hop goes up (see entry_role)."""
+    prefix = switch[:4]
+    if prefix == "ctsw":
+        ok = (next_hop >= 0) & (next_hop < fabric.num_links)
+        up = np.zeros(next_hop.size, bool)
+        up[ok] = fabric.link_kind[next_hop[ok]] == AGG
+        return np.where(up, CTSW_UP, CTSW_DOWN)
+    if prefix not in ("rtsw", "atsw"):
+        raise RouteError(f"{switch!r} is not a switch name")
+    return np.full(next_hop.size, RTSW_UP if prefix == "rtsw" else ATSW_DOWN)
+
+
+def _switch_diff(
+    have: Table, want: Table, owner: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per switch, as rows: (wanted rows to set, the installed row each replaces or -1,
+    installed rows to remove, wanted rows blocked by another owner's entry)."""
+    if not have:
+        return np.arange(len(want)), np.full(len(want), -1), _NONE, _NONE
+    ours = have.owned_by(owner)
+    if not want:
+        return _NONE, _NONE, np.flatnonzero(ours), _NONE
+    kh, kw = match_keys(have, want)
+    pos = np.minimum(np.searchsorted(kh, kw), kh.size - 1)
+    found = kh[pos] == kw
+    same = found & (have.next_hop[pos] == want.next_hop) & (have.owner[pos] == want.owner)
+    same &= have.qp[pos] == want.qp  # (always, where found: qp is part of the key)
+    held = found & ~same
+    blocked = held & ~ours[pos]
+    put = np.flatnonzero(~same & ~blocked)
+    old = np.where(found[put], pos[put], -1)
+    gone = np.ones(kh.size, bool)
+    gone[pos[found]] = False
+    return put, old, np.flatnonzero(gone & ours), np.flatnonzero(blocked)
+
+
+_NONE = np.zeros(0, np.int64)
 
 
 def diff(installed: RouteSet, wanted: RouteSet, fabric: Fabric, owner: str = OWNER) -> Plan:
-    """Operations taking `owner`'s entries in `installed` to `wanted`, in safe order."""
-    staged: dict[tuple[int, str], list[Op]] = {}
-    mixed: set[tuple[int, str]] = set()  # batches holding installs and removals: sorted
+    """Operations taking `owner`'s entries in `installed` to `wanted`, in safe order.
+
+    Per switch on the tables' columns: equal tables are skipped, a table into an empty
+    switch is one batch of adds per stage (its own rows, shared), others are matched key by
+    key."""
+    staged: dict[tuple[int, str], list[tuple[bool, np.ndarray, np.ndarray]]] = {}
     blocked: list[Entry] = []
+    tables: dict[str, tuple[Table, Table]] = {}
     for switch in sorted(set(installed.tables) | set(wanted.tables)):
-        have_t, want_t = installed.table(switch), wanted.table(switch)
-        if have_t == want_t:  # the common case: same objects, compared by identity first
+        have, want = installed.table(switch), wanted.table(switch)
+        if have.same(want):
             continue
-        roles: dict[int, int] = {}  # next hop -> role: one switch, so the hop decides it
-        if not have_t:  # all new: Adds in table order, which is the batch order
-            for new in want_t:
-                role = roles.get(new.next_hop)
-                if role is None:
-                    role = roles[new.next_hop] = entry_role(fabric, new)
-                staged.setdefault((CTSW_DOWN - role, switch), []).append(Add(new))
-            continue
-        have = {e.match: e for e in have_t}
-        want = {e.match: e for e in want_t}
-        for key, new in want.items():
-            old = have.get(key)
-            if old is not None and old == new:
-                continue
-            role = roles.get(new.next_hop)
-            if role is None:
-                role = roles[new.next_hop] = entry_role(fabric, new)
-            if old is None:
-                staged.setdefault((CTSW_DOWN - role, switch), []).append(Add(new))
-            elif old.owner != owner:
-                blocked.append(new)
-            else:
-                staged.setdefault((CTSW_DOWN - role, switch), []).append(Replace(old, new))
-        for key, old in have.items():
-            if old.owner == owner and key not in want:
-                at = (CTSW_DOWN + entry_role(fabric, old), switch)
-                if at in staged:
-                    mixed.add(at)
-                staged.setdefault(at, []).append(Delete(old))
+        tables[switch] = (have, want)
+        put, old, drop, held = _switch_diff(have, want, owner)
+        if held.size:
+            blocked.extend(want.take(held))
+        roles = _roles(fabric, switch, want.next_hop[put])
+        for role in np.unique(roles).tolist():
+            rows = roles == role
+            staged.setdefault((CTSW_DOWN - role, switch), []).append((True, put[rows], old[rows]))
+        roles = _roles(fabric, switch, have.next_hop[drop])
+        for role in np.unique(roles).tolist():
+            rows = drop[roles == role]
+            staged.setdefault((CTSW_DOWN + role, switch), []).append((False, rows, rows))
     stages: list[list[Batch]] = [[] for _ in STAGE_NAMES]
-    for (stage, switch), ops in sorted(staged.items()):
-        ordered = sorted(ops, key=_op_sort_key) if (stage, switch) in mixed else ops
-        stages[stage].append(Batch(switch, tuple(ordered)))
+    for (stage, switch), parts in sorted(staged.items()):
+        have, want = tables[switch]
+        to_set: Table | None = None
+        to_drop: Table | None = None
+        replaced: Table | None = None
+        is_replace: np.ndarray | None = None
+        for install, rows, old in parts:
+            if not install:
+                to_drop = have.take(rows)
+            elif rows.size == len(want) and not (old >= 0).any():
+                to_set = want  # a whole table of adds: the wanted table itself
+            else:
+                to_set, is_replace = want.take(rows), old >= 0
+                replaced = have.take(old[is_replace])
+        stages[stage].append(Batch(switch, to_set, to_drop, is_replace, replaced))
     return Plan(tuple(tuple(s) for s in stages), tuple(sorted(blocked)))
 
 

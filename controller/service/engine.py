@@ -29,7 +29,7 @@ import random
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,7 +43,7 @@ from controller.model.fabric import Fabric
 from controller.model.health import LinkHealth
 from controller.model.jobs import Job, jobs_flows
 from controller.model.rates import SimReport, simulate
-from controller.routes.entries import Entry, RouteSet, build_routes
+from controller.routes.entries import Entry, RouteSet, Table, build_routes
 from controller.routes.plan import plan_update
 from controller.service.metrics import Metrics
 from controller.service.persist import ASSIGNMENT, JOBS, LINKS, Stored, inputs_digest
@@ -67,8 +67,8 @@ class RouteEvent:
 
     kind: str  # "snapshot" | "sync" | "delta" | "behind" (the watcher is dropped)
     version: int
-    entries: tuple[Entry, ...] = ()  # snapshot: all; delta: added
-    removed: tuple[Entry, ...] = ()
+    entries: Iterable[Entry] = ()  # snapshot: all; delta: added (listed by the watcher)
+    removed: Iterable[Entry] = ()
 
 
 def changed_racks(fabric: Fabric, old: Assignment, new: Assignment) -> np.ndarray | None:
@@ -455,7 +455,7 @@ class Engine:
             version = self._routes.version
             backlog = self._routes.after(since) if since else None
             if backlog is None:
-                first = [RouteEvent("snapshot", version, tuple(self._routes.installed))]
+                first = [RouteEvent("snapshot", version, self._routes.installed)]
             else:
                 first = [RouteEvent("delta", d.version, d.added, d.removed) for d in backlog]
         yield from first
@@ -475,7 +475,7 @@ class Engine:
                 if not behind:
                     seen = self._routes.version
                     if pending is None:  # fell behind the retained deltas: start afresh
-                        fresh = tuple(self._routes.installed)
+                        fresh = self._routes.installed
             if behind:
                 yield RouteEvent("behind", seen)
                 return
@@ -772,7 +772,7 @@ class Engine:
         self.metrics.ops_pushed.inc(ops)
         # read back what the push touched (and any switch marked before) and repair it
         touched = set(plan.switches()) | set(self.marks.differing)
-        prior: dict[str, tuple[Entry, ...] | None] = {
+        prior: dict[str, Table | None] = {
             sw: report.installed.table(sw) for sw in plan.switches() if sw not in report.uncertain
         }
         prior.update(dict.fromkeys(report.unreadable))
@@ -790,15 +790,16 @@ class Engine:
             self._round_started = None
 
     def _merge_wanted(
-        self, scoped: RouteSet, switches: list[str], in_scope: Callable[[int], bool]
+        self, scoped: RouteSet, switches: list[str], in_scope: Callable[[np.ndarray], np.ndarray]
     ) -> RouteSet:
         """The wanted routes with the scoped switches' in-scope entries replaced."""
         old = self._wanted_routes()
         assert old is not None
         tables = dict(old.tables)
         for sw in switches:
-            kept = [e for e in old.table(sw) if not in_scope(e.in_port)]
-            table = tuple(sorted(kept + list(scoped.table(sw)), key=lambda e: e.match))
+            before = old.table(sw)
+            kept = before.take(~in_scope(before.in_port))
+            table = kept.updated(scoped.table(sw), Table(sw))
             if table:
                 tables[sw] = table
             else:
@@ -808,7 +809,7 @@ class Engine:
     def _reconcile(
         self,
         switches: set[str] | None,
-        prior: dict[str, tuple[Entry, ...] | None] | None = None,
+        prior: dict[str, Table | None] | None = None,
     ) -> ReconcileResult:
         """Read back `switches` (None: all), repair them towards the wanted routes, and
         adopt what was read; the switches that cannot be read are reported holding nothing."""
@@ -836,10 +837,10 @@ class Engine:
         self._record(installed, list(result.checked))
         return result
 
-    def _adopt_read(self, tables: dict[str, tuple[Entry, ...] | None]) -> None:
+    def _adopt_read(self, tables: dict[str, Table | None]) -> None:
         """Record tables just read back (None: unreadable, reported holding nothing)."""
         merged = dict(self.installed.tables)
-        merged.update({sw: t or () for sw, t in tables.items()})
+        merged.update({sw: Table(sw) if t is None else t for sw, t in tables.items()})
         self._record(RouteSet({sw: t for sw, t in sorted(merged.items()) if t}), sorted(tables))
 
     def _follow_wanted(self) -> None:
@@ -852,7 +853,7 @@ class Engine:
 
     def _scope(
         self, assignment: Assignment, racks: np.ndarray
-    ) -> tuple[RouteSet, np.ndarray, list[str], Callable[[int], bool]] | None:
+    ) -> tuple[RouteSet, np.ndarray, list[str], Callable[[np.ndarray], np.ndarray]] | None:
         """(installed entries, flow indices, switches, in_port test) of `racks`: the racks
         whose flows' routes changed.
 
@@ -869,18 +870,26 @@ class Engine:
         rack_set = set(racks.tolist())
         rack_base, per_pod = f.rack_base, f.ctsws_per_pod
 
-        def in_scope(port: int) -> bool:
-            if port < rack_base:
-                return int(f.rack_of_host(f.host_of_nic(port))) in rack_set
-            return (port - rack_base) // per_pod in rack_set
+        def in_scope(port: np.ndarray) -> np.ndarray:
+            """Whether each in_port leads from one of the racks."""
+            access = port < rack_base
+            rack = np.where(access, 0, (port - rack_base) // per_pod)
+            if access.any():
+                rack[access] = f.rack_of_host(f.host_of_nic(port[access]))
+            return np.isin(rack, racks)
 
         pods = {int(f.pod_of_rack(r)) for r in rack_set}
         switches = [f.rtsw_name(r) for r in sorted(rack_set)] + [
             f.ctsw_name(p * f.ctsws_per_pod + c) for p in sorted(pods)
             for c in range(f.ctsws_per_pod)
         ]  # fmt: skip
-        entries = [e for sw in switches for e in self.installed.table(sw) if in_scope(e.in_port)]
-        return RouteSet.from_entries(entries), keep, switches, in_scope
+        tables = {}
+        for sw in switches:
+            table = self.installed.table(sw)
+            part = table.take(in_scope(table.in_port))
+            if part:
+                tables[sw] = part
+        return RouteSet(tables), keep, switches, in_scope
 
     def _record(self, installed: RouteSet, switches: list[str]) -> None:
         """Adopt what was read back; log the delta of the switches that may have changed."""

@@ -24,8 +24,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from controller.drivers.interface import Driver
 from controller.drivers.push import push, read_back
 from controller.model.fabric import Fabric
-from controller.routes.entries import OWNER, Entry, RouteSet
-from controller.routes.plan import Add, Replace, diff
+from controller.routes.entries import OWNER, RouteSet, Table
+from controller.routes.plan import diff
 
 log = logging.getLogger("fabric_te.reconcile")
 
@@ -78,7 +78,7 @@ class Reconciler:
         switches: Iterable[str] | None = None,
         stop: Callable[[], bool] | None = None,
         repair: bool = True,
-        prior: Mapping[str, tuple[Entry, ...] | None] | None = None,
+        prior: Mapping[str, Table | None] | None = None,
     ) -> ReconcileResult:
         """Read, diff and repair `switches` (all of the driver's by default) until they hold
         `wanted`, for at most `rounds` rounds. `stop()` True ends the rounds early (the
@@ -93,11 +93,10 @@ class Reconciler:
             plan = diff(actual, wanted.only(readable), self.fabric, self.owner)
             differing: dict[str, int] = {}
             missing: dict[str, int] = {}
-            for op in plan.ops():
-                sw = op.entry.switch
-                differing[sw] = differing.get(sw, 0) + 1
-                if isinstance(op, Add | Replace):
-                    missing[sw] = missing.get(sw, 0) + 1
+            for _, batch in plan.batches():
+                sw = batch.switch
+                differing[sw] = differing.get(sw, 0) + len(batch)
+                missing[sw] = missing.get(sw, 0) + len(batch.put)
             for entry in plan.blocked:
                 differing[entry.switch] = differing.get(entry.switch, 0) + 1
                 missing[entry.switch] = missing.get(entry.switch, 0) + 1
@@ -114,7 +113,7 @@ class Reconciler:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _read(
-        self, checked: tuple[str, ...], prior: Mapping[str, tuple[Entry, ...] | None] | None
+        self, checked: tuple[str, ...], prior: Mapping[str, Table | None] | None
     ) -> tuple[RouteSet, tuple[str, ...]]:
         if not prior:
             return read_back(self.driver, checked)

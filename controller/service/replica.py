@@ -29,8 +29,8 @@ from controller.model.assignment import Assignment
 from controller.model.fabric import Fabric
 from controller.model.health import LinkHealth
 from controller.model.jobs import Job
-from controller.routes.entries import Entry
-from controller.routes.plan import Op
+from controller.routes.entries import Entry, Table
+from controller.routes.plan import Batch, Op
 from controller.service.persist import Persistence, Stored
 from controller.service.store import Change, Leadership, Solo, Store
 
@@ -60,6 +60,13 @@ class FencedDriver(Driver):
     def apply(self, switch: str, ops: Sequence[Op], timeout: float | None = None) -> None:
         self.check()  # raises Fenced unless this replica is the leader now
         self.inner.apply(switch, ops, timeout)
+
+    def read_table(self, switch: str) -> Table:
+        return self.inner.read_table(switch)
+
+    def apply_batch(self, batch: Batch, timeout: float | None = None) -> None:
+        self.check()
+        self.inner.apply_batch(batch, timeout)
 
     def close(self) -> None:
         self.inner.close()

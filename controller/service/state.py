@@ -15,14 +15,15 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from operator import attrgetter
+
+import numpy as np
 
 from controller.errors import InputError, PreconditionError
 from controller.model import validation
 from controller.model.fabric import Fabric
 from controller.model.health import LinkHealth
 from controller.model.jobs import Job, jobs_flows
-from controller.routes.entries import Entry, RouteSet
+from controller.routes.entries import Entry, RouteSet, Table, match_keys
 
 DELTA_LOG = 1000  # route deltas kept for resuming watchers
 
@@ -136,11 +137,12 @@ class DesiredState:
 
 @dataclass(frozen=True)
 class Delta:
-    """The change that took the installed routes to `version`."""
+    """The change that took the installed routes to `version`: the entries added and
+    removed, per switch (iterated in switch, then match order; made entries on demand)."""
 
     version: int
-    added: tuple[Entry, ...]
-    removed: tuple[Entry, ...]
+    added: RouteSet
+    removed: RouteSet
 
 
 class RouteLog:
@@ -155,27 +157,24 @@ class RouteLog:
         """Adopt `installed`; the delta is computed over `switches` (those that may have
         changed). Returns the logged delta, or None when nothing changed."""
         old = self.installed
-        # tables equal as tuples (identity first: read-backs share the pushed entries)
-        # carry no delta; the others give their delta switch by switch, in entry_key order
-        added: list[Entry] = []
-        removed: list[Entry] = []
+        # equal tables (identity first: read-backs share the pushed tables) carry no delta;
+        # the others give theirs on the columns, as tables
+        added: dict[str, Table] = {}
+        removed: dict[str, Table] = {}
         for sw in sorted(set(switches)):
             before, after = old.table(sw), installed.table(sw)
-            if before == after:
+            if before.same(after):
                 continue
-            if not before or not after:
-                plus, minus = list(after), list(before)
-            else:
-                b, a = set(before), set(after)
-                plus = [e for e in after if e not in b]
-                minus = [e for e in before if e not in a]
-            added.extend(sorted(plus, key=_IN_SWITCH))  # nearly sorted already: linear
-            removed.extend(sorted(minus, key=_IN_SWITCH))
+            plus, minus = _table_delta(before, after)
+            if plus:
+                added[sw] = plus
+            if minus:
+                removed[sw] = minus
         self.installed = installed
         if not added and not removed:
             return None
         self.version += 1
-        delta = Delta(self.version, tuple(added), tuple(removed))
+        delta = Delta(self.version, RouteSet(added), RouteSet(removed))
         self._deltas.append(delta)
         return delta
 
@@ -191,7 +190,17 @@ class RouteLog:
         return [d for d in self._deltas if d.version > since]
 
 
-_IN_SWITCH = attrgetter("in_port", "dst_host", "qp", "next_hop")  # entry_key within a switch
+def _table_delta(before: Table, after: Table) -> tuple[Table, Table]:
+    """(entries of `after` not in `before`, entries of `before` not in `after`)."""
+    if not before or not after:
+        return after, before
+    kb, ka = match_keys(before, after)
+    pos = np.minimum(np.searchsorted(kb, ka), kb.size - 1)
+    kept = (kb[pos] == ka) & (before.next_hop[pos] == after.next_hop)
+    kept &= before.owner[pos] == after.owner
+    stays = np.zeros(kb.size, bool)
+    stays[pos[kept]] = True
+    return after.take(~kept), before.take(~stays)
 
 
 def entry_key(e: Entry) -> tuple[str, int, int, int, int]:

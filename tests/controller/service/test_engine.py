@@ -16,8 +16,8 @@ from controller.model.fabric import Fabric
 from controller.model.flows import FlowSet
 from controller.model.health import LinkHealth
 from controller.model.jobs import Job
-from controller.routes.entries import Entry, build_routes
-from controller.routes.plan import Op, diff
+from controller.routes.entries import Entry, Table, build_routes
+from controller.routes.plan import Batch, Op, diff
 from controller.service.engine import Engine, changed_racks
 from sim.driver import EmulatedDriver
 
@@ -36,9 +36,17 @@ class SpyDriver(EmulatedDriver):
         self.applied.append((switch, len(ops)))
         super().apply(switch, ops, timeout)
 
+    def apply_batch(self, batch: Batch, timeout: float | None = None) -> None:
+        self.applied.append((batch.switch, len(batch)))
+        super().apply_batch(batch, timeout)
+
     def read(self, switch: str) -> tuple[Entry, ...]:
         self.reads.append(switch)
         return super().read(switch)
+
+    def read_table(self, switch: str) -> Table:
+        self.reads.append(switch)
+        return super().read_table(switch)
 
 
 def _until(pred: Callable[[], bool], timeout: float = 30.0) -> bool:
@@ -158,11 +166,11 @@ class StuckDriver(EmulatedDriver):
         self.entered = threading.Event()
         self.release = threading.Event()
 
-    def apply(self, switch: str, ops: Sequence[Op], timeout: float | None = None) -> None:
+    def apply_batch(self, batch: Batch, timeout: float | None = None) -> None:
         if self.stuck.is_set():
             self.entered.set()
             self.release.wait(60)
-        super().apply(switch, ops, timeout)
+        super().apply_batch(batch, timeout)
 
 
 def test_shutdown_ends_within_its_grace_even_with_a_push_stuck() -> None:

@@ -22,7 +22,7 @@ def _actual(driver: EmulatedDriver) -> RouteSet:
     """What the switches whose agent answers hold."""
     sw = driver.emulated.switches
     alive = {n: s for n, s in sw.items() if s.table and s.alive}
-    return RouteSet({n: tuple(s.table[k] for k in sorted(s.table)) for n, s in alive.items()})
+    return RouteSet({n: s.table for n, s in alive.items()})
 
 
 def _missing(wanted: RouteSet, actual: RouteSet) -> int:

@@ -67,4 +67,4 @@ def test_route_log_resumes_from_logged_versions_only() -> None:
     assert log.after(4) == []
     assert log.after(1) is None  # version 2's delta fell out of the log
     assert log.after(0) is None and log.after(5) is None
-    assert log.after(3)[0].added == (_entry("rtsw-p0-r0", 2),)  # type: ignore[index]
+    assert tuple(log.after(3)[0].added) == (_entry("rtsw-p0-r0", 2),)  # type: ignore[index]
