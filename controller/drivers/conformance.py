@@ -27,8 +27,8 @@ import pytest
 from controller.drivers.interface import Driver, driver_class
 from controller.errors import DriverError, DriverRejected
 from controller.model.clos import PRESETS, build
-from controller.routes.entries import Entry
-from controller.routes.plan import Add, Delete, Replace
+from controller.routes.entries import Entry, RouteSet, Table
+from controller.routes.plan import Add, Batch, Delete, Replace, diff
 
 CONFORMANCE_FABRIC = build(PRESETS["tiny"])
 SWITCH = "rtsw-p0-r0"
@@ -96,6 +96,32 @@ class DriverConformance:
             driver.apply(SWITCH, [Add(Entry("rtsw-p0-r1", 4, 0, fabric.rack_link(1, 0)))])
         assert driver.read("rtsw-p0-r1") == ()
 
+    def test_takes_planned_batches_of_tables_and_reads_them_back(self, driver: Driver) -> None:
+        fabric = CONFORMANCE_FABRIC
+        wanted = RouteSet({SWITCH: Table.of(SWITCH, [entry(3, 1), entry(0, 2), entry(1, 3)])})
+        for _, batch in diff(RouteSet(), wanted, fabric).batches():
+            driver.apply_batch(batch, timeout=1.0)
+        assert driver.read_table(SWITCH) == driver.read(SWITCH) == wanted.table(SWITCH)
+        driver.apply(SWITCH, [Add(entry(2, 1, owner="ops"))])
+        installed = RouteSet({SWITCH: driver.read_table(SWITCH)})
+        now = RouteSet({SWITCH: Table.of(SWITCH, [entry(0, 3), entry(3, 1)])})
+        plan = diff(installed, now, fabric)
+        assert plan.counts() == {"add": 0, "replace": 1, "delete": 1}
+        for _, batch in plan.batches():
+            driver.apply_batch(batch)
+            driver.apply_batch(batch)  # idempotent
+        expected = (entry(0, 3), entry(2, 1, owner="ops"), entry(3, 1))
+        assert driver.read(SWITCH) == expected and driver.read_table(SWITCH) == expected
+        assert driver.read_table("rtsw-p0-r1") == ()
+
+    def test_a_rejected_batch_of_tables_changes_nothing(self, driver: Driver) -> None:
+        fabric = CONFORMANCE_FABRIC
+        driver.apply_batch(Batch.of_ops(SWITCH, [Add(entry(0))]))
+        bad = Entry(SWITCH, fabric.access_link(1), 2, fabric.rack_link(1, 0))  # not its link
+        with pytest.raises(DriverRejected):
+            driver.apply_batch(Batch.of_ops(SWITCH, [Add(entry(1)), Delete(entry(0)), Add(bad)]))
+        assert driver.read_table(SWITCH) == (entry(0),)
+
     def test_close_makes_the_driver_unusable(self, driver: Driver) -> None:
         with driver as same:
             assert same is driver
@@ -103,3 +129,7 @@ class DriverConformance:
             driver.read(SWITCH)
         with pytest.raises(DriverError):
             driver.apply(SWITCH, [Add(entry(0))])
+        with pytest.raises(DriverError):
+            driver.read_table(SWITCH)
+        with pytest.raises(DriverError):
+            driver.apply_batch(Batch.of_ops(SWITCH, [Add(entry(0))]))
