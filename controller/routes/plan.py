@@ -199,18 +199,21 @@ class Plan:
         return sum(len(batch) for _, batch in self.batches())
 
 
-def _roles(fabric: Fabric, switch: str, next_hop: np.ndarray) -> np.ndarray:
-    """The role (RTSW_UP ... CTSW_DOWN) of entries on `switch` leaving on `next_hop`: by the
-    switch's tier, and for a CTSW by whether the next hop goes up (see entry_role)."""
+def _by_role(fabric: Fabric, switch: str, next_hop: np.ndarray) -> list[tuple[int, np.ndarray]]:
+    """The rows of entries on `switch` leaving on `next_hop`, grouped by role (RTSW_UP ...
+    CTSW_DOWN): by the switch's tier, and for a CTSW by whether the next hop goes up (see
+    entry_role). Masks over the rows, in role order."""
     prefix = switch[:4]
     if prefix == "ctsw":
         ok = (next_hop >= 0) & (next_hop < fabric.num_links)
         up = np.zeros(next_hop.size, bool)
         up[ok] = fabric.link_kind[next_hop[ok]] == AGG
-        return np.where(up, CTSW_UP, CTSW_DOWN)
+        groups = [(CTSW_UP, up), (CTSW_DOWN, ~up)]
+        return [(role, rows) for role, rows in groups if rows.any()]
     if prefix not in ("rtsw", "atsw"):
         raise RouteError(f"{switch!r} is not a switch name")
-    return np.full(next_hop.size, RTSW_UP if prefix == "rtsw" else ATSW_DOWN)
+    every = np.ones(next_hop.size, bool)
+    return [(RTSW_UP if prefix == "rtsw" else ATSW_DOWN, every)] if next_hop.size else []
 
 
 def _switch_diff(
@@ -257,14 +260,12 @@ def diff(installed: RouteSet, wanted: RouteSet, fabric: Fabric, owner: str = OWN
         put, old, drop, held = _switch_diff(have, want, owner)
         if held.size:
             blocked.extend(want.take(held))
-        roles = _roles(fabric, switch, want.next_hop[put])
-        for role in np.unique(roles).tolist():
-            rows = roles == role
+        for role, rows in _by_role(fabric, switch, want.next_hop[put]):
             staged.setdefault((CTSW_DOWN - role, switch), []).append((True, put[rows], old[rows]))
-        roles = _roles(fabric, switch, have.next_hop[drop])
-        for role in np.unique(roles).tolist():
-            rows = drop[roles == role]
-            staged.setdefault((CTSW_DOWN + role, switch), []).append((False, rows, rows))
+        for role, rows in _by_role(fabric, switch, have.next_hop[drop]):
+            staged.setdefault((CTSW_DOWN + role, switch), []).append(
+                (False, drop[rows], drop[rows])
+            )
     stages: list[list[Batch]] = [[] for _ in STAGE_NAMES]
     for (stage, switch), parts in sorted(staged.items()):
         have, want = tables[switch]
