@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from controller.errors import PreconditionError
 from controller.formats.placement import parse_placement
@@ -68,3 +70,33 @@ def test_route_log_resumes_from_logged_versions_only() -> None:
     assert log.after(1) is None  # version 2's delta fell out of the log
     assert log.after(0) is None and log.after(5) is None
     assert tuple(log.after(3)[0].added) == (_entry("rtsw-p0-r0", 2),)  # type: ignore[index]
+
+
+_SWITCHES = ("rtsw-p0-r0", "rtsw-p0-r1")
+_ENTRIES = st.builds(
+    Entry, st.sampled_from(_SWITCHES), st.integers(0, 3), st.integers(0, 3), st.integers(0, 2),
+    st.sampled_from(("fabric-te", "ops")), st.sampled_from((-1, 2)),
+)  # fmt: skip
+
+
+def _routes(entries: list[Entry]) -> RouteSet:
+    return RouteSet.from_entries({e.key: e for e in entries}.values())
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(_ENTRIES, max_size=20), st.lists(_ENTRIES, max_size=20))
+def test_route_log_deltas_are_the_entries_added_and_removed(
+    before: list[Entry], after: list[Entry]
+) -> None:
+    """Worked out on the tables' columns, the delta is the set difference either way, per
+    switch in match order."""
+    old, new = _routes(before), _routes(after)
+    log = RouteLog(old)
+    delta = log.record(new, list(_SWITCHES))
+    gained, lost = set(new) - set(old), set(old) - set(new)
+    if not gained and not lost:
+        assert delta is None and log.version == 1
+        return
+    assert delta is not None and log.installed is new
+    assert list(delta.added) == sorted(gained, key=lambda e: (e.switch, e.match))
+    assert list(delta.removed) == sorted(lost, key=lambda e: (e.switch, e.match))
