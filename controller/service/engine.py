@@ -111,7 +111,7 @@ def _racks_of(fabric: Fabric, nics: np.ndarray) -> np.ndarray:
 
 def _member(keys: np.ndarray, of: np.ndarray) -> np.ndarray:
     """`np.isin(keys, of)` by sorting (faster than hashing at a million keys)."""
-    ref = np.sort(of)
+    ref = np.sort(of, kind="stable")  # rows come in runs (job by job): merged, not sorted
     pos = np.minimum(np.searchsorted(ref, keys), max(ref.size - 1, 0))
     return ref[pos] == keys if ref.size else np.zeros(keys.size, bool)
 
