@@ -514,7 +514,8 @@ def build_routes(fabric: Fabric, assignment: Assignment, owner: str = OWNER) -> 
     # one pass in (switch, in_port, dst_host, qp) order: each table comes out sorted by match
     order = _match_order(fabric, switch, in_port, dst, qp)
     switch, in_port, dst, next_hop, qp = (a[order] for a in (switch, in_port, dst, next_hop, qp))
-    ids, starts = np.unique(switch, return_index=True)
+    starts = np.flatnonzero(np.r_[True, switch[1:] != switch[:-1]])  # sorted: runs
+    ids = switch[starts]
     names = [fabric.node_name(int(s)) for s in ids]
     bounds = np.r_[starts, switch.size].tolist()
     owners = np.full(switch.size, owner)
