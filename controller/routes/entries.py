@@ -307,7 +307,8 @@ class RouteSet:
 
     def counts(self) -> dict[str, int]:
         """Entries per switch."""
-        return {name: len(t) for name, t in sorted(self.tables.items()) if t}
+        sizes = sorted((name, len(t)) for name, t in self.tables.items())
+        return {name: n for name, n in sizes if n}
 
     def overflow(self, capacity: int | Mapping[str, int]) -> dict[str, int]:
         """Switches whose table exceeds its capacity, with their entry count."""
