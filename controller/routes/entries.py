@@ -149,10 +149,14 @@ class Table(Sequence[Entry]):
     def entries(self) -> tuple[Entry, ...]:
         """The rows as `Entry` objects (made on first use, then kept)."""
         if self._entries is None:
+            n = self.in_port.size
+            one = n > 0 and bool((self.owner == self.owner[0]).all())
+            owners: Iterable[str] = (  # one str object for a table of one owner
+                repeat(str(self.owner[0]), n) if one else self.owner.tolist()
+            )
             self._entries = tuple(
-                map(Entry._make, zip(repeat(self.switch, self.in_port.size),
-                                     self.in_port.tolist(), self.dst_host.tolist(),
-                                     self.next_hop.tolist(), self.owner.tolist(),
+                map(Entry._make, zip(repeat(self.switch, n), self.in_port.tolist(),
+                                     self.dst_host.tolist(), self.next_hop.tolist(), owners,
                                      self.qp.tolist(), strict=True))
             )  # fmt: skip
         return self._entries
