@@ -161,6 +161,13 @@ class Table(Sequence[Entry]):
             )  # fmt: skip
         return self._entries
 
+    def rows(self, lo: int, hi: int) -> tuple[Entry, ...]:
+        """Entries lo..hi-1, made for those rows only unless the whole table is listed
+        already (a page of a large table costs the page, not the table)."""
+        if self._entries is not None or (lo <= 0 and hi >= len(self)):
+            return self.entries()[lo:hi]
+        return self.take(slice(max(lo, 0), max(hi, lo, 0))).entries()
+
     def same(self, other: Table) -> bool:
         """Whether two tables hold the same entries (compared as columns)."""
         if self is other:

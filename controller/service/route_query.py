@@ -7,12 +7,15 @@ version it was cut from, so a page is never mixed from two versions.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import overload
+
+import numpy as np
 
 from controller.errors import InputError, PreconditionError
 from controller.model.fabric import Fabric
-from controller.routes.entries import Entry, RouteSet
+from controller.routes.entries import Entry, RouteSet, Table
 
 SWITCH_TIERS = ("rtsw", "ctsw", "atsw")
 STREAM_CHUNK = 10_000  # entries per streamed message when the request names no page_size
@@ -42,37 +45,84 @@ class RouteQuery:
         hosts = frozenset(job_hosts) if job_hosts is not None else None
         return cls(names, hosts)
 
-    def select(self, routes: RouteSet) -> list[Entry]:
+    def select(self, routes: RouteSet) -> Selection:
         """The matching entries, in the RouteSet's stable order."""
         chosen = routes.only(self.switches) if self.switches else routes
-        if self.dst_hosts is None:
-            return list(chosen)
-        return [e for e in chosen if e.dst_host in self.dst_hosts]
+        tables = [chosen.tables[name] for name in sorted(chosen.tables)]
+        if self.dst_hosts is not None:
+            hosts = np.fromiter(self.dst_hosts, np.int64, len(self.dst_hosts))
+            tables = [t.take(np.isin(t.dst_host, hosts)) for t in tables]
+        return Selection(tables)
 
 
-def page(
-    entries: list[Entry], version: int, size: int, token: str
-) -> tuple[list[Entry], str]:
+class Selection(Sequence[Entry]):
+    """Entries picked from a RouteSet, in its order, held as its tables: a page makes
+    `Entry` objects for its own rows only, so the first page of a fresh full install is
+    not held up by listing all of it."""
+
+    def __init__(self, tables: Iterable[Table]) -> None:
+        self._tables = [t for t in tables if len(t)]
+        self._ends = np.cumsum([len(t) for t in self._tables], dtype=np.int64)
+
+    @classmethod
+    def of(cls, routes: RouteSet) -> Selection:
+        return cls(routes.tables[name] for name in sorted(routes.tables))
+
+    def __len__(self) -> int:
+        return int(self._ends[-1]) if self._ends.size else 0
+
+    @overload
+    def __getitem__(self, index: int) -> Entry: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Entry]: ...
+    def __getitem__(self, index: int | slice) -> Entry | list[Entry]:
+        if isinstance(index, int):
+            at = index + len(self) if index < 0 else index
+            if not 0 <= at < len(self):
+                raise IndexError(index)
+            return self._rows(at, at + 1)[0]
+        start, stop, step = index.indices(len(self))
+        if step != 1:
+            return [self[i] for i in range(start, stop, step)]
+        return self._rows(start, stop)
+
+    def _rows(self, start: int, stop: int) -> list[Entry]:
+        out: list[Entry] = []
+        i = int(np.searchsorted(self._ends, start, side="right"))
+        while start < stop and i < len(self._tables):
+            table, end = self._tables[i], int(self._ends[i])
+            first = end - len(table)
+            out.extend(table.rows(start - first, min(stop, end) - first))
+            start, i = end, i + 1
+        return out
+
+
+def page(entries: Sequence[Entry], version: int, size: int, token: str) -> tuple[list[Entry], str]:
     """(entries of this page, token of the next page or "") for `size` entries a page
     (0 = all) starting where `token` says."""
     start = _offset(token, version, len(entries))
-    if size <= 0:
-        return entries[start:], ""
-    end = min(start + size, len(entries))
-    return entries[start:end], (f"{version}:{end}" if end < len(entries) else "")
+    end = len(entries) if size <= 0 else min(start + size, len(entries))
+    return list(entries[start:end]), (f"{version}:{end}" if end < len(entries) else "")
 
 
 def chunks(
-    entries: list[Entry], version: int, size: int, token: str
-) -> list[tuple[list[Entry], str]]:
-    """The (page, next token) pairs `page` would return one by one (at least one)."""
+    entries: Sequence[Entry], version: int, size: int, token: str
+) -> Iterator[tuple[list[Entry], str]]:
+    """The (page, next token) pairs `page` would return one by one (at least one). The
+    token is checked here; the pages are made as the caller takes them."""
     size = size or STREAM_CHUNK
-    out = []
-    while True:
+    first = page(entries, version, size, token)
+    return _pages(entries, version, size, first)
+
+
+def _pages(
+    entries: Sequence[Entry], version: int, size: int, first: tuple[list[Entry], str]
+) -> Iterator[tuple[list[Entry], str]]:
+    part, token = first
+    yield part, token
+    while token:
         part, token = page(entries, version, size, token)
-        out.append((part, token))
-        if not token:
-            return out
+        yield part, token
 
 
 def _offset(token: str, version: int, total: int) -> int:

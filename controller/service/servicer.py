@@ -18,7 +18,7 @@ from controller.api.fabric_te.v1 import te_pb2 as pb
 from controller.api.fabric_te.v1 import te_pb2_grpc as pb_grpc
 from controller.errors import InputError, LimitError
 from controller.model.assignment import Assignment
-from controller.routes.entries import Entry
+from controller.routes.entries import Entry, RouteSet
 from controller.service import convert, route_query
 from controller.service.engine import Engine, RouteEvent
 from controller.service.errors import mapped
@@ -103,12 +103,12 @@ class TrafficEngineering(pb_grpc.TrafficEngineeringServicer):
     @mapped
     def _chunks(
         self, request: pb.GetRoutesRequest, context: grpc.ServicerContext
-    ) -> tuple[int, list[tuple[list[Entry], str]], int]:
+    ) -> tuple[int, Iterator[tuple[list[Entry], str]], int]:
         version, entries = self._select(request)
         parts = route_query.chunks(entries, version, request.page_size, request.page_token)
         return version, parts, len(entries)
 
-    def _select(self, request: pb.GetRoutesRequest) -> tuple[int, list[Entry]]:
+    def _select(self, request: pb.GetRoutesRequest) -> tuple[int, route_query.Selection]:
         hosts = None
         if request.job:
             jobs = {job.id: job for job, _ in self.engine.jobs()}
@@ -139,7 +139,11 @@ class TrafficEngineering(pb_grpc.TrafficEngineeringServicer):
                               "this watcher fell behind the route changes; resume with "
                               f"since_version={event.version}")  # fmt: skip
             if event.kind == "snapshot":  # large tables go out in chunks, as StreamRoutes
-                entries = list(event.entries)
+                entries = (
+                    route_query.Selection.of(event.entries)
+                    if isinstance(event.entries, RouteSet)
+                    else list(event.entries)
+                )
                 for part, token in route_query.chunks(entries, event.version, 0, ""):
                     yield pb.RouteEvent(
                         snapshot=self._snapshot(event.version, part, token, len(entries))

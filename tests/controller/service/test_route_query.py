@@ -1,0 +1,50 @@
+"""Route queries as table slices: every page is the slice of the plain entry list."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from controller.routes.entries import Entry, RouteSet
+from controller.service import route_query
+from controller.service.route_query import RouteQuery, Selection
+
+SWITCHES = ("rtsw-0", "rtsw-1", "ctsw-0")
+entries = st.lists(
+    st.builds(
+        Entry,
+        st.sampled_from(SWITCHES),
+        st.integers(0, 9),
+        st.integers(0, 9),
+        st.integers(0, 9),
+        st.just("fabric-te"),
+        st.sampled_from((-1, 0, 3)),
+    ),  # fmt: skip
+    max_size=60,
+    unique_by=lambda e: e.key,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(entries=entries, size=st.integers(0, 13), hosts=st.none() | st.frozensets(st.integers(0, 9)))
+def test_pages_of_a_selection_are_slices_of_the_list(
+    entries: list[Entry], size: int, hosts: frozenset[int] | None
+) -> None:
+    routes = RouteSet.from_entries(entries)
+    plain = [e for e in routes if hosts is None or e.dst_host in hosts]
+    chosen = RouteQuery(frozenset(), hosts).select(routes)
+    assert len(chosen) == len(plain) and list(chosen) == plain
+    assert chosen[3:11] == plain[3:11] and chosen[::2] == plain[::2]
+    got = [e for part, _ in route_query.chunks(chosen, 5, size, "") for e in part]
+    assert got == plain
+    if plain:
+        assert chosen[-1] == plain[-1] and chosen[0] == plain[0]
+
+
+def test_a_page_lists_only_its_own_rows() -> None:
+    table = RouteSet.from_entries(Entry("rtsw-0", 1, d, 2) for d in range(100)).tables["rtsw-0"]
+    fresh = RouteSet({"rtsw-0": table.take(slice(0, 100))})  # nothing listed yet
+    part, token = route_query.page(Selection.of(fresh), 7, 10, "")
+    assert [e.dst_host for e in part] == list(range(10)) and token == "7:10"
+    assert fresh.tables["rtsw-0"]._entries is None  # the other 90 rows were never made
+    assert fresh.tables["rtsw-0"].rows(90, 100) == tuple(table)[90:]
