@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import grpc
 import pytest
@@ -292,16 +293,31 @@ def test_shutdown_completes_after_malformed_stream_messages() -> None:
             proc.wait()
 
 
-def test_flows_of_a_new_job_are_built_outside_the_engine_lock(pod: Fabric) -> None:
+def test_flows_of_a_new_job_are_built_outside_the_engine_lock(
+    pod: Fabric, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The defect: PutJob built the job's flows holding the engine lock (2^32-1 channels froze
-    the API for 115 s). The channel count is now refused at once; a large valid job (an
-    all-to-all over every host of a pod, 1.2M flows) still takes a while to check, and a
-    link report sent meanwhile commits first. The job is removed before the worker (debounce
-    3 s) would solve it."""
+    the API for 115 s). The channel count is now refused at once; a large valid job still
+    takes a while to check, and a link report sent meanwhile commits first. The job's flow
+    building is held until the report has answered, so the order does not depend on how
+    busy the machine is: built under the lock, the report would time out."""
+    import controller.service.engine as engine_module
+
+    building, release = threading.Event(), threading.Event()
+    real = engine_module.jobs_flows
+
+    def held(fabric: Fabric, jobs: Any) -> Any:
+        if any(job.id == "wide" for job in jobs) and not release.is_set():
+            building.set()
+            release.wait(30)
+        return real(fabric, jobs)
+
+    monkeypatch.setattr(engine_module, "jobs_flows", held)
     running = start(Engine(pod, EmulatedDriver(pod), debounce=3.0), "127.0.0.1:0")
     stub = pb_grpc.TrafficEngineeringStub(grpc.insecure_channel(f"127.0.0.1:{running.port}"))
     hosts = [pod.host_name(h) for h in range(pod.num_hosts)]
     put: dict[str, int] = {}
+    worker = None
     try:
         with pytest.raises(grpc.RpcError) as err:
             stub.PutJob(pb.PutJobRequest(job=pb.Job(id="w", hosts=hosts[:2], channels=2**32 - 1)),
@@ -310,21 +326,23 @@ def test_flows_of_a_new_job_are_built_outside_the_engine_lock(pod: Fabric) -> No
         assert "channels" in err.value.details()
 
         def put_job() -> None:
-            job = pb.Job(id="wide", hosts=hosts, collectives=["alltoall"])
+            job = pb.Job(id="wide", hosts=hosts[:64], collectives=["alltoall"])
             put["version"] = stub.PutJob(pb.PutJobRequest(job=job), timeout=60).state_version
 
         worker = threading.Thread(target=put_job)
         worker.start()
-        time.sleep(0.1)  # the PutJob is in the server, building its flows
-        in_flight = worker.is_alive()
+        assert building.wait(30)  # the PutJob is in the server, building its flows
         link = pod.link_name(pod.rack_link(0, 1))
         report = stub.ReportLinks(pb.ReportLinksRequest(
-            reports=[pb.LinkReport(link=link, state=pb.LinkReport.DOWN)]), timeout=60)  # fmt: skip
+            reports=[pb.LinkReport(link=link, state=pb.LinkReport.DOWN)]), timeout=10)  # fmt: skip
+        release.set()
         worker.join(60)
+        assert report.state_version < put["version"]
         stub.DeleteJob(pb.DeleteJobRequest(id="wide"), timeout=10)
-        if in_flight:  # the lock was free while the PutJob was busy
-            assert report.state_version < put["version"]
     finally:
+        release.set()
+        if worker is not None:
+            worker.join(60)
         running.stop(grace=0.5)
 
 
