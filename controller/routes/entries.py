@@ -383,9 +383,10 @@ def _hops(fabric: Fabric) -> dict[int, list[_Hop]]:
     }
 
 
-def _keys(fabric: Fabric, assignment: Assignment) -> _Keys:
+def _keys(fabric: Fabric, assignment: Assignment, arcs: np.ndarray | None = None) -> _Keys:
+    """The entry rows of `assignment`; `arcs` are its Assignment.arcs, if at hand."""
     flows = assignment.flows
-    arcs = assignment.arcs(fabric)
+    arcs = assignment.arcs(fabric) if arcs is None else arcs
     cls = flow_class(fabric, flows.src_nic, flows.dst_nic)
     dst_host = flows.dst_host(fabric)
     parts: list[tuple[np.ndarray, ...]] = []
@@ -594,13 +595,20 @@ def _fold_buckets(
 TableBudget = int | Mapping[str, int] | np.ndarray
 
 
-def table_usage(fabric: Fabric, assignment: Assignment) -> np.ndarray:
+def table_usage(
+    fabric: Fabric, assignment: Assignment, arcs: np.ndarray | None = None
+) -> np.ndarray:
     """Entries each switch holds for the assignment, by node id (int64 [num_nodes]): what
-    build_routes installs, one per distinct key with QP buckets folded."""
-    keys = _keys(fabric, assignment)
+    build_routes installs, one per distinct key with QP buckets folded. `arcs`: the
+    assignment's Assignment.arcs, if at hand."""
+    keys = _keys(fabric, assignment, arcs)
     if not keys.flow.size:
         return np.zeros(fabric.num_nodes, np.int64)
     in_arc = _installed(fabric, keys)[0]
+    return _per_switch(fabric, in_arc)
+
+
+def _per_switch(fabric: Fabric, in_arc: np.ndarray) -> np.ndarray:
     return np.bincount(fabric.arc_ends[1][in_arc], minlength=fabric.num_nodes).astype(np.int64)
 
 
@@ -631,7 +639,27 @@ def tables_fit(fabric: Fabric, assignment: Assignment, budget: TableBudget) -> b
 
 def fit_tables(fabric: Fabric, assignment: Assignment, budget: TableBudget) -> Assignment:
     """The assignment with flows unrouted (left on ECMP) until every table fits `budget`;
-    the assignment itself when it already fits.
+    the assignment itself when it already fits (see _fit)."""
+    return _fit(fabric, assignment, budget)[0]
+
+
+def fit_and_count(
+    fabric: Fabric, assignment: Assignment, budget: TableBudget, arcs: np.ndarray | None = None
+) -> tuple[Assignment, np.ndarray]:
+    """fit_tables, and the table_usage of its result (counted once when the assignment
+    already fits). `arcs`: the assignment's Assignment.arcs, if at hand."""
+    fitted, usage = _fit(fabric, assignment, budget, arcs)
+    if usage is None:
+        if arcs is not None:
+            arcs = np.where(fitted.routed[:, None], arcs, -1)
+        usage = table_usage(fabric, fitted, arcs)
+    return fitted, usage
+
+
+def _fit(
+    fabric: Fabric, assignment: Assignment, budget: TableBudget, arcs: np.ndarray | None = None
+) -> tuple[Assignment, np.ndarray | None]:
+    """(fitted assignment, its usage if it is `assignment` itself, else None).
 
     The unit admitted is everything one source RTSW entry key steers: the flows (or QP
     buckets) from one NIC to one destination host, whole or not at all, so no flow is steered
@@ -640,17 +668,17 @@ def fit_tables(fabric: Fabric, assignment: Assignment, budget: TableBudget) -> A
     its buckets), ties by first row; an entry shared with an admitted unit costs nothing,
     a unit's own source RTSW entries cost what they fold to.
     """
-    keys = _keys(fabric, assignment)
+    keys = _keys(fabric, assignment, arcs)
     if not keys.flow.size:
-        return assignment
+        return assignment, np.zeros(fabric.num_nodes, np.int64)
     in_arc, _, _, _, first = _installed(fabric, keys)
     switch_of = fabric.arc_ends[1]
-    usage = np.bincount(switch_of[in_arc], minlength=fabric.num_nodes)
+    usage = _per_switch(fabric, in_arc)
     nodes = np.flatnonzero(usage)
     limits = np.full(fabric.num_nodes, np.inf)
     limits[nodes] = _limits(fabric, budget, nodes)
     if (usage[nodes] <= limits[nodes]).all():
-        return assignment
+        return assignment, usage
     flows = assignment.flows
     unit_key = flows.src_nic * np.int64(fabric.num_hosts) + flows.dst_host(fabric)
     _, unit = np.unique(unit_key, return_inverse=True)
@@ -696,7 +724,7 @@ def fit_tables(fabric: Fabric, assignment: Assignment, budget: TableBudget) -> A
             dropped.append(u)
     path = assignment.path.copy()
     path[np.isin(unit, dropped)] = UNROUTED
-    return Assignment(flows, path)
+    return Assignment(flows, path), None
 
 
 # ---- entry validity ----------------------------------------------------------------------

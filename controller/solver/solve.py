@@ -41,7 +41,7 @@ from controller.model.paths import path_alive
 from controller.routes.entries import (
     MAX_QP_BUCKETS,
     TableBudget,
-    fit_tables,
+    fit_and_count,
     switch_budget,
     table_usage,
     tables_fit,
@@ -199,7 +199,9 @@ def _bucket_result(
 
     Rows the tables cannot hold, and whole rows of flows `res` already left on ECMP, ride
     ECMP."""
-    fitted = fit_tables(fabric, Assignment(split.flows, split.path), _budget(fabric, opts))
+    whole = Assignment(split.flows, split.path)
+    arcs = whole.arcs(fabric)
+    fitted, usage = fit_and_count(fabric, whole, _budget(fabric, opts), arcs)
     parent = split.parent
     off = fitted.path == UNROUTED
     fallback = off & (
@@ -207,7 +209,8 @@ def _bucket_result(
         | np.isin(parent, res.fallback_ecmp)
         | np.isin(parent, split.ecmp)
     )
-    arcs = fitted.arcs(fabric)
+    if fitted is not whole:
+        arcs = np.where(fitted.routed[:, None], arcs, -1)
     out = AssignResult(
         assignment=fitted,
         mlu=float(utilisation(fabric, health, fitted, arcs).max(initial=0.0)),
@@ -217,6 +220,7 @@ def _bucket_result(
         unroutable=np.flatnonzero(off & ~fallback),
         method=res.method,
         seconds=res.seconds,
+        usage=usage,
     )
     return out, parent
 
@@ -226,9 +230,12 @@ def _budget(fabric: Fabric, opts: SolveOptions) -> TableBudget:
     return fabric.table_budget() if opts.table_budget is None else opts.table_budget
 
 
-def _tables(fabric: Fabric, assignment: Assignment, budget: TableBudget) -> dict[str, float]:
-    """Entries used: in all, and the most on one switch per tier next to its budget."""
-    usage = table_usage(fabric, assignment)
+def _tables(
+    fabric: Fabric, assignment: Assignment, budget: TableBudget, usage: np.ndarray | None = None
+) -> dict[str, float]:
+    """Entries used: in all, and the most on one switch per tier next to its budget
+    (`usage`: the assignment's table_usage, if counted already)."""
+    usage = table_usage(fabric, assignment) if usage is None else usage
     limit = switch_budget(fabric, budget)
     out = {"te_entries": float(usage.sum())}
     for tier in SWITCH_TIERS:
@@ -494,7 +501,7 @@ def _finish(
     previous: Assignment | None,
     opts: SolveOptions,
 ) -> SolveResult:
-    tables = _tables(fabric, res.assignment, _budget(fabric, opts))
+    tables = _tables(fabric, res.assignment, _budget(fabric, opts), res.usage)
     times["total"] = time.perf_counter() - start
     out = replace(_result(fabric, res, bound, lp, times, parent), tables=tables)
     if previous is not None and (parent is not None or previous.flows.split):
