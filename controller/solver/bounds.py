@@ -90,8 +90,7 @@ def lower_bound(
         tag = "unsplit" if qps <= 1 else f"{qps}qp"
 
         def unsplit(group: np.ndarray, rows: np.ndarray, link_cap: np.ndarray) -> float:
-            m = mult[rows]
-            return _unsplit(np.repeat(group, m), np.repeat(unit[rows], m), link_cap)
+            return _unsplit(group, unit[rows], link_cap, mult[rows])
 
         parts[f"rack-egress-{tag}"] = unsplit(sr[leaves], leaves, up)
         parts[f"rack-ingress-{tag}"] = unsplit(dr[leaves], leaves, down)
@@ -127,21 +126,30 @@ def _agg_grid(fabric: Fabric) -> np.ndarray:
     )
 
 
-def _unsplit(group: np.ndarray, demand: np.ndarray, link_cap: np.ndarray) -> float:
-    """Pigeonhole bound for unsplit flows crossing per-group cuts of links [G, links]."""
+def _unsplit(
+    group: np.ndarray, demand: np.ndarray, link_cap: np.ndarray, copies: np.ndarray | None = None
+) -> float:
+    """Pigeonhole bound for unsplit flows crossing per-group cuts of links [G, links]; row i
+    stands for `copies[i]` equal flows (QP buckets) of demand[i] each (default 1)."""
     if group.size == 0:
         return 0.0
     alive = (link_cap > 0).sum(axis=1)
     cap_max = link_cap.max(axis=1)
-    order = np.lexsort((-demand, group))
-    g, dm = group[order], demand[order]
-    first = np.searchsorted(g, g, side="left")
-    rank = np.arange(g.size) - first
-    n_links = alive[g]
+    n_links = alive[group]
     if (n_links == 0).any():
         return float("inf")
-    t = rank // n_links
-    pick = (rank % n_links == 0) & (t >= 1)
+    m = np.ones(group.size, np.int64) if copies is None else np.asarray(copies, np.int64)
+    order = np.lexsort((-demand, group))
+    g, dm, m, u = group[order], demand[order], m[order], n_links[order]
+    # the copies of sorted row i hold ranks [lo, hi] within the group's descending order;
+    # rank t*U (t >= 1) bounds by (t+1) d / cap_max, the largest such t in [lo, hi] counts
+    end = np.cumsum(m)
+    first = np.searchsorted(g, g, side="left")
+    before = np.r_[0, end][first]
+    hi = end - 1 - before
+    lo = hi - m + 1
+    t = hi // u
+    pick = (t * u >= lo) & (t >= 1)
     if not pick.any():
         return 0.0
     return float(((t[pick] + 1) * dm[pick] / cap_max[g[pick]]).max())

@@ -387,8 +387,6 @@ def solve(
     times: dict[str, float] = {}
     start = time.perf_counter()
     flows.validate(fabric)
-    bound = lower_bound(fabric, health, flows)
-    times["bound"] = time.perf_counter() - start
 
     def run(guidance: Guidance | None) -> AssignResult:
         return assign_paths(
@@ -404,12 +402,15 @@ def solve(
 
     lp: LpSolution | None = None
     first: tuple[AssignResult, np.ndarray] | None = None
+    spray_bound: Bound | None = None  # the bound for `qps` buckets, once computed
     if _spray_first(flows, opts):
         # Unequal flows: spraying (as far as the tables afford) is tried before one path
         # per flow; when it is within spray_gap of its bound, neither the whole-flow passes
         # nor the LP run.
         t = time.perf_counter()
-        split_bound = lower_bound(fabric, health, flows, qps=opts.qps)
+        spray_bound = lower_bound(fabric, health, flows, qps=opts.qps)
+        times["bound"] = time.perf_counter() - t
+        t = time.perf_counter()
         empty = AssignResult(
             Assignment(flows, np.full(len(flows), UNROUTED, np.int64)), np.inf,
             *(np.zeros(0, np.int64),) * 4, method="spray-first", seconds=0.0,
@@ -417,13 +418,16 @@ def solve(
         first = _spray_within_tables(fabric, health, empty, opts)
         times["qp_spray"] = time.perf_counter() - t
         near = first is not None and (
-            first[0].mlu <= split_bound.value * (1 + opts.spray_gap) + _TOL
+            first[0].mlu <= spray_bound.value * (1 + opts.spray_gap) + _TOL
             or len(flows) > opts.whole_max_flows
         )
         if first is not None and near:
             res = replace(first[0], method="qp-spray")
-            return _finish(fabric, flows, res, split_bound, None, times, start, first[1],
+            return _finish(fabric, flows, res, spray_bound, None, times, start, first[1],
                            previous, opts)  # fmt: skip
+    t = time.perf_counter()
+    bound = lower_bound(fabric, health, flows)
+    times["bound"] = times.get("bound", 0.0) + time.perf_counter() - t
     t = time.perf_counter()
     res = run(None)
     times["assign"] = time.perf_counter() - t
@@ -432,14 +436,22 @@ def solve(
     )
     parent: np.ndarray | None = None
     split_bound = bound
-    if first is not None and first[0].mlu < res.mlu * (1 - opts.move_threshold) - _TOL:
+    if (
+        first is not None
+        and spray_bound is not None
+        and first[0].mlu < res.mlu * (1 - opts.move_threshold) - _TOL
+    ):
         # the spray beats one path per flow: an LP-guided whole-flow pass will not do better
         # than the LP's own fractional optimum, which the spray is already near
         res = replace(first[0], method="qp-spray")
-        bound = lower_bound(fabric, health, flows, qps=opts.qps)
-        return _finish(fabric, flows, res, bound, None, times, start, first[1], previous, opts)
+        return _finish(fabric, flows, res, spray_bound, None, times, start, first[1],
+                       previous, opts)  # fmt: skip
     if opts.qps > 1 and len(flows):
-        split_bound = lower_bound(fabric, health, flows, qps=opts.qps)
+        split_bound = (
+            spray_bound
+            if spray_bound is not None
+            else lower_bound(fabric, health, flows, qps=opts.qps)
+        )
         if need_lp and opts.lp == "auto" and res.mlu > 1.0 + _TOL and first is None:
             # Widespread overload one path per flow cannot pack: when spraying QP buckets
             # meets the bound, it is optimal and the LP and second pass cannot beat it.

@@ -125,3 +125,26 @@ def test_every_bound_below_integral_routings_and_cuts_below_lp(
     if sol.unroutable.size == 0:
         for name in ("rack-egress", "rack-ingress", "pod-egress", "pod-ingress"):
             assert bound.parts.get(name, 0.0) <= sol.mlu * (1 + 1e-6) + 1e-9, name
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 2), st.sampled_from([1.0, 2.5, 4.0, 7.0]), st.integers(1, 9)),
+        max_size=25,
+    ),
+    st.integers(1, 4),
+)
+def test_unsplit_with_copies_equals_the_copies_written_out(
+    rows: list[tuple[int, float, int]], links: int
+) -> None:
+    """A row standing for m equal buckets bounds exactly as m rows of one bucket each."""
+    from controller.solver.bounds import _unsplit
+
+    cap = np.full((3, links), 100.0)
+    cap[1, 0] = 400.0
+    group = np.array([g for g, _, _ in rows], np.int64)
+    demand = np.array([d for _, d, _ in rows])
+    copies = np.array([m for _, _, m in rows], np.int64)
+    written = _unsplit(np.repeat(group, copies), np.repeat(demand, copies), cap)
+    assert _unsplit(group, demand, cap, copies) == written
