@@ -99,6 +99,37 @@ def path_arcs(
     return out
 
 
+def hop_arc(
+    fabric: Fabric,
+    cls: int,
+    src_nic: np.ndarray,
+    dst_nic: np.ndarray,
+    digits: dict[str, np.ndarray],
+    pos: int,
+) -> np.ndarray:
+    """Column `pos` of path_arcs for flows all of class `cls` (SAME_POD or CROSS_POD) whose
+    paths are given by their digits (see decode): one arc per flow, without the others."""
+    src_nic = np.asarray(src_nic, dtype=np.int64)
+    if pos == 0:
+        return np.asarray(fabric.up(fabric.access_link(src_nic)))
+    sr = fabric.rack_of_host(fabric.host_of_nic(src_nic))
+    if pos == 1:
+        return np.asarray(fabric.up(fabric.rack_link(sr, digits["c"], digits["ku"])))
+    dr = fabric.rack_of_host(fabric.host_of_nic(np.asarray(dst_nic, dtype=np.int64)))
+    last = MAX_HOPS - 1 if cls == CROSS_POD else 3
+    if pos == last:
+        return np.asarray(fabric.down(fabric.access_link(np.asarray(dst_nic, dtype=np.int64))))
+    if pos == last - 1:
+        return np.asarray(fabric.down(fabric.rack_link(dr, digits["c"], digits["kd"])))
+    if cls == CROSS_POD and pos == 2:
+        link = fabric.agg_link(fabric.pod_of_rack(sr), digits["c"], digits["j"], digits["mu"])
+        return np.asarray(fabric.up(link))
+    if cls == CROSS_POD and pos == 3:
+        link = fabric.agg_link(fabric.pod_of_rack(dr), digits["c"], digits["j"], digits["md"])
+        return np.asarray(fabric.down(link))
+    raise ValueError(f"no hop {pos} on a path of class {cls}")
+
+
 def path_alive(arcs: np.ndarray, arc_capacity: np.ndarray) -> np.ndarray:
     """True where every arc of a padded path row has capacity left."""
     ok = np.where(arcs >= 0, arc_capacity[np.maximum(arcs, 0)] > 0, True)

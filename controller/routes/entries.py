@@ -50,7 +50,7 @@ from controller.model.paths import (
     SAME_POD,
     decode,
     flow_class,
-    path_arcs,
+    hop_arc,
     path_index,
 )
 
@@ -417,26 +417,33 @@ def align_entries(
     pr = np.zeros(len(flows)) if priority is None else np.asarray(priority, np.float64)
     cls_all = flow_class(fabric, flows.src_nic, flows.dst_nic)
     dst_host = flows.dst_host(fabric)
+    top_qp = int(flows.qp.max(initial=ALL_QPS))
     for cls, hops in _hops(fabric).items():
         rows = np.flatnonzero((cls_all == cls) & (path >= 0))
         if rows.size < 2:
             continue
         src, dst = flows.src_nic[rows], flows.dst_nic[rows]
+        cls_arr = np.full(rows.size, cls)
+        digits = decode(fabric, cls_arr, path[rows])
+        # members of a key in (priority, index) order: rows ascend, so a stable sort by
+        # priority, then a stable sort by key within it
+        by_pr = np.argsort(pr[rows], kind="stable")
+        changed = False
         for hop in hops:
-            arc = path_arcs(fabric, src, dst, path[rows])[:, hop.pos]
+            arc = hop_arc(fabric, cls, src, dst, digits, hop.pos)
             qp = flows.qp[rows] if hop.role == RTSW_UP else np.full(rows.size, ALL_QPS)
-            key = _entry_key(fabric, arc, dst_host[rows], qp, MAX_QP_BUCKETS)
-            order = np.lexsort((rows, pr[rows], key))
+            key = _entry_key(fabric, arc, dst_host[rows], qp, top_qp)
+            order = by_pr[np.argsort(key[by_pr], kind="stable")]
             k = key[order]
             first = np.r_[True, k[1:] != k[:-1]]
             head = order[np.maximum.accumulate(np.where(first, np.arange(k.size), 0))]
             follower = head != order
             if not follower.any():
                 continue
-            cls_arr = np.full(rows.size, cls)
-            digits = decode(fabric, cls_arr, path[rows])
+            changed = True
             for name in hop.digits:
                 digits[name][order[follower]] = digits[name][head[follower]]
+        if changed:
             path[rows] = path_index(fabric, cls_arr, digits)
     return path
 

@@ -469,13 +469,13 @@ def local_search(
     # the first of equal maxima is the same arc as over all arcs)
     hot_arcs = np.flatnonzero(core & np.isfinite(inv))
     weight = inv[hot_arcs]
-    # movable rows by arc (CSR over the initial paths; rows moved later are added to `onto`)
-    rows_of = np.repeat(np.arange(len(flows)), chosen.shape[1])
-    flat = chosen.reshape(-1)
-    pick = (flat >= 0) & may[rows_of]
-    on_arc = flat[pick]
-    arc_rows = rows_of[pick][arc_order(on_arc)]
-    arc_start = np.r_[0, np.cumsum(np.bincount(on_arc, minlength=fabric.num_arcs))]
+    # movable rows by arc over the initial paths, looked up when an arc first gets hot (few
+    # arcs do) in the columns that hold it; rows moved later are added to `onto`
+    columns = [np.where(may, chosen[:, h], -1) for h in range(chosen.shape[1])]
+    holds = np.zeros((len(columns), fabric.num_arcs), bool)
+    for h, col in enumerate(columns):
+        holds[h, col[col >= 0]] = True
+    initially: dict[int, np.ndarray] = {}
     onto: dict[int, list[int]] = {}
     tries, limit = 0, np.inf if max_tries is None else max_tries
     while tries < limit and hot_arcs.size:
@@ -485,7 +485,10 @@ def local_search(
         if top <= _TOL:
             break
         arc = int(hot_arcs[i])  # an arc nobody can leave pins the maximum
-        on = arc_rows[arc_start[arc] : arc_start[arc + 1]]
+        on = initially.get(arc)
+        if on is None:
+            found = [np.flatnonzero(col == arc) for h, col in enumerate(columns) if holds[h, arc]]
+            on = initially[arc] = np.sort(np.concatenate(found)) if found else np.zeros(0, int)
         if arc in onto:
             on = np.unique(np.concatenate([on, onto[arc]]))
         on = on[(chosen[on] == arc).any(axis=1)]

@@ -11,7 +11,9 @@ from controller.model.paths import (
     CROSS_POD,
     SAME_POD,
     SAME_RACK,
+    decode,
     flow_class,
+    hop_arc,
     num_paths,
     path_alive,
     path_arcs,
@@ -59,3 +61,16 @@ def test_path_alive(tiny: Fabric) -> None:
     rows = path_arcs(tiny, np.array([0, 0]), np.array([5, 5]), np.array([0, 1]))
     cap[tiny.up(tiny.rack_link(0, 0))] = 0
     assert path_alive(rows, cap).tolist() == [False, True]
+
+
+def test_hop_arc_is_the_column_of_path_arcs() -> None:
+    fabric = build(ClosSpec(pods=2, racks_per_pod=2, hosts_per_rack=1, nics_per_host=2,
+                            ctsws_per_pod=2, rack_links=2, atsws_per_plane=2, agg_links=2,
+                            taper=1.0))  # fmt: skip
+    for src, dst, cls, hops in [(0, 3, SAME_POD, 4), (1, 6, CROSS_POD, 6)]:
+        count = num_paths(fabric)[cls]
+        s, d, index = np.full(count, src), np.full(count, dst), np.arange(count)
+        rows = path_arcs(fabric, s, d, index)
+        digits = decode(fabric, np.full(count, cls), index)
+        for pos in range(hops):
+            assert hop_arc(fabric, cls, s, d, digits, pos).tolist() == rows[:, pos].tolist()
