@@ -374,27 +374,17 @@ def greedy_batched(
     sr = fabric.rack_of_host(fabric.host_of_nic(flows.src_nic[order])).tolist()
     dr = fabric.rack_of_host(fabric.host_of_nic(flows.dst_nic[order])).tolist()
     # first fit: the lowest batch that neither the source nor the destination RTSW uses
-    used_src: dict[int, set[int]] = {}
-    used_dst: dict[int, set[int]] = {}
-    low_src: dict[int, int] = {}
-    low_dst: dict[int, int] = {}
-    batch = np.empty(order.size, np.int64)
+    # (bit b of used_src[r] / used_dst[r]: RTSW r is taken in batch b)
+    used_src = [0] * fabric.num_racks
+    used_dst = [0] * fabric.num_racks
+    batch_l = [0] * order.size
     for i, (s_, d_) in enumerate(zip(sr, dr, strict=True)):
-        us, ud = used_src.setdefault(s_, set()), used_dst.setdefault(d_, set())
-        b = max(low_src.get(s_, 0), low_dst.get(d_, 0))
-        while b in us or b in ud:
-            b += 1
-        us.add(b)
-        ud.add(b)
-        batch[i] = b
-        lo = low_src.get(s_, 0)
-        while lo in us:
-            lo += 1
-        low_src[s_] = lo
-        lo = low_dst.get(d_, 0)
-        while lo in ud:
-            lo += 1
-        low_dst[d_] = lo
+        taken = used_src[s_] | used_dst[d_]
+        bit = ~taken & (taken + 1)  # the lowest clear bit
+        used_src[s_] |= bit
+        used_dst[d_] |= bit
+        batch_l[i] = bit.bit_length() - 1
+    batch = np.array(batch_l, np.int64)
     n_batches = int(batch.max()) + 1
     by_batch = np.argsort(batch, kind="stable")
     cuts = np.searchsorted(batch[by_batch], np.arange(n_batches + 1))
