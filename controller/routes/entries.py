@@ -568,29 +568,40 @@ def _fold_buckets(
 ) -> np.ndarray:
     """The qp of each distinct entry after folding buckets: per (in_arc, dst) whose entries
     are all buckets, the most common next hop (ties: the smallest arc) becomes one ALL_QPS
-    entry and its buckets are dropped (_FOLDED); the other buckets keep entries of their own."""
+    entry and its buckets are dropped (_FOLDED); the other buckets keep entries of their own.
+
+    The entries come sorted by (in_arc, dst, qp), as _installed takes them from np.unique,
+    so each (in_arc, dst) is one run that starts with its ALL_QPS entry if it has one."""
     qp = qp.copy()
-    split = np.flatnonzero(qp != ALL_QPS)
-    if not split.size:
+    split = qp != ALL_QPS
+    if not split.any():
         return qp
     base = in_arc * fabric.num_hosts + dst
-    covered = np.isin(base[split], base[qp == ALL_QPS])  # agree with it (conflict-checked)
-    qp[split[covered]] = _FOLDED
-    rows = split[~covered]
+    run = np.cumsum(np.r_[True, base[1:] != base[:-1]]) - 1
+    whole_run = np.zeros(int(run[-1]) + 1, bool)
+    whole_run[run[~split]] = True
+    covered = split & whole_run[run]  # agree with its all-buckets entry (conflict-checked)
+    qp[covered] = _FOLDED
+    rows = np.flatnonzero(split & ~covered)
     if not rows.size:
         return qp
-    # count next hops per key: sort by (key, next hop), runs of equal pairs
-    order = rows[np.lexsort((out_arc[rows], base[rows]))]
-    k, nh = base[order], out_arc[order]
+    # count next hops per key: sort by (key, next hop) (the keys already ascend), runs of
+    # equal pairs
+    order = rows[np.argsort(run[rows] * np.int64(fabric.num_arcs) + out_arc[rows], kind="stable")]
+    k, nh = run[order], out_arc[order]
     new_pair = np.r_[True, (k[1:] != k[:-1]) | (nh[1:] != nh[:-1])]
     starts = np.flatnonzero(new_pair)
     counts = np.diff(np.r_[starts, k.size])
     pair_key = k[starts]
     # the first pair with the largest count per key (pairs are sorted by next hop)
-    rank = np.lexsort((np.arange(starts.size), -counts, pair_key))
-    best = rank[np.r_[True, pair_key[rank][1:] != pair_key[rank][:-1]]]
-    keys, mode = pair_key[best], nh[starts[best]]  # keys ascend: one row per key
-    winner = mode[np.searchsorted(keys, k)] == nh
+    key_start = np.flatnonzero(np.r_[True, pair_key[1:] != pair_key[:-1]])
+    pairs_per_key = np.diff(np.r_[key_start, pair_key.size])
+    top = np.repeat(np.maximum.reduceat(counts, key_start), pairs_per_key)
+    at_top = np.flatnonzero(counts == top)
+    best = at_top[np.r_[True, pair_key[at_top][1:] != pair_key[at_top][:-1]]]
+    mode = nh[starts[best]]  # one per key, in key order
+    rows_per_key = np.add.reduceat(counts, key_start)
+    winner = np.repeat(mode, rows_per_key) == nh
     won, kw = order[winner], k[winner]
     qp[won] = _FOLDED
     qp[won[np.r_[True, kw[1:] != kw[:-1]]]] = ALL_QPS
