@@ -470,9 +470,12 @@ def local_search(
     # the first of equal maxima is the same arc as over all arcs)
     hot_arcs = np.flatnonzero(core & np.isfinite(inv))
     weight = inv[hot_arcs]
+    util = load[hot_arcs] * weight  # kept up to date as flows move
+    hot_index = np.full(fabric.num_arcs, -1, np.int64)
+    hot_index[hot_arcs] = np.arange(hot_arcs.size)
     # movable rows by arc over the initial paths, looked up when an arc first gets hot (few
     # arcs do) in the columns that hold it; rows moved later are added to `onto`
-    columns = [np.where(may, chosen[:, h], -1) for h in range(chosen.shape[1])]
+    columns = [np.where(may, chosen[:, h], -1).astype(np.int32) for h in range(chosen.shape[1])]
     holds = np.zeros((len(columns), fabric.num_arcs), bool)
     for h, col in enumerate(columns):
         holds[h, col[col >= 0]] = True
@@ -480,7 +483,6 @@ def local_search(
     onto: dict[int, list[int]] = {}
     tries, limit = 0, np.inf if max_tries is None else max_tries
     while tries < limit and hot_arcs.size:
-        util = load[hot_arcs] * weight
         i = int(np.argmax(util))
         top = float(util[i])
         if top <= _TOL:
@@ -511,7 +513,8 @@ def local_search(
             f, p = int(batch[ok[0]]), int(choice[ok[0]])
             d = float(demand[f])
             cls = int(cand.cls[f])
-            load[chosen[f, chosen[f] >= 0]] -= d
+            old = chosen[f, chosen[f] >= 0]
+            load[old] -= d
             mates.remove(f, cls, int(path[f]))
             arcs = cand.chosen(f, p)
             path[f] = p
@@ -520,6 +523,9 @@ def local_search(
                 onto.setdefault(a, []).append(f)
             load[arcs] += d
             mates.add(f, cls, p)
+            touched = np.concatenate([old, arcs])
+            at = hot_index[touched]
+            util[at[at >= 0]] = load[touched[at >= 0]] * weight[at[at >= 0]]
             moved = True
             break
         if not moved:
