@@ -598,28 +598,46 @@ def _load(fabric: Fabric, assignment: Assignment, arcs: np.ndarray | None) -> np
     return np.bincount(flat[keep], weights=w[keep], minlength=fabric.num_arcs)
 
 
+def arc_load(fabric: Fabric, assignment: Assignment, arcs: np.ndarray | None = None) -> np.ndarray:
+    """Gbps per arc (Assignment.link_load), from the assignment's arcs if given."""
+    return _load(fabric, assignment, arcs)
+
+
 def utilisation(
-    fabric: Fabric, health: LinkHealth, assignment: Assignment, arcs: np.ndarray | None = None
+    fabric: Fabric,
+    health: LinkHealth,
+    assignment: Assignment,
+    arcs: np.ndarray | None = None,
+    load: np.ndarray | None = None,
 ) -> np.ndarray:
     """Load / alive capacity per arc (inf where a dead arc carries load); `arcs`, if
-    given, are the assignment's (Assignment.arcs), to save computing them again."""
-    load = _load(fabric, assignment, arcs)
+    given, are the assignment's (Assignment.arcs), and `load` its arc_load, to save
+    computing them again."""
+    load = _load(fabric, assignment, arcs) if load is None else load
     cap = health.arc_capacity(fabric)
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(cap > 0, load / np.where(cap > 0, cap, 1.0), np.where(load > 0, np.inf, 0))
 
 
 def collided_arcs(
-    fabric: Fabric, health: LinkHealth, assignment: Assignment, arcs: np.ndarray | None = None
+    fabric: Fabric,
+    health: LinkHealth,
+    assignment: Assignment,
+    arcs: np.ndarray | None = None,
+    load: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Switch-to-switch arcs carrying two or more flows whose total exceeds the capacity."""
+    """Switch-to-switch arcs carrying two or more flows whose total exceeds the capacity
+    (`arcs`, `load`: as for utilisation)."""
     arcs = assignment.arcs(fabric) if arcs is None else arcs
-    load = _load(fabric, assignment, arcs)
-    flat = arcs.reshape(-1)
-    count = np.bincount(flat[flat >= 0], minlength=fabric.num_arcs)
+    load = _load(fabric, assignment, arcs) if load is None else load
     cap = health.arc_capacity(fabric)
     core = np.repeat(fabric.link_kind != ACCESS, 2)
-    return np.flatnonzero(core & (count > 1) & (load > cap + _TOL * np.maximum(cap, 1.0)))
+    over = core & (load > cap + _TOL * np.maximum(cap, 1.0))
+    if not over.any():
+        return np.zeros(0, np.int64)
+    flat = arcs.reshape(-1)
+    count = np.bincount(flat[flat >= 0], minlength=fabric.num_arcs)
+    return np.flatnonzero(over & (count > 1))
 
 
 @dataclass(frozen=True)

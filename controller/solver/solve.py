@@ -52,6 +52,7 @@ from controller.solver.greedy import (
     SEARCH_TRIES,
     AssignResult,
     Guidance,
+    arc_load,
     assign_paths,
     collided_arcs,
     utilisation,
@@ -211,10 +212,11 @@ def _bucket_result(
     )
     if fitted is not whole:
         arcs = np.where(fitted.routed[:, None], arcs, -1)
+    load = arc_load(fabric, fitted, arcs)
     out = AssignResult(
         assignment=fitted,
-        mlu=float(utilisation(fabric, health, fitted, arcs).max(initial=0.0)),
-        collided_links=collided_arcs(fabric, health, fitted, arcs),
+        mlu=float(utilisation(fabric, health, fitted, arcs, load).max(initial=0.0)),
+        collided_links=collided_arcs(fabric, health, fitted, arcs, load),
         churn=np.zeros(0, np.int64),  # counted against `previous` by solve
         fallback_ecmp=np.flatnonzero(fallback),
         unroutable=np.flatnonzero(off & ~fallback),
