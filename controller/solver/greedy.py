@@ -371,16 +371,30 @@ def greedy_batched(
     destination RTSW is taken yet, so the flows of a batch share no rack link and are placed
     at once, as arrays, on the load of the batches before. Flows of a batch may still share
     CTSW-ATSW links, and entry-key mates are left to align_entries."""
+    return greedy_batched_arcs(fabric, health, flows, fixed=fixed, cand=cand)[0]
+
+
+def greedy_batched_arcs(
+    fabric: Fabric,
+    health: LinkHealth,
+    flows: FlowSet,
+    *,
+    fixed: np.ndarray,
+    cand: Candidates | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """greedy_batched, and the core arcs of its paths (cand.all_chosen of them), which
+    local_search can take instead of computing them again."""
     cap = health.arc_capacity(fabric)
     inv = _inverse(cap)
     cand = cand or candidates(fabric, flows)
     path = np.asarray(fixed, np.int64).copy()
-    load = core_load(fabric, flows, cand, np.where(path >= 0, path, UNROUTED))
+    chosen = cand.all_chosen(np.where(path >= 0, path, UNROUTED))
+    load = core_load(fabric, flows, cand, path, chosen)
     todo = np.flatnonzero((path < 0) & access_alive(fabric, flows, cap))
     path[todo[cand.cls[todo] == SAME_RACK]] = 0
     todo = todo[cand.cls[todo] != SAME_RACK]
     if not todo.size:
-        return path
+        return path, chosen
     order = todo[np.argsort(-flows.demand[todo], kind="stable")]
     sr = fabric.rack_of_host(fabric.host_of_nic(flows.src_nic[order])).tolist()
     dr = fabric.rack_of_host(fabric.host_of_nic(flows.dst_nic[order])).tolist()
@@ -416,8 +430,10 @@ def greedy_batched(
             p = np.argmin(np.where(tied, total, np.inf), axis=1)
             ok = np.isfinite(best)
             path[sel[ok]] = p[ok]
-            np.add.at(load, arcs[np.flatnonzero(ok), p[ok]].reshape(-1), np.repeat(d[ok], h))
-    return path
+            placed = arcs[np.flatnonzero(ok), p[ok]]
+            chosen[sel[ok], :h] = placed
+            np.add.at(load, placed.reshape(-1), np.repeat(d[ok], h))
+    return path, chosen
 
 
 def core_load(
@@ -444,11 +460,13 @@ def local_search(
     movable: np.ndarray | None = None,
     max_tries: int | None = SEARCH_TRIES,
     cand: Candidates | None = None,
+    chosen: np.ndarray | None = None,
 ) -> np.ndarray:
     """Move flows off the most utilised arc while that strictly improves (max, count at max);
     stop at the first most-utilised arc none of whose flows can move, or after `max_tries`
     flows tried (None: no limit; every move improves, so it ends).
-    Only flows with `movable[f]` (default: all routed) may move. Returns new paths.
+    Only flows with `movable[f]` (default: all routed) may move; `chosen`: the paths'
+    cand.all_chosen, if at hand. Returns new paths.
 
     A try scores one flow's candidates with its own load taken off; the flows of the hot arc
     are tried in order (largest first) and the first that can go below the maximum moves.
@@ -458,7 +476,7 @@ def local_search(
     inv = _inverse(cap)
     cand = cand or candidates(fabric, flows)
     path = path.copy()
-    chosen = cand.all_chosen(path)
+    chosen = cand.all_chosen(path) if chosen is None else chosen.copy()
     load = core_load(fabric, flows, cand, path, chosen)
     may = path >= 0 if movable is None else movable & (path >= 0)
     may &= cand.cls != SAME_RACK

@@ -41,7 +41,7 @@ from controller.solver.greedy import (
     Candidates,
     candidates,
     greedy,
-    greedy_batched,
+    greedy_batched_arcs,
     local_search,
     utilisation,
 )
@@ -249,12 +249,13 @@ def spray(
         # the flows kept whole are placed afresh around the sprayed buckets
         new_cand = candidates(fabric, new)
         fixed = np.where(whole, UNROUTED, sprayed)
-        fixed[is_bucket] = _place_dead(fabric, health, new.take(np.flatnonzero(is_bucket)),
-                                       sprayed[is_bucket], search_tries)  # fmt: skip
-        sprayed = greedy_batched(fabric, health, new, fixed=fixed, cand=new_cand)
+        if (health.arc_capacity(fabric) <= 0).any():
+            fixed[is_bucket] = _place_dead(fabric, health, new.take(np.flatnonzero(is_bucket)),
+                                           sprayed[is_bucket], search_tries)  # fmt: skip
+        sprayed, chosen = greedy_batched_arcs(fabric, health, new, fixed=fixed, cand=new_cand)
         sprayed = local_search(
             fabric, health, new, sprayed, movable=(cls != SAME_RACK) & ~hashed,
-            max_tries=search_tries, cand=new_cand,
+            max_tries=search_tries, cand=new_cand, chosen=chosen,
         )  # fmt: skip
     else:
         sprayed = _place_dead(fabric, health, new, sprayed, search_tries)

@@ -199,6 +199,23 @@ def test_greedy_batched_places_every_alive_flow_and_keeps_fixed(case):
     assert np.array_equal(path, greedy_batched(fabric, health, flows, fixed=fixed))
 
 
+@settings(max_examples=30, deadline=None)
+@given(cases())
+def test_batched_arcs_and_local_search_from_them_equal_the_recomputed(case):
+    """The core arcs greedy_batched_arcs hands on are cand.all_chosen of its paths, and a
+    local search started from them moves exactly as one that computes them itself."""
+    from controller.solver.greedy import candidates, greedy_batched_arcs
+
+    fabric, health, flows = _instance(*case)
+    cand = candidates(fabric, flows)
+    fixed = np.full(len(flows), UNROUTED, np.int64)
+    fixed[::2] = greedy(fabric, health, flows)[::2]
+    path, chosen = greedy_batched_arcs(fabric, health, flows, fixed=fixed, cand=cand)
+    assert np.array_equal(chosen, cand.all_chosen(path))
+    handed = local_search(fabric, health, flows, path, cand=cand, chosen=chosen)
+    assert np.array_equal(handed, local_search(fabric, health, flows, path, cand=cand))
+
+
 def test_greedy_batched_matches_greedy_when_racks_do_not_meet(two_rack_pod):
     from controller.solver.greedy import greedy_batched
 
@@ -209,3 +226,64 @@ def test_greedy_batched_matches_greedy_when_racks_do_not_meet(two_rack_pod):
     path = greedy_batched(two_rack_pod, health, flows, fixed=none)
     assert sorted(path[:2].tolist()) == [0, 1]  # both CTSWs
     assert path.tolist() == greedy(two_rack_pod, health, flows).tolist()
+
+
+def _scalar_local_search(fabric, health, flows, path, max_tries):
+    """The local search one try at a time (take the flow off, score its candidates, put it
+    back unless it moves): the rule local_search batches."""
+    from controller.model.fabric import ACCESS
+    from controller.model.paths import SAME_RACK
+    from controller.solver.greedy import _best_path, _inverse, _Mates, candidates, core_load
+
+    inv = _inverse(health.arc_capacity(fabric))
+    cand = candidates(fabric, flows)
+    path = path.copy()
+    chosen = cand.all_chosen(path)
+    load = core_load(fabric, flows, cand, path)
+    may = (path >= 0) & (cand.cls != SAME_RACK)
+    mates = _Mates(fabric, flows, cand)
+    mates.fill(cand.cls, path)
+    core = np.repeat(fabric.link_kind != ACCESS, 2)
+    weight = np.where(core & np.isfinite(inv), inv, 0.0)
+    tries = 0
+    while max_tries is None or tries < max_tries:
+        util = load * weight
+        top = float(util.max(initial=0.0))
+        if top <= 1e-9:
+            break
+        arc = int(np.argmax(util))
+        on = np.flatnonzero((chosen == arc).any(axis=1) & may)
+        on = on[np.argsort(-flows.demand[on], kind="stable")]
+        moved = False
+        for f in on.tolist():
+            if max_tries is not None and tries >= max_tries:
+                break
+            tries += 1
+            d, cls = float(flows.demand[f]), int(cand.cls[f])
+            old = chosen[f, chosen[f] >= 0]
+            load[old] -= d
+            mates.remove(f, cls, int(path[f]))
+            arcs = cand.arcs(f)
+            p, worst = _best_path(arcs, load, inv, d, mates.allowed(f, cls, arcs.shape[0]))
+            if p != UNROUTED and p != path[f] and worst < top - 1e-9:
+                path[f] = p
+                chosen[f, : arcs.shape[1]] = arcs[p]
+                load[arcs[p]] += d
+                mates.add(f, cls, p)
+                moved = True
+                break
+            load[old] += d
+            mates.add(f, cls, int(path[f]))
+        if not moved:
+            break
+    return path
+
+
+@settings(max_examples=40, deadline=None)
+@given(cases(), st.sampled_from([None, 1, 2, 5, 40]))
+def test_local_search_tries_like_one_flow_at_a_time(case, tries):
+    fabric, health, flows = _instance(*case)
+    start = greedy(fabric, health, flows)
+    start[start >= 0] = 0  # everything on the first candidate: plenty to move
+    want = _scalar_local_search(fabric, health, flows, start, tries)
+    assert np.array_equal(local_search(fabric, health, flows, start, max_tries=tries), want)
