@@ -500,6 +500,7 @@ def local_search(
     initially: dict[int, np.ndarray] = {}
     onto: dict[int, list[int]] = {}
     tries, limit = 0, np.inf if max_tries is None else max_tries
+    first_batch = _FIRST_BATCH
     while tries < limit and hot_arcs.size:
         i = int(np.argmax(util))
         top = float(util[i])
@@ -515,7 +516,7 @@ def local_search(
         on = on[(chosen[on] == arc).any(axis=1)]
         on = on[np.argsort(-demand[on], kind="stable")]
         moved = False
-        lo, size = 0, _FIRST_BATCH
+        lo, size = 0, first_batch
         while lo < on.size and tries < limit:
             batch = on[lo : lo + int(min(size, limit - tries))]
             choice, worst = _score_tries(cand, chosen, load, inv, demand, mates, path, batch)
@@ -528,6 +529,7 @@ def local_search(
                 size *= 4
                 continue
             tries += int(ok[0]) + 1
+            first_batch = max(_FIRST_BATCH, lo + int(ok[0]) + 2)
             f, p = int(batch[ok[0]]), int(choice[ok[0]])
             d = float(demand[f])
             cls = int(cand.cls[f])
@@ -561,9 +563,11 @@ def arc_order(ids: np.ndarray) -> np.ndarray:
     return low[np.argsort(high, kind="stable")]
 
 
-# Tries scored at once before the first batch's outcome is known (then 4x as many): on the
-# meta-24k spray the move is found within the first 14-22 flows of the hot arc.
-_FIRST_BATCH = 32
+# Tries scored at once before the first batch's outcome is known (then 4x as many): at least
+# this many, or one more than the last move took (on the meta-24k spray the move is found
+# within the first 14-22 flows of the hot arc, round after round). The batch size only
+# changes how much is scored ahead, never which flow moves.
+_FIRST_BATCH = 8
 
 
 def _score_tries(
