@@ -41,9 +41,9 @@ from controller.solver.colouring import colour_assign
 
 _TOL = 1e-9
 # Flows a local search tries on other paths before it stops (one try: a flow's candidates
-# scored, ~40 us on meta-24k). Searches on pods converge within a few hundred; on the spray
-# of the meta-24k mix (500K+ rows) 10,000 cost about what a 1 s wall-clock budget used to
-# leave it and reach 1.006-1.022 x the bound (docs/profiling.md).
+# scored; the tries of one hot arc are scored together, ~10 us a try on meta-24k). Searches
+# on pods converge within a few hundred; on the spray of the meta-24k mix (500K+ rows)
+# 10,000 reach 1.006-1.022 x the bound in about 0.1 s (docs/profiling.md).
 SEARCH_TRIES = 10_000
 
 
