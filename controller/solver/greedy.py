@@ -446,9 +446,15 @@ def core_load(
     """Gbps per arc from the switch-to-switch hops of the given paths (`arcs`: their
     cand.all_chosen, if at hand)."""
     arcs = cand.all_chosen(path) if arcs is None else arcs
-    flat = arcs.reshape(-1)
-    w = np.repeat(flows.demand, arcs.shape[1])
-    return np.bincount(flat[flat >= 0], weights=w[flat >= 0], minlength=fabric.num_arcs)
+    return _arc_sums(fabric, arcs, flows.demand)
+
+
+def _arc_sums(fabric: Fabric, arcs: np.ndarray, demand: np.ndarray) -> np.ndarray:
+    """Sum of each row's demand over the arcs of its padded row (-1: none). The padding
+    lands in a bin of its own, so every arc adds its rows in the same order as a masked
+    bincount would, without building the masked copies."""
+    w = np.repeat(demand, arcs.shape[1])
+    return np.bincount(arcs.reshape(-1) + 1, weights=w, minlength=fabric.num_arcs + 1)[1:]
 
 
 def local_search(
@@ -614,10 +620,7 @@ def _score_tries(
 def _load(fabric: Fabric, assignment: Assignment, arcs: np.ndarray | None) -> np.ndarray:
     if arcs is None:
         return assignment.link_load(fabric)
-    w = np.repeat(assignment.flows.demand, arcs.shape[1])
-    flat = arcs.reshape(-1)
-    keep = flat >= 0
-    return np.bincount(flat[keep], weights=w[keep], minlength=fabric.num_arcs)
+    return _arc_sums(fabric, arcs, assignment.flows.demand)
 
 
 def arc_load(fabric: Fabric, assignment: Assignment, arcs: np.ndarray | None = None) -> np.ndarray:
@@ -657,8 +660,7 @@ def collided_arcs(
     over = core & (load > cap + _TOL * np.maximum(cap, 1.0))
     if not over.any():
         return np.zeros(0, np.int64)
-    flat = arcs.reshape(-1)
-    count = np.bincount(flat[flat >= 0], minlength=fabric.num_arcs)
+    count = np.bincount(arcs.reshape(-1) + 1, minlength=fabric.num_arcs + 1)[1:]
     return np.flatnonzero(over & (count > 1))
 
 
