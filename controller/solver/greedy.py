@@ -68,6 +68,10 @@ class Candidates:
         off = self.offset[int(self.cls[f])]
         return self.base[f, : off.shape[1]] + off[path]
 
+    def take(self, rows: np.ndarray) -> Candidates:
+        """The candidates of flows `rows` (as of FlowSet.take(rows))."""
+        return Candidates(self.cls[rows], self.base[rows], self.offset)
+
     def all_chosen(self, path: np.ndarray) -> np.ndarray:
         """Core arcs [F, 4] of the given paths, -1 padded (and for UNROUTED)."""
         out = np.full(self.base.shape, -1, np.int64)

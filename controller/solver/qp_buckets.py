@@ -247,7 +247,7 @@ def spray(
     whole = ~is_bucket & (cls != SAME_RACK)
     if budget is not None and whole.any():
         # the flows kept whole are placed afresh around the sprayed buckets
-        new_cand = candidates(fabric, new)
+        new_cand = candidates(fabric, flows).take(parent)  # a bucket's are its flow's
         fixed = np.where(whole, UNROUTED, sprayed)
         if (health.arc_capacity(fabric) <= 0).any():
             fixed[is_bucket] = _place_dead(fabric, health, new.take(np.flatnonzero(is_bucket)),
@@ -286,7 +286,7 @@ def split_overloaded(
     new, parent = split_flows(flows, which, qps)
     new_path = path[parent]
     movable = new.qp != ALL_QPS
-    new_cand = candidates(fabric, new)
+    new_cand = cand.take(parent)
     new_path = local_search(
         fabric, health, new, new_path, movable=movable, max_tries=search_tries, cand=new_cand
     )

@@ -287,3 +287,16 @@ def test_local_search_tries_like_one_flow_at_a_time(case, tries):
     start[start >= 0] = 0  # everything on the first candidate: plenty to move
     want = _scalar_local_search(fabric, health, flows, start, tries)
     assert np.array_equal(local_search(fabric, health, flows, start, max_tries=tries), want)
+
+
+@settings(max_examples=20, deadline=None)
+@given(cases())
+def test_candidates_of_buckets_are_their_flows(case):
+    """A QP bucket has its flow's candidates, so the spray takes them by parent index."""
+    from controller.solver.greedy import candidates
+    from controller.solver.qp_buckets import split_flows
+
+    fabric, _, flows = _instance(*case)
+    new, parent = split_flows(flows, np.arange(0, len(flows), 2), 4)
+    want, got = candidates(fabric, new), candidates(fabric, flows).take(parent)
+    assert np.array_equal(want.cls, got.cls) and np.array_equal(want.base, got.base)
