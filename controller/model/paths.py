@@ -74,28 +74,30 @@ def path_arcs(
     """Arc ids [F, MAX_HOPS] of path `index` for each flow, padded with -1."""
     src_nic = np.asarray(src_nic, dtype=np.int64)
     dst_nic = np.asarray(dst_nic, dtype=np.int64)
-    cls = flow_class(fabric, src_nic, dst_nic)
-    d = decode(fabric, cls, index)
+    index = np.asarray(index, dtype=np.int64)
     sr = fabric.rack_of_host(fabric.host_of_nic(src_nic))
     dr = fabric.rack_of_host(fabric.host_of_nic(dst_nic))
     out = np.full((src_nic.size, MAX_HOPS), -1, dtype=np.int64)
     out[:, 0] = fabric.up(fabric.access_link(src_nic))
     last = fabric.down(fabric.access_link(dst_nic))
-    rack = cls == SAME_RACK
-    pod = cls == SAME_POD
-    cross = cls == CROSS_POD
+    same_pod = fabric.pod_of_rack(sr) == fabric.pod_of_rack(dr)
+    rack = np.flatnonzero(sr == dr)
     out[rack, 1] = last[rack]
-    up = fabric.up(fabric.rack_link(sr, d["c"], d["ku"]))
-    down = fabric.down(fabric.rack_link(dr, d["c"], d["kd"]))
-    out[pod, 1], out[pod, 2], out[pod, 3] = up[pod], down[pod], last[pod]
-    if cross.any():
-        sp, dp = fabric.pod_of_rack(sr[cross]), fabric.pod_of_rack(dr[cross])
-        c, j = d["c"][cross], d["j"][cross]
-        out[cross, 1] = up[cross]
-        out[cross, 2] = fabric.up(fabric.agg_link(sp, c, j, d["mu"][cross]))
-        out[cross, 3] = fabric.down(fabric.agg_link(dp, c, j, d["md"][cross]))
-        out[cross, 4] = down[cross]
-        out[cross, 5] = last[cross]
+    for cls, rows in ((SAME_POD, np.flatnonzero(same_pod & (sr != dr))),
+                      (CROSS_POD, np.flatnonzero(~same_pod))):  # fmt: skip
+        if not rows.size:
+            continue
+        d = decode(fabric, np.full(rows.size, cls), index[rows])
+        s, t = sr[rows], dr[rows]
+        out[rows, 1] = fabric.up(fabric.rack_link(s, d["c"], d["ku"]))
+        down = fabric.down(fabric.rack_link(t, d["c"], d["kd"]))
+        if cls == SAME_POD:
+            out[rows, 2], out[rows, 3] = down, last[rows]
+            continue
+        sp, dp = fabric.pod_of_rack(s), fabric.pod_of_rack(t)
+        out[rows, 2] = fabric.up(fabric.agg_link(sp, d["c"], d["j"], d["mu"]))
+        out[rows, 3] = fabric.down(fabric.agg_link(dp, d["c"], d["j"], d["md"]))
+        out[rows, 4], out[rows, 5] = down, last[rows]
     return out
 
 
