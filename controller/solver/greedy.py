@@ -476,7 +476,7 @@ def local_search(
     stop at the first most-utilised arc none of whose flows can move, or after `max_tries`
     flows tried (None: no limit; every move improves, so it ends).
     Only flows with `movable[f]` (default: all routed) may move; `chosen`: the paths'
-    cand.all_chosen, if at hand. Returns new paths.
+    cand.all_chosen, if at hand (it is updated in place as flows move). Returns new paths.
 
     A try scores one flow's candidates with its own load taken off; the flows of the hot arc
     are tried in order (largest first) and the first that can go below the maximum moves.
@@ -486,7 +486,7 @@ def local_search(
     inv = _inverse(cap)
     cand = cand or candidates(fabric, flows)
     path = path.copy()
-    chosen = cand.all_chosen(path) if chosen is None else chosen.copy()
+    chosen = cand.all_chosen(path) if chosen is None else chosen
     load = core_load(fabric, flows, cand, path, chosen)
     may = path >= 0 if movable is None else movable & (path >= 0)
     may &= cand.cls != SAME_RACK
