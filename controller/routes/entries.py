@@ -433,7 +433,7 @@ def align_entries(
             arc = hop_arc(fabric, cls, src, dst, digits, hop.pos)
             qp = flows.qp[rows] if hop.role == RTSW_UP else np.full(rows.size, ALL_QPS)
             key = _entry_key(fabric, arc, dst_host[rows], qp, top_qp)
-            order = by_pr[np.argsort(key[by_pr], kind="stable")]
+            order = by_pr[_stable_order(key[by_pr])]
             k = key[order]
             first = np.r_[True, k[1:] != k[:-1]]
             head = order[np.maximum.accumulate(np.where(first, np.arange(k.size), 0))]
@@ -446,6 +446,22 @@ def align_entries(
         if changed:
             path[rows] = path_index(fabric, cls_arr, digits)
     return path
+
+
+def _stable_order(keys: np.ndarray) -> np.ndarray:
+    """np.argsort(keys, kind="stable") for non-negative integer keys, as 16-bit radix passes
+    from the lowest digit (numpy sorts 16-bit keys by counting: 1.5-2x faster than a merge
+    sort of the 2M 37-bit entry keys of cluster-100k)."""
+    if not keys.size or int(keys.min()) < 0:
+        return np.argsort(keys, kind="stable")
+    top = int(keys.max())
+    order = np.argsort((keys & 0xFFFF).astype(np.uint16), kind="stable")
+    shift = 16
+    while top >> shift:
+        digit = ((keys[order] >> shift) & 0xFFFF).astype(np.uint16)
+        order = order[np.argsort(digit, kind="stable")]
+        shift += 16
+    return order
 
 
 def _entry_key(
@@ -515,7 +531,10 @@ def _check_conflicts(fabric: Fabric, keys: _Keys) -> None:
 def _installed(fabric: Fabric, keys: _Keys) -> tuple[np.ndarray, ...]:
     """(in_arc, out_arc, dst_host, qp, row) of every entry a switch holds: one per distinct
     key, QP buckets folded (see _fold_buckets); `row` is a row of `keys` it came from."""
-    _, first = np.unique(keys.key(fabric), return_index=True)
+    key = keys.key(fabric)
+    order = _stable_order(key)
+    ordered = key[order]
+    first = order[np.r_[True, ordered[1:] != ordered[:-1]]]  # np.unique's return_index
     in_arc, out_arc, dst = keys.in_arc[first], keys.out_arc[first], keys.dst_host[first]
     qp = _fold_buckets(fabric, in_arc, out_arc, dst, keys.qp[first])
     keep = qp != _FOLDED

@@ -563,16 +563,6 @@ def local_search(
     return path
 
 
-def arc_order(ids: np.ndarray) -> np.ndarray:
-    """np.argsort(ids, kind="stable") for ids in [0, 2**32), as two 16-bit radix passes
-    (numpy sorts 16-bit keys by counting; 2-3x faster than a merge sort of int64 keys)."""
-    low = np.argsort((ids & 0xFFFF).astype(np.uint16), kind="stable")
-    if not ids.size or int(ids.max()) < 1 << 16:
-        return low
-    high = (ids[low] >> 16).astype(np.uint16)
-    return low[np.argsort(high, kind="stable")]
-
-
 # Tries scored at once before the first batch's outcome is known (then 4x as many): at least
 # this many, or one more than the last move took (on the meta-24k spray the move is found
 # within the first 14-22 flows of the hot arc, round after round). The batch size only

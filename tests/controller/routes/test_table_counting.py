@@ -12,6 +12,7 @@ from controller.model.flows import ALL_QPS
 from controller.routes.entries import (
     _FOLDED,
     _fold_buckets,
+    _stable_order,
     fit_and_count,
     fit_tables,
     table_usage,
@@ -71,3 +72,10 @@ def test_fit_and_count_counts_what_table_usage_counts() -> None:
         assert fitted.path.tolist() == fit_tables(TINY, a, budget).path.tolist()
         assert usage.tolist() == table_usage(TINY, fitted).tolist()
         assert usage.max() <= budget
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, (1 << 50) - 1), max_size=200), st.integers(0, 50))
+def test_stable_order_is_a_stable_argsort(values: list[int], bits: int) -> None:
+    keys = np.array(values, np.int64) >> (50 - bits)  # many ties when bits is small
+    assert _stable_order(keys).tolist() == np.argsort(keys, kind="stable").tolist()
