@@ -333,9 +333,9 @@ def greedy(
     demand = flows.demand
     mates = _Mates(fabric, flows, cand)
     mates.fill(cand.cls, np.where(keep, path, UNROUTED))
-    for f in demand_order(flows).tolist():
-        if keep[f] or not alive[f]:
-            continue
+    # the flows to place, in demand_order (a stable sort of a subset keeps its order)
+    todo = np.flatnonzero(~keep & alive)
+    for f in todo[np.argsort(-demand[todo], kind="stable")].tolist():
         cls = int(cand.cls[f])
         if cls == SAME_RACK:
             path[f] = 0

@@ -138,14 +138,16 @@ def _place_dead(
     flows: FlowSet,
     path: np.ndarray,
     search_tries: int | None,
+    cand: Candidates | None = None,
 ) -> np.ndarray:
-    """Re-place the rows whose path has a dead arc around all the others."""
+    """Re-place the rows whose path has a dead arc around all the others (`cand`: the
+    rows' candidates, if at hand)."""
     if not (health.arc_capacity(fabric) <= 0).any():
         return path
     dead = ~path_alive(Assignment(flows, path).arcs(fabric), health.arc_capacity(fabric))
     if not dead.any():
         return path
-    cand = candidates(fabric, flows)
+    cand = cand or candidates(fabric, flows)
     fixed = np.where(dead, UNROUTED, path)
     path = greedy(fabric, health, flows, fixed=fixed, cand=cand)
     return local_search(
@@ -250,15 +252,17 @@ def spray(
         new_cand = candidates(fabric, flows).take(parent)  # a bucket's are its flow's
         fixed = np.where(whole, UNROUTED, sprayed)
         if (health.arc_capacity(fabric) <= 0).any():
-            fixed[is_bucket] = _place_dead(fabric, health, new.take(np.flatnonzero(is_bucket)),
-                                           sprayed[is_bucket], search_tries)  # fmt: skip
+            buckets = np.flatnonzero(is_bucket)
+            fixed[is_bucket] = _place_dead(fabric, health, new.take(buckets), sprayed[is_bucket],
+                                           search_tries, new_cand.take(buckets))  # fmt: skip
         sprayed, chosen = greedy_batched_arcs(fabric, health, new, fixed=fixed, cand=new_cand)
         sprayed = local_search(
             fabric, health, new, sprayed, movable=(cls != SAME_RACK) & ~hashed,
             max_tries=search_tries, cand=new_cand, chosen=chosen,
         )  # fmt: skip
     else:
-        sprayed = _place_dead(fabric, health, new, sprayed, search_tries)
+        sprayed = _place_dead(fabric, health, new, sprayed, search_tries,
+                              candidates(fabric, flows).take(parent))  # fmt: skip
     sprayed = np.where(hashed, UNROUTED, sprayed)
     sprayed = align_entries(fabric, new, sprayed, is_bucket.astype(np.float64))
     new, sprayed, parent = _fold(flows, new, sprayed, parent)
