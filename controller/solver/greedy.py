@@ -234,6 +234,18 @@ class _Mates:
         fs = forced[:, p // span]
         return (fs < 0) | (fs == p % span)
 
+    def fits(self, f: int, cls: int, path: int, now: int) -> bool:
+        """Whether flow f (on path `now`) may take `path`: `allowed_without` of one path."""
+        g = self.group[f]
+        if g < 0:
+            return True
+        span = int(self.span[cls])
+        up = path // span
+        held = int(self.forced[g, up])
+        if held < 0 or held == path % span:
+            return True
+        return now // span == up and int(self.count[g, up]) == 1
+
     def add(self, f: int, cls: int, path: int) -> None:
         g = self.group[f]
         if g >= 0 and path >= 0:
@@ -610,6 +622,139 @@ def _score_tries(
     return best_p, best_w
 
 
+# Flows the relief pass tries on other paths (tries as in local_search). On the meta-24k mix
+# with two links down per pod the pass drains every arc it can within a few thousand.
+RELIEF_TRIES = 20_000
+
+
+def relieve(
+    fabric: Fabric,
+    health: LinkHealth,
+    flows: FlowSet,
+    path: np.ndarray,
+    *,
+    movable: np.ndarray | None = None,
+    max_tries: int | None = RELIEF_TRIES,
+    cand: Candidates | None = None,
+) -> np.ndarray:
+    """relieve_arcs, the paths only."""
+    return relieve_arcs(
+        fabric, health, flows, path, movable=movable, max_tries=max_tries, cand=cand
+    )[0]
+
+
+def relieve_arcs(
+    fabric: Fabric,
+    health: LinkHealth,
+    flows: FlowSet,
+    path: np.ndarray,
+    *,
+    movable: np.ndarray | None = None,
+    max_tries: int | None = RELIEF_TRIES,
+    cand: Candidates | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Drain switch-to-switch arcs loaded beyond capacity that the MLU search leaves alone
+    (it only ever looks at the most utilised arc): the arcs over capacity, most utilised
+    first, each until it is within capacity or none of its flows (largest first) has a
+    candidate path all of whose arcs stay within capacity with the flow on them. The MLU
+    never rises and no arc within capacity goes over; entry mates are respected as in
+    local_search (the caller aligns entries and checks tables after). At most `max_tries`
+    flows tried (None: no limit). Returns the new paths, their switch-to-switch arcs
+    (cand.all_chosen) and the Gbps per arc they put on those (core_load).
+
+    The flows of an arc are scored in batches (8, then 4x as many) on the load before the
+    batch; each accepted choice is checked again on the load of the moment before it moves.
+    Arcs and flows with no room on some hop of every candidate are skipped up front
+    (_may_fit)."""
+    cap = health.arc_capacity(fabric)
+    inv = _inverse(cap)
+    cand = cand or candidates(fabric, flows)
+    path = path.copy()
+    chosen = cand.all_chosen(path)
+    load = core_load(fabric, flows, cand, path, chosen)
+    core = np.repeat(fabric.link_kind != ACCESS, 2)
+    util = load * np.where(np.isfinite(inv), inv, 0.0)
+    over = np.flatnonzero(core & np.isfinite(inv) & (util > 1.0 + _TOL))
+    if not over.size:
+        return path, chosen, load
+    over = over[np.argsort(-util[over], kind="stable")]
+    may = path >= 0 if movable is None else movable & (path >= 0)
+    may &= cand.cls != SAME_RACK
+    demand = flows.demand
+    mates = _Mates(fabric, flows, cand)
+    mates.fill(cand.cls, path)
+    # movable rows on each over-capacity arc, over the initial paths: a move only ever lands
+    # on arcs within capacity, which are never drained, so no row needs adding later
+    hit = np.where(may[:, None], np.isin(chosen, over), False)
+    hit &= _may_fit(cand, chosen, cap - load, demand, np.asarray(hit.any(axis=1)))[:, None]
+    rows, hops = np.nonzero(hit)
+    by_arc = chosen[rows, hops]
+    order = np.lexsort((rows, -demand[rows], by_arc))
+    rows, by_arc = rows[order], by_arc[order]
+    starts = np.searchsorted(by_arc, over)
+    ends = np.searchsorted(by_arc, over, side="right")
+    tries, limit = 0, np.inf if max_tries is None else max_tries
+    for arc, lo_, hi_ in zip(over.tolist(), starts.tolist(), ends.tolist(), strict=True):
+        on = rows[lo_:hi_]
+        on = on[(chosen[on] == arc).any(axis=1)]  # still there (not moved off another arc)
+        size, lo = _FIRST_BATCH, 0
+        while lo < on.size and tries < limit and load[arc] > cap[arc] * (1.0 + _TOL):
+            batch = on[lo : lo + int(min(size, limit - tries))]
+            tries += batch.size
+            lo += batch.size
+            size *= 4
+            choice, worst = _score_tries(cand, chosen, load, inv, demand, mates, path, batch)
+            ok = (choice != UNROUTED) & (choice != path[batch]) & (worst <= 1.0 + _TOL)
+            # the batch was scored on the load before its own moves: each choice is checked
+            # again on the load of the moment (it still fits, its mates still agree)
+            for f, p in zip(batch[ok].tolist(), choice[ok].tolist(), strict=True):
+                if load[arc] <= cap[arc] * (1.0 + _TOL):
+                    break
+                d = float(demand[f])
+                cls = int(cand.cls[f])
+                arcs = cand.chosen(f, p)
+                mine = chosen[f, : arcs.size]
+                after = np.where(arcs == mine, load[arcs], load[arcs] + d)
+                if (after > cap[arcs] * (1.0 + _TOL)).any() or not mates.fits(f, cls, p, path[f]):
+                    continue
+                load[mine] -= d
+                mates.remove(f, cls, int(path[f]))
+                path[f] = p
+                chosen[f, : arcs.size] = arcs
+                load[arcs] += d
+                mates.add(f, cls, p)
+        if tries >= limit:
+            break
+    return path, chosen, load
+
+
+def _may_fit(
+    cand: Candidates, chosen: np.ndarray, room: np.ndarray, demand: np.ndarray, rows: np.ndarray
+) -> np.ndarray:
+    """Of the flows `rows` (a mask), those that could fit elsewhere: at every hop, their own
+    arc is within capacity (room >= 0) or some candidate arc at that hop has room for the
+    flow. A necessary condition for relieve's moves, hop by hop (so cheap: a hop has far
+    fewer distinct arcs than a flow has paths), that rules out most flows of arcs in a cut
+    with no room left."""
+    out = np.zeros(rows.size, bool)
+    for cls, off in cand.offset.items():
+        sel = np.flatnonzero(rows & (cand.cls == cls))
+        if not sel.size or not off.shape[1]:
+            continue
+        ok = np.ones(sel.size, bool)
+        for h in range(off.shape[1]):
+            own = chosen[sel, h]
+            fits = room[own] >= -_TOL
+            lack = np.flatnonzero(~fits)
+            if lack.size:
+                base, inv_b = np.unique(cand.base[sel[lack], h], return_inverse=True)
+                most = room[base[:, None] + np.unique(off[:, h])[None]].max(axis=1)
+                fits[lack] = most[inv_b] >= demand[sel[lack]] - _TOL
+            ok &= fits
+        out[sel] = ok
+    return out
+
+
 # ---- results ------------------------------------------------------------------------------------
 def _load(fabric: Fabric, assignment: Assignment, arcs: np.ndarray | None) -> np.ndarray:
     if arcs is None:
@@ -633,7 +778,11 @@ def utilisation(
     given, are the assignment's (Assignment.arcs), and `load` its arc_load, to save
     computing them again."""
     load = _load(fabric, assignment, arcs) if load is None else load
-    cap = health.arc_capacity(fabric)
+    return utilisation_of(load, health.arc_capacity(fabric))
+
+
+def utilisation_of(load: np.ndarray, cap: np.ndarray) -> np.ndarray:
+    """Load / capacity per arc (inf where a dead arc carries load, 0 where it carries none)."""
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(cap > 0, load / np.where(cap > 0, cap, 1.0), np.where(load > 0, np.inf, 0))
 

@@ -34,13 +34,14 @@ import numpy as np
 
 from controller.errors import InputError
 from controller.model.assignment import UNROUTED, Assignment, moved_pairs
-from controller.model.fabric import SWITCH_TIERS, Fabric
+from controller.model.fabric import ACCESS, SWITCH_TIERS, Fabric
 from controller.model.flows import ALL_QPS, FlowSet, match_pairs, pair_keys
 from controller.model.health import LinkHealth
 from controller.model.paths import path_alive
 from controller.routes.entries import (
     MAX_QP_BUCKETS,
     TableBudget,
+    align_entries,
     fit_and_count,
     switch_budget,
     table_usage,
@@ -49,13 +50,18 @@ from controller.routes.entries import (
 from controller.solver.bounds import Bound, lower_bound
 from controller.solver.commodities import Commodities, commodities
 from controller.solver.greedy import (
+    RELIEF_TRIES,
     SEARCH_TRIES,
     AssignResult,
     Guidance,
     arc_load,
     assign_paths,
+    candidates,
     collided_arcs,
+    core_load,
+    relieve_arcs,
     utilisation,
+    utilisation_of,
 )
 from controller.solver.lp import LpSolution, solve_lp
 from controller.solver.qp_buckets import DEFAULT_QPS, Split, split_overloaded, spray
@@ -88,10 +94,15 @@ class SolveOptions:
     # beyond this many flows a spray is kept even when it is not within spray_gap: one path
     # per flow (a per-flow greedy) then costs tens of seconds and rarely beats it
     whole_max_flows: int = 100_000
+    # flows the relief pass tries on other paths to drain links loaded beyond capacity
+    # below the maximum (controller.solver.greedy.relieve); 0 = no relief pass
+    relief_tries: int | None = RELIEF_TRIES
 
     def __post_init__(self) -> None:
         if self.lp not in LP_MODES:
             raise InputError(f"lp must be one of {', '.join(LP_MODES)}, got {self.lp!r}")
+        if self.relief_tries is not None and self.relief_tries < 0:
+            raise InputError(f"relief_tries must be >= 0, got {self.relief_tries}")
         if self.search_tries is not None and self.search_tries < 0:
             raise InputError(f"search_tries must be >= 0, got {self.search_tries}")
         if self.lp_time_limit <= 0:
@@ -425,7 +436,7 @@ def solve(
         )
         if first is not None and near:
             res = replace(first[0], method="qp-spray")
-            return _finish(fabric, flows, res, spray_bound, None, times, start, first[1],
+            return _finish(fabric, health, flows, res, spray_bound, None, times, start, first[1],
                            previous, opts)  # fmt: skip
     t = time.perf_counter()
     bound = lower_bound(fabric, health, flows)
@@ -446,7 +457,7 @@ def solve(
         # the spray beats one path per flow: an LP-guided whole-flow pass will not do better
         # than the LP's own fractional optimum, which the spray is already near
         res = replace(first[0], method="qp-spray")
-        return _finish(fabric, flows, res, spray_bound, None, times, start, first[1],
+        return _finish(fabric, health, flows, res, spray_bound, None, times, start, first[1],
                        previous, opts)  # fmt: skip
     if opts.qps > 1 and len(flows):
         split_bound = (
@@ -488,7 +499,7 @@ def solve(
             if kept is not None and _fits(fabric, kept[0].assignment, opts):
                 res, parent = kept
         times["qp_split"] = time.perf_counter() - t
-    return _finish(fabric, flows, res, bound, lp, times, start, parent, previous, opts)
+    return _finish(fabric, health, flows, res, bound, lp, times, start, parent, previous, opts)
 
 
 def _spray_first(flows: FlowSet, opts: SolveOptions) -> bool:
@@ -505,6 +516,7 @@ def _spray_first(flows: FlowSet, opts: SolveOptions) -> bool:
 
 def _finish(
     fabric: Fabric,
+    health: LinkHealth,
     flows: FlowSet,
     res: AssignResult,
     bound: Bound,
@@ -515,6 +527,9 @@ def _finish(
     previous: Assignment | None,
     opts: SolveOptions,
 ) -> SolveResult:
+    t = time.perf_counter()
+    res = _relieved(fabric, health, res, opts)
+    times["relief"] = time.perf_counter() - t
     tables = _tables(fabric, res.assignment, _budget(fabric, opts), res.usage)
     times["total"] = time.perf_counter() - start
     out = replace(_result(fabric, res, bound, lp, times, parent), tables=tables)
@@ -522,6 +537,64 @@ def _finish(
         # buckets moved or (un)split: compare the rows of every flow in both
         out = replace(out, churn=int(moved_pairs(previous, res.assignment).size))
     return out
+
+
+def _relieved(
+    fabric: Fabric, health: LinkHealth, res: AssignResult, opts: SolveOptions
+) -> AssignResult:
+    """`res` after the relief pass (controller.solver.greedy.relieve): rows moved off links
+    loaded beyond capacity below the maximum, entries aligned (moved rows yield). Kept only
+    if the tables still fit, and, where alignment moved a row again, if the MLU does not
+    rise and no link within capacity goes over; else `res` unchanged. A result kept from
+    `previous` is left as it is (re-solving it moves no bucket).
+
+    Every entry key holds the destination host, so alignment and table usage change only
+    for the rows to the destination hosts of moved rows: only those are aligned and
+    counted again."""
+    if res.mlu <= 1.0 + _TOL or opts.relief_tries == 0 or res.method.startswith("kept+"):
+        return res
+    flows, path = res.assignment.flows, res.assignment.path
+    cand = candidates(fabric, flows)
+    new, chosen, load = relieve_arcs(
+        fabric, health, flows, path, max_tries=opts.relief_tries, cand=cand
+    )
+    moved = new != path
+    if not moved.any():
+        return res
+    host = flows.dst_host(fabric)
+    sub = np.flatnonzero(np.isin(host, host[moved]))
+    part = flows.take(sub)
+    aligned = align_entries(fabric, part, new[sub], moved[sub].astype(np.float64))
+    realigned = aligned != new[sub]
+    new[sub] = aligned
+    assignment = Assignment(flows, new)
+    if realigned.any():
+        # alignment moved rows the pass placed: count every arc again
+        chosen = cand.all_chosen(new)
+        load = core_load(fabric, flows, cand, new, chosen)
+    cap = health.arc_capacity(fabric)
+    core = np.repeat(fabric.link_kind != ACCESS, 2)
+    routed = new >= 0
+    access = np.bincount(
+        np.concatenate([fabric.up(flows.src_nic[routed]), fabric.down(flows.dst_nic[routed])]),
+        weights=np.tile(flows.demand[routed], 2),
+        minlength=fabric.num_arcs,
+    )
+    util = utilisation_of(np.where(core, load, access), cap)
+    mlu = float(util.max(initial=0.0))
+    if realigned.any():
+        before = utilisation(fabric, health, res.assignment)
+        if mlu > res.mlu + _TOL or ((util > 1.0 + _TOL) & (before <= 1.0 + _TOL)).any():
+            return res
+    old_part = table_usage(fabric, Assignment(part, path[sub]))
+    new_part = table_usage(fabric, Assignment(part, aligned))
+    usage = table_usage(fabric, res.assignment) if res.usage is None else res.usage
+    usage = usage - old_part + new_part
+    if ((new_part > old_part) & (usage > switch_budget(fabric, _budget(fabric, opts)))).any():
+        return res
+    count = np.bincount(chosen.reshape(-1) + 1, minlength=fabric.num_arcs + 1)[1:]
+    collided = np.flatnonzero(core & (load > cap + _TOL * np.maximum(cap, 1.0)) & (count > 1))
+    return replace(res, assignment=assignment, mlu=mlu, collided_links=collided, usage=usage)
 
 
 def repair(
