@@ -528,7 +528,7 @@ def _finish(
     opts: SolveOptions,
 ) -> SolveResult:
     t = time.perf_counter()
-    res = _relieved(fabric, health, res, opts)
+    res = _relieved(fabric, health, res, opts, flows, parent)
     times["relief"] = time.perf_counter() - t
     tables = _tables(fabric, res.assignment, _budget(fabric, opts), res.usage)
     times["total"] = time.perf_counter() - start
@@ -540,7 +540,12 @@ def _finish(
 
 
 def _relieved(
-    fabric: Fabric, health: LinkHealth, res: AssignResult, opts: SolveOptions
+    fabric: Fabric,
+    health: LinkHealth,
+    res: AssignResult,
+    opts: SolveOptions,
+    flows_in: FlowSet,
+    parent: np.ndarray | None,
 ) -> AssignResult:
     """`res` after the relief pass (controller.solver.greedy.relieve): rows moved off links
     loaded beyond capacity below the maximum, entries aligned (moved rows yield). Kept only
@@ -550,11 +555,14 @@ def _relieved(
 
     Every entry key holds the destination host, so alignment and table usage change only
     for the rows to the destination hosts of moved rows: only those are aligned and
-    counted again."""
+    counted again. `flows_in`, `parent`: the solve's flows and the input flow of every row
+    (None: the rows are the input flows); a bucket's candidates are its flow's."""
     if res.mlu <= 1.0 + _TOL or opts.relief_tries == 0 or res.method.startswith("kept+"):
         return res
     flows, path = res.assignment.flows, res.assignment.path
-    cand = candidates(fabric, flows)
+    cand = candidates(fabric, flows_in)
+    if parent is not None:
+        cand = cand.take(parent)
     new, chosen, load = relieve_arcs(
         fabric, health, flows, path, max_tries=opts.relief_tries, cand=cand
     )
