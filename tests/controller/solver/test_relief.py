@@ -133,3 +133,10 @@ def test_solve_with_relief_never_worse_than_without(case, budget, qps):
     over = core & (u > 1 + _TOL)
     count = np.bincount(b.arcs(fabric).reshape(-1) + 1, minlength=fabric.num_arcs + 1)[1:]
     assert res.collided_links == int((over & (count > 1)).sum())
+
+
+def test_negative_relief_tries_is_refused():
+    from controller.errors import InputError
+
+    with pytest.raises(InputError, match="relief_tries"):
+        SolveOptions(relief_tries=-1)
