@@ -40,9 +40,10 @@ from controller.drivers.push import push, read_back
 from controller.errors import DriverError, InputError, StoreConflict, StoreCorrupt
 from controller.model.assignment import Assignment
 from controller.model.fabric import Fabric
+from controller.model.flows import FlowSet
 from controller.model.health import LinkHealth
 from controller.model.jobs import Job, jobs_flows
-from controller.model.rates import SimReport, simulate
+from controller.model.rates import simulate
 from controller.routes.entries import Entry, RouteSet, Table, build_routes
 from controller.routes.plan import plan_update
 from controller.service.metrics import Metrics
@@ -52,13 +53,17 @@ from controller.service.replica import Replica
 from controller.service.route_query import SWITCH_TIERS
 from controller.service.state import DesiredState, RouteLog
 from controller.service.store import Change
-from controller.solver.repair import repair as repair_assignment
+from controller.solver.bounds import Bound, lower_bound
+from controller.solver.greedy import AssignResult
+from controller.solver.repair import RouteIndex, bound_after, reoptimise, repair_indexed
 from controller.solver.solve import SolveOptions, SolveResult, solve
 
 log = logging.getLogger("fabric_te.engine")
 WRITE_ATTEMPTS = 8  # guarded store writes per input before the caller gets ABORTED
 SWEEP_CHUNK = 256  # switches per step of a periodic reconcile (inputs are taken between)
 LATENCY_SAMPLES = 1024  # report-to-installed latencies kept for Status's quantiles
+PREDICT_QUIET = 0.1  # s without a new result before the rate prediction of the last runs
+_TOL = 1e-9
 
 
 @dataclass(frozen=True)
@@ -183,6 +188,19 @@ class Engine:
         self._installed_asg: tuple[Assignment, tuple[str, ...], LinkHealth] | None = None
         self._pushed_asg: Assignment | None = None  # the assignment `_wanted` answers to
         self.repairs = 0  # repairs pushed
+        self.reoptimised = 0  # health-only rounds that needed the bounded re-optimisation
+        self.global_solves = 0  # global solves pushed
+        self._index: RouteIndex | None = None  # of the installed assignment (see _index_of)
+        self._index_box: tuple[Assignment, dict[str, Any]] | None = None  # one being built
+        # the last global solve pushed, its input flows, and the jobs version it answers to:
+        # a link change against the same jobs is settled against its quality (_settle_health)
+        self._global: tuple[SolveResult, FlowSet] | None = None
+        self._installed_jobs = -1
+        self._bounds: dict[bytes, Bound] = {}  # lower bounds of those flows, by link health
+        self._quality_seq = 0  # results recorded; the rate prediction follows the last one
+        self._predicted_seq = 0  # the result the predicted-rate gauges answer to
+        self._predict_job: tuple[int, SolveResult, LinkHealth, dict[str, Any] | None] | None = None
+        self._predictor: threading.Thread | None = None
         self._sweep: list[str] = []  # switches a periodic reconcile has still to check
         self._sweep_ok = True
         self.rebased = 0  # global results re-based on a link change that came meanwhile
@@ -600,42 +618,186 @@ class Engine:
 
     def _take_round(self) -> None:
         """New inputs: a link change is repaired and pushed at once, against what is
-        installed, even while a global solve runs; then a global solve (in its own thread)
-        follows, or the one running is re-checked against the new inputs when it ends."""
+        installed, even while a global solve runs. With the jobs unchanged since the last
+        global solve, the round is then settled from the repair (`_settle_health`); job
+        changes get a global solve (in its own thread), or the one running is re-checked
+        against the new inputs when it ends."""
         assert self._inputs is not None
         health = self._inputs[1]
         installed = self._installed_asg
+        repaired = None
         if installed is not None and not np.array_equal(installed[2].factor, health.factor):
-            self.repair_now(health)
-        if self._solving is None:
+            repaired = self.repair_now(health)
+        if self._solving is not None:
+            return
+        if (
+            repaired is not None
+            and self._global is not None
+            and (self._installed_jobs >= self._jobs_version)
+        ):
+            assert installed is not None
+            self._settle_health(repaired, installed[2], health)
+        else:
             self._start_solve()
 
-    def repair_now(self, health: LinkHealth) -> None:
+    def repair_now(self, health: LinkHealth) -> AssignResult:
         """Re-place the flows the change from the installed health to `health` hit; push
-        only the racks they leave."""
+        only the racks they leave. Costs the rows the change hits (the installed
+        assignment's RouteIndex is kept across repairs)."""
         assert self._installed_asg is not None
         assignment, ids, old = self._installed_asg
+        index = self._index_of(assignment)
         with self.metrics.solve_seconds.labels("repair").time():
-            fixed = repair_assignment(self.fabric, health, assignment, old_health=old).assignment
-        self._installed_asg = (fixed, ids, health)
-        self._push(fixed)
+            res, index = repair_indexed(health, index, old_health=old)
+        self._install(res.assignment, ids, health, index)
+        self._push(res.assignment)
         self.repairs += 1
+        return res
+
+    def _install(
+        self, assignment: Assignment, ids: tuple[str, ...], health: LinkHealth, index: RouteIndex
+    ) -> None:
+        """`assignment` (with its index) is what the switches are told to hold from now."""
+        self._installed_asg = (assignment, ids, health)
+        self._index = index
+        if index.moved_rows > max(4096, len(assignment.flows) // 32):  # rebuild beside
+            self._index_later(assignment)
+
+    def _index_of(self, assignment: Assignment) -> RouteIndex:
+        """The RouteIndex of `assignment`: the one kept, one built beside (waited for if
+        it is the only one), or built now (after a start or takeover)."""
+        kept = self._index if self._index is not None and (
+            self._index.assignment is assignment) else None  # fmt: skip
+        pending = self._index_box
+        if pending is not None and pending[0] is assignment:
+            box = pending[1]
+            if kept is None or box["ready"].is_set():
+                box["ready"].wait()
+                self._index_box = None
+                if box.get("index") is not None:
+                    kept = self._index = box["index"]
+        if kept is None:
+            kept = self._index = RouteIndex.build(self.fabric, assignment)
+        return kept
+
+    def _index_later(self, assignment: Assignment, box: dict[str, Any] | None = None) -> None:
+        """Build `assignment`'s RouteIndex in a thread of its own (off the reaction path),
+        or take the one the solve's thread builds into `box`."""
+        if box is None:
+            box = {"ready": threading.Event()}
+
+            def work() -> None:
+                try:
+                    box["index"] = RouteIndex.build(self.fabric, assignment)
+                except Exception:  # noqa: BLE001 - the next repair builds it
+                    log.exception("route index build failed")
+                box["ready"].set()
+
+            threading.Thread(target=work, name="fabric-te-index", daemon=True).start()
+        self._index_box = (assignment, box)
+
+    def _settle_health(
+        self, repaired: AssignResult, before: LinkHealth, health: LinkHealth
+    ) -> None:
+        """Settle a link-change round (jobs unchanged since the last global solve) without a
+        global re-solve when the repair is as good as that solve was: MLU / bound (the
+        cheap bound, for the new health) within `move_threshold` of the global result's
+        ratio, the gap at which the solver itself would not move kept flows. Otherwise a
+        bounded re-optimisation warm from the repair (`reoptimise`: rows off the hottest
+        arcs, REOPT_TRIES at most) is pushed; a global solve follows only when that is still
+        beyond both that ratio and the solver's own acceptance gap (`spray_gap`)."""
+        assert self._global is not None and self._inputs is not None
+        last, flows = self._global
+        _, _, version, digest = self._inputs
+        start = time.perf_counter()
+        opts = self.options
+        bound = self._bound_for(before, health, flows)
+        target = max(last.ratio, 1.0) * (1 + opts.move_threshold)
+
+        def ratio(mlu: float) -> float:
+            return mlu / bound.value if 0 < bound.value < np.inf else (0.0 if mlu <= 0 else 1.0)
+
+        res, churn, method = repaired, [repaired.churn], "repair"
+        if ratio(res.mlu) > target + _TOL:
+            assert self._installed_asg is not None and self._index is not None
+            _, ids, _ = self._installed_asg
+            with self.metrics.solve_seconds.labels("reoptimise").time():
+                res, index = reoptimise(health, self._index, goal=bound.value * target)
+            self.reoptimised += 1
+            method = "repair+reoptimise"
+            if res.churn.size:
+                churn.append(res.churn)
+                self._install(res.assignment, ids, health, index)
+                self._push(res.assignment)
+            if ratio(res.mlu) > max(target, 1 + opts.spray_gap) + _TOL:
+                log.info("repair at %.3f x the bound after re-optimising: global solve",
+                         ratio(res.mlu))  # fmt: skip
+                self._start_solve()
+                return
+        parent = last.parent
+        assert parent is not None
+        moved = np.unique(np.concatenate(churn))
+        result = SolveResult(
+            assignment=res.assignment,
+            mlu=res.mlu,
+            bound=bound,
+            lp=None,
+            collided_links=int(res.collided_links.size),
+            churn=int(np.unique(parent[moved]).size),
+            unroutable=np.unique(parent[res.unroutable]),
+            fallback_ecmp=last.fallback_ecmp,
+            method=method,
+            times={"total": time.perf_counter() - start + repaired.seconds},
+            parent=parent,
+            split_flows=last.split_flows,
+            tables=last.tables,  # as of the global solve; the read-back counts are in /metrics
+        )
+        self.metrics.churn.inc(result.churn)
+        assert self._installed_asg is not None
+        ids = self._installed_asg[1]
+        self.last_result = result
+        self._last_inputs = (ids, health)
+        self._previous = res.assignment
+        self.replica.put_assignment(res.assignment, digest)
+        with self._cond:
+            self._stored = (res.assignment, digest)
+        self._record_quality(result, health)
+        self._settle(version)
+
+    def _bound_for(self, before: LinkHealth, health: LinkHealth, flows: FlowSet) -> Bound:
+        """The split lower bound of the last global solve's flows under `health`: cached by
+        health (a flap returns to a health seen before), else derived from the installed
+        `before`'s (`bound_after`: only the changed cuts, when capacity only went down), else
+        computed in full (~0.25 s at meta-24k with 16 QP buckets)."""
+        key = health.factor.tobytes()
+        bound = self._bounds.get(key)
+        if bound is None:
+            known = self._bounds.get(before.factor.tobytes())
+            if known is not None:
+                bound = bound_after(self.fabric, flows, before, known, health, self.options.qps)
+            if bound is None:
+                bound = lower_bound(self.fabric, health, flows, qps=self.options.qps)
+            if len(self._bounds) >= 64:
+                self._bounds.pop(next(iter(self._bounds)))
+            self._bounds[key] = bound
+        return bound
 
     def _start_solve(self) -> None:
         """Solve the inputs last taken in a thread of its own (the worker stays free to
-        repair); `_finish_solve` pushes the result."""
+        repair); `_finish_solve` pushes the result. The thread then builds the result's
+        RouteIndex and predicts its rates, beside the push."""
         assert self._inputs is not None
         jobs, health, version, digest = self._inputs
         installed = self._installed_asg
         # matched by NIC pair; after a start or takeover: the stored (installed) assignment
         previous = installed[0] if installed is not None else self._previous
-        box: dict[str, Any] = {"simulated": threading.Event()}
+        box: dict[str, Any] = {"simulated": threading.Event(), "ready": threading.Event()}
         solving = (tuple(j.id for j in jobs), health, version, digest, box)
 
         def work() -> None:
             try:
                 self.solve_hook(health)
-                flows = jobs_flows(self.fabric, jobs)
+                flows = box["flows"] = jobs_flows(self.fabric, jobs)
                 with self.metrics.solve_seconds.labels("solve").time():
                     box["result"] = solve(
                         self.fabric, health, flows, previous=previous, options=self.options
@@ -645,12 +807,18 @@ class Engine:
             with self._cond:
                 self._done = True
                 self._cond.notify_all()
-            if "result" in box:  # predicted rates, while the worker pushes (the 2nd core)
-                res = box["result"]
+            if "result" in box:  # while the worker pushes (the 2nd core): the index for
+                res = box["result"]  # the next repair, then the predicted rates
+                try:
+                    box["index"] = RouteIndex.build(self.fabric, res.assignment)
+                except Exception:  # noqa: BLE001 - the next repair builds it
+                    log.exception("route index build failed")
+                box["ready"].set()
                 try:
                     box["report"] = simulate(self.fabric, health, res.assignment, parent=res.parent)
-                except Exception:  # noqa: BLE001 - the worker simulates again
+                except Exception:  # noqa: BLE001 - the predictor simulates again
                     log.exception("rate prediction failed")
+            box["ready"].set()
             box["simulated"].set()
 
         self._solving = solving
@@ -660,7 +828,8 @@ class Engine:
         """Push a finished global solve, re-based on the link health taken since it started:
         its flows on links that went down (or lost capacity) are repaired first, so no route
         through a link now down is pushed. Jobs changed meanwhile are solved next (a stream
-        of job changes never starves the pushes)."""
+        of job changes never starves the pushes). The round is settled once the routes are
+        read back; the rate prediction is recorded after (see `_record_quality`)."""
         assert self._solving is not None and self._inputs is not None
         ids, health, version, solved_digest, box = self._solving
         self._solving, self._done = None, False
@@ -672,10 +841,12 @@ class Engine:
         if stale:
             digest = solved_digest  # the assignment answers to the jobs it was solved for
         assignment = result.assignment
+        self._index_later(assignment, box)
         if now_health is not health:
-            assignment = repair_assignment(
-                self.fabric, now_health, assignment, old_health=health
-            ).assignment
+            index = self._index_of(assignment)  # built by the solve's thread
+            res, index = repair_indexed(now_health, index, old_health=health)
+            assignment = res.assignment
+            self._index = index
             self.rebased += 1
         self.metrics.churn.inc(result.churn)
         try:
@@ -684,13 +855,15 @@ class Engine:
             self.last_result = result
             self._last_inputs = (ids, now_health)
             self._installed_asg = (assignment, ids, now_health)
+            self._global = (result, box["flows"])
+            self._bounds = {health.factor.tobytes(): result.bound}
+            self._installed_jobs = version
+            self.global_solves += 1
             self._previous = assignment
             self.replica.put_assignment(assignment, digest)
             with self._cond:
                 self._stored = (assignment, digest)
-        box["simulated"].wait()
-        report = box.get("report") if now_health is health else None
-        self._record_quality(result, now_health, report)
+        self._record_quality(result, now_health, box if now_health is health else None)
         if stale:
             with self._cond:
                 self._applied = max(self._applied, version)
@@ -710,7 +883,7 @@ class Engine:
             ids = tuple(sorted(self._state.jobs))
             health = self._state.health
         self.last_result, self._last_inputs = None, None
-        self._installed_asg = None
+        self._installed_asg, self._global, self._index = None, None, None
         if stored is not None:
             self._previous = stored[0]
             self._pushed_asg = None
@@ -731,18 +904,74 @@ class Engine:
                  else "solving")  # fmt: skip
 
     def _record_quality(
-        self, result: SolveResult, health: LinkHealth, report: SimReport | None = None
+        self, result: SolveResult, health: LinkHealth, box: dict[str, Any] | None = None
     ) -> None:
-        """Gauges of the routes just installed: MLU, bound, predicted bus bandwidth
-        (`report`: predicted beside the push by the solve's thread, for the same health)."""
+        """Gauges of the routes just installed: MLU and bound at once; the predicted bus
+        bandwidth (about 0.5-1 s at meta-24k) after, on the predictor thread, so it never
+        holds back a settle or a repair (`box`: the solve's thread predicts the same
+        assignment and health beside the push). Only the last result recorded is predicted:
+        it waits PREDICT_QUIET s without a newer one first (a flap storm runs none)."""
         m = self.metrics
         m.mlu.set(result.mlu)
         m.mlu_bound.set(result.bound.value)
         m.bound_ratio.set(result.ratio)
-        if report is None:  # about 0.5-1 s at meta-24k, full
-            report = simulate(self.fabric, health, result.assignment, parent=result.parent)
-        m.links_over_capacity.set(report.links_over_capacity)
-        m.set_job_busbw(report.job_busbw_fraction)
+        with self._cond:
+            self._quality_seq += 1
+            self._predict_job = (self._quality_seq, result, health, box)
+            if self._predictor is None:
+                self._predictor = threading.Thread(
+                    target=self._predict_loop, name="fabric-te-predict", daemon=True
+                )
+                self._predictor.start()
+            self._cond.notify_all()
+
+    def _predict_loop(self) -> None:
+        """Predict the rates of the last result recorded, one at a time."""
+        while True:
+            with self._cond:
+                while self._predict_job is None and not self._stop:
+                    self._cond.wait(0.5)
+                if self._stop:
+                    return
+                job = self._predict_job
+                assert job is not None
+                if job[3] is None:  # quiet first: a newer result replaces this one
+                    self._cond.wait(PREDICT_QUIET)
+                    if self._predict_job is not job or self._stop:
+                        continue
+                self._predict_job = None
+            seq, result, health, box = job
+            report = None
+            if box is not None:
+                box["simulated"].wait()
+                report = box.get("report")
+            try:
+                if report is None:
+                    report = simulate(self.fabric, health, result.assignment, parent=result.parent)
+            except Exception:  # noqa: BLE001 - the gauges keep their last values
+                log.exception("rate prediction failed")
+                report = None
+            with self._cond:
+                if seq == self._quality_seq and report is not None:
+                    self.metrics.links_over_capacity.set(report.links_over_capacity)
+                    self.metrics.set_job_busbw(report.job_busbw_fraction)
+                if seq == self._quality_seq:
+                    self._predicted_seq = seq
+                self._cond.notify_all()
+
+    def wait_predicted(self, timeout: float = 10.0) -> bool:
+        """Block until the engine is idle and the predicted-rate gauges answer to the last
+        result recorded (they follow the settle; see `_record_quality`)."""
+        deadline = time.monotonic() + timeout
+        if not self.wait_idle(timeout):
+            return False
+        with self._cond:
+            while self._predicted_seq < self._quality_seq or self._busy:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(left)
+            return True
 
     def _push(self, assignment: Assignment) -> None:
         """Plan against what is installed and push. Only the racks whose flows changed

@@ -25,9 +25,11 @@ import time
 import numpy as np
 
 from controller.model.assignment import UNROUTED, Assignment
-from controller.model.fabric import ACCESS, Fabric
+from controller.model.fabric import ACCESS, AGG, RACK, Fabric
+from controller.model.flows import FlowSet
 from controller.model.health import LinkHealth
-from controller.model.paths import MAX_HOPS, SAME_RACK, flow_class, path_arcs
+from controller.model.paths import CROSS_POD, MAX_HOPS, SAME_RACK, flow_class, path_arcs
+from controller.solver.bounds import Bound, lower_bound
 from controller.solver.greedy import (
     AssignResult,
     _best_path,
@@ -384,3 +386,37 @@ def reoptimise(
         if not moved:
             break
     return work.finish(start, "reoptimise")
+
+
+def bound_after(
+    fabric: Fabric,
+    flows: FlowSet,
+    old_health: LinkHealth,
+    old_bound: Bound,
+    new_health: LinkHealth,
+    qps: int = 1,
+) -> Bound | None:
+    """`lower_bound(fabric, new_health, flows, qps=qps)` from `old_bound` (the bound for
+    `old_health`) when no capacity went up: only the flows of the NICs, racks and pods whose
+    links changed are bounded again, since theirs are the only cuts and paths that changed
+    and every other part of the old bound still holds. None when some capacity went up (a
+    part of the old bound may no longer hold): compute it in full."""
+    old, new = old_health.factor, new_health.factor
+    if (new > old).any():
+        return None
+    links = np.flatnonzero(new != old)
+    if not links.size:
+        return old_bound
+    kind = fabric.link_kind[links]
+    nics = links[kind == ACCESS]
+    racks = (links[kind == RACK] - fabric.rack_base) // (fabric.ctsws_per_pod * fabric.rack_links)
+    per_pod = fabric.ctsws_per_pod * fabric.atsws_per_plane * fabric.agg_links
+    pods = (links[kind == AGG] - fabric.agg_base) // max(per_pod, 1)
+    sr = fabric.rack_of_host(fabric.host_of_nic(flows.src_nic))
+    dr = fabric.rack_of_host(fabric.host_of_nic(flows.dst_nic))
+    cross = flow_class(fabric, flows.src_nic, flows.dst_nic) == CROSS_POD
+    mine = np.isin(flows.src_nic, nics) | np.isin(flows.dst_nic, nics)
+    mine |= np.isin(sr, racks) | np.isin(dr, racks)
+    mine |= cross & (np.isin(fabric.pod_of_rack(sr), pods) | np.isin(fabric.pod_of_rack(dr), pods))
+    part = lower_bound(fabric, new_health, flows.take(np.flatnonzero(mine)), qps=qps)
+    return part if part.value > old_bound.value else old_bound

@@ -63,6 +63,7 @@ def test_jobs_in_routes_installed_and_forwarding(small: Fabric, service, driver)
     assert value("fabric_te_report_to_installed_seconds_count") >= 1
     assert value("fabric_te_pending_changes") == 0
     assert value("fabric_te_entry_operations_total") >= len(routes.entries)
+    assert running.engine.wait_predicted()  # the rate prediction follows the settle
     assert value("fabric_te_job_predicted_busbw_ratio", {"job_id": "a"}) == pytest.approx(1.0)
     assert value("fabric_te_links_over_capacity") == 0
     tiers = sum(value("fabric_te_table_entries", {"tier": t}) for t in ("rtsw", "ctsw", "atsw"))
