@@ -55,7 +55,13 @@ from controller.service.state import DesiredState, RouteLog
 from controller.service.store import Change
 from controller.solver.bounds import Bound, lower_bound
 from controller.solver.greedy import AssignResult
-from controller.solver.repair import RouteIndex, bound_after, reoptimise, repair_indexed
+from controller.solver.repair import (
+    REOPT_TRIES,
+    RouteIndex,
+    bound_after,
+    reoptimise,
+    repair_indexed,
+)
 from controller.solver.solve import SolveOptions, SolveResult, solve
 
 log = logging.getLogger("fabric_te.engine")
@@ -189,6 +195,7 @@ class Engine:
         self._pushed_asg: Assignment | None = None  # the assignment `_wanted` answers to
         self.repairs = 0  # repairs pushed
         self.reoptimised = 0  # health-only rounds that needed the bounded re-optimisation
+        self.reopt_tries = REOPT_TRIES  # rows a re-optimisation tries at most
         self.global_solves = 0  # global solves pushed
         self._index: RouteIndex | None = None  # of the installed assignment (see _index_of)
         self._index_box: tuple[Assignment, dict[str, Any]] | None = None  # one being built
@@ -704,8 +711,10 @@ class Engine:
         cheap bound, for the new health) within `move_threshold` of the global result's
         ratio, the gap at which the solver itself would not move kept flows. Otherwise a
         bounded re-optimisation warm from the repair (`reoptimise`: rows off the hottest
-        arcs, REOPT_TRIES at most) is pushed; a global solve follows only when that is still
-        beyond both that ratio and the solver's own acceptance gap (`spray_gap`)."""
+        arcs, `reopt_tries` rows at most) is pushed; a global solve follows only when that
+        is still beyond both that ratio and the solver's own acceptance gap (`spray_gap`).
+        Settled then means: the routes read back answer to the new link health, and are
+        within that gap of the bound (or as close as the bounded search got them)."""
         assert self._global is not None and self._inputs is not None
         last, flows = self._global
         _, _, version, digest = self._inputs
@@ -722,7 +731,9 @@ class Engine:
             assert self._installed_asg is not None and self._index is not None
             _, ids, _ = self._installed_asg
             with self.metrics.solve_seconds.labels("reoptimise").time():
-                res, index = reoptimise(health, self._index, goal=bound.value * target)
+                res, index = reoptimise(
+                    health, self._index, goal=bound.value * target, tries=self.reopt_tries
+                )
             self.reoptimised += 1
             method = "repair+reoptimise"
             if res.churn.size:

@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Sequence
 
 import numpy as np
+import pytest
 
 from controller.model.assignment import Assignment
 from controller.model.clos import PRESETS, build
@@ -224,3 +225,76 @@ def test_a_sweep_cut_off_by_shutdown_ends_quietly(monkeypatch, caplog) -> None: 
     assert not engine._thread.is_alive()
     assert errors == []
     assert not [r for r in caplog.records if r.exc_info]
+
+
+def _egress_job() -> Job:
+    # hosts of racks 0 and 1 alternate in the ring: both hosts of rack 0 send out of it, 8
+    # NICs x line rate over its 8 uplinks (the rack's egress is full)
+    return Job("x", (0, 2, 1, 3, 4, 6, 5, 7), dp=8, tp=4)
+
+
+def test_link_changes_settle_from_the_repair_without_a_global_solve() -> None:
+    engine = Engine(FABRIC, EmulatedDriver(FABRIC), debounce=0.0, reconcile_interval=60.0)
+    solves: list[LinkHealth] = []
+    engine.solve_hook = solves.append
+    try:
+        engine.put_job(_egress_job(), 0)
+        assert engine.wait_idle(60)
+        assert len(solves) == 1 and engine.global_solves == 1
+        before = engine.last_result
+        assert before is not None
+        links = [int(FABRIC.rack_link(0, c)) for c in range(4)]
+        engine.report_links(dict.fromkeys(links, 0.0))
+        assert engine.wait_idle(60)
+        down = engine.last_result
+        assert down is not None and down.method == "repair"
+        assert len(solves) == 1 and engine.global_solves == 1  # no global re-solve
+        # within the gap: 8 flows on the 4 uplinks left is what the bound says
+        assert down.mlu == pytest.approx(2.0) and down.ratio == pytest.approx(1.0)
+        hit = (before.assignment.arcs(FABRIC) // 2 == np.array(links)[:, None, None]).any(
+            axis=(0, 2)
+        )
+        assert hit.any() and (down.assignment.path[hit] != before.assignment.path[hit]).all()
+        assert np.array_equal(down.assignment.path[~hit], before.assignment.path[~hit])
+        assert engine.installed == engine.wanted
+        value = engine.metrics.registry.get_sample_value
+        assert value("fabric_te_max_link_utilisation_ratio") == down.mlu
+        assert value("fabric_te_max_link_utilisation_bound_ratio") == down.bound.value
+        assert engine.wait_predicted(60)
+        assert value("fabric_te_job_predicted_busbw_ratio", {"job_id": "x"}) is not None
+        # restored: nothing is hit, but the repair is now 2x the bound: the bounded
+        # re-optimisation moves flows back, still without a global solve
+        engine.report_links(dict.fromkeys(links, 1.0))
+        assert engine.wait_idle(60)
+        up = engine.last_result
+        assert up is not None and up.method == "repair+reoptimise" and engine.reoptimised == 1
+        assert up.mlu == pytest.approx(1.0) and len(solves) == 1
+        assert engine.installed == engine.wanted
+        # a job change still gets a global solve
+        engine.put_job(Job("y", tuple(range(16, 24)), dp=8, tp=4), 0)
+        assert engine.wait_idle(60)
+        assert len(solves) == 2 and engine.global_solves == 2
+        assert engine.last_result is not None and engine.last_result.method != "repair"
+    finally:
+        engine.close()
+
+
+def test_a_repair_the_bounded_search_cannot_bring_within_the_gap_gets_a_global_solve() -> None:
+    engine = Engine(FABRIC, EmulatedDriver(FABRIC), debounce=0.0, reconcile_interval=60.0)
+    solves: list[LinkHealth] = []
+    engine.solve_hook = solves.append
+    try:
+        engine.put_job(_egress_job(), 0)
+        links = [int(FABRIC.rack_link(0, c)) for c in range(4)]
+        engine.report_links(dict.fromkeys(links, 0.0))
+        assert engine.wait_idle(60)
+        assert len(solves) == 1
+        engine.reopt_tries = 0  # the re-optimisation may move nothing
+        engine.report_links(dict.fromkeys(links, 1.0))
+        assert engine.wait_idle(60)
+        assert engine.reoptimised == 1 and len(solves) == 2  # 2.0 x the bound > spray_gap
+        result = engine.last_result
+        assert result is not None and result.mlu == pytest.approx(1.0)
+        assert engine.installed == engine.wanted
+    finally:
+        engine.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -11,8 +12,16 @@ from controller.model.clos import PRESETS, build
 from controller.model.flows import FlowSet
 from controller.model.health import LinkHealth
 from controller.model.paths import path_alive
+from controller.solver.bounds import lower_bound
 from controller.solver.greedy import assign_paths
-from controller.solver.repair import affected_flows, repair
+from controller.solver.repair import (
+    RouteIndex,
+    affected_flows,
+    bound_after,
+    reoptimise,
+    repair,
+    repair_indexed,
+)
 
 
 def test_single_failure_moves_only_its_flow(two_rack_pod):
@@ -73,3 +82,84 @@ def test_nothing_hit_nothing_changes(small):
     res = repair(small, LinkHealth.all_up(small).down(unused), a)
     assert res.churn.size == 0
     assert np.array_equal(res.assignment.path, a.path)
+
+
+def _index_equal(fabric, cached: RouteIndex, assignment: Assignment) -> None:
+    """A kept index answers like one built afresh for the same assignment."""
+    fresh = RouteIndex.build(fabric, assignment)
+    assert np.array_equal(cached.assignment.path, assignment.path)
+    assert np.array_equal(cached.count, fresh.count)
+    assert np.allclose(cached.load, fresh.load, atol=1e-9)
+    assert np.allclose(cached.load, assignment.link_load(fabric), atol=1e-9)
+    for arc in range(fabric.num_arcs):
+        assert np.array_equal(cached.rows_on(np.array([arc])), fresh.rows_on(np.array([arc])))
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(0, 10_000))
+def test_a_kept_index_repairs_like_a_fresh_one_and_touches_only_hit_rows(seed):
+    fabric = build(PRESETS["small"])
+    rng = np.random.default_rng(seed)
+    n = 60
+    src = rng.integers(0, fabric.num_nics, n)
+    dst = (src + fabric.nics_per_host * rng.integers(1, fabric.num_hosts, n)) % fabric.num_nics
+    flows = FlowSet.build(src, dst, rng.choice([100.0, 400.0], n))
+    health = LinkHealth.all_up(fabric)
+    current = assign_paths(fabric, health, flows).assignment
+    index = RouteIndex.build(fabric, current)
+    core = np.arange(fabric.rack_base, fabric.num_links)
+    # links go down one by one, then come back: each step repairs from the kept index
+    links = rng.choice(core, 4, replace=False).tolist()
+    steps = [health.down(links[: i + 1]) for i in range(4)] + [health.down(links[:1]), health]
+    for new in steps:
+        hit = affected_flows(fabric, new, current, health)
+        res, index = repair_indexed(new, index, old_health=health)
+        plain = repair(fabric, new, current, old_health=health)
+        assert np.array_equal(res.assignment.path, plain.assignment.path)  # byte for byte
+        assert res.mlu == pytest.approx(plain.mlu)
+        assert np.array_equal(np.sort(res.collided_links), np.sort(plain.collided_links))
+        moved = np.flatnonzero(res.assignment.path != current.path)
+        assert set(moved.tolist()) <= set(hit.tolist()) | set(np.flatnonzero(~current.routed))
+        assert set(res.churn.tolist()) == set(moved.tolist())
+        _index_equal(fabric, index, res.assignment)
+        current, health = res.assignment, new
+
+
+def test_reoptimise_moves_rows_off_the_hottest_arc_only_while_it_helps(two_rack_pod):
+    fabric = two_rack_pod
+    # two flows from rack 0 on CTSW 0 (path 0): its uplink carries both
+    flows = FlowSet.build([0, 1], [2, 3], 300.0)
+    a = Assignment(flows, np.array([0, 0]))
+    health = LinkHealth.all_up(fabric)
+    index = RouteIndex.build(fabric, a)
+    res, after = reoptimise(health, index)
+    assert sorted(res.assignment.path.tolist()) == [0, 1]  # one moved, the other stayed
+    assert res.churn.size == 1 and res.mlu == pytest.approx(300.0 / 400.0)
+    _index_equal(fabric, after, res.assignment)
+    again, _ = reoptimise(health, RouteIndex.build(fabric, a))
+    assert np.array_equal(again.assignment.path, res.assignment.path)  # deterministic
+    none, _ = reoptimise(health, RouteIndex.build(fabric, a), tries=0)
+    assert np.array_equal(none.assignment.path, a.path)
+    # at the goal already: nothing moves
+    still, _ = reoptimise(health, RouteIndex.build(fabric, a), goal=600.0 / 400.0)
+    assert still.churn.size == 0
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(0, 10_000), st.integers(1, 4))
+def test_bound_after_a_loss_equals_the_full_bound(seed, failures):
+    fabric = build(PRESETS["small"])
+    rng = np.random.default_rng(seed)
+    n = 80
+    src = rng.integers(0, fabric.num_nics, n)
+    dst = (src + fabric.nics_per_host * rng.integers(1, fabric.num_hosts, n)) % fabric.num_nics
+    flows = FlowSet.build(src, dst, rng.choice([25.0, 100.0, 400.0], n))
+    links = rng.choice(fabric.num_links, failures, replace=False)
+    old = LinkHealth.all_up(fabric).with_factors({int(links[0]): 0.5})
+    new = old.with_factors({int(k): float(rng.choice([0.0, 0.25])) for k in links})
+    for qps in (1, 16):
+        before = lower_bound(fabric, old, flows, qps=qps)
+        derived = bound_after(fabric, flows, old, before, new, qps)
+        assert derived is not None
+        assert derived.value == pytest.approx(lower_bound(fabric, new, flows, qps=qps).value)
+        assert bound_after(fabric, flows, new, derived, old, qps) is None  # capacity came back
