@@ -59,7 +59,7 @@ from controller.solver.repair import (
     REOPT_TRIES,
     RouteIndex,
     bound_after,
-    reoptimise,
+    follow_up,
     repair_indexed,
 )
 from controller.solver.solve import SolveOptions, SolveResult, solve
@@ -69,7 +69,6 @@ WRITE_ATTEMPTS = 8  # guarded store writes per input before the caller gets ABOR
 SWEEP_CHUNK = 256  # switches per step of a periodic reconcile (inputs are taken between)
 LATENCY_SAMPLES = 1024  # report-to-installed latencies kept for Status's quantiles
 PREDICT_QUIET = 0.1  # s without a new result before the rate prediction of the last runs
-_TOL = 1e-9
 
 
 @dataclass(frozen=True)
@@ -721,30 +720,25 @@ class Engine:
         start = time.perf_counter()
         opts = self.options
         bound = self._bound_for(before, health, flows)
-        target = max(last.ratio, 1.0) * (1 + opts.move_threshold)
-
-        def ratio(mlu: float) -> float:
-            return mlu / bound.value if 0 < bound.value < np.inf else (0.0 if mlu <= 0 else 1.0)
-
-        res, churn, method = repaired, [repaired.churn], "repair"
-        if ratio(res.mlu) > target + _TOL:
-            assert self._installed_asg is not None and self._index is not None
-            _, ids, _ = self._installed_asg
-            with self.metrics.solve_seconds.labels("reoptimise").time():
-                res, index = reoptimise(
-                    health, self._index, goal=bound.value * target, tries=self.reopt_tries
-                )
+        assert self._installed_asg is not None and self._index is not None
+        ids = self._installed_asg[1]
+        judged = follow_up(health, repaired, self._index, bound.value, last.ratio,
+                           move_threshold=opts.move_threshold, spray_gap=opts.spray_gap,
+                           tries=self.reopt_tries)  # fmt: skip
+        res, churn, method = judged.result, [repaired.churn], "repair"
+        if judged.reoptimised:
+            self.metrics.solve_seconds.labels("reoptimise").observe(res.seconds)
             self.reoptimised += 1
             method = "repair+reoptimise"
             if res.churn.size:
                 churn.append(res.churn)
-                self._install(res.assignment, ids, health, index)
+                self._install(res.assignment, ids, health, judged.index)
                 self._push(res.assignment)
-            if ratio(res.mlu) > max(target, 1 + opts.spray_gap) + _TOL:
-                log.info("repair at %.3f x the bound after re-optimising: global solve",
-                         ratio(res.mlu))  # fmt: skip
-                self._start_solve()
-                return
+        if judged.needs_global:
+            log.info("repair at %.3f x the bound after re-optimising: global solve",
+                     judged.ratio)  # fmt: skip
+            self._start_solve()
+            return
         parent = last.parent
         assert parent is not None
         moved = np.unique(np.concatenate(churn))
@@ -764,8 +758,6 @@ class Engine:
             tables=last.tables,  # as of the global solve; the read-back counts are in /metrics
         )
         self.metrics.churn.inc(result.churn)
-        assert self._installed_asg is not None
-        ids = self._installed_asg[1]
         self.last_result = result
         self._last_inputs = (ids, health)
         self._previous = res.assignment

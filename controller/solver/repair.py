@@ -21,6 +21,7 @@ the most utilised switch-to-switch arc while that strictly helps, up to a number
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -386,6 +387,48 @@ def reoptimise(
         if not moved:
             break
     return work.finish(start, "reoptimise")
+
+
+@dataclass(frozen=True)
+class FollowUp:
+    """What settles a repaired assignment (see `follow_up`)."""
+
+    result: AssignResult  # the repair, or the re-optimisation warm from it
+    index: RouteIndex  # of result.assignment
+    ratio: float  # result MLU / bound (1.0 when the bound is 0 or infinite: nothing to judge)
+    reoptimised: bool
+    needs_global: bool  # still beyond both gaps: a global solve should follow
+
+
+def follow_up(
+    health: LinkHealth,
+    repaired: AssignResult,
+    index: RouteIndex,
+    bound: float,
+    last_ratio: float,
+    *,
+    move_threshold: float,
+    spray_gap: float,
+    tries: int = REOPT_TRIES,
+) -> FollowUp:
+    """Judge a repair (`index`: of `repaired.assignment`) against `bound` for `health`.
+
+    It settles the change as it is when MLU / bound is within `move_threshold` of
+    `last_ratio` (the last global solve's: the gap at which the solver itself would not
+    move kept flows). Otherwise `reoptimise` runs warm from it, towards that ratio, with
+    `tries` at most; when even that is beyond both that ratio and `spray_gap` (the gap
+    within which the solver accepts a result), `needs_global` says a global solve should
+    follow."""
+    target = max(last_ratio, 1.0) * (1 + move_threshold)
+
+    def ratio(mlu: float) -> float:
+        return mlu / bound if 0 < bound < np.inf else 1.0
+
+    if ratio(repaired.mlu) <= target + _TOL:
+        return FollowUp(repaired, index, ratio(repaired.mlu), False, False)
+    res, index = reoptimise(health, index, goal=bound * target, tries=tries)
+    far = ratio(res.mlu) > max(target, 1 + spray_gap) + _TOL
+    return FollowUp(res, index, ratio(res.mlu), True, far)
 
 
 def bound_after(
