@@ -24,12 +24,17 @@ pushes, the others serve reads, watches and what-if solves from the same state.
 
 from __future__ import annotations
 
+import gc
 import logging
+import multiprocessing
+import os
 import random
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,7 +48,7 @@ from controller.model.fabric import Fabric
 from controller.model.flows import FlowSet
 from controller.model.health import LinkHealth
 from controller.model.jobs import Job, jobs_flows
-from controller.model.rates import simulate
+from controller.model.rates import SimReport, simulate
 from controller.routes.entries import Entry, RouteSet, Table, build_routes
 from controller.routes.plan import plan_update
 from controller.service.metrics import Metrics
@@ -66,9 +71,10 @@ from controller.solver.solve import SolveOptions, SolveResult, solve
 
 log = logging.getLogger("fabric_te.engine")
 WRITE_ATTEMPTS = 8  # guarded store writes per input before the caller gets ABORTED
-SWEEP_CHUNK = 256  # switches per step of a periodic reconcile (inputs are taken between)
+SWEEP_CHUNK = 64  # switches per step of a periodic reconcile (inputs are taken between;
+# 256 at meta-24k took ~45 ms, which a link report arriving meanwhile waited for)
 LATENCY_SAMPLES = 1024  # report-to-installed latencies kept for Status's quantiles
-PREDICT_QUIET = 0.1  # s without a new result before the rate prediction of the last runs
+PREDICT_QUIET = 1.0  # s without a new result before the rate prediction of the last runs
 
 
 @dataclass(frozen=True)
@@ -124,6 +130,33 @@ def _member(keys: np.ndarray, of: np.ndarray) -> np.ndarray:
     ref = np.sort(of, kind="stable")  # rows come in runs (job by job): merged, not sorted
     pos = np.minimum(np.searchsorted(ref, keys), max(ref.size - 1, 0))
     return ref[pos] == keys if ref.size else np.zeros(keys.size, bool)
+
+
+_PREDICTOR: ProcessPoolExecutor | None = None  # one process for every engine's predictions
+_PREDICTOR_LOCK = threading.Lock()
+
+
+def predict_rates(fabric: Fabric, health: LinkHealth, result: SolveResult) -> SimReport:
+    """`simulate` the result's routes in a process of its own: a prediction is 0.5-1 s of
+    CPU at meta-24k, and in a thread it would hold the interpreter against the worker's next
+    repair and push (sending the rows costs ~50 ms). In this thread if that process fails."""
+    global _PREDICTOR
+    with _PREDICTOR_LOCK:
+        if _PREDICTOR is None:
+            _PREDICTOR = ProcessPoolExecutor(
+                1, mp_context=multiprocessing.get_context("spawn"), initializer=os.nice,
+                initargs=(10,),  # below the engine: its CPU goes to repairs and pushes first
+            )  # fmt: skip
+        pool = _PREDICTOR
+    args = (fabric, health, result.assignment)
+    try:
+        return pool.submit(simulate, *args, parent=result.parent).result()
+    except (BrokenProcessPool, OSError, RuntimeError) as err:
+        log.warning("rate prediction process failed (%s): predicting in this thread", err)
+        with _PREDICTOR_LOCK:
+            if _PREDICTOR is pool:
+                _PREDICTOR = None
+        return simulate(*args, parent=result.parent)
 
 
 def read_installed(driver: Driver) -> RouteSet:
@@ -615,12 +648,18 @@ class Engine:
             self._settle(self._inputs[2] if self._inputs else self._taken)
 
     def _settle(self, version: int) -> None:
-        """The installed routes answer to inputs up to `version`."""
+        """The installed routes answer to inputs up to `version`.
+
+        What is alive now (the installed and wanted routes: an object per entry, hundreds
+        of thousands at cluster scale) is moved out of the cyclic collector's sight
+        (`gc.freeze`): a full collection over it took 0.14 s, and it fell inside the next
+        repair's push. They are still freed by reference counting when dropped."""
         with self._cond:
             self._applied = max(self._applied, version)
             self.metrics.queue_depth.set(self._state.version - self._applied)
             self._busy = False
             self._cond.notify_all()
+        gc.freeze()
 
     def _take_round(self) -> None:
         """New inputs: a link change is repaired and pushed at once, against what is
@@ -818,7 +857,7 @@ class Engine:
                     log.exception("route index build failed")
                 box["ready"].set()
                 try:
-                    box["report"] = simulate(self.fabric, health, res.assignment, parent=res.parent)
+                    box["report"] = predict_rates(self.fabric, health, res)
                 except Exception:  # noqa: BLE001 - the predictor simulates again
                     log.exception("rate prediction failed")
             box["ready"].set()
@@ -950,7 +989,7 @@ class Engine:
                 report = box.get("report")
             try:
                 if report is None:
-                    report = simulate(self.fabric, health, result.assignment, parent=result.parent)
+                    report = predict_rates(self.fabric, health, result)
             except Exception:  # noqa: BLE001 - the gauges keep their last values
                 log.exception("rate prediction failed")
                 report = None
