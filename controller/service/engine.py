@@ -978,7 +978,12 @@ class Engine:
                 job = self._predict_job
                 assert job is not None
                 if job[3] is None:  # quiet first: a newer result replaces this one
-                    self._cond.wait(PREDICT_QUIET)
+                    quiet = time.monotonic() + PREDICT_QUIET
+                    while self._predict_job is job and not self._stop:
+                        left = quiet - time.monotonic()
+                        if left <= 0:
+                            break
+                        self._cond.wait(left)
                     if self._predict_job is not job or self._stop:
                         continue
                 self._predict_job = None
