@@ -136,10 +136,8 @@ _PREDICTOR: ProcessPoolExecutor | None = None  # one process for every engine's 
 _PREDICTOR_LOCK = threading.Lock()
 
 
-def predict_rates(fabric: Fabric, health: LinkHealth, result: SolveResult) -> SimReport:
-    """`simulate` the result's routes in a process of its own: a prediction is 0.5-1 s of
-    CPU at meta-24k, and in a thread it would hold the interpreter against the worker's next
-    repair and push (sending the rows costs ~50 ms). In this thread if that process fails."""
+def _predictor() -> ProcessPoolExecutor:
+    """The process rates are predicted in (started on first use, shared by every engine)."""
     global _PREDICTOR
     with _PREDICTOR_LOCK:
         if _PREDICTOR is None:
@@ -147,16 +145,46 @@ def predict_rates(fabric: Fabric, health: LinkHealth, result: SolveResult) -> Si
                 1, mp_context=multiprocessing.get_context("spawn"), initializer=os.nice,
                 initargs=(10,),  # below the engine: its CPU goes to repairs and pushes first
             )  # fmt: skip
-        pool = _PREDICTOR
+            _PREDICTOR.submit(_ready)  # start it now: its imports take ~1 s of CPU
+        return _PREDICTOR
+
+
+def _ready() -> bool:
+    return simulate is not None
+
+
+def predict_rates(
+    fabric: Fabric, health: LinkHealth, result: SolveResult
+) -> Callable[[], SimReport]:
+    """Start `simulate` of the result's routes in a process of its own and return what
+    waits for it: a prediction is 0.5-1 s of CPU at meta-24k, and in a thread it would hold
+    the interpreter against the worker's next repair and push (sending the rows costs
+    ~50 ms). Predicted in the caller's thread if that process fails."""
+    global _PREDICTOR
+    pool = _predictor()
     args = (fabric, health, result.assignment)
-    try:
-        return pool.submit(simulate, *args, parent=result.parent).result()
-    except (BrokenProcessPool, OSError, RuntimeError) as err:
+
+    def here(err: BaseException) -> SimReport:
+        global _PREDICTOR
         log.warning("rate prediction process failed (%s): predicting in this thread", err)
         with _PREDICTOR_LOCK:
             if _PREDICTOR is pool:
                 _PREDICTOR = None
         return simulate(*args, parent=result.parent)
+
+    try:
+        future = pool.submit(simulate, *args, parent=result.parent)
+    except (BrokenProcessPool, OSError, RuntimeError) as err:
+        failed = err
+        return lambda: here(failed)
+
+    def wait() -> SimReport:
+        try:
+            return future.result()
+        except (BrokenProcessPool, OSError, RuntimeError) as err:
+            return here(err)
+
+    return wait
 
 
 def read_installed(driver: Driver) -> RouteSet:
@@ -245,6 +273,7 @@ class Engine:
         self.rebased = 0  # global results re-based on a link change that came meanwhile
         self.latencies: deque[float] = deque(maxlen=LATENCY_SAMPLES)  # report -> installed
         self.solve_hook: Callable[[LinkHealth], None] = lambda health: None  # before a solve
+        _predictor()  # its process starts now, not beside the first push
         self._adopt(self.replica.load())
         self._reconcile(None)  # fail-static: adopt what is there
         self._swept = time.monotonic()  # that was a full reconcile
@@ -826,14 +855,18 @@ class Engine:
 
     def _start_solve(self) -> None:
         """Solve the inputs last taken in a thread of its own (the worker stays free to
-        repair); `_finish_solve` pushes the result. The thread then builds the result's
-        RouteIndex and predicts its rates, beside the push."""
+        repair); `_finish_solve` pushes the result. The thread then predicts its rates
+        beside the push and, once it is pushed, builds its RouteIndex (not beside the push:
+        the two would share the interpreter)."""
         assert self._inputs is not None
         jobs, health, version, digest = self._inputs
         installed = self._installed_asg
         # matched by NIC pair; after a start or takeover: the stored (installed) assignment
         previous = installed[0] if installed is not None else self._previous
-        box: dict[str, Any] = {"simulated": threading.Event(), "ready": threading.Event()}
+        box: dict[str, Any] = {
+            "simulated": threading.Event(), "ready": threading.Event(),
+            "pushed": threading.Event(),
+        }  # fmt: skip
         solving = (tuple(j.id for j in jobs), health, version, digest, box)
 
         def work() -> None:
@@ -849,15 +882,23 @@ class Engine:
             with self._cond:
                 self._done = True
                 self._cond.notify_all()
-            if "result" in box:  # while the worker pushes (the 2nd core): the index for
-                res = box["result"]  # the next repair, then the predicted rates
+            if "result" in box:  # the predicted rates beside the push (another process),
+                res = box["result"]  # then, once pushed, the index for the next repair
+                report = None
                 try:
-                    box["index"] = RouteIndex.build(self.fabric, res.assignment)
-                except Exception:  # noqa: BLE001 - the next repair builds it
-                    log.exception("route index build failed")
+                    report = predict_rates(self.fabric, health, res)
+                except Exception:  # noqa: BLE001 - the predictor simulates again
+                    log.exception("rate prediction failed")
+                while not box["pushed"].wait(0.5) and not self._stop:
+                    pass
+                if not box.get("stale", True):  # a re-solve follows: its own index will do
+                    try:
+                        box["index"] = RouteIndex.build(self.fabric, res.assignment)
+                    except Exception:  # noqa: BLE001 - the next repair builds it
+                        log.exception("route index build failed")
                 box["ready"].set()
                 try:
-                    box["report"] = predict_rates(self.fabric, health, res)
+                    box["report"] = report() if report is not None else None
                 except Exception:  # noqa: BLE001 - the predictor simulates again
                     log.exception("rate prediction failed")
             box["ready"].set()
@@ -883,13 +924,15 @@ class Engine:
         if stale:
             digest = solved_digest  # the assignment answers to the jobs it was solved for
         assignment = result.assignment
-        self._index_later(assignment, box)
-        if now_health is not health:
-            index = self._index_of(assignment)  # built by the solve's thread
+        rebased = now_health is not health
+        if rebased:  # not the solve's thread's index: that one is built after the push
+            index = RouteIndex.build(self.fabric, assignment)
             res, index = repair_indexed(now_health, index, old_health=health)
             assignment = res.assignment
             self._index = index
             self.rebased += 1
+        else:
+            self._index_later(assignment, box)
         self.metrics.churn.inc(result.churn)
         try:
             self._push(assignment)
@@ -905,6 +948,8 @@ class Engine:
             self.replica.put_assignment(assignment, digest)
             with self._cond:
                 self._stored = (assignment, digest)
+            box["stale"] = stale or rebased  # then the index built after the push is not needed
+            box["pushed"].set()
         self._record_quality(result, now_health, box if now_health is health else None)
         if stale:
             with self._cond:
@@ -994,7 +1039,7 @@ class Engine:
                 report = box.get("report")
             try:
                 if report is None:
-                    report = predict_rates(self.fabric, health, result)
+                    report = predict_rates(self.fabric, health, result)()
             except Exception:  # noqa: BLE001 - the gauges keep their last values
                 log.exception("rate prediction failed")
                 report = None
