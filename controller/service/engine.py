@@ -1,11 +1,17 @@
 """The controller's engine: desired state in, installed routes out, one worker thread.
 
 API calls validate and record inputs (jobs, link health) and return at once; the worker
-batches changes that arrive within `debounce` seconds into one solve. A health-only change
-is repaired first (only the hit flows move, pushed at once), then re-solved globally with the
-repaired assignment as `previous` (churn minimisation). Every change reaches the switches
-through `plan_update` + `push`, and what the engine reports as installed is what it read
-back from the driver afterwards, and what was read is reconciled against what is wanted
+batches changes that arrive within `debounce` seconds into one solve. A link change is
+repaired first (only the hit flows move, pushed at once). With the jobs unchanged since the
+last global solve it is then settled without one: the repair as it is when its MLU / bound
+is within `move_threshold` of that solve's, else a bounded re-optimisation warm from it, and
+a global re-solve only when that is still beyond `spray_gap` (see `_settle_health`). Job
+changes are solved globally, with the installed assignment as `previous` (churn
+minimisation). A round is settled (`wait_idle`) once the routes read back answer to its
+inputs; the predicted rates follow in another process (`wait_predicted`). Every change
+reaches the switches through `plan_update` + `push`, and what the engine reports as
+installed is what it read back from the driver afterwards, and what was read is reconciled
+against what is wanted
 (`controller.service.reconcile`): after every push and every `reconcile_interval` seconds,
 missing entries are re-pushed with bounded, backed-off retries, and a switch that differs is
 marked until it agrees. The desired state and the route log are plain data
