@@ -273,7 +273,7 @@ class Engine:
         self._quality_seq = 0  # results recorded; the rate prediction follows the last one
         self._predicted_seq = 0  # the result the predicted-rate gauges answer to
         self._predict_job: tuple[int, SolveResult, LinkHealth, dict[str, Any] | None] | None = None
-        self._predictor: threading.Thread | None = None
+        self._predict_thread: threading.Thread | None = None
         self._sweep: list[str] = []  # switches a periodic reconcile has still to check
         self._sweep_ok = True
         self.rebased = 0  # global results re-based on a link change that came meanwhile
@@ -1011,11 +1011,11 @@ class Engine:
         with self._cond:
             self._quality_seq += 1
             self._predict_job = (self._quality_seq, result, health, box)
-            if self._predictor is None:
-                self._predictor = threading.Thread(
+            if self._predict_thread is None:
+                self._predict_thread = threading.Thread(
                     target=self._predict_loop, name="fabric-te-predict", daemon=True
                 )
-                self._predictor.start()
+                self._predict_thread.start()
             self._cond.notify_all()
 
     def _predict_loop(self) -> None:
