@@ -8,7 +8,7 @@ is within `move_threshold` of that solve's, else a bounded re-optimisation warm 
 a global re-solve only when that is still beyond `spray_gap` (see `_settle_health`). Job
 changes are solved globally, with the installed assignment as `previous` (churn
 minimisation). A round is settled (`wait_idle`) once the routes read back answer to its
-inputs; the predicted rates follow in another process (`wait_predicted`). Every change
+inputs; the predicted rates follow on a thread of their own (`wait_predicted`). Every change
 reaches the switches through `plan_update` + `push`, and what the engine reports as
 installed is what it read back from the driver afterwards, and what was read is reconciled
 against what is wanted
@@ -32,15 +32,11 @@ from __future__ import annotations
 
 import gc
 import logging
-import multiprocessing
-import os
 import random
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,7 +50,7 @@ from controller.model.fabric import Fabric
 from controller.model.flows import FlowSet
 from controller.model.health import LinkHealth
 from controller.model.jobs import Job, jobs_flows
-from controller.model.rates import SimReport, simulate
+from controller.model.rates import simulate
 from controller.routes.entries import Entry, RouteSet, Table, build_routes
 from controller.routes.plan import plan_update
 from controller.service.metrics import Metrics
@@ -138,61 +134,6 @@ def _member(keys: np.ndarray, of: np.ndarray) -> np.ndarray:
     return ref[pos] == keys if ref.size else np.zeros(keys.size, bool)
 
 
-_PREDICTOR: ProcessPoolExecutor | None = None  # one process for every engine's predictions
-_PREDICTOR_LOCK = threading.Lock()
-
-
-def _predictor() -> ProcessPoolExecutor:
-    """The process rates are predicted in (started on first use, shared by every engine)."""
-    global _PREDICTOR
-    with _PREDICTOR_LOCK:
-        if _PREDICTOR is None:
-            _PREDICTOR = ProcessPoolExecutor(
-                1, mp_context=multiprocessing.get_context("spawn"), initializer=os.nice,
-                initargs=(10,),  # below the engine: its CPU goes to repairs and pushes first
-            )  # fmt: skip
-            _PREDICTOR.submit(_ready)  # start it now: its imports take ~1 s of CPU
-        return _PREDICTOR
-
-
-def _ready() -> bool:
-    return simulate is not None
-
-
-def predict_rates(
-    fabric: Fabric, health: LinkHealth, result: SolveResult
-) -> Callable[[], SimReport]:
-    """Start `simulate` of the result's routes in a process of its own and return what
-    waits for it: a prediction is 0.5-1 s of CPU at meta-24k, and in a thread it would hold
-    the interpreter against the worker's next repair and push (sending the rows costs
-    ~50 ms). Predicted in the caller's thread if that process fails."""
-    global _PREDICTOR
-    pool = _predictor()
-    args = (fabric, health, result.assignment)
-
-    def here(err: BaseException) -> SimReport:
-        global _PREDICTOR
-        log.warning("rate prediction process failed (%s): predicting in this thread", err)
-        with _PREDICTOR_LOCK:
-            if _PREDICTOR is pool:
-                _PREDICTOR = None
-        return simulate(*args, parent=result.parent)
-
-    try:
-        future = pool.submit(simulate, *args, parent=result.parent)
-    except (BrokenProcessPool, OSError, RuntimeError) as err:
-        failed = err
-        return lambda: here(failed)
-
-    def wait() -> SimReport:
-        try:
-            return future.result()
-        except (BrokenProcessPool, OSError, RuntimeError) as err:
-            return here(err)
-
-    return wait
-
-
 def read_installed(driver: Driver) -> RouteSet:
     """Every readable switch's table, read back from the driver."""
     return read_back(driver, driver.switches())[0]
@@ -272,14 +213,13 @@ class Engine:
         self._bounds: dict[bytes, Bound] = {}  # lower bounds of those flows, by link health
         self._quality_seq = 0  # results recorded; the rate prediction follows the last one
         self._predicted_seq = 0  # the result the predicted-rate gauges answer to
-        self._predict_job: tuple[int, SolveResult, LinkHealth, dict[str, Any] | None] | None = None
+        self._predict_job: tuple[int, SolveResult, LinkHealth] | None = None
         self._predict_thread: threading.Thread | None = None
         self._sweep: list[str] = []  # switches a periodic reconcile has still to check
         self._sweep_ok = True
         self.rebased = 0  # global results re-based on a link change that came meanwhile
         self.latencies: deque[float] = deque(maxlen=LATENCY_SAMPLES)  # report -> installed
         self.solve_hook: Callable[[LinkHealth], None] = lambda health: None  # before a solve
-        _predictor()  # its process starts now, not beside the first push
         self._adopt(self.replica.load())
         self._reconcile(None)  # fail-static: adopt what is there
         self._swept = time.monotonic()  # that was a full reconcile
@@ -869,10 +809,7 @@ class Engine:
         installed = self._installed_asg
         # matched by NIC pair; after a start or takeover: the stored (installed) assignment
         previous = installed[0] if installed is not None else self._previous
-        box: dict[str, Any] = {
-            "simulated": threading.Event(), "ready": threading.Event(),
-            "pushed": threading.Event(),
-        }  # fmt: skip
+        box: dict[str, Any] = {"ready": threading.Event(), "pushed": threading.Event()}
         solving = (tuple(j.id for j in jobs), health, version, digest, box)
 
         def work() -> None:
@@ -888,13 +825,8 @@ class Engine:
             with self._cond:
                 self._done = True
                 self._cond.notify_all()
-            if "result" in box:  # the predicted rates beside the push (another process),
-                res = box["result"]  # then, once pushed, the index for the next repair
-                report = None
-                try:
-                    report = predict_rates(self.fabric, health, res)
-                except Exception:  # noqa: BLE001 - the predictor simulates again
-                    log.exception("rate prediction failed")
+            if "result" in box:  # once pushed, the index for the next repair (not beside
+                res = box["result"]  # the push: the two would share the interpreter)
                 while not box["pushed"].wait(0.5) and not self._stop:
                     pass
                 if not box.get("stale", True):  # a re-solve follows: its own index will do
@@ -902,13 +834,7 @@ class Engine:
                         box["index"] = RouteIndex.build(self.fabric, res.assignment)
                     except Exception:  # noqa: BLE001 - the next repair builds it
                         log.exception("route index build failed")
-                box["ready"].set()
-                try:
-                    box["report"] = report() if report is not None else None
-                except Exception:  # noqa: BLE001 - the predictor simulates again
-                    log.exception("rate prediction failed")
             box["ready"].set()
-            box["simulated"].set()
 
         self._solving = solving
         threading.Thread(target=work, name="fabric-te-solve", daemon=True).start()
@@ -956,7 +882,7 @@ class Engine:
                 self._stored = (assignment, digest)
             box["stale"] = stale or rebased  # then the index built after the push is not needed
             box["pushed"].set()
-        self._record_quality(result, now_health, box if now_health is health else None)
+        self._record_quality(result, now_health)
         if stale:
             with self._cond:
                 self._applied = max(self._applied, version)
@@ -996,21 +922,19 @@ class Engine:
                  "adopted the stored assignment" if stored and stored[1] == digest
                  else "solving")  # fmt: skip
 
-    def _record_quality(
-        self, result: SolveResult, health: LinkHealth, box: dict[str, Any] | None = None
-    ) -> None:
+    def _record_quality(self, result: SolveResult, health: LinkHealth) -> None:
         """Gauges of the routes just installed: MLU and bound at once; the predicted bus
         bandwidth (about 0.5-1 s at meta-24k) after, on the predictor thread, so it never
-        holds back a settle or a repair (`box`: the solve's thread predicts the same
-        assignment and health beside the push). Only the last result recorded is predicted:
-        it waits PREDICT_QUIET s without a newer one first (a flap storm runs none)."""
+        holds back a settle. Only the last result recorded is predicted, after PREDICT_QUIET
+        s without a newer one (a flap storm runs none: a prediction shares the interpreter
+        with the repairs and pushes)."""
         m = self.metrics
         m.mlu.set(result.mlu)
         m.mlu_bound.set(result.bound.value)
         m.bound_ratio.set(result.ratio)
         with self._cond:
             self._quality_seq += 1
-            self._predict_job = (self._quality_seq, result, health, box)
+            self._predict_job = (self._quality_seq, result, health)
             if self._predict_thread is None:
                 self._predict_thread = threading.Thread(
                     target=self._predict_loop, name="fabric-te-predict", daemon=True
@@ -1028,27 +952,21 @@ class Engine:
                     return
                 job = self._predict_job
                 assert job is not None
-                if job[3] is None:  # quiet first: a newer result replaces this one
-                    quiet = time.monotonic() + PREDICT_QUIET
-                    while self._predict_job is job and not self._stop:
-                        left = quiet - time.monotonic()
-                        if left <= 0:
-                            break
-                        self._cond.wait(left)
-                    if self._predict_job is not job or self._stop:
-                        continue
+                quiet = time.monotonic() + PREDICT_QUIET  # a newer result replaces this one
+                while self._predict_job is job and not self._stop:
+                    left = quiet - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._cond.wait(left)
+                if self._predict_job is not job or self._stop:
+                    continue
                 self._predict_job = None
-            seq, result, health, box = job
+            seq, result, health = job
             report = None
-            if box is not None:
-                box["simulated"].wait()
-                report = box.get("report")
             try:
-                if report is None:
-                    report = predict_rates(self.fabric, health, result)()
+                report = simulate(self.fabric, health, result.assignment, parent=result.parent)
             except Exception:  # noqa: BLE001 - the gauges keep their last values
                 log.exception("rate prediction failed")
-                report = None
             with self._cond:
                 if seq == self._quality_seq and report is not None:
                     self.metrics.links_over_capacity.set(report.links_over_capacity)
