@@ -77,6 +77,7 @@ SWEEP_CHUNK = 64  # switches per step of a periodic reconcile (inputs are taken 
 # 256 at meta-24k took ~45 ms, which a link report arriving meanwhile waited for)
 LATENCY_SAMPLES = 1024  # report-to-installed latencies kept for Status's quantiles
 PREDICT_QUIET = 1.0  # s without a new result before the rate prediction of the last runs
+PREDICT_EVERY = 5.0  # s after which it runs even while results keep coming
 
 
 @dataclass(frozen=True)
@@ -215,6 +216,7 @@ class Engine:
         self._predicted_seq = 0  # the result the predicted-rate gauges answer to
         self._predict_job: tuple[int, SolveResult, LinkHealth] | None = None
         self._predict_thread: threading.Thread | None = None
+        self._predicted_at = time.monotonic()  # when the last prediction started
         self._sweep: list[str] = []  # switches a periodic reconcile has still to check
         self._sweep_ok = True
         self.rebased = 0  # global results re-based on a link change that came meanwhile
@@ -926,8 +928,8 @@ class Engine:
         """Gauges of the routes just installed: MLU and bound at once; the predicted bus
         bandwidth (about 0.5-1 s at meta-24k) after, on the predictor thread, so it never
         holds back a settle. Only the last result recorded is predicted, after PREDICT_QUIET
-        s without a newer one (a flap storm runs none: a prediction shares the interpreter
-        with the repairs and pushes)."""
+        s without a newer one, or PREDICT_EVERY s after the last prediction began (a flap
+        storm runs few: a prediction shares the interpreter with the repairs and pushes)."""
         m = self.metrics
         m.mlu.set(result.mlu)
         m.mlu_bound.set(result.bound.value)
@@ -952,7 +954,7 @@ class Engine:
                     return
                 job = self._predict_job
                 assert job is not None
-                quiet = time.monotonic() + PREDICT_QUIET  # a newer result replaces this one
+                quiet = min(time.monotonic() + PREDICT_QUIET, self._predicted_at + PREDICT_EVERY)
                 while self._predict_job is job and not self._stop:
                     left = quiet - time.monotonic()
                     if left <= 0:
@@ -961,6 +963,7 @@ class Engine:
                 if self._predict_job is not job or self._stop:
                     continue
                 self._predict_job = None
+                self._predicted_at = time.monotonic()
             seq, result, health = job
             report = None
             try:
