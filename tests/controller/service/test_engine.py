@@ -298,3 +298,38 @@ def test_a_repair_the_bounded_search_cannot_bring_within_the_gap_gets_a_global_s
         assert engine.installed == engine.wanted
     finally:
         engine.close()
+
+
+def test_garbage_frozen_by_a_settle_is_collected_later(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Settles gc.freeze what is alive; a reference cycle that was already garbage then would
+    never be freed, so an idle worker collects the frozen objects every GC_INTERVAL."""
+    import gc
+    import weakref
+
+    import controller.service.engine as engine_module
+
+    class Node:
+        pass
+
+    engine = Engine(FABRIC, EmulatedDriver(FABRIC), debounce=0.0, reconcile_interval=60.0)
+    try:
+        gc.disable()  # nothing may collect the cycle before it is frozen
+        try:
+            cycle = Node()
+            cycle.me = cycle  # type: ignore[attr-defined]
+            alive = weakref.ref(cycle)
+            del cycle
+            gc.freeze()  # as a settle does
+        finally:
+            gc.enable()
+        gc.collect()
+        assert alive() is not None  # frozen: the collector does not see it
+        monkeypatch.setattr(engine_module, "GC_INTERVAL", 0.0)
+        engine.reconcile_interval = 0.01  # the next idle sweep ends with a collection
+        deadline = time.monotonic() + 10
+        while alive() is not None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert alive() is None
+    finally:
+        engine.close()
+        gc.unfreeze()
