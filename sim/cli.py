@@ -129,6 +129,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
         table_budget=args.table_budget,
         qps=args.qps,
         **({} if args.search_tries is None else {"search_tries": args.search_tries}),
+        **({} if args.relief_tries is None else {"relief_tries": args.relief_tries}),
     )
     with progress.stage("TE solve"):
         result = solve(inputs.fabric, inputs.health, inputs.flows, options=options)
@@ -327,6 +328,14 @@ def register(cli: Any) -> None:
         metavar="N",
         help="flows each local search tries on other paths (default 10,000): work, not "
         "seconds, so the same inputs give the same routes on any machine",
+    )
+    solve.add_argument(
+        "--relief-tries",
+        type=flag(int, 0, 2**31 - 1),
+        default=None,
+        metavar="N",
+        help="flows the relief pass tries on other paths to drain links loaded beyond capacity "
+        "below the maximum, which MLU alone leaves alone (default 30,000; 0: no relief pass)",
     )
     solve.add_argument("--out", metavar="FILE", help="write the routes as JSON")
     solve.add_argument("--plot", metavar="PNG",

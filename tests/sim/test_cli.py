@@ -174,3 +174,19 @@ def test_solve_search_tries_bounds_the_search_not_the_clock(
     with pytest.raises(SystemExit):
         main([*base, "--search-tries", "-1"])
     assert "--search-tries" in capsys.readouterr().err
+
+
+def test_solve_relief_tries_reaches_the_relief_pass(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the same overloaded rack: links beyond capacity below the maximum are drained by default
+    base = ["solve", "--fabric", "small", "--seed", "3", "--json",
+            "--fail", "rtsw-p0-r0:ctsw-p0-c0", "--fail", "rtsw-p0-r0:ctsw-p0-c5"]  # fmt: skip
+    on, off = tmp_path / "on.json", tmp_path / "off.json"
+    with_relief = _json(capsys, [*base, "--out", str(on)])
+    without = _json(capsys, [*base, "--relief-tries", "0", "--out", str(off)])
+    assert on.read_bytes() != off.read_bytes()
+    assert with_relief["te"]["mlu"] <= without["te"]["mlu"]
+    with pytest.raises(SystemExit):
+        main([*base, "--relief-tries", "-1"])
+    assert "--relief-tries" in capsys.readouterr().err
