@@ -645,6 +645,14 @@ def table_usage(
     return _per_switch(fabric, in_arc)
 
 
+def entry_switches(fabric: Fabric, assignment: Assignment) -> tuple[np.ndarray, np.ndarray]:
+    """(row, switch node) of every entry key a routed row of `assignment` needs, one pair
+    per row and hop (before keys are shared or buckets folded): which switches' tables a
+    row can add to."""
+    keys = _keys(fabric, assignment)
+    return keys.flow, keys.switch(fabric)
+
+
 def _per_switch(fabric: Fabric, in_arc: np.ndarray) -> np.ndarray:
     return np.bincount(fabric.arc_ends[1][in_arc], minlength=fabric.num_nodes).astype(np.int64)
 
