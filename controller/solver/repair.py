@@ -30,6 +30,13 @@ from controller.model.fabric import ACCESS, AGG, RACK, Fabric
 from controller.model.flows import FlowSet
 from controller.model.health import LinkHealth
 from controller.model.paths import CROSS_POD, MAX_HOPS, SAME_RACK, flow_class, path_arcs
+from controller.routes.entries import (
+    TableBudget,
+    entry_switches,
+    fit_tables,
+    switch_budget,
+    table_usage,
+)
 from controller.solver.bounds import Bound, lower_bound
 from controller.solver.greedy import (
     AssignResult,
@@ -260,7 +267,83 @@ class _Work:
         self.load[arcs] += float(self.flows.demand[f])
         self.count[arcs] += 1
 
-    def finish(self, start: float, method: str) -> tuple[AssignResult, RouteIndex]:
+    def unplace(self, f: int, back: bool) -> None:
+        """Take row f (placed here) off its path: back onto its path in the index when `back`,
+        else unrouted (it rides the ECMP defaults)."""
+        arcs = self.arcs[f]
+        d = float(self.flows.demand[f])
+        self.load[arcs] -= d
+        self.count[arcs] -= 1
+        self.path[f] = UNROUTED
+        self.arcs[f] = np.zeros(0, np.int64)
+        if back and self.index.assignment.path[f] != UNROUTED:
+            row = np.array([f])
+            arcs = self.index.arcs_of(row)[0]
+            arcs = arcs[arcs >= 0]
+            self.path[f] = self.index.assignment.path[f]
+            self.arcs[f] = arcs
+            self.load[arcs] += d
+            self.count[arcs] += 1
+
+    def rows_on(self, arcs: np.ndarray) -> np.ndarray:
+        """Sorted rows whose path, as changed here, uses any of `arcs`."""
+        on = self.index.rows_on(arcs)
+        here = np.array(sorted(self.arcs), np.int64)
+        on = on[~np.isin(on, here)]
+        mask = np.zeros(self.fabric.num_arcs, bool)
+        mask[arcs] = True
+        now = [g for g in here.tolist() if mask[self.arcs[g]].any()]
+        return np.union1d(on, np.array(now, np.int64))
+
+    def fit(self, limits: np.ndarray, back: bool) -> np.ndarray:
+        """Keep every table the rows moved here add entries to within `limits` (entries per
+        node, see switch_budget): while a switch is over, the moved row of least priority
+        (smallest demand, then largest index) with an entry there leaves (`unplace`); a first
+        pass, when some switch is over, drops what fit_tables would among the rows that share
+        those switches, moved rows only. Counts only the rows on the in-arcs of the switches
+        the moved rows' entries touch (an entry is keyed by its in-arc), with table_usage:
+        the one entry model. Returns the rows sent to ECMP (sorted)."""
+        old = self.index.assignment.path
+        changed = np.array(sorted(self.arcs), np.int64)
+        moved = changed[(self.path[changed] >= 0) & (self.path[changed] != old[changed])]
+        none = np.zeros(0, np.int64)
+        if not moved.size:
+            return none
+        fab, flows = self.fabric, self.flows
+        row, sw = entry_switches(fab, Assignment(flows.take(moved), self.path[moved]))
+        touched = np.unique(sw[np.isfinite(limits[sw])])
+        if not touched.size:
+            return none
+        rows = self.rows_on(np.flatnonzero(np.isin(fab.arc_ends[1], touched)))
+        sub = flows.take(rows)
+
+        def over() -> np.ndarray:
+            usage = table_usage(fab, Assignment(sub, self.path[rows]))
+            return touched[usage[touched] > limits[touched]]
+
+        full = over()
+        if not full.size:
+            return none
+        if not back:
+            fitted = fit_tables(fab, Assignment(sub, self.path[rows]), limits)
+            for f in rows[(fitted.path == UNROUTED) & np.isin(rows, moved)].tolist():
+                self.unplace(f, back)
+            full = over()
+        order = moved[np.lexsort((moved, -flows.demand[moved]))][::-1].tolist()
+        key_rows = moved[row]
+        while full.size:
+            at = set(key_rows[np.isin(sw, full)].tolist())
+            f = next((g for g in order if g in at and self.path[g] != old[g]
+                      and self.path[g] >= 0), None)  # fmt: skip
+            if f is None:  # only rows that did not move here keep it over
+                break
+            self.unplace(f, back)
+            full = over()
+        return np.array([f for f in moved.tolist() if self.path[f] == UNROUTED], np.int64)
+
+    def finish(
+        self, start: float, method: str, fallback: np.ndarray | None = None
+    ) -> tuple[AssignResult, RouteIndex]:
         old = self.index.assignment.path
         changed = np.array(sorted(self.arcs), np.int64)
         fresh = self.index.moved(self.path, changed, self.load, self.count)
@@ -277,7 +360,7 @@ class _Work:
             mlu=float(util.max(initial=0.0)),
             collided_links=collided,
             churn=changed[self.path[changed] != old[changed]],
-            fallback_ecmp=np.zeros(0, np.int64),
+            fallback_ecmp=np.zeros(0, np.int64) if fallback is None else fallback,
             unroutable=fresh.unrouted(),
             method=method,
             seconds=time.perf_counter() - start,
@@ -292,11 +375,20 @@ def repair(
     *,
     old_health: LinkHealth | None = None,
     retry_unrouted: bool = True,
+    table_budget: TableBudget | None = None,
 ) -> AssignResult:
-    """Re-place only the flows hit by the health change; all others stay where they are."""
+    """Re-place only the flows hit by the health change; all others stay where they are.
+    `table_budget`: entries per switch (None: the fabric's per-tier `te_entries`); a
+    re-placed row whose entries would not fit rides ECMP (`fallback_ecmp`)."""
     index = RouteIndex.build(fabric, assignment)
-    res, _ = repair_indexed(new_health, index, old_health=old_health, retry_unrouted=retry_unrouted)
+    res, _ = repair_indexed(new_health, index, old_health=old_health,
+                            retry_unrouted=retry_unrouted, table_budget=table_budget)  # fmt: skip
     return res
+
+
+def _limits(fabric: Fabric, budget: TableBudget | None) -> np.ndarray:
+    """Entries per node (inf: unlimited): `budget`, else the fabric's per tier."""
+    return switch_budget(fabric, fabric.table_budget() if budget is None else budget)
 
 
 def repair_indexed(
@@ -305,9 +397,12 @@ def repair_indexed(
     *,
     old_health: LinkHealth | None = None,
     retry_unrouted: bool = True,
+    table_budget: TableBudget | None = None,
 ) -> tuple[AssignResult, RouteIndex]:
     """`repair` of the index's assignment; also returns the repaired assignment's index.
-    Costs in proportion to the rows hit (and the rows moved since the index was built)."""
+    Costs in proportion to the rows hit (and the rows moved since the index was built),
+    plus, where a table budget is finite, the rows that share a switch with a moved row's
+    entry (counted again to keep those tables within budget)."""
     start = time.perf_counter()
     fabric = index.fabric
     work = _Work(index, new_health)
@@ -332,7 +427,8 @@ def repair_indexed(
             p, _ = _best_path(options, work.load, work.inv, float(sub.demand[i]), allowed)
             if p != UNROUTED:
                 work.place(f, p, options[p])
-    return work.finish(start, "repair")
+    fallback = work.fit(_limits(fabric, table_budget), back=False)
+    return work.finish(start, "repair", fallback)
 
 
 def reoptimise(
@@ -341,11 +437,14 @@ def reoptimise(
     *,
     goal: float = 0.0,
     tries: int = REOPT_TRIES,
+    table_budget: TableBudget | None = None,
 ) -> tuple[AssignResult, RouteIndex]:
     """Move rows off the most utilised switch-to-switch arc while that strictly lowers it
     (the first row, by descending demand, whose best other path ends below it moves), until
     that arc is at or below `goal` or the access arcs' utilisation (no core move lowers the
-    MLU under it), none of its rows can leave, or `tries` rows have been tried."""
+    MLU under it), none of its rows can leave, or `tries` rows have been tried. Moved rows
+    whose entries would put a switch over `table_budget` (None: the fabric's) go back to
+    their path in the index, least demand first, until every table fits."""
     start = time.perf_counter()
     fabric = index.fabric
     work = _Work(index, health)
@@ -386,6 +485,7 @@ def reoptimise(
             work.restore(f, old)
         if not moved:
             break
+    work.fit(_limits(fabric, table_budget), back=True)
     return work.finish(start, "reoptimise")
 
 
@@ -410,6 +510,7 @@ def follow_up(
     move_threshold: float,
     spray_gap: float,
     tries: int = REOPT_TRIES,
+    table_budget: TableBudget | None = None,
 ) -> FollowUp:
     """Judge a repair (`index`: of `repaired.assignment`) against `bound` for `health`.
 
@@ -426,7 +527,8 @@ def follow_up(
 
     if ratio(repaired.mlu) <= target + _TOL:
         return FollowUp(repaired, index, ratio(repaired.mlu), False, False)
-    res, index = reoptimise(health, index, goal=bound * target, tries=tries)
+    res, index = reoptimise(health, index, goal=bound * target, tries=tries,
+                            table_budget=table_budget)  # fmt: skip
     far = ratio(res.mlu) > max(target, 1 + spray_gap) + _TOL
     return FollowUp(res, index, ratio(res.mlu), True, far)
 
