@@ -685,7 +685,8 @@ class Engine:
         assignment, ids, old = self._installed_asg
         index = self._index_of(assignment)
         with self.metrics.solve_seconds.labels("repair").time():
-            res, index = repair_indexed(health, index, old_health=old)
+            res, index = repair_indexed(health, index, old_health=old,
+                                        table_budget=self.options.table_budget)  # fmt: skip
         self._install(res.assignment, ids, health, index)
         self._push(res.assignment)
         self.repairs += 1
@@ -755,7 +756,7 @@ class Engine:
         ids = self._installed_asg[1]
         judged = follow_up(health, repaired, self._index, bound.value, last.ratio,
                            move_threshold=opts.move_threshold, spray_gap=opts.spray_gap,
-                           tries=self.reopt_tries)  # fmt: skip
+                           tries=self.reopt_tries, table_budget=opts.table_budget)  # fmt: skip
         res, churn, method = judged.result, [repaired.churn], "repair"
         if judged.reoptimised:
             self.metrics.solve_seconds.labels("reoptimise").observe(res.seconds)
@@ -876,7 +877,8 @@ class Engine:
         rebased = now_health is not health
         if rebased:  # not the solve's thread's index: that one is built after the push
             index = RouteIndex.build(self.fabric, assignment)
-            res, index = repair_indexed(now_health, index, old_health=health)
+            res, index = repair_indexed(now_health, index, old_health=health,
+                                        table_budget=self.options.table_budget)  # fmt: skip
             assignment = res.assignment
             self._index = index
             self.rebased += 1
