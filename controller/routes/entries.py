@@ -645,12 +645,22 @@ def table_usage(
     return _per_switch(fabric, in_arc)
 
 
-def entry_switches(fabric: Fabric, assignment: Assignment) -> tuple[np.ndarray, np.ndarray]:
-    """(row, switch node) of every entry key a routed row of `assignment` needs, one pair
-    per row and hop (before keys are shared or buckets folded): which switches' tables a
-    row can add to."""
+def entry_in_arcs(fabric: Fabric, assignment: Assignment) -> tuple[np.ndarray, np.ndarray]:
+    """(row, in-arc) of every entry key a routed row of `assignment` needs, one pair per row
+    and hop (before keys are shared or buckets folded): the arcs whose keys a row sits in."""
     keys = _keys(fabric, assignment)
-    return keys.flow, keys.switch(fabric)
+    return keys.flow, keys.in_arc
+
+
+def arc_usage(fabric: Fabric, assignment: Assignment) -> np.ndarray:
+    """Entries keyed on each arriving arc, by arc id (int64 [num_arcs]); table_usage is their
+    sum per switch. The entries on an arc depend only on the rows that use it, so a subset
+    of rows counts the arcs all of whose rows it holds exactly."""
+    keys = _keys(fabric, assignment)
+    if not keys.flow.size:
+        return np.zeros(fabric.num_arcs, np.int64)
+    in_arc = _installed(fabric, keys)[0]
+    return np.bincount(in_arc, minlength=fabric.num_arcs).astype(np.int64)
 
 
 def _per_switch(fabric: Fabric, in_arc: np.ndarray) -> np.ndarray:

@@ -32,8 +32,8 @@ from controller.model.health import LinkHealth
 from controller.model.paths import CROSS_POD, MAX_HOPS, SAME_RACK, flow_class, path_arcs
 from controller.routes.entries import (
     TableBudget,
-    entry_switches,
-    fit_tables,
+    arc_usage,
+    entry_in_arcs,
     switch_budget,
     table_usage,
 )
@@ -95,6 +95,7 @@ class RouteIndex:
         base: tuple[np.ndarray, np.ndarray, np.ndarray],
         moved: np.ndarray,
         moved_arcs: np.ndarray,
+        usage: np.ndarray | None = None,
     ) -> None:
         self.fabric = fabric
         self.assignment = assignment
@@ -104,6 +105,16 @@ class RouteIndex:
         self._moved = moved  # sorted rows whose path differs from the base path
         self._moved_arcs = moved_arcs  # their current arcs [len(moved), MAX_HOPS]
         self._keys: tuple[np.ndarray, np.ndarray] | None = None  # (src rack, dst host)
+        self._usage = usage  # TE entries per node (table_usage), counted when first asked
+
+    @property
+    def usage(self) -> np.ndarray:
+        """TE entries each node holds for the assignment (table_usage; counted in full, ~0.1 s
+        at 600K rows, the first time an index built from scratch is asked; kept by `moved`
+        when the caller counted the change)."""
+        if self._usage is None:
+            self._usage = table_usage(self.fabric, self.assignment)
+        return self._usage
 
     @classmethod
     def build(cls, fabric: Fabric, assignment: Assignment) -> RouteIndex:
@@ -159,15 +170,16 @@ class RouteIndex:
         return rows[sr == fab.rack_of_host(fab.host_of_nic(flows.src_nic[f]))]
 
     def moved(self, path: np.ndarray, changed: np.ndarray, load: np.ndarray,
-              count: np.ndarray) -> RouteIndex:  # fmt: skip
+              count: np.ndarray, usage: np.ndarray | None = None) -> RouteIndex:  # fmt: skip
         """The index of the same rows with `path` (differing from this index's paths only at
-        `changed`), whose per-arc load and count the caller has already updated."""
+        `changed`), whose per-arc load and count (and table usage, if given: else it is
+        counted when asked) the caller has already updated."""
         base_path = self._base[0]
         rows = np.union1d(self._moved, changed)
         rows = rows[path[rows] != base_path[rows]]
         new = Assignment(self.assignment.flows, path)
         return RouteIndex(self.fabric, new, load, count, self._base, rows,
-                          _arcs(self.fabric, new, rows, path[rows]))  # fmt: skip
+                          _arcs(self.fabric, new, rows, path[rows]), usage)  # fmt: skip
 
 
 def _arcs(
@@ -295,58 +307,76 @@ class _Work:
         now = [g for g in here.tolist() if mask[self.arcs[g]].any()]
         return np.union1d(on, np.array(now, np.int64))
 
-    def fit(self, limits: np.ndarray, back: bool) -> np.ndarray:
-        """Keep every table the rows moved here add entries to within `limits` (entries per
-        node, see switch_budget): while a switch is over, the moved row of least priority
-        (smallest demand, then largest index) with an entry there leaves (`unplace`); a first
-        pass, when some switch is over, drops what fit_tables would among the rows that share
-        those switches, moved rows only. Counts only the rows on the in-arcs of the switches
-        the moved rows' entries touch (an entry is keyed by its in-arc), with table_usage:
-        the one entry model. Returns the rows sent to ECMP (sorted)."""
-        old = self.index.assignment.path
-        changed = np.array(sorted(self.arcs), np.int64)
-        moved = changed[(self.path[changed] >= 0) & (self.path[changed] != old[changed])]
+    def fit(self, limits: np.ndarray, back: bool) -> tuple[np.ndarray, np.ndarray | None]:
+        """Keep every table within `limits` (entries per node, see switch_budget): while a
+        switch is over, at each such switch the moved row of least priority (smallest demand,
+        then largest index) with an entry there leaves (`unplace`). Only the arcs the moved
+        rows' entry keys arrive on (before and after) are counted again, with arc_usage (the
+        one entry model), on the rows that use them; the rest is the index's table usage.
+        Returns (the rows sent to ECMP, sorted; the table usage after, or None when not
+        counted: every limit is infinite)."""
         none = np.zeros(0, np.int64)
+        if not np.isfinite(limits).any():
+            return none, None
+        old = self.index.assignment.path
+        base = self.index.usage
+        changed = np.array(sorted(self.arcs), np.int64)
+        moved = changed[self.path[changed] != old[changed]]
         if not moved.size:
-            return none
+            return none, base
         fab, flows = self.fabric, self.flows
-        row, sw = entry_switches(fab, Assignment(flows.take(moved), self.path[moved]))
-        touched = np.unique(sw[np.isfinite(limits[sw])])
-        if not touched.size:
-            return none
-        rows = self.rows_on(np.flatnonzero(np.isin(fab.arc_ends[1], touched)))
+        mflows = flows.take(moved)
+        _, was_in = entry_in_arcs(fab, Assignment(mflows, old[moved]))
+        row, now_in = entry_in_arcs(fab, Assignment(mflows, self.path[moved]))
+        arcs = np.union1d(was_in, now_in)
+        if not arcs.size:
+            return none, base
+        rows = np.union1d(self.index.rows_on(arcs), self.rows_on(arcs))
         sub = flows.take(rows)
+        before = arc_usage(fab, Assignment(sub, old[rows]))[arcs]
+        at = fab.arc_ends[1][arcs]
+        nodes = np.unique(at)
 
-        def over() -> np.ndarray:
-            usage = table_usage(fab, Assignment(sub, self.path[rows]))
-            return touched[usage[touched] > limits[touched]]
+        def usage() -> np.ndarray:
+            out = base.copy()
+            np.add.at(out, at, arc_usage(fab, Assignment(sub, self.path[rows]))[arcs] - before)
+            return out
 
-        full = over()
+        now = usage()
+        full = nodes[now[nodes] > limits[nodes]]
         if not full.size:
-            return none
-        if not back:
-            fitted = fit_tables(fab, Assignment(sub, self.path[rows]), limits)
-            for f in rows[(fitted.path == UNROUTED) & np.isin(rows, moved)].tolist():
-                self.unplace(f, back)
-            full = over()
-        order = moved[np.lexsort((moved, -flows.demand[moved]))][::-1].tolist()
-        key_rows = moved[row]
+            return none, now
+        order = moved[np.lexsort((moved, -flows.demand[moved]))][::-1]
+        rank = np.empty(len(flows), np.int64)
+        rank[order] = np.arange(order.size)
+        key_row, key_node = moved[row], fab.arc_ends[1][now_in]
         while full.size:
-            at = set(key_rows[np.isin(sw, full)].tolist())
-            f = next((g for g in order if g in at and self.path[g] != old[g]
-                      and self.path[g] >= 0), None)  # fmt: skip
-            if f is None:  # only rows that did not move here keep it over
+            live = np.isin(key_node, full) & (self.path[key_row] >= 0)
+            live &= self.path[key_row] != old[key_row]
+            if not live.any():  # only rows that did not move here keep it over
                 break
-            self.unplace(f, back)
-            full = over()
-        return np.array([f for f in moved.tolist() if self.path[f] == UNROUTED], np.int64)
+            # per over switch, its moved row of least priority
+            r, n = key_row[live], key_node[live]
+            pick = np.lexsort((rank[r], n))
+            n_sorted = n[pick]
+            first = pick[np.r_[True, n_sorted[1:] != n_sorted[:-1]]]
+            for f in np.unique(r[first]).tolist():
+                self.unplace(f, back)
+            now = usage()
+            full = nodes[now[nodes] > limits[nodes]]
+        fallback = moved[self.path[moved] == UNROUTED]
+        return fallback[old[fallback] != UNROUTED] if back else fallback, now
 
     def finish(
-        self, start: float, method: str, fallback: np.ndarray | None = None
+        self,
+        start: float,
+        method: str,
+        fallback: np.ndarray | None = None,
+        usage: np.ndarray | None = None,
     ) -> tuple[AssignResult, RouteIndex]:
         old = self.index.assignment.path
         changed = np.array(sorted(self.arcs), np.int64)
-        fresh = self.index.moved(self.path, changed, self.load, self.count)
+        fresh = self.index.moved(self.path, changed, self.load, self.count, usage)
         cap, load = self.cap, self.load
         with np.errstate(divide="ignore", invalid="ignore"):
             util = np.where(cap > 0, load / np.where(cap > 0, cap, 1.0),
@@ -427,8 +457,8 @@ def repair_indexed(
             p, _ = _best_path(options, work.load, work.inv, float(sub.demand[i]), allowed)
             if p != UNROUTED:
                 work.place(f, p, options[p])
-    fallback = work.fit(_limits(fabric, table_budget), back=False)
-    return work.finish(start, "repair", fallback)
+    fallback, usage = work.fit(_limits(fabric, table_budget), back=False)
+    return work.finish(start, "repair", fallback, usage)
 
 
 def reoptimise(
@@ -485,8 +515,8 @@ def reoptimise(
             work.restore(f, old)
         if not moved:
             break
-    work.fit(_limits(fabric, table_budget), back=True)
-    return work.finish(start, "reoptimise")
+    _, usage = work.fit(_limits(fabric, table_budget), back=True)
+    return work.finish(start, "reoptimise", usage=usage)
 
 
 @dataclass(frozen=True)

@@ -11,10 +11,16 @@ from controller.model.clos import PRESETS, build
 from controller.model.fabric import Fabric
 from controller.model.flows import FlowSet
 from controller.model.health import LinkHealth
-from controller.routes.entries import fit_tables, switch_budget, table_usage
+from controller.routes.entries import fit_tables, route_conflicts, switch_budget, table_usage
 from controller.solver.greedy import assign_paths
 from controller.solver.qp_buckets import split_flows
-from controller.solver.repair import RouteIndex, affected_flows, reoptimise, repair
+from controller.solver.repair import (
+    RouteIndex,
+    affected_flows,
+    reoptimise,
+    repair,
+    repair_indexed,
+)
 
 UNLIMITED = float("inf")
 
@@ -27,6 +33,14 @@ def _flows(fabric: Fabric, seed: int, n: int, split: bool) -> FlowSet:
     if split:  # a few flows in QP buckets: their source RTSW entries fold
         flows, _ = split_flows(flows, np.flatnonzero(rng.random(n) < 0.3), 4)
     return flows
+
+
+def _placed(fabric: Fabric, health: LinkHealth, flows: FlowSet) -> Assignment:
+    """A greedy assignment without route conflicts (conflicting rows unrouted)."""
+    placed = assign_paths(fabric, health, flows).assignment
+    path = placed.path.copy()
+    path[route_conflicts(fabric, placed)] = UNROUTED
+    return Assignment(flows, path)
 
 
 def _core_links(fabric: Fabric, assignment: Assignment) -> np.ndarray:
@@ -43,7 +57,7 @@ def test_full_tables_send_the_remainder_to_ecmp() -> None:
     fabric = build(PRESETS["small"])
     flows = _flows(fabric, 7, 60, split=True)
     health = LinkHealth.all_up(fabric)
-    before = assign_paths(fabric, health, flows).assignment
+    before = _placed(fabric, health, flows)
     budget = table_usage(fabric, before)  # every table exactly full
     link = _core_links(fabric, before)[0]
     new = health.down([int(link)])
@@ -78,7 +92,7 @@ def test_repair_never_exceeds_the_budget(
     fabric = build(PRESETS[name])
     flows = _flows(fabric, seed, 40, split)
     health = LinkHealth.all_up(fabric)
-    before = fit_tables(fabric, assign_paths(fabric, health, flows).assignment, entries)
+    before = fit_tables(fabric, _placed(fabric, health, flows), entries)
     core = _core_links(fabric, before)
     if not core.size:
         return
@@ -92,10 +106,14 @@ def test_repair_never_exceeds_the_budget(
     changed = np.flatnonzero(res.assignment.path != before.path)
     hit = np.union1d(affected_flows(fabric, new, before), np.flatnonzero(~before.routed))
     assert set(changed.tolist()) <= set(hit.tolist())
-    # warm re-optimisation from it keeps within the budget too
-    index = RouteIndex.build(fabric, res.assignment)
-    again, _ = reoptimise(new, index, table_budget=entries)
+    # the index keeps the table usage it counted, exactly; warm re-optimisation from it
+    # keeps within the budget too
+    res2, index = repair_indexed(new, RouteIndex.build(fabric, before), table_budget=entries)
+    assert res2.assignment.path.tobytes() == res.assignment.path.tobytes()
+    assert (index.usage == table_usage(fabric, res.assignment)).all()
+    again, kept = reoptimise(new, index, table_budget=entries)
     assert (table_usage(fabric, again.assignment) <= limit).all()
+    assert (kept.usage == table_usage(fabric, again.assignment)).all()
     # with no limit, or one nothing reaches, the repair is the unlimited one, byte for byte
     free = repair(fabric, new, before, table_budget=_unlimited(fabric))
     roomy = repair(fabric, new, before, table_budget=10**6)
