@@ -726,7 +726,8 @@ class Engine:
 
             def work() -> None:
                 try:
-                    box["index"] = RouteIndex.build(self.fabric, assignment)
+                    box["index"] = index = RouteIndex.build(self.fabric, assignment)
+                    index.usage  # noqa: B018 - the table usage repairs keep, counted here
                 except Exception:  # noqa: BLE001 - the next repair builds it
                     log.exception("route index build failed")
                 box["ready"].set()
@@ -849,7 +850,8 @@ class Engine:
                     pass
                 if not box.get("stale", True):  # a re-solve follows: its own index will do
                     try:
-                        box["index"] = RouteIndex.build(self.fabric, res.assignment)
+                        box["index"] = index = RouteIndex.build(self.fabric, res.assignment)
+                        index.usage  # noqa: B018 - the table usage repairs keep, counted here
                     except Exception:  # noqa: BLE001 - the next repair builds it
                         log.exception("route index build failed")
             box["ready"].set()
