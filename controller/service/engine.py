@@ -727,7 +727,7 @@ class Engine:
             def work() -> None:
                 try:
                     box["index"] = index = RouteIndex.build(self.fabric, assignment)
-                    index.usage  # noqa: B018 - the table usage repairs keep, counted here
+                    index.entries  # noqa: B018 - the table entries repairs keep, counted here
                 except Exception:  # noqa: BLE001 - the next repair builds it
                     log.exception("route index build failed")
                 box["ready"].set()
@@ -851,7 +851,7 @@ class Engine:
                 if not box.get("stale", True):  # a re-solve follows: its own index will do
                     try:
                         box["index"] = index = RouteIndex.build(self.fabric, res.assignment)
-                        index.usage  # noqa: B018 - the table usage repairs keep, counted here
+                        index.entries  # noqa: B018 - the table entries repairs keep, counted here
                     except Exception:  # noqa: BLE001 - the next repair builds it
                         log.exception("route index build failed")
             box["ready"].set()

@@ -35,7 +35,6 @@ from controller.routes.entries import (
     arc_usage,
     entry_in_arcs,
     switch_budget,
-    table_usage,
 )
 from controller.solver.bounds import Bound, lower_bound
 from controller.solver.greedy import (
@@ -95,7 +94,7 @@ class RouteIndex:
         base: tuple[np.ndarray, np.ndarray, np.ndarray],
         moved: np.ndarray,
         moved_arcs: np.ndarray,
-        usage: np.ndarray | None = None,
+        entries: np.ndarray | None = None,
     ) -> None:
         self.fabric = fabric
         self.assignment = assignment
@@ -105,16 +104,24 @@ class RouteIndex:
         self._moved = moved  # sorted rows whose path differs from the base path
         self._moved_arcs = moved_arcs  # their current arcs [len(moved), MAX_HOPS]
         self._keys: tuple[np.ndarray, np.ndarray] | None = None  # (src rack, dst host)
-        self._usage = usage  # TE entries per node (table_usage), counted when first asked
+        self._entries = entries  # TE entries per arriving arc (arc_usage), counted when asked
+
+    @property
+    def entries(self) -> np.ndarray:
+        """TE entries keyed on each arriving arc for the assignment (arc_usage; counted in
+        full, ~0.1 s at 600K rows, the first time an index built from scratch is asked; kept
+        by `moved` when the caller counted the change)."""
+        if self._entries is None:
+            self._entries = arc_usage(self.fabric, self.assignment)
+        return self._entries
 
     @property
     def usage(self) -> np.ndarray:
-        """TE entries each node holds for the assignment (table_usage; counted in full, ~0.1 s
-        at 600K rows, the first time an index built from scratch is asked; kept by `moved`
-        when the caller counted the change)."""
-        if self._usage is None:
-            self._usage = table_usage(self.fabric, self.assignment)
-        return self._usage
+        """TE entries each node holds for the assignment (its table_usage)."""
+        heads = self.fabric.arc_ends[1]
+        return np.bincount(heads, weights=self.entries, minlength=self.fabric.num_nodes).astype(
+            np.int64
+        )
 
     @classmethod
     def build(cls, fabric: Fabric, assignment: Assignment) -> RouteIndex:
@@ -170,16 +177,16 @@ class RouteIndex:
         return rows[sr == fab.rack_of_host(fab.host_of_nic(flows.src_nic[f]))]
 
     def moved(self, path: np.ndarray, changed: np.ndarray, load: np.ndarray,
-              count: np.ndarray, usage: np.ndarray | None = None) -> RouteIndex:  # fmt: skip
+              count: np.ndarray, entries: np.ndarray | None = None) -> RouteIndex:  # fmt: skip
         """The index of the same rows with `path` (differing from this index's paths only at
-        `changed`), whose per-arc load and count (and table usage, if given: else it is
+        `changed`), whose per-arc load and count (and entries, if given: else they are
         counted when asked) the caller has already updated."""
         base_path = self._base[0]
         rows = np.union1d(self._moved, changed)
         rows = rows[path[rows] != base_path[rows]]
         new = Assignment(self.assignment.flows, path)
         return RouteIndex(self.fabric, new, load, count, self._base, rows,
-                          _arcs(self.fabric, new, rows, path[rows]), usage)  # fmt: skip
+                          _arcs(self.fabric, new, rows, path[rows]), entries)  # fmt: skip
 
 
 def _arcs(
@@ -312,14 +319,15 @@ class _Work:
         switch is over, at each such switch the moved row of least priority (smallest demand,
         then largest index) with an entry there leaves (`unplace`). Only the arcs the moved
         rows' entry keys arrive on (before and after) are counted again, with arc_usage (the
-        one entry model), on the rows that use them; the rest is the index's table usage.
-        Returns (the rows sent to ECMP, sorted; the table usage after, or None when not
+        one entry model), on the rows to the moved rows' destination hosts (the only keys
+        that change); the rest is the index's table usage.
+        Returns (the rows sent to ECMP, sorted; the entries per arc after, or None when not
         counted: every limit is infinite)."""
         none = np.zeros(0, np.int64)
         if not np.isfinite(limits).any():
             return none, None
         old = self.index.assignment.path
-        base = self.index.usage
+        base = self.index.entries
         changed = np.array(sorted(self.arcs), np.int64)
         moved = changed[self.path[changed] != old[changed]]
         if not moved.size:
@@ -331,21 +339,32 @@ class _Work:
         arcs = np.union1d(was_in, now_in)
         if not arcs.size:
             return none, base
-        rows = np.union1d(self.index.rows_on(arcs), self.rows_on(arcs))
+        # an entry's key holds its destination host: only the keys to the moved rows' hosts
+        # change, and all their rows arrive on those hosts' access arcs
+        hosts = np.unique(fab.host_of_nic(mflows.dst_nic))
+        nics = fab.nic_id(np.repeat(hosts, fab.nics_per_host),
+                          np.tile(np.arange(fab.nics_per_host), hosts.size))  # fmt: skip
+        into = fab.down(fab.access_link(nics))
+        # those keys' entries before and after, on the rows to those hosts (a row that leaves
+        # here, for ECMP or back to its path, stays among them)
+        was = self.index.rows_on(into)
+        before = arc_usage(fab, Assignment(flows.take(was), old[was]))[arcs]
+        rows = np.union1d(was, self.rows_on(into))
         sub = flows.take(rows)
-        before = arc_usage(fab, Assignment(sub, old[rows]))[arcs]
-        at = fab.arc_ends[1][arcs]
-        nodes = np.unique(at)
+        heads = fab.arc_ends[1]
+        nodes = np.unique(heads[arcs])
+        used = np.bincount(heads, weights=base, minlength=fab.num_nodes)
 
-        def usage() -> np.ndarray:
+        def count() -> tuple[np.ndarray, np.ndarray]:
             out = base.copy()
-            np.add.at(out, at, arc_usage(fab, Assignment(sub, self.path[rows]))[arcs] - before)
-            return out
+            out[arcs] += arc_usage(fab, Assignment(sub, self.path[rows]))[arcs] - before
+            now = used.copy()
+            np.add.at(now, heads[arcs], out[arcs] - base[arcs])
+            return out, nodes[now[nodes] > limits[nodes]]
 
-        now = usage()
-        full = nodes[now[nodes] > limits[nodes]]
+        entries, full = count()
         if not full.size:
-            return none, now
+            return none, entries
         order = moved[np.lexsort((moved, -flows.demand[moved]))][::-1]
         rank = np.empty(len(flows), np.int64)
         rank[order] = np.arange(order.size)
@@ -362,21 +381,20 @@ class _Work:
             first = pick[np.r_[True, n_sorted[1:] != n_sorted[:-1]]]
             for f in np.unique(r[first]).tolist():
                 self.unplace(f, back)
-            now = usage()
-            full = nodes[now[nodes] > limits[nodes]]
+            entries, full = count()
         fallback = moved[self.path[moved] == UNROUTED]
-        return fallback[old[fallback] != UNROUTED] if back else fallback, now
+        return fallback[old[fallback] != UNROUTED] if back else fallback, entries
 
     def finish(
         self,
         start: float,
         method: str,
         fallback: np.ndarray | None = None,
-        usage: np.ndarray | None = None,
+        entries: np.ndarray | None = None,
     ) -> tuple[AssignResult, RouteIndex]:
         old = self.index.assignment.path
         changed = np.array(sorted(self.arcs), np.int64)
-        fresh = self.index.moved(self.path, changed, self.load, self.count, usage)
+        fresh = self.index.moved(self.path, changed, self.load, self.count, entries)
         cap, load = self.cap, self.load
         with np.errstate(divide="ignore", invalid="ignore"):
             util = np.where(cap > 0, load / np.where(cap > 0, cap, 1.0),
@@ -457,8 +475,8 @@ def repair_indexed(
             p, _ = _best_path(options, work.load, work.inv, float(sub.demand[i]), allowed)
             if p != UNROUTED:
                 work.place(f, p, options[p])
-    fallback, usage = work.fit(_limits(fabric, table_budget), back=False)
-    return work.finish(start, "repair", fallback, usage)
+    fallback, entries = work.fit(_limits(fabric, table_budget), back=False)
+    return work.finish(start, "repair", fallback, entries)
 
 
 def reoptimise(
@@ -515,8 +533,8 @@ def reoptimise(
             work.restore(f, old)
         if not moved:
             break
-    _, usage = work.fit(_limits(fabric, table_budget), back=True)
-    return work.finish(start, "reoptimise", usage=usage)
+    _, entries = work.fit(_limits(fabric, table_budget), back=True)
+    return work.finish(start, "reoptimise", entries=entries)
 
 
 @dataclass(frozen=True)
