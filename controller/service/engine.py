@@ -687,6 +687,9 @@ class Engine:
         with self.metrics.solve_seconds.labels("repair").time():
             res, index = repair_indexed(health, index, old_health=old,
                                         table_budget=self.options.table_budget)  # fmt: skip
+        if res.fallback_ecmp.size:
+            log.info("repair: %d re-placed rows over the table budget ride ECMP",
+                     res.fallback_ecmp.size)  # fmt: skip
         self._install(res.assignment, ids, health, index)
         self._push(res.assignment)
         self.repairs += 1
