@@ -317,12 +317,13 @@ class _Work:
     def fit(self, limits: np.ndarray, back: bool) -> tuple[np.ndarray, np.ndarray | None]:
         """Keep every table within `limits` (entries per node, see switch_budget): while a
         switch is over, at each such switch the moved row of least priority (smallest demand,
-        then largest index) with an entry there leaves (`unplace`). Only the arcs the moved
-        rows' entry keys arrive on (before and after) are counted again, with arc_usage (the
-        one entry model), on the rows to the moved rows' destination hosts (the only keys
-        that change); the rest is the index's table usage.
-        Returns (the rows sent to ECMP, sorted; the entries per arc after, or None when not
-        counted: every limit is infinite)."""
+        then largest index) with an entry there goes to ECMP; when `back`, every moved row
+        goes back to its path in the index instead (moved rows may share keys). Only the arcs
+        the moved rows' entry keys arrive on (before and after) are counted again, with
+        arc_usage (the one entry model), on the rows to the moved rows' destination hosts
+        (the only keys that change); the rest is the index's table usage. Returns (the rows
+        sent to ECMP, sorted; the entries per arc after, or None when not counted: every
+        limit is infinite)."""
         none = np.zeros(0, np.int64)
         if not np.isfinite(limits).any():
             return none, None
@@ -365,6 +366,10 @@ class _Work:
         entries, full = count()
         if not full.size:
             return none, entries
+        if back:  # every moved row back: one alone could leave a mate moved with it astray
+            for f in moved.tolist():
+                self.unplace(f, back)
+            return none, base
         order = moved[np.lexsort((moved, -flows.demand[moved]))][::-1]
         rank = np.empty(len(flows), np.int64)
         rank[order] = np.arange(order.size)
@@ -382,8 +387,7 @@ class _Work:
             for f in np.unique(r[first]).tolist():
                 self.unplace(f, back)
             entries, full = count()
-        fallback = moved[self.path[moved] == UNROUTED]
-        return fallback[old[fallback] != UNROUTED] if back else fallback, entries
+        return moved[self.path[moved] == UNROUTED], entries
 
     def finish(
         self,
@@ -490,9 +494,9 @@ def reoptimise(
     """Move rows off the most utilised switch-to-switch arc while that strictly lowers it
     (the first row, by descending demand, whose best other path ends below it moves), until
     that arc is at or below `goal` or the access arcs' utilisation (no core move lowers the
-    MLU under it), none of its rows can leave, or `tries` rows have been tried. Moved rows
-    whose entries would put a switch over `table_budget` (None: the fabric's) go back to
-    their path in the index, least demand first, until every table fits."""
+    MLU under it), none of its rows can leave, or `tries` rows have been tried. When the
+    moves would put a switch over `table_budget` (None: the fabric's), none is kept: the
+    index's assignment (within budget) is the result."""
     start = time.perf_counter()
     fabric = index.fabric
     work = _Work(index, health)
