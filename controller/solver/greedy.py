@@ -480,6 +480,48 @@ def _arc_sums(fabric: Fabric, arcs: np.ndarray, demand: np.ndarray) -> np.ndarra
     return np.bincount(arcs.reshape(-1) + 1, weights=w, minlength=fabric.num_arcs + 1)[1:]
 
 
+@dataclass(frozen=True)
+class _Start:
+    """What both searches start from: arc capacities (and their inverse, inf for dead
+    arcs), the candidates, a copy of the paths, their switch-to-switch arcs and the load
+    on them, the rows that may move, and which arcs are switch-to-switch."""
+
+    cap: np.ndarray
+    inv: np.ndarray
+    cand: Candidates
+    path: np.ndarray
+    chosen: np.ndarray
+    load: np.ndarray
+    may: np.ndarray
+    core: np.ndarray
+
+    @classmethod
+    def of(
+        cls,
+        fabric: Fabric,
+        health: LinkHealth,
+        flows: FlowSet,
+        path: np.ndarray,
+        movable: np.ndarray | None,
+        cand: Candidates | None,
+        chosen: np.ndarray | None = None,
+    ) -> _Start:
+        cap = health.arc_capacity(fabric)
+        cand = cand or candidates(fabric, flows)
+        path = path.copy()
+        chosen = cand.all_chosen(path) if chosen is None else chosen
+        load = core_load(fabric, flows, cand, path, chosen)
+        may = path >= 0 if movable is None else movable & (path >= 0)
+        may &= cand.cls != SAME_RACK
+        core = np.repeat(fabric.link_kind != ACCESS, 2)
+        return cls(cap, _inverse(cap), cand, path, chosen, load, may, core)
+
+    def fields(self) -> tuple[np.ndarray, np.ndarray, Candidates, np.ndarray, np.ndarray,
+                              np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+        return (self.cap, self.inv, self.cand, self.path, self.chosen, self.load, self.may,
+                self.core)  # fmt: skip
+
+
 def local_search(
     fabric: Fabric,
     health: LinkHealth,
@@ -501,18 +543,11 @@ def local_search(
     are tried in order (largest first) and the first that can go below the maximum moves.
     Tries do not change the load until one succeeds, so they are scored in batches
     (_score_tries), and the tries counted are those up to and including the move."""
-    cap = health.arc_capacity(fabric)
-    inv = _inverse(cap)
-    cand = cand or candidates(fabric, flows)
-    path = path.copy()
-    chosen = cand.all_chosen(path) if chosen is None else chosen
-    load = core_load(fabric, flows, cand, path, chosen)
-    may = path >= 0 if movable is None else movable & (path >= 0)
-    may &= cand.cls != SAME_RACK
+    st = _Start.of(fabric, health, flows, path, movable, cand, chosen)
+    cap, inv, cand, path, chosen, load, may, core = st.fields()
     demand = flows.demand
     mates = _Mates(fabric, flows, cand)
     mates.fill(cand.cls, path)
-    core = np.repeat(fabric.link_kind != ACCESS, 2)
     # the arcs that can hold the maximum: switch-to-switch and alive (in ascending order, so
     # the first of equal maxima is the same arc as over all arcs)
     hot_arcs = np.flatnonzero(core & np.isfinite(inv))
@@ -636,22 +671,6 @@ def _score_tries(
 RELIEF_TRIES = 30_000
 
 
-def relieve(
-    fabric: Fabric,
-    health: LinkHealth,
-    flows: FlowSet,
-    path: np.ndarray,
-    *,
-    movable: np.ndarray | None = None,
-    max_tries: int | None = RELIEF_TRIES,
-    cand: Candidates | None = None,
-) -> np.ndarray:
-    """relieve_arcs, the paths only."""
-    return relieve_arcs(
-        fabric, health, flows, path, movable=movable, max_tries=max_tries, cand=cand
-    )[0]
-
-
 def relieve_arcs(
     fabric: Fabric,
     health: LinkHealth,
@@ -675,20 +694,13 @@ def relieve_arcs(
     batch; each accepted choice is checked again on the load of the moment before it moves.
     Arcs and flows with no room on some hop of every candidate are skipped up front
     (_may_fit), and flows alike (_alike) are scored once a batch, their tries counted once."""
-    cap = health.arc_capacity(fabric)
-    inv = _inverse(cap)
-    cand = cand or candidates(fabric, flows)
-    path = path.copy()
-    chosen = cand.all_chosen(path)
-    load = core_load(fabric, flows, cand, path, chosen)
-    core = np.repeat(fabric.link_kind != ACCESS, 2)
+    st = _Start.of(fabric, health, flows, path, movable, cand)
+    cap, inv, cand, path, chosen, load, may, core = st.fields()
     util = load * np.where(np.isfinite(inv), inv, 0.0)
     over = np.flatnonzero(core & np.isfinite(inv) & (util > 1.0 + _TOL))
     if not over.size:
         return path, chosen, load
     over = over[np.argsort(-util[over], kind="stable")]
-    may = path >= 0 if movable is None else movable & (path >= 0)
-    may &= cand.cls != SAME_RACK
     demand = flows.demand
     mates = _Mates(fabric, flows, cand)
     mates.fill(cand.cls, path)
