@@ -10,7 +10,6 @@ from hypothesis import strategies as st
 from controller.model.assignment import UNROUTED, Assignment
 from controller.model.clos import PRESETS, build
 from controller.model.flows import FlowSet
-from controller.model.paths import flow_class, num_paths
 from controller.routes.entries import (
     CTSW_DOWN,
     RTSW_UP,
@@ -18,7 +17,6 @@ from controller.routes.entries import (
     RouteSet,
     build_routes,
     entry_role,
-    route_conflicts,
 )
 from controller.routes.plan import STAGE_NAMES, Add, Delete, Plan, Replace, diff, plan_update
 from sim.driver import EmulatedDriver
@@ -26,20 +24,6 @@ from sim.switches import DELIVERED, LOOPED, EmulatedFabric, verify
 
 WIDE = PRESETS["wide"]
 FABRICS = {"tiny": build(PRESETS["tiny"]), "small": build(PRESETS["small"]), "wide": build(WIDE)}
-
-
-def random_assignment(fabric, rng, n, flows=None):
-    """Random paths (some unrouted) for random flows, with conflicting flows unrouted."""
-    if flows is None:
-        src = rng.integers(0, fabric.num_nics, n)
-        dst = rng.integers(0, fabric.num_nics, n)
-        keep = fabric.host_of_nic(src) != fabric.host_of_nic(dst)
-        flows = FlowSet.build(src[keep], dst[keep], 100.0)
-    counts = np.array(num_paths(fabric))[flow_class(fabric, flows.src_nic, flows.dst_nic)]
-    path = (rng.random(len(flows)) * counts).astype(np.int64)
-    path[rng.random(len(flows)) < 0.1] = UNROUTED
-    a = Assignment(flows, path)
-    return Assignment(flows, np.where(route_conflicts(fabric, a), UNROUTED, path))
 
 
 def install(em, routes):
@@ -134,7 +118,9 @@ def check_state(em, src, dst, baseline):
     same_flows=st.booleans(),
     failures=st.integers(0, 2),
 )
-def test_every_intermediate_state_is_loop_and_black_hole_free(name, seed, n, same_flows, failures):
+def test_every_intermediate_state_is_loop_and_black_hole_free(
+    random_assignment, name, seed, n, same_flows, failures
+):
     fabric = FABRICS[name]
     rng = np.random.default_rng(seed)
     old = random_assignment(fabric, rng, n)
@@ -190,7 +176,7 @@ def test_every_intermediate_state_is_loop_and_black_hole_free(name, seed, n, sam
 
 
 @pytest.mark.parametrize("name", sorted(FABRICS))
-def test_diff_stage_roles(name):
+def test_diff_stage_roles(random_assignment, name):
     fabric = FABRICS[name]
     rng = np.random.default_rng(7)
     old = random_assignment(fabric, rng, 60)

@@ -6,10 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from controller.model.assignment import UNROUTED, Assignment
 from controller.model.clos import PRESETS, build
-from controller.model.flows import FlowSet
-from controller.model.paths import flow_class, num_paths
 from controller.routes.entries import (
     CTSW_DOWN,
     OWNER,
@@ -19,25 +16,12 @@ from controller.routes.entries import (
     build_routes,
     entry_role,
     match_keys,
-    route_conflicts,
     switch_ports,
 )
 from controller.routes.plan import STAGE_NAMES, Add, Batch, Delete, Op, Plan, Replace, diff
 
 FABRIC = build(PRESETS["small"])
 SWITCHES = ("rtsw-p0-r0", "ctsw-p0-c0", "ctsw-p1-c1", "atsw-c0-a0")
-
-
-def random_assignment(fabric, rng, n):
-    """Random paths (some unrouted) for random flows, conflicting flows unrouted."""
-    src, dst = rng.integers(0, fabric.num_nics, n), rng.integers(0, fabric.num_nics, n)
-    keep = fabric.host_of_nic(src) != fabric.host_of_nic(dst)
-    flows = FlowSet.build(src[keep], dst[keep], 100.0)
-    counts = np.array(num_paths(fabric))[flow_class(fabric, flows.src_nic, flows.dst_nic)]
-    path = (rng.random(len(flows)) * counts).astype(np.int64)
-    path[rng.random(len(flows)) < 0.1] = UNROUTED
-    a = Assignment(flows, path)
-    return Assignment(flows, np.where(route_conflicts(fabric, a), UNROUTED, path))
 
 
 def reference_diff(installed: RouteSet, wanted: RouteSet, owner: str = OWNER) -> Plan:
@@ -110,7 +94,7 @@ def test_diff_on_columns_plans_what_the_entry_model_plans(pair: tuple[RouteSet, 
     assert len(plan) == len(ref)
 
 
-def test_a_table_into_an_empty_switch_is_pushed_as_the_wanted_table_itself():
+def test_a_table_into_an_empty_switch_is_pushed_as_the_wanted_table_itself(random_assignment):
     wanted = build_routes(FABRIC, random_assignment(FABRIC, np.random.default_rng(3), 300))
     plan = diff(RouteSet(), wanted, FABRIC)
     for _, batch in plan.batches():
@@ -122,7 +106,7 @@ def test_a_table_into_an_empty_switch_is_pushed_as_the_wanted_table_itself():
 
 @settings(max_examples=15, deadline=None)
 @given(st.integers(0, 2**32 - 1), st.integers(1, 400))
-def test_built_tables_are_the_entries_they_list(seed: int, n: int):
+def test_built_tables_are_the_entries_they_list(random_assignment, seed: int, n: int):
     routes = build_routes(FABRIC, random_assignment(FABRIC, np.random.default_rng(seed), n))
     listed = list(routes)
     again = RouteSet.from_entries(listed)  # made entry by entry
