@@ -764,7 +764,7 @@ def relieve_arcs(
 def _alike(
     chosen: np.ndarray, demand: np.ndarray, path: np.ndarray, group: np.ndarray, rows: np.ndarray
 ) -> np.ndarray:
-    """An id per flow of `rows` (-1 elsewhere), equal for flows that relieve scores alike:
+    """An id per flow of `rows` (-1 elsewhere), equal for flows that relieve_arcs scores alike:
     the same arcs, path, demand and entry-mate group (the spray's buckets of one source
     rack and destination share all of them; on the meta-24k mix 4 flows an id)."""
     out = np.full(path.size, -1, np.int64)
@@ -783,7 +783,7 @@ def _may_fit(
 ) -> np.ndarray:
     """Of the flows `rows` (a mask), those that could fit elsewhere: at every hop, their own
     arc is within capacity (room >= 0) or some candidate arc at that hop has room for the
-    flow. A necessary condition for relieve's moves, hop by hop (so cheap: a hop has far
+    flow. A necessary condition for relieve_arcs's moves, hop by hop (so cheap: a hop has far
     fewer distinct arcs than a flow has paths), that rules out most flows of arcs in a cut
     with no room left."""
     out = np.zeros(rows.size, bool)

@@ -95,7 +95,7 @@ class SolveOptions:
     # per flow (a per-flow greedy) then costs tens of seconds and rarely beats it
     whole_max_flows: int = 100_000
     # flows the relief pass tries on other paths to drain links loaded beyond capacity
-    # below the maximum (controller.solver.greedy.relieve); 0 = no relief pass
+    # below the maximum (controller.solver.greedy.relieve_arcs); 0 = no relief pass
     relief_tries: int | None = RELIEF_TRIES
 
     def __post_init__(self) -> None:
@@ -547,7 +547,7 @@ def _relieved(
     flows_in: FlowSet,
     parent: np.ndarray | None,
 ) -> AssignResult:
-    """`res` after the relief pass (controller.solver.greedy.relieve): rows moved off links
+    """`res` after the relief pass (controller.solver.greedy.relieve_arcs): rows moved off links
     loaded beyond capacity below the maximum, entries aligned (moved rows yield). Kept only
     if the tables still fit, and, where alignment moved a row again, if the MLU does not
     rise and no link within capacity goes over; else `res` unchanged. A result kept from
@@ -584,7 +584,12 @@ def _relieved(
     core = np.repeat(fabric.link_kind != ACCESS, 2)
     routed = new >= 0
     access = np.bincount(
-        np.concatenate([fabric.up(flows.src_nic[routed]), fabric.down(flows.dst_nic[routed])]),
+        np.concatenate(
+            [
+                fabric.up(fabric.access_link(flows.src_nic[routed])),
+                fabric.down(fabric.access_link(flows.dst_nic[routed])),
+            ]
+        ),
         weights=np.tile(flows.demand[routed], 2),
         minlength=fabric.num_arcs,
     )
