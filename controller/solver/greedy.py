@@ -639,25 +639,27 @@ def _score_tries(
     best_p = np.full(rows.size, UNROUTED, np.int64)
     best_w = np.full(rows.size, np.inf)
     cls_of = cand.cls[rows]
+    count = np.bincount(cls_of, minlength=len(cand.offset))
     for cls, off in cand.offset.items():
-        sel = np.flatnonzero(cls_of == cls)
-        if not sel.size or not off.shape[1]:
+        if not count[cls] or not off.shape[1]:
             continue
+        sel = np.arange(rows.size) if count[cls] == rows.size else np.flatnonzero(cls_of == cls)
         f = rows[sel]
         h = off.shape[1]
-        own = chosen[f, :h]  # each hop's arc is of its own kind: own arcs only match there
         arcs = cand.base[f, None, :h] + off[None]  # [n, P, h]
         d = demand[f][:, None, None]
-        here = load[arcs]
-        here = np.where(arcs == own[:, None, :], here - d, here)
-        util = (here + d) * inv[arcs]
+        # each hop's arc is of its own kind: own arcs only match there
+        util = load[arcs]
+        np.subtract(util, d, out=util, where=arcs == chosen[f, None, :h])
+        util += d
+        util *= inv[arcs]
         worst, total = _hop_max_sum(util)
         allowed = mates.allowed_without(f, int(cls), path[f], off.shape[0])
         if allowed is not None:
-            worst = np.where(allowed, worst, np.inf)
+            worst[~allowed] = np.inf
         best = worst.min(axis=1)
-        tied = worst <= best[:, None] + _TOL
-        p = np.argmin(np.where(tied, total, np.inf), axis=1)
+        total[~(worst <= best[:, None] + _TOL)] = np.inf
+        p = np.argmin(total, axis=1)
         alive = np.isfinite(best)
         best_p[sel[alive]] = p[alive]
         best_w[sel] = best
