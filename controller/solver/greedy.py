@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -38,6 +39,7 @@ from controller.model.health import LinkHealth
 from controller.model.paths import CROSS_POD, SAME_POD, SAME_RACK, decode, flow_class, num_paths
 from controller.routes.entries import TableBudget, align_entries, fit_tables
 from controller.solver.colouring import colour_assign
+from controller.solver.kernels import relieve, score_rows
 
 _TOL = 1e-9
 # Flows a local search tries on other paths before it stops (one try: a flow's candidates
@@ -75,19 +77,28 @@ class Candidates:
     def all_chosen(self, path: np.ndarray) -> np.ndarray:
         """Core arcs [F, 4] of the given paths, -1 padded (and for UNROUTED). One gather
         from every class's offsets stacked (padded with -1), not a pass per class."""
+        table, first, _, _ = self.stacked
+        routed = path >= 0
+        step = table[np.where(routed, first[self.cls] + path, 0)]
+        return np.where(routed[:, None] & (step >= 0), self.base + step, -1)
+
+    @cached_property
+    def stacked(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(table, first, n_paths, hops): every class's offsets in one table [paths, 4]
+        (-1 padded), class c's at rows first[c] .. first[c] + n_paths[c], hops[c] hops."""
         classes = sorted(self.offset)
         width = self.base.shape[1]
         table = np.full((sum(self.offset[c].shape[0] for c in classes), width), -1, np.int64)
         first = np.zeros(max(classes) + 1, np.int64)
+        n_paths = np.zeros(max(classes) + 1, np.int64)
+        hops = np.zeros(max(classes) + 1, np.int64)
         at = 0
         for c in classes:
             off = self.offset[c]
-            first[c] = at
+            first[c], n_paths[c], hops[c] = at, off.shape[0], off.shape[1]
             table[at : at + off.shape[0], : off.shape[1]] = off
             at += off.shape[0]
-        routed = path >= 0
-        step = table[np.where(routed, first[self.cls] + path, 0)]
-        return np.where(routed[:, None] & (step >= 0), self.base + step, -1)
+        return table, first, n_paths, hops
 
 
 def candidates(fabric: Fabric, flows: FlowSet) -> Candidates:
@@ -174,6 +185,9 @@ def _best_path(
     return int(tied), float(best)
 
 
+_NO_MATES = np.zeros((1, 1), np.int64)
+
+
 class _Mates:
     """Flows from one source RTSW to one destination host meet at the same CTSW entry key
     when they share an uplink, so they must share the digits after it (the suffix of the
@@ -202,6 +216,12 @@ class _Mates:
             n_up = fabric.ctsws_per_pod * k
             self.forced = np.full((uniq.size, n_up), -1, np.int64)
             self.count = np.zeros((uniq.size, n_up), np.int64)
+
+    def tables(self) -> tuple[np.ndarray, np.ndarray]:
+        """(forced, count): empty stand-ins when no flow has mates."""
+        if not hasattr(self, "forced"):
+            return _NO_MATES, _NO_MATES
+        return self.forced, self.count
 
     def fill(self, cls: np.ndarray, path: np.ndarray) -> None:
         """Add every routed flow at once."""
@@ -636,34 +656,9 @@ def _score_tries(
 ) -> tuple[np.ndarray, np.ndarray]:
     """(best path, its bottleneck utilisation) of each of `rows` as `_best_path` scores it
     with that flow alone taken off the load and its entry mates (UNROUTED, inf: no path)."""
-    best_p = np.full(rows.size, UNROUTED, np.int64)
-    best_w = np.full(rows.size, np.inf)
-    cls_of = cand.cls[rows]
-    count = np.bincount(cls_of, minlength=len(cand.offset))
-    for cls, off in cand.offset.items():
-        if not count[cls] or not off.shape[1]:
-            continue
-        sel = np.arange(rows.size) if count[cls] == rows.size else np.flatnonzero(cls_of == cls)
-        f = rows[sel]
-        h = off.shape[1]
-        arcs = cand.base[f, None, :h] + off[None]  # [n, P, h]
-        d = demand[f][:, None, None]
-        # each hop's arc is of its own kind: own arcs only match there
-        util = load[arcs]
-        np.subtract(util, d, out=util, where=arcs == chosen[f, None, :h])
-        util += d
-        util *= inv[arcs]
-        worst, total = _hop_max_sum(util)
-        allowed = mates.allowed_without(f, int(cls), path[f], off.shape[0])
-        if allowed is not None:
-            worst[~allowed] = np.inf
-        best = worst.min(axis=1)
-        total[~(worst <= best[:, None] + _TOL)] = np.inf
-        p = np.argmin(total, axis=1)
-        alive = np.isfinite(best)
-        best_p[sel[alive]] = p[alive]
-        best_w[sel] = best
-    return best_p, best_w
+    forced, count = mates.tables()
+    return score_rows(rows, cand.cls, cand.base, *cand.stacked, chosen, load, inv, demand,
+                      path, mates.group, mates.span, forced, count)  # fmt: skip
 
 
 # Flows the relief pass tries on other paths (tries as in local_search; flows alike in a
@@ -693,9 +688,10 @@ def relieve_arcs(
     (cand.all_chosen) and the Gbps per arc they put on those (core_load).
 
     The flows of an arc are scored in batches (8, then 4x as many) on the load before the
-    batch; each accepted choice is checked again on the load of the moment before it moves.
-    Arcs and flows with no room on some hop of every candidate are skipped up front
-    (_may_fit), and flows alike (_alike) are scored once a batch, their tries counted once."""
+    batch; each accepted choice is checked again on the load of the moment before it moves
+    (the drain runs compiled: kernels.relieve). Arcs and flows with no room on some hop of
+    every candidate are skipped up front (_may_fit); flows alike (_alike) score alike, and
+    their tries count once a batch."""
     st = _Start.of(fabric, health, flows, path, movable, cand)
     cap, inv, cand, path, chosen, load, may, core = st.fields()
     util = load * np.where(np.isfinite(inv), inv, 0.0)
@@ -719,47 +715,10 @@ def relieve_arcs(
     starts = np.searchsorted(by_arc, over)
     ends = np.searchsorted(by_arc, over, side="right")
     alike = _alike(chosen, demand, path, mates.group, np.unique(rows))
-    tries, limit = 0, np.inf if max_tries is None else max_tries
-    for arc, lo_, hi_ in zip(over.tolist(), starts.tolist(), ends.tolist(), strict=True):
-        on = rows[lo_:hi_]
-        on = on[(chosen[on] == arc).any(axis=1)]  # still there (not moved off another arc)
-        # enough flows that a quarter of them would take off the excess (about one in
-        # eight tries moves on the meta-24k mix), at least _FIRST_BATCH
-        excess = load[arc] - cap[arc]
-        need = int(np.searchsorted(np.cumsum(demand[on]), excess)) + 1
-        size, lo = max(_FIRST_BATCH, 4 * need), 0
-        while lo < on.size and tries < limit and load[arc] > cap[arc] * (1.0 + _TOL):
-            batch = on[lo : lo + int(min(size, limit - tries))]
-            lo += batch.size
-            size *= 4
-            # one try per kind of flow in the batch (buckets alike score alike)
-            _, first, back = np.unique(alike[batch], return_index=True, return_inverse=True)
-            tries += first.size
-            choice, worst = _score_tries(
-                cand, chosen, load, inv, demand, mates, path, batch[first]
-            )
-            choice, worst = choice[back], worst[back]
-            ok = (choice != UNROUTED) & (choice != path[batch]) & (worst <= 1.0 + _TOL)
-            # the batch was scored on the load before its own moves: each choice is checked
-            # again on the load of the moment (it still fits, its mates still agree)
-            for f, p in zip(batch[ok].tolist(), choice[ok].tolist(), strict=True):
-                if load[arc] <= cap[arc] * (1.0 + _TOL):
-                    break
-                d = float(demand[f])
-                cls = int(cand.cls[f])
-                arcs = cand.chosen(f, p)
-                mine = chosen[f, : arcs.size]
-                after = np.where(arcs == mine, load[arcs], load[arcs] + d)
-                if (after > cap[arcs] * (1.0 + _TOL)).any() or not mates.fits(f, cls, p, path[f]):
-                    continue
-                load[mine] -= d
-                mates.remove(f, cls, int(path[f]))
-                path[f] = p
-                chosen[f, : arcs.size] = arcs
-                load[arcs] += d
-                mates.add(f, cls, p)
-        if tries >= limit:
-            break
+    forced, count = mates.tables()
+    relieve(over, starts, ends, rows, alike, cap, load, inv, demand, path, chosen, cand.cls,
+            cand.base, *cand.stacked, mates.group, mates.span, forced, count,
+            -1 if max_tries is None else max_tries, _FIRST_BATCH)  # fmt: skip
     return path, chosen, load
 
 

@@ -1,0 +1,267 @@
+"""Compiled inner loops of the greedy searches (numba): scoring flows' candidate paths on
+the current load, and the relief pass's drain, which move one flow at a time and score
+thousands of times between moves.
+
+Candidate paths come stacked (greedy.Candidates.stacked): the offsets of every class in
+one table `off` [paths, 4] (-1 padded), class c's at rows first[c] .. first[c] + n_paths[c]
+with hops[c] hops. Entry mates (greedy._Mates) come as their arrays: group per flow, span
+per class, forced and count per group and uplink.
+
+Each kernel does the arithmetic of the numpy code it replaced in the same order (no
+fast-math), so the choices are equal to the bit. Compiled on first use and cached beside
+the module (`cache=True`)."""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+UNROUTED = -1
+_TOL = 1e-9
+
+
+@njit(cache=True, nogil=True)
+def _score(
+    f: int,
+    c: int,
+    base: np.ndarray,
+    off: np.ndarray,
+    first: np.ndarray,
+    n_paths: np.ndarray,
+    hops: np.ndarray,
+    chosen: np.ndarray,
+    load: np.ndarray,
+    inv: np.ndarray,
+    demand: np.ndarray,
+    path: np.ndarray,
+    group: np.ndarray,
+    span: np.ndarray,
+    forced: np.ndarray,
+    count: np.ndarray,
+    worst: np.ndarray,
+    total: np.ndarray,
+) -> tuple[int, float]:
+    """(path, bottleneck utilisation) of flow f's best candidate with f alone taken off
+    the load: least bottleneck, ties to the least sum over hops, then the first; only
+    paths its entry mates allow, f's own use taken off. (UNROUTED, inf): none alive."""
+    d = demand[f]
+    g = group[f]
+    sp = span[c]
+    up_now = -1
+    alone = False
+    if g >= 0:
+        up_now = path[f] // sp
+        alone = count[g, up_now] == 1
+    lo = first[c]
+    best = np.inf
+    for p in range(n_paths[c]):
+        w = 0.0
+        t = 0.0
+        for k in range(hops[c]):
+            a = base[f, k] + off[lo + p, k]
+            x = load[a]
+            if a == chosen[f, k]:
+                x = x - d
+            u = (x + d) * inv[a]
+            if k == 0:
+                w = u
+                t = u
+            else:
+                if u > w:
+                    w = u
+                t = t + u
+        if g >= 0:
+            u_p = p // sp
+            held = forced[g, u_p]
+            if alone and u_p == up_now:
+                held = -1
+            if held >= 0 and held != p % sp:
+                w = np.inf
+        worst[p] = w
+        total[p] = t
+        if w < best:
+            best = w
+    if not best < np.inf:
+        return UNROUTED, best
+    pick = UNROUTED
+    low = np.inf
+    for p in range(n_paths[c]):
+        if worst[p] <= best + _TOL and total[p] < low:
+            low = total[p]
+            pick = p
+    return pick, best
+
+
+@njit(cache=True, nogil=True)
+def score_rows(
+    rows: np.ndarray,
+    cls: np.ndarray,
+    base: np.ndarray,
+    off: np.ndarray,
+    first: np.ndarray,
+    n_paths: np.ndarray,
+    hops: np.ndarray,
+    chosen: np.ndarray,
+    load: np.ndarray,
+    inv: np.ndarray,
+    demand: np.ndarray,
+    path: np.ndarray,
+    group: np.ndarray,
+    span: np.ndarray,
+    forced: np.ndarray,
+    count: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(best path, its bottleneck utilisation) of each flow of `rows` (see _score; flows
+    of a class without hops: UNROUTED, inf)."""
+    best_p = np.full(rows.size, UNROUTED, np.int64)
+    best_w = np.full(rows.size, np.inf)
+    worst = np.empty(off.shape[0])
+    total = np.empty(off.shape[0])
+    for i in range(rows.size):
+        f = rows[i]
+        c = cls[f]
+        if hops[c] == 0:
+            continue
+        best_p[i], best_w[i] = _score(f, c, base, off, first, n_paths, hops, chosen, load,
+                                      inv, demand, path, group, span, forced, count, worst,
+                                      total)  # fmt: skip
+    return best_p, best_w
+
+
+@njit(cache=True, nogil=True)
+def _fits(f: int, c: int, p: int, now: int, group: np.ndarray, span: np.ndarray,
+          forced: np.ndarray, count: np.ndarray) -> bool:  # fmt: skip
+    """Whether flow f (on path `now`) may take path p as far as its entry mates go."""
+    g = group[f]
+    if g < 0:
+        return True
+    up = p // span[c]
+    held = forced[g, up]
+    if held < 0 or held == p % span[c]:
+        return True
+    return now // span[c] == up and count[g, up] == 1
+
+
+@njit(cache=True, nogil=True)
+def relieve(
+    over: np.ndarray,
+    starts: np.ndarray,
+    ends: np.ndarray,
+    rows: np.ndarray,
+    alike: np.ndarray,
+    cap: np.ndarray,
+    load: np.ndarray,
+    inv: np.ndarray,
+    demand: np.ndarray,
+    path: np.ndarray,
+    chosen: np.ndarray,
+    cls: np.ndarray,
+    base: np.ndarray,
+    off: np.ndarray,
+    first: np.ndarray,
+    n_paths: np.ndarray,
+    hops: np.ndarray,
+    group: np.ndarray,
+    span: np.ndarray,
+    forced: np.ndarray,
+    count: np.ndarray,
+    limit: int,
+    first_batch: int,
+) -> int:
+    """The drain of greedy.relieve_arcs, in place on load, path, chosen, forced, count:
+    each arc of `over` in turn (its movable flows rows[starts[i]:ends[i]], largest first),
+    until it is within capacity or its flows are all tried; a batch of flows is scored on
+    the load before it, each choice checked again on the load of the moment. Tries count
+    one per kind of flow (`alike`) in a batch; at most `limit` (< 0: no limit). Returns
+    the tries made."""
+    tol = 1.0 + _TOL
+    worst = np.empty(off.shape[0])
+    total = np.empty(off.shape[0])
+    on = np.empty(rows.size, np.int64)
+    kinds = np.empty(rows.size, np.int64)
+    unlimited = limit < 0
+    tries = 0
+    for i in range(over.size):
+        arc = over[i]
+        n_on = 0
+        for j in range(starts[i], ends[i]):  # still there (not moved off another arc)
+            f = rows[j]
+            for k in range(chosen.shape[1]):
+                if chosen[f, k] == arc:
+                    on[n_on] = f
+                    n_on += 1
+                    break
+        # enough flows that a quarter of them would take off the excess, at least
+        # first_batch: need = searchsorted(cumsum(demand[on]), excess) + 1
+        excess = load[arc] - cap[arc]
+        need = 0
+        run = 0.0
+        for j in range(n_on):
+            run = run + demand[on[j]]
+            if run < excess:
+                need += 1
+            else:
+                break
+        size = max(first_batch, 4 * (need + 1))
+        lo = 0
+        while lo < n_on and (unlimited or tries < limit) and load[arc] > cap[arc] * tol:
+            take = size if unlimited else min(size, limit - tries)
+            hi = min(lo + take, n_on)
+            size *= 4
+            # one try per kind of flow in the batch
+            for j in range(lo, hi):
+                kinds[j - lo] = alike[on[j]]
+            ks = np.sort(kinds[: hi - lo])
+            distinct = 0
+            for j in range(ks.size):
+                if j == 0 or ks[j] != ks[j - 1]:
+                    distinct += 1
+            tries += distinct
+            # scored on the load before the batch's own moves
+            n_b = hi - lo
+            choice = np.empty(n_b, np.int64)
+            score = np.empty(n_b)
+            for j in range(n_b):
+                f = on[lo + j]
+                choice[j], score[j] = _score(f, cls[f], base, off, first, n_paths, hops,
+                                             chosen, load, inv, demand, path, group, span,
+                                             forced, count, worst, total)  # fmt: skip
+            for j in range(n_b):
+                f = on[lo + j]
+                p = choice[j]
+                if p == UNROUTED or p == path[f] or not score[j] <= tol:
+                    continue
+                if load[arc] <= cap[arc] * tol:
+                    break
+                c = cls[f]
+                d = demand[f]
+                row = first[c] + p
+                fit = True
+                for k in range(hops[c]):
+                    a = base[f, k] + off[row, k]
+                    x = load[a] if a == chosen[f, k] else load[a] + d
+                    if x > cap[a] * tol:
+                        fit = False
+                        break
+                if not fit or not _fits(f, c, p, path[f], group, span, forced, count):
+                    continue
+                for k in range(hops[c]):
+                    load[chosen[f, k]] -= d
+                g = group[f]
+                if g >= 0:  # mates: f leaves its uplink, then takes the new one
+                    u = path[f] // span[c]
+                    count[g, u] -= 1
+                    if count[g, u] == 0:
+                        forced[g, u] = -1
+                    u = p // span[c]
+                    forced[g, u] = p % span[c]
+                    count[g, u] += 1
+                path[f] = p
+                for k in range(hops[c]):
+                    chosen[f, k] = base[f, k] + off[row, k]
+                for k in range(hops[c]):
+                    load[chosen[f, k]] += d
+            lo = hi
+        if not unlimited and tries >= limit:
+            break
+    return tries
