@@ -61,7 +61,7 @@ from controller.service.route_query import SWITCH_TIERS
 from controller.service.state import DesiredState, RouteLog
 from controller.service.store import Change
 from controller.solver.bounds import Bound, lower_bound
-from controller.solver.greedy import AssignResult
+from controller.solver.greedy import AssignResult, warm_up
 from controller.solver.repair import (
     REOPT_TRIES,
     RouteIndex,
@@ -158,6 +158,7 @@ class Engine:
         reconciler: Reconciler | None = None,
         replica: Replica | None = None,
     ) -> None:
+        warm_up()  # the solver's compiled kernels, before the first solve needs them
         self.fabric = fabric
         self.driver = driver
         self.driver_name = driver_name or type(driver).__name__

@@ -39,7 +39,7 @@ from controller.model.health import LinkHealth
 from controller.model.paths import CROSS_POD, SAME_POD, SAME_RACK, decode, flow_class, num_paths
 from controller.routes.entries import TableBudget, align_entries, fit_tables
 from controller.solver.colouring import colour_assign
-from controller.solver.kernels import relieve, score_rows
+from controller.solver.kernels import relieve, score_rows, search
 
 _TOL = 1e-9
 # Flows a local search tries on other paths before it stops (one try: a flow's candidates
@@ -560,9 +560,9 @@ def local_search(
     cand.all_chosen, if at hand (it is updated in place as flows move). Returns new paths.
 
     A try scores one flow's candidates with its own load taken off; the flows of the hot arc
-    are tried in order (largest first) and the first that can go below the maximum moves.
-    Tries do not change the load until one succeeds, so they are scored in batches
-    (_score_tries), and the tries counted are those up to and including the move."""
+    are tried in order (largest first) and the first that can go below the maximum moves;
+    the tries counted are those up to and including the move. The moves run compiled
+    (kernels.search)."""
     st = _Start.of(fabric, health, flows, path, movable, cand, chosen)
     cap, inv, cand, path, chosen, load, may, core = st.fields()
     demand = flows.demand
@@ -575,72 +575,17 @@ def local_search(
     util = load[hot_arcs] * weight  # kept up to date as flows move
     hot_index = np.full(fabric.num_arcs, -1, np.int64)
     hot_index[hot_arcs] = np.arange(hot_arcs.size)
-    # movable rows by arc over the initial paths, looked up when an arc first gets hot (few
-    # arcs do) in the columns that hold it; rows moved later are added to `onto`
-    columns = [np.where(may, chosen[:, h], -1).astype(np.int32) for h in range(chosen.shape[1])]
-    holds = np.zeros((len(columns), fabric.num_arcs), bool)
-    for h, col in enumerate(columns):
-        holds[h, col[col >= 0]] = True
-    initially: dict[int, np.ndarray] = {}
-    onto: dict[int, list[int]] = {}
-    tries, limit = 0, np.inf if max_tries is None else max_tries
-    first_batch = _FIRST_BATCH
-    while tries < limit and hot_arcs.size:
-        i = int(np.argmax(util))
-        top = float(util[i])
-        if top <= _TOL:
-            break
-        arc = int(hot_arcs[i])  # an arc nobody can leave pins the maximum
-        on = initially.get(arc)
-        if on is None:
-            found = [np.flatnonzero(col == arc) for h, col in enumerate(columns) if holds[h, arc]]
-            on = initially[arc] = np.sort(np.concatenate(found)) if found else np.zeros(0, int)
-        if arc in onto:
-            on = np.unique(np.concatenate([on, onto[arc]]))
-        on = on[(chosen[on] == arc).any(axis=1)]
-        on = on[np.argsort(-demand[on], kind="stable")]
-        moved = False
-        lo, size = 0, first_batch
-        while lo < on.size and tries < limit:
-            batch = on[lo : lo + int(min(size, limit - tries))]
-            choice, worst = _score_tries(cand, chosen, load, inv, demand, mates, path, batch)
-            ok = np.flatnonzero(
-                (choice != UNROUTED) & (choice != path[batch]) & (worst < top - _TOL)
-            )
-            if not ok.size:
-                tries += batch.size
-                lo += batch.size
-                size *= 4
-                continue
-            tries += int(ok[0]) + 1
-            first_batch = max(_FIRST_BATCH, lo + int(ok[0]) + 2)
-            f, p = int(batch[ok[0]]), int(choice[ok[0]])
-            d = float(demand[f])
-            cls = int(cand.cls[f])
-            old = chosen[f, chosen[f] >= 0]
-            load[old] -= d
-            mates.remove(f, cls, int(path[f]))
-            arcs = cand.chosen(f, p)
-            path[f] = p
-            chosen[f, : arcs.size] = arcs
-            for a in arcs.tolist():
-                onto.setdefault(a, []).append(f)
-            load[arcs] += d
-            mates.add(f, cls, p)
-            touched = np.concatenate([old, arcs])
-            at = hot_index[touched]
-            util[at[at >= 0]] = load[touched[at >= 0]] * weight[at[at >= 0]]
-            moved = True
-            break
-        if not moved:
-            break
+    forced, count = mates.tables()
+    search(hot_arcs, hot_index, weight, util, may, load, inv, demand, path, chosen, cand.cls,
+           cand.base, *cand.stacked, mates.group, mates.span, forced, count,
+           -1 if max_tries is None else max_tries, _FIRST_BATCH)  # fmt: skip
     return path
 
 
-# Tries scored at once before the first batch's outcome is known (then 4x as many): at least
+# Tries counted at once while no flow of the hot arc can move (then 4x as many): at least
 # this many, or one more than the last move took (on the meta-24k spray the move is found
 # within the first 14-22 flows of the hot arc, round after round). The batch size only
-# changes how much is scored ahead, never which flow moves.
+# changes how tries are counted against the limit, never which flow moves first.
 _FIRST_BATCH = 8
 
 
@@ -720,6 +665,24 @@ def relieve_arcs(
             cand.base, *cand.stacked, mates.group, mates.span, forced, count,
             -1 if max_tries is None else max_tries, _FIRST_BATCH)  # fmt: skip
     return path, chosen, load
+
+
+def warm_up() -> None:
+    """Compile the searches' kernels (controller.solver.kernels), or load them from their
+    cache, on a tiny instance that runs both: about 3 s the first time on a machine, about
+    0.2 s after. A service calls it at start so its first solve does not pay for it.
+
+    The instance: one pod of 4 racks of one host and 3 CTSWs, rack 1 with one uplink, so
+    the maximum is pinned there and rack 2's link is over capacity below it."""
+    from controller.model.clos import ClosSpec, build
+
+    fabric = build(ClosSpec(name="warm-up", pods=1, racks_per_pod=4, hosts_per_rack=1,
+                            nics_per_host=2, ctsws_per_pod=3))  # fmt: skip
+    health = LinkHealth.all_up(fabric).down([fabric.rack_link(1, 1), fabric.rack_link(1, 2)])
+    flows = FlowSet.build([0, 1, 4, 5], [2, 3, 6, 7], [300.0, 200.0, 300.0, 150.0])
+    path = np.array([0, 0, 1, 1])
+    local_search(fabric, health, flows, path)
+    relieve_arcs(fabric, health, flows, path)
 
 
 def _alike(

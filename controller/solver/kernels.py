@@ -265,3 +265,171 @@ def relieve(
         if not unlimited and tries >= limit:
             break
     return tries
+
+
+@njit(cache=True, nogil=True)
+def _arc_rows(chosen: np.ndarray, may: np.ndarray, num_arcs: int) -> tuple[np.ndarray, np.ndarray]:
+    """(start [num_arcs + 1], rows): the rows with `may` on each arc of their paths, in
+    ascending order, arc a's at rows[start[a]:start[a + 1]]."""
+    start = np.zeros(num_arcs + 1, np.int64)
+    for f in range(chosen.shape[0]):
+        if may[f]:
+            for k in range(chosen.shape[1]):
+                if chosen[f, k] >= 0:
+                    start[chosen[f, k] + 1] += 1
+    for a in range(num_arcs):
+        start[a + 1] += start[a]
+    fill = start[:-1].copy()
+    rows = np.empty(start[num_arcs], np.int64)
+    for f in range(chosen.shape[0]):
+        if may[f]:
+            for k in range(chosen.shape[1]):
+                a = chosen[f, k]
+                if a >= 0:
+                    rows[fill[a]] = f
+                    fill[a] += 1
+    return start, rows
+
+
+@njit(cache=True, nogil=True)
+def search(
+    hot_arcs: np.ndarray,
+    hot_index: np.ndarray,
+    weight: np.ndarray,
+    util: np.ndarray,
+    may: np.ndarray,
+    load: np.ndarray,
+    inv: np.ndarray,
+    demand: np.ndarray,
+    path: np.ndarray,
+    chosen: np.ndarray,
+    cls: np.ndarray,
+    base: np.ndarray,
+    off: np.ndarray,
+    first: np.ndarray,
+    n_paths: np.ndarray,
+    hops: np.ndarray,
+    group: np.ndarray,
+    span: np.ndarray,
+    forced: np.ndarray,
+    count: np.ndarray,
+    limit: int,
+    first_batch: int,
+) -> int:
+    """The moves of greedy.local_search, in place on util, load, path, chosen, forced,
+    count: while the most utilised arc (`util` over `hot_arcs`, first of equal maxima)
+    has a flow (largest first, then by row) whose best path goes below it, the first such
+    flow moves there. Flows are scored in batches (first_batch, then 4x as many; the next
+    first batch is one more than the last move took); tries count the flows scored up to
+    and including the move. At most `limit` tries (< 0: no limit). Returns the tries."""
+    start, init = _arc_rows(chosen, may, load.size)
+    # rows moved onto an arc since the start: a list per arc (head, next)
+    head = np.full(load.size, -1, np.int64)
+    extra_row = np.empty(1024, np.int64)
+    extra_next = np.empty(1024, np.int64)
+    n_extra = 0
+    worst = np.empty(off.shape[0])
+    total = np.empty(off.shape[0])
+    unlimited = limit < 0
+    tries = 0
+    batch0 = first_batch
+    while (unlimited or tries < limit) and hot_arcs.size:
+        i = 0
+        top = util[0]
+        for j in range(1, util.size):
+            if util[j] > top:
+                top = util[j]
+                i = j
+        if top <= _TOL:
+            break
+        arc = hot_arcs[i]
+        # the flows on it: as at the start, and moved there since; in ascending order
+        n_cand = start[arc + 1] - start[arc]
+        e = head[arc]
+        while e >= 0:
+            n_cand += 1
+            e = extra_next[e]
+        cand_rows = np.empty(n_cand, np.int64)
+        cand_rows[: start[arc + 1] - start[arc]] = init[start[arc] : start[arc + 1]]
+        at = start[arc + 1] - start[arc]
+        e = head[arc]
+        while e >= 0:
+            cand_rows[at] = extra_row[e]
+            at += 1
+            e = extra_next[e]
+        cand_rows = np.unique(cand_rows)
+        still = np.zeros(cand_rows.size, np.bool_)
+        for j in range(cand_rows.size):
+            f = cand_rows[j]
+            for k in range(chosen.shape[1]):
+                if chosen[f, k] == arc:
+                    still[j] = True
+                    break
+        on = cand_rows[still]
+        on = on[np.argsort(-demand[on], kind="mergesort")]
+        moved = False
+        lo = 0
+        size = batch0
+        while lo < on.size and (unlimited or tries < limit):
+            take = size if unlimited else min(size, limit - tries)
+            hi = min(lo + take, on.size)
+            pick = -1
+            p = UNROUTED
+            for j in range(lo, hi):
+                f = on[j]
+                c = cls[f]
+                if hops[c] == 0:
+                    continue
+                p, w = _score(f, c, base, off, first, n_paths, hops, chosen, load, inv,
+                              demand, path, group, span, forced, count, worst, total)  # fmt: skip
+                if p != UNROUTED and p != path[f] and w < top - _TOL:
+                    pick = j
+                    break
+            if pick < 0:
+                tries += hi - lo
+                lo = hi
+                size *= 4
+                continue
+            tries += pick - lo + 1
+            batch0 = max(first_batch, pick + 2)
+            f = on[pick]
+            c = cls[f]
+            d = demand[f]
+            row = first[c] + p
+            for k in range(chosen.shape[1]):
+                if chosen[f, k] >= 0:
+                    load[chosen[f, k]] -= d
+                    h = hot_index[chosen[f, k]]
+                    if h >= 0:
+                        util[h] = load[chosen[f, k]] * weight[h]
+            g = group[f]
+            if g >= 0:  # mates: f leaves its uplink, then takes the new one
+                u = path[f] // span[c]
+                count[g, u] -= 1
+                if count[g, u] == 0:
+                    forced[g, u] = -1
+                u = p // span[c]
+                forced[g, u] = p % span[c]
+                count[g, u] += 1
+            path[f] = p
+            for k in range(hops[c]):
+                a = base[f, k] + off[row, k]
+                chosen[f, k] = a
+                if n_extra == extra_row.size:
+                    extra_row = np.concatenate((extra_row, np.empty(extra_row.size, np.int64)))
+                    extra_next = np.concatenate((extra_next, np.empty(extra_next.size, np.int64)))
+                extra_row[n_extra] = f
+                extra_next[n_extra] = head[a]
+                head[a] = n_extra
+                n_extra += 1
+            for k in range(hops[c]):
+                a = chosen[f, k]
+                load[a] += d
+                h = hot_index[a]
+                if h >= 0:
+                    util[h] = load[a] * weight[h]
+            moved = True
+            break
+        if not moved:
+            break
+    return tries
