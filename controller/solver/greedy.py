@@ -39,7 +39,7 @@ from controller.model.health import LinkHealth
 from controller.model.paths import CROSS_POD, SAME_POD, SAME_RACK, decode, flow_class, num_paths
 from controller.routes.entries import TableBudget, align_entries, fit_tables
 from controller.solver.colouring import colour_assign
-from controller.solver.kernels import relieve, score_rows, search
+from controller.solver.kernels import place, relieve, search
 
 _TOL = 1e-9
 # Flows a local search tries on other paths before it stops (one try: a flow's candidates
@@ -151,17 +151,6 @@ def access_alive(fabric: Fabric, flows: FlowSet, arc_capacity: np.ndarray) -> np
     )
 
 
-def _hop_max_sum(util: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """util.max(axis=-1) and util.sum(axis=-1) over the few hops of a path, hop by hop:
-    numpy reduces a short last axis an order of magnitude slower (the sum adds in the same
-    order, so it is equal to the bit)."""
-    worst, total = util[..., 0].copy(), util[..., 0].copy()
-    for h in range(1, util.shape[-1]):
-        np.maximum(worst, util[..., h], out=worst)
-        total += util[..., h]
-    return worst, total
-
-
 def _best_path(
     arcs: np.ndarray,
     load: np.ndarray,
@@ -241,37 +230,6 @@ class _Mates:
         p = np.arange(n_paths)
         fs = self.forced[g, p // span]
         return (fs < 0) | (fs == p % span)
-
-    def allowed_without(
-        self, rows: np.ndarray, cls: int, path: np.ndarray, n_paths: int
-    ) -> np.ndarray | None:
-        """`allowed` [rows, n_paths] of each of `rows` (all of class `cls`, on `path`) as if
-        that flow alone were removed; None if none of them has mates."""
-        g = self.group[rows]
-        if not (g >= 0).any():
-            return None
-        span = int(self.span[cls])
-        forced = self.forced[np.maximum(g, 0)]  # a copy [n, uplinks]
-        up = path // span
-        n = np.arange(rows.size)
-        alone = self.count[np.maximum(g, 0), up] == 1
-        forced[n[alone], up[alone]] = -1
-        forced[g < 0] = -1
-        p = np.arange(n_paths)
-        fs = forced[:, p // span]
-        return (fs < 0) | (fs == p % span)
-
-    def fits(self, f: int, cls: int, path: int, now: int) -> bool:
-        """Whether flow f (on path `now`) may take `path`: `allowed_without` of one path."""
-        g = self.group[f]
-        if g < 0:
-            return True
-        span = int(self.span[cls])
-        up = path // span
-        held = int(self.forced[g, up])
-        if held < 0 or held == path % span:
-            return True
-        return now // span == up and int(self.count[g, up]) == 1
 
     def add(self, f: int, cls: int, path: int) -> None:
         g = self.group[f]
@@ -456,26 +414,8 @@ def greedy_batched_arcs(
     n_batches = int(batch.max()) + 1
     by_batch = np.argsort(batch, kind="stable")
     cuts = np.searchsorted(batch[by_batch], np.arange(n_batches + 1))
-    demand = flows.demand
-    for i in range(n_batches):
-        rows = order[by_batch[cuts[i] : cuts[i + 1]]]
-        for cls, off in cand.offset.items():
-            sel = rows[cand.cls[rows] == cls]
-            if not sel.size or not off.shape[1]:
-                continue
-            h = off.shape[1]
-            arcs = cand.base[sel, None, :h] + off[None]  # [n, P, h]
-            d = demand[sel]
-            util = (load[arcs] + d[:, None, None]) * inv[arcs]
-            worst, total = _hop_max_sum(util)
-            best = worst.min(axis=1)
-            tied = worst <= best[:, None] + _TOL
-            p = np.argmin(np.where(tied, total, np.inf), axis=1)
-            ok = np.isfinite(best)
-            path[sel[ok]] = p[ok]
-            placed = arcs[np.flatnonzero(ok), p[ok]]
-            chosen[sel[ok], :h] = placed
-            np.add.at(load, placed.reshape(-1), np.repeat(d[ok], h))
+    place(order[by_batch], cuts, load, inv, flows.demand, path, chosen, cand.cls, cand.base,
+          *cand.stacked)  # fmt: skip
     return path, chosen
 
 
@@ -589,23 +529,6 @@ def local_search(
 _FIRST_BATCH = 8
 
 
-def _score_tries(
-    cand: Candidates,
-    chosen: np.ndarray,
-    load: np.ndarray,
-    inv: np.ndarray,
-    demand: np.ndarray,
-    mates: _Mates,
-    path: np.ndarray,
-    rows: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray]:
-    """(best path, its bottleneck utilisation) of each of `rows` as `_best_path` scores it
-    with that flow alone taken off the load and its entry mates (UNROUTED, inf: no path)."""
-    forced, count = mates.tables()
-    return score_rows(rows, cand.cls, cand.base, *cand.stacked, chosen, load, inv, demand,
-                      path, mates.group, mates.span, forced, count)  # fmt: skip
-
-
 # Flows the relief pass tries on other paths (tries as in local_search; flows alike in a
 # batch count once). On the meta-24k mix with two links down per pod (1,244 arcs over
 # capacity) it drains all it can within 20,684 tries: 4,030 buckets moved, 391 arcs left
@@ -668,7 +591,7 @@ def relieve_arcs(
 
 
 def warm_up() -> None:
-    """Compile the searches' kernels (controller.solver.kernels), or load them from their
+    """Compile the placement's and searches' kernels (controller.solver.kernels), or load them from their
     cache, on a tiny instance that runs both: about 3 s the first time on a machine, about
     0.2 s after. A service calls it at start so its first solve does not pay for it.
 
@@ -680,6 +603,7 @@ def warm_up() -> None:
                             nics_per_host=2, ctsws_per_pod=3))  # fmt: skip
     health = LinkHealth.all_up(fabric).down([fabric.rack_link(1, 1), fabric.rack_link(1, 2)])
     flows = FlowSet.build([0, 1, 4, 5], [2, 3, 6, 7], [300.0, 200.0, 300.0, 150.0])
+    greedy_batched_arcs(fabric, health, flows, fixed=np.full(len(flows), UNROUTED))
     path = np.array([0, 0, 1, 1])
     local_search(fabric, health, flows, path)
     relieve_arcs(fabric, health, flows, path)

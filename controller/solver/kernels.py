@@ -1,6 +1,6 @@
-"""Compiled inner loops of the greedy searches (numba): scoring flows' candidate paths on
-the current load, and the relief pass's drain, which move one flow at a time and score
-thousands of times between moves.
+"""Compiled inner loops of the greedy searches (numba): the batched placement, the local
+search's and the relief pass's moves, and the scoring of flows' candidate paths on the
+current load they all repeat thousands of times.
 
 Candidate paths come stacked (greedy.Candidates.stacked): the offsets of every class in
 one table `off` [paths, 4] (-1 padded), class c's at rows first[c] .. first[c] + n_paths[c]
@@ -90,42 +90,6 @@ def _score(
             low = total[p]
             pick = p
     return pick, best
-
-
-@njit(cache=True, nogil=True)
-def score_rows(
-    rows: np.ndarray,
-    cls: np.ndarray,
-    base: np.ndarray,
-    off: np.ndarray,
-    first: np.ndarray,
-    n_paths: np.ndarray,
-    hops: np.ndarray,
-    chosen: np.ndarray,
-    load: np.ndarray,
-    inv: np.ndarray,
-    demand: np.ndarray,
-    path: np.ndarray,
-    group: np.ndarray,
-    span: np.ndarray,
-    forced: np.ndarray,
-    count: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray]:
-    """(best path, its bottleneck utilisation) of each flow of `rows` (see _score; flows
-    of a class without hops: UNROUTED, inf)."""
-    best_p = np.full(rows.size, UNROUTED, np.int64)
-    best_w = np.full(rows.size, np.inf)
-    worst = np.empty(off.shape[0])
-    total = np.empty(off.shape[0])
-    for i in range(rows.size):
-        f = rows[i]
-        c = cls[f]
-        if hops[c] == 0:
-            continue
-        best_p[i], best_w[i] = _score(f, c, base, off, first, n_paths, hops, chosen, load,
-                                      inv, demand, path, group, span, forced, count, worst,
-                                      total)  # fmt: skip
-    return best_p, best_w
 
 
 @njit(cache=True, nogil=True)
@@ -433,3 +397,59 @@ def search(
         if not moved:
             break
     return tries
+
+
+@njit(cache=True, nogil=True)
+def place(
+    rows: np.ndarray,
+    cuts: np.ndarray,
+    load: np.ndarray,
+    inv: np.ndarray,
+    demand: np.ndarray,
+    path: np.ndarray,
+    chosen: np.ndarray,
+    cls: np.ndarray,
+    base: np.ndarray,
+    off: np.ndarray,
+    first: np.ndarray,
+    n_paths: np.ndarray,
+    hops: np.ndarray,
+) -> None:
+    """The placement of greedy.greedy_batched_arcs, in place on load, path, chosen: batch
+    after batch (rows[cuts[i]:cuts[i + 1]]), class after class, every flow of the class
+    goes to its best path (see _score; no mates) on the load before the class's own
+    flows are added."""
+    worst = np.empty(off.shape[0])
+    total = np.empty(off.shape[0])
+    nomates = np.full((1, 1), -1, np.int64)  # no flow has mates here
+    group = np.full(demand.size, -1, np.int64)
+    span = np.zeros(hops.size, np.int64)
+    pick = np.empty(rows.size, np.int64)
+    alive = np.empty(rows.size, np.bool_)
+    for i in range(cuts.size - 1):
+        for c in range(hops.size):
+            if hops[c] == 0:
+                continue
+            for j in range(cuts[i], cuts[i + 1]):
+                f = rows[j]
+                if cls[f] != c:
+                    continue
+                p, w = _score(f, c, base, off, first, n_paths, hops, chosen, load, inv,
+                              demand, path, group, span, nomates, nomates, worst,
+                              total)  # fmt: skip
+                pick[j] = p
+                alive[j] = w < np.inf
+            for j in range(cuts[i], cuts[i + 1]):
+                f = rows[j]
+                if cls[f] != c or not alive[j]:
+                    continue
+                path[f] = pick[j]
+                row = first[c] + pick[j]
+                for k in range(hops[c]):
+                    chosen[f, k] = base[f, k] + off[row, k]
+            for j in range(cuts[i], cuts[i + 1]):
+                f = rows[j]
+                if cls[f] != c or not alive[j]:
+                    continue
+                for k in range(hops[c]):
+                    load[chosen[f, k]] += demand[f]
