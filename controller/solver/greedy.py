@@ -591,9 +591,10 @@ def relieve_arcs(
 
 
 def warm_up() -> None:
-    """Compile the placement's and searches' kernels (controller.solver.kernels), or load them from their
-    cache, on a tiny instance that runs both: about 3 s the first time on a machine, about
-    0.2 s after. A service calls it at start so its first solve does not pay for it.
+    """Compile the kernels of the placement and the searches (controller.solver.kernels), or
+    load them from their cache, on a tiny instance that runs them all: about 4 s the first
+    time on a machine, about 0.2 s after. A service calls it at start so its first solve
+    does not pay for it.
 
     The instance: one pod of 4 racks of one host and 3 CTSWs, rack 1 with one uplink, so
     the maximum is pinned there and rack 2's link is over capacity below it."""
