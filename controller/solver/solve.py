@@ -554,8 +554,9 @@ def _relieved(
     `previous` is left as it is (re-solving it moves no bucket).
 
     Every entry key holds the destination host, so alignment and table usage change only
-    for the rows to the destination hosts of moved rows: only those are aligned and
-    counted again. `flows_in`, `parent`: the solve's flows and the input flow of every row
+    for the rows to the destination hosts of moved rows: only those are aligned, and
+    counted again before and after (all rows after, once, when they are most of them).
+    `flows_in`, `parent`: the solve's flows and the input flow of every row
     (None: the rows are the input flows); a bucket's candidates are its flow's."""
     if res.mlu <= 1.0 + _TOL or opts.relief_tries == 0 or res.method.startswith("kept+"):
         return res
@@ -599,11 +600,16 @@ def _relieved(
         before = utilisation(fabric, health, res.assignment)
         if mlu > res.mlu + _TOL or ((util > 1.0 + _TOL) & (before <= 1.0 + _TOL)).any():
             return res
-    old_part = table_usage(fabric, Assignment(part, path[sub]))
-    new_part = table_usage(fabric, Assignment(part, aligned))
-    usage = table_usage(fabric, res.assignment) if res.usage is None else res.usage
-    usage = usage - old_part + new_part
-    if ((new_part > old_part) & (usage > switch_budget(fabric, _budget(fabric, opts)))).any():
+    if res.usage is None or 2 * sub.size > len(flows):  # most rows: one count of them all
+        had = table_usage(fabric, res.assignment) if res.usage is None else res.usage
+        usage = table_usage(fabric, assignment)
+        grew = usage > had
+    else:  # the rows to the moved rows' hosts, before and after
+        old_part = table_usage(fabric, Assignment(part, path[sub]))
+        new_part = table_usage(fabric, Assignment(part, aligned))
+        usage = res.usage - old_part + new_part
+        grew = new_part > old_part
+    if (grew & (usage > switch_budget(fabric, _budget(fabric, opts)))).any():
         return res
     count = np.bincount(chosen.reshape(-1) + 1, minlength=fabric.num_arcs + 1)[1:]
     collided = np.flatnonzero(core & (load > cap + _TOL * np.maximum(cap, 1.0)) & (count > 1))
