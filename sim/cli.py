@@ -131,6 +131,10 @@ def cmd_solve(args: argparse.Namespace) -> int:
         **({} if args.search_tries is None else {"search_tries": args.search_tries}),
         **({} if args.relief_tries is None else {"relief_tries": args.relief_tries}),
     )
+    from controller.solver.greedy import warm_up
+
+    with progress.stage("loading the solver's kernels (compiled on the first run, ~4 s)"):
+        warm_up()
     with progress.stage("TE solve"):
         result = solve(inputs.fabric, inputs.health, inputs.flows, options=options)
     from controller.routes.entries import build_routes
