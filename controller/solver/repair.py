@@ -35,6 +35,7 @@ from controller.routes.entries import (
     arc_usage,
     entry_in_arcs,
     switch_budget,
+    table_usage,
 )
 from controller.solver.bounds import Bound, lower_bound
 from controller.solver.greedy import (
@@ -94,53 +95,50 @@ class RouteIndex:
         base: tuple[np.ndarray, np.ndarray, np.ndarray],
         moved: np.ndarray,
         moved_arcs: np.ndarray,
-        entries: np.ndarray | None = None,
+        usage: np.ndarray | None = None,
     ) -> None:
         self.fabric = fabric
         self.assignment = assignment
         self.load = load  # Gbps per arc, every routed row (access arcs included)
         self.count = count  # routed rows per arc
-        self._base = base  # (base path, rows sorted by arc, CSR start per arc)
+        self._base = base  # (base path, rows grouped by arc, CSR start per arc)
         self._moved = moved  # sorted rows whose path differs from the base path
         self._moved_arcs = moved_arcs  # their current arcs [len(moved), MAX_HOPS]
         self._keys: tuple[np.ndarray, np.ndarray] | None = None  # (src rack, dst host)
-        self._entries = entries  # TE entries per arriving arc (arc_usage), counted when asked
-
-    @property
-    def entries(self) -> np.ndarray:
-        """TE entries keyed on each arriving arc for the assignment (arc_usage; counted in
-        full, ~0.1 s at 600K rows, the first time an index built from scratch is asked; kept
-        by `moved` when the caller counted the change)."""
-        if self._entries is None:
-            self._entries = arc_usage(self.fabric, self.assignment)
-        return self._entries
+        self._usage = usage  # TE entries per node (table_usage), counted when asked
 
     @property
     def usage(self) -> np.ndarray:
-        """TE entries each node holds for the assignment (its table_usage)."""
-        heads = self.fabric.arc_ends[1]
-        return np.bincount(heads, weights=self.entries, minlength=self.fabric.num_nodes).astype(
-            np.int64
-        )
+        """TE entries each node holds for the assignment (its table_usage: given by the
+        caller that counted it, e.g. the solve; else counted in full the first time it is
+        asked, ~0.1 s at 600K rows; kept by `moved` when the caller counted the change)."""
+        if self._usage is None:
+            self._usage = table_usage(self.fabric, self.assignment)
+        return self._usage
 
     @classmethod
-    def build(cls, fabric: Fabric, assignment: Assignment) -> RouteIndex:
-        """The index of `assignment` (O(rows): ~0.2 s at 600K rows)."""
+    def build(
+        cls, fabric: Fabric, assignment: Assignment, usage: np.ndarray | None = None
+    ) -> RouteIndex:
+        """The index of `assignment` (O(rows): ~0.1 s at 600K rows); `usage`: its
+        table_usage, if counted already (else counted when a repair first needs it)."""
         arcs = assignment.arcs(fabric)
-        flat = arcs.reshape(-1)
+        # hop by hop (column-major): each hop's arcs come in long runs (rows are grouped
+        # by job and source), which the stable sort merges instead of sorting
+        flat = np.ascontiguousarray(arcs.T).reshape(-1)
         keep = np.flatnonzero(flat >= 0)
         keys = flat[keep].astype(np.int32)
-        order = np.argsort(keys, kind="stable")
-        rows = keep[order] // MAX_HOPS
+        row = keep % max(len(assignment.flows), 1)
+        rows = row[np.argsort(keys, kind="stable")]
         per_arc = np.bincount(keys, minlength=fabric.num_arcs)
         start = np.zeros(fabric.num_arcs + 1, np.int64)
         np.cumsum(per_arc, out=start[1:])
-        weight = assignment.flows.demand[keep // MAX_HOPS]
+        weight = assignment.flows.demand[row]
         load = np.bincount(keys, weights=weight, minlength=fabric.num_arcs).astype(np.float64)
         base = (assignment.path, rows, start)
         empty = np.zeros(0, np.int64)
         return cls(fabric, assignment, load, per_arc.astype(np.int64), base, empty,
-                   np.zeros((0, MAX_HOPS), np.int64))  # fmt: skip
+                   np.zeros((0, MAX_HOPS), np.int64), usage)  # fmt: skip
 
     @property
     def moved_rows(self) -> int:
@@ -177,16 +175,16 @@ class RouteIndex:
         return rows[sr == fab.rack_of_host(fab.host_of_nic(flows.src_nic[f]))]
 
     def moved(self, path: np.ndarray, changed: np.ndarray, load: np.ndarray,
-              count: np.ndarray, entries: np.ndarray | None = None) -> RouteIndex:  # fmt: skip
+              count: np.ndarray, usage: np.ndarray | None = None) -> RouteIndex:  # fmt: skip
         """The index of the same rows with `path` (differing from this index's paths only at
-        `changed`), whose per-arc load and count (and entries, if given: else they are
+        `changed`), whose per-arc load and count (and per-node usage, if given: else it is
         counted when asked) the caller has already updated."""
         base_path = self._base[0]
         rows = np.union1d(self._moved, changed)
         rows = rows[path[rows] != base_path[rows]]
         new = Assignment(self.assignment.flows, path)
         return RouteIndex(self.fabric, new, load, count, self._base, rows,
-                          _arcs(self.fabric, new, rows, path[rows]), entries)  # fmt: skip
+                          _arcs(self.fabric, new, rows, path[rows]), usage)  # fmt: skip
 
 
 def _arcs(
@@ -322,13 +320,13 @@ class _Work:
         the moved rows' entry keys arrive on (before and after) are counted again, with
         arc_usage (the one entry model), on the rows to the moved rows' destination hosts
         (the only keys that change); the rest is the index's table usage. Returns (the rows
-        sent to ECMP, sorted; the entries per arc after, or None when not counted: every
+        sent to ECMP, sorted; the entries per node after, or None when not counted: every
         limit is infinite)."""
         none = np.zeros(0, np.int64)
         if not np.isfinite(limits).any():
             return none, None
         old = self.index.assignment.path
-        base = self.index.entries
+        base = self.index.usage
         changed = np.array(sorted(self.arcs), np.int64)
         moved = changed[self.path[changed] != old[changed]]
         if not moved.size:
@@ -354,18 +352,16 @@ class _Work:
         sub = flows.take(rows)
         heads = fab.arc_ends[1]
         nodes = np.unique(heads[arcs])
-        used = np.bincount(heads, weights=base, minlength=fab.num_nodes)
 
         def count() -> tuple[np.ndarray, np.ndarray]:
-            out = base.copy()
-            out[arcs] += arc_usage(fab, Assignment(sub, self.path[rows]))[arcs] - before
-            now = used.copy()
-            np.add.at(now, heads[arcs], out[arcs] - base[arcs])
-            return out, nodes[now[nodes] > limits[nodes]]
+            now = base.copy()  # the arcs are distinct: their changes add up per node
+            after = arc_usage(fab, Assignment(sub, self.path[rows]))[arcs]
+            np.add.at(now, heads[arcs], after - before)
+            return now, nodes[now[nodes] > limits[nodes]]
 
-        entries, full = count()
+        usage, full = count()
         if not full.size:
-            return none, entries
+            return none, usage
         if back:  # every moved row back: one alone could leave a mate moved with it astray
             for f in moved.tolist():
                 self.unplace(f, back)
@@ -386,19 +382,19 @@ class _Work:
             first = pick[np.r_[True, n_sorted[1:] != n_sorted[:-1]]]
             for f in np.unique(r[first]).tolist():
                 self.unplace(f, back)
-            entries, full = count()
-        return moved[self.path[moved] == UNROUTED], entries
+            usage, full = count()
+        return moved[self.path[moved] == UNROUTED], usage
 
     def finish(
         self,
         start: float,
         method: str,
         fallback: np.ndarray | None = None,
-        entries: np.ndarray | None = None,
+        usage: np.ndarray | None = None,
     ) -> tuple[AssignResult, RouteIndex]:
         old = self.index.assignment.path
         changed = np.array(sorted(self.arcs), np.int64)
-        fresh = self.index.moved(self.path, changed, self.load, self.count, entries)
+        fresh = self.index.moved(self.path, changed, self.load, self.count, usage)
         cap, load = self.cap, self.load
         with np.errstate(divide="ignore", invalid="ignore"):
             util = np.where(cap > 0, load / np.where(cap > 0, cap, 1.0),
@@ -479,8 +475,8 @@ def repair_indexed(
             p, _ = _best_path(options, work.load, work.inv, float(sub.demand[i]), allowed)
             if p != UNROUTED:
                 work.place(f, p, options[p])
-    fallback, entries = work.fit(_limits(fabric, table_budget), back=False)
-    return work.finish(start, "repair", fallback, entries)
+    fallback, usage = work.fit(_limits(fabric, table_budget), back=False)
+    return work.finish(start, "repair", fallback, usage)
 
 
 def reoptimise(
@@ -537,8 +533,8 @@ def reoptimise(
             work.restore(f, old)
         if not moved:
             break
-    _, entries = work.fit(_limits(fabric, table_budget), back=True)
-    return work.finish(start, "reoptimise", entries=entries)
+    _, usage = work.fit(_limits(fabric, table_budget), back=True)
+    return work.finish(start, "reoptimise", usage=usage)
 
 
 @dataclass(frozen=True)

@@ -136,6 +136,9 @@ class SolveResult:
     # TE entries in all, and per tier the most one switch holds and its budget (inf:
     # unlimited); see controller.routes.entries.table_usage
     tables: dict[str, float] = field(default_factory=dict)
+    # TE entries per node for `assignment` (table_usage), as the solve counted them; None
+    # where not counted (a repair's result)
+    usage: np.ndarray | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         rows = len(self.assignment.flows)
@@ -530,9 +533,10 @@ def _finish(
     t = time.perf_counter()
     res = _relieved(fabric, health, res, opts, flows, parent)
     times["relief"] = time.perf_counter() - t
-    tables = _tables(fabric, res.assignment, _budget(fabric, opts), res.usage)
+    usage = table_usage(fabric, res.assignment) if res.usage is None else res.usage
+    tables = _tables(fabric, res.assignment, _budget(fabric, opts), usage)
     times["total"] = time.perf_counter() - start
-    out = replace(_result(fabric, res, bound, lp, times, parent), tables=tables)
+    out = replace(_result(fabric, res, bound, lp, times, parent), tables=tables, usage=usage)
     if previous is not None and (parent is not None or previous.flows.split):
         # buckets moved or (un)split: compare the rows of every flow in both
         out = replace(out, churn=int(moved_pairs(previous, res.assignment).size))

@@ -131,6 +131,28 @@ def test_deterministic_and_valid(seed: int, failures: int) -> None:
     assert a.mlu >= a.bound.value * (1 - 1e-9)
 
 
+@settings(max_examples=10, deadline=None)
+@given(st.integers(0, 10_000), st.sampled_from([None, 6, 24]), st.booleans())
+def test_the_usage_a_result_carries_is_its_assignments(
+    seed: int, budget: int | None, spray: bool
+) -> None:
+    """The per-switch entry counts a result carries (kept by the engine's route index for
+    repairs, instead of counting them again) are those of its assignment, exactly: for the
+    spray and one path per flow, within a tight budget or not, re-solved from a previous."""
+    from controller.routes.entries import table_usage
+
+    fabric = build(PRESETS["small"])
+    flows = jobs_flows(fabric, random_jobs(fabric, seed=seed, fill=0.8))
+    health = LinkHealth.all_up(fabric)
+    opts = SolveOptions(table_budget=budget, whole_first_flows=0 if spray else 8192)
+    first = solve(fabric, health, flows, options=opts)
+    again = solve(fabric, health.down([fabric.rack_base]), flows, previous=first.assignment,
+                  options=opts)  # fmt: skip
+    for res in (first, again):
+        assert res.usage is not None
+        assert np.array_equal(res.usage, table_usage(fabric, res.assignment))
+
+
 def test_fabric_table_budget_is_respected_and_the_rest_rides_ecmp() -> None:
     from dataclasses import replace
 
