@@ -703,7 +703,7 @@ class Engine:
         self._installed_asg = (assignment, ids, health)
         self._index = index
         if index.moved_rows > max(4096, len(assignment.flows) // 32):  # rebuild beside
-            self._index_later(assignment)
+            self._rebuild_later(index)
 
     def _index_of(self, assignment: Assignment) -> RouteIndex:
         """The RouteIndex of `assignment`: the one kept, one built beside (waited for if
@@ -722,22 +722,24 @@ class Engine:
             kept = self._index = RouteIndex.build(self.fabric, assignment)
         return kept
 
-    def _index_later(self, assignment: Assignment, box: dict[str, Any] | None = None) -> None:
-        """Build `assignment`'s RouteIndex in a thread of its own (off the reaction path),
-        or take the one the solve's thread builds into `box`."""
-        if box is None:
-            box = {"ready": threading.Event()}
-
-            def work() -> None:
-                try:
-                    box["index"] = index = RouteIndex.build(self.fabric, assignment)
-                    index.entries  # noqa: B018 - the table entries repairs keep, counted here
-                except Exception:  # noqa: BLE001 - the next repair builds it
-                    log.exception("route index build failed")
-                box["ready"].set()
-
-            threading.Thread(target=work, name="fabric-te-index", daemon=True).start()
+    def _index_later(self, assignment: Assignment, box: dict[str, Any]) -> None:
+        """`_index_of` takes `assignment`'s index from `box` (the solve's thread builds it)."""
         self._index_box = (assignment, box)
+
+    def _rebuild_later(self, drifted: RouteIndex) -> None:
+        """Rebuild a drifted index afresh in a thread of its own (off the reaction path);
+        `_index_of` takes it once it is ready."""
+        box: dict[str, Any] = {"ready": threading.Event()}
+
+        def work() -> None:
+            try:
+                box["index"] = drifted.rebuilt()
+            except Exception:  # noqa: BLE001 - the next repair builds it
+                log.exception("route index build failed")
+            box["ready"].set()
+
+        threading.Thread(target=work, name="fabric-te-index", daemon=True).start()
+        self._index_later(drifted.assignment, box)
 
     def _settle_health(
         self, repaired: AssignResult, before: LinkHealth, health: LinkHealth
@@ -836,15 +838,16 @@ class Engine:
 
     def _start_solve(self) -> None:
         """Solve the inputs last taken in a thread of its own (the worker stays free to
-        repair); `_finish_solve` pushes the result. The thread then predicts its rates
-        beside the push and, once it is pushed, builds its RouteIndex (not beside the push:
-        the two would share the interpreter)."""
+        repair); `_finish_solve` pushes the result. The thread then builds the result's
+        RouteIndex beside the push (~0.15 s at meta-24k, with the table usage the solve
+        counted), so that a link report arriving as the round settles is repaired against
+        it without waiting (it mostly runs in numpy, which shares the interpreter well)."""
         assert self._inputs is not None
         jobs, health, version, digest = self._inputs
         installed = self._installed_asg
         # matched by NIC pair; after a start or takeover: the stored (installed) assignment
         previous = installed[0] if installed is not None else self._previous
-        box: dict[str, Any] = {"ready": threading.Event(), "pushed": threading.Event()}
+        box: dict[str, Any] = {"ready": threading.Event()}
         solving = (tuple(j.id for j in jobs), health, version, digest, box)
 
         def work() -> None:
@@ -860,16 +863,12 @@ class Engine:
             with self._cond:
                 self._done = True
                 self._cond.notify_all()
-            if "result" in box:  # once pushed, the index for the next repair (not beside
-                res = box["result"]  # the push: the two would share the interpreter)
-                while not box["pushed"].wait(0.5) and not self._stop:
-                    pass
-                if not box.get("stale", True):  # a re-solve follows: its own index will do
-                    try:
-                        box["index"] = index = RouteIndex.build(self.fabric, res.assignment)
-                        index.entries  # noqa: B018 - the table entries repairs keep, counted here
-                    except Exception:  # noqa: BLE001 - the next repair builds it
-                        log.exception("route index build failed")
+            if "result" in box and not self._stop:  # the index for the next repair, at once
+                res = box["result"]  # (beside the push: a report may come as it settles)
+                try:
+                    box["index"] = RouteIndex.build(self.fabric, res.assignment, res.usage)
+                except Exception:  # noqa: BLE001 - the next repair builds it
+                    log.exception("route index build failed")
             box["ready"].set()
 
         self._solving = solving
@@ -893,8 +892,9 @@ class Engine:
             digest = solved_digest  # the assignment answers to the jobs it was solved for
         assignment = result.assignment
         rebased = now_health is not health
-        if rebased:  # not the solve's thread's index: that one is built after the push
-            index = RouteIndex.build(self.fabric, assignment)
+        if rebased:  # from the index the solve's thread is building
+            box["ready"].wait()
+            index = box.get("index") or RouteIndex.build(self.fabric, assignment, result.usage)
             res, index = repair_indexed(now_health, index, old_health=health,
                                         table_budget=self.options.table_budget)  # fmt: skip
             assignment = res.assignment
@@ -912,8 +912,6 @@ class Engine:
             self._installed_jobs = version
             self.global_solves += 1
             self._publish(result, assignment, ids, now_health, digest)
-            box["stale"] = stale or rebased  # then the index built after the push is not needed
-            box["pushed"].set()
         self._record_quality(result, now_health)
         if stale:
             with self._cond:

@@ -140,6 +140,11 @@ class RouteIndex:
         return cls(fabric, assignment, load, per_arc.astype(np.int64), base, empty,
                    np.zeros((0, MAX_HOPS), np.int64), usage)  # fmt: skip
 
+    def rebuilt(self) -> RouteIndex:
+        """The same assignment's index built afresh (no rows kept aside as moved), with the
+        table usage counted so far."""
+        return RouteIndex.build(self.fabric, self.assignment, self._usage)
+
     @property
     def moved_rows(self) -> int:
         """Rows whose path differs from the assignment the lookup tables were built for."""
