@@ -223,6 +223,8 @@ class Engine:
         self._sweep: list[str] = []  # switches a periodic reconcile has still to check
         self._sweep_ok = True
         self.rebased = 0  # global results re-based on a link change that came meanwhile
+        self.dropped = 0  # global results dropped unpushed: stale when they ended
+        self._dropped_last = False  # the last global result was dropped
         self.latencies: deque[float] = deque(maxlen=LATENCY_SAMPLES)  # report -> installed
         self.solve_hook: Callable[[LinkHealth], None] = lambda health: None  # before a solve
         self._adopt(self.replica.load())
@@ -847,7 +849,7 @@ class Engine:
         installed = self._installed_asg
         # matched by NIC pair; after a start or takeover: the stored (installed) assignment
         previous = installed[0] if installed is not None else self._previous
-        box: dict[str, Any] = {"ready": threading.Event()}
+        box: dict[str, Any] = {"ready": threading.Event(), "decided": threading.Event()}
         solving = (tuple(j.id for j in jobs), health, version, digest, box)
 
         def work() -> None:
@@ -863,12 +865,15 @@ class Engine:
             with self._cond:
                 self._done = True
                 self._cond.notify_all()
-            if "result" in box and not self._stop:  # the index for the next repair, at once
-                res = box["result"]  # (beside the push: a report may come as it settles)
-                try:
-                    box["index"] = RouteIndex.build(self.fabric, res.assignment, res.usage)
-                except Exception:  # noqa: BLE001 - the next repair builds it
-                    log.exception("route index build failed")
+            if "result" in box:  # once the worker takes it (not a stale one it drops), the
+                res = box["result"]  # index for the next repair, beside the push
+                while not box["decided"].wait(0.5) and not self._stop:
+                    pass
+                if box.get("pushed") and not self._stop:
+                    try:
+                        box["index"] = RouteIndex.build(self.fabric, res.assignment, res.usage)
+                    except Exception:  # noqa: BLE001 - the next repair builds it
+                        log.exception("route index build failed")
             box["ready"].set()
 
         self._solving = solving
@@ -877,9 +882,14 @@ class Engine:
     def _finish_solve(self) -> None:
         """Push a finished global solve, re-based on the link health taken since it started:
         its flows on links that went down (or lost capacity) are repaired first, so no route
-        through a link now down is pushed. Jobs changed meanwhile are solved next (a stream
-        of job changes never starves the pushes). The round is settled once the routes are
-        read back; the rate prediction is recorded after (see `_record_quality`)."""
+        through a link now down is pushed. The round is settled once the routes are read
+        back; the rate prediction is recorded after (see `_record_quality`).
+
+        A result already stale (the jobs changed while it ran) is dropped and the latest
+        jobs are solved at once, unless the result before it was dropped too: pushing it
+        would hold the re-solve back by a push of routes already out of date, and a stream
+        of job changes still gets every second result pushed (it never starves the pushes).
+        """
         assert self._solving is not None and self._inputs is not None
         ids, health, version, solved_digest, box = self._solving
         self._solving, self._done = None, False
@@ -887,7 +897,16 @@ class Engine:
             raise box["error"]
         result: SolveResult = box["result"]
         jobs, now_health, now_version, digest = self._inputs
-        stale = self._jobs_version > version  # jobs changed meanwhile: push, then re-solve
+        stale = self._jobs_version > version  # jobs changed meanwhile: re-solve after
+        drop = stale and not self._dropped_last
+        self._dropped_last = drop
+        box["pushed"] = not drop  # the solve's thread indexes a result that is pushed
+        box["decided"].set()
+        if drop:
+            self.dropped += 1
+            log.info("dropped a global result the job changes since made stale")
+            self._solve_latest()
+            return
         if stale:
             digest = solved_digest  # the assignment answers to the jobs it was solved for
         assignment = result.assignment
@@ -916,9 +935,17 @@ class Engine:
         if stale:
             with self._cond:
                 self._applied = max(self._applied, version)
-            self._start_solve()
+            self._solve_latest()
         else:
             self._settle(now_version)
+
+    def _solve_latest(self) -> None:
+        """Re-solve after a stale result: the inputs last taken at once, or, when newer ones
+        wait, none here (the worker takes them next and solves those)."""
+        with self._cond:
+            waiting = self._taken < self._state.version
+        if not waiting:
+            self._start_solve()
 
     def _take_over(self) -> None:
         """Become the leader: adopt the stored assignment if it answers to the current
