@@ -16,7 +16,7 @@ from controller.model.clos import PRESETS, build
 from controller.model.fabric import Fabric
 from controller.model.flows import FlowSet
 from controller.model.health import LinkHealth
-from controller.model.jobs import Job
+from controller.model.jobs import Job, jobs_flows
 from controller.routes.entries import Entry, Table, build_routes
 from controller.routes.plan import Batch, Op, diff
 from controller.service.engine import Engine, changed_racks
@@ -333,3 +333,102 @@ def test_garbage_frozen_by_a_settle_is_collected_later(monkeypatch: pytest.Monke
     finally:
         engine.close()
         gc.unfreeze()
+
+
+def test_a_report_as_a_round_settles_is_repaired_against_the_new_result(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The solve's thread indexes its result from the table usage the solve counted, and
+    the round settles without waiting for it: a link report arriving while it is not ready
+    yet is repaired against the result just installed (not the one before), exactly as a
+    repair from scratch of that result would be, within the table budget."""
+    import controller.service.engine as engine_module
+    from controller.solver.repair import RouteIndex, repair
+    from controller.solver.solve import SolveOptions
+
+    hold, gate, building = threading.Event(), threading.Event(), threading.Event()
+    counted: list[bool] = []
+
+    class HeldIndex(RouteIndex):
+        @classmethod
+        def build(cls, fabric, assignment, usage=None):  # type: ignore[no-untyped-def,override]
+            if hold.is_set() and threading.current_thread().name == "fabric-te-solve":
+                counted.append(usage is not None)
+                building.set()
+                assert gate.wait(60)
+            return RouteIndex.build(fabric, assignment, usage)
+
+    monkeypatch.setattr(engine_module, "RouteIndex", HeldIndex)
+    budget = 3  # tight: the solve leaves rows on ECMP; the repair retries them and the
+    # tables (counted from the usage the index holds) turn them away again
+    options = SolveOptions(table_budget=budget)
+    engine = Engine(FABRIC, EmulatedDriver(FABRIC), debounce=0.0, reconcile_interval=60.0,
+                    options=options)  # fmt: skip
+    try:
+        for job in _jobs():
+            engine.put_job(job, 0)
+        assert engine.wait_idle(60)
+        old = engine.last_result
+        hold.set()
+        engine.put_job(Job("late", tuple(range(24, 32)), dp=8, tp=4), 0)
+        assert engine.wait_idle(60)  # pushed and settled while its index is held
+        assert building.wait(30) and not gate.is_set() and counted == [True]
+        new = engine.last_result
+        assert new is not None and old is not None and new is not old
+        health = engine.health
+        used = np.unique(new.assignment.arcs(FABRIC)[:, 1:-1] // 2)
+        link = int(used[used >= FABRIC.rack_base][0])  # a switch link the new routes use
+        down = health.down([link])
+        repaired = []
+        repair_now = engine.repair_now
+        engine.repair_now = lambda h: repaired.append(repair_now(h)) or repaired[-1]  # type: ignore[method-assign]
+        engine.report_links({link: 0.0})
+        threading.Timer(0.2, gate.set).start()  # the index is ready a little later
+        assert engine.wait_idle(60) and len(repaired) == 1
+        plain = repair(FABRIC, down, new.assignment, old_health=health, table_budget=budget)
+        assert repaired[0].assignment.path.tobytes() == plain.assignment.path.tobytes()
+        assert plain.fallback_ecmp.size and np.array_equal(
+            repaired[0].fallback_ecmp, plain.fallback_ecmp
+        )
+        assert not any(e.next_hop == link for e in engine.installed)
+        assert engine.installed == engine.wanted
+    finally:
+        gate.set()
+        engine.close()
+
+
+def test_a_stale_global_result_is_dropped_but_a_stream_of_changes_never_starves_pushes() -> (
+    None
+):
+    """A global result that job changes made stale while it ran is dropped and the latest
+    jobs solved at once; the next stale one is pushed all the same, so a stream of changes
+    still reaches the switches; in the end the routes of every job are installed."""
+    engine = Engine(FABRIC, EmulatedDriver(FABRIC), debounce=0.0, reconcile_interval=60.0)
+    entered, release = threading.Semaphore(0), threading.Semaphore(0)
+
+    def held(health: LinkHealth) -> None:  # each solve waits until released
+        entered.release()
+        assert release.acquire(timeout=60)
+
+    engine.solve_hook = held
+    jobs = _jobs()
+    try:
+        for n, job in enumerate(jobs):
+            engine.put_job(job, 0)
+            if n:  # taken by the worker while the solve before runs: that one is stale
+                assert _until(lambda: engine._taken == engine.state_version)
+                release.release()
+            assert entered.acquire(timeout=30)  # a solve of the jobs so far runs, held
+        assert engine.dropped == 1 and engine.global_solves == 1  # dropped, then pushed
+        release.release()
+        assert engine.wait_idle(60)
+        assert engine.dropped == 1 and engine.global_solves == 2
+        result = engine.last_result
+        assert result is not None and engine.installed == engine.wanted
+        assert engine.wanted == build_routes(FABRIC, result.assignment)
+        flows = jobs_flows(FABRIC, jobs)  # the routes installed answer to every job
+        assert result.parent is not None and np.unique(result.parent).size == len(flows)
+    finally:
+        for _ in range(4):
+            release.release()
+        engine.close()
