@@ -77,7 +77,7 @@ GC_INTERVAL = 600.0  # seconds between full collections of what settles froze
 SWEEP_CHUNK = 64  # switches per step of a periodic reconcile (inputs are taken between;
 # 256 at meta-24k took ~45 ms, which a link report arriving meanwhile waited for)
 LATENCY_SAMPLES = 1024  # report-to-installed latencies kept for Status's quantiles
-PREDICT_QUIET = 1.0  # s without a new result before the rate prediction of the last runs
+PREDICT_QUIET = 1.0  # s without a new result (and idle) before the last one's rate prediction
 PREDICT_EVERY = 5.0  # s after which it runs even while results keep coming
 
 
@@ -1006,8 +1006,9 @@ class Engine:
         """Gauges of the routes just installed: MLU and bound at once; the predicted bus
         bandwidth (about 0.5-1 s at meta-24k) after, on the predictor thread, so it never
         holds back a settle. Only the last result recorded is predicted, after PREDICT_QUIET
-        s without a newer one, or PREDICT_EVERY s after the last prediction began (a flap
-        storm runs few: a prediction shares the interpreter with the repairs and pushes)."""
+        s without a newer one once the worker is idle, or PREDICT_EVERY s after the last
+        prediction began (a flap storm or a stream of job changes runs few: a prediction
+        shares the interpreter with the repairs, solves, pushes and index builds)."""
         m = self.metrics
         m.mlu.set(result.mlu)
         m.mlu_bound.set(result.bound.value)
@@ -1032,12 +1033,13 @@ class Engine:
                     return
                 job = self._predict_job
                 assert job is not None
-                quiet = min(time.monotonic() + PREDICT_QUIET, self._predicted_at + PREDICT_EVERY)
+                every = self._predicted_at + PREDICT_EVERY
+                quiet = min(time.monotonic() + PREDICT_QUIET, every)
                 while self._predict_job is job and not self._stop:
-                    left = quiet - time.monotonic()
-                    if left <= 0:
+                    now = time.monotonic()
+                    if now >= every or (now >= quiet and not self._busy):
                         break
-                    self._cond.wait(left)
+                    self._cond.wait((quiet if now < quiet else every) - now)
                 if self._predict_job is not job or self._stop:
                     continue
                 self._predict_job = None
