@@ -8,8 +8,9 @@ is within `move_threshold` of that solve's, else a bounded re-optimisation warm 
 a global re-solve only when that is still beyond `spray_gap` (see `_settle_health`). Job
 changes are solved globally, with the installed assignment as `previous` (churn
 minimisation); a result the jobs changed under while it ran is dropped for a re-solve of the
-latest (every second one is pushed all the same, see `_finish_solve`). A round is settled (`wait_idle`) once the routes read back answer to its
-inputs; the predicted rates follow on a thread of their own (`wait_predicted`). Every change
+latest (every second one is pushed all the same, see `_finish_solve`). A round is settled
+(`wait_idle`) once the routes read back answer to its inputs; the predicted rates follow on
+a thread of their own (`wait_predicted`). Every change
 reaches the switches through `plan_update` + `push`, and what the engine reports as
 installed is what it read back from the driver afterwards, and what was read is reconciled
 against what is wanted
