@@ -39,7 +39,7 @@ from controller.model.health import LinkHealth
 from controller.model.paths import CROSS_POD, SAME_POD, SAME_RACK, decode, flow_class, num_paths
 from controller.routes.entries import TableBudget, align_entries, fit_tables
 from controller.solver.colouring import colour_assign
-from controller.solver.kernels import place, relieve, search
+from controller.solver.kernels import arc_csr, place, relieve, search
 
 _TOL = 1e-9
 # Flows a local search tries on other paths before it stops (one try: a flow's candidates
@@ -591,10 +591,9 @@ def relieve_arcs(
 
 
 def warm_up() -> None:
-    """Compile the kernels of the placement and the searches (controller.solver.kernels), or
-    load them from their cache, on a tiny instance that runs them all: about 4 s the first
-    time on a machine, about 0.2 s after. A service calls it at start so its first solve
-    does not pay for it.
+    """Compile the solver's kernels (controller.solver.kernels), or load them from their
+    cache, on a tiny instance that runs them all: about 4 s the first time on a machine,
+    about 0.2 s after. A service calls it at start so its first solve does not pay for it.
 
     The instance: one pod of 4 racks of one host and 3 CTSWs, rack 1 with one uplink, so
     the maximum is pinned there and rack 2's link is over capacity below it."""
@@ -608,6 +607,7 @@ def warm_up() -> None:
     path = np.array([0, 0, 1, 1])
     local_search(fabric, health, flows, path)
     relieve_arcs(fabric, health, flows, path)
+    arc_csr(Assignment(flows, path).arcs(fabric), flows.demand, fabric.num_arcs)
 
 
 def _alike(

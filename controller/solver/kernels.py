@@ -1,6 +1,6 @@
-"""Compiled inner loops of the greedy searches (numba): the batched placement, the local
-search's and the relief pass's moves, and the scoring of flows' candidate paths on the
-current load they all repeat thousands of times.
+"""Compiled inner loops of the solver (numba): the batched placement, the local search's
+and the relief pass's moves, and the scoring of flows' candidate paths on the current load
+they all repeat thousands of times; the rows-per-arc index of the repairs.
 
 Candidate paths come stacked (greedy.Candidates.stacked): the offsets of every class in
 one table `off` [paths, 4] (-1 padded), class c's at rows first[c] .. first[c] + n_paths[c]
@@ -453,3 +453,33 @@ def place(
                     continue
                 for k in range(hops[c]):
                     load[chosen[f, k]] += demand[f]
+
+
+@njit(cache=True, nogil=True)
+def arc_csr(
+    arcs: np.ndarray, demand: np.ndarray, num_arcs: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(rows, start, count, load) of paths `arcs` [rows, hops] (-1 padded): the rows on
+    each arc, arc a's at rows[start[a]:start[a + 1]] in the order of the hop-major flat
+    arcs (a stable counting sort), how many there are and the demand they put on it (added
+    in that order, as numpy's bincount adds its weights)."""
+    count = np.zeros(num_arcs, np.int64)
+    load = np.zeros(num_arcs)
+    for k in range(arcs.shape[1]):
+        for f in range(arcs.shape[0]):
+            a = arcs[f, k]
+            if a >= 0:
+                count[a] += 1
+                load[a] += demand[f]
+    start = np.zeros(num_arcs + 1, np.int64)
+    for a in range(num_arcs):
+        start[a + 1] = start[a] + count[a]
+    fill = start[:-1].copy()
+    rows = np.empty(start[num_arcs], np.int64)
+    for k in range(arcs.shape[1]):
+        for f in range(arcs.shape[0]):
+            a = arcs[f, k]
+            if a >= 0:
+                rows[fill[a]] = f
+                fill[a] += 1
+    return rows, start, count, load
