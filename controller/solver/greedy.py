@@ -39,7 +39,7 @@ from controller.model.health import LinkHealth
 from controller.model.paths import CROSS_POD, SAME_POD, SAME_RACK, decode, flow_class, num_paths
 from controller.routes.entries import TableBudget, align_entries, fit_tables
 from controller.solver.colouring import colour_assign
-from controller.solver.kernels import arc_csr, place, relieve, search
+from controller.solver.kernels import arc_csr, chosen_arcs, place, relieve, search
 
 _TOL = 1e-9
 # Flows a local search tries on other paths before it stops (one try: a flow's candidates
@@ -75,12 +75,10 @@ class Candidates:
         return Candidates(self.cls[rows], self.base[rows], self.offset)
 
     def all_chosen(self, path: np.ndarray) -> np.ndarray:
-        """Core arcs [F, 4] of the given paths, -1 padded (and for UNROUTED). One gather
-        from every class's offsets stacked (padded with -1), not a pass per class."""
-        table, first, _, _ = self.stacked
-        routed = path >= 0
-        step = table[np.where(routed, first[self.cls] + path, 0)]
-        return np.where(routed[:, None] & (step >= 0), self.base + step, -1)
+        """Core arcs [F, 4] of the given paths, -1 padded (and for UNROUTED), from every
+        class's offsets stacked (kernels.chosen_arcs)."""
+        table, first, _, hops = self.stacked
+        return chosen_arcs(np.asarray(path, np.int64), self.cls, self.base, table, first, hops)
 
     @cached_property
     def stacked(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

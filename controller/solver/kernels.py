@@ -483,3 +483,26 @@ def arc_csr(
                 rows[fill[a]] = f
                 fill[a] += 1
     return rows, start, count, load
+
+
+@njit(cache=True, nogil=True)
+def chosen_arcs(
+    path: np.ndarray,
+    cls: np.ndarray,
+    base: np.ndarray,
+    off: np.ndarray,
+    first: np.ndarray,
+    hops: np.ndarray,
+) -> np.ndarray:
+    """Core arcs [rows, 4] of each row's path (greedy.Candidates.all_chosen), -1 padded
+    and for unrouted rows."""
+    out = np.full(base.shape, -1, np.int64)
+    for f in range(path.size):
+        p = path[f]
+        if p < 0:
+            continue
+        c = cls[f]
+        row = first[c] + p
+        for k in range(hops[c]):
+            out[f, k] = base[f, k] + off[row, k]
+    return out
