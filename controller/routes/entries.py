@@ -194,12 +194,12 @@ class Table(Sequence[Entry]):
         matches of `drop` removed. Into an empty table, `put` itself."""
         if not len(self) and not len(drop):
             return put
-        kt, kp, kd = match_keys(self, put, drop)
+        kt, kp, kd = match_keys(self, put, drop)  # each ascending, one row per match
         if kd.size:
-            keep_put = ~np.isin(kp, kd)
+            keep_put = ~_among(kp, kd)
             if not keep_put.all():
                 put, kp = put.take(keep_put), kp[keep_put]
-        gone = np.isin(kt, np.concatenate([kp, kd])) if kp.size or kd.size else None
+        gone = _among(kt, kp) | _among(kt, kd) if kp.size or kd.size else None
         kept = self if gone is None or not gone.any() else self.take(~gone)
         if not len(put):
             return kept
@@ -248,6 +248,14 @@ def _frozen(column: np.ndarray, dtype: type) -> np.ndarray:
             out = out.view()
         out.flags.writeable = False
     return out
+
+
+def _among(keys: np.ndarray, ref: np.ndarray) -> np.ndarray:
+    """`np.isin(keys, ref)` for an ascending `ref` (a table's match keys): a binary search
+    (np.isin hashes or sorts both, which costs more on the tables of one switch)."""
+    if not ref.size:
+        return np.zeros(keys.size, bool)
+    return np.asarray(ref.take(np.searchsorted(ref, keys), mode="clip") == keys)
 
 
 def match_keys(*tables: Table) -> list[np.ndarray]:
@@ -651,9 +659,35 @@ def _fold_buckets(
     rows = np.flatnonzero(split & ~covered)
     if not rows.size:
         return qp
-    # count next hops per key: sort by (key, next hop) (the keys already ascend), runs of
-    # equal pairs
-    order = rows[np.argsort(run[rows] * np.int64(fabric.num_arcs) + out_arc[rows], kind="stable")]
+    won = _bucket_winners(fabric, run[rows], out_arc[rows])
+    if won is None:
+        won = _bucket_winners_sorted(fabric, run[rows], out_arc[rows])
+    w, kw = rows[won], run[rows[won]]
+    qp[w] = _FOLDED
+    qp[w[np.r_[True, kw[1:] != kw[:-1]]]] = ALL_QPS
+    return qp
+
+
+def _bucket_winners(fabric: Fabric, run: np.ndarray, out_arc: np.ndarray) -> np.ndarray | None:
+    """Mask of the bucket rows that leave on their key's most common next hop (ties: the
+    smallest arc), counted per key in a table of the source RTSW's uplinks, which is where
+    bucket entries live (no sort); None if some next hop is not such an uplink."""
+    width = fabric.ctsws_per_pod * fabric.rack_links
+    link = out_arc // 2 - fabric.rack_base
+    if (out_arc % 2).any() or link.min() < 0 or link.max() >= fabric.num_rack_links:
+        return None
+    local = link % width  # the uplinks of one RTSW, in link order
+    key = np.cumsum(np.r_[True, run[1:] != run[:-1]]) - 1  # keys ascend: runs
+    if (int(key[-1]) + 1) * width > 4 * run.size + 4096:  # a sparse table: sort instead
+        return None
+    counts = np.bincount(key * width + local, minlength=(int(key[-1]) + 1) * width)
+    mode = counts.reshape(-1, width).argmax(axis=1)  # the first (smallest) of the largest
+    return np.asarray(local == mode[key])
+
+
+def _bucket_winners_sorted(fabric: Fabric, run: np.ndarray, out_arc: np.ndarray) -> np.ndarray:
+    """_bucket_winners for any next hops: by sorting the rows by (key, next hop)."""
+    order = np.argsort(run * np.int64(fabric.num_arcs) + out_arc, kind="stable")
     k, nh = run[order], out_arc[order]
     new_pair = np.r_[True, (k[1:] != k[:-1]) | (nh[1:] != nh[:-1])]
     starts = np.flatnonzero(new_pair)
@@ -667,11 +701,9 @@ def _fold_buckets(
     best = at_top[np.r_[True, pair_key[at_top][1:] != pair_key[at_top][:-1]]]
     mode = nh[starts[best]]  # one per key, in key order
     rows_per_key = np.add.reduceat(counts, key_start)
-    winner = np.repeat(mode, rows_per_key) == nh
-    won, kw = order[winner], k[winner]
-    qp[won] = _FOLDED
-    qp[won[np.r_[True, kw[1:] != kw[:-1]]]] = ALL_QPS
-    return qp
+    won = np.zeros(run.size, bool)
+    won[order[np.repeat(mode, rows_per_key) == nh]] = True
+    return won
 
 
 # ---- table budget -----------------------------------------------------------------------
