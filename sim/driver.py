@@ -26,6 +26,7 @@ class EmulatedDriver(Driver):
     """Driver for an `EmulatedFabric`, built from a fabric (or preset name) or given one."""
 
     name = "emulated"
+    concurrent = False  # in-process switches: threads would only share the interpreter
 
     def __init__(
         self,

@@ -38,6 +38,10 @@ class Driver(ABC):
     """Reads and programs the TE tables of a set of switches."""
 
     name: ClassVar[str] = "driver"
+    # whether batches to different switches gain from being applied on threads at once
+    # (calls that wait on remote agents); a driver that does the work in this process says
+    # False, and `push` applies its batches one after the other in the caller's thread
+    concurrent: ClassVar[bool] = True
 
     @abstractmethod
     def switches(self) -> tuple[str, ...]:

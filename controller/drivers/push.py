@@ -1,8 +1,9 @@
 """Pushing plans through a driver, and reconciling switches with the routes we want.
 
-`push` applies a plan stage by stage; the batches of one stage go out concurrently, each
-with a per-call timeout and bounded retries (timeouts and unreachable switches are retried,
-since a batch is idempotent; rejections are not). When a batch fails for good, the stage's
+`push` applies a plan stage by stage; the batches of one stage go out concurrently (for a
+driver whose calls wait on switches; see `Driver.concurrent`), each with a per-call timeout
+and bounded retries (timeouts and unreachable switches are retried, since a batch is
+idempotent; rejections are not). When a batch fails for good, the stage's
 other batches finish, and no later stage starts. Because the plan is ordered make before
 break, the stages already applied leave a loop- and black-hole-free fabric. The report then
 reads back every switch the plan touches, so it says what is installed, not what was meant.
@@ -108,7 +109,7 @@ def _apply_with_retries(
 
 
 def _run_stage(
-    pool: ThreadPoolExecutor,
+    pool: ThreadPoolExecutor | None,
     workers: int,
     deadline: float | None,
     index: int,
@@ -118,8 +119,9 @@ def _run_stage(
 ) -> dict[str, BatchResult]:
     """Apply one stage's batches on up to `workers` threads, each taking the next batch
     when it is done with one (one task per thread, not per batch: thousands of small
-    batches cost no more than their own work). Batches not finished by `deadline` are
-    reported timed out and are not started any more."""
+    batches cost no more than their own work); without a pool, one after the other in
+    this thread. Batches not finished by `deadline` are reported timed out and are not
+    started any more."""
     queue = deque(stage)
     results: dict[str, BatchResult] = {}
     lock = threading.Lock()
@@ -143,13 +145,20 @@ def _run_stage(
                     index, batch.switch, len(batch), status, attempts,
                     "" if err is None else f"{type(err).__name__}: {err}",
                 )  # fmt: skip
+            if pool is None and deadline is not None and time.monotonic() > deadline:
+                stop.set()
 
-    tasks: list[Future[None]] = [pool.submit(drain) for _ in range(min(workers, len(stage)))]
-    left = None if deadline is None else max(0.0, deadline - time.monotonic())
-    _, pending = wait(tasks, timeout=left)
-    for task in tasks:
-        if task.done() and task.exception() is not None:
-            raise task.exception()  # type: ignore[misc]
+    if pool is None:
+        drain()
+        pending = bool(queue)
+    else:
+        tasks: list[Future[None]] = [pool.submit(drain) for _ in range(min(workers, len(stage)))]
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        _, waiting = wait(tasks, timeout=left)
+        for task in tasks:
+            if task.done() and task.exception() is not None:
+                raise task.exception()  # type: ignore[misc]
+        pending = bool(waiting)
     if pending:
         stop.set()
         with lock:
@@ -198,7 +207,11 @@ def push(
     # A stage that outlives every attempt's timeout plus slack is abandoned (backstop
     # for drivers that do not honour `timeout`).
     grace = None if timeout is None else (retries + 1) * (timeout + backoff * (retries + 1)) + 1
-    pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="push")
+    pool = (  # a driver whose batches run in-process gains nothing from threads
+        ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="push")
+        if driver.concurrent
+        else None
+    )
     try:
         for index, stage in enumerate(plan.stages):
             deadline = (
@@ -222,7 +235,8 @@ def push(
                 break
             applied_stages += 1
     finally:
-        pool.shutdown(wait=False, cancel_futures=True)
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
     installed, unreadable = read_back(driver, plan.switches())
     return PushReport(
         plan, tuple(results), applied_stages, installed, unreadable, tuple(sorted(uncertain))
