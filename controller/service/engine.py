@@ -105,37 +105,47 @@ def changed_racks(fabric: Fabric, old: Assignment, new: Assignment) -> np.ndarra
     ):  # the same rows (a repair, or a re-solve of the same jobs): compare the paths
         nics = nf.src_nic[old.path != new.path]
         return _racks_of(fabric, nics)
-    parts = []
-    for a in (old, new):
-        f = a.flows
-        parts.append(np.stack([f.src_nic, f.dst_nic, f.qp, a.path]).astype(np.int64))
-    both = np.concatenate(parts, axis=1)
-    if not both.shape[1]:
+    if not len(of) + len(nf):
         return np.zeros(0, np.int64)
-    low = both.min(axis=1, keepdims=True)
-    span = both.max(axis=1) - low[:, 0] + 1
-    if float(np.prod(span.astype(np.float64))) >= 2.0**62:
+    # one integer per row of (src_nic, dst_nic, qp, path), the source NIC most significant
+    sides = [
+        [a.flows.src_nic, a.flows.dst_nic, a.flows.qp, a.path] for a in (old, new) if len(a.flows)
+    ]
+    lows = [min(int(side[i].min()) for side in sides) for i in range(4)]
+    spans = [max(int(side[i].max()) for side in sides) - lows[i] + 1 for i in range(4)]
+    if float(np.prod(np.array(spans, np.float64))) >= 2.0**62:
         return None
-    key = np.zeros(both.shape[1], np.int64)
-    for row, width in zip(both - low, span.tolist(), strict=True):
-        key = key * width + row
-    k_old, k_new = key[: len(old.flows)], key[len(old.flows) :]
-    gone, came = ~_member(k_old, k_new), ~_member(k_new, k_old)
-    nics = np.concatenate([old.flows.src_nic[gone], new.flows.src_nic[came]])
-    return _racks_of(fabric, nics)
+    below = int(np.prod(spans[1:]))  # the key of one source NIC's rows spans this much
+    k_old, k_new = (_sorted_keys(a, lows, spans) for a in (old, new))
+    gone, came = k_old[~_among(k_old, k_new)], k_new[~_among(k_new, k_old)]
+    return _racks_of(fabric, np.concatenate([gone, came]) // below + lows[0])
+
+
+def _sorted_keys(a: Assignment, lows: list[int], spans: list[int]) -> np.ndarray:
+    """The rows' keys of changed_racks, sorted (the rows come in runs, job by job)."""
+    f = a.flows
+    key = f.src_nic.astype(np.int64)
+    key -= lows[0]
+    for col, low, width in zip((f.dst_nic, f.qp, a.path), lows[1:], spans[1:], strict=True):
+        key *= width
+        key += col
+        key -= low
+    key.sort(kind="stable")
+    return key
+
+
+def _among(keys: np.ndarray, ref: np.ndarray) -> np.ndarray:
+    """`np.isin(keys, ref)` for sorted `ref` (and sorted `keys`, which keeps the binary
+    searches in cache)."""
+    if not ref.size:
+        return np.zeros(keys.size, bool)
+    return np.asarray(ref.take(np.searchsorted(ref, keys), mode="clip") == keys)
 
 
 def _racks_of(fabric: Fabric, nics: np.ndarray) -> np.ndarray:
     """The racks of `nics`, sorted, each once (counted, not sorted: linear in the NICs)."""
     racks = fabric.rack_of_host(fabric.host_of_nic(nics))
     return np.flatnonzero(np.bincount(racks, minlength=fabric.num_racks)).astype(np.int64)
-
-
-def _member(keys: np.ndarray, of: np.ndarray) -> np.ndarray:
-    """`np.isin(keys, of)` by sorting (faster than hashing at a million keys)."""
-    ref = np.sort(of, kind="stable")  # rows come in runs (job by job): merged, not sorted
-    pos = np.minimum(np.searchsorted(ref, keys), max(ref.size - 1, 0))
-    return ref[pos] == keys if ref.size else np.zeros(keys.size, bool)
 
 
 def read_installed(driver: Driver) -> RouteSet:
