@@ -280,6 +280,35 @@ def match_keys(*tables: Table) -> list[np.ndarray]:
     return [key[lo:hi] for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)]
 
 
+def match_rows(
+    left: Sequence[Table], right: Sequence[Table]
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """Tables paired up (left[i] with right[i]) matched all at once: for every row of the
+    right tables, concatenated, the position of the row with its match in the left tables,
+    concatenated, and whether there is one (where not, the position is meaningless). One
+    search over every pair instead of one per pair; None when the keys (table, in_port,
+    dst_host, qp) would not fit 62 bits (match the pairs one by one with match_keys)."""
+    tables = [*left, *right]
+    ip, d, q = (
+        np.concatenate([getattr(t, c) for t in tables]) for c in ("in_port", "dst_host", "qp")
+    )
+    n_left = sum(len(t) for t in left)
+    if not n_left or n_left == ip.size:
+        return np.zeros(ip.size - n_left, np.int64), np.zeros(ip.size - n_left, bool)
+    if min(int(ip.min()), int(d.min())) < 0 or int(q.min()) < ALL_QPS:
+        return None
+    ports, hosts, qps = int(ip.max()) + 1, int(d.max()) + 1, int(q.max()) - ALL_QPS + 1
+    if float(len(left)) * ports * hosts * qps >= 2.0**62:
+        return None
+    pair = np.arange(len(left), dtype=np.int64)
+    sizes = [len(t) for t in tables]
+    key = ((np.repeat(np.concatenate([pair, pair]), sizes) * ports + ip) * hosts + d) * qps
+    key += q - ALL_QPS  # ascending within each side: pairs in order, each table by match
+    kl, kr = key[:n_left], key[n_left:]
+    pos = np.minimum(np.searchsorted(kl, kr), n_left - 1)
+    return pos, kl[pos] == kr
+
+
 @dataclass(frozen=True)
 class RouteSet:
     """Entries grouped by switch name, one `Table` per switch (tuples of entries given are
@@ -613,6 +642,8 @@ def build_routes(fabric: Fabric, assignment: Assignment, owner: str = OWNER) -> 
     names = [fabric.node_name(int(s)) for s in ids]
     bounds = np.r_[starts, switch.size].tolist()
     owners = np.full(switch.size, owner)
+    for column in (in_port, dst, next_hop, owners, qp):  # the tables' slices: read-only
+        column.flags.writeable = False  # already, so a Table takes them as they are
     tables: dict[str, Table] = {}
     for i in sorted(range(len(names)), key=names.__getitem__):
         rows = slice(bounds[i], bounds[i + 1])

@@ -42,6 +42,7 @@ from controller.routes.entries import (
     build_routes,
     fit_tables,
     match_keys,
+    match_rows,
 )
 
 STAGE_NAMES = (
@@ -212,8 +213,9 @@ def _by_role(fabric: Fabric, switch: str, next_hop: np.ndarray) -> list[tuple[in
         return [(role, rows) for role, rows in groups if rows.any()]
     if prefix not in ("rtsw", "atsw"):
         raise RouteError(f"{switch!r} is not a switch name")
-    every = np.ones(next_hop.size, bool)
-    return [(RTSW_UP if prefix == "rtsw" else ATSW_DOWN, every)] if next_hop.size else []
+    if not next_hop.size:
+        return []
+    return [(RTSW_UP if prefix == "rtsw" else ATSW_DOWN, np.ones(next_hop.size, bool))]
 
 
 def _switch_diff(
@@ -243,6 +245,50 @@ def _switch_diff(
 _NONE = np.zeros(0, np.int64)
 
 
+def _switch_diffs(
+    pairs: list[tuple[Table, Table]], owner: str
+) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+    """_switch_diff of every (have, want) pair (haves not empty), matched all at once (see
+    match_rows): the same rows, per pair, for a few array steps in all instead of each."""
+    haves, wants = [h for h, _ in pairs], [w for _, w in pairs]
+    matched = match_rows(haves, wants) if len(pairs) > 1 else None
+    if matched is None:
+        return [_switch_diff(have, want, owner) for have, want in pairs]
+    pos, found = matched
+    have_nh, have_own, have_qp = (
+        np.concatenate([getattr(t, c) for t in haves]) for c in ("next_hop", "owner", "qp")
+    )
+    want_nh, want_own, want_qp = (
+        np.concatenate([getattr(t, c) for t in wants]) for c in ("next_hop", "owner", "qp")
+    )
+    ours = np.asarray(have_own == owner, dtype=bool)
+    same = found & (have_nh[pos] == want_nh) & (have_own[pos] == want_own)
+    same &= have_qp[pos] == want_qp
+    held = found & ~same
+    blocked = held & ~ours[pos]
+    put = np.flatnonzero(~same & ~blocked)
+    old = np.where(found[put], pos[put], -1)
+    gone = np.ones(have_nh.size, bool)
+    gone[pos[found]] = False
+    drop, held_rows = np.flatnonzero(gone & ours), np.flatnonzero(blocked)
+    # back to each pair's own rows
+    want_at = np.cumsum([0] + [len(w) for w in wants])
+    have_at = np.cumsum([0] + [len(h) for h in haves])
+    cut_put, cut_held = (np.searchsorted(a, want_at).tolist() for a in (put, held_rows))
+    cut_drop = np.searchsorted(drop, have_at).tolist()
+    w0, h0 = want_at.tolist(), have_at.tolist()
+    out = []
+    for i in range(len(pairs)):
+        olds = old[cut_put[i] : cut_put[i + 1]]
+        out.append((
+            put[cut_put[i] : cut_put[i + 1]] - w0[i],
+            np.where(olds >= 0, olds - h0[i], -1),
+            drop[cut_drop[i] : cut_drop[i + 1]] - h0[i],
+            held_rows[cut_held[i] : cut_held[i + 1]] - w0[i],
+        ))  # fmt: skip
+    return out
+
+
 def diff(installed: RouteSet, wanted: RouteSet, fabric: Fabric, owner: str = OWNER) -> Plan:
     """Operations taking `owner`'s entries in `installed` to `wanted`, in safe order.
 
@@ -262,8 +308,11 @@ def diff(installed: RouteSet, wanted: RouteSet, fabric: Fabric, owner: str = OWN
         if not have:  # into an empty switch: the wanted table, all adds
             for role, rows in _by_role(fabric, switch, want.next_hop):
                 staged.setdefault((CTSW_DOWN - role, switch), []).append((True, rows, None))
-            continue
-        put, old, drop, held = _switch_diff(have, want, owner)
+    matched = [sw for sw, (have, _) in tables.items() if have]
+    for switch, diffed in zip(matched, _switch_diffs([tables[sw] for sw in matched], owner),
+                              strict=True):  # fmt: skip
+        have, want = tables[switch]
+        put, old, drop, held = diffed
         if held.size:
             blocked.extend(want.take(held))
         for role, rows in _by_role(fabric, switch, want.next_hop[put]):
