@@ -23,7 +23,7 @@ from controller.model import validation
 from controller.model.fabric import Fabric
 from controller.model.health import LinkHealth
 from controller.model.jobs import Job, jobs_flows
-from controller.routes.entries import Entry, RouteSet, Table, match_keys
+from controller.routes.entries import Entry, RouteSet, Table, match_keys, match_rows
 
 DELTA_LOG = 1000  # route deltas kept for resuming watchers
 
@@ -161,15 +161,26 @@ class RouteLog:
         # the others give theirs on the columns, as tables
         added: dict[str, Table] = {}
         removed: dict[str, Table] = {}
+        was, now = old.tables, installed.tables
+        pairs: list[tuple[str, Table, Table]] = []  # tables on both sides, not equal
         for sw in sorted(set(switches)):
-            before, after = old.table(sw), installed.table(sw)
-            if before.same(after):
+            before, after = was.get(sw), now.get(sw)
+            if before is after:
                 continue
-            plus, minus = _table_delta(before, after)
+            if not before or not after:  # into or out of an empty switch: all of it
+                if after:
+                    added[sw] = after
+                if before:
+                    removed[sw] = before
+                continue
+            if not before.same(after):
+                pairs.append((sw, before, after))
+        for (sw, _, _), (plus, minus) in zip(pairs, _table_deltas(pairs), strict=True):
             if plus:
                 added[sw] = plus
             if minus:
                 removed[sw] = minus
+        added, removed = dict(sorted(added.items())), dict(sorted(removed.items()))
         self.installed = installed
         if not added and not removed:
             return None
@@ -188,6 +199,26 @@ class RouteLog:
         if not self._deltas or self._deltas[0].version > since + 1:
             return None
         return [d for d in self._deltas if d.version > since]
+
+
+def _table_deltas(pairs: list[tuple[str, Table, Table]]) -> list[tuple[Table, Table]]:
+    """_table_delta of every (switch, before, after), all matched at once (match_rows)."""
+    befores, afters = [b for _, b, _ in pairs], [a for _, _, a in pairs]
+    matched = match_rows(befores, afters) if len(pairs) > 1 else None
+    if matched is None:
+        return [_table_delta(b, a) for _, b, a in pairs]
+    pos, found = matched
+    b_nh, b_own = (np.concatenate([getattr(t, c) for t in befores]) for c in ("next_hop", "owner"))
+    a_nh, a_own = (np.concatenate([getattr(t, c) for t in afters]) for c in ("next_hop", "owner"))
+    kept = found & (b_nh[pos] == a_nh) & (b_own[pos] == a_own)
+    stays = np.zeros(b_nh.size, bool)
+    stays[pos[kept]] = True
+    a_at = np.cumsum([0] + [len(t) for t in afters]).tolist()
+    b_at = np.cumsum([0] + [len(t) for t in befores]).tolist()
+    return [
+        (after.take(~kept[a_at[i] : a_at[i + 1]]), before.take(~stays[b_at[i] : b_at[i + 1]]))
+        for i, (before, after) in enumerate(zip(befores, afters, strict=True))
+    ]
 
 
 def _table_delta(before: Table, after: Table) -> tuple[Table, Table]:
