@@ -19,7 +19,13 @@ from controller.errors import (
 from controller.model.fabric import Fabric
 from controller.routes.entries import Entry, Table
 from controller.routes.plan import Batch, Op
-from sim.switches import EmulatedFabric, SwitchDown, SwitchRejected, SwitchTimeout
+from sim.switches import (
+    EmulatedFabric,
+    SwitchDown,
+    SwitchError,
+    SwitchRejected,
+    SwitchTimeout,
+)
 
 
 class EmulatedDriver(Driver):
@@ -81,16 +87,32 @@ class EmulatedDriver(Driver):
             lambda: self.emulated.program_tables(batch.switch, batch.put, batch.drop, timeout)
         )
 
+    def apply_batches(
+        self, batches: Sequence[Batch], timeout: float | None = None
+    ) -> list[DriverError | None]:
+        """The batches as they are, checked all at once, applied one by one (through
+        `apply_batch` where a subclass overrides it)."""
+        if type(self).apply_batch is not EmulatedDriver.apply_batch:
+            return super().apply_batches(batches, timeout)
+        self._check_open()
+        outcomes = self.emulated.program_many([(b.switch, b.put, b.drop) for b in batches], timeout)
+        return [None if err is None else _driver_error(err) for err in outcomes]
+
     @staticmethod
     def _program(call: Callable[[], None]) -> None:
         try:
             call()
-        except SwitchTimeout as err:
-            raise DriverTimeout(str(err)) from err
-        except SwitchRejected as err:
-            raise DriverRejected(str(err)) from err
-        except SwitchDown as err:
-            raise DriverUnavailable(str(err)) from err
+        except SwitchError as err:
+            raise _driver_error(err) from err
 
     def close(self) -> None:
         self._closed = True
+
+
+def _driver_error(err: SwitchError) -> DriverError:
+    """The driver's error for a switch's (the switch's kept as the cause)."""
+    kind = {SwitchTimeout: DriverTimeout, SwitchRejected: DriverRejected,
+            SwitchDown: DriverUnavailable}.get(type(err), DriverError)  # fmt: skip
+    out = kind(str(err))
+    out.__cause__ = err
+    return out

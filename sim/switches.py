@@ -260,6 +260,60 @@ class EmulatedFabric:
 
         self._program(name, tables, timeout)
 
+    def program_many(
+        self, batches: Sequence[tuple[str, Table, Table]], timeout: float | None = None
+    ) -> list[SwitchError | None]:
+        """`program_tables` for each (switch, put, drop), one after the other, the entries
+        of all checked at once (thousands of small batches make a full install); how each
+        went (None: applied)."""
+        problems = self._problems([(name, put) for name, put, _ in batches])
+        out: list[SwitchError | None] = []
+        for (name, put, drop), problem in zip(batches, problems, strict=True):
+
+            def tables(put: Table = put, drop: Table = drop, problem: str | None = problem):
+                if problem:
+                    raise SwitchRejected(problem)
+                return put, drop
+
+            try:
+                self._program(name, tables, timeout)
+            except SwitchError as err:
+                out.append(err)
+            else:
+                out.append(None)
+        return out
+
+    def _problems(self, puts: Sequence[tuple[str, Table]]) -> list[str | None]:
+        """`_problem` of each (switch, put): the rows of all checked in one pass against
+        the ends of their links, the message made only where one fails."""
+        out: list[str | None] = [None] * len(puts)
+        known = [i for i, (name, put) in enumerate(puts) if len(put) and name in self.switches]
+        for i in known:
+            if puts[i][1].switch != puts[i][0]:
+                out[i] = self._problem(*puts[i])
+        known = [i for i in known if out[i] is None]
+        if not known:
+            return out
+        tables = [puts[i][1] for i in known]
+        sizes = [len(t) for t in tables]
+        node = np.repeat([self.switches[puts[i][0]].node for i in known], sizes)
+        lo, hi = self.fabric.link_ends
+        ok = np.ones(node.size, bool)
+        for column in ("in_port", "next_hop"):
+            link = np.concatenate([getattr(t, column) for t in tables])
+            inside = (link >= 0) & (link < self.fabric.num_links)
+            at = np.where(inside, link, 0)
+            ok &= inside & ((lo[at] == node) | (hi[at] == node))
+        d = np.concatenate([t.dst_host for t in tables])
+        q = np.concatenate([t.qp for t in tables])
+        ok &= (d >= 0) & (d < self.fabric.num_hosts) & (q >= ALL_QPS) & (q < MAX_QP_BUCKETS)
+        if not ok.all():
+            starts = np.cumsum([0] + sizes[:-1])
+            for j in np.unique(np.searchsorted(starts, np.flatnonzero(~ok), "right") - 1):
+                i = known[int(j)]
+                out[i] = self._problem(*puts[i])
+        return out
+
     def _problem(self, name: str, put: Table) -> str | None:
         """Why some entry of `put` cannot be installed on switch `name`, or None."""
         if put.switch != name:

@@ -122,6 +122,22 @@ class DriverConformance:
             driver.apply_batch(Batch.of_ops(SWITCH, [Add(entry(1)), Delete(entry(0)), Add(bad)]))
         assert driver.read_table(SWITCH) == (entry(0),)
 
+    def test_batches_for_many_switches_each_all_or_nothing(self, driver: Driver) -> None:
+        fabric = CONFORMANCE_FABRIC
+        other = "rtsw-p0-r1"
+        theirs = Entry(other, fabric.access_link(4), 0, fabric.rack_link(1, 2))
+        bad = Entry(SWITCH, fabric.access_link(1), 2, fabric.rack_link(1, 0))  # not its link
+        batches = [
+            Batch.of_ops(SWITCH, [Add(entry(0)), Add(bad)]),
+            Batch.of_ops(other, [Add(theirs)]),
+            Batch.of_ops("ctsw-p0-c0", []),
+        ]
+        errors = driver.apply_batches(batches, timeout=1.0)
+        assert isinstance(errors[0], DriverRejected) and errors[1:] == [None, None]
+        assert driver.read_table(SWITCH) == () and driver.read(other) == (theirs,)
+        errors = driver.apply_batches([Batch.of_ops(SWITCH, [Add(entry(0))])])
+        assert errors == [None] and driver.read(SWITCH) == (entry(0),)
+
     def test_close_makes_the_driver_unusable(self, driver: Driver) -> None:
         with driver as same:
             assert same is driver

@@ -63,6 +63,22 @@ class Driver(ABC):
         """Apply a batch to its switch, all or nothing (by default its ops through `apply`)."""
         self.apply(batch.switch, batch.ops, timeout)
 
+    def apply_batches(
+        self, batches: Sequence[Batch], timeout: float | None = None
+    ) -> list[DriverError | None]:
+        """Apply batches for different switches, each all or nothing, one after the other;
+        how each went (None: applied). By default `apply_batch` for each; a driver that
+        can check many at once overrides it (`push` calls it when not `concurrent`)."""
+        errors: list[DriverError | None] = []
+        for batch in batches:
+            try:
+                self.apply_batch(batch, timeout)
+            except DriverError as err:
+                errors.append(err)
+            else:
+                errors.append(None)
+        return errors
+
     @abstractmethod
     def close(self) -> None:
         """Release connections; the driver is unusable afterwards."""

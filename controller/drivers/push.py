@@ -32,6 +32,7 @@ from controller.routes.entries import OWNER, Entry, RouteSet, Table
 from controller.routes.plan import Add, Batch, Delete, Plan, Replace, diff
 
 APPLIED, FAILED, TIMEOUT, SKIPPED, PLANNED = "applied", "failed", "timeout", "skipped", "planned"
+_UNTRIED = object()  # no attempt made yet
 
 
 @dataclass(frozen=True)
@@ -90,12 +91,17 @@ def _apply_with_retries(
     retries: int,
     backoff: float,
     sleep: Callable[[float], None],
+    first: object = _UNTRIED,
 ) -> tuple[int, DriverError | None]:
-    """(attempts made, final error or None)."""
+    """(attempts made, final error or None). `first`: the outcome of a first attempt
+    already made (see `Driver.apply_batches`)."""
     error: DriverError | None = None
     for attempt in range(1, retries + 2):
         try:
-            driver.apply_batch(batch, timeout=timeout)
+            if attempt > 1 or first is _UNTRIED:
+                driver.apply_batch(batch, timeout=timeout)
+            elif isinstance(first, DriverError):
+                raise first
             return attempt, None
         except DriverRejected as err:
             return attempt, err
@@ -114,18 +120,22 @@ def _run_stage(
     deadline: float | None,
     index: int,
     stage: tuple[Batch, ...],
-    apply: Callable[[Batch], tuple[int, DriverError | None]],
+    apply: Callable[[Batch, object], tuple[int, DriverError | None]],
     tries: int,
+    first_attempts: Callable[[tuple[Batch, ...]], list[DriverError | None]] | None = None,
 ) -> dict[str, BatchResult]:
     """Apply one stage's batches on up to `workers` threads, each taking the next batch
     when it is done with one (one task per thread, not per batch: thousands of small
-    batches cost no more than their own work); without a pool, one after the other in
-    this thread. Batches not finished by `deadline` are reported timed out and are not
-    started any more."""
+    batches cost no more than their own work); without a pool, in this thread, the first
+    attempts of all in one call (`first_attempts`), then the retries one by one. Batches
+    not finished by `deadline` are reported timed out and are not started any more."""
     queue = deque(stage)
     results: dict[str, BatchResult] = {}
     lock = threading.Lock()
     stop = threading.Event()
+    firsts: dict[str, DriverError | None] = {}
+    if pool is None and first_attempts is not None:
+        firsts = dict(zip((b.switch for b in stage), first_attempts(stage), strict=True))
 
     def drain() -> None:
         while not stop.is_set():
@@ -133,7 +143,7 @@ def _run_stage(
                 if not queue:
                     return
                 batch = queue.popleft()
-            attempts, err = apply(batch)
+            attempts, err = apply(batch, firsts.get(batch.switch, _UNTRIED))
             if err is None:
                 status = APPLIED
             elif isinstance(err, DriverTimeout):
@@ -221,8 +231,11 @@ def push(
             )
             stage_results = _run_stage(
                 pool, workers, deadline, index, stage,
-                lambda b: _apply_with_retries(driver, b, timeout, retries, backoff, sleep),
+                lambda b, first: _apply_with_retries(
+                    driver, b, timeout, retries, backoff, sleep, first
+                ),
                 retries + 1,
+                lambda batches: driver.apply_batches(batches, timeout),
             )  # fmt: skip
             for r in stage_results.values():
                 if r.status == TIMEOUT:
