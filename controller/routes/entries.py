@@ -648,9 +648,9 @@ def build_routes(fabric: Fabric, assignment: Assignment, owner: str = OWNER) -> 
     ids = switch[starts]
     names = [fabric.node_name(int(s)) for s in ids]
     bounds = np.r_[starts, switch.size].tolist()
-    owners = np.full(switch.size, owner)
-    for column in (in_port, dst, next_hop, owners, qp):  # the tables' slices: read-only
-        column.flags.writeable = False  # already, so a Table takes them as they are
+    owners = np.broadcast_to(np.array(owner), switch.size)  # one name, no copy per row
+    for column in (in_port, dst, next_hop, qp):  # the tables' slices: read-only already,
+        column.flags.writeable = False  # so a Table takes them as they are
     tables: dict[str, Table] = {}
     for i in sorted(range(len(names)), key=names.__getitem__):
         rows = slice(bounds[i], bounds[i + 1])
