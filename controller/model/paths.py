@@ -43,6 +43,8 @@ def decode(fabric: Fabric, cls: np.ndarray, index: np.ndarray) -> dict[str, np.n
     k, a, m = fabric.rack_links, fabric.atsws_per_plane, fabric.agg_links
     index = np.asarray(index, dtype=np.int64)
     cross = np.asarray(cls) == CROSS_POD
+    if cross.shape == index.shape and (cross.all() or not cross.any()):  # one kind of path
+        return _decode_one(index, k, max(a, 1), max(m, 1), bool(cross.any()))
     rest = index.copy()
     kd = rest % k
     rest //= k
@@ -55,6 +57,18 @@ def decode(fabric: Fabric, cls: np.ndarray, index: np.ndarray) -> dict[str, np.n
     ku = rest % k
     c = rest // k
     return {"c": c, "ku": ku, "j": j, "mu": mu, "md": md, "kd": kd}
+
+
+def _decode_one(index: np.ndarray, k: int, a: int, m: int, cross: bool) -> dict[str, np.ndarray]:
+    """`decode` of paths all cross-pod (`cross`) or all not."""
+    kd, rest = index % k, index // k
+    if not cross:
+        zero = np.zeros(index.shape, np.int64)
+        return {"c": rest // k, "ku": rest % k, "j": zero, "mu": zero, "md": zero, "kd": kd}
+    md, rest = rest % m, rest // m
+    mu, rest = rest % m, rest // m
+    j, rest = rest % a, rest // a
+    return {"c": rest // k, "ku": rest % k, "j": j, "mu": mu, "md": md, "kd": kd}
 
 
 def path_index(fabric: Fabric, cls: np.ndarray, digits: dict[str, np.ndarray]) -> np.ndarray:
