@@ -295,9 +295,9 @@ def diff(installed: RouteSet, wanted: RouteSet, fabric: Fabric, owner: str = OWN
     Per switch on the tables' columns: equal tables are skipped, a table into an empty
     switch is one batch of adds per stage (its own rows, shared), others are matched key by
     key."""
-    # (stage, switch) -> (install?, rows of want (install) or have, replaced rows of have
-    # or -1; None: all adds)
-    staged: dict[tuple[int, str], list[tuple[bool, np.ndarray, np.ndarray | None]]] = {}
+    # (stage, switch) -> (install?, rows of want (install) or have (None: all), replaced
+    # rows of have or -1 (None: all adds))
+    staged: dict[tuple[int, str], list[tuple[bool, np.ndarray | None, np.ndarray | None]]] = {}
     blocked: list[Entry] = []
     tables: dict[str, tuple[Table, Table]] = {}
     for switch in sorted(set(installed.tables) | set(wanted.tables)):
@@ -305,7 +305,10 @@ def diff(installed: RouteSet, wanted: RouteSet, fabric: Fabric, owner: str = OWN
         if have.same(want):
             continue
         tables[switch] = (have, want)
-        if not have:  # into an empty switch: the wanted table, all adds
+        if not have and switch.startswith(("rtsw", "atsw")):  # the wanted table, all adds,
+            role = RTSW_UP if switch.startswith("rtsw") else ATSW_DOWN  # of one role
+            staged[(CTSW_DOWN - role, switch)] = [(True, None, None)]
+        elif not have:  # the wanted table, all adds, by role
             for role, rows in _by_role(fabric, switch, want.next_hop):
                 staged.setdefault((CTSW_DOWN - role, switch), []).append((True, rows, None))
     matched = [sw for sw, (have, _) in tables.items() if have]
@@ -328,15 +331,17 @@ def diff(installed: RouteSet, wanted: RouteSet, fabric: Fabric, owner: str = OWN
         to_drop: Table | None = None
         replaced: Table | None = None
         is_replace: np.ndarray | None = None
-        for install, rows, olds in parts:
-            if not install:
-                to_drop = have.take(rows)
-            elif olds is None:  # adds into an empty switch (`rows` a mask)
-                to_set = want if rows.all() else want.take(rows)
-            elif rows.size == len(want) and not (olds >= 0).any():
+        for install, picked, olds in parts:
+            if picked is None:  # the whole wanted table, into an empty switch
+                to_set = want
+            elif not install:
+                to_drop = have.take(picked)
+            elif olds is None:  # adds into an empty switch (`picked` a mask)
+                to_set = want if picked.all() else want.take(picked)
+            elif picked.size == len(want) and not (olds >= 0).any():
                 to_set = want  # a whole table of adds: the wanted table itself
             else:
-                to_set, is_replace = want.take(rows), olds >= 0
+                to_set, is_replace = want.take(picked), olds >= 0
                 replaced = have.take(olds[is_replace])
         stages[stage].append(Batch(switch, to_set, to_drop, is_replace, replaced))
     return Plan(tuple(tuple(s) for s in stages), tuple(sorted(blocked)))
