@@ -1102,7 +1102,10 @@ class Engine:
         `_scope`); the wanted routes of the others are kept as they were."""
         previous = self._pushed_asg
         racks = None  # None: plan every rack (most changed: scoping would not pay)
-        if previous is not None and not _most_racks_resized(self.fabric, previous, assignment):
+        if previous is not None and (
+            len(previous.flows) == len(assignment.flows)  # a repair (same rows): cheap
+            or not _most_racks_resized(self.fabric, previous, assignment)
+        ):
             racks = changed_racks(self.fabric, previous, assignment)
         scope = None
         most = racks is not None and racks.size * 2 > self.fabric.num_racks
