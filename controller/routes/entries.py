@@ -688,8 +688,9 @@ def _fold_buckets(
     split = qp != ALL_QPS
     if not split.any():
         return qp
-    base = in_arc * fabric.num_hosts + dst
-    run = np.cumsum(np.r_[True, base[1:] != base[:-1]]) - 1
+    base = in_arc * fabric.num_hosts
+    base += dst  # (in place: at a million rows fresh memory costs as much as arithmetic)
+    run = _run_ids(base)
     whole_run = np.zeros(int(run[-1]) + 1, bool)
     whole_run[run[~split]] = True
     covered = split & whole_run[run]  # agree with its all-buckets entry (conflict-checked)
@@ -711,16 +712,29 @@ def _bucket_winners(fabric: Fabric, run: np.ndarray, out_arc: np.ndarray) -> np.
     smallest arc), counted per key in a table of the source RTSW's uplinks, which is where
     bucket entries live (no sort); None if some next hop is not such an uplink."""
     width = fabric.ctsws_per_pod * fabric.rack_links
-    link = out_arc // 2 - fabric.rack_base
-    if (out_arc % 2).any() or link.min() < 0 or link.max() >= fabric.num_rack_links:
+    link = out_arc // 2
+    link -= fabric.rack_base
+    if (out_arc & 1).any() or link.min() < 0 or link.max() >= fabric.num_rack_links:
         return None
-    local = link % width  # the uplinks of one RTSW, in link order
-    key = np.cumsum(np.r_[True, run[1:] != run[:-1]]) - 1  # keys ascend: runs
+    local = np.remainder(link, width, out=link)  # the uplinks of one RTSW, in link order
+    key = _run_ids(run)  # keys ascend: runs
     if (int(key[-1]) + 1) * width > 4 * run.size + 4096:  # a sparse table: sort instead
         return None
-    counts = np.bincount(key * width + local, minlength=(int(key[-1]) + 1) * width)
+    cell = key * np.int64(width)
+    cell += local
+    counts = np.bincount(cell, minlength=(int(key[-1]) + 1) * width)
     mode = counts.reshape(-1, width).argmax(axis=1)  # the first (smallest) of the largest
     return np.asarray(local == mode[key])
+
+
+def _run_ids(values: np.ndarray) -> np.ndarray:
+    """0, 1, ... numbering the runs of equal neighbours (int32: rows < 2**31)."""
+    new = np.empty(values.size, bool)
+    new[:1] = True
+    np.not_equal(values[1:], values[:-1], out=new[1:])
+    run = np.cumsum(new, dtype=np.int32)
+    run -= 1
+    return run
 
 
 def _bucket_winners_sorted(fabric: Fabric, run: np.ndarray, out_arc: np.ndarray) -> np.ndarray:
