@@ -162,7 +162,7 @@ class RouteLog:
         added: dict[str, Table] = {}
         removed: dict[str, Table] = {}
         was, now = old.tables, installed.tables
-        pairs: list[tuple[str, Table, Table]] = []  # tables on both sides, not equal
+        pairs: list[tuple[str, Table, Table]] = []  # tables on both sides
         for sw in sorted(set(switches)):
             before, after = was.get(sw), now.get(sw)
             if before is after:
@@ -173,8 +173,7 @@ class RouteLog:
                 if before:
                     removed[sw] = before
                 continue
-            if not before.same(after):
-                pairs.append((sw, before, after))
+            pairs.append((sw, before, after))  # equal tables give an empty delta
         for (sw, _, _), (plus, minus) in zip(pairs, _table_deltas(pairs), strict=True):
             if plus:
                 added[sw] = plus
