@@ -126,6 +126,17 @@ class Table(Sequence[Entry]):
             raise RouteError(f"table of {switch}: columns of different lengths")
 
     @classmethod
+    def empty(cls, switch: str) -> Table:
+        """The empty table of `switch`, shared (tables are read-only): diffs and batches
+        ask for thousands of them."""
+        table = _EMPTY.get(switch)
+        if table is None:
+            table = Table(switch)
+            if len(_EMPTY) < _EMPTY_KEPT:
+                table = _EMPTY.setdefault(switch, table)
+        return table
+
+    @classmethod
     def of(cls, switch: str, entries: Iterable[Entry]) -> Table:
         """The table of `entries` (all on `switch`), sorted by match; a key given twice
         keeps the last entry."""
@@ -237,6 +248,10 @@ class Table(Sequence[Entry]):
         return f"Table({self.switch!r}, {len(self)} entries)"
 
 
+_EMPTY: dict[str, Table] = {}  # Table.empty's, by switch name
+_EMPTY_KEPT = 1 << 16  # names kept at most (names may come from requests)
+
+
 def _frozen(column: np.ndarray, dtype: type) -> np.ndarray:
     if column is _NO_INTS or column is _NO_OWNERS:
         return column
@@ -346,7 +361,7 @@ class RouteSet:
 
     def table(self, switch: str) -> Table:
         found = self.tables.get(switch)
-        return Table(switch) if found is None else found
+        return Table.empty(switch) if found is None else found
 
     def only(self, switches: Iterable[str]) -> RouteSet:
         """The entries of some switches only."""

@@ -98,10 +98,10 @@ class Batch:
         old: Table | None = None,
     ) -> None:
         self.switch = switch
-        self.put = Table(switch) if put is None else put
-        self.drop = Table(switch) if drop is None else drop
+        self.put = Table.empty(switch) if put is None else put
+        self.drop = Table.empty(switch) if drop is None else drop
         self.replaced = np.zeros(len(self.put), bool) if replaced is None else replaced
-        self.old = Table(switch) if old is None else old  # one row per True in `replaced`
+        self.old = Table.empty(switch) if old is None else old  # a row per True in `replaced`
         self._ops: tuple[Op, ...] | None = None
 
     @classmethod
