@@ -16,6 +16,7 @@ from controller.routes.entries import (
     build_routes,
     entry_role,
     match_keys,
+    match_rows,
     switch_ports,
 )
 from controller.routes.plan import STAGE_NAMES, Add, Batch, Delete, Op, Plan, Replace, diff
@@ -129,6 +130,31 @@ def test_updated_sets_then_removes_like_a_dict(a: tuple[RouteSet, RouteSet], b):
         for e in drop:
             model.pop(e.match, None)
         assert table.updated(put, drop) == tuple(model[k] for k in sorted(model))
+
+
+@settings(max_examples=40, deadline=None)
+@given(route_pairs())
+def test_match_rows_finds_each_row_in_its_own_pair(pair: tuple[RouteSet, RouteSet]):
+    """Pairs matched all at once: a row of right[i] finds its match in left[i] only."""
+    left = [pair[0].table(sw) for sw in SWITCHES]
+    right = [pair[1].table(sw) for sw in (*SWITCHES[1:], SWITCHES[0])]  # other switches too
+    right = [Table(a.switch, b.in_port, b.dst_host, b.next_hop, b.owner, b.qp)
+             for a, b in zip(left, right, strict=True)]  # fmt: skip
+    matched = match_rows(left, right)
+    assert matched is not None
+    pos, found = matched
+    start = np.cumsum([0] + [len(t) for t in left])
+    row = 0
+    for i, (a, b) in enumerate(zip(left, right, strict=True)):
+        at = {e.match: k for k, e in enumerate(a)}
+        for e in b:
+            k = at.get(e.match)
+            assert bool(found[row]) == (k is not None)
+            assert k is None or pos[row] == start[i] + k
+            row += 1
+    assert row == found.size
+    bad = Table("x", np.array([-1]), np.array([0]), np.array([0]), "o", np.array([-1]))
+    assert match_rows([bad, bad], [bad, bad]) is None  # out of range: pair by pair instead
 
 
 def test_match_keys_compare_across_tables_and_order_out_of_range_ids():
