@@ -128,7 +128,8 @@ def _run_stage(
     when it is done with one (one task per thread, not per batch: thousands of small
     batches cost no more than their own work); without a pool, in this thread, the first
     attempts of all in one call (`first_attempts`), then the retries one by one. Batches
-    not finished by `deadline` are reported timed out and are not started any more."""
+    not finished by `deadline` are reported timed out and are not started any more (one
+    whose first attempt went in, applied)."""
     queue = deque(stage)
     results: dict[str, BatchResult] = {}
     lock = threading.Lock()
@@ -173,10 +174,14 @@ def _run_stage(
         stop.set()
         with lock:
             for batch in stage:
-                if batch.switch not in results:
-                    results[batch.switch] = BatchResult(
-                        index, batch.switch, len(batch), TIMEOUT, tries, "stage deadline passed"
-                    )
+                if batch.switch in results:
+                    continue
+                if firsts.get(batch.switch, _UNTRIED) is None:  # its first attempt went in
+                    results[batch.switch] = BatchResult(index, batch.switch, len(batch), APPLIED, 1)
+                    continue
+                results[batch.switch] = BatchResult(
+                    index, batch.switch, len(batch), TIMEOUT, tries, "stage deadline passed"
+                )
     with lock:
         return dict(results)
 
