@@ -541,6 +541,9 @@ def _varint(value: int) -> bytes:
             return bytes(out)
 
 
+APPLY_RUNS = 5  # jobs put -> applied is one sample per engine: the median of this many
+
+
 def bench_service_mix(cfg: Config) -> Iterator[Section]:
     """Controller engine on the meta-24k job mix: jobs put -> applied, link down -> repair
     applied and settled (the issue's targets: < 1.5 s, p99 < 100 ms, p99 < 1 s)."""
@@ -549,14 +552,20 @@ def bench_service_mix(cfg: Config) -> Iterator[Section]:
 
     sec = Section("Controller service on the meta-24k job mix")
     fabric = build(PRESETS["meta-24k"])
-    driver = EmulatedDriver(fabric)
-    engine = Engine(fabric, driver, debounce=0.0)
     jobs = random_jobs(fabric, seed=1)
-    start = time.perf_counter()
-    for job in jobs:
-        engine.put_job(job, 0)
-    engine.wait_idle(600)
-    t_apply = time.perf_counter() - start
+    applied: list[float] = []  # jobs put -> applied, each on a fresh engine and switches
+    engine: Engine | None = None
+    for _ in range(APPLY_RUNS):
+        if engine is not None:
+            engine.close()
+        engine = Engine(fabric, EmulatedDriver(fabric), debounce=0.0)
+        start = time.perf_counter()
+        for job in jobs:
+            engine.put_job(job, 0)
+        engine.wait_idle(600)
+        applied.append(time.perf_counter() - start)
+        log(f"  jobs put -> applied: {applied[-1]:.3f} s")
+    assert engine is not None
     engine.wait_predicted(600)  # the rate prediction of the jobs' routes follows the settle
     res = engine.last_result
     assert res is not None
@@ -602,7 +611,8 @@ def bench_service_mix(cfg: Config) -> Iterator[Section]:
              "RTSW-CTSW link is reported down, then restored before the next.")  # fmt: skip
     sec.text("")
     sec.table(["step", "median s", "max s", "target"], [
-        ["jobs put -> routes applied and read back", t_apply, t_apply, "< 1.5 s"],
+        [f"jobs put -> routes applied and read back ({APPLY_RUNS} fresh engines)",
+         statistics.median(applied), max(applied), "< 1.5 s"],
         ["link down -> repair applied", statistics.median(repaired), max(repaired),
          "p99 < 0.1 s"],
         ["link down -> settled (repair, or re-optimisation, applied)",
