@@ -231,13 +231,25 @@ def _switch_diff(
     kh, kw = match_keys(have, want)
     pos = np.minimum(np.searchsorted(kh, kw), kh.size - 1)
     found = kh[pos] == kw
-    same = found & (have.next_hop[pos] == want.next_hop) & (have.owner[pos] == want.owner)
-    same &= have.qp[pos] == want.qp  # (always, where found: qp is part of the key)
-    held = found & ~same
-    blocked = held & ~ours[pos]
+    return _decide(pos, found, ours, (have.next_hop, have.owner, have.qp),
+                   (want.next_hop, want.owner, want.qp))  # fmt: skip
+
+
+def _decide(
+    pos: np.ndarray,
+    found: np.ndarray,
+    ours: np.ndarray,
+    have: tuple[np.ndarray, np.ndarray, np.ndarray],
+    want: tuple[np.ndarray, np.ndarray, np.ndarray],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """_switch_diff's rows from each wanted row's match (`pos` into the installed rows,
+    where `found`), which installed rows are `ours`, and both sides' (next hop, owner, qp)."""
+    same = found & (have[0][pos] == want[0]) & (have[1][pos] == want[1])
+    same &= have[2][pos] == want[2]  # (always, where found: qp is part of the key)
+    blocked = found & ~same & ~ours[pos]
     put = np.flatnonzero(~same & ~blocked)
     old = np.where(found[put], pos[put], -1)
-    gone = np.ones(kh.size, bool)
+    gone = np.ones(have[0].size, bool)
     gone[pos[found]] = False
     return put, old, np.flatnonzero(gone & ours), np.flatnonzero(blocked)
 
@@ -262,15 +274,8 @@ def _switch_diffs(
         np.concatenate([getattr(t, c) for t in wants]) for c in ("next_hop", "owner", "qp")
     )
     ours = np.asarray(have_own == owner, dtype=bool)
-    same = found & (have_nh[pos] == want_nh) & (have_own[pos] == want_own)
-    same &= have_qp[pos] == want_qp
-    held = found & ~same
-    blocked = held & ~ours[pos]
-    put = np.flatnonzero(~same & ~blocked)
-    old = np.where(found[put], pos[put], -1)
-    gone = np.ones(have_nh.size, bool)
-    gone[pos[found]] = False
-    drop, held_rows = np.flatnonzero(gone & ours), np.flatnonzero(blocked)
+    put, old, drop, held_rows = _decide(pos, found, ours, (have_nh, have_own, have_qp),
+                                        (want_nh, want_own, want_qp))  # fmt: skip
     # back to each pair's own rows
     want_at = np.cumsum([0] + [len(w) for w in wants])
     have_at = np.cumsum([0] + [len(h) for h in haves])

@@ -43,14 +43,16 @@ def _fold_reference(in_arc, out_arc, dst, qp):  # type: ignore[no-untyped-def]
     return out
 
 
-@settings(max_examples=80, deadline=None)
-@given(
-    st.lists(
-        st.tuples(st.integers(0, 3), st.integers(0, 2), st.integers(-1, 5), st.integers(0, 3)),
-        min_size=1,
-        max_size=60,
-    )
+# (in_arc, dst host, qp, next hop) rows of a few keys, many of them shared
+_KEY_ROWS = st.lists(
+    st.tuples(st.integers(0, 3), st.integers(0, 2), st.integers(-1, 5), st.integers(0, 3)),
+    min_size=1,
+    max_size=60,
 )
+
+
+@settings(max_examples=80, deadline=None)
+@given(_KEY_ROWS)
 def test_fold_buckets_matches_the_reference(rows: list[tuple[int, int, int, int]]) -> None:
     arr = np.array(rows, np.int64)
     in_arc, dst, qp, out = arr.T
@@ -62,13 +64,7 @@ def test_fold_buckets_matches_the_reference(rows: list[tuple[int, int, int, int]
 
 
 @settings(max_examples=80, deadline=None)
-@given(
-    st.lists(
-        st.tuples(st.integers(0, 3), st.integers(0, 2), st.integers(-1, 5), st.integers(0, 3)),
-        min_size=1,
-        max_size=60,
-    )
-)
+@given(_KEY_ROWS)
 def test_fold_buckets_counts_uplinks_like_the_reference(
     rows: list[tuple[int, int, int, int]],
 ) -> None:
