@@ -107,6 +107,34 @@ def _fits(f: int, c: int, p: int, now: int, group: np.ndarray, span: np.ndarray,
 
 
 @njit(cache=True, nogil=True)
+def _move(f: int, c: int, p: int, load: np.ndarray, demand: np.ndarray, path: np.ndarray,
+          chosen: np.ndarray, base: np.ndarray, off: np.ndarray, first: np.ndarray,
+          hops: np.ndarray, group: np.ndarray, span: np.ndarray, forced: np.ndarray,
+          count: np.ndarray) -> None:  # fmt: skip
+    """Move flow f (of class c) to path p: its demand off the arcs of its path, then onto
+    those of p (in that order: an arc on both ends where it began, to the bit as numpy's
+    `load[old] -= d; load[new] += d`), and its entry mates' hold from its uplink to p's."""
+    d = demand[f]
+    for k in range(hops[c]):
+        load[chosen[f, k]] -= d
+    g = group[f]
+    if g >= 0:  # mates: f leaves its uplink, then takes the new one
+        u = path[f] // span[c]
+        count[g, u] -= 1
+        if count[g, u] == 0:
+            forced[g, u] = -1
+        u = p // span[c]
+        forced[g, u] = p % span[c]
+        count[g, u] += 1
+    path[f] = p
+    row = first[c] + p
+    for k in range(hops[c]):
+        chosen[f, k] = base[f, k] + off[row, k]
+    for k in range(hops[c]):
+        load[chosen[f, k]] += d
+
+
+@njit(cache=True, nogil=True)
 def relieve(
     over: np.ndarray,
     starts: np.ndarray,
@@ -209,22 +237,8 @@ def relieve(
                         break
                 if not fit or not _fits(f, c, p, path[f], group, span, forced, count):
                     continue
-                for k in range(hops[c]):
-                    load[chosen[f, k]] -= d
-                g = group[f]
-                if g >= 0:  # mates: f leaves its uplink, then takes the new one
-                    u = path[f] // span[c]
-                    count[g, u] -= 1
-                    if count[g, u] == 0:
-                        forced[g, u] = -1
-                    u = p // span[c]
-                    forced[g, u] = p % span[c]
-                    count[g, u] += 1
-                path[f] = p
-                for k in range(hops[c]):
-                    chosen[f, k] = base[f, k] + off[row, k]
-                for k in range(hops[c]):
-                    load[chosen[f, k]] += d
+                _move(f, c, p, load, demand, path, chosen, base, off, first, hops, group, span,
+                      forced, count)  # fmt: skip
             lo = hi
         if not unlimited and tries >= limit:
             break
@@ -358,27 +372,15 @@ def search(
             batch0 = max(first_batch, pick + 2)
             f = on[pick]
             c = cls[f]
-            d = demand[f]
-            row = first[c] + p
-            for k in range(chosen.shape[1]):
-                if chosen[f, k] >= 0:
-                    load[chosen[f, k]] -= d
-                    h = hot_index[chosen[f, k]]
-                    if h >= 0:
-                        util[h] = load[chosen[f, k]] * weight[h]
-            g = group[f]
-            if g >= 0:  # mates: f leaves its uplink, then takes the new one
-                u = path[f] // span[c]
-                count[g, u] -= 1
-                if count[g, u] == 0:
-                    forced[g, u] = -1
-                u = p // span[c]
-                forced[g, u] = p % span[c]
-                count[g, u] += 1
-            path[f] = p
-            for k in range(hops[c]):
-                a = base[f, k] + off[row, k]
-                chosen[f, k] = a
+            old = chosen[f].copy()
+            _move(f, c, p, load, demand, path, chosen, base, off, first, hops, group, span,
+                  forced, count)  # fmt: skip
+            for k in range(chosen.shape[1]):  # the utilisation of the arcs left and taken
+                for a in (old[k], chosen[f, k]):
+                    if a >= 0 and hot_index[a] >= 0:
+                        util[hot_index[a]] = load[a] * weight[hot_index[a]]
+            for k in range(hops[c]):  # f is on these arcs now
+                a = chosen[f, k]
                 if n_extra == extra_row.size:
                     extra_row = np.concatenate((extra_row, np.empty(extra_row.size, np.int64)))
                     extra_next = np.concatenate((extra_next, np.empty(extra_next.size, np.int64)))
@@ -386,12 +388,6 @@ def search(
                 extra_next[n_extra] = head[a]
                 head[a] = n_extra
                 n_extra += 1
-            for k in range(hops[c]):
-                a = chosen[f, k]
-                load[a] += d
-                h = hot_index[a]
-                if h >= 0:
-                    util[h] = load[a] * weight[h]
             moved = True
             break
         if not moved:
