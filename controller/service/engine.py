@@ -76,8 +76,10 @@ from controller.solver.solve import SolveOptions, SolveResult, solve
 log = logging.getLogger("fabric_te.engine")
 WRITE_ATTEMPTS = 8  # guarded store writes per input before the caller gets ABORTED
 GC_INTERVAL = 600.0  # seconds between full collections of what settles froze
-SWEEP_CHUNK = 64  # switches per step of a periodic reconcile (inputs are taken between;
-# 256 at meta-24k took ~45 ms, which a link report arriving meanwhile waited for)
+SWEEP_CHUNK = 64  # switches per step of a periodic reconcile at most (inputs are taken
+# between; 256 at meta-24k took ~45 ms, which a link report arriving meanwhile waited for)
+SWEEP_STEP = 0.02  # s a step may take, at the driver's last pace: the linux driver reads a
+# switch in 5-20 ms, so 64 of them made a link report wait 0.2-0.8 s behind a step
 LATENCY_SAMPLES = 1024  # report-to-installed latencies kept for Status's quantiles
 PREDICT_QUIET = 1.0  # s without a new result (and idle) before the last one's rate prediction
 PREDICT_EVERY = 5.0  # s after which it runs even while results keep coming
@@ -246,6 +248,7 @@ class Engine:
         self._predicted_at = time.monotonic()  # when the last prediction started
         self._sweep: list[str] = []  # switches a periodic reconcile has still to check
         self._sweep_ok = True
+        self._sweep_pace: float | None = None  # s per switch of the last sweep step
         self.rebased = 0  # global results re-based on a link change that came meanwhile
         self.dropped = 0  # global results dropped unpushed: stale when they ended
         self._dropped_last = False  # the last global result was dropped
@@ -630,14 +633,19 @@ class Engine:
         gc.freeze()
 
     def _sweep_step(self) -> None:
-        """Reconcile the next SWEEP_CHUNK switches of a periodic sweep (started when none
-        is under way): new inputs are taken between chunks, so a link report never waits
-        for a whole fabric to be read."""
+        """Reconcile the next switches of a periodic sweep (started when none is under way):
+        as many as the driver read in SWEEP_STEP s last time (one at first, at most
+        SWEEP_CHUNK). New inputs are taken between steps, so a link report never waits for
+        a whole fabric to be read, nor long for a slow driver's switches."""
         try:
             if not self._sweep:
                 self._sweep, self._sweep_ok = list(self.driver.switches()), True
-            chunk, self._sweep = self._sweep[:SWEEP_CHUNK], self._sweep[SWEEP_CHUNK:]
+            pace = self._sweep_pace
+            n = 1 if pace is None else max(1, min(SWEEP_CHUNK, int(SWEEP_STEP / max(pace, 1e-9))))
+            chunk, self._sweep = self._sweep[:n], self._sweep[n:]
+            start = time.perf_counter()
             self._sweep_ok &= self._reconcile(set(chunk)).in_sync
+            self._sweep_pace = (time.perf_counter() - start) / max(len(chunk), 1)
         except Exception:  # noqa: BLE001 - the loop must survive anything
             if self._stop:  # closing: the driver may be closed under the sweep
                 log.info("periodic reconcile cut off by shutdown")

@@ -227,6 +227,43 @@ def test_a_sweep_cut_off_by_shutdown_ends_quietly(monkeypatch, caplog) -> None: 
     assert not [r for r in caplog.records if r.exc_info]
 
 
+class SlowReadDriver(EmulatedDriver):
+    """Reads a switch in `pace` s (a driver over netlink or a switch's API), counting them."""
+
+    def __init__(self, fabric: Fabric, pace: float) -> None:
+        super().__init__(fabric)
+        self.pace = pace
+        self.reads: list[str] = []
+
+    def read_table(self, switch: str) -> Table:
+        time.sleep(self.pace)
+        self.reads.append(switch)
+        return super().read_table(switch)
+
+
+def test_a_sweep_step_of_a_slow_driver_is_short() -> None:
+    """A link report waits for the sweep step under way: with a driver that reads a switch
+    in 10 ms, a step reads as many as fit in SWEEP_STEP (one to learn the pace), not
+    SWEEP_CHUNK of them."""
+    from controller.service.engine import SWEEP_STEP
+
+    driver = SlowReadDriver(FABRIC, pace=0.01)
+    engine = Engine(FABRIC, driver, debounce=0.0, reconcile_interval=3600.0)
+    try:
+        assert engine.wait_idle(30)
+        steps = []
+        for _ in range(4):
+            before = len(driver.reads)
+            engine._sweep_step()  # the worker is idle: no sweep of its own runs now
+            steps.append(len(driver.reads) - before)
+        assert steps[0] == 1
+        # (a step's chunk can hold a switch it need not read: at most its chunk is read)
+        assert all(n <= 2 * max(1, int(SWEEP_STEP / 0.01)) for n in steps[1:]), steps
+        assert sum(steps) >= 4 and len(driver.switches()) > 2 * max(steps)
+    finally:
+        engine.close()
+
+
 def _egress_job() -> Job:
     # hosts of racks 0 and 1 alternate in the ring: both hosts of rack 0 send out of it, 8
     # NICs x line rate over its 8 uplinks (the rack's egress is full)
