@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from controller.model.clos import PRESETS, build
 from controller.model.fabric import Fabric
 from controller.model.flows import FlowSet
 from controller.model.health import LinkHealth
@@ -30,6 +31,29 @@ def _random_alive_paths(
             return None
         path[f] = rng.choice(alive)
     return path
+
+
+def _random_instance(
+    spec: str, n_flows: int, seed: int, failures: int, equal: bool = False
+) -> tuple[Fabric, LinkHealth, FlowSet]:
+    """A preset fabric with `failures` random rack links down and `n_flows` random flows
+    between NICs of different hosts: all 400G when `equal`, else 50-400G."""
+    fabric = build(PRESETS[spec])
+    rng = np.random.default_rng(seed)
+    src = rng.integers(0, fabric.num_nics, n_flows)
+    dst = rng.integers(0, fabric.num_nics, n_flows)
+    same = fabric.host_of_nic(src) == fabric.host_of_nic(dst)
+    dst[same] = (dst[same] + fabric.nics_per_host) % fabric.num_nics
+    demand = 400.0 if equal else rng.choice([50.0, 100.0, 200.0, 400.0], n_flows)
+    links = fabric.rack_base + rng.choice(fabric.num_rack_links, failures, replace=False)
+    return fabric, LinkHealth.all_up(fabric).down(links.tolist()), FlowSet.build(src, dst, demand)
+
+
+@pytest.fixture(scope="session")
+def random_instance():  # type: ignore[no-untyped-def]
+    """`(spec, n_flows, seed, failures, equal=False) -> (fabric, health, flows)`;
+    session-scoped for hypothesis."""
+    return _random_instance
 
 
 @pytest.fixture(scope="session")

@@ -65,29 +65,13 @@ def cases(draw):
     seed = draw(st.integers(0, 10_000))
     equal = draw(st.booleans())
     failures = draw(st.integers(0, 3))
-    return spec, n_flows, seed, equal, failures
-
-
-def _instance(spec, n_flows, seed, equal, failures):
-    from controller.model.clos import PRESETS
-
-    fabric = build(PRESETS[spec])
-    rng = np.random.default_rng(seed)
-    src = rng.integers(0, fabric.num_nics, n_flows)
-    dst = rng.integers(0, fabric.num_nics, n_flows)
-    same = fabric.host_of_nic(src) == fabric.host_of_nic(dst)
-    dst[same] = (dst[same] + fabric.nics_per_host) % fabric.num_nics
-    demand = 400.0 if equal else rng.choice([50.0, 100.0, 200.0, 400.0], n_flows)
-    flows = FlowSet.build(src, dst, demand)
-    links = fabric.rack_base + rng.choice(fabric.num_rack_links, failures, replace=False)
-    health = LinkHealth.all_up(fabric).down(links.tolist())
-    return fabric, health, flows
+    return spec, n_flows, seed, failures, equal
 
 
 @settings(max_examples=40, deadline=None)
 @given(cases())
-def test_properties(case):
-    fabric, health, flows = _instance(*case)
+def test_properties(random_instance, case):
+    fabric, health, flows = random_instance(*case)
     res = assign_paths(fabric, health, flows)
     a = res.assignment
     routed = a.routed
@@ -100,8 +84,8 @@ def test_properties(case):
     assert np.array_equal(again.assignment.path, a.path) and again.method == res.method
 
 
-def test_local_search_never_worse(small):
-    fabric, health, flows = _instance("small", 60, 3, False, 0)
+def test_local_search_never_worse(random_instance, small):
+    fabric, health, flows = random_instance("small", 60, 3, 0, equal=False)
     path = greedy(fabric, health, flows)
     better = local_search(fabric, health, flows, path)
     assert _max_util(fabric, health, Assignment(flows, better)) <= _max_util(
@@ -117,8 +101,8 @@ def test_local_search_fixes_a_bad_start(two_rack_pod):
     assert sorted(better.tolist()) == [0, 1]
 
 
-def test_stability_keeps_previous_paths(small):
-    fabric, health, flows = _instance("small", 30, 5, True, 0)
+def test_stability_keeps_previous_paths(random_instance, small):
+    fabric, health, flows = random_instance("small", 30, 5, 0, equal=True)
     first = assign_paths(fabric, health, flows)
     # a new flow joins; everyone else keeps their path
     extra = FlowSet.build([1], [40], 400.0)
@@ -128,16 +112,16 @@ def test_stability_keeps_previous_paths(small):
     assert np.array_equal(second.assignment.path[: len(flows)], first.assignment.path)
 
 
-def test_empty_previous_keeps_nothing(small):
-    fabric, health, flows = _instance("small", 30, 6, True, 0)
+def test_empty_previous_keeps_nothing(random_instance, small):
+    fabric, health, flows = random_instance("small", 30, 6, 0, equal=True)
     none = Assignment(FlowSet.empty(), np.zeros(0, np.int64))
     res = assign_paths(fabric, health, flows, previous=none)
     assert res.churn.size == 0 and res.assignment.routed.all()
     assert path_alive(res.assignment.arcs(fabric), health.arc_capacity(fabric)).all()
 
 
-def test_stability_moves_broken_flows(small):
-    fabric, health, flows = _instance("small", 30, 6, True, 0)
+def test_stability_moves_broken_flows(random_instance, small):
+    fabric, health, flows = random_instance("small", 30, 6, 0, equal=True)
     first = assign_paths(fabric, health, flows)
     arcs = first.assignment.arcs(fabric)
     victim = int(np.flatnonzero(first.assignment.path >= 0)[0])
@@ -151,8 +135,8 @@ def test_stability_moves_broken_flows(small):
 
 @settings(max_examples=25, deadline=None)
 @given(cases(), st.integers(1, 6))
-def test_table_budget_respected(case, budget):
-    fabric, health, flows = _instance(*case)
+def test_table_budget_respected(random_instance, case, budget):
+    fabric, health, flows = random_instance(*case)
     res = assign_paths(fabric, health, flows, table_budget=budget)
     assert table_usage(fabric, res.assignment).max(initial=0) <= budget
     assert not np.isin(res.fallback_ecmp, np.flatnonzero(res.assignment.routed)).any()
@@ -183,10 +167,10 @@ def test_meets_bound_on_one_to_one_pod():
 
 @settings(max_examples=30, deadline=None)
 @given(cases())
-def test_greedy_batched_places_every_alive_flow_and_keeps_fixed(case):
+def test_greedy_batched_places_every_alive_flow_and_keeps_fixed(random_instance, case):
     from controller.solver.greedy import greedy_batched
 
-    fabric, health, flows = _instance(*case)
+    fabric, health, flows = random_instance(*case)
     fixed = np.full(len(flows), UNROUTED, np.int64)
     fixed[::3] = greedy(fabric, health, flows)[::3]
     path = greedy_batched(fabric, health, flows, fixed=fixed)
@@ -201,12 +185,12 @@ def test_greedy_batched_places_every_alive_flow_and_keeps_fixed(case):
 
 @settings(max_examples=30, deadline=None)
 @given(cases())
-def test_batched_arcs_and_local_search_from_them_equal_the_recomputed(case):
+def test_batched_arcs_and_local_search_from_them_equal_the_recomputed(random_instance, case):
     """The core arcs greedy_batched_arcs hands on are cand.all_chosen of its paths, and a
     local search started from them moves exactly as one that computes them itself."""
     from controller.solver.greedy import candidates, greedy_batched_arcs
 
-    fabric, health, flows = _instance(*case)
+    fabric, health, flows = random_instance(*case)
     cand = candidates(fabric, flows)
     fixed = np.full(len(flows), UNROUTED, np.int64)
     fixed[::2] = greedy(fabric, health, flows)[::2]
@@ -281,8 +265,8 @@ def _scalar_local_search(fabric, health, flows, path, max_tries):
 
 @settings(max_examples=40, deadline=None)
 @given(cases(), st.sampled_from([None, 1, 2, 5, 40]))
-def test_local_search_tries_like_one_flow_at_a_time(case, tries):
-    fabric, health, flows = _instance(*case)
+def test_local_search_tries_like_one_flow_at_a_time(random_instance, case, tries):
+    fabric, health, flows = random_instance(*case)
     start = greedy(fabric, health, flows)
     start[start >= 0] = 0  # everything on the first candidate: plenty to move
     want = _scalar_local_search(fabric, health, flows, start, tries)
@@ -291,12 +275,12 @@ def test_local_search_tries_like_one_flow_at_a_time(case, tries):
 
 @settings(max_examples=20, deadline=None)
 @given(cases())
-def test_candidates_of_buckets_are_their_flows(case):
+def test_candidates_of_buckets_are_their_flows(random_instance, case):
     """A QP bucket has its flow's candidates, so the spray takes them by parent index."""
     from controller.solver.greedy import candidates
     from controller.solver.qp_buckets import split_flows
 
-    fabric, _, flows = _instance(*case)
+    fabric, _, flows = random_instance(*case)
     new, parent = split_flows(flows, np.arange(0, len(flows), 2), 4)
     want, got = candidates(fabric, new), candidates(fabric, flows).take(parent)
     assert np.array_equal(want.cls, got.cls) and np.array_equal(want.base, got.base)

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from controller.model.assignment import Assignment
-from controller.model.clos import PRESETS, ClosSpec, build
+from controller.model.clos import ClosSpec, build
 from controller.model.fabric import ACCESS, Fabric
 from controller.model.flows import FlowSet
 from controller.model.health import LinkHealth
@@ -82,22 +82,10 @@ def cases(draw):  # type: ignore[no-untyped-def]
     return spec, n_flows, seed, failures
 
 
-def _instance(spec: str, n_flows: int, seed: int, failures: int):  # type: ignore[no-untyped-def]
-    fabric = build(PRESETS[spec])
-    rng = np.random.default_rng(seed)
-    src = rng.integers(0, fabric.num_nics, n_flows)
-    dst = rng.integers(0, fabric.num_nics, n_flows)
-    same = fabric.host_of_nic(src) == fabric.host_of_nic(dst)
-    dst[same] = (dst[same] + fabric.nics_per_host) % fabric.num_nics
-    demand = rng.choice([50.0, 100.0, 200.0, 400.0], n_flows)
-    links = fabric.rack_base + rng.choice(fabric.num_rack_links, failures, replace=False)
-    return fabric, LinkHealth.all_up(fabric).down(links.tolist()), FlowSet.build(src, dst, demand)
-
-
 @settings(max_examples=40, deadline=None)
 @given(cases())
-def test_relief_from_any_start_never_worsens(random_alive_paths, case):
-    fabric, health, flows = _instance(*case)
+def test_relief_from_any_start_never_worsens(random_instance, random_alive_paths, case):
+    fabric, health, flows = random_instance(*case)
     path = random_alive_paths(fabric, health, flows, case[2])
     if path is None:
         return
@@ -116,8 +104,8 @@ def test_relief_from_any_start_never_worsens(random_alive_paths, case):
 
 @settings(max_examples=30, deadline=None)
 @given(cases(), st.sampled_from([None, 2, 6]), st.sampled_from([1, 16]))
-def test_solve_with_relief_never_worse_than_without(case, budget, qps):
-    fabric, health, flows = _instance(*case)
+def test_solve_with_relief_never_worse_than_without(random_instance, case, budget, qps):
+    fabric, health, flows = random_instance(*case)
     opts = SolveOptions(table_budget=budget, qps=qps)
     plain = solve(fabric, health, flows, options=SolveOptions(table_budget=budget, qps=qps,
                                                               relief_tries=0))  # fmt: skip
