@@ -39,7 +39,7 @@ from controller.model.health import LinkHealth
 from controller.model.paths import CROSS_POD, SAME_POD, SAME_RACK, decode, flow_class, num_paths
 from controller.routes.entries import TableBudget, align_entries, fit_tables
 from controller.solver.colouring import colour_assign
-from controller.solver.kernels import arc_csr, chosen_arcs, place, relieve, search
+from controller.solver.kernels import Cand, Mates, arc_csr, chosen_arcs, place, relieve, search
 
 _TOL = 1e-9
 # Flows a local search tries on other paths before it stops (one try: a flow's candidates
@@ -77,13 +77,13 @@ class Candidates:
     def all_chosen(self, path: np.ndarray) -> np.ndarray:
         """Core arcs [F, 4] of the given paths, -1 padded (and for UNROUTED), from every
         class's offsets stacked (kernels.chosen_arcs)."""
-        table, first, _, hops = self.stacked
-        return chosen_arcs(np.asarray(path, np.int64), self.cls, self.base, table, first, hops)
+        return chosen_arcs(np.asarray(path, np.int64), self.kernel_args)
 
     @cached_property
-    def stacked(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(table, first, n_paths, hops): every class's offsets in one table [paths, 4]
-        (-1 padded), class c's at rows first[c] .. first[c] + n_paths[c], hops[c] hops."""
+    def kernel_args(self) -> Cand:
+        """(cls, base, table, first, n_paths, hops), as the kernels take them: every class's
+        offsets in one table [paths, 4] (-1 padded), class c's at rows first[c] ..
+        first[c] + n_paths[c], hops[c] hops."""
         classes = sorted(self.offset)
         width = self.base.shape[1]
         table = np.full((sum(self.offset[c].shape[0] for c in classes), width), -1, np.int64)
@@ -96,7 +96,7 @@ class Candidates:
             first[c], n_paths[c], hops[c] = at, off.shape[0], off.shape[1]
             table[at : at + off.shape[0], : off.shape[1]] = off
             at += off.shape[0]
-        return table, first, n_paths, hops
+        return self.cls, self.base, table, first, n_paths, hops
 
 
 def candidates(fabric: Fabric, flows: FlowSet) -> Candidates:
@@ -204,11 +204,13 @@ class _Mates:
             self.forced = np.full((uniq.size, n_up), -1, np.int64)
             self.count = np.zeros((uniq.size, n_up), np.int64)
 
-    def tables(self) -> tuple[np.ndarray, np.ndarray]:
-        """(forced, count): empty stand-ins when no flow has mates."""
+    @property
+    def kernel_args(self) -> Mates:
+        """(group, span, forced, count), as the kernels take them (empty stand-ins for
+        forced and count when no flow has mates)."""
         if not hasattr(self, "forced"):
-            return _NO_MATES, _NO_MATES
-        return self.forced, self.count
+            return self.group, self.span, _NO_MATES, _NO_MATES
+        return self.group, self.span, self.forced, self.count
 
     def fill(self, cls: np.ndarray, path: np.ndarray) -> None:
         """Add every routed flow at once."""
@@ -412,8 +414,7 @@ def greedy_batched_arcs(
     n_batches = int(batch.max()) + 1
     by_batch = np.argsort(batch, kind="stable")
     cuts = np.searchsorted(batch[by_batch], np.arange(n_batches + 1))
-    place(order[by_batch], cuts, load, inv, flows.demand, path, chosen, cand.cls, cand.base,
-          *cand.stacked)  # fmt: skip
+    place(order[by_batch], cuts, load, inv, flows.demand, path, chosen, cand.kernel_args)
     return path, chosen
 
 
@@ -513,10 +514,9 @@ def local_search(
     util = load[hot_arcs] * weight  # kept up to date as flows move
     hot_index = np.full(fabric.num_arcs, -1, np.int64)
     hot_index[hot_arcs] = np.arange(hot_arcs.size)
-    forced, count = mates.tables()
-    search(hot_arcs, hot_index, weight, util, may, load, inv, demand, path, chosen, cand.cls,
-           cand.base, *cand.stacked, mates.group, mates.span, forced, count,
-           -1 if max_tries is None else max_tries, _FIRST_BATCH)  # fmt: skip
+    search(hot_arcs, hot_index, weight, util, may, load, inv, demand, path, chosen,
+           cand.kernel_args, mates.kernel_args, -1 if max_tries is None else max_tries,
+           _FIRST_BATCH)  # fmt: skip
     return path
 
 
@@ -581,10 +581,9 @@ def relieve_arcs(
     starts = np.searchsorted(by_arc, over)
     ends = np.searchsorted(by_arc, over, side="right")
     alike = _alike(chosen, demand, path, mates.group, np.unique(rows))
-    forced, count = mates.tables()
-    relieve(over, starts, ends, rows, alike, cap, load, inv, demand, path, chosen, cand.cls,
-            cand.base, *cand.stacked, mates.group, mates.span, forced, count,
-            -1 if max_tries is None else max_tries, _FIRST_BATCH)  # fmt: skip
+    relieve(over, starts, ends, rows, alike, cap, load, inv, demand, path, chosen,
+            cand.kernel_args, mates.kernel_args, -1 if max_tries is None else max_tries,
+            _FIRST_BATCH)  # fmt: skip
     return path, chosen, load
 
 

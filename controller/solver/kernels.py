@@ -2,10 +2,11 @@
 and the relief pass's moves, and the scoring of flows' candidate paths on the current load
 they all repeat thousands of times; the rows-per-arc index of the repairs.
 
-Candidate paths come stacked (greedy.Candidates.stacked): the offsets of every class in
-one table `off` [paths, 4] (-1 padded), class c's at rows first[c] .. first[c] + n_paths[c]
-with hops[c] hops. Entry mates (greedy._Mates) come as their arrays: group per flow, span
-per class, forced and count per group and uplink.
+Candidate paths come as `cand` (greedy.Candidates.kernel_args): each flow's class `cls`
+and base arcs `base`, and the offsets of every class stacked in one table `off` [paths, 4]
+(-1 padded), class c's at rows first[c] .. first[c] + n_paths[c] with hops[c] hops. Entry
+mates (greedy._Mates.kernel_args) come as `mates`: group per flow, span per class, forced
+and count per group and uplink.
 
 Each kernel does the arithmetic of the numpy code it replaced in the same order (no
 fast-math), so the choices are equal to the bit. Compiled on first use and cached beside
@@ -19,31 +20,31 @@ from numba import njit
 UNROUTED = -1
 _TOL = 1e-9
 
+# (cls, base, off, first, n_paths, hops): the candidate tables (greedy.Candidates.kernel_args)
+Cand = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+# (group, span, forced, count): the entry mates' arrays (greedy._Mates.kernel_args)
+Mates = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
 
 @njit(cache=True, nogil=True)
 def _score(
     f: int,
     c: int,
-    base: np.ndarray,
-    off: np.ndarray,
-    first: np.ndarray,
-    n_paths: np.ndarray,
-    hops: np.ndarray,
+    cand: Cand,
+    mates: Mates,
     chosen: np.ndarray,
     load: np.ndarray,
     inv: np.ndarray,
     demand: np.ndarray,
     path: np.ndarray,
-    group: np.ndarray,
-    span: np.ndarray,
-    forced: np.ndarray,
-    count: np.ndarray,
     worst: np.ndarray,
     total: np.ndarray,
 ) -> tuple[int, float]:
     """(path, bottleneck utilisation) of flow f's best candidate with f alone taken off
     the load: least bottleneck, ties to the least sum over hops, then the first; only
     paths its entry mates allow, f's own use taken off. (UNROUTED, inf): none alive."""
+    _, base, off, first, n_paths, hops = cand
+    group, span, forced, count = mates
     d = demand[f]
     g = group[f]
     sp = span[c]
@@ -93,9 +94,9 @@ def _score(
 
 
 @njit(cache=True, nogil=True)
-def _fits(f: int, c: int, p: int, now: int, group: np.ndarray, span: np.ndarray,
-          forced: np.ndarray, count: np.ndarray) -> bool:  # fmt: skip
+def _fits(f: int, c: int, p: int, now: int, mates: Mates) -> bool:
     """Whether flow f (on path `now`) may take path p as far as its entry mates go."""
+    group, span, forced, count = mates
     g = group[f]
     if g < 0:
         return True
@@ -107,13 +108,13 @@ def _fits(f: int, c: int, p: int, now: int, group: np.ndarray, span: np.ndarray,
 
 
 @njit(cache=True, nogil=True)
-def _move(f: int, c: int, p: int, load: np.ndarray, demand: np.ndarray, path: np.ndarray,
-          chosen: np.ndarray, base: np.ndarray, off: np.ndarray, first: np.ndarray,
-          hops: np.ndarray, group: np.ndarray, span: np.ndarray, forced: np.ndarray,
-          count: np.ndarray) -> None:  # fmt: skip
+def _move(f: int, c: int, p: int, cand: Cand, mates: Mates, load: np.ndarray,
+          demand: np.ndarray, path: np.ndarray, chosen: np.ndarray) -> None:  # fmt: skip
     """Move flow f (of class c) to path p: its demand off the arcs of its path, then onto
     those of p (in that order: an arc on both ends where it began, to the bit as numpy's
     `load[old] -= d; load[new] += d`), and its entry mates' hold from its uplink to p's."""
+    _, base, off, first, _, hops = cand
+    group, span, forced, count = mates
     d = demand[f]
     for k in range(hops[c]):
         load[chosen[f, k]] -= d
@@ -147,16 +148,8 @@ def relieve(
     demand: np.ndarray,
     path: np.ndarray,
     chosen: np.ndarray,
-    cls: np.ndarray,
-    base: np.ndarray,
-    off: np.ndarray,
-    first: np.ndarray,
-    n_paths: np.ndarray,
-    hops: np.ndarray,
-    group: np.ndarray,
-    span: np.ndarray,
-    forced: np.ndarray,
-    count: np.ndarray,
+    cand: Cand,
+    mates: Mates,
     limit: int,
     first_batch: int,
 ) -> int:
@@ -166,6 +159,7 @@ def relieve(
     the load before it, each choice checked again on the load of the moment. Tries count
     one per kind of flow (`alike`) in a batch; at most `limit` (< 0: no limit). Returns
     the tries made."""
+    cls, base, off, first, _, hops = cand
     tol = 1.0 + _TOL
     worst = np.empty(off.shape[0])
     total = np.empty(off.shape[0])
@@ -215,9 +209,8 @@ def relieve(
             score = np.empty(n_b)
             for j in range(n_b):
                 f = on[lo + j]
-                choice[j], score[j] = _score(f, cls[f], base, off, first, n_paths, hops,
-                                             chosen, load, inv, demand, path, group, span,
-                                             forced, count, worst, total)  # fmt: skip
+                choice[j], score[j] = _score(f, cls[f], cand, mates, chosen, load, inv, demand,
+                                             path, worst, total)  # fmt: skip
             for j in range(n_b):
                 f = on[lo + j]
                 p = choice[j]
@@ -235,10 +228,9 @@ def relieve(
                     if x > cap[a] * tol:
                         fit = False
                         break
-                if not fit or not _fits(f, c, p, path[f], group, span, forced, count):
+                if not fit or not _fits(f, c, p, path[f], mates):
                     continue
-                _move(f, c, p, load, demand, path, chosen, base, off, first, hops, group, span,
-                      forced, count)  # fmt: skip
+                _move(f, c, p, cand, mates, load, demand, path, chosen)
             lo = hi
         if not unlimited and tries >= limit:
             break
@@ -281,16 +273,8 @@ def search(
     demand: np.ndarray,
     path: np.ndarray,
     chosen: np.ndarray,
-    cls: np.ndarray,
-    base: np.ndarray,
-    off: np.ndarray,
-    first: np.ndarray,
-    n_paths: np.ndarray,
-    hops: np.ndarray,
-    group: np.ndarray,
-    span: np.ndarray,
-    forced: np.ndarray,
-    count: np.ndarray,
+    cand: Cand,
+    mates: Mates,
     limit: int,
     first_batch: int,
 ) -> int:
@@ -300,6 +284,7 @@ def search(
     flow moves there. Flows are scored in batches (first_batch, then 4x as many; the next
     first batch is one more than the last move took); tries count the flows scored up to
     and including the move. At most `limit` tries (< 0: no limit). Returns the tries."""
+    cls, _, off, _, _, hops = cand
     start, init = _arc_rows(chosen, may, load.size)
     # rows moved onto an arc since the start: a list per arc (head, next)
     head = np.full(load.size, -1, np.int64)
@@ -358,8 +343,7 @@ def search(
                 c = cls[f]
                 if hops[c] == 0:
                     continue
-                p, w = _score(f, c, base, off, first, n_paths, hops, chosen, load, inv,
-                              demand, path, group, span, forced, count, worst, total)  # fmt: skip
+                p, w = _score(f, c, cand, mates, chosen, load, inv, demand, path, worst, total)
                 if p != UNROUTED and p != path[f] and w < top - _TOL:
                     pick = j
                     break
@@ -373,8 +357,7 @@ def search(
             f = on[pick]
             c = cls[f]
             old = chosen[f].copy()
-            _move(f, c, p, load, demand, path, chosen, base, off, first, hops, group, span,
-                  forced, count)  # fmt: skip
+            _move(f, c, p, cand, mates, load, demand, path, chosen)
             for k in range(chosen.shape[1]):  # the utilisation of the arcs left and taken
                 for a in (old[k], chosen[f, k]):
                     if a >= 0 and hot_index[a] >= 0:
@@ -404,22 +387,17 @@ def place(
     demand: np.ndarray,
     path: np.ndarray,
     chosen: np.ndarray,
-    cls: np.ndarray,
-    base: np.ndarray,
-    off: np.ndarray,
-    first: np.ndarray,
-    n_paths: np.ndarray,
-    hops: np.ndarray,
+    cand: Cand,
 ) -> None:
     """The placement of greedy.greedy_batched_arcs, in place on load, path, chosen: batch
     after batch (rows[cuts[i]:cuts[i + 1]]), class after class, every flow of the class
     goes to its best path (see _score; no mates) on the load before the class's own
     flows are added."""
+    cls, base, off, first, _, hops = cand
     worst = np.empty(off.shape[0])
     total = np.empty(off.shape[0])
     nomates = np.full((1, 1), -1, np.int64)  # no flow has mates here
-    group = np.full(demand.size, -1, np.int64)
-    span = np.zeros(hops.size, np.int64)
+    mates = (np.full(demand.size, -1, np.int64), np.zeros(hops.size, np.int64), nomates, nomates)
     pick = np.empty(rows.size, np.int64)
     alive = np.empty(rows.size, np.bool_)
     for i in range(cuts.size - 1):
@@ -430,9 +408,7 @@ def place(
                 f = rows[j]
                 if cls[f] != c:
                     continue
-                p, w = _score(f, c, base, off, first, n_paths, hops, chosen, load, inv,
-                              demand, path, group, span, nomates, nomates, worst,
-                              total)  # fmt: skip
+                p, w = _score(f, c, cand, mates, chosen, load, inv, demand, path, worst, total)
                 pick[j] = p
                 alive[j] = w < np.inf
             for j in range(cuts[i], cuts[i + 1]):
@@ -482,16 +458,10 @@ def arc_csr(
 
 
 @njit(cache=True, nogil=True)
-def chosen_arcs(
-    path: np.ndarray,
-    cls: np.ndarray,
-    base: np.ndarray,
-    off: np.ndarray,
-    first: np.ndarray,
-    hops: np.ndarray,
-) -> np.ndarray:
+def chosen_arcs(path: np.ndarray, cand: Cand) -> np.ndarray:
     """Core arcs [rows, 4] of each row's path (greedy.Candidates.all_chosen), -1 padded
     and for unrouted rows."""
+    cls, base, off, first, _, hops = cand
     out = np.full(base.shape, -1, np.int64)
     for f in range(path.size):
         p = path[f]

@@ -86,14 +86,12 @@ def test_score_rows_agrees_with_the_numpy_rule(spec, n_flows, seed, failures):
     mates.fill(cand.cls, path)
     rows = rng.permutation(n_flows)[: rng.integers(1, n_flows + 1)]
     want = _reference(cand, chosen, load, inv, flows.demand, mates, path, rows)
-    forced, count = mates.tables()
-    buf = cand.stacked[0].shape[0]
+    buf = cand.kernel_args[2].shape[0]
     for i, f in enumerate(rows.tolist()):
         c = int(cand.cls[f])
         if not cand.offset[c].shape[1]:  # same rack: no hops, nothing to score
             assert want[0][i] == UNROUTED
             continue
-        p, worst = _score(f, c, cand.base, *cand.stacked, chosen, load, inv, flows.demand, path,
-                          mates.group, mates.span, forced, count, np.empty(buf),
-                          np.empty(buf))  # fmt: skip
+        p, worst = _score(f, c, cand.kernel_args, mates.kernel_args, chosen, load, inv,
+                          flows.demand, path, np.empty(buf), np.empty(buf))  # fmt: skip
         assert (p, worst) == (want[0][i], want[1][i])
