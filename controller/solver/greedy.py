@@ -77,7 +77,7 @@ class Candidates:
     def all_chosen(self, path: np.ndarray) -> np.ndarray:
         """Core arcs [F, 4] of the given paths, -1 padded (and for UNROUTED), from every
         class's offsets stacked (kernels.chosen_arcs)."""
-        return chosen_arcs(np.asarray(path, np.int64), self.kernel_args)
+        return chosen_arcs(np.array(path, np.int64), self.kernel_args)  # (one kernel type)
 
     @cached_property
     def kernel_args(self) -> Cand:
@@ -436,7 +436,8 @@ def _arc_sums(fabric: Fabric, arcs: np.ndarray, demand: np.ndarray) -> np.ndarra
     lands in a bin of its own, so every arc adds its rows in the same order as a masked
     bincount would, without building the masked copies."""
     w = np.repeat(demand, arcs.shape[1])
-    return np.bincount(arcs.reshape(-1) + 1, weights=w, minlength=fabric.num_arcs + 1)[1:]
+    sums = np.bincount(arcs.reshape(-1) + 1, weights=w, minlength=fabric.num_arcs + 1)[1:]
+    return sums.astype(np.float64, copy=False)  # (bincount of no rows gives int64)
 
 
 @dataclass(frozen=True)

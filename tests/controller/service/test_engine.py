@@ -469,3 +469,44 @@ def test_a_stale_global_result_is_dropped_but_a_stream_of_changes_never_starves_
         for _ in range(4):
             release.release()
         engine.close()
+
+
+def test_the_service_never_compiles_after_start() -> None:
+    """The solver's kernels are compiled (or loaded) once, at the engine's start: a job
+    change, link failures, their repairs and re-optimisations and a job's removal call them
+    with the types the warm-up used, so none compiles again in the middle of a repair (a
+    bincount of no rows gave an int64 load once, and the local search compiled for it).
+    Run in a process of its own, so other tests' calls do not count."""
+    import subprocess
+    import sys
+
+    script = """
+import numpy as np
+from controller.model.clos import PRESETS, build
+from controller.service.engine import Engine
+from controller.solver import kernels
+from sim.driver import EmulatedDriver
+from sim.jobmix import random_jobs
+
+fabric = build(PRESETS["small"])
+engine = Engine(fabric, EmulatedDriver(fabric), debounce=0.0)
+names = ("relieve", "search", "place", "arc_csr", "chosen_arcs")
+started = {n: len(getattr(kernels, n).signatures) for n in names}
+jobs = random_jobs(fabric, seed=1)
+for job in jobs:
+    engine.put_job(job, 0)
+assert engine.wait_idle(60)
+links = fabric.rack_base + np.random.default_rng(1).choice(fabric.num_rack_links, 6, False)
+for link in links.tolist():
+    engine.report_links({link: 0.0})
+    assert engine.wait_idle(60)
+engine.report_links({}, replace_all=True)
+engine.delete_job(jobs[0].id)
+assert engine.wait_idle(60)
+engine.close()
+print({n: (started[n], len(getattr(kernels, n).signatures)) for n in names})
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=300, check=True).stdout  # fmt: skip
+    counts = eval(out.strip().splitlines()[-1])  # noqa: S307 - our own script's dict
+    assert all(started == now == 1 for started, now in counts.values()), counts
