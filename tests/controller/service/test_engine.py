@@ -477,6 +477,7 @@ def test_the_service_never_compiles_after_start() -> None:
     with the types the warm-up used, so none compiles again in the middle of a repair (a
     bincount of no rows gave an int64 load once, and the local search compiled for it).
     Run in a process of its own, so other tests' calls do not count."""
+    import ast
     import subprocess
     import sys
 
@@ -508,5 +509,5 @@ print({n: (started[n], len(getattr(kernels, n).signatures)) for n in names})
 """
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                          timeout=300, check=True).stdout  # fmt: skip
-    counts = eval(out.strip().splitlines()[-1])  # noqa: S307 - our own script's dict
+    counts = ast.literal_eval(out.strip().splitlines()[-1])
     assert all(started == now == 1 for started, now in counts.values()), counts
