@@ -406,6 +406,9 @@ def test_a_report_as_a_round_settles_is_repaired_against_the_new_result(
             engine.put_job(job, 0)
         assert engine.wait_idle(60)
         old = engine.last_result
+        pending = engine._index_box  # the first result's index may still be building (after
+        if pending is not None:  # its push): held too, the next solve would wait for it
+            assert pending[1]["ready"].wait(60)
         hold.set()
         engine.put_job(Job("late", tuple(range(24, 32)), dp=8, tp=4), 0)
         assert engine.wait_idle(60)  # pushed and settled while its index is held
