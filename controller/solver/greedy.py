@@ -66,10 +66,6 @@ class Candidates:
         off = self.offset[int(self.cls[f])]
         return self.base[f, : off.shape[1]] + off
 
-    def chosen(self, f: int, path: int) -> np.ndarray:
-        off = self.offset[int(self.cls[f])]
-        return self.base[f, : off.shape[1]] + off[path]
-
     def take(self, rows: np.ndarray) -> Candidates:
         """The candidates of flows `rows` (as of FlowSet.take(rows))."""
         return Candidates(self.cls[rows], self.base[rows], self.offset)

@@ -238,30 +238,6 @@ def relieve(
 
 
 @njit(cache=True, nogil=True)
-def _arc_rows(chosen: np.ndarray, may: np.ndarray, num_arcs: int) -> tuple[np.ndarray, np.ndarray]:
-    """(start [num_arcs + 1], rows): the rows with `may` on each arc of their paths, in
-    ascending order, arc a's at rows[start[a]:start[a + 1]]."""
-    start = np.zeros(num_arcs + 1, np.int64)
-    for f in range(chosen.shape[0]):
-        if may[f]:
-            for k in range(chosen.shape[1]):
-                if chosen[f, k] >= 0:
-                    start[chosen[f, k] + 1] += 1
-    for a in range(num_arcs):
-        start[a + 1] += start[a]
-    fill = start[:-1].copy()
-    rows = np.empty(start[num_arcs], np.int64)
-    for f in range(chosen.shape[0]):
-        if may[f]:
-            for k in range(chosen.shape[1]):
-                a = chosen[f, k]
-                if a >= 0:
-                    rows[fill[a]] = f
-                    fill[a] += 1
-    return start, rows
-
-
-@njit(cache=True, nogil=True)
 def search(
     hot_arcs: np.ndarray,
     hot_index: np.ndarray,
@@ -285,7 +261,11 @@ def search(
     first batch is one more than the last move took); tries count the flows scored up to
     and including the move. At most `limit` tries (< 0: no limit). Returns the tries."""
     cls, _, off, _, _, hops = cand
-    start, init = _arc_rows(chosen, may, load.size)
+    movable = chosen.copy()  # the rows that may move, by arc (arc_csr of their paths)
+    for f in range(chosen.shape[0]):
+        if not may[f]:
+            movable[f] = -1
+    init, start, _, _ = arc_csr(movable, demand, load.size)
     # rows moved onto an arc since the start: a list per arc (head, next)
     head = np.full(load.size, -1, np.int64)
     extra_row = np.empty(1024, np.int64)
