@@ -24,6 +24,13 @@ from controller.solver.repair import (
 )
 
 
+def _random_flows(fabric, rng, n: int, demands: list[float]) -> FlowSet:  # type: ignore[no-untyped-def]
+    """`n` flows from random NICs to a NIC of another host, of the given demands."""
+    src = rng.integers(0, fabric.num_nics, n)
+    dst = (src + fabric.nics_per_host * rng.integers(1, fabric.num_hosts, n)) % fabric.num_nics
+    return FlowSet.build(src, dst, rng.choice(demands, n))
+
+
 def test_single_failure_moves_only_its_flow(two_rack_pod):
     fabric = two_rack_pod
     flows = FlowSet.build([0], [2], 400.0)
@@ -40,9 +47,7 @@ def test_repair_changes_only_affected(seed, failures, name):
     fabric = build(PRESETS[name])
     rng = np.random.default_rng(seed)
     n = 30
-    src = rng.integers(0, fabric.num_nics, n)
-    dst = (src + fabric.nics_per_host * rng.integers(1, fabric.num_hosts, n)) % fabric.num_nics
-    flows = FlowSet.build(src, dst, rng.choice([100.0, 400.0], n))
+    flows = _random_flows(fabric, rng, n, [100.0, 400.0])
     health = LinkHealth.all_up(fabric)
     before = assign_paths(fabric, health, flows).assignment
     arcs = before.arcs(fabric)
@@ -101,9 +106,7 @@ def test_a_kept_index_repairs_like_a_fresh_one_and_touches_only_hit_rows(seed):
     fabric = build(PRESETS["small"])
     rng = np.random.default_rng(seed)
     n = 60
-    src = rng.integers(0, fabric.num_nics, n)
-    dst = (src + fabric.nics_per_host * rng.integers(1, fabric.num_hosts, n)) % fabric.num_nics
-    flows = FlowSet.build(src, dst, rng.choice([100.0, 400.0], n))
+    flows = _random_flows(fabric, rng, n, [100.0, 400.0])
     health = LinkHealth.all_up(fabric)
     current = assign_paths(fabric, health, flows).assignment
     index = RouteIndex.build(fabric, current)
@@ -151,9 +154,7 @@ def test_bound_after_a_loss_equals_the_full_bound(seed, failures):
     fabric = build(PRESETS["small"])
     rng = np.random.default_rng(seed)
     n = 80
-    src = rng.integers(0, fabric.num_nics, n)
-    dst = (src + fabric.nics_per_host * rng.integers(1, fabric.num_hosts, n)) % fabric.num_nics
-    flows = FlowSet.build(src, dst, rng.choice([25.0, 100.0, 400.0], n))
+    flows = _random_flows(fabric, rng, n, [25.0, 100.0, 400.0])
     links = rng.choice(fabric.num_links, failures, replace=False)
     old = LinkHealth.all_up(fabric).with_factors({int(links[0]): 0.5})
     new = old.with_factors({int(k): float(rng.choice([0.0, 0.25])) for k in links})
