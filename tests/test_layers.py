@@ -5,7 +5,8 @@ controller/errors.py is the bottom; then model; then routes; then solver, format
 of controller, and controller never imports sim. Only controller.service imports the
 generated protobuf code (controller.api); nothing outside controller.cli imports
 controller.cli (`tectl` is run, not imported). Imports are read from the source (ast),
-including those inside functions, so a lazy import cannot hide a cycle.
+including those inside functions, so a lazy import cannot hide a cycle; and no two modules
+import each other, directly or around a longer loop (a cycle ties their meanings together).
 """
 
 from __future__ import annotations
@@ -91,6 +92,71 @@ def violations(path: Path, root: Path = ROOT) -> list[str]:
         elif LAYERS[other] == LAYERS[own]:
             out.append(f"{where}: {other} and {own} are peers")
     return out
+
+
+def module_graph(files: list[Path], root: Path = ROOT) -> dict[str, set[str]]:
+    """Module -> the modules of ours it imports (`from pkg import name` counts as the
+    module pkg.name where that is a module, else pkg); packages' __init__ are their name."""
+    names = {".".join(f.relative_to(root).with_suffix("").parts).removesuffix(".__init__"): f
+             for f in files}  # fmt: skip
+    graph: dict[str, set[str]] = {}
+    for module, path in names.items():
+        out = graph.setdefault(module, set())
+        for _, imported in imports(path):
+            while imported and imported not in names:
+                imported = imported.rpartition(".")[0]
+            if imported and imported != module and not module.startswith(imported + "."):
+                out.add(imported)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import cycles: strongly connected groups of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_cycles() -> None:
+    files = [f for f in sources() if f.name != "__init__.py"]
+    assert cycles(module_graph(files)) == []
+
+
+def test_the_cycle_check_finds_a_loop(tmp_path: Path) -> None:
+    pkg = tmp_path / "controller" / "service"
+    pkg.mkdir(parents=True)
+    (pkg / "a.py").write_text("from controller.service import b\n")
+    (pkg / "b.py").write_text("def f():\n    from controller.service.c import x\n")
+    (pkg / "c.py").write_text("import controller.service.a\n")
+    (pkg / "d.py").write_text("from controller.service.a import y\n")
+    graph = module_graph(sorted(pkg.glob("*.py")), root=tmp_path)
+    assert cycles(graph) == [["controller.service.a", "controller.service.b",
+                              "controller.service.c"]]  # fmt: skip
 
 
 def test_every_source_file_is_in_a_layer() -> None:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from controller.errors import AdvisorError, FabricError
 
 if TYPE_CHECKING:
-    from controller.cli.main import Commands
+    from controller.cli.commands import Commands
 from controller.formats.output import Percent, Progress, emit, format_table
 from controller.model.fabric import Fabric
 from controller.model.validation import MAX_ADVICE, MAX_GPUS, MAX_SEED, flag

@@ -13,7 +13,7 @@ from controller.errors import InputError
 from controller.service.certs import DEFAULT_CLIENTS, make_certs
 
 if TYPE_CHECKING:
-    from controller.cli.main import Commands
+    from controller.cli.commands import Commands
 
 
 def cmd_certs(args: argparse.Namespace) -> int:

@@ -13,37 +13,14 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 
+from controller.cli.commands import EXIT_FAIL, EXIT_OK, EXIT_USAGE, Commands
 from controller.errors import DriverError, InputError, SolverError, StoreError
 
-EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+__all__ = ["EXIT_FAIL", "EXIT_OK", "EXIT_USAGE", "Commands", "build_parser", "main"]
+
 COMMANDS_GROUP = "fabric_te.commands"
-
-
-def add_fabric_arg(p: argparse.ArgumentParser) -> None:
-    """The ``--fabric`` option every offline command takes."""
-    from controller.model.clos import DEFAULT_PRESET, PRESETS
-
-    p.add_argument(
-        "--fabric",
-        default=DEFAULT_PRESET,
-        help=f"preset ({', '.join(sorted(PRESETS))}) or a YAML/JSON fabric file "
-        f"(default: {DEFAULT_PRESET})",
-    )
-
-
-@dataclass
-class Commands:
-    """What a command plug-in gets: the subcommand table and the shared groups."""
-
-    sub: argparse._SubParsersAction
-    groups: dict[str, argparse._SubParsersAction] = field(default_factory=dict)
-
-    @staticmethod
-    def add_fabric_arg(p: argparse.ArgumentParser) -> None:
-        add_fabric_arg(p)
 
 
 def build_parser() -> argparse.ArgumentParser:

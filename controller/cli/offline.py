@@ -9,7 +9,7 @@ from controller.formats.output import emit, format_table
 from controller.model.flows import ALL_QPS
 
 if TYPE_CHECKING:
-    from controller.cli.main import Commands
+    from controller.cli.commands import Commands
 
 
 def cmd_fabric_show(args: argparse.Namespace) -> int:

@@ -27,7 +27,7 @@ from controller.service.client import (
 )  # fmt: skip
 
 if TYPE_CHECKING:
-    from controller.cli.main import Commands
+    from controller.cli.commands import Commands
 
 
 def _client(args: argparse.Namespace) -> Client:

@@ -31,12 +31,14 @@ import zlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib.metadata import entry_points
 from pathlib import Path
 from urllib.parse import quote
 
 from controller.errors import InputError, StoreConflict, StoreCorrupt, StoreUnavailable
 
 FORMAT = 1  # version of the stored layout and records; bumped on incompatible change
+STORES_GROUP = "fabric_te.stores"  # entry points: scheme -> Store class with from_url
 # (key, value or None for a delete, mod revision): one change seen by `follow`
 Change = tuple[str, bytes | None, int]
 
@@ -151,13 +153,15 @@ def default_state_dir() -> Path:
 
 
 def open_store(url: str, fabric_name: str) -> Store:
-    """The store named by `url`: dir:PATH or etcd://HOST:PORT[,HOST:PORT..]/PREFIX."""
+    """The store named by `url`: dir:PATH (built in), or SCHEME://... for a store class
+    registered under the `fabric_te.stores` entry point group by that scheme (etcd://
+    HOST:PORT[,HOST:PORT..]/PREFIX ships), built by its `from_url(url, fabric_name)`."""
     if url.startswith("dir:"):
         return DirStore(Path(url[4:]).expanduser(), fabric_name)
-    if url.startswith("etcd://"):
-        from controller.service.etcd import EtcdStore
-
-        return EtcdStore.from_url(url, fabric_name)
+    scheme = url.partition("://")[0] if "://" in url else ""
+    found = [ep for ep in entry_points(group=STORES_GROUP) if ep.name == scheme]
+    if found:
+        return found[0].load().from_url(url, fabric_name)  # type: ignore[no-any-return]
     raise InputError(f"--store: {url!r} is neither dir:PATH nor etcd://HOST:PORT[,..]/PREFIX")
 
 

@@ -1,0 +1,33 @@
+"""What every tectl command module shares: the subcommand table a command registers in,
+the ``--fabric`` option, and the exit codes."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+
+
+def add_fabric_arg(p: argparse.ArgumentParser) -> None:
+    """The ``--fabric`` option every offline command takes."""
+    from controller.model.clos import DEFAULT_PRESET, PRESETS
+
+    p.add_argument(
+        "--fabric",
+        default=DEFAULT_PRESET,
+        help=f"preset ({', '.join(sorted(PRESETS))}) or a YAML/JSON fabric file "
+        f"(default: {DEFAULT_PRESET})",
+    )
+
+
+@dataclass
+class Commands:
+    """What a command plug-in gets: the subcommand table and the shared groups."""
+
+    sub: argparse._SubParsersAction
+    groups: dict[str, argparse._SubParsersAction] = field(default_factory=dict)
+
+    @staticmethod
+    def add_fabric_arg(p: argparse.ArgumentParser) -> None:
+        add_fabric_arg(p)
