@@ -27,9 +27,8 @@ from dataclasses import dataclass, field
 
 from controller.drivers.interface import Driver
 from controller.errors import DriverError, DriverRejected, DriverTimeout, DriverUnavailable
-from controller.model.fabric import Fabric
-from controller.routes.entries import OWNER, Entry, RouteSet, Table
-from controller.routes.plan import Add, Batch, Delete, Plan, Replace, diff
+from controller.routes.entries import RouteSet, Table
+from controller.routes.plan import Batch, Plan
 
 APPLIED, FAILED, TIMEOUT, SKIPPED, PLANNED = "applied", "failed", "timeout", "skipped", "planned"
 _UNTRIED = object()  # no attempt made yet
@@ -259,84 +258,3 @@ def push(
     return PushReport(
         plan, tuple(results), applied_stages, installed, unreadable, tuple(sorted(uncertain))
     )
-
-
-@dataclass(frozen=True)
-class Drift:
-    """How one switch differs from the wanted routes."""
-
-    switch: str
-    missing: tuple[Entry, ...] = ()  # wanted, absent
-    wrong: tuple[tuple[Entry, Entry], ...] = ()  # (installed, wanted) for one key
-    extra: tuple[Entry, ...] = ()  # ours, not wanted
-    blocked: tuple[Entry, ...] = ()  # wanted, key held by another owner
-    foreign: int = 0  # entries of other owners (left alone)
-
-    @property
-    def drifted(self) -> bool:
-        return bool(self.missing or self.wrong or self.extra or self.blocked)
-
-
-@dataclass(frozen=True)
-class ReconcileReport:
-    """Drift found per switch, and the push that repaired it (if one was made)."""
-
-    drift: tuple[Drift, ...]
-    unreadable: tuple[str, ...]
-    repair: PushReport | None = None
-
-    @property
-    def in_sync(self) -> bool:
-        """True when nothing had drifted and every owned switch was readable."""
-        return not self.unreadable and not any(d.drifted for d in self.drift)
-
-    @property
-    def repaired(self) -> bool:
-        return self.repair is not None and self.repair.ok
-
-
-def reconcile(
-    driver: Driver,
-    fabric: Fabric,
-    wanted: RouteSet,
-    owned_switches: Iterable[str] | None = None,
-    *,
-    owner: str = OWNER,
-    repair: bool = True,
-    timeout: float | None = 5.0,
-    retries: int = 2,
-    workers: int = 8,
-) -> ReconcileReport:
-    """Report (and repair) drift of `owner`'s entries on the owned switches."""
-    owned = tuple(sorted(set(driver.switches() if owned_switches is None else owned_switches)))
-    actual, unreadable = read_back(driver, owned)
-    readable = [s for s in owned if s not in unreadable]
-    target = wanted.only(readable)
-    plan = diff(actual, target, fabric, owner)
-    per_switch: dict[str, dict[str, list]] = {}
-    for op in plan.ops():
-        kinds = per_switch.setdefault(op.entry.switch, {"missing": [], "wrong": [], "extra": []})
-        if isinstance(op, Add):
-            kinds["missing"].append(op.entry)
-        elif isinstance(op, Replace):
-            kinds["wrong"].append((op.old, op.entry))
-        elif isinstance(op, Delete):
-            kinds["extra"].append(op.entry)
-    blocked: dict[str, list[Entry]] = {}
-    for entry in plan.blocked:
-        blocked.setdefault(entry.switch, []).append(entry)
-    drift = tuple(
-        Drift(
-            switch,
-            tuple(per_switch.get(switch, {}).get("missing", ())),
-            tuple(per_switch.get(switch, {}).get("wrong", ())),
-            tuple(per_switch.get(switch, {}).get("extra", ())),
-            tuple(blocked.get(switch, ())),
-            int((~actual.table(switch).owned_by(owner)).sum()),
-        )
-        for switch in readable
-    )
-    report = None
-    if repair and len(plan):
-        report = push(driver, plan, timeout, retries, workers=workers)
-    return ReconcileReport(tuple(d for d in drift if d.drifted or d.foreign), unreadable, report)

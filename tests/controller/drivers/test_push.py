@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from controller.drivers.push import APPLIED, FAILED, PLANNED, SKIPPED, TIMEOUT, push, reconcile
+from controller.drivers.push import APPLIED, FAILED, PLANNED, SKIPPED, TIMEOUT, push
+from controller.drivers.reconcile import Reconciler
 from controller.model.assignment import UNROUTED, Assignment
 from controller.model.clos import ClosSpec, build
 from controller.model.flows import FlowSet
@@ -120,8 +121,10 @@ def test_a_switch_dying_halfway_is_reported_unreadable(em, driver):
     assert "rtsw-p0-r0" not in report.installed.tables
     assert delivered(em, old) and delivered(em, new)
     em.restart("rtsw-p0-r0")
-    repair = reconcile(driver, FABRIC, build_routes(FABRIC, new))
-    assert repair.repaired and not repair.in_sync
+    repair = Reconciler(driver, FABRIC, rounds=1).run(build_routes(FABRIC, new))
+    assert repair.ops == 0 and not repair.in_sync  # one round: read and report
+    repair = Reconciler(driver, FABRIC, backoff=0.0).run(build_routes(FABRIC, new))
+    assert repair.ops > 0 and repair.in_sync and repair.rounds == 2
     assert verify(FABRIC, em, new).ok
 
 
@@ -129,9 +132,9 @@ def test_a_switch_restarting_empty_mid_push_loses_old_entries_but_stays_safe(em,
     old, new, plan, report = update(em, driver, "ctsw-p0-c0", Fault("restart"))
     assert report.ok  # the retry landed on the rebooted switch
     assert delivered(em, new)
-    drift = reconcile(driver, FABRIC, build_routes(FABRIC, new), repair=False)
-    assert drift.repair is None
-    assert {d.switch for d in drift.drift} <= {"ctsw-p0-c0"}
+    drift = Reconciler(driver, FABRIC).run(build_routes(FABRIC, new), repair=False)
+    assert drift.ops == 0 and drift.rounds == 1
+    assert set(drift.differing) <= {"ctsw-p0-c0"}
 
 
 def test_links_going_down_mid_push_never_black_hole(em, driver):
@@ -160,22 +163,21 @@ def test_reconcile_repairs_drift_and_leaves_foreign_entries(em, driver):
     em.program(wrong.switch, [wrong])
     em.program(extra.switch, [extra])
     em.program(foreign.switch, [foreign])
-    report = reconcile(driver, FABRIC, wanted)
-    assert not report.in_sync and report.repaired
-    by_switch = {d.switch: d for d in report.drift}
-    assert by_switch["ctsw-p1-c0"].missing == (victim,)
-    assert by_switch["rtsw-p0-r1"].wrong == ((wrong, rtsw),)
-    assert by_switch["atsw-c0-a1"].extra == (extra,)
-    assert by_switch["ctsw-p0-c1"].foreign == 1 and not by_switch["ctsw-p0-c1"].drifted
-    assert foreign in em.read("ctsw-p0-c1")
+    seen = Reconciler(driver, FABRIC).run(wanted, repair=False)  # what drifted, per switch
+    assert not seen.in_sync
+    assert seen.differing == {"ctsw-p1-c0": 1, "rtsw-p0-r1": 1, "atsw-c0-a1": 1}
+    assert seen.missing == {"ctsw-p1-c0": 1, "rtsw-p0-r1": 1, "atsw-c0-a1": 0}  # extra: unwanted
+    report = Reconciler(driver, FABRIC, backoff=0.0).run(wanted)
+    assert report.ops == 3 and report.in_sync and report.rounds == 2
+    assert foreign in em.read("ctsw-p0-c1")  # another owner's entry is left alone
     assert em.routes() == RouteSet.from_entries([*wanted, foreign])
-    again = reconcile(driver, FABRIC, wanted)
-    assert again.in_sync and again.repair is None
+    again = Reconciler(driver, FABRIC).run(wanted)
+    assert again.in_sync and again.ops == 0 and again.rounds == 1
     assert verify(FABRIC, em, a).ok
 
 
 def test_reconcile_only_touches_owned_switches(em, driver):
     wanted = build_routes(FABRIC, workload(0))
-    report = reconcile(driver, FABRIC, wanted, owned_switches=["rtsw-p0-r0"])
-    assert report.repaired
+    report = Reconciler(driver, FABRIC, backoff=0.0).run(wanted, ["rtsw-p0-r0"])
+    assert report.ops > 0 and report.checked == ("rtsw-p0-r0",)
     assert em.routes().switches() == ("rtsw-p0-r0",)

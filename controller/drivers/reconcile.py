@@ -5,11 +5,7 @@ routes it wants and the switches to check. A round reads those switches, diffs o
 against the wanted ones and, when they differ, pushes the diff (in the usual make-before-break
 order); a round that left a difference is retried after a backoff that doubles up to a bound.
 The result says what was READ on the last round: the engine reports that, never what it
-meant to install.
-
-`SwitchMarks` remembers which switches differ (or cannot be read) from one reconcile to the
-next, so that a switch is logged once when it starts to differ and once when it agrees again,
-and counted in between.
+meant to install. Without `repair`, a round only reads and reports (drift, not repaired).
 """
 
 from __future__ import annotations
@@ -18,8 +14,6 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-
-from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from controller.drivers.interface import Driver
 from controller.drivers.push import push, read_back
@@ -127,71 +121,3 @@ class Reconciler:
                 elif table:
                     tables[switch] = table
         return RouteSet(dict(sorted(tables.items()))), tuple(sorted(missing))
-
-
-class SwitchMarks:
-    """Switches that differ from the wanted routes or cannot be read, kept until they agree;
-    counted and logged on every change, with Prometheus series on `registry`."""
-
-    def __init__(self, registry: CollectorRegistry) -> None:
-        self.differing: dict[str, str] = {}  # switch -> why
-        self._missing_by: dict[str, int] = {}
-        self.retry_rounds = 0  # reconciles that needed more than one round
-        self.reconciles = 0
-        self.ops = 0
-        r = registry
-        self._differing = Gauge(
-            "fabric_te_switches_differing",
-            "Switches whose table differs from the wanted routes or cannot be read",
-            registry=r,
-        )
-        self._missing = Gauge(
-            "fabric_te_entries_missing", "Wanted entries the switches do not hold", registry=r
-        )
-        self._rounds = Counter(
-            "fabric_te_reconcile_retry_rounds",
-            "Reconciles (after a push, or periodic) that needed a retry",
-            registry=r,
-        )
-        self._runs = Counter("fabric_te_reconciles", "Reconciles run", registry=r)
-        self._ops = Counter(
-            "fabric_te_reconcile_operations", "Entry operations pushed to repair drift",
-            registry=r,
-        )
-
-    def update(self, result: ReconcileResult, loud: bool = True) -> None:
-        """Adopt what one reconcile saw on the switches it checked; changes are logged as
-        warnings when `loud` (the leader), else at debug level (a follower, which sees the
-        leader's pushes land a moment after the assignment is stored)."""
-        self.reconciles += 1
-        self._runs.inc()
-        if result.rounds > 1:
-            self.retry_rounds += 1
-            self._rounds.inc()
-        self.ops += result.ops
-        self._ops.inc(result.ops)
-        level_ok, level_bad = (logging.INFO, logging.WARNING) if loud else (logging.DEBUG,) * 2
-        now: dict[str, str] = {s: "unreadable" for s in result.unreadable}
-        now.update({s: f"{n} entries differ" for s, n in result.differing.items()})
-        for switch in result.checked:
-            before, after = self.differing.get(switch), now.get(switch)
-            if before != after:
-                if after is None:
-                    log.log(level_ok, "switch %s agrees with the wanted routes again", switch)
-                    del self.differing[switch]
-                else:
-                    log.log(level_bad, "switch %s differs: %s", switch, after)
-                    self.differing[switch] = after
-            self._missing_by.pop(switch, None)
-        self._missing_by.update(result.missing)
-        self._differing.set(len(self.differing))
-        self._missing.set(self.missing)
-
-    @property
-    def missing(self) -> int:
-        """Wanted entries absent or wrong on the switches, as last read."""
-        return sum(self._missing_by.values())
-
-    @property
-    def ok(self) -> bool:
-        return not self.differing
