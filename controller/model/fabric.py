@@ -162,6 +162,10 @@ class Fabric:
         """Global rack id, which is also the RTSW id."""
         return host // self.hosts_per_rack
 
+    def rack_of_nic(self, nic):  # type: ignore[no-untyped-def]
+        """Global rack id of a NIC (or an array of them)."""
+        return nic // (self.nics_per_host * self.hosts_per_rack)
+
     def pod_of_rack(self, rack):  # type: ignore[no-untyped-def]
         return rack // self.racks_per_pod
 

@@ -19,7 +19,8 @@ from controller.model.health import LinkHealth
 from controller.model.jobs import Job, jobs_flows
 from controller.routes.entries import Entry, Table, build_routes
 from controller.routes.plan import Batch, Op, diff
-from controller.service.engine import Engine, changed_racks
+from controller.service.engine import Engine
+from controller.service.installer import changed_racks
 from sim.driver import EmulatedDriver
 
 FABRIC: Fabric = build(PRESETS["small"])
@@ -244,7 +245,7 @@ class SlowReadDriver(EmulatedDriver):
 def test_a_sweep_step_of_a_slow_driver_is_short() -> None:
     """A link report waits for the sweep step under way: with a driver that reads a switch
     in 10 ms, a step reads about as many as fit in SWEEP_STEP, not SWEEP_CHUNK of them."""
-    from controller.service.engine import SWEEP_STEP
+    from controller.service.installer import SWEEP_STEP
 
     driver = SlowReadDriver(FABRIC, pace=0.01)
     engine = Engine(FABRIC, driver, debounce=0.0, reconcile_interval=3600.0)
@@ -253,13 +254,13 @@ def test_a_sweep_step_of_a_slow_driver_is_short() -> None:
         steps = []
         for _ in range(4):
             before = len(driver.reads)
-            engine._sweep_step()
+            engine.installer.sweep_step()
             steps.append(len(driver.reads) - before)
         # at most what fits in SWEEP_STEP at 10 ms a switch, with room for the pace measured
         # on a chunk holding a switch it need not read; and the sweep goes on step by step
         assert all(1 <= n <= 2 * max(1, int(SWEEP_STEP / 0.01)) for n in steps), steps
         assert len(driver.switches()) > 2 * max(steps)
-        assert engine._sweep  # the sweep is under way, not done in one step
+        assert engine.installer.sweeping  # the sweep is under way, not done in one step
     finally:
         driver.close()
 
@@ -379,7 +380,7 @@ def test_a_report_as_a_round_settles_is_repaired_against_the_new_result(
     the round settles without waiting for it: a link report arriving while it is not ready
     yet is repaired against the result just installed (not the one before), exactly as a
     repair from scratch of that result would be, within the table budget."""
-    import controller.service.engine as engine_module
+    import controller.service.solves as solves_module
     from controller.solver.repair import RouteIndex, repair
     from controller.solver.solve import SolveOptions
 
@@ -395,7 +396,7 @@ def test_a_report_as_a_round_settles_is_repaired_against_the_new_result(
                 assert gate.wait(60)
             return RouteIndex.build(fabric, assignment, usage)
 
-    monkeypatch.setattr(engine_module, "RouteIndex", HeldIndex)
+    monkeypatch.setattr(solves_module, "RouteIndex", HeldIndex)
     budget = 3  # tight: the solve leaves rows on ECMP; the repair retries them and the
     # tables (counted from the usage the index holds) turn them away again
     options = SolveOptions(table_budget=budget)
@@ -406,9 +407,9 @@ def test_a_report_as_a_round_settles_is_repaired_against_the_new_result(
             engine.put_job(job, 0)
         assert engine.wait_idle(60)
         old = engine.last_result
-        pending = engine._index_box  # the first result's index may still be building (after
-        if pending is not None:  # its push): held too, the next solve would wait for it
-            assert pending[1]["ready"].wait(60)
+        pending = engine.installer.building  # the first result's index may still be building
+        if pending is not None:  # (after its push): held too, the next solve would wait for it
+            assert pending.ready.wait(60)
         hold.set()
         engine.put_job(Job("late", tuple(range(24, 32)), dp=8, tp=4), 0)
         assert engine.wait_idle(60)  # pushed and settled while its index is held

@@ -301,10 +301,10 @@ def test_flows_of_a_new_job_are_built_outside_the_engine_lock(
     takes a while to check, and a link report sent meanwhile commits first. The job's flow
     building is held until the report has answered, so the order does not depend on how
     busy the machine is: built under the lock, the report would time out."""
-    import controller.service.engine as engine_module
+    import controller.service.intake as intake_module
 
     building, release = threading.Event(), threading.Event()
-    real = engine_module.jobs_flows
+    real = intake_module.jobs_flows
 
     def held(fabric: Fabric, jobs: Any) -> Any:
         if any(job.id == "wide" for job in jobs) and not release.is_set():
@@ -312,7 +312,7 @@ def test_flows_of_a_new_job_are_built_outside_the_engine_lock(
             release.wait(30)
         return real(fabric, jobs)
 
-    monkeypatch.setattr(engine_module, "jobs_flows", held)
+    monkeypatch.setattr(intake_module, "jobs_flows", held)
     running = start(Engine(pod, EmulatedDriver(pod), debounce=3.0), "127.0.0.1:0")
     stub = pb_grpc.TrafficEngineeringStub(grpc.insecure_channel(f"127.0.0.1:{running.port}"))
     hosts = [pod.host_name(h) for h in range(pod.num_hosts)]

@@ -7,11 +7,11 @@ from __future__ import annotations
 import random
 import time
 
+from controller.drivers.reconcile import Reconciler
 from controller.model.fabric import Fabric
 from controller.model.jobs import Job
 from controller.routes.entries import RouteSet
 from controller.service.engine import Engine
-from controller.service.reconcile import Reconciler
 from sim.driver import EmulatedDriver
 from sim.switches import Fault, verify
 
@@ -163,7 +163,7 @@ def test_a_watcher_behind_the_retained_deltas_gets_a_fresh_snapshot(small: Fabri
     driver = EmulatedDriver(small)
     engine = Engine(small, driver, debounce=0.0, reconcile_interval=60.0)
     try:
-        engine._routes._deltas = deque(maxlen=1)  # retain one delta only
+        engine.installer.routes._deltas = deque(maxlen=1)  # retain one delta only
         watch = engine.watch()
         assert next(watch).kind == "snapshot" and next(watch).kind == "sync"
         for j in range(3):  # three route changes while the watcher reads nothing

@@ -1,0 +1,184 @@
+"""Inputs into the engine: check, store, apply, for jobs and link health alike, and the
+inputs other replicas write, followed through the store.
+
+Every input is checked against the current desired state, written to the store (when the
+replica has one) before it is acknowledged, then applied under the engine's lock; a write
+lost to another replica's (StoreConflict) is re-read, re-checked and retried. The last
+assignment stored (by this replica or the leader) is kept here too: a start, a takeover and
+a follower adopt it.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TypeVar
+
+from controller.errors import StoreConflict, StoreCorrupt
+from controller.model.assignment import Assignment
+from controller.model.fabric import Fabric
+from controller.model.health import LinkHealth
+from controller.model.jobs import Job, jobs_flows
+from controller.service.persist import ASSIGNMENT, JOBS, LINKS, Stored, inputs_digest
+from controller.service.replica import Replica
+from controller.service.state import DesiredState
+from controller.service.store import Change
+
+log = logging.getLogger("fabric_te.engine")
+WRITE_ATTEMPTS = 8  # guarded store writes per input before the caller gets ABORTED
+V = TypeVar("V")
+
+
+@dataclass(frozen=True)
+class StoredAssignment:
+    """An assignment as the store holds it, with the digest of the inputs it answers to."""
+
+    assignment: Assignment
+    digest: str
+
+
+class Intake:
+    """Job and link inputs of one fabric: checked, stored, applied."""
+
+    def __init__(
+        self,
+        fabric: Fabric,
+        state: DesiredState,
+        replica: Replica,
+        cond: threading.Condition,
+        changed: Callable[[bool], int],
+    ) -> None:
+        """`changed(refresh)` is called under `cond` after every change applied (refresh:
+        the leader stored a new assignment) and returns the state version."""
+        self.fabric = fabric
+        self.state = state
+        self.replica = replica
+        self._cond = cond
+        self._changed = changed
+        self._writes = threading.Lock()  # one input write at a time: check, store, apply
+        self.stored: StoredAssignment | None = None
+
+    def load(self, stored: Stored | None) -> bool:
+        """Take the inputs a store held at start; returns whether the stored assignment
+        answers to them (then the engine adopts it)."""
+        if stored is None:
+            return False
+        state = self.state
+        for job, generation in stored.jobs.values():
+            state.set_job(job, generation)
+        if stored.health is not None and (stored.health.factor != 1.0).any():
+            state.set_health(stored.health)
+        if stored.assignment is None:
+            return False
+        self.stored = StoredAssignment(stored.assignment, stored.assignment_inputs)
+        assert state.health is not None
+        adopted = stored.assignment_inputs == inputs_digest(state.jobs, state.health)
+        log.info("loaded %d jobs from %s (revision %d); stored assignment %s", len(stored.jobs),
+                 self.replica.status_fields()["store"], stored.revision,
+                 "adopted" if adopted else "to be re-solved")  # fmt: skip
+        return adopted
+
+    def leaders(self) -> Assignment | None:
+        """The assignment stored last (a follower wants it)."""
+        with self._cond:
+            return None if self.stored is None else self.stored.assignment
+
+    def store_assignment(self, assignment: Assignment, digest: str) -> None:
+        """Store the assignment just installed, with the digest of its inputs."""
+        self.replica.put_assignment(assignment, digest)
+        with self._cond:
+            self.stored = StoredAssignment(assignment, digest)
+
+    # ---- inputs (called from API threads) ---------------------------------------------
+    def put_job(self, job: Job, generation: int) -> tuple[int, int]:
+        """Create or replace a job; returns (generation, state version)."""
+        jobs_flows(self.fabric, [job])  # the job's own traffic must be valid: not under the lock
+        return self._write(
+            JOBS + job.id,
+            lambda: self.state.check_put(job, generation, flows_checked=True),
+            lambda g: self.replica.put_job(job, g),
+            lambda g: self.state.set_job(job, g),
+        )
+
+    def delete_job(self, job_id: str) -> tuple[bool, int]:
+        """Remove a job (idempotent); returns (existed, state version)."""
+        return self._write(
+            JOBS + job_id,
+            lambda: job_id in self.state.jobs,
+            lambda e: self.replica.delete_job(job_id) if e else 0,
+            lambda e: self.state.delete_job(job_id),
+        )
+
+    def report_links(self, updates: Mapping[int, float], replace_all: bool = False) -> int:
+        """Apply link factors (see DesiredState.report_links); returns the state version."""
+        _, version = self._write(
+            LINKS,
+            lambda: self.state.check_links(updates, replace_all),
+            self.replica.put_health,
+            self.state.set_health,
+        )
+        return version
+
+    def _write(
+        self,
+        key: str,
+        check: Callable[[], V],
+        store: Callable[[V], int],
+        apply: Callable[[V], object],
+    ) -> tuple[V, int]:
+        """Check against the current state, write to the store, then apply and acknowledge.
+        A write lost to another replica's (StoreConflict) is re-read, re-checked and retried
+        after a short random pause, up to WRITE_ATTEMPTS times in all."""
+        with self._writes:
+            for attempt in range(1, WRITE_ATTEMPTS + 1):
+                with self._cond:
+                    value = check()
+                try:
+                    revision = store(value)
+                except StoreConflict:
+                    if attempt == WRITE_ATTEMPTS:
+                        raise
+                    self.apply_changes(self.replica.refresh(key))
+                    time.sleep(random.uniform(0, 0.002 * attempt))  # let the other finish
+                    continue
+                with self._cond:
+                    if self.replica.is_current(key, revision):
+                        apply(value)
+                    return value, self._changed(False)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def apply_changes(self, changes: list[Change]) -> None:
+        """Adopt input changes another replica wrote (already filtered to the new ones);
+        records are decoded before the engine lock is taken."""
+        persist = self.replica.persist
+        if not changes or persist is None:
+            return
+        decoded: list[tuple[str, bytes | None, Stored]] = []
+        for key, value, _ in changes:
+            into = Stored(0)
+            try:
+                if value is not None:
+                    persist.decode(key, value, into)
+            except StoreCorrupt as err:
+                log.error("ignored a stored change: %s", err)
+                continue
+            decoded.append((key, value, into))
+        with self._cond:
+            refresh = False
+            for key, value, into in decoded:
+                if key.startswith(JOBS):
+                    job_id = key[len(JOBS) :]
+                    if value is None:
+                        self.state.delete_job(job_id)
+                    else:
+                        self.state.set_job(*into.jobs[job_id])
+                elif key == LINKS:
+                    self.state.set_health(into.health or LinkHealth.all_up(self.fabric))
+                elif key == ASSIGNMENT and into.assignment is not None:
+                    self.stored = StoredAssignment(into.assignment, into.assignment_inputs)
+                    refresh = True  # the leader has pushed it: read what it did
+            self._changed(refresh)

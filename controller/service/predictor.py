@@ -1,0 +1,117 @@
+"""The predicted rates of the routes installed, on a thread of their own.
+
+MLU and bound are set at once when a result is recorded; the predicted bus bandwidth per job
+(a max-min simulation, about 0.5-1 s at meta-24k) follows on the predictor thread, so it never
+holds back a settle. Only the last result recorded is predicted, PREDICT_QUIET s after it
+once the engine is idle, or PREDICT_EVERY s after the last prediction began while results
+keep coming (a flap storm or a stream of job changes runs few: a prediction shares the
+interpreter with the repairs, solves, pushes and index builds).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from controller.model.fabric import Fabric
+from controller.model.health import LinkHealth
+from controller.model.rates import simulate
+from controller.service.metrics import Metrics
+from controller.solver.solve import SolveResult
+
+log = logging.getLogger("fabric_te.engine")
+PREDICT_QUIET = 1.0  # s without a new result (and idle) before the last one's rate prediction
+PREDICT_EVERY = 5.0  # s after which it runs even while results keep coming
+
+
+@dataclass(frozen=True)
+class _Recorded:
+    seq: int
+    result: SolveResult
+    health: LinkHealth
+
+
+class Predictor:
+    """Quality gauges of the last result recorded; rates predicted on a thread."""
+
+    def __init__(
+        self,
+        fabric: Fabric,
+        metrics: Metrics,
+        cond: threading.Condition,
+        *,
+        busy: Callable[[], bool],
+        stopped: Callable[[], bool],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """`busy()` and `stopped()` are read under `cond`, which the engine notifies when
+        they change."""
+        self.fabric = fabric
+        self.metrics = metrics
+        self._cond = cond
+        self._busy = busy
+        self._stopped = stopped
+        self._clock = clock
+        self._seq = 0  # results recorded
+        self._predicted = 0  # the result the predicted-rate gauges answer to
+        self._next: _Recorded | None = None
+        self._thread: threading.Thread | None = None
+        self._started = clock()  # when the last prediction started
+
+    def record(self, result: SolveResult, health: LinkHealth) -> None:
+        """Gauges of the routes just installed: MLU and bound now, rates to follow."""
+        m = self.metrics
+        m.mlu.set(result.mlu)
+        m.mlu_bound.set(result.bound.value)
+        m.bound_ratio.set(result.ratio)
+        with self._cond:
+            self._seq += 1
+            self._next = _Recorded(self._seq, result, health)
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._loop, name="fabric-te-predict", daemon=True
+                )
+                self._thread.start()
+            self._cond.notify_all()
+
+    def answered(self) -> bool:
+        """Whether the gauges answer to the last result recorded (under the lock)."""
+        return self._predicted >= self._seq
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while self._next is None and not self._stopped():
+                    self._cond.wait(0.5)
+                if self._stopped():
+                    return
+                job = self._next
+                assert job is not None
+                every = self._started + PREDICT_EVERY
+                quiet = min(self._clock() + PREDICT_QUIET, every)
+                while self._next is job and not self._stopped():
+                    now = self._clock()
+                    if now >= every or (now >= quiet and not self._busy()):
+                        break
+                    self._cond.wait((quiet if now < quiet else every) - now)
+                if self._next is not job or self._stopped():
+                    continue
+                self._next = None
+                self._started = self._clock()
+            report = None
+            try:
+                report = simulate(
+                    self.fabric, job.health, job.result.assignment, parent=job.result.parent
+                )
+            except Exception:  # noqa: BLE001 - the gauges keep their last values
+                log.exception("rate prediction failed")
+            with self._cond:
+                if job.seq == self._seq and report is not None:
+                    self.metrics.links_over_capacity.set(report.links_over_capacity)
+                    self.metrics.set_job_busbw(report.job_busbw_fraction)
+                if job.seq == self._seq:
+                    self._predicted = job.seq
+                self._cond.notify_all()

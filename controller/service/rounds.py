@@ -1,0 +1,185 @@
+"""The engine's decisions as values: what its worker does next, what a round of new inputs
+needs, and what becomes of a global result when it ends.
+
+Pure: no thread, no driver, no clock of its own (times come in as numbers). The engine
+gathers what it knows under its lock into a record (`Wake`, or the arguments below), asks
+here, and runs the step it is told; `tests/controller/service/test_rounds.py` reads as a
+table of situations and steps.
+
+    Wake -> next_step -> STOP | TAKE_OVER | SWEEP | IDLE | FINISH_SOLVE | ROUND
+    ROUND -> plan_round -> repair first? then WAIT_SOLVE | SETTLE | SOLVE
+    FINISH_SOLVE -> plan_finish -> push, re-based on new health or not; dropped if stale
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+import numpy as np
+
+from controller.model.assignment import Assignment
+from controller.model.health import LinkHealth
+from controller.model.jobs import Job
+
+SOLVE_POLL = 0.2  # s between looks while a global solve runs and nothing else is new
+
+
+@dataclass(frozen=True)
+class Taken:
+    """The inputs the worker took for a round: the jobs (sorted by id), the link health,
+    the state version they answer to, and the digest the store keeps with an assignment."""
+
+    jobs: tuple[Job, ...]
+    health: LinkHealth
+    version: int
+    digest: str
+
+    @property
+    def ids(self) -> tuple[str, ...]:
+        return tuple(j.id for j in self.jobs)
+
+
+@dataclass(frozen=True)
+class Target:
+    """The assignment the switches are told to hold, the jobs and link health it answers
+    to (a repair starts from these)."""
+
+    assignment: Assignment
+    ids: tuple[str, ...]
+    health: LinkHealth
+
+
+class Step(enum.Enum):
+    """What the worker does when it wakes."""
+
+    STOP = "stop"
+    TAKE_OVER = "take over"  # this replica became the leader
+    SWEEP = "sweep"  # the next switches of a periodic reconcile
+    IDLE = "idle"  # nothing to do yet
+    FINISH_SOLVE = "finish solve"  # a global solve ended: push its result
+    ROUND = "round"  # take the new inputs
+
+
+@dataclass(frozen=True)
+class Wake:
+    """What the worker knows when it looks."""
+
+    stop: bool = False
+    fresh: bool = False  # inputs accepted since the worker last took them
+    solve_ended: bool = False
+    solving: bool = False  # a global solve runs in its own thread
+    takeover: bool = False  # the replica became the leader since the last look
+    refresh: bool = False  # another replica stored a new assignment
+    leader: bool = True
+    sweeping: bool = False  # a periodic reconcile is under way
+    sweep_in: float = 1.0  # s until the next periodic reconcile is due (<= 0: due)
+
+
+def wait_seconds(w: Wake) -> float | None:
+    """How long the worker sleeps before it looks again; None: it acts now. While a global
+    solve runs, only new inputs, the solve's end or a stop wake it."""
+    if w.stop or w.fresh or w.solve_ended:
+        return None
+    if w.solving:
+        return SOLVE_POLL
+    if w.sweep_in <= 0 or w.takeover or w.refresh or w.sweeping:
+        return None
+    return w.sweep_in
+
+
+def busy(w: Wake) -> bool:
+    """Whether the worker has a round to answer (what `Engine.wait_idle` waits for). A
+    follower has none: it solves nothing, the leader's assignment is what it wants."""
+    return (w.fresh and w.leader) or w.solve_ended or w.solving
+
+
+def next_step(w: Wake) -> Step:
+    """The step for what the worker knows."""
+    if w.stop:
+        return Step.STOP
+    if w.takeover and w.leader:
+        return Step.TAKE_OVER
+    if not busy(w):
+        if w.sweep_in <= 0 or (w.refresh and not w.leader) or w.sweeping:
+            return Step.SWEEP
+        return Step.IDLE
+    if w.solve_ended:
+        return Step.FINISH_SOLVE
+    return Step.ROUND
+
+
+class Then(enum.Enum):
+    """What follows the repair (if any) in a round of new inputs."""
+
+    WAIT_SOLVE = "wait for the solve"  # one runs: its result is re-checked when it ends
+    SETTLE = "settle"  # jobs unchanged since the last global solve: settle from the repair
+    SOLVE = "solve"  # a global solve of the inputs taken
+
+
+@dataclass(frozen=True)
+class RoundPlan:
+    repair: bool  # repair the installed routes for the new link health first, at once
+    then: Then
+
+
+def plan_round(
+    *,
+    installed_health: LinkHealth | None,
+    health: LinkHealth,
+    solving: bool,
+    settled_jobs: int | None,
+    jobs_version: int,
+) -> RoundPlan:
+    """A round of new inputs. A link change is repaired against what is installed, even
+    while a global solve runs. With the jobs unchanged since the last global solve pushed
+    (`settled_jobs`, the jobs version it answers to; None: none kept), the round settles
+    from the repair; job changes get a global solve, or the one running is re-checked
+    against the new inputs when it ends."""
+    repair = installed_health is not None and not np.array_equal(
+        installed_health.factor, health.factor
+    )
+    if solving:
+        then = Then.WAIT_SOLVE
+    elif repair and settled_jobs is not None and settled_jobs >= jobs_version:
+        then = Then.SETTLE
+    else:
+        then = Then.SOLVE
+    return RoundPlan(repair, then)
+
+
+@dataclass(frozen=True)
+class FinishPlan:
+    stale: bool  # the jobs changed while it ran: the latest are solved after it
+    drop: bool  # dropped unpushed, the latest solved at once
+    rebase: bool  # link health changed while it ran: repair it for the new health first
+
+
+def plan_finish(
+    *, solved_version: int, jobs_version: int, dropped_last: bool, health_changed: bool
+) -> FinishPlan:
+    """A global result that ended. One already stale is dropped, unless the result before
+    it was dropped too: pushing it would hold the re-solve back by a push of routes already
+    out of date, and a stream of job changes still gets every second result pushed (it
+    never starves the pushes)."""
+    stale = jobs_version > solved_version
+    return FinishPlan(stale, stale and not dropped_last, health_changed)
+
+
+def index_beside(
+    *, drop: bool, rebase: bool, rows: int, churn: int, pushed_rows: int | None
+) -> bool:
+    """Whether a global result's RouteIndex is built beside its push (else after it): at
+    once when it is re-based (the repair needs it before the push) or its push is a small
+    part of the routes, so that a link report arriving as the round settles finds it ready;
+    after the push when that installs much of the fabric (a full install beside the build
+    took twice as long on 2 cores). A dropped result is never indexed: its thread is let go
+    at once."""
+    big = pushed_rows is None or abs(rows - pushed_rows) + churn > rows // 4
+    return drop or rebase or not big
+
+
+def adopt_stored(stored_digest: str | None, digest: str) -> bool:
+    """On start or takeover, the stored assignment is adopted (the switches only
+    reconciled towards it) when it answers to the current inputs; else they are solved."""
+    return stored_digest is not None and stored_digest == digest

@@ -1,0 +1,174 @@
+"""A global solve in a thread of its own, then the RouteIndex of its result; and the last
+one pushed, which link changes are settled against (`Baseline`).
+
+The worker stays free to repair while a global solve runs. The solve starts once the index
+being built for the installed routes is ready (beside it, that build took 2-4x as long, and a
+link report arriving meanwhile waited for it). When the solve ends the worker is told
+(`on_end`); the thread then builds the result's RouteIndex, with the table usage the solve
+counted, when the worker says so (`index_when`: beside the push, after it, or never for a
+dropped result), so that the next repair finds it ready.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+import numpy as np
+
+from controller.model.assignment import Assignment
+from controller.model.fabric import Fabric
+from controller.model.flows import FlowSet
+from controller.model.health import LinkHealth
+from controller.model.jobs import jobs_flows
+from controller.service.installer import IndexBuild
+from controller.service.metrics import Metrics
+from controller.service.rounds import Taken
+from controller.solver.bounds import Bound, lower_bound
+from controller.solver.greedy import AssignResult
+from controller.solver.repair import RouteIndex, bound_after, repair_indexed
+from controller.solver.solve import SolveOptions, SolveResult, solve
+
+log = logging.getLogger("fabric_te.engine")
+POLL = 0.5  # s between looks at the stop flag while the thread waits
+
+
+class GlobalSolve:
+    """One global solve of `taken`, with `previous` as the assignment to keep flows of."""
+
+    def __init__(
+        self,
+        fabric: Fabric,
+        taken: Taken,
+        previous: Assignment | None,
+        options: SolveOptions,
+        metrics: Metrics,
+        *,
+        hook: Callable[[LinkHealth], None],
+        after: IndexBuild | None,
+        stopped: Callable[[], bool],
+        on_end: Callable[[], None],
+    ) -> None:
+        self.fabric = fabric
+        self.taken = taken
+        self.previous = previous
+        self.options = options
+        self.metrics = metrics
+        self._hook = hook
+        self._after = after  # the index build it starts after
+        self._stopped = stopped
+        self._on_end = on_end
+        self.flows: FlowSet | None = None
+        self.result: SolveResult | None = None
+        self.error: BaseException | None = None
+        self.indexed = IndexBuild()  # the result's index, built when the worker says so
+        self._go = threading.Event()
+        self._wanted = False
+
+    def start(self) -> None:
+        threading.Thread(target=self._work, name="fabric-te-solve", daemon=True).start()
+
+    def index_when(self, wanted: bool, now: bool) -> None:
+        """Whether the result's index is wanted, and that it may be built now (else when
+        `index_when` is called again with `now`)."""
+        self._wanted = wanted
+        if now:
+            self._go.set()
+
+    def rebased(self, health: LinkHealth) -> tuple[Assignment, RouteIndex]:
+        """The result repaired for `health` (links that changed while it ran), from the
+        index this thread is building: no route through a link now down is pushed."""
+        result = self.result
+        assert result is not None
+        self.indexed.ready.wait()
+        index = self.indexed.index or RouteIndex.build(self.fabric, result.assignment,
+                                                       result.usage)  # fmt: skip
+        res, index = repair_indexed(health, index, old_health=self.taken.health,
+                                    table_budget=self.options.table_budget)  # fmt: skip
+        return res.assignment, index
+
+    def _work(self) -> None:
+        try:
+            while self._after is not None and not self._after.ready.wait(POLL):
+                if self._stopped():
+                    return
+            self._hook(self.taken.health)
+            self.flows = jobs_flows(self.fabric, list(self.taken.jobs))
+            with self.metrics.solve_seconds.labels("solve").time():
+                self.result = solve(self.fabric, self.taken.health, self.flows,
+                                    previous=self.previous, options=self.options)  # fmt: skip
+            self.indexed.assignment = self.result.assignment
+        except BaseException as err:  # noqa: BLE001 - handed to the worker
+            self.error = err
+        self._on_end()
+        result = self.result
+        if result is not None:
+            while not self._go.wait(POLL) and not self._stopped():
+                pass
+            if self._wanted and not self._stopped():
+                try:
+                    self.indexed.index = RouteIndex.build(
+                        self.fabric, result.assignment, result.usage
+                    )
+                except Exception:  # noqa: BLE001 - the next repair builds it
+                    log.exception("route index build failed")
+        self.indexed.ready.set()
+
+
+class Baseline:
+    """The last global solve pushed, its input flows and the jobs version it answers to: a
+    link change against the same jobs is settled against its quality, with the lower bound
+    of those flows under the new health (cached by health: a flap returns to one seen)."""
+
+    CACHED = 64  # bounds kept
+
+    def __init__(self, fabric: Fabric, result: SolveResult, flows: FlowSet, jobs_version: int,
+                 health: LinkHealth, qps: int) -> None:  # fmt: skip
+        self.fabric = fabric
+        self.result = result
+        self.flows = flows
+        self.jobs_version = jobs_version
+        self.qps = qps
+        self._bounds: dict[bytes, Bound] = {health.factor.tobytes(): result.bound}
+
+    def bound_for(self, before: LinkHealth, health: LinkHealth) -> Bound:
+        """The split lower bound under `health`: cached, else derived from `before`'s
+        (`bound_after`: only the changed cuts, when capacity only went down), else computed
+        in full (~0.25 s at meta-24k with 16 QP buckets)."""
+        key = health.factor.tobytes()
+        bound = self._bounds.get(key)
+        if bound is None:
+            known = self._bounds.get(before.factor.tobytes())
+            if known is not None:
+                bound = bound_after(self.fabric, self.flows, before, known, health, self.qps)
+            if bound is None:
+                bound = lower_bound(self.fabric, health, self.flows, qps=self.qps)
+            if len(self._bounds) >= self.CACHED:
+                self._bounds.pop(next(iter(self._bounds)))
+            self._bounds[key] = bound
+        return bound
+
+    def settled(self, res: AssignResult, moved: np.ndarray, bound: Bound, method: str,
+                seconds: float) -> SolveResult:  # fmt: skip
+        """The result of a link-change round settled from a repair (and re-optimisation)
+        of this solve's routes: `moved` rows, figures against `bound`; the table counts are
+        as of this solve (the read-back counts are in /metrics)."""
+        last = self.result
+        parent = last.parent
+        assert parent is not None
+        return SolveResult(
+            assignment=res.assignment,
+            mlu=res.mlu,
+            bound=bound,
+            lp=None,
+            collided_links=int(res.collided_links.size),
+            churn=int(np.unique(parent[np.unique(moved)]).size),
+            unroutable=np.unique(parent[res.unroutable]),
+            fallback_ecmp=last.fallback_ecmp,
+            method=method,
+            times={"total": seconds},
+            parent=parent,
+            split_flows=last.split_flows,
+            tables=last.tables,
+        )

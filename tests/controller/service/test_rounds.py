@@ -1,0 +1,127 @@
+"""The engine's decisions as a table: situation -> step."""
+
+from __future__ import annotations
+
+import pytest
+
+from controller.model.clos import build, preset
+from controller.model.health import LinkHealth
+from controller.service.rounds import (
+    SOLVE_POLL,
+    Step,
+    Then,
+    Wake,
+    adopt_stored,
+    busy,
+    index_beside,
+    next_step,
+    plan_finish,
+    plan_round,
+    wait_seconds,
+)
+
+FABRIC = build(preset("tiny"))
+UP = LinkHealth.all_up(FABRIC)
+DOWN = UP.down([FABRIC.rack_base])
+
+
+@pytest.mark.parametrize(
+    ("wake", "step", "is_busy"),
+    [
+        (Wake(stop=True, fresh=True, solve_ended=True), Step.STOP, True),
+        (Wake(takeover=True, fresh=True), Step.TAKE_OVER, True),
+        (Wake(takeover=True, leader=False, fresh=True), Step.IDLE, False),  # not the leader
+        (Wake(fresh=True), Step.ROUND, True),
+        (Wake(fresh=True, solving=True), Step.ROUND, True),  # a link report during a solve
+        (Wake(solve_ended=True, fresh=True), Step.FINISH_SOLVE, True),  # result first
+        (Wake(solve_ended=True), Step.FINISH_SOLVE, True),
+        (Wake(solving=True), Step.ROUND, True),  # only reached when woken for a leader change
+        (Wake(sweep_in=0.0), Step.SWEEP, False),
+        (Wake(sweeping=True), Step.SWEEP, False),  # a sweep under way goes on step by step
+        (Wake(sweeping=True, fresh=True), Step.ROUND, True),  # new inputs go between steps
+        (Wake(refresh=True, leader=False), Step.SWEEP, False),  # a follower reads the leader's
+        (Wake(refresh=True), Step.IDLE, False),
+        (Wake(fresh=True, leader=False), Step.IDLE, False),  # a follower solves nothing
+        (Wake(), Step.IDLE, False),
+    ],
+)
+def test_next_step(wake: Wake, step: Step, is_busy: bool) -> None:
+    assert next_step(wake) is step
+    assert busy(wake) is is_busy
+
+
+@pytest.mark.parametrize(
+    ("wake", "seconds"),
+    [
+        (Wake(sweep_in=3.0), 3.0),  # sleep until the periodic reconcile is due
+        (Wake(sweep_in=0.0), None),
+        (Wake(sweep_in=-1.0), None),
+        (Wake(fresh=True, sweep_in=3.0), None),
+        (Wake(stop=True, solving=True), None),
+        (Wake(solve_ended=True, solving=True), None),
+        (Wake(solving=True, sweep_in=0.0), SOLVE_POLL),  # a solve runs: only inputs wake it
+        (Wake(solving=True, takeover=True), SOLVE_POLL),
+        (Wake(takeover=True, sweep_in=3.0), None),
+        (Wake(refresh=True, sweep_in=3.0), None),
+        (Wake(sweeping=True, sweep_in=3.0), None),
+    ],
+)
+def test_wait_seconds(wake: Wake, seconds: float | None) -> None:
+    assert wait_seconds(wake) == seconds
+
+
+@pytest.mark.parametrize(
+    ("installed", "health", "solving", "settled", "jobs", "repair", "then"),
+    [
+        (None, UP, False, None, 1, False, Then.SOLVE),  # nothing installed yet
+        (UP, UP, False, 1, 1, False, Then.SOLVE),  # jobs changed, health did not
+        (UP, DOWN, False, 1, 1, True, Then.SETTLE),  # a link change, same jobs
+        (UP, DOWN, False, 1, 2, True, Then.SOLVE),  # a link change and a job change
+        (UP, DOWN, False, None, 1, True, Then.SOLVE),  # no global solve kept (a takeover)
+        (UP, DOWN, True, 1, 1, True, Then.WAIT_SOLVE),  # repaired now, the solve re-checked
+        (UP, UP, True, 1, 2, False, Then.WAIT_SOLVE),
+        (DOWN, UP, False, 3, 3, True, Then.SETTLE),  # a link back up
+    ],
+)
+def test_plan_round(installed, health, solving, settled, jobs, repair, then) -> None:  # type: ignore[no-untyped-def]
+    plan = plan_round(installed_health=installed, health=health, solving=solving,
+                      settled_jobs=settled, jobs_version=jobs)  # fmt: skip
+    assert (plan.repair, plan.then) == (repair, then)
+
+
+@pytest.mark.parametrize(
+    ("solved", "jobs", "dropped_last", "changed", "stale", "drop", "rebase"),
+    [
+        (5, 5, False, False, False, False, False),  # fresh: pushed as it is
+        (5, 4, False, True, False, False, True),  # health changed while it ran: re-based
+        (5, 6, False, False, True, True, False),  # stale: dropped, the latest solved
+        (5, 6, True, False, True, False, False),  # stale again: pushed all the same
+        (5, 6, True, True, True, False, True),
+    ],
+)
+def test_plan_finish(solved, jobs, dropped_last, changed, stale, drop, rebase) -> None:  # type: ignore[no-untyped-def]
+    plan = plan_finish(solved_version=solved, jobs_version=jobs, dropped_last=dropped_last,
+                       health_changed=changed)  # fmt: skip
+    assert (plan.stale, plan.drop, plan.rebase) == (stale, drop, rebase)
+
+
+@pytest.mark.parametrize(
+    ("drop", "rebase", "rows", "churn", "pushed", "beside"),
+    [
+        (False, False, 1000, 0, None, False),  # a first install: after its push
+        (False, False, 1000, 10, 1000, True),  # a small change: beside
+        (False, False, 1000, 300, 1000, False),  # much of the fabric moves: after
+        (False, False, 1000, 0, 600, False),  # many rows added
+        (False, True, 1000, 300, 1000, True),  # re-based: the repair needs it first
+        (True, False, 1000, 300, None, True),  # dropped: let its thread go at once
+    ],
+)
+def test_index_beside(drop, rebase, rows, churn, pushed, beside) -> None:  # type: ignore[no-untyped-def]
+    assert index_beside(drop=drop, rebase=rebase, rows=rows, churn=churn,
+                        pushed_rows=pushed) is beside  # fmt: skip
+
+
+def test_adopt_stored_only_when_it_answers_to_the_inputs() -> None:
+    assert adopt_stored("abc", "abc")
+    assert not adopt_stored("abc", "abd")
+    assert not adopt_stored(None, "abc")
