@@ -8,7 +8,7 @@ capacity : uplink capacity, e.g. 7 for the 1:7 of Meta's 24K-GPU clusters).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
@@ -206,8 +206,3 @@ def preset(name: str) -> ClosSpec:
 
 SPEC_FIELDS = frozenset(f.name for f in fields(ClosSpec))
 
-
-def spec_to_dict(spec: ClosSpec) -> dict[str, object]:
-    out = {k: v for k, v in asdict(spec).items() if v is not None and k != "te_entries"}
-    out["te_entries"] = dict(zip(SWITCH_TIERS, te_entries(spec.te_entries), strict=True))
-    return out

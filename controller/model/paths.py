@@ -152,12 +152,6 @@ def path_alive(arcs: np.ndarray, arc_capacity: np.ndarray) -> np.ndarray:
     return np.asarray(ok.all(axis=1))
 
 
-def path_bottleneck(arcs: np.ndarray, arc_capacity: np.ndarray) -> np.ndarray:
-    """Smallest arc capacity along each padded path row."""
-    cap = np.where(arcs >= 0, arc_capacity[np.maximum(arcs, 0)], np.inf)
-    return cap.min(axis=1)
-
-
 def core_arcs(arcs: np.ndarray) -> np.ndarray:
     """Drop the two access arcs (fixed per flow); keep the switch-to-switch hops."""
     out = arcs[:, 1:].copy()

@@ -93,10 +93,6 @@ def link_updates(
     return out
 
 
-def entry_to_pb(fabric: Fabric, entry: Entry) -> pb.RouteEntry:
-    return _entries_to_pb(fabric, [entry])[0]
-
-
 def _entries_to_pb(fabric: Fabric, entries: Iterable[Entry]) -> list[pb.RouteEntry]:
     """Entries as messages; link and host names are looked up once per id (a route table
     names few distinct links and hosts many times over)."""

@@ -23,7 +23,7 @@ from controller.model import validation
 from controller.model.fabric import Fabric
 from controller.model.health import LinkHealth
 from controller.model.jobs import Job, jobs_flows
-from controller.routes.entries import Entry, RouteSet, Table, match_keys, match_rows
+from controller.routes.entries import RouteSet, Table, match_keys, match_rows
 
 DELTA_LOG = 1000  # route deltas kept for resuming watchers
 
@@ -232,7 +232,3 @@ def _table_delta(before: Table, after: Table) -> tuple[Table, Table]:
     stays[pos[kept]] = True
     return after.take(~kept), before.take(~stays)
 
-
-def entry_key(e: Entry) -> tuple[str, int, int, int, int]:
-    """Stable sort key of a route entry."""
-    return (e.switch, e.in_port, e.dst_host, e.qp, e.next_hop)

@@ -19,14 +19,6 @@ from sim.lab import build as lab
 from sim.lab.shared import unique_name
 
 
-def _slab_kib() -> int:
-    with open("/proc/meminfo") as fh:
-        for line in fh:
-            if line.startswith("Slab:"):
-                return int(line.split()[1])
-    return 0
-
-
 def _used_kib() -> int:
     info = {}
     with open("/proc/meminfo") as fh:
