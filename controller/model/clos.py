@@ -205,4 +205,3 @@ def preset(name: str) -> ClosSpec:
 
 
 SPEC_FIELDS = frozenset(f.name for f in fields(ClosSpec))
-

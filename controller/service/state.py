@@ -231,4 +231,3 @@ def _table_delta(before: Table, after: Table) -> tuple[Table, Table]:
     stays = np.zeros(kb.size, bool)
     stays[pos[kept]] = True
     return after.take(~kept), before.take(~stays)
-

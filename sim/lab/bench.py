@@ -243,4 +243,3 @@ def hitless_updates(preset: str = "small", updates: int = 6,
     finally:
         lab.down(name)
     return out
-
