@@ -334,8 +334,9 @@ def bench_lp(cfg: Config) -> Iterator[Section]:
 def bench_routes(cfg: Config) -> Iterator[Section]:
     """Route entries per tier, diff, push to the emulated fabric, forwarding check."""
     from controller.drivers.push import push
-    from controller.routes.entries import RouteSet, build_routes
+    from controller.routes.entries import build_routes
     from controller.routes.plan import plan_update
+    from controller.routes.tables import RouteSet
     from sim.driver import EmulatedDriver
     from sim.switches import verify
 

@@ -230,8 +230,8 @@ def _apply(
     """Push an assignment through a driver; verify forwarding on the emulated fabric."""
     from controller.drivers.interface import load_driver
     from controller.drivers.push import push
-    from controller.routes.entries import RouteSet
     from controller.routes.plan import plan_update
+    from controller.routes.tables import RouteSet
 
     options: dict[str, object] = {"fabric": inputs.fabric}
     if args.apply == "file":
@@ -263,8 +263,8 @@ def cmd_routes_verify(args: argparse.Namespace) -> int:
     from controller.drivers.push import push
     from controller.formats.fabric_file import load_fabric
     from controller.formats.route_file import read_routes
-    from controller.routes.entries import RouteSet
     from controller.routes.plan import diff
+    from controller.routes.tables import RouteSet
     from sim.driver import EmulatedDriver
     from sim.switches import verify
 

@@ -17,8 +17,8 @@ from controller.errors import (
     FabricError,
 )
 from controller.model.fabric import Fabric
-from controller.routes.entries import Entry, Table
 from controller.routes.plan import Batch, Op
+from controller.routes.tables import Entry, Table
 from sim.switches import (
     EmulatedFabric,
     SwitchDown,

@@ -40,14 +40,8 @@ from controller.model.assignment import Assignment
 from controller.model.fabric import Fabric
 from controller.model.flows import ALL_QPS
 from controller.model.paths import MAX_HOPS
-from controller.routes.entries import (
-    MAX_QP_BUCKETS,
-    Entry,
-    RouteSet,
-    Table,
-    entry_problem,
-    switch_ports,
-)
+from controller.routes.checks import entry_problem, switch_ports
+from controller.routes.tables import MAX_QP_BUCKETS, Entry, RouteSet, Table
 
 MAX_WALK = 12  # arcs; a valid path has at most MAX_HOPS
 DELIVERED, LOOPED, DROPPED = 0, 1, 2

@@ -27,8 +27,8 @@ import pytest
 from controller.drivers.interface import Driver, driver_class
 from controller.errors import DriverError, DriverRejected
 from controller.model.clos import PRESETS, build
-from controller.routes.entries import Entry, RouteSet, Table
 from controller.routes.plan import Add, Batch, Delete, Replace, diff
+from controller.routes.tables import Entry, RouteSet, Table
 
 CONFORMANCE_FABRIC = build(PRESETS["tiny"])
 SWITCH = "rtsw-p0-r0"

@@ -36,8 +36,9 @@ from controller.model import validation
 from controller.model.documents import parse_text, read_text
 from controller.model.fabric import Fabric
 from controller.model.flows import ALL_QPS
-from controller.routes.entries import Entry, entry_problem, switch_ports
+from controller.routes.checks import entry_problem, switch_ports
 from controller.routes.plan import Op
+from controller.routes.tables import Entry
 
 FIELDS = ("in_port", "dst_host", "next_hop", "owner", "qp")
 ROW_KEYS = FIELDS + ("in_port_name", "dst_host_name", "next_hop_name")

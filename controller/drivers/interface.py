@@ -7,7 +7,7 @@ removes it if present), so a batch whose answer was lost can be retried.
 
 Pushes and read-backs go through `apply_batch` and `read_table`, which by default use
 `apply` (the batch's operations one by one) and `read`. A driver that can take and give a
-switch's table as columns (`controller.routes.entries.Table`, `controller.routes.plan.Batch`)
+switch's table as columns (`controller.routes.tables.Table`, `controller.routes.plan.Batch`)
 overrides them and skips one Python object per entry; the conformance suite checks that both
 ways agree.
 
@@ -28,8 +28,8 @@ from typing import Any, ClassVar
 
 from controller.errors import DriverError, DriverRejected
 from controller.model.fabric import Fabric
-from controller.routes.entries import Entry, Table
 from controller.routes.plan import Batch, Delete, Op
+from controller.routes.tables import Entry, Table
 
 GROUP = "fabric_te.drivers"
 

@@ -43,8 +43,9 @@ from controller.drivers.linux_plan import (
 from controller.errors import DriverError, DriverRejected, DriverUnavailable, LabError
 from controller.model.fabric import Fabric
 from controller.model.flows import ALL_QPS
-from controller.routes.entries import OWNER, Entry, entry_problem, switch_ports
+from controller.routes.checks import entry_problem, switch_ports
 from controller.routes.plan import Op
+from controller.routes.tables import OWNER, Entry
 
 Key = tuple[int, int, int]  # (in_port, dst_host, qp)
 

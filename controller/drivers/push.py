@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 
 from controller.drivers.interface import Driver
 from controller.errors import DriverError, DriverRejected, DriverTimeout, DriverUnavailable
-from controller.routes.entries import RouteSet, Table
 from controller.routes.plan import Batch, Plan
+from controller.routes.tables import RouteSet, Table
 
 APPLIED, FAILED, TIMEOUT, SKIPPED, PLANNED = "applied", "failed", "timeout", "skipped", "planned"
 _UNTRIED = object()  # no attempt made yet

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from controller.drivers.interface import Driver
 from controller.drivers.push import push, read_back
 from controller.model.fabric import Fabric
-from controller.routes.entries import OWNER, RouteSet, Table
 from controller.routes.plan import diff
+from controller.routes.tables import OWNER, RouteSet, Table
 
 log = logging.getLogger("fabric_te.reconcile")
 

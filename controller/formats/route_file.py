@@ -29,7 +29,8 @@ from controller.model.documents import read_document
 from controller.model.fabric import Fabric
 from controller.model.flows import ALL_QPS, FlowSet
 from controller.model.paths import flow_class, num_paths
-from controller.routes.entries import MAX_QP_BUCKETS, Entry, RouteSet, entry_problem, switch_ports
+from controller.routes.checks import entry_problem, switch_ports
+from controller.routes.tables import MAX_QP_BUCKETS, Entry, RouteSet
 
 FORMAT = "fabric-te-routes/1"
 TOP_KEYS = ("format", "fabric", "fingerprint", "job_ids", "flows", "switches")

@@ -357,6 +357,14 @@ class Fabric:
         except KeyError:
             raise FabricError(f"unknown node {name!r} in fabric {self.name!r}") from None
 
+    def switch_kind(self, name: str) -> str:
+        """"rtsw", "ctsw" or "atsw" for a switch's name; FabricError for any other name."""
+        node = self._node_index.get(name)
+        kind = None if node is None else self.node_kind(node)
+        if kind not in SWITCH_TIERS:
+            raise FabricError(f"{name!r} is not a switch of fabric {self.name!r}")
+        return kind
+
     def host_by_name(self, name: str) -> int:
         node = self.node_by_name(name)
         if self.node_kind(node) != "host":

@@ -34,16 +34,14 @@ same direction ECMP would go, so any mix of entries and ECMP defaults is loop-fr
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from itertools import repeat
-from typing import NamedTuple, overload
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
-from controller.errors import RouteConflict, RouteError
-from controller.model.assignment import UNROUTED, Assignment
-from controller.model.fabric import AGG, Fabric
+from controller.errors import RouteConflict
+from controller.model.assignment import Assignment
+from controller.model.fabric import Fabric
 from controller.model.flows import ALL_QPS, FlowSet
 from controller.model.paths import (
     CROSS_POD,
@@ -53,340 +51,15 @@ from controller.model.paths import (
     hop_arc,
     path_index,
 )
-
-OWNER = "fabric-te"
-MAX_QP_BUCKETS = 1 << 16  # a bucket is matched on the UDP source port: 16 bits at most
+from controller.routes.tables import OWNER, RouteSet, Table
 
 # Hop roles: the position of an entry along the path it steers, from the source.
 RTSW_UP, CTSW_UP, ATSW_DOWN, CTSW_DOWN = 0, 1, 2, 3
 ROLE_NAMES = ("rtsw-up", "ctsw-up", "atsw-down", "ctsw-down")
 
 
-class Entry(NamedTuple):
-    """One exact-match TE entry: on `switch`, (in_port, dst_host[, qp bucket]) -> next_hop
-    (link ids). `qp == ALL_QPS` matches every bucket; a bucket's own entry takes precedence.
-    A named tuple: hundreds of thousands are made where a consumer lists them one by one."""
-
-    switch: str
-    in_port: int
-    dst_host: int
-    next_hop: int
-    owner: str = OWNER
-    qp: int = ALL_QPS
-
-    @property
-    def key(self) -> tuple[str, int, int, int]:
-        return (self.switch, self.in_port, self.dst_host, self.qp)
-
-    @property
-    def match(self) -> tuple[int, int, int]:
-        """What the entry matches on its switch: (in_port, dst_host, qp)."""
-        return (self.in_port, self.dst_host, self.qp)
-
-
-_NO_INTS = np.zeros(0, np.int64)
-_NO_INTS.flags.writeable = False
-_NO_OWNERS = np.zeros(0, np.str_)
-_NO_OWNERS.flags.writeable = False
-
-
-class Table(Sequence[Entry]):
-    """One switch's entries as columns, sorted by (in_port, dst_host, qp), one row per key.
-
-    The hot paths (build, diff, push into a driver that takes tables, read-back, route log)
-    work on the columns; the `Entry` objects are made only when a consumer lists them, once.
-    Columns are read-only, so tables are shared freely (a read-back may be the pushed table).
-    """
-
-    __slots__ = ("switch", "in_port", "dst_host", "next_hop", "owner", "qp", "_entries")
-
-    def __init__(
-        self,
-        switch: str,
-        in_port: np.ndarray = _NO_INTS,
-        dst_host: np.ndarray = _NO_INTS,
-        next_hop: np.ndarray = _NO_INTS,
-        owner: np.ndarray | str = _NO_OWNERS,
-        qp: np.ndarray | None = None,
-    ) -> None:
-        """Columns already in match order (unchecked); `owner` may be one name for all."""
-        self.switch = switch
-        self._entries: tuple[Entry, ...] | None = None
-        self.in_port = _frozen(in_port, np.int64)
-        n = self.in_port.size
-        if not n:  # the empty table: shared columns
-            self.dst_host = self.next_hop = self.qp = _NO_INTS
-            self.owner = _NO_OWNERS
-            return
-        self.dst_host = _frozen(dst_host, np.int64)
-        self.next_hop = _frozen(next_hop, np.int64)
-        self.owner = _frozen(np.full(n, owner) if isinstance(owner, str) else owner, np.str_)
-        self.qp = _frozen(np.full(n, ALL_QPS) if qp is None else qp, np.int64)
-        if not self.dst_host.size == self.next_hop.size == self.owner.size == self.qp.size == n:
-            raise RouteError(f"table of {switch}: columns of different lengths")
-
-    @classmethod
-    def empty(cls, switch: str) -> Table:
-        """The empty table of `switch`, shared (tables are read-only): diffs and batches
-        ask for thousands of them."""
-        table = _EMPTY.get(switch)
-        if table is None:
-            table = Table(switch)
-            if len(_EMPTY) < _EMPTY_KEPT:
-                table = _EMPTY.setdefault(switch, table)
-        return table
-
-    @classmethod
-    def of(cls, switch: str, entries: Iterable[Entry]) -> Table:
-        """The table of `entries` (all on `switch`), sorted by match; a key given twice
-        keeps the last entry."""
-        rows = {e.match: e for e in entries}
-        for e in rows.values():
-            if e.switch != switch:
-                raise RouteError(f"table of {switch} given an entry of {e.switch}")
-        ordered = [rows[k] for k in sorted(rows)]
-        if not ordered:
-            return cls(switch)
-        _, ip, d, nh, own, q = zip(*ordered, strict=True)
-        table = cls(switch, np.array(ip), np.array(d), np.array(nh), np.array(own), np.array(q))
-        table._entries = tuple(ordered)
-        return table
-
-    def take(self, rows: np.ndarray | slice) -> Table:
-        """The rows `rows` (indices in ascending order, a mask or a slice) as a table."""
-        return Table(self.switch, self.in_port[rows], self.dst_host[rows], self.next_hop[rows],
-                     self.owner[rows], self.qp[rows])  # fmt: skip
-
-    def entries(self) -> tuple[Entry, ...]:
-        """The rows as `Entry` objects (made on first use, then kept)."""
-        if self._entries is None:
-            n = self.in_port.size
-            one = n > 0 and bool((self.owner == self.owner[0]).all())
-            owners: Iterable[str] = (  # one str object for a table of one owner
-                repeat(str(self.owner[0]), n) if one else self.owner.tolist()
-            )
-            self._entries = tuple(
-                map(Entry._make, zip(repeat(self.switch, n), self.in_port.tolist(),
-                                     self.dst_host.tolist(), self.next_hop.tolist(), owners,
-                                     self.qp.tolist(), strict=True))
-            )  # fmt: skip
-        return self._entries
-
-    def rows(self, lo: int, hi: int) -> tuple[Entry, ...]:
-        """Entries lo..hi-1, made for those rows only unless the whole table is listed
-        already (a page of a large table costs the page, not the table)."""
-        if self._entries is not None or (lo <= 0 and hi >= len(self)):
-            return self.entries()[lo:hi]
-        return self.take(slice(max(lo, 0), max(hi, lo, 0))).entries()
-
-    def same(self, other: Table) -> bool:
-        """Whether two tables hold the same entries (compared as columns)."""
-        if self is other:
-            return True
-        return (
-            self.switch == other.switch
-            and self.in_port.size == other.in_port.size
-            and all(
-                a is b or np.array_equal(a, b)
-                for a, b in zip(self.columns(), other.columns(), strict=True)
-            )
-        )
-
-    def columns(self) -> tuple[np.ndarray, ...]:
-        """(in_port, dst_host, next_hop, owner, qp)."""
-        return (self.in_port, self.dst_host, self.next_hop, self.owner, self.qp)
-
-    def owned_by(self, owner: str) -> np.ndarray:
-        """Mask of the rows of `owner`."""
-        return np.asarray(self.owner == owner, dtype=bool)
-
-    def updated(self, put: Table, drop: Table) -> Table:
-        """This table with `put`'s entries set (replacing any on their matches), then the
-        matches of `drop` removed. Into an empty table, `put` itself."""
-        if not len(self) and not len(drop):
-            return put
-        kt, kp, kd = match_keys(self, put, drop)  # each ascending, one row per match
-        if kd.size:
-            keep_put = ~_among(kp, kd)
-            if not keep_put.all():
-                put, kp = put.take(keep_put), kp[keep_put]
-        gone = _among(kt, kp) | _among(kt, kd) if kp.size or kd.size else None
-        kept = self if gone is None or not gone.any() else self.take(~gone)
-        if not len(put):
-            return kept
-        if not len(kept):
-            return put
-        kk = kt if gone is None else kt[~gone]
-        order = np.argsort(np.concatenate([kk, kp]), kind="stable")
-        cols = [np.concatenate([a, b])[order] for a, b in zip(kept.columns(), put.columns(),
-                                                              strict=True)]  # fmt: skip
-        return Table(self.switch, *cols)
-
-    def __len__(self) -> int:
-        return int(self.in_port.size)
-
-    def __iter__(self) -> Iterator[Entry]:
-        return iter(self.entries())
-
-    @overload
-    def __getitem__(self, index: int) -> Entry: ...
-    @overload
-    def __getitem__(self, index: slice) -> tuple[Entry, ...]: ...
-    def __getitem__(self, index: int | slice) -> Entry | tuple[Entry, ...]:
-        return self.entries()[index]
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Table):
-            return self.same(other)
-        if isinstance(other, tuple | list):
-            return self.entries() == tuple(other)
-        return NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return f"Table({self.switch!r}, {len(self)} entries)"
-
-
-_EMPTY: dict[str, Table] = {}  # Table.empty's, by switch name
-_EMPTY_KEPT = 1 << 16  # names kept at most (names may come from requests)
-
-
-def _frozen(column: np.ndarray, dtype: type) -> np.ndarray:
-    if column is _NO_INTS or column is _NO_OWNERS:
-        return column
-    out: np.ndarray = np.asarray(column, dtype=dtype)
-    if out.ndim != 1:
-        raise RouteError(f"a table column must be one-dimensional, not of shape {out.shape}")
-    if out.flags.writeable:
-        if out is column:  # the caller's array: keep it theirs
-            out = out.view()
-        out.flags.writeable = False
-    return out
-
-
-def _among(keys: np.ndarray, ref: np.ndarray) -> np.ndarray:
-    """`np.isin(keys, ref)` for an ascending `ref` (a table's match keys): a binary search
-    (np.isin hashes or sorts both, which costs more on the tables of one switch)."""
-    if not ref.size:
-        return np.zeros(keys.size, bool)
-    return np.asarray(ref.take(np.searchsorted(ref, keys), mode="clip") == keys)
-
-
-def match_keys(*tables: Table) -> list[np.ndarray]:
-    """One int64 per row of each table, ordered as (in_port, dst_host, qp) and equal exactly
-    where the matches are: keys of different tables compare."""
-    cols = [(t.in_port, t.dst_host, t.qp) for t in tables]
-    ip, d, q = (np.concatenate(c) if len(tables) > 1 else c[0] for c in zip(*cols, strict=True))
-    if not ip.size:
-        return [_NO_INTS for _ in tables]
-    hosts, qps = int(d.max()) + 1, int(q.max()) - ALL_QPS + 1
-    fits = (
-        min(int(ip.min()), int(d.min())) >= 0
-        and int(q.min()) >= ALL_QPS
-        and float(ip.max() + 1) * hosts * qps < 2.0**62
-    )
-    if fits:
-        key = (ip * hosts + d) * qps + (q - ALL_QPS)
-    else:  # out-of-range ids: rank the distinct matches instead
-        _, key = np.unique(np.stack([ip, d, q], axis=1), axis=0, return_inverse=True)
-        key = key.reshape(-1).astype(np.int64)
-    bounds = np.cumsum([0] + [len(t) for t in tables]).tolist()
-    return [key[lo:hi] for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)]
-
-
-def match_rows(
-    left: Sequence[Table], right: Sequence[Table]
-) -> tuple[np.ndarray, np.ndarray] | None:
-    """Tables paired up (left[i] with right[i]) matched all at once: for every row of the
-    right tables, concatenated, the position of the row with its match in the left tables,
-    concatenated, and whether there is one (where not, the position is meaningless). One
-    search over every pair instead of one per pair; None when the keys (table, in_port,
-    dst_host, qp) would not fit 62 bits (match the pairs one by one with match_keys)."""
-    tables = [*left, *right]
-    ip, d, q = (
-        np.concatenate([getattr(t, c) for t in tables]) for c in ("in_port", "dst_host", "qp")
-    )
-    n_left = sum(len(t) for t in left)
-    if not n_left or n_left == ip.size:
-        return np.zeros(ip.size - n_left, np.int64), np.zeros(ip.size - n_left, bool)
-    if min(int(ip.min()), int(d.min())) < 0 or int(q.min()) < ALL_QPS:
-        return None
-    ports, hosts, qps = int(ip.max()) + 1, int(d.max()) + 1, int(q.max()) - ALL_QPS + 1
-    if float(len(left)) * ports * hosts * qps >= 2.0**62:
-        return None
-    pair = np.arange(len(left), dtype=np.int64)
-    sizes = [len(t) for t in tables]
-    key = ((np.repeat(np.concatenate([pair, pair]), sizes) * ports + ip) * hosts + d) * qps
-    key += q - ALL_QPS  # ascending within each side: pairs in order, each table by match
-    kl, kr = key[:n_left], key[n_left:]
-    pos = np.minimum(np.searchsorted(kl, kr), n_left - 1)
-    return pos, kl[pos] == kr
-
-
 @dataclass(frozen=True)
-class RouteSet:
-    """Entries grouped by switch name, one `Table` per switch (tuples of entries given are
-    made tables); iterating gives the entries by switch name, then match."""
-
-    tables: Mapping[str, Table] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        tables = self.tables
-        if not all(isinstance(t, Table) for t in tables.values()):
-            made = {n: t if isinstance(t, Table) else Table.of(n, t) for n, t in tables.items()}
-            object.__setattr__(self, "tables", made)
-
-    @classmethod
-    def from_entries(cls, entries: Iterable[Entry]) -> RouteSet:
-        """Group entries by switch; a key given twice is an error."""
-        grouped: dict[str, dict[tuple[int, int, int], Entry]] = {}
-        for entry in entries:
-            table = grouped.setdefault(entry.switch, {})
-            key = entry.match
-            if key in table and table[key] != entry:
-                raise RouteError(f"{entry.switch}: two entries for key {key}")
-            table[key] = entry
-        return cls({n: Table.of(n, table.values()) for n, table in sorted(grouped.items())})
-
-    def __len__(self) -> int:
-        return sum(len(t) for t in self.tables.values())
-
-    def __iter__(self) -> Iterator[Entry]:
-        for name in sorted(self.tables):
-            yield from self.tables[name]
-
-    def switches(self) -> tuple[str, ...]:
-        return tuple(sorted(name for name, table in self.tables.items() if table))
-
-    def table(self, switch: str) -> Table:
-        found = self.tables.get(switch)
-        return Table.empty(switch) if found is None else found
-
-    def only(self, switches: Iterable[str]) -> RouteSet:
-        """The entries of some switches only."""
-        keep = set(switches)
-        return RouteSet({n: t for n, t in self.tables.items() if n in keep})
-
-    def counts(self) -> dict[str, int]:
-        """Entries per switch."""
-        sizes = sorted((name, len(t)) for name, t in self.tables.items())
-        return {name: n for name, n in sizes if n}
-
-    def overflow(self, capacity: int | Mapping[str, int]) -> dict[str, int]:
-        """Switches whose table exceeds its capacity, with their entry count."""
-        return {name: n for name, n in self.counts().items() if n > _capacity_of(capacity, name)}
-
-
-def _capacity_of(capacity: int | Mapping[str, int], switch: str) -> float:
-    if isinstance(capacity, Mapping):
-        return capacity.get(switch, np.inf)
-    return capacity
-
-
-# ---- entry extraction (vectorised) -------------------------------------------------------
-@dataclass(frozen=True)
-class _Keys:
+class EntryKeys:
     """One row per (flow, hop) that needs an entry."""
 
     flow: np.ndarray  # int64 [E]
@@ -435,7 +108,7 @@ def _hops(fabric: Fabric) -> dict[int, list[_Hop]]:
     }
 
 
-def _keys(fabric: Fabric, assignment: Assignment, arcs: np.ndarray | None = None) -> _Keys:
+def entry_keys(fabric: Fabric, assignment: Assignment, arcs: np.ndarray | None = None) -> EntryKeys:
     """The entry rows of `assignment`, by flow class, hop, then row; `arcs` are its
     Assignment.arcs, if at hand. Without them only the arc columns the hops need are made
     (from the path digits, class by class), not every arc of every path."""
@@ -459,9 +132,9 @@ def _keys(fabric: Fabric, assignment: Assignment, arcs: np.ndarray | None = None
             )  # fmt: skip
     if not parts:
         empty = np.zeros(0, np.int64)
-        return _Keys(empty, empty, empty, empty, np.zeros(0, np.int8), empty)
+        return EntryKeys(empty, empty, empty, empty, np.zeros(0, np.int8), empty)
     cols = [np.concatenate(col) for col in zip(*parts, strict=True)]
-    return _Keys(*cols)
+    return EntryKeys(*cols)
 
 
 def _arc_columns(
@@ -560,7 +233,7 @@ class _Runs:
     span: int
 
 
-def _runs(fabric: Fabric, keys: _Keys) -> _Runs:
+def _runs(fabric: Fabric, keys: EntryKeys) -> _Runs:
     """The rows' runs of equal keys. The rows come in runs (by class, hop, then row), so a
     stable merge sort takes a few merges (4-5x faster here than _stable_order's radix
     passes, which suit keys in no order)."""
@@ -572,7 +245,7 @@ def _runs(fabric: Fabric, keys: _Keys) -> _Runs:
 
 
 def _disagree(
-    fabric: Fabric, keys: _Keys, runs: _Runs | None = None
+    fabric: Fabric, keys: EntryKeys, runs: _Runs | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """(row, row it disagrees with) for every entry row whose next hop differs from the
     first flow's (by index) at its key. A whole flow (ALL_QPS) at the source RTSW also
@@ -585,7 +258,7 @@ def _disagree(
         ordered = runs.key[order]
         first = np.r_[True, ordered[1:] != ordered[:-1]]
     nh = keys.out_arc[order]
-    rows, against = [_NO_INTS], [_NO_INTS]
+    rows, against = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
     if ((nh[1:] != nh[:-1]) & ~first[1:]).any():  # some key's members differ
         head = np.maximum.accumulate(np.where(first, np.arange(first.size), 0))
         bad = np.flatnonzero(nh != nh[head])
@@ -610,7 +283,7 @@ def route_conflicts(fabric: Fabric, assignment: Assignment) -> np.ndarray:
 
     Unrouting every flow in the mask leaves a conflict-free assignment.
     """
-    keys = _keys(fabric, assignment)
+    keys = entry_keys(fabric, assignment)
     out = np.zeros(len(assignment.flows), dtype=bool)
     if not keys.flow.size:
         return out
@@ -619,7 +292,7 @@ def route_conflicts(fabric: Fabric, assignment: Assignment) -> np.ndarray:
     return out
 
 
-def _check_conflicts(fabric: Fabric, keys: _Keys, runs: _Runs | None = None) -> None:
+def _check_conflicts(fabric: Fabric, keys: EntryKeys, runs: _Runs | None = None) -> None:
     rows, against = _disagree(fabric, keys, runs)
     if not rows.size:
         return
@@ -635,7 +308,9 @@ def _check_conflicts(fabric: Fabric, keys: _Keys, runs: _Runs | None = None) -> 
     )
 
 
-def _installed(fabric: Fabric, keys: _Keys, runs: _Runs | None = None) -> tuple[np.ndarray, ...]:
+def installed_keys(
+    fabric: Fabric, keys: EntryKeys, runs: _Runs | None = None
+) -> tuple[np.ndarray, ...]:
     """(in_arc, out_arc, dst_host, qp, row) of every entry a switch holds: one per distinct
     key, QP buckets folded (see _fold_buckets); `row` is a row of `keys` it came from."""
     runs = _runs(fabric, keys) if runs is None else runs
@@ -648,12 +323,12 @@ def _installed(fabric: Fabric, keys: _Keys, runs: _Runs | None = None) -> tuple[
 
 def build_routes(fabric: Fabric, assignment: Assignment, owner: str = OWNER) -> RouteSet:
     """The TE entries that steer every routed flow onto its assigned path."""
-    keys = _keys(fabric, assignment)
+    keys = entry_keys(fabric, assignment)
     if not keys.flow.size:
         return RouteSet({})
     runs = _runs(fabric, keys)  # one sort for the check and the entries
     _check_conflicts(fabric, keys, runs)
-    in_arc, out_arc, dst, qp, _ = _installed(fabric, keys, runs)
+    in_arc, out_arc, dst, qp, _ = installed_keys(fabric, keys, runs)
     switch = fabric.arc_ends[1][in_arc]
     in_port, next_hop = in_arc // 2, out_arc // 2
     # one pass in (switch, in_port, dst_host, qp) order: each table comes out sorted by match
@@ -771,208 +446,3 @@ def _bucket_winners_sorted(fabric: Fabric, run: np.ndarray, out_arc: np.ndarray)
     won = np.zeros(run.size, bool)
     won[order[np.repeat(mode, rows_per_key) == nh]] = True
     return won
-
-
-# ---- table budget -----------------------------------------------------------------------
-# Entries per switch: one number, by switch name, or by node id (Fabric.table_budget()).
-TableBudget = int | Mapping[str, int] | np.ndarray
-
-
-def table_usage(
-    fabric: Fabric, assignment: Assignment, arcs: np.ndarray | None = None
-) -> np.ndarray:
-    """Entries each switch holds for the assignment, by node id (int64 [num_nodes]): what
-    build_routes installs, one per distinct key with QP buckets folded. `arcs`: the
-    assignment's Assignment.arcs, if at hand."""
-    keys = _keys(fabric, assignment, arcs)
-    if not keys.flow.size:
-        return np.zeros(fabric.num_nodes, np.int64)
-    in_arc = _installed(fabric, keys)[0]
-    return _per_switch(fabric, in_arc)
-
-
-def entry_in_arcs(fabric: Fabric, assignment: Assignment) -> tuple[np.ndarray, np.ndarray]:
-    """(row, in-arc) of every entry key a routed row of `assignment` needs, one pair per row
-    and hop (before keys are shared or buckets folded): the arcs whose keys a row sits in."""
-    keys = _keys(fabric, assignment)
-    return keys.flow, keys.in_arc
-
-
-def arc_usage(fabric: Fabric, assignment: Assignment) -> np.ndarray:
-    """Entries keyed on each arriving arc, by arc id (int64 [num_arcs]); table_usage is their
-    sum per switch. The entries on an arc depend only on the rows that use it, so a subset
-    of rows counts the arcs all of whose rows it holds exactly."""
-    keys = _keys(fabric, assignment)
-    if not keys.flow.size:
-        return np.zeros(fabric.num_arcs, np.int64)
-    in_arc = _installed(fabric, keys)[0]
-    return np.bincount(in_arc, minlength=fabric.num_arcs).astype(np.int64)
-
-
-def _per_switch(fabric: Fabric, in_arc: np.ndarray) -> np.ndarray:
-    return np.bincount(fabric.arc_ends[1][in_arc], minlength=fabric.num_nodes).astype(np.int64)
-
-
-def switch_budget(fabric: Fabric, budget: TableBudget) -> np.ndarray:
-    """The budget of every node, by node id (float64; inf where unlimited)."""
-    nodes = np.arange(fabric.num_nodes)
-    first = fabric.node_id("rtsw", 0)
-    out = np.full(fabric.num_nodes, np.inf)
-    out[first:] = _limits(fabric, budget, nodes[first:])
-    return out
-
-
-def _limits(fabric: Fabric, budget: TableBudget, nodes: np.ndarray) -> np.ndarray:
-    """The budget of each of `nodes` (inf for a switch a mapping does not name)."""
-    if isinstance(budget, np.ndarray):
-        return budget[nodes].astype(np.float64)
-    if not isinstance(budget, Mapping):
-        return np.full(nodes.size, float(budget))
-    return np.array([float(budget.get(fabric.node_name(int(n)), np.inf)) for n in nodes])
-
-
-def tables_fit(fabric: Fabric, assignment: Assignment, budget: TableBudget) -> bool:
-    """Whether every switch holds at most its budget of entries for the assignment."""
-    usage = table_usage(fabric, assignment)
-    nodes = np.flatnonzero(usage)
-    return bool((usage[nodes] <= _limits(fabric, budget, nodes)).all())
-
-
-def fit_tables(fabric: Fabric, assignment: Assignment, budget: TableBudget) -> Assignment:
-    """The assignment with flows unrouted (left on ECMP) until every table fits `budget`;
-    the assignment itself when it already fits (see _fit)."""
-    return _fit(fabric, assignment, budget)[0]
-
-
-def fit_and_count(
-    fabric: Fabric, assignment: Assignment, budget: TableBudget, arcs: np.ndarray | None = None
-) -> tuple[Assignment, np.ndarray]:
-    """fit_tables, and the table_usage of its result (counted once when the assignment
-    already fits). `arcs`: the assignment's Assignment.arcs, if at hand."""
-    fitted, usage = _fit(fabric, assignment, budget, arcs)
-    if usage is None:
-        if arcs is not None:
-            arcs = np.where(fitted.routed[:, None], arcs, -1)
-        usage = table_usage(fabric, fitted, arcs)
-    return fitted, usage
-
-
-def _fit(
-    fabric: Fabric, assignment: Assignment, budget: TableBudget, arcs: np.ndarray | None = None
-) -> tuple[Assignment, np.ndarray | None]:
-    """(fitted assignment, its usage if it is `assignment` itself, else None).
-
-    The unit admitted is everything one source RTSW entry key steers: the flows (or QP
-    buckets) from one NIC to one destination host, whole or not at all, so no flow is steered
-    on only part of its path and no bucket is left following another's entry. Units are
-    admitted greedily by their largest flow's demand (a split flow counts with the sum of
-    its buckets), ties by first row; an entry shared with an admitted unit costs nothing,
-    a unit's own source RTSW entries cost what they fold to.
-    """
-    keys = _keys(fabric, assignment, arcs)
-    if not keys.flow.size:
-        return assignment, np.zeros(fabric.num_nodes, np.int64)
-    in_arc, _, _, _, first = _installed(fabric, keys)
-    switch_of = fabric.arc_ends[1]
-    usage = _per_switch(fabric, in_arc)
-    nodes = np.flatnonzero(usage)
-    limits = np.full(fabric.num_nodes, np.inf)
-    limits[nodes] = _limits(fabric, budget, nodes)
-    if (usage[nodes] <= limits[nodes]).all():
-        return assignment, usage
-    flows = assignment.flows
-    unit_key = flows.src_nic * np.int64(fabric.num_hosts) + flows.dst_host(fabric)
-    _, unit = np.unique(unit_key, return_inverse=True)
-    pair = flows.src_nic * np.int64(fabric.num_nics) + flows.dst_nic
-    _, pair_id = np.unique(pair, return_inverse=True)
-    flow_demand = np.bincount(pair_id, weights=flows.demand)[pair_id]
-    flow_demand = np.where(flows.qp == ALL_QPS, flows.demand, flow_demand)
-    routed = np.flatnonzero(assignment.routed)
-    # priority per unit: largest flow demand, then first row
-    order = routed[np.lexsort((routed, -flow_demand[routed]))]
-    _, lead = np.unique(unit[order], return_index=True)
-    unit_order = unit[order[np.sort(lead)]]
-    # cost per unit: its folded source RTSW entries, and the downstream keys it needs
-    src_rtsw = keys.role[first] == RTSW_UP
-    own = np.bincount(unit[keys.flow[first[src_rtsw]]], minlength=unit.max() + 1)
-    rtsw_of = np.zeros(unit.max() + 1, np.int64)
-    at_rtsw = keys.role == RTSW_UP
-    rtsw_of[unit[keys.flow[at_rtsw]]] = switch_of[keys.in_arc[at_rtsw]]
-    down = np.flatnonzero(keys.role != RTSW_UP)
-    down_key = keys.key(fabric)[down]
-    down_switch = switch_of[keys.in_arc[down]]
-    by_unit: dict[int, list[tuple[int, int]]] = {}
-    for u, sw, k in zip(unit[keys.flow[down]].tolist(), down_switch.tolist(),
-                        down_key.tolist(), strict=True):  # fmt: skip
-        by_unit.setdefault(u, []).append((sw, k))
-    used = np.zeros(fabric.num_nodes, np.int64).tolist()
-    limit = limits.tolist()
-    installed: set[int] = set()
-    dropped: list[int] = []
-    own_l, rtsw_l = own.tolist(), rtsw_of.tolist()
-    for u in unit_order.tolist():
-        extra: dict[int, int] = {}
-        if own_l[u]:
-            extra[rtsw_l[u]] = own_l[u]
-        new = {k: sw for sw, k in by_unit.get(u, ()) if k not in installed}
-        for sw in new.values():
-            extra[sw] = extra.get(sw, 0) + 1
-        if all(used[sw] + n <= limit[sw] for sw, n in extra.items()):
-            installed.update(new)
-            for sw, n in extra.items():
-                used[sw] += n
-        else:
-            dropped.append(u)
-    path = assignment.path.copy()
-    path[np.isin(unit, dropped)] = UNROUTED
-    return Assignment(flows, path), None
-
-
-# ---- entry validity ----------------------------------------------------------------------
-def switch_ports(fabric: Fabric) -> dict[str, frozenset[int]]:
-    """Link ids attached to every switch, by switch name."""
-    lo, hi = fabric.link_ends
-    first_switch = fabric.node_id("rtsw", 0)
-    ends = np.concatenate([lo, hi])
-    links = np.concatenate([np.arange(fabric.num_links)] * 2)
-    keep = ends >= first_switch
-    ends, links = ends[keep], links[keep]
-    order = np.argsort(ends, kind="stable")
-    ends, links = ends[order], links[order]
-    cuts = np.flatnonzero(np.diff(ends)) + 1
-    return {
-        fabric.node_name(int(group_ends[0])): frozenset(group_links.tolist())
-        for group_ends, group_links in zip(np.split(ends, cuts), np.split(links, cuts), strict=True)
-    }
-
-
-def entry_problem(fabric: Fabric, ports: Mapping[str, frozenset[int]], entry: Entry) -> str | None:
-    """Why `entry` cannot live on its switch, or None if it can."""
-    attached = ports.get(entry.switch)
-    if attached is None:
-        return f"{entry.switch!r} is not a switch of fabric {fabric.name!r}"
-    if entry.in_port not in attached:
-        return f"{entry.switch}: in_port {entry.in_port} is not one of its links"
-    if entry.next_hop not in attached:
-        return f"{entry.switch}: next_hop {entry.next_hop} is not one of its links"
-    if not 0 <= entry.dst_host < fabric.num_hosts:
-        return f"{entry.switch}: dst_host {entry.dst_host} out of range"
-    if not ALL_QPS <= entry.qp < MAX_QP_BUCKETS:
-        return (
-            f"{entry.switch}: qp {entry.qp} is neither {ALL_QPS} (all buckets) nor a bucket "
-            f"below {MAX_QP_BUCKETS}"
-        )
-    return None
-
-
-def entry_role(fabric: Fabric, entry: Entry) -> int:
-    """RTSW_UP, CTSW_UP, ATSW_DOWN or CTSW_DOWN: where an entry sits along a path."""
-    prefix = entry.switch[:4]
-    if prefix == "rtsw":
-        return RTSW_UP
-    if prefix == "atsw":
-        return ATSW_DOWN
-    if prefix == "ctsw":
-        up = 0 <= entry.next_hop < fabric.num_links and fabric.link_kind[entry.next_hop] == AGG
-        return CTSW_UP if up else CTSW_DOWN
-    raise RouteError(f"{entry.switch!r} is not a switch name")

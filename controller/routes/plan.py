@@ -27,23 +27,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from controller.errors import RouteError
+from controller.errors import FabricError, RouteError
 from controller.model.assignment import Assignment
 from controller.model.fabric import AGG, Fabric
-from controller.routes.entries import (
-    ATSW_DOWN,
-    CTSW_DOWN,
-    CTSW_UP,
-    OWNER,
-    RTSW_UP,
-    Entry,
-    RouteSet,
-    Table,
-    build_routes,
-    fit_tables,
-    match_keys,
-    match_rows,
-)
+from controller.routes.budget import fit_tables
+from controller.routes.entries import ATSW_DOWN, CTSW_DOWN, CTSW_UP, RTSW_UP, build_routes
+from controller.routes.tables import OWNER, Entry, RouteSet, Table, match_keys, match_rows
 
 STAGE_NAMES = (
     "install ctsw-down",
@@ -204,18 +193,24 @@ def _by_role(fabric: Fabric, switch: str, next_hop: np.ndarray) -> list[tuple[in
     """The rows of entries on `switch` leaving on `next_hop`, grouped by role (RTSW_UP ...
     CTSW_DOWN): by the switch's tier, and for a CTSW by whether the next hop goes up (see
     entry_role). Masks over the rows, in role order."""
-    prefix = switch[:4]
-    if prefix == "ctsw":
+    kind = _switch_kind(fabric, switch)
+    if kind == "ctsw":
         ok = (next_hop >= 0) & (next_hop < fabric.num_links)
         up = np.zeros(next_hop.size, bool)
         up[ok] = fabric.link_kind[next_hop[ok]] == AGG
         groups = [(CTSW_UP, up), (CTSW_DOWN, ~up)]
         return [(role, rows) for role, rows in groups if rows.any()]
-    if prefix not in ("rtsw", "atsw"):
-        raise RouteError(f"{switch!r} is not a switch name")
     if not next_hop.size:
         return []
-    return [(RTSW_UP if prefix == "rtsw" else ATSW_DOWN, np.ones(next_hop.size, bool))]
+    return [(RTSW_UP if kind == "rtsw" else ATSW_DOWN, np.ones(next_hop.size, bool))]
+
+
+def _switch_kind(fabric: Fabric, switch: str) -> str:
+    """The switch's tier by the fabric's own nodes (never by its name's spelling)."""
+    try:
+        return fabric.switch_kind(switch)
+    except FabricError:
+        raise RouteError(f"{switch!r} is not a switch name") from None
 
 
 def _switch_diff(
@@ -310,8 +305,9 @@ def diff(installed: RouteSet, wanted: RouteSet, fabric: Fabric, owner: str = OWN
         if have.same(want):
             continue
         tables[switch] = (have, want)
-        if not have and switch.startswith(("rtsw", "atsw")):  # the wanted table, all adds,
-            role = RTSW_UP if switch.startswith("rtsw") else ATSW_DOWN  # of one role
+        kind = _switch_kind(fabric, switch)
+        if not have and kind != "ctsw":  # the wanted table, all adds, of one role
+            role = RTSW_UP if kind == "rtsw" else ATSW_DOWN
             staged[(CTSW_DOWN - role, switch)] = [(True, None, None)]
         elif not have:  # the wanted table, all adds, by role
             for role, rows in _by_role(fabric, switch, want.next_hop):

@@ -12,7 +12,7 @@ from controller.model import validation
 from controller.model.fabric import Fabric
 from controller.model.flows import ALL_QPS
 from controller.model.jobs import PATTERNS, Job
-from controller.routes.entries import Entry
+from controller.routes.tables import Entry
 
 
 def job_from_pb(fabric: Fabric, msg: pb.Job, field: str = "job") -> Job:

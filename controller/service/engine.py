@@ -41,7 +41,7 @@ from controller.errors import DriverError, InputError
 from controller.model.fabric import Fabric
 from controller.model.health import LinkHealth
 from controller.model.jobs import Job, jobs_flows
-from controller.routes.entries import RouteSet
+from controller.routes.tables import RouteSet
 from controller.service import rounds
 from controller.service.installer import Installer, RouteEvent, SwitchMarks
 from controller.service.intake import Intake

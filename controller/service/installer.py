@@ -34,8 +34,9 @@ from controller.drivers.reconcile import Reconciler, ReconcileResult
 from controller.errors import DriverError
 from controller.model.assignment import Assignment
 from controller.model.fabric import Fabric
-from controller.routes.entries import Entry, RouteSet, Table, build_routes
+from controller.routes.entries import build_routes
 from controller.routes.plan import plan_update
+from controller.routes.tables import Entry, RouteSet, Table
 from controller.service.metrics import Metrics
 from controller.service.rounds import Target
 from controller.service.route_query import SWITCH_TIERS

@@ -29,8 +29,8 @@ from controller.model.assignment import Assignment
 from controller.model.fabric import Fabric
 from controller.model.health import LinkHealth
 from controller.model.jobs import Job
-from controller.routes.entries import Entry, Table
 from controller.routes.plan import Batch, Op
+from controller.routes.tables import Entry, Table
 from controller.service.persist import Persistence, Stored
 from controller.service.store import Change, Leadership, Solo, Store
 

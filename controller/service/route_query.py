@@ -15,7 +15,7 @@ import numpy as np
 
 from controller.errors import InputError, PreconditionError
 from controller.model.fabric import Fabric
-from controller.routes.entries import Entry, RouteSet, Table
+from controller.routes.tables import Entry, RouteSet, Table
 
 SWITCH_TIERS = ("rtsw", "ctsw", "atsw")
 STREAM_CHUNK = 10_000  # entries per streamed message when the request names no page_size

@@ -18,7 +18,7 @@ from controller.api.fabric_te.v1 import te_pb2 as pb
 from controller.api.fabric_te.v1 import te_pb2_grpc as pb_grpc
 from controller.errors import InputError, LimitError
 from controller.model.assignment import Assignment
-from controller.routes.entries import Entry, RouteSet
+from controller.routes.tables import Entry, RouteSet
 from controller.service import convert, route_query
 from controller.service.engine import Engine, RouteEvent
 from controller.service.errors import mapped

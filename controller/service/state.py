@@ -23,7 +23,7 @@ from controller.model import validation
 from controller.model.fabric import Fabric
 from controller.model.health import LinkHealth
 from controller.model.jobs import Job, jobs_flows
-from controller.routes.entries import RouteSet, Table, match_keys, match_rows
+from controller.routes.tables import RouteSet, Table, match_keys, match_rows
 
 DELTA_LOG = 1000  # route deltas kept for resuming watchers
 

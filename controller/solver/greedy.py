@@ -37,7 +37,8 @@ from controller.model.fabric import ACCESS, Fabric
 from controller.model.flows import FlowSet, match_pairs
 from controller.model.health import LinkHealth
 from controller.model.paths import CROSS_POD, SAME_POD, SAME_RACK, decode, flow_class, num_paths
-from controller.routes.entries import TableBudget, align_entries, fit_tables
+from controller.routes.budget import TableBudget, fit_tables
+from controller.routes.entries import align_entries
 from controller.solver.colouring import colour_assign
 from controller.solver.kernels import Cand, Mates, arc_csr, chosen_arcs, place, relieve, search
 
@@ -712,7 +713,7 @@ class AssignResult:
     unroutable: np.ndarray = field(repr=False)  # no alive path
     method: str
     seconds: float
-    # TE entries per node for `assignment` (controller.routes.entries.table_usage), if
+    # TE entries per node for `assignment` (controller.routes.budget.table_usage), if
     # counted already
     usage: np.ndarray | None = field(default=None, repr=False)
 
@@ -817,7 +818,7 @@ def assign_paths(
     With `previous`, flows with the same (source NIC, destination NIC) stay on their previous
     path while it is alive, new or broken flows are placed around them; a fresh solve replaces
     that only if its MLU is lower by more than `move_threshold` (relative). `table_budget`
-    caps TE entries per switch (controller.routes.entries.fit_tables); flows that do not fit
+    caps TE entries per switch (controller.routes.budget.fit_tables); flows that do not fit
     stay on ECMP. `search_tries` bounds each local search (see local_search).
     """
     start = time.perf_counter()

@@ -207,7 +207,7 @@ def spray(
     """Split every whole flow that leaves its rack into `qps` buckets spread evenly over
     the planes (see the module docstring); None if no flow leaves its rack.
 
-    With a per-node entry `budget` (controller.routes.entries.switch_budget), only as many
+    With a per-node entry `budget` (controller.routes.budget.switch_budget), only as many
     flows per source RTSW as its table affords are sprayed (the largest first); the others
     are placed whole around the buckets (greedy), then local search moves whole flows and
     buckets off the hottest links (up to `search_tries` flows tried, see

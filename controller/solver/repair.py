@@ -30,7 +30,7 @@ from controller.model.fabric import ACCESS, AGG, RACK, Fabric
 from controller.model.flows import FlowSet
 from controller.model.health import LinkHealth
 from controller.model.paths import CROSS_POD, MAX_HOPS, SAME_RACK, flow_class, path_arcs
-from controller.routes.entries import (
+from controller.routes.budget import (
     TableBudget,
     arc_usage,
     entry_in_arcs,

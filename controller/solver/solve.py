@@ -38,15 +38,15 @@ from controller.model.fabric import ACCESS, SWITCH_TIERS, Fabric
 from controller.model.flows import ALL_QPS, FlowSet, match_pairs, pair_keys
 from controller.model.health import LinkHealth
 from controller.model.paths import path_alive
-from controller.routes.entries import (
-    MAX_QP_BUCKETS,
+from controller.routes.budget import (
     TableBudget,
-    align_entries,
     fit_and_count,
     switch_budget,
     table_usage,
     tables_fit,
 )
+from controller.routes.entries import align_entries
+from controller.routes.tables import MAX_QP_BUCKETS
 from controller.solver.bounds import Bound, lower_bound
 from controller.solver.commodities import Commodities, commodities
 from controller.solver.greedy import (
@@ -134,7 +134,7 @@ class SolveResult:
     parent: np.ndarray | None = field(default=None, repr=False)  # row -> input flow index
     split_flows: np.ndarray | None = field(default=None, repr=False)  # input flows split
     # TE entries in all, and per tier the most one switch holds and its budget (inf:
-    # unlimited); see controller.routes.entries.table_usage
+    # unlimited); see controller.routes.budget.table_usage
     tables: dict[str, float] = field(default_factory=dict)
     # TE entries per node for `assignment` (table_usage), as the solve counted them; None
     # where not counted (a repair's result)

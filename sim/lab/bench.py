@@ -13,8 +13,8 @@ import numpy as np
 from controller.drivers.linux import LinuxDriver
 from controller.drivers.linux_plan import LabPlan
 from controller.model.clos import PRESETS, build
-from controller.routes.entries import Entry, RouteSet
 from controller.routes.plan import Add
+from controller.routes.tables import Entry, RouteSet
 from sim.lab import build as lab
 from sim.lab.shared import unique_name
 

@@ -12,7 +12,7 @@ import numpy as np
 from controller.formats.output import emit
 from controller.model.assignment import Assignment
 from controller.model.fabric import Fabric
-from controller.routes.entries import RouteSet
+from controller.routes.tables import RouteSet
 
 DEFAULT_LAB = "fte"
 

@@ -208,7 +208,7 @@ def _table_doc() -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         driver = FileDriver(tmp, fabric=TINY)
         for host in (2, 3, 5):
-            from controller.routes.entries import Entry
+            from controller.routes.tables import Entry
 
             entry = Entry(SWITCH, TINY.access_link(0), host, TINY.rack_link(0, host % 4))
             driver.apply(SWITCH, [Add(entry)])

@@ -9,7 +9,8 @@ from controller.model.assignment import UNROUTED, Assignment
 from controller.model.clos import PRESETS, build
 from controller.model.fabric import Fabric
 from controller.model.flows import FlowSet
-from controller.routes.entries import Entry, build_routes
+from controller.routes.entries import build_routes
+from controller.routes.tables import Entry
 from sim.switches import (
     DELIVERED,
     DROPPED,

@@ -13,8 +13,8 @@ from controller.drivers.file import FileDriver
 from controller.errors import DriverError
 from controller.model.clos import PRESETS, build
 from controller.model.fabric import Fabric
-from controller.routes.entries import Entry
 from controller.routes.plan import Add
+from controller.routes.tables import Entry
 
 SWITCH = "rtsw-p0-r0"
 

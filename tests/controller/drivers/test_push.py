@@ -10,8 +10,9 @@ from controller.drivers.reconcile import Reconciler
 from controller.model.assignment import UNROUTED, Assignment
 from controller.model.clos import ClosSpec, build
 from controller.model.flows import FlowSet
-from controller.routes.entries import Entry, RouteSet, build_routes, route_conflicts
+from controller.routes.entries import build_routes, route_conflicts
 from controller.routes.plan import diff
+from controller.routes.tables import Entry, RouteSet
 from sim.driver import EmulatedDriver
 from sim.switches import DELIVERED, EmulatedFabric, Fault, verify
 

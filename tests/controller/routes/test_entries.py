@@ -10,24 +10,18 @@ from controller.model.assignment import UNROUTED, Assignment
 from controller.model.clos import PRESETS, build
 from controller.model.fabric import Fabric
 from controller.model.flows import FlowSet
+from controller.routes.budget import fit_tables, table_usage, tables_fit
+from controller.routes.checks import entry_problem, entry_role, switch_ports
 from controller.routes.entries import (
     ATSW_DOWN,
     CTSW_DOWN,
     CTSW_UP,
-    OWNER,
     RTSW_UP,
-    Entry,
-    RouteSet,
     align_entries,
     build_routes,
-    entry_problem,
-    entry_role,
-    fit_tables,
     route_conflicts,
-    switch_ports,
-    table_usage,
-    tables_fit,
 )
+from controller.routes.tables import OWNER, Entry, RouteSet
 
 WIDE = PRESETS["wide"]
 

@@ -10,15 +10,10 @@ from hypothesis import strategies as st
 from controller.model.assignment import UNROUTED, Assignment
 from controller.model.clos import PRESETS, build
 from controller.model.flows import FlowSet
-from controller.routes.entries import (
-    CTSW_DOWN,
-    RTSW_UP,
-    Entry,
-    RouteSet,
-    build_routes,
-    entry_role,
-)
+from controller.routes.checks import entry_role
+from controller.routes.entries import CTSW_DOWN, RTSW_UP, build_routes
 from controller.routes.plan import STAGE_NAMES, Add, Delete, Plan, Replace, diff, plan_update
+from controller.routes.tables import Entry, RouteSet
 from sim.driver import EmulatedDriver
 from sim.switches import DELIVERED, LOOPED, EmulatedFabric, verify
 

@@ -9,14 +9,8 @@ from hypothesis import strategies as st
 from controller.model.assignment import Assignment
 from controller.model.clos import PRESETS, build
 from controller.model.flows import ALL_QPS
-from controller.routes.entries import (
-    _FOLDED,
-    _fold_buckets,
-    _stable_order,
-    fit_and_count,
-    fit_tables,
-    table_usage,
-)
+from controller.routes.budget import fit_and_count, fit_tables, table_usage
+from controller.routes.entries import _FOLDED, _fold_buckets, _stable_order
 
 TINY = build(PRESETS["tiny"])
 

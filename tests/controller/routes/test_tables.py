@@ -7,19 +7,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from controller.model.clos import PRESETS, build
-from controller.routes.entries import (
-    CTSW_DOWN,
-    OWNER,
-    Entry,
-    RouteSet,
-    Table,
-    build_routes,
-    entry_role,
-    match_keys,
-    match_rows,
-    switch_ports,
-)
+from controller.routes.checks import entry_role, switch_ports
+from controller.routes.entries import CTSW_DOWN, build_routes
 from controller.routes.plan import STAGE_NAMES, Add, Batch, Delete, Op, Plan, Replace, diff
+from controller.routes.tables import OWNER, Entry, RouteSet, Table, match_keys, match_rows
 
 FABRIC = build(PRESETS["small"])
 SWITCHES = ("rtsw-p0-r0", "ctsw-p0-c0", "ctsw-p1-c1", "atsw-c0-a0")

@@ -17,8 +17,9 @@ from controller.model.fabric import Fabric
 from controller.model.flows import FlowSet
 from controller.model.health import LinkHealth
 from controller.model.jobs import Job, jobs_flows
-from controller.routes.entries import Entry, Table, build_routes
+from controller.routes.entries import build_routes
 from controller.routes.plan import Batch, Op, diff
+from controller.routes.tables import Entry, Table
 from controller.service.engine import Engine
 from controller.service.installer import changed_racks
 from sim.driver import EmulatedDriver

@@ -10,7 +10,7 @@ import time
 from controller.drivers.reconcile import Reconciler
 from controller.model.fabric import Fabric
 from controller.model.jobs import Job
-from controller.routes.entries import RouteSet
+from controller.routes.tables import RouteSet
 from controller.service.engine import Engine
 from sim.driver import EmulatedDriver
 from sim.switches import Fault, verify

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from controller.routes.entries import Entry, RouteSet
+from controller.routes.tables import Entry, RouteSet
 from controller.service import route_query
 from controller.service.route_query import RouteQuery, Selection
 

@@ -10,7 +10,7 @@ from controller.errors import PreconditionError
 from controller.formats.placement import parse_placement
 from controller.model.fabric import Fabric
 from controller.model.jobs import Job
-from controller.routes.entries import Entry, RouteSet
+from controller.routes.tables import Entry, RouteSet
 from controller.service.state import DesiredState, RouteLog
 
 

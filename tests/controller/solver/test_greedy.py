@@ -11,7 +11,7 @@ from controller.model.clos import ClosSpec, build
 from controller.model.flows import FlowSet
 from controller.model.health import LinkHealth
 from controller.model.paths import path_alive
-from controller.routes.entries import table_usage
+from controller.routes.budget import table_usage
 from controller.solver.bounds import lower_bound
 from controller.solver.greedy import (
     Guidance,

@@ -13,7 +13,8 @@ from controller.model.fabric import ACCESS, Fabric
 from controller.model.flows import FlowSet
 from controller.model.health import LinkHealth
 from controller.model.paths import path_alive
-from controller.routes.entries import route_conflicts, table_usage
+from controller.routes.budget import table_usage
+from controller.routes.entries import route_conflicts
 from controller.solver.greedy import local_search, relieve_arcs, utilisation
 from controller.solver.solve import SolveOptions, solve
 

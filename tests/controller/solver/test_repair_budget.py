@@ -11,7 +11,8 @@ from controller.model.clos import PRESETS, build
 from controller.model.fabric import Fabric
 from controller.model.flows import FlowSet
 from controller.model.health import LinkHealth
-from controller.routes.entries import fit_tables, route_conflicts, switch_budget, table_usage
+from controller.routes.budget import fit_tables, switch_budget, table_usage
+from controller.routes.entries import route_conflicts
 from controller.solver.greedy import assign_paths
 from controller.solver.qp_buckets import split_flows
 from controller.solver.repair import (

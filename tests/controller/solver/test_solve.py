@@ -139,7 +139,7 @@ def test_the_usage_a_result_carries_is_its_assignments(
     """The per-switch entry counts a result carries (kept by the engine's route index for
     repairs, instead of counting them again) are those of its assignment, exactly: for the
     spray and one path per flow, within a tight budget or not, re-solved from a previous."""
-    from controller.routes.entries import table_usage
+    from controller.routes.budget import table_usage
 
     fabric = build(PRESETS["small"])
     flows = jobs_flows(fabric, random_jobs(fabric, seed=seed, fill=0.8))
@@ -157,7 +157,8 @@ def test_fabric_table_budget_is_respected_and_the_rest_rides_ecmp() -> None:
     from dataclasses import replace
 
     from controller.model.assignment import Assignment
-    from controller.routes.entries import build_routes, table_usage
+    from controller.routes.budget import table_usage
+    from controller.routes.entries import build_routes
     from sim.compare import routed
     from sim.switches import EmulatedFabric, verify
 

@@ -17,8 +17,8 @@ from controller.drivers.linux import LinuxDriver
 from controller.drivers.linux_plan import LabPlan, sport_range
 from controller.errors import DriverRejected, LabError
 from controller.model.fabric import Fabric
-from controller.routes.entries import Entry
 from controller.routes.plan import Add, Replace
+from controller.routes.tables import Entry
 from sim.lab import build as lab
 from sim.lab import netns
 from sim.lab.cli import install, solved
