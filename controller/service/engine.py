@@ -1,32 +1,22 @@
 """The controller's engine: desired state in, installed routes out, one worker thread.
 
-API calls check, store and record inputs (`intake`) and return at once; the worker batches
-changes that arrive within `debounce` seconds into one round and runs the steps `rounds`
-decides: a link change is repaired first (only the hit flows move, pushed at once); with the
-jobs unchanged since the last global solve it is then settled without one (`_settle_health`);
-job changes get a global solve in a thread of its own (`solves`), whose result is pushed
-re-based on any link change since, or dropped when stale. A round is settled (`wait_idle`)
-once the routes read back answer to its inputs; every change reaches the switches through
-the `installer` (plan, push, read back, reconcile), and the predicted rates follow on a
-thread of their own (`predictor`, `wait_predicted`).
+API threads check, store and record inputs (`intake`) and return at once. The worker takes
+the changes that arrive within `debounce` s as one round and runs the steps `rounds` decides:
+a link change is repaired at once against what is installed, and settled without a global
+solve while the jobs are unchanged (`_settle_health`); job changes get a global solve in a
+thread of its own (`solves`), pushed re-based on link changes since, or dropped when stale.
+Every push goes through the `installer` (plan, push, read back, reconcile); what the engine
+reports as installed is what it read back. A round is settled (`wait_idle`) once the routes
+read back answer to its inputs; predicted rates follow (`predictor`, `wait_predicted`).
 
-Fail-static: at start the engine reads the installed routes and pushes nothing until it has
-received inputs. Routes left on the switches at exit stay (ECMP defaults carry the rest).
-
-State outside the process (`controller.service.replica`): with a store, every input is
-written there before it is acknowledged, and read back on start together with the last
-assignment pushed; when the stored assignment answers to the stored inputs it is adopted and
-the switches are only reconciled towards it (a restart with unchanged inputs pushes nothing).
-Replicas sharing a store follow each other's writes; only the elected leader solves and
-pushes, the others serve reads, watches and what-if solves from the same state.
-
-Threads: API threads (intake, queries), the worker (rounds, repairs, pushes), a global
-solve, the predictor and index builds; they share typed records under one condition.
+Fail-static: at start the installed routes are read and nothing is pushed until inputs come;
+routes left on the switches at exit stay (ECMP defaults carry the rest). With a store
+(`replica`), inputs are stored before they are acknowledged and the stored assignment is
+adopted at start when it answers to them; only the elected leader solves and pushes.
 """
 
 from __future__ import annotations
 
-import gc
 import logging
 import threading
 import time
@@ -37,12 +27,14 @@ import numpy as np
 
 from controller.drivers.interface import Driver
 from controller.drivers.reconcile import Reconciler
-from controller.errors import DriverError, InputError
+from controller.errors import DriverError
+from controller.model.assignment import Assignment
 from controller.model.fabric import Fabric
 from controller.model.health import LinkHealth
-from controller.model.jobs import Job, jobs_flows
+from controller.model.jobs import Job
 from controller.routes.tables import RouteSet
 from controller.service import rounds
+from controller.service.frozen import Frozen
 from controller.service.installer import Installer, RouteEvent, SwitchMarks
 from controller.service.intake import Intake
 from controller.service.latency import ReportLatency
@@ -52,15 +44,14 @@ from controller.service.predictor import Predictor
 from controller.service.replica import Replica
 from controller.service.rounds import Step, Taken, Target, Then, Wake
 from controller.service.solves import Baseline, GlobalSolve
-from controller.service.state import DesiredState
+from controller.service.state import DesiredState, Inputs
 from controller.solver.greedy import AssignResult, warm_up
 from controller.solver.repair import REOPT_TRIES, RouteIndex, follow_up, repair_indexed
-from controller.solver.solve import SolveOptions, SolveResult, solve
+from controller.solver.solve import SolveOptions, SolveResult
 
 __all__ = ["Engine", "RouteEvent"]
 
 log = logging.getLogger("fabric_te.engine")
-GC_INTERVAL = 600.0  # seconds between full collections of what settles froze
 
 
 class Engine:
@@ -98,7 +89,7 @@ class Engine:
         self._stop = False
         self._interval = reconcile_interval
         self._swept = clock()  # when the last periodic reconcile ended
-        self._collected = clock()  # when the frozen objects were last collected
+        self._frozen = Frozen(clock)  # the collector kept off the reaction path
         self._takeover = False  # became the leader: adopt or solve what is stored
         self._refresh = False  # a follower saw a new stored assignment: read the switches
         self.latency = ReportLatency(self.metrics.report_to_installed_seconds)
@@ -144,12 +135,16 @@ class Engine:
             return
         self.installer.previous = stored.assignment
         if adopted:
-            health = self._state.health
-            assert health is not None
-            ids = tuple(sorted(self._state.jobs))
-            self.installer.want(stored.assignment, Target(stored.assignment, ids, health))
-            self._state.take()
-            self._applied = self._taken = self._jobs_version = self._state.version
+            self._adopt(stored.assignment, self._state.take())
+            self._jobs_version = self._state.version
+
+    def _adopt(self, assignment: Assignment, inputs: Inputs) -> None:
+        """The stored `assignment` answers to `inputs`: it is wanted and installed."""
+        ids = tuple(j.id for j in inputs.jobs)
+        self.installer.want(assignment, Target(assignment, ids, inputs.health))
+        with self._cond:
+            self._applied = max(self._applied, inputs.version)
+            self._taken = max(self._taken, inputs.version)
 
     # ---- inputs (API threads): see controller.service.intake --------------------------
     def put_job(self, job: Job, generation: int) -> tuple[int, int]:
@@ -219,13 +214,7 @@ class Engine:
     def status_fields(self) -> dict[str, Any]:
         """Reconcile and store figures for Status (plain values, named as its fields)."""
         with self._cond:
-            marks = self.marks
-            return self.replica.status_fields() | {
-                "switches_differing": len(marks.differing),
-                "differing": [f"{s}: {why}" for s, why in sorted(marks.differing.items())],
-                "entries_missing": marks.missing,
-                "reconciles": marks.reconciles,
-                "retry_rounds": marks.retry_rounds,
+            return self.replica.status_fields() | self.marks.fields() | {
                 "ops_pushed": self.ops_pushed,
                 "pending_changes": self._state.version - self._applied,
                 **self.latency_fields(),
@@ -271,18 +260,7 @@ class Engine:
         self, updates: Mapping[int, float], extra: list[Job], options: SolveOptions | None = None
     ) -> SolveResult:
         """Solve the current state plus changes; nothing is pushed or recorded."""
-        with self._cond:
-            jobs = {k: v for k, (v, _) in self._state.jobs.items()}
-            health = self._state.health
-        assert health is not None
-        for job in extra:
-            if job.id in jobs:
-                raise InputError(f"extra_jobs: job id {job.id!r} already exists")
-            jobs[job.id] = job
-        flows = jobs_flows(self.fabric, [jobs[k] for k in sorted(jobs)])
-        return solve(
-            self.fabric, health.with_factors(updates), flows, options=options or self.options
-        )
+        return self.intake.what_if(updates, extra, options or self.options)
 
     def wait_idle(self, timeout: float = 10.0) -> bool:
         """Block until the installed routes answer to every accepted input change."""
@@ -365,7 +343,7 @@ class Engine:
                 if not self.installer.sweeping:
                     with self._cond:
                         self._swept = self._clock()
-                    self._collect_frozen()
+                    self._frozen.collect_if_due()
             elif step is Step.FINISH_SOLVE:
                 self._guarded(self._finish_solve)
             elif step is Step.ROUND:
@@ -382,18 +360,6 @@ class Engine:
             self.latency.taken()
             digest = inputs_digest(self._state.jobs, inputs.health)
             self._round = Taken(inputs.jobs, inputs.health, inputs.version, digest)
-
-    def _collect_frozen(self) -> None:
-        """Every GC_INTERVAL, at the end of an idle periodic reconcile: collect what the
-        settles froze (`_settle` calls gc.freeze, so a reference cycle that was garbage at a
-        freeze would otherwise never be freed). ~0.05 s at meta-24k, off the reaction path."""
-        now = self._clock()
-        if now - self._collected < GC_INTERVAL:
-            return
-        self._collected = now
-        gc.unfreeze()
-        gc.collect()
-        gc.freeze()
 
     def _guarded(self, step: Callable[[], None]) -> None:
         """Run one step of the worker; a failure is logged, counted and ends the round."""
@@ -414,18 +380,14 @@ class Engine:
             self._settle(self._round.version if self._round else self._taken)
 
     def _settle(self, version: int) -> None:
-        """The installed routes answer to inputs up to `version`.
-
-        What is alive now (the installed and wanted routes, the kept index and result) is
-        moved out of the cyclic collector's sight (`gc.freeze`): a full collection over it
-        took 0.05-0.14 s at meta-24k, and it fell inside the next repair's push. It is still
-        freed by reference counting when dropped, and cycles by `_collect_frozen`."""
+        """The installed routes answer to inputs up to `version`; what is alive now is
+        frozen (see controller.service.frozen)."""
         with self._cond:
             self._applied = max(self._applied, version)
             self.metrics.queue_depth.set(self._state.version - self._applied)
             self._busy = False
             self._cond.notify_all()
-        gc.freeze()
+        self._frozen.freeze()
 
     def _take_round(self) -> None:
         """New inputs: repair first when the link health changed, then settle, solve, or
@@ -473,15 +435,10 @@ class Engine:
         self.latency.installed(self._clock())
 
     def _settle_health(self, repaired: AssignResult, before: LinkHealth, taken: Taken) -> None:
-        """Settle a link-change round (jobs unchanged since the last global solve) without a
-        global re-solve when the repair is as good as that solve was: MLU / bound (the
-        cheap bound, for the new health) within `move_threshold` of the global result's
-        ratio, the gap at which the solver itself would not move kept flows. Otherwise a
-        bounded re-optimisation warm from the repair (`reoptimise`: rows off the hottest
-        arcs, `reopt_tries` rows at most) is pushed; a global solve follows only when that
-        is still beyond both that ratio and the solver's own acceptance gap (`spray_gap`).
-        Settled then means: the routes read back answer to the new link health, and are
-        within that gap of the bound (or as close as the bounded search got them)."""
+        """Settle a link-change round (jobs unchanged since the last global solve) from its
+        repair when that is as good as the solve was (MLU / bound within `move_threshold`
+        of its ratio); else push a bounded re-optimisation warm from the repair, and solve
+        globally only when that is still beyond `spray_gap` (`solver.repair.follow_up`)."""
         baseline, target = self._baseline, self.installer.target
         assert baseline is not None and target is not None
         health, last, opts = taken.health, baseline.result, self.options
@@ -610,11 +567,9 @@ class Engine:
         it as the previous assignment."""
         with self._cond:
             stored = self.intake.stored
-            health = self._state.health
-            assert health is not None
-            digest = inputs_digest(self._state.jobs, health)
-            version = self._state.version
-            ids = tuple(sorted(self._state.jobs))
+            now = self._state.take(reset=False)
+            digest = inputs_digest(self._state.jobs, now.health)
+        version = now.version
         self.last_result, self._baseline = None, None
         self.installer.forget(pushed=stored is not None)
         adopt = rounds.adopt_stored(None if stored is None else stored.digest, digest)
@@ -622,11 +577,8 @@ class Engine:
             self.installer.previous = stored.assignment
         if adopt:
             assert stored is not None
-            self.installer.want(stored.assignment, Target(stored.assignment, ids, health))
+            self._adopt(stored.assignment, now)
             self.installer.reconcile(None)
-            with self._cond:
-                self._applied = max(self._applied, version)
-                self._taken = max(self._taken, version)
         elif version:
             with self._cond:
                 self._applied = min(self._applied, version - 1)  # solve what is stored

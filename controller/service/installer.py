@@ -24,6 +24,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge
@@ -548,3 +549,13 @@ class SwitchMarks:
     @property
     def ok(self) -> bool:
         return not self.differing
+
+    def fields(self) -> dict[str, Any]:
+        """Status's fields of the marks (plain values)."""
+        return {
+            "switches_differing": len(self.differing),
+            "differing": [f"{s}: {why}" for s, why in sorted(self.differing.items())],
+            "entries_missing": self.missing,
+            "reconciles": self.reconciles,
+            "retry_rounds": self.retry_rounds,
+        }

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
-from controller.errors import StoreConflict, StoreCorrupt
+from controller.errors import InputError, StoreConflict, StoreCorrupt
 from controller.model.assignment import Assignment
 from controller.model.fabric import Fabric
 from controller.model.health import LinkHealth
@@ -27,6 +27,7 @@ from controller.service.persist import ASSIGNMENT, JOBS, LINKS, Stored, inputs_d
 from controller.service.replica import Replica
 from controller.service.state import DesiredState
 from controller.service.store import Change
+from controller.solver.solve import SolveOptions, SolveResult, solve
 
 log = logging.getLogger("fabric_te.engine")
 WRITE_ATTEMPTS = 8  # guarded store writes per input before the caller gets ABORTED
@@ -92,6 +93,21 @@ class Intake:
         self.replica.put_assignment(assignment, digest)
         with self._cond:
             self.stored = StoredAssignment(assignment, digest)
+
+    def what_if(
+        self, updates: Mapping[int, float], extra: list[Job], options: SolveOptions
+    ) -> SolveResult:
+        """Solve the current state plus changes; nothing is stored or applied."""
+        with self._cond:
+            jobs = {k: v for k, (v, _) in self.state.jobs.items()}
+            health = self.state.health
+        assert health is not None
+        for job in extra:
+            if job.id in jobs:
+                raise InputError(f"extra_jobs: job id {job.id!r} already exists")
+            jobs[job.id] = job
+        flows = jobs_flows(self.fabric, [jobs[k] for k in sorted(jobs)])
+        return solve(self.fabric, health.with_factors(updates), flows, options=options)
 
     # ---- inputs (called from API threads) ---------------------------------------------
     def put_job(self, job: Job, generation: int) -> tuple[int, int]:

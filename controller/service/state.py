@@ -121,13 +121,15 @@ class DesiredState:
         """(job, generation) sorted by job id."""
         return [self.jobs[k] for k in sorted(self.jobs)]
 
-    def take(self) -> Inputs:
-        """The inputs of the next solve; resets the health-only flag."""
+    def take(self, reset: bool = True) -> Inputs:
+        """The inputs of the next solve; resets the health-only flag (unless `reset` is
+        False: a look that takes nothing)."""
         assert self.health is not None
         inputs = Inputs(
             self.version, tuple(j for j, _ in self.job_list()), self.health, self._health_only
         )
-        self._health_only = True
+        if reset:
+            self._health_only = True
         return inputs
 
     def _bump(self, health_only: bool) -> None:

@@ -345,7 +345,7 @@ def test_garbage_frozen_by_a_settle_is_collected_later(monkeypatch: pytest.Monke
     import gc
     import weakref
 
-    import controller.service.engine as engine_module
+    import controller.service.frozen as frozen_module
 
     class Node:
         pass
@@ -363,7 +363,7 @@ def test_garbage_frozen_by_a_settle_is_collected_later(monkeypatch: pytest.Monke
             gc.enable()
         gc.collect()
         assert alive() is not None  # frozen: the collector does not see it
-        monkeypatch.setattr(engine_module, "GC_INTERVAL", 0.0)
+        monkeypatch.setattr(frozen_module, "GC_INTERVAL", 0.0)
         engine.reconcile_interval = 0.01  # the next idle sweep ends with a collection
         deadline = time.monotonic() + 10
         while alive() is not None and time.monotonic() < deadline:
