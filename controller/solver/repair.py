@@ -13,6 +13,15 @@ the index of the repaired assignment, derived from the old one by the rows it mo
 caller that keeps the index (the service's engine) repairs in milliseconds at 600K rows;
 `repair` without one builds it first.
 
+Bounded work, never the clock: a repair re-places at most REPAIR_ROWS of the rows it hit
+(the largest first; the others are withdrawn to the ECMP defaults, so no entry is left on a
+dead link) and retries at most RETRY_ROWS of the rows that had no path (those near a link
+whose capacity came back first), and fitting the tables takes at most FIT_ROUNDS rounds of
+one row per full switch before every moved row left over a full switch goes to ECMP at
+once. So a repair costs in proportion to the rows on the failed element, up to those
+bounds, whatever else rides ECMP (an all-to-all job leaves hundreds of thousands of rows
+there by the table budget), and its routes depend only on its inputs.
+
 `reoptimise` is the bounded follow-up: warm from an indexed assignment, it moves rows off
 the most utilised switch-to-switch arc while that strictly helps, up to a number of tries
 (work, not seconds: the result never depends on the clock).
@@ -50,6 +59,9 @@ from controller.solver.kernels import arc_csr
 
 _TOL = 1e-9
 REOPT_TRIES = 1_000  # rows `reoptimise` tries at most (one try: ~0.1 ms on meta-24k)
+RETRY_ROWS = 256  # unrouted rows a repair retries at most, beside the rows it hit
+REPAIR_ROWS = 8_192  # hit rows a repair re-places at most; the rest ride ECMP
+FIT_ROUNDS = 4  # table-fitting rounds of one row per full switch before the rest go at once
 
 
 def affected_flows(
@@ -65,6 +77,16 @@ def affected_flows(
     arcs = assignment.arcs(fabric)
     hit = np.where(arcs >= 0, dropped[np.maximum(arcs, 0)], False).any(axis=1)
     return np.flatnonzero(hit & assignment.routed)
+
+
+def _distinct(rows: np.ndarray, n: int) -> np.ndarray:
+    """`np.unique(rows)` for row ids below `n`: a mask over all rows when there are many
+    (a hash or sort of hundreds of thousands costs ~60 ms; the mask, one pass)."""
+    if rows.size * 16 < n:
+        return np.unique(rows)
+    mask = np.zeros(n, bool)
+    mask[rows] = True
+    return np.flatnonzero(mask)
 
 
 def _gather(start: np.ndarray, rows: np.ndarray, keys: np.ndarray) -> np.ndarray:
@@ -155,7 +177,7 @@ class RouteIndex:
             found = found[self._moved[pos] != found]  # the base rows not moved since
             now = np.isin(self._moved_arcs, arcs).any(axis=1)
             found = np.concatenate([found, self._moved[now]])
-        return np.unique(found)
+        return _distinct(found, len(self.assignment.flows))
 
     def unrouted(self) -> np.ndarray:
         """Sorted rows with no path."""
@@ -298,6 +320,12 @@ class _Work:
             self.load[arcs] += d
             self.count[arcs] += 1
 
+    def _placed_on(self, arcs: np.ndarray) -> np.ndarray:
+        """Rows changed here whose path now uses any of `arcs`."""
+        mask = np.zeros(self.fabric.num_arcs, bool)
+        mask[arcs] = True
+        return np.array([g for g, a in self.arcs.items() if mask[a].any()], np.int64)
+
     def rows_on(self, arcs: np.ndarray) -> np.ndarray:
         """Sorted rows whose path, as changed here, uses any of `arcs`."""
         on = self.index.rows_on(arcs)
@@ -344,7 +372,7 @@ class _Work:
         # here, for ECMP or back to its path, stays among them)
         was = self.index.rows_on(into)
         before = arc_usage(fab, Assignment(flows.take(was), old[was]))[arcs]
-        rows = np.union1d(was, self.rows_on(into))
+        rows = _distinct(np.concatenate([was, self._placed_on(into)]), len(flows))
         sub = flows.take(rows)
         heads = fab.arc_ends[1]
         nodes = np.unique(heads[arcs])
@@ -366,17 +394,21 @@ class _Work:
         rank = np.empty(len(flows), np.int64)
         rank[order] = np.arange(order.size)
         key_row, key_node = moved[row], fab.arc_ends[1][now_in]
+        rounds = 0
         while full.size:
             live = np.isin(key_node, full) & (self.path[key_row] >= 0)
             live &= self.path[key_row] != old[key_row]
             if not live.any():  # only rows that did not move here keep it over
                 break
-            # per over switch, its moved row of least priority
             r, n = key_row[live], key_node[live]
-            pick = np.lexsort((rank[r], n))
-            n_sorted = n[pick]
-            first = pick[np.r_[True, n_sorted[1:] != n_sorted[:-1]]]
-            for f in np.unique(r[first]).tolist():
+            rounds += 1
+            if rounds > FIT_ROUNDS:  # the rest at once: every moved row over a full switch
+                drop = np.unique(r)
+            else:  # per over switch, its moved row of least priority
+                pick = np.lexsort((rank[r], n))
+                n_sorted = n[pick]
+                drop = np.unique(r[pick[np.r_[True, n_sorted[1:] != n_sorted[:-1]]]])
+            for f in drop.tolist():
                 self.unplace(f, back)
             usage, full = count()
         return moved[self.path[moved] == UNROUTED], usage
@@ -453,13 +485,13 @@ def repair_indexed(
     old_cap = fabric.capacity if old_health is None else old_health.arc_capacity(fabric)
     hit = index.rows_on(np.flatnonzero(work.cap < old_cap))
     if retry_unrouted:
-        hit = np.union1d(hit, index.unrouted())
+        hit = np.union1d(hit, _retried(index, work.cap > old_cap, hit, RETRY_ROWS))
     work.take(hit)
     if hit.size:
         sub = work.flows.take(hit)
         cand = candidates(fabric, sub)
         alive = access_alive(fabric, sub, work.cap)
-        for i in np.argsort(-sub.demand, kind="stable").tolist():
+        for i in np.argsort(-sub.demand, kind="stable")[:REPAIR_ROWS].tolist():
             if not alive[i]:
                 continue
             f, cls = int(hit[i]), int(cand.cls[i])
@@ -473,6 +505,27 @@ def repair_indexed(
                 work.place(f, p, options[p])
     fallback, usage = work.fit(_limits(fabric, table_budget), back=False)
     return work.finish(start, "repair", fallback, usage)
+
+
+def _retried(index: RouteIndex, better: np.ndarray, hit: np.ndarray, most: int) -> np.ndarray:
+    """The rows with no path a repair tries again, sorted: at most `most`, first those
+    whose source or destination rack has a link whose capacity came back (`better`, per
+    arc) or whose source rack the `hit` rows leave (their entries there are freed), then
+    by index."""
+    rows = index.unrouted()
+    if rows.size <= most:
+        return rows
+    fab = index.fabric
+    racks = np.zeros(fab.num_racks, bool)
+    racks[fab.rack_of_nic(index.assignment.flows.src_nic[hit])] = True
+    links = np.flatnonzero(better[0::2] | better[1::2])
+    racks[fab.rack_of_nic(links[links < fab.rack_base])] = True
+    rack_links = links[(links >= fab.rack_base) & (links < fab.agg_base)] - fab.rack_base
+    racks[rack_links // (fab.num_rack_links // fab.num_racks)] = True
+    flows = index.assignment.flows
+    near = racks[fab.rack_of_nic(flows.src_nic[rows])] | racks[fab.rack_of_nic(flows.dst_nic[rows])]
+    order = np.lexsort((rows, ~near))
+    return np.sort(rows[order[:most]])
 
 
 def reoptimise(

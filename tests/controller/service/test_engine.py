@@ -516,3 +516,40 @@ print({n: (started[n], len(getattr(kernels, n).signatures)) for n in names})
                          timeout=300, check=True).stdout  # fmt: skip
     counts = ast.literal_eval(out.strip().splitlines()[-1])
     assert all(started == now == 1 for started, now in counts.values()), counts
+
+
+def test_a_link_report_is_repaired_while_an_all_to_all_solve_runs() -> None:
+    """An all-to-all job's global solve (held here) does not hold the engine: a link
+    report meanwhile is repaired and installed, with no entry left on the dead link, and
+    Status answers; the solve's result is then re-based on the new health."""
+    engine = Engine(FABRIC, EmulatedDriver(FABRIC), debounce=0.0, reconcile_interval=60.0)
+    entered, release = threading.Event(), threading.Event()
+
+    def held(health: LinkHealth) -> None:
+        if any(job.id == "moe" for job, _ in engine.jobs()):
+            entered.set()
+            assert release.wait(60)
+
+    try:
+        for job in _jobs():
+            engine.put_job(job, 0)
+        assert engine.wait_idle(60)
+        used = np.unique(engine.installed.table(FABRIC.rtsw_name(0)).next_hop)
+        link = int(used[used >= FABRIC.rack_base][0])  # an uplink the routes use
+        engine.solve_hook = held
+        hosts = tuple(range(24, 32))  # the 8 hosts the ring jobs leave free
+        engine.put_job(Job("moe", hosts, dp=8, tp=4, collectives=("alltoall",)), 0)
+        assert entered.wait(30)  # the all-to-all job's solve runs, held
+        repairs = engine.repairs
+        engine.report_links({link: 0.0})
+        assert _until(lambda: engine.repairs == repairs + 1)
+        assert _until(lambda: not any(e.next_hop == link for e in engine.installed))
+        assert engine.status_fields()["pending_changes"] >= 1  # the job is still solving
+        release.set()
+        assert engine.wait_idle(60)
+        assert engine.rebased == 1
+        assert not any(e.next_hop == link for e in engine.installed)
+        assert engine.installed == engine.wanted
+    finally:
+        release.set()
+        engine.close()

@@ -164,3 +164,64 @@ def test_bound_after_a_loss_equals_the_full_bound(seed, failures):
         assert derived is not None
         assert derived.value == pytest.approx(lower_bound(fabric, new, flows, qps=qps).value)
         assert bound_after(fabric, flows, new, derived, old, qps) is None  # capacity came back
+
+
+def test_a_repair_re_places_at_most_its_bound_and_withdraws_the_rest(
+    small, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past REPAIR_ROWS, the rows a failure hit ride ECMP (no path: no entry left on the
+    dead link); the largest are re-placed first, and the result is the same every time."""
+    import controller.solver.repair as repair_module
+
+    rng = np.random.default_rng(7)
+    flows = _random_flows(small, rng, 200, [100.0, 400.0])
+    health = LinkHealth.all_up(small)
+    before = assign_paths(small, health, flows).assignment
+    used = before.arcs(small)[:, 1:-1]
+    links, counts = np.unique(used[used >= 0] // 2, return_counts=True)
+    switch = links >= small.rack_base
+    link = int(links[switch][np.argmax(counts[switch])])  # the busiest switch link
+    new = health.down([link])
+    hit = affected_flows(small, new, before)
+    assert hit.size > 3
+    monkeypatch.setattr(repair_module, "REPAIR_ROWS", 3)
+    results = [repair(small, new, before, retry_unrouted=False) for _ in range(2)]
+    res = results[0]
+    assert res.assignment.path.tobytes() == results[1].assignment.path.tobytes()
+    placed = hit[res.assignment.path[hit] >= 0]
+    assert placed.size == 3
+    left = np.setdiff1d(hit, placed)
+    assert (res.assignment.path[left] == -1).all()  # withdrawn: they ride ECMP
+    biggest = np.sort(hit[np.argsort(-flows.demand[hit], kind="stable")[:3]])
+    assert placed.tolist() == biggest.tolist()
+    arcs = res.assignment.arcs(small)
+    assert not (arcs // 2 == link).any()
+    unhit = np.setdiff1d(np.arange(len(flows)), hit)
+    assert (res.assignment.path[unhit] == before.path[unhit]).all()
+
+
+def test_a_repair_retries_at_most_its_bound_of_rows_without_a_path_near_the_change_first(
+    small, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rows with no path are retried up to RETRY_ROWS, those of the racks whose link came
+    back first: a repair never walks every row riding ECMP."""
+    import controller.solver.repair as repair_module
+
+    rng = np.random.default_rng(3)
+    flows = _random_flows(small, rng, 120, [400.0])
+    health = LinkHealth.all_up(small)
+    routed = assign_paths(small, health, flows).assignment
+    path = routed.path.copy()
+    path[::2] = -1  # half the rows ride ECMP
+    before = Assignment(flows, path)
+    rack = 1
+    link = small.rack_link(rack, 0)
+    down = health.down([link])
+    monkeypatch.setattr(repair_module, "RETRY_ROWS", 4)
+    res = repair(small, health, before, old_health=down)  # the link comes back
+    retried = np.flatnonzero((before.path == -1) & (res.assignment.path >= 0))
+    assert 1 <= retried.size <= 4
+    near = (small.rack_of_nic(flows.src_nic) == rack) | (small.rack_of_nic(flows.dst_nic) == rack)
+    waiting = np.flatnonzero((before.path == -1) & near)
+    assert 1 <= waiting.size < 4 < np.count_nonzero(before.path == -1)
+    assert set(waiting) <= set(retried)  # the rows near the restored link went first
