@@ -30,7 +30,7 @@ summed, so every key is unique in `job_flows` output, which is sorted by that ke
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -253,8 +253,13 @@ def job_flows(fabric: Fabric, job: Job) -> FlowSet:
     return FlowSet.build(src_u, dst_u, total, None, (job.id,))
 
 
-def jobs_flows(fabric: Fabric, jobs: Sequence[Job]) -> FlowSet:
-    """All jobs' flows in one FlowSet, job_ids in job order; jobs must not share a host."""
+def jobs_flows(
+    fabric: Fabric, jobs: Sequence[Job], known: Mapping[str, tuple[Job, FlowSet]] | None = None
+) -> FlowSet:
+    """All jobs' flows in one FlowSet, job_ids in job order; jobs must not share a host.
+    `known`: flows already built, by job id with the job they were built for (taken only
+    for an equal job), so that a job's flows are built once (the service builds them to
+    check a job as it comes, and solves with them)."""
     owner: dict[str, int] = {}
     for k, job in enumerate(jobs):
         if job.id in owner:
@@ -274,4 +279,10 @@ def jobs_flows(fabric: Fabric, jobs: Sequence[Job]) -> FlowSet:
                 f"host {host} is in job {jobs[which[a]].id!r} and job {jobs[which[b]].id!r}",
                 f"jobs[{which[b]}].hosts",
             )
-    return FlowSet.concat([job_flows(fabric, job) for job in jobs])
+    known = known or {}
+
+    def flows_of(job: Job) -> FlowSet:
+        hit = known.get(job.id)
+        return hit[1] if hit is not None and hit[0] == job else job_flows(fabric, job)
+
+    return FlowSet.concat([flows_of(job) for job in jobs])

@@ -489,7 +489,8 @@ class Engine:
                 self._cond.notify_all()
 
         self._solve = GlobalSolve(self.fabric, taken, previous, self.options, self.metrics,
-                                  hook=self.solve_hook, after=self.installer.building,
+                                  hook=self.solve_hook, known=self.intake.known(),
+                                  after=self.installer.building,
                                   stopped=lambda: self._stop, on_end=ended)  # fmt: skip
         self._solve.start()
 

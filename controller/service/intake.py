@@ -21,8 +21,9 @@ from typing import TypeVar
 from controller.errors import InputError, StoreConflict, StoreCorrupt
 from controller.model.assignment import Assignment
 from controller.model.fabric import Fabric
+from controller.model.flows import FlowSet
 from controller.model.health import LinkHealth
-from controller.model.jobs import Job, jobs_flows
+from controller.model.jobs import Job, job_flows, jobs_flows
 from controller.service.persist import ASSIGNMENT, JOBS, LINKS, Stored, inputs_digest
 from controller.service.replica import Replica
 from controller.service.state import DesiredState
@@ -62,6 +63,9 @@ class Intake:
         self._changed = changed
         self._writes = threading.Lock()  # one input write at a time: check, store, apply
         self.stored: StoredAssignment | None = None
+        # flows built as each job came (by id, with the job): a solve takes them, so a
+        # job's flows are built once (a 384-host all-to-all job's take ~1 s)
+        self.built: dict[str, tuple[Job, FlowSet]] = {}
 
     def load(self, stored: Stored | None) -> bool:
         """Take the inputs a store held at start; returns whether the stored assignment
@@ -82,6 +86,11 @@ class Intake:
                  self.replica.status_fields()["store"], stored.revision,
                  "adopted" if adopted else "to be re-solved")  # fmt: skip
         return adopted
+
+    def known(self) -> dict[str, tuple[Job, FlowSet]]:
+        """The flows built so far, by job id (a copy, for a solve in another thread)."""
+        with self._cond:
+            return dict(self.built)
 
     def leaders(self) -> Assignment | None:
         """The assignment stored last (a follower wants it)."""
@@ -106,18 +115,23 @@ class Intake:
             if job.id in jobs:
                 raise InputError(f"extra_jobs: job id {job.id!r} already exists")
             jobs[job.id] = job
-        flows = jobs_flows(self.fabric, [jobs[k] for k in sorted(jobs)])
+        flows = jobs_flows(self.fabric, [jobs[k] for k in sorted(jobs)], self.known())
         return solve(self.fabric, health.with_factors(updates), flows, options=options)
 
     # ---- inputs (called from API threads) ---------------------------------------------
     def put_job(self, job: Job, generation: int) -> tuple[int, int]:
         """Create or replace a job; returns (generation, state version)."""
-        jobs_flows(self.fabric, [job])  # the job's own traffic must be valid: not under the lock
+        flows = job_flows(self.fabric, job)  # its own traffic must be valid: not under the lock
+
+        def apply(g: int) -> None:
+            self.state.set_job(job, g)
+            self.built[job.id] = (job, flows)
+
         return self._write(
             JOBS + job.id,
             lambda: self.state.check_put(job, generation, flows_checked=True),
             lambda g: self.replica.put_job(job, g),
-            lambda g: self.state.set_job(job, g),
+            apply,
         )
 
     def delete_job(self, job_id: str) -> tuple[bool, int]:
@@ -126,7 +140,7 @@ class Intake:
             JOBS + job_id,
             lambda: job_id in self.state.jobs,
             lambda e: self.replica.delete_job(job_id) if e else 0,
-            lambda e: self.state.delete_job(job_id),
+            lambda e: (self.state.delete_job(job_id), self.built.pop(job_id, None)),
         )
 
     def report_links(self, updates: Mapping[int, float], replace_all: bool = False) -> int:
@@ -188,6 +202,7 @@ class Intake:
             for key, value, into in decoded:
                 if key.startswith(JOBS):
                     job_id = key[len(JOBS) :]
+                    self.built.pop(job_id, None)  # another replica's: built when solved
                     if value is None:
                         self.state.delete_job(job_id)
                     else:

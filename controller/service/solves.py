@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
@@ -21,7 +21,7 @@ from controller.model.assignment import Assignment
 from controller.model.fabric import Fabric
 from controller.model.flows import FlowSet
 from controller.model.health import LinkHealth
-from controller.model.jobs import jobs_flows
+from controller.model.jobs import Job, jobs_flows
 from controller.service.installer import IndexBuild
 from controller.service.metrics import Metrics
 from controller.service.rounds import Taken
@@ -46,6 +46,7 @@ class GlobalSolve:
         metrics: Metrics,
         *,
         hook: Callable[[LinkHealth], None],
+        known: Mapping[str, tuple[Job, FlowSet]],
         after: IndexBuild | None,
         stopped: Callable[[], bool],
         on_end: Callable[[], None],
@@ -56,6 +57,7 @@ class GlobalSolve:
         self.options = options
         self.metrics = metrics
         self._hook = hook
+        self._known = known  # flows built as the jobs came
         self._after = after  # the index build it starts after
         self._stopped = stopped
         self._on_end = on_end
@@ -94,7 +96,7 @@ class GlobalSolve:
                 if self._stopped():
                     return
             self._hook(self.taken.health)
-            self.flows = jobs_flows(self.fabric, list(self.taken.jobs))
+            self.flows = jobs_flows(self.fabric, list(self.taken.jobs), self._known)
             with self.metrics.solve_seconds.labels("solve").time():
                 self.result = solve(self.fabric, self.taken.health, self.flows,
                                     previous=self.previous, options=self.options)  # fmt: skip

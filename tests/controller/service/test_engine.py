@@ -553,3 +553,31 @@ def test_a_link_report_is_repaired_while_an_all_to_all_solve_runs() -> None:
     finally:
         release.set()
         engine.close()
+
+
+def test_a_job_s_flows_are_built_once_as_it_comes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """PutJob builds the job's flows to check them; the solve takes those, not new ones."""
+    import controller.model.jobs as jobs_module
+
+    built: list[str] = []
+    real = jobs_module.job_flows
+
+    def counted(fabric: Fabric, job: Job) -> FlowSet:
+        built.append(job.id)
+        return real(fabric, job)
+
+    monkeypatch.setattr(jobs_module, "job_flows", counted)
+    import controller.service.intake as intake_module
+
+    monkeypatch.setattr(intake_module, "job_flows", counted)
+    engine = Engine(FABRIC, EmulatedDriver(FABRIC), debounce=0.0, reconcile_interval=60.0)
+    try:
+        for job in _jobs():
+            engine.put_job(job, 0)
+        assert engine.wait_idle(60)
+        result = engine.last_result
+        assert result is not None and np.unique(result.parent).size == len(jobs_flows(FABRIC, _jobs()))
+        assert sorted(built[: len(_jobs())]) == ["j0", "j1", "j2"]
+        assert len(built) == len(_jobs()) + 3  # the three built once, and the check above
+    finally:
+        engine.close()

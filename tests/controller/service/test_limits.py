@@ -304,15 +304,15 @@ def test_flows_of_a_new_job_are_built_outside_the_engine_lock(
     import controller.service.intake as intake_module
 
     building, release = threading.Event(), threading.Event()
-    real = intake_module.jobs_flows
+    real = intake_module.job_flows
 
-    def held(fabric: Fabric, jobs: Any) -> Any:
-        if any(job.id == "wide" for job in jobs) and not release.is_set():
+    def held(fabric: Fabric, job: Any) -> Any:
+        if job.id == "wide" and not release.is_set():
             building.set()
             release.wait(30)
-        return real(fabric, jobs)
+        return real(fabric, job)
 
-    monkeypatch.setattr(intake_module, "jobs_flows", held)
+    monkeypatch.setattr(intake_module, "job_flows", held)
     running = start(Engine(pod, EmulatedDriver(pod), debounce=3.0), "127.0.0.1:0")
     stub = pb_grpc.TrafficEngineeringStub(grpc.insecure_channel(f"127.0.0.1:{running.port}"))
     hosts = [pod.host_name(h) for h in range(pod.num_hosts)]
