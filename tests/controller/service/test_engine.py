@@ -576,7 +576,8 @@ def test_a_job_s_flows_are_built_once_as_it_comes(monkeypatch: pytest.MonkeyPatc
             engine.put_job(job, 0)
         assert engine.wait_idle(60)
         result = engine.last_result
-        assert result is not None and np.unique(result.parent).size == len(jobs_flows(FABRIC, _jobs()))
+        assert result is not None
+        assert np.unique(result.parent).size == len(jobs_flows(FABRIC, _jobs()))
         assert sorted(built[: len(_jobs())]) == ["j0", "j1", "j2"]
         assert len(built) == len(_jobs()) + 3  # the three built once, and the check above
     finally:
