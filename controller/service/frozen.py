@@ -1,11 +1,11 @@
 """The cyclic garbage collector kept off the reaction path.
 
 A full collection over what a settled round leaves alive (the installed and wanted routes,
-the kept index and result) took 0.05-0.14 s at meta-24k, and it fell inside the next
+the kept index and result) is slow at meta-24k scale, and it fell inside the next
 repair's push. So each settle moves what is alive out of the collector's sight
 (`gc.freeze`): it is still freed by reference counting when dropped, and a reference cycle
 that was garbage at a freeze is collected every GC_INTERVAL s, at the end of an idle
-periodic reconcile (about 0.05 s at meta-24k, off the reaction path).
+periodic reconcile, off the reaction path (figures: docs/profiling.md).
 """
 
 from __future__ import annotations

@@ -48,7 +48,7 @@ log = logging.getLogger("fabric_te.engine")
 SWEEP_CHUNK = 64  # switches per step of a periodic reconcile at most (inputs are taken
 # between steps, so a link report waits for one step, never for a whole fabric)
 SWEEP_STEP = 0.02  # s a step may take, at the driver's last pace (a switch of the linux
-# driver reads in 5-20 ms: a fixed chunk of 64 made a link report wait behind it)
+# driver is slow to read: a fixed chunk of 64 made a link report wait behind it)
 
 
 @dataclass(frozen=True)

@@ -64,7 +64,7 @@ class Intake:
         self._writes = threading.Lock()  # one input write at a time: check, store, apply
         self.stored: StoredAssignment | None = None
         # flows built as each job came (by id, with the job): a solve takes them, so a
-        # job's flows are built once (a 384-host all-to-all job's take ~1 s)
+        # job's flows are built once (a large all-to-all job's are costly)
         self.built: dict[str, tuple[Job, FlowSet]] = {}
 
     def load(self, stored: Stored | None) -> bool:

@@ -1,7 +1,7 @@
 """The predicted rates of the routes installed, on a thread of their own.
 
 MLU and bound are set at once when a result is recorded; the predicted bus bandwidth per job
-(a max-min simulation, about 0.5-1 s at meta-24k) follows on the predictor thread, so it never
+(a max-min simulation, costly at meta-24k scale) follows on the predictor thread, so it never
 holds back a settle. Only the last result recorded is predicted, PREDICT_QUIET s after it
 once the engine is idle, or PREDICT_EVERY s after the last prediction began while results
 keep coming (a flap storm or a stream of job changes runs few: a prediction shares the

@@ -137,7 +137,7 @@ class Baseline:
     def bound_for(self, before: LinkHealth, health: LinkHealth) -> Bound:
         """The split lower bound under `health`: cached, else derived from `before`'s
         (`bound_after`: only the changed cuts, when capacity only went down), else computed
-        in full (~0.25 s at meta-24k with 16 QP buckets)."""
+        in full (the costly case; see docs/profiling.md)."""
         key = health.factor.tobytes()
         bound = self._bounds.get(key)
         if bound is None:

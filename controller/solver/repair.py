@@ -58,7 +58,7 @@ from controller.solver.greedy import (
 from controller.solver.kernels import arc_csr
 
 _TOL = 1e-9
-REOPT_TRIES = 1_000  # rows `reoptimise` tries at most (one try: ~0.1 ms on meta-24k)
+REOPT_TRIES = 1_000  # rows `reoptimise` tries at most
 RETRY_ROWS = 256  # unrouted rows a repair retries at most, beside the rows it hit
 REPAIR_ROWS = 8_192  # hit rows a repair re-places at most; the rest ride ECMP
 FIT_ROUNDS = 4  # table-fitting rounds of one row per full switch before the rest go at once
@@ -81,7 +81,7 @@ def affected_flows(
 
 def _distinct(rows: np.ndarray, n: int) -> np.ndarray:
     """`np.unique(rows)` for row ids below `n`: a mask over all rows when there are many
-    (a hash or sort of hundreds of thousands costs ~60 ms; the mask, one pass)."""
+    (a hash or sort of hundreds of thousands costs far more than one pass over a mask)."""
     if rows.size * 16 < n:
         return np.unique(rows)
     mask = np.zeros(n, bool)
@@ -134,7 +134,7 @@ class RouteIndex:
     def usage(self) -> np.ndarray:
         """TE entries each node holds for the assignment (its table_usage: given by the
         caller that counted it, e.g. the solve; else counted in full the first time it is
-        asked, ~0.1 s at 600K rows; kept by `moved` when the caller counted the change)."""
+        asked; kept by `moved` when the caller counted the change)."""
         if self._usage is None:
             self._usage = table_usage(self.fabric, self.assignment)
         return self._usage
@@ -143,7 +143,7 @@ class RouteIndex:
     def build(
         cls, fabric: Fabric, assignment: Assignment, usage: np.ndarray | None = None
     ) -> RouteIndex:
-        """The index of `assignment` (O(rows): ~0.07 s at 600K rows, most of it the
+        """The index of `assignment` (O(rows), most of it the
         paths' arcs; the rows per arc are a compiled counting sort); `usage`: its
         table_usage, if counted already (else counted when a repair first needs it)."""
         arcs = np.ascontiguousarray(assignment.arcs(fabric), np.int64)
