@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from controller.errors import FabricTeError, InputError
-from controller.formats.output import to_json
+from controller.formats.output import strict, to_json
 from controller.model.validation import flag
 from controller.service.client import (
     DEFAULT_ADDRESS,
@@ -192,7 +192,7 @@ def cmd_routes_show(args: argparse.Namespace) -> int:
     with _client(args) as client:
         try:
             if args.watch:
-                _watch(client, args.since)
+                _watch(client, args.since, set(args.switch))
             else:
                 _show(client, args)
         except BrokenPipeError:  # `tectl routes show | head`
@@ -209,8 +209,9 @@ def _show(client: Client, args: argparse.Namespace) -> None:
     sys.stdout.flush()
 
 
-def _watch(client: Client, since: int) -> None:
-    """Print the watch; the client resumes it when the server drops it for falling behind."""
+def _watch(client: Client, since: int, switches: set[str]) -> None:
+    """Print the watch (only `switches`' entries, when named); the client resumes it when the
+    server drops it for falling behind."""
     first_chunk = True
     for event in client.watch_routes(since):
         if isinstance(event, Snapshot):
@@ -224,17 +225,73 @@ def _watch(client: Client, since: int) -> None:
             print(f"# fell behind; resuming from version {event.version}", flush=True)
             first_chunk = True
         elif isinstance(event, Delta):
-            lines = [f"# delta version {event.version}"]
-            lines += [_entry_line("+ ", e) for e in event.added]
-            lines += [_entry_line("- ", e) for e in event.removed]
-            print("\n".join(lines), flush=True)
+            lines = [_entry_line("+ ", e) for e in event.added if _shown(e, switches)]
+            lines += [_entry_line("- ", e) for e in event.removed if _shown(e, switches)]
+            if lines:
+                print("\n".join([f"# delta version {event.version}", *lines]), flush=True)
+
+
+def _shown(e: RouteLine, switches: set[str]) -> bool:
+    return not switches or e.switch in switches
 
 
 def cmd_status(args: argparse.Namespace) -> int:
     with _client(args) as client:
         data = client.status()
-    sys.stdout.write(to_json(data) + "\n")
+    if args.output == "json":
+        sys.stdout.write(to_json(data) + "\n")
+    elif args.output == "yaml":
+        import yaml
+
+        sys.stdout.write(yaml.safe_dump(strict(data), sort_keys=True))
+    else:
+        sys.stdout.write(status_text(data))
     return 0
+
+
+def status_text(d: dict[str, Any]) -> str:
+    """`tectl status` for a person: who pushes, what is installed, how good it is."""
+    f, last, cert = d["fabric"], d["last_solve"], d.get("certificate")
+    g = "{:,}".format
+    lines = [
+        f"fabric      {f.get('name', '?')}: {g(f.get('gpus', 0))} GPUs, {g(f.get('racks', 0))} "
+        f"racks, {g(f.get('ctsws', 0))} CTSWs, {g(f.get('atsws', 0))} ATSWs",
+        f"replica     {d['replica']} ({d['role'] or 'no role'}; leader {d['leader'] or '-'}), "
+        f"store {d['store']} {'ok' if d['store_ok'] else 'REFUSING WRITES'} "
+        f"at revision {g(d['store_revision'])}",
+        f"driver      {d['driver']}: {'ok' if d['driver_ok'] else 'NOT OK'}; "
+        f"{g(d['installed_entries'])} entries installed (routes version "
+        f"{g(d['routes_version'])}), {g(d['switches_differing'])} switches differ, "
+        f"{g(d['entries_missing'])} entries missing",
+        f"inputs      state version {g(d['state_version'])}, "
+        f"{g(d['pending_changes'])} changes pending",
+    ]
+    if last:
+        lines.append(
+            f"last solve  MLU {last.get('mlu', 0):.4g} over bound {last.get('bound', 0):.4g} "
+            f"(ratio {last.get('ratio', 0):.4g}); {g(int(last.get('flows', 0)))} flows, "
+            f"{g(int(last.get('churn', 0)))} moved, {g(int(last.get('fallback_ecmp', 0)))} on "
+            "ECMP by the table budget"
+        )
+    if cert:
+        worst = ", ".join(f"{k} {v:.4g}" for k, v in sorted(cert["worst_ratio"].items()))
+        fell = cert["fallback_jobs"]
+        lines.append(
+            f"certificate {'passed' if cert['passed'] else 'FAILED'} against "
+            f"{cert['reference']}: {g(cert['jobs_checked'])} of {g(cert['jobs'])} jobs "
+            f"compared, worst TE/hashing {worst}; {g(len(fell))} jobs handed back"
+            + (": " + ", ".join(f"{j} ({why})" for j, why in sorted(fell.items())[:5])
+               if fell else "")
+        )  # fmt: skip
+    lines.append(
+        f"latency     report to installed p50 {d['report_to_installed_p50_seconds']:.3g} s, "
+        f"p99 {d['report_to_installed_p99_seconds']:.3g} s over "
+        f"{g(d['report_to_installed_count'])} changes; {g(d['repairs'])} repairs"
+    )
+    if d["last_error"]:
+        lines.append(f"last error  {d['last_error']}")
+    lines += [f"differs     {why}" for why in d["differing"][:10]]
+    return "\n".join(lines) + "\n"
 
 
 def register(cli: Commands) -> None:
@@ -349,7 +406,10 @@ def register(cli: Commands) -> None:
     )
     link.set_defaults(func=cmd_link)
 
-    client(sub.add_parser("status", help="controller status")).set_defaults(func=cmd_status)
+    status = client(sub.add_parser("status", help="controller status"))
+    status.add_argument("-o", "--output", choices=("text", "json", "yaml"), default="text",
+                        help="text for a person (default), or every field as JSON or YAML")
+    status.set_defaults(func=cmd_status)
 
     show = client(routes_sub.add_parser("show", help="installed routes of a running controller"))
     show.add_argument("--switch", action="append", default=[], metavar="NAME",

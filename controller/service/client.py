@@ -229,20 +229,13 @@ class Client:
         return int(reply.state_version)
 
     def status(self) -> dict[str, Any]:
-        """The controller's status as a JSON-ready dict (keys as `tectl status` prints)."""
+        """The controller's status as a JSON-ready dict: every field of StatusResponse by
+        its name, numbers as numbers (the fabric summary's too), the certificate when the
+        installed routing has one."""
         s = self._call(self._stub.Status, self._pb.StatusRequest())
-        return {
-            "fabric": dict(s.fabric), "last_solve": dict(s.last_solve),
-            "state_version": s.state_version, "routes_version": s.routes_version,
-            "driver": s.driver, "driver_ok": s.driver_ok,
-            "installed_entries": s.installed_entries, "last_error": s.last_error,
-            "switches_differing": s.switches_differing, "differing": list(s.differing),
-            "entries_missing": s.entries_missing, "reconciles": s.reconciles,
-            "retry_rounds": s.retry_rounds, "store": s.store, "store_ok": s.store_ok,
-            "store_revision": s.store_revision, "role": s.role, "leader": s.leader,
-            "replica": s.replica, "ops_pushed": s.ops_pushed,
-            "pending_changes": s.pending_changes,
-        }  # fmt: skip
+        out = _plain(s)
+        out["fabric"] = {k: _number(v) for k, v in out["fabric"].items()}
+        return out
 
     def stream_routes(
         self, switches: Sequence[str] = (), job: str = "", chunk: int = 10_000
@@ -289,3 +282,32 @@ class Client:
             else:
                 d = event.delta
                 yield Delta(d.version, _lines(d.added), _lines(d.removed))
+
+
+def _plain(msg: Any) -> dict[str, Any]:
+    """A message as plain values, field by field (int64s stay numbers, unlike the JSON
+    mapping; a message field absent is left out)."""
+    out: dict[str, Any] = {}
+    for field in msg.DESCRIPTOR.fields:
+        value = getattr(msg, field.name)
+        if field.message_type is not None and field.message_type.GetOptions().map_entry:
+            out[field.name] = dict(value)
+        elif hasattr(value, "extend"):  # a repeated field
+            out[field.name] = [_plain(v) if hasattr(v, "DESCRIPTOR") else v for v in value]
+        elif field.message_type is not None:
+            if msg.HasField(field.name):
+                out[field.name] = _plain(value)
+        else:
+            out[field.name] = value
+    return out
+
+
+def _number(text: str) -> Any:
+    """A summary value as the number it spells (floats to 12 significant digits), or as is."""
+    for kind in (int, float):
+        try:
+            value = kind(text)
+        except ValueError:
+            continue
+        return float(f"{value:.12g}") if kind is float else value
+    return text

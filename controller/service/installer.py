@@ -313,11 +313,15 @@ class Installer:
 
     # ---- read back -----------------------------------------------------------------
     def reconcile(
-        self, switches: set[str] | None, prior: dict[str, Table | None] | None = None
+        self,
+        switches: set[str] | None,
+        prior: dict[str, Table | None] | None = None,
+        count: bool = True,
     ) -> ReconcileResult:
         """Read back `switches` (None: all), repair them towards the wanted routes (the
         leader only), and adopt what was read; the switches that cannot be read are
-        reported holding nothing."""
+        reported holding nothing. `count`: one reconcile in the counters (a periodic
+        sweep's steps count as one, when it ends)."""
         leader = self._is_leader()
         if not leader:  # a follower wants what the leader stored last
             stored = self._leaders()
@@ -338,7 +342,7 @@ class Installer:
             tables[sw] = result.installed.table(sw)
         installed = RouteSet({sw: t for sw, t in sorted(tables.items()) if t})
         with self._cond:
-            self.marks.update(result, loud=leader)
+            self.marks.update(result, loud=leader, count=count)
             if switches is None and result.in_sync:
                 self.push_ok = True
             if self.routes.record(installed, list(result.checked)) is not None:
@@ -358,7 +362,7 @@ class Installer:
             n = 1 if pace is None else max(1, min(SWEEP_CHUNK, int(SWEEP_STEP / max(pace, 1e-9))))
             chunk, self._sweep = self._sweep[:n], self._sweep[n:]
             start = time.perf_counter()
-            self._sweep_ok &= self.reconcile(set(chunk)).in_sync
+            self._sweep_ok &= self.reconcile(set(chunk), count=False).in_sync
             self._sweep_pace = (time.perf_counter() - start) / max(len(chunk), 1)
         except Exception:  # noqa: BLE001 - the loop must survive anything
             if self._stopped():  # closing: the driver may be closed under the sweep
@@ -366,9 +370,11 @@ class Installer:
             else:
                 log.exception("periodic reconcile failed")
             self._sweep, self._sweep_ok = [], False
-        if not self._sweep and self._sweep_ok:
+        if not self._sweep:
             with self._cond:
-                self.push_ok = True
+                self.marks.count_one()  # the whole sweep, one reconcile
+                if self._sweep_ok:
+                    self.push_ok = True
 
     @property
     def sweeping(self) -> list[str]:
@@ -513,12 +519,17 @@ class SwitchMarks:
             registry=r,
         )
 
-    def update(self, result: ReconcileResult, loud: bool = True) -> None:
+    def count_one(self) -> None:
+        """Count one reconcile (a periodic sweep, when its last step ends)."""
+        self.reconciles += 1
+        self._runs.inc()
+
+    def update(self, result: ReconcileResult, loud: bool = True, count: bool = True) -> None:
         """Adopt what one reconcile saw on the switches it checked; changes are logged as
         warnings when `loud` (the leader), else at debug level (a follower, which sees the
         leader's pushes land a moment after the assignment is stored)."""
-        self.reconciles += 1
-        self._runs.inc()
+        if count:
+            self.count_one()
         if result.rounds > 1:
             self.retry_rounds += 1
             self._rounds.inc()

@@ -43,11 +43,23 @@ def test_client_commands(small: Fabric, tmp_path: Path, capsys: pytest.CaptureFi
         assert running.engine.wait_idle()
         assert main(["routes", "show", *server]) == 0
         assert "entries" in capsys.readouterr().out
-        assert main(["status", *server]) == 0
+        assert main(["status", "-o", "json", *server]) == 0
         status = json.loads(capsys.readouterr().out, parse_constant=_not_strict)
         assert status["installed_entries"] > 0 and status["driver_ok"]
         lp = status["last_solve"]["lp_mlu"]  # no LP ran on this easy mix: null, not NaN
         assert lp is None or isinstance(lp, float)
+        # every field, numbers as numbers (the fabric summary's too)
+        assert status["fabric"]["gpus"] == fabric.num_nics and status["state_version"] >= 2
+        assert status["report_to_installed_count"] >= 1 and "p99" in str(status)
+        assert main(["status", "-o", "yaml", *server]) == 0
+        import yaml
+
+        loaded = yaml.safe_load(capsys.readouterr().out)
+        assert loaded.keys() == status.keys() and loaded["fabric"] == status["fabric"]
+        assert main(["status", *server]) == 0
+        text = capsys.readouterr().out
+        assert f"{fabric.num_nics:,} GPUs" in text and "EmulatedDriver: ok" in text
+        assert "last solve  MLU" in text and "latency" in text
         assert main(["link", "down", "rtsw-p0-r0:ctsw-p0-c77", *server]) == 2
         assert "unknown link" in capsys.readouterr().err
         assert main(["job", "rm", "llm", *server]) == 0
@@ -81,3 +93,28 @@ def test_serve_process_starts_and_stops_gracefully(tmp_path: Path) -> None:
         if proc.poll() is None:
             proc.kill()
             time.sleep(0.1)
+
+
+def test_routes_watch_of_one_switch_prints_only_that_switch(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`tectl routes show --watch --switch S`: deltas of other switches are not printed, and
+    a delta that holds none of S's entries prints nothing, not even its header."""
+    from controller.cli.service import _watch
+    from controller.service.client import Delta, InSync, RouteLine
+
+    mine = RouteLine("rtsw-p0-r5", "a", "h1", "b")
+    other = RouteLine("rtsw-p0-r6", "c", "h2", "d")
+
+    class Stub:
+        def watch_routes(self, since: int):  # type: ignore[no-untyped-def]
+            yield InSync(1)
+            yield Delta(2, (other,), ())
+            yield Delta(3, (mine, other), (other,))
+
+    _watch(Stub(), 0, {"rtsw-p0-r5"})  # type: ignore[arg-type]
+    out = capsys.readouterr().out
+    assert "rtsw-p0-r6" not in out and "# delta version 2" not in out
+    assert "# delta version 3\n+ rtsw-p0-r5" in out
+    _watch(Stub(), 0, set())  # type: ignore[arg-type]
+    assert "rtsw-p0-r6" in capsys.readouterr().out  # no switch named: every switch

@@ -582,3 +582,23 @@ def test_a_job_s_flows_are_built_once_as_it_comes(monkeypatch: pytest.MonkeyPatc
         assert len(built) == len(_jobs()) + 3  # the three built once, and the check above
     finally:
         engine.close()
+
+
+def test_a_periodic_sweep_counts_as_one_reconcile_however_many_steps_it_takes() -> None:
+    """/metrics' reconciles rise by one per periodic read-back, not one per step of it."""
+    driver = SlowReadDriver(FABRIC, pace=0.01)
+    engine = Engine(FABRIC, driver, debounce=0.0, reconcile_interval=3600.0)
+    engine.close()  # its worker stops: the steps below are the only ones
+    try:
+        before = engine.marks.reconciles
+        engine.installer.sweep_step()
+        steps = 1
+        while engine.installer.sweeping:
+            assert engine.marks.reconciles == before  # a sweep under way counts nothing yet
+            engine.installer.sweep_step()
+            steps += 1
+        assert steps > 1 and engine.marks.reconciles == before + 1
+        value = engine.metrics.registry.get_sample_value("fabric_te_reconciles_total")
+        assert value == engine.marks.reconciles
+    finally:
+        driver.close()
