@@ -19,6 +19,7 @@ from controller.service.client import (
     Client,
     Delta,
     InSync,
+    JobListing,
     Resumed,
     RouteLine,
     Snapshot,
@@ -171,9 +172,71 @@ def cmd_job_rm(args: argparse.Namespace) -> int:
 
 def cmd_job_ls(args: argparse.Namespace) -> int:
     with _client(args) as client:
-        for job in client.list_jobs():
-            print(f"{job.id}\tgeneration {job.generation}\t{len(job.hosts)} hosts")
+        jobs = client.list_jobs()
+    if _structured(args, [_job_doc(job) for job in jobs]):
+        return 0
+    for job in jobs:
+        busbw = _busbw(job.figures)
+        print(f"{job.id}\tgeneration {job.generation}\t{len(job.hosts)} hosts"
+              + (f"\tpredicted busbw {busbw}" if busbw else ""))  # fmt: skip
     return 0
+
+
+def cmd_job_describe(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        jobs = {job.id: job for job in client.list_jobs()}
+        job = jobs.get(args.id)
+        if job is None:
+            print(f"tectl: job {args.id!r} not found", file=sys.stderr)
+            return 2
+        entries = next(iter(client.stream_routes(job=job.id, chunk=1)), None)
+    doc = _job_doc(job) | {"te_entries_towards": entries.total_entries if entries else 0}
+    if _structured(args, doc):
+        return 0
+    spec, fig = job.spec, job.figures
+    g = "{:,}".format
+    lines = [
+        f"job         {job.id} (generation {job.generation})",
+        f"shape       {g(len(job.hosts))} hosts; dp {spec['dp']}, pp {spec['pp'] or 1}, "
+        f"tp {spec['tp'] or 1}; {', '.join(spec['collectives']) or 'ring'}",
+        f"hosts       {', '.join(job.hosts[:8])}" + (" ..." if len(job.hosts) > 8 else ""),
+    ]
+    if fig is None:
+        lines.append("routing     not installed yet")
+    else:
+        lines.append(f"flows       {g(fig['flows'])}: {g(fig['te_flows'])} on TE paths, "
+                     f"{g(fig['hashed_flows'])} on the fabric's hashing")  # fmt: skip
+        lines.append(f"busbw       {_busbw(fig) or 'not predicted yet'}")
+        if fig["handed_back"]:
+            lines.append(f"handed back {fig['handed_back']}")
+    lines.append(f"entries     {g(doc['te_entries_towards'])} TE entries towards its hosts")
+    print("\n".join(lines))
+    return 0
+
+
+def _job_doc(job: JobListing) -> dict[str, Any]:
+    return {"id": job.id, "generation": job.generation, "job": job.spec,
+            "figures": job.figures}  # fmt: skip
+
+
+def _busbw(figures: dict[str, Any] | None) -> str:
+    """The predicted busbw as a share of line rate, or "" when not predicted."""
+    if not figures or not figures["predicted"]:
+        return ""
+    return f"{figures['predicted_busbw']:.1%} of line rate"
+
+
+def _structured(args: argparse.Namespace, data: Any) -> bool:
+    """Print `data` as JSON or YAML when `-o` asks for it; whether it did."""
+    if args.output == "json":
+        sys.stdout.write(to_json(data) + "\n")
+    elif args.output == "yaml":
+        import yaml
+
+        sys.stdout.write(yaml.safe_dump(strict(data), sort_keys=True))
+    else:
+        return False
+    return True
 
 
 def cmd_link(args: argparse.Namespace) -> int:
@@ -238,13 +301,7 @@ def _shown(e: RouteLine, switches: set[str]) -> bool:
 def cmd_status(args: argparse.Namespace) -> int:
     with _client(args) as client:
         data = client.status()
-    if args.output == "json":
-        sys.stdout.write(to_json(data) + "\n")
-    elif args.output == "yaml":
-        import yaml
-
-        sys.stdout.write(yaml.safe_dump(strict(data), sort_keys=True))
-    else:
+    if not _structured(args, data):
         sys.stdout.write(status_text(data))
     return 0
 
@@ -292,6 +349,13 @@ def status_text(d: dict[str, Any]) -> str:
         lines.append(f"last error  {d['last_error']}")
     lines += [f"differs     {why}" for why in d["differing"][:10]]
     return "\n".join(lines) + "\n"
+
+
+def _output(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The `-o` option of every read command."""
+    p.add_argument("-o", "--output", choices=("text", "json", "yaml"), default="text",
+                   help="text for a person (default), or every field as JSON or YAML")
+    return p
 
 
 def register(cli: Commands) -> None:
@@ -396,7 +460,12 @@ def register(cli: Commands) -> None:
     rm = client(jsub.add_parser("rm", help="delete a job (idempotent)"))
     rm.add_argument("id")
     rm.set_defaults(func=cmd_job_rm)
-    client(jsub.add_parser("ls", help="list jobs")).set_defaults(func=cmd_job_ls)
+    ls = _output(client(jsub.add_parser("ls", help="list jobs")))
+    ls.set_defaults(func=cmd_job_ls)
+    describe = _output(client(jsub.add_parser(
+        "describe", help="one job: its shape, flows, predicted busbw and TE entries")))
+    describe.add_argument("id")
+    describe.set_defaults(func=cmd_job_describe)
 
     link = client(sub.add_parser("link", help="report a link's state to a running controller"))
     link.add_argument("state", choices=("down", "up", "degrade"))
@@ -406,10 +475,9 @@ def register(cli: Commands) -> None:
     )
     link.set_defaults(func=cmd_link)
 
-    status = client(sub.add_parser("status", help="controller status"))
-    status.add_argument("-o", "--output", choices=("text", "json", "yaml"), default="text",
-                        help="text for a person (default), or every field as JSON or YAML")
-    status.set_defaults(func=cmd_status)
+    _output(client(sub.add_parser("status", help="controller status"))).set_defaults(
+        func=cmd_status
+    )
 
     show = client(routes_sub.add_parser("show", help="installed routes of a running controller"))
     show.add_argument("--switch", action="append", default=[], metavar="NAME",

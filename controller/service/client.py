@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from controller.errors import InputError
@@ -92,11 +92,15 @@ def channel(target: Target) -> Any:
 
 @dataclass(frozen=True)
 class JobListing:
-    """A job the controller holds: its id, generation and host names (rank order)."""
+    """A job the controller holds: its id, generation and host names (rank order), its
+    spec and what the installed routing does for it (None: not installed yet), as plain
+    values."""
 
     id: str
     generation: int
     hosts: tuple[str, ...]
+    spec: dict[str, Any] = field(default_factory=dict)
+    figures: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -212,7 +216,11 @@ class Client:
 
     def list_jobs(self) -> list[JobListing]:
         reply = self._call(self._stub.ListJobs, self._pb.ListJobsRequest())
-        return [JobListing(e.job.id, int(e.generation), tuple(e.job.hosts)) for e in reply.jobs]
+        return [
+            JobListing(e.job.id, int(e.generation), tuple(e.job.hosts),
+                       _plain(e.job), _plain(e.figures) if e.HasField("figures") else None)
+            for e in reply.jobs
+        ]  # fmt: skip
 
     def report_link(self, link: str, state: str, fraction: float | None = None) -> int:
         """Report `link` down, up or degraded to `fraction` of its capacity; the new state
@@ -288,17 +296,17 @@ def _plain(msg: Any) -> dict[str, Any]:
     """A message as plain values, field by field (int64s stay numbers, unlike the JSON
     mapping; a message field absent is left out)."""
     out: dict[str, Any] = {}
-    for field in msg.DESCRIPTOR.fields:
-        value = getattr(msg, field.name)
-        if field.message_type is not None and field.message_type.GetOptions().map_entry:
-            out[field.name] = dict(value)
+    for desc in msg.DESCRIPTOR.fields:
+        name, value = desc.name, getattr(msg, desc.name)
+        if desc.message_type is not None and desc.message_type.GetOptions().map_entry:
+            out[name] = dict(value)
         elif hasattr(value, "extend"):  # a repeated field
-            out[field.name] = [_plain(v) if hasattr(v, "DESCRIPTOR") else v for v in value]
-        elif field.message_type is not None:
-            if msg.HasField(field.name):
-                out[field.name] = _plain(value)
+            out[name] = [_plain(v) if hasattr(v, "DESCRIPTOR") else v for v in value]
+        elif desc.message_type is not None:
+            if msg.HasField(name):
+                out[name] = _plain(value)
         else:
-            out[field.name] = value
+            out[name] = value
     return out
 
 

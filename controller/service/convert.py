@@ -13,6 +13,7 @@ from controller.model.fabric import Fabric
 from controller.model.flows import ALL_QPS
 from controller.model.jobs import PATTERNS, Job
 from controller.routes.tables import Entry
+from controller.service.job_view import JobFigures
 
 
 def job_from_pb(fabric: Fabric, msg: pb.Job, field: str = "job") -> Job:
@@ -180,4 +181,16 @@ def score_to_pb(fabric: Fabric, s: Score) -> pb.PlacementScore:
         cross_pod_gbps=s.cross_pod_gbps, te_mlu=s.te_mlu, bound=s.bound,
         mlu_ratio=s.mlu_ratio, new_job_busbw=s.new_job_busbw,
         worst_existing_delta=s.worst_existing_delta, strategy=s.strategy,
+    )  # fmt: skip
+
+
+def job_figures_to_pb(figures: JobFigures | None) -> pb.JobFigures | None:
+    """A job's figures as a message (None: the job is not in an installed routing yet)."""
+    if figures is None:
+        return None
+    busbw = figures.predicted_busbw
+    return pb.JobFigures(
+        flows=figures.flows, te_flows=figures.te_flows, hashed_flows=figures.hashed_flows,
+        predicted=busbw is not None, predicted_busbw=0.0 if busbw is None else busbw,
+        handed_back=figures.handed_back,
     )  # fmt: skip

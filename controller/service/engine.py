@@ -37,6 +37,7 @@ from controller.service import rounds
 from controller.service.frozen import Frozen
 from controller.service.installer import Installer, RouteEvent, SwitchMarks
 from controller.service.intake import Intake
+from controller.service.job_view import JobFigures, job_figures
 from controller.service.latency import ReportLatency
 from controller.service.metrics import Metrics
 from controller.service.persist import inputs_digest
@@ -223,6 +224,17 @@ class Engine:
     def latency_fields(self) -> dict[str, Any]:
         """Report-to-installed latency (see controller.service.latency) and repair counts."""
         return self.latency.fields() | {"repairs": self.repairs, "solves_rebased": self.rebased}
+
+    def job_figures(self) -> dict[str, JobFigures]:
+        """What the installed routing does for each job (see controller.service.job_view)."""
+        with self._cond:
+            return job_figures(self.last_result, self.predictor.job_busbw)
+
+    def links_not_up(self) -> list[tuple[int, float]]:
+        """(link id, capacity factor) of every link not fully up, as the inputs say."""
+        health = self.health
+        links = np.flatnonzero(health.factor != 1.0)
+        return [(int(k), float(health.factor[k])) for k in links]
 
     @property
     def state_version(self) -> int:

@@ -58,6 +58,7 @@ class Predictor:
         self._seq = 0  # results recorded
         self._predicted = 0  # the result the predicted-rate gauges answer to
         self._next: _Recorded | None = None
+        self.job_busbw: dict[str, float] = {}  # the last prediction, by job id
         self._thread: threading.Thread | None = None
         self._started = clock()  # when the last prediction started
 
@@ -112,6 +113,7 @@ class Predictor:
                 if job.seq == self._seq and report is not None:
                     self.metrics.links_over_capacity.set(report.links_over_capacity)
                     self.metrics.set_job_busbw(report.job_busbw_fraction)
+                    self.job_busbw = dict(report.job_busbw_fraction)
                 if job.seq == self._seq:
                     self._predicted = job.seq
                 self._cond.notify_all()

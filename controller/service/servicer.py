@@ -62,8 +62,10 @@ class TrafficEngineering(pb_grpc.TrafficEngineeringServicer):
     def ListJobs(
         self, request: pb.ListJobsRequest, context: grpc.ServicerContext
     ) -> pb.ListJobsResponse:
+        figures = self.engine.job_figures()
         entries = [
-            pb.JobEntry(job=convert.job_to_pb(self.fabric, job), generation=gen)
+            pb.JobEntry(job=convert.job_to_pb(self.fabric, job), generation=gen,
+                        figures=convert.job_figures_to_pb(figures.get(job.id)))  # fmt: skip
             for job, gen in self.engine.jobs()
         ]
         return pb.ListJobsResponse(jobs=entries)
@@ -188,6 +190,8 @@ class TrafficEngineering(pb_grpc.TrafficEngineeringServicer):
             driver_ok=e.driver_ok,
             installed_entries=len(routes),
             last_error=e.last_error,
+            links=[pb.LinkState(link=self.fabric.link_name(k), fraction=f)
+                   for k, f in e.links_not_up()],  # fmt: skip
             **e.status_fields(),
         )
 

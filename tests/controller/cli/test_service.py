@@ -60,6 +60,22 @@ def test_client_commands(small: Fabric, tmp_path: Path, capsys: pytest.CaptureFi
         text = capsys.readouterr().out
         assert f"{fabric.num_nics:,} GPUs" in text and "EmulatedDriver: ok" in text
         assert "last solve  MLU" in text and "latency" in text
+        assert status["links"] == [{"link": link, "fraction": 0.0}]  # what is not up
+        assert running.engine.wait_predicted()
+        assert main(["job", "ls", "-o", "json", *server]) == 0
+        (listed,) = json.loads(capsys.readouterr().out, parse_constant=_not_strict)
+        figures = listed["figures"]
+        assert listed["id"] == "llm" and listed["job"]["hosts"] == hosts
+        assert figures["flows"] == figures["te_flows"] + figures["hashed_flows"] > 0
+        assert figures["predicted"] and 0 < figures["predicted_busbw"] <= 1
+        assert main(["job", "describe", "llm", *server]) == 0
+        text = capsys.readouterr().out
+        assert f"flows       {figures['flows']:,}: {figures['te_flows']:,} on TE paths" in text
+        assert "busbw       " in text and "of line rate" in text
+        entries = int(text.split("entries     ")[1].split()[0].replace(",", ""))
+        assert 0 < entries <= status["installed_entries"]
+        assert main(["job", "describe", "nope", *server]) == 2
+        assert "not found" in capsys.readouterr().err
         assert main(["link", "down", "rtsw-p0-r0:ctsw-p0-c77", *server]) == 2
         assert "unknown link" in capsys.readouterr().err
         assert main(["job", "rm", "llm", *server]) == 0

@@ -207,7 +207,7 @@ def test_tectl_client_with_certificates(
     monkeypatch.setenv("FABRIC_TE_TLS_CERT", str(certs / "reader.pem"))
     monkeypatch.setenv("FABRIC_TE_TLS_KEY", str(certs / "reader.key"))
     server_arg = ["--server", f"localhost:{server.port}"]
-    assert main(["status", *server_arg]) == 0
+    assert main(["status", "-o", "json", *server_arg]) == 0
     assert '"driver_ok": true' in capsys.readouterr().out
     assert main(["routes", "show", *server_arg]) == 0
     assert "entries" in capsys.readouterr().out

@@ -1,0 +1,44 @@
+"""What the installed routing does for each job: its flows, how many TE steers and how many
+ride the fabric's hashing, its predicted bus bandwidth, and why the certificate handed it
+back (for ListJobs and `tectl job describe`). Plain data in, plain data out."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from controller.solver.solve import SolveResult
+
+
+@dataclass(frozen=True)
+class JobFigures:
+    flows: int  # NIC-to-host flows of the job (input flows, not QP-bucket rows)
+    te_flows: int  # with a TE path
+    hashed_flows: int  # riding the hashing: no path, over the table budget, handed back
+    predicted_busbw: float | None  # fraction of line rate; None: not predicted yet
+    handed_back: str = ""  # the certificate's reason, if it handed the job back
+
+
+def job_figures(
+    result: SolveResult | None, busbw: Mapping[str, float]
+) -> dict[str, JobFigures]:
+    """Per job id of `result`'s flows, its figures (`busbw`: the last prediction)."""
+    if result is None:
+        return {}
+    flows, parent = result.assignment.flows, result.parent
+    assert parent is not None
+    n = int(parent.max()) + 1 if parent.size else 0
+    job_of = np.zeros(n, np.int64)
+    job_of[parent] = flows.job
+    steered = np.zeros(n, bool)
+    steered[parent[result.assignment.path >= 0]] = True
+    ids = flows.job_ids
+    total = np.bincount(job_of, minlength=len(ids))
+    te = np.bincount(job_of[steered], minlength=len(ids))
+    return {
+        job: JobFigures(int(total[j]), int(te[j]), int(total[j] - te[j]), busbw.get(job))
+        for j, job in enumerate(ids)
+        if total[j]
+    }
