@@ -15,14 +15,12 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
 import numpy as np
 
 from controller.errors import LpError
-from controller.formats.output import format_table
 from controller.model.clos import PRESETS, build
 from controller.model.fabric import Fabric
 from controller.model.flows import FlowSet
@@ -32,50 +30,10 @@ from controller.model.rates import SimReport
 from controller.solver.commodities import commodities
 from controller.solver.lp import solve_lp
 from controller.solver.solve import repair, solve
+from sim.bench_alltoall import bench_alltoall
+from sim.bench_base import Config, Section, log, timed
 from sim.compare import baseline, routed
 from sim.jobmix import random_jobs, ring_jobs
-
-
-def timed(fn: Callable[[], Any], repeats: int) -> tuple[float, Any]:
-    """Median wall time of `repeats` calls, and the last result."""
-    times, result = [], None
-    for _ in range(max(repeats, 1)):
-        start = time.perf_counter()
-        result = fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), result
-
-
-@dataclass
-class Section:
-    """A titled block of Markdown."""
-
-    title: str
-    lines: list[str] = field(default_factory=list)
-
-    def table(self, header: list[str], rows: list[list[object]]) -> None:
-        text = format_table(header, rows).rstrip("\n").split("\n")
-        self.lines.append("```")
-        self.lines.extend(text)
-        self.lines.append("```")
-
-    def text(self, line: str) -> None:
-        self.lines.append(line)
-
-    def markdown(self) -> str:
-        return f"## {self.title}\n\n" + "\n".join(self.lines) + "\n"
-
-
-@dataclass(frozen=True)
-class Config:
-    repeats: int
-    seeds: tuple[int, ...]
-    sweep_seeds: int
-    quick: bool
-
-
-def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 def ring_flows(fabric: Fabric, hosts_per_job: int = 16, seed: int | None = None) -> FlowSet:
@@ -1069,6 +1027,7 @@ SECTIONS: dict[str, Callable[[Config], Iterator[Section]]] = {
     "lab-failure": bench_lab_failure,
     "security": bench_security,
     "state": bench_state,
+    "alltoall": bench_alltoall,
 }
 
 
