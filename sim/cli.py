@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from controller.errors import InputError
-from controller.formats.output import Progress, emit, format_table
+from controller.formats.output import Progress, counts_text, emit, format_table, plural
 from controller.model.fabric import Fabric
 from controller.model.flows import FlowSet
 from controller.model.health import LinkHealth, parse_health, random_failures
@@ -188,7 +188,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
         if args.out:
             from controller.formats.route_file import write_routes
 
-            write_routes(args.out, inputs.fabric, result.assignment, routes)
+            with progress.stage(f"writing {args.out}"):
+                write_routes(args.out, inputs.fabric, result.assignment, routes)
             lines.append(f"wrote {args.out}")
     if args.apply:
         ok, text, pushed = _apply(args, inputs, result.assignment, progress)
@@ -240,7 +241,9 @@ def _apply(
         installed = RouteSet.from_entries(e for sw in driver.switches() for e in driver.read(sw))
         plan, _ = plan_update(inputs.fabric, installed, assignment)
         counts = plan.counts()
-        text = [f"plan: {counts} in {len(plan.stages)} stages"]
+        stages = sum(1 for stage in plan.stages if stage)
+        text = [f"plan: {plural(len(plan), 'operation')} in {plural(stages, 'stage')} "
+                f"({counts_text(counts)})"]
         with progress.stage(f"pushing to {args.apply}"):
             report = push(driver, plan, dry_run=args.dry_run)
         text.append(f"push: {report.summary()}")
@@ -341,7 +344,10 @@ def register(cli: Any) -> None:
         help="flows the relief pass tries on other paths to drain links loaded beyond capacity "
         "below the maximum, which MLU alone leaves alone (default 30,000; 0: no relief pass)",
     )
-    solve.add_argument("--out", metavar="FILE", help="write the routes as JSON")
+    solve.add_argument(
+        "--out", metavar="FILE",
+        help="write the routes: FILE.npz as compressed columns (fast, small), else JSON",
+    )  # fmt: skip
     solve.add_argument("--plot", metavar="PNG",
                        help="per-job bus bandwidth and per-tier utilisation, TE vs E-ECMP vs "
                             "ECMP")  # fmt: skip

@@ -15,6 +15,10 @@ from controller.formats.output import Percent, Progress, emit, format_table
 from controller.model.fabric import Fabric
 from controller.model.validation import MAX_ADVICE, MAX_GPUS, MAX_SEED, flag
 
+# controller.advisor.advise.SAME_POD, spelled here so that `tectl` starts without loading the
+# solver (tests/controller/cli checks the two agree)
+SAME_POD = ("require", "prefer", "any")
+
 
 def cmd_advise(args: argparse.Namespace) -> int:
     from controller.advisor.advise import Request, advise
@@ -92,7 +96,6 @@ def cmd_topology_export(args: argparse.Namespace) -> int:
 def register(cli: Commands) -> None:
     """Add `advise` and `topology export` to `tectl`."""
     sub, add_fabric_arg = cli.sub, cli.add_fabric_arg
-    from controller.advisor.advise import SAME_POD
     from controller.formats.topology import FORMATS
 
     adv = sub.add_parser("advise", help="where should a new job run (ranked placements)")

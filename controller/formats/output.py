@@ -56,6 +56,23 @@ def _cell(value: object) -> str:
     return str(value)
 
 
+def number(value: int | float) -> str:
+    """A count as operators read it: thousands separated (61,824), whatever its size."""
+    if isinstance(value, float) and not value.is_integer():
+        return f"{value:,.4g}"
+    return f"{int(value):,}"
+
+
+def plural(n: int, word: str) -> str:
+    """'1 stage', '7 stages', '61,824 operations'."""
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
+def counts_text(counts: Mapping[str, int | float]) -> str:
+    """Named counts as text ("add 61,824, replace 0, delete 0"), never a Python repr."""
+    return ", ".join(f"{name} {number(n)}" for name, n in counts.items())
+
+
 def format_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     """Columns padded to their widest cell; numbers right-aligned."""
     cells = [[_cell(v) for v in row] for row in rows]

@@ -16,9 +16,12 @@ Files written before the fingerprint existed are read by their names, every one 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from itertools import zip_longest
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
@@ -29,35 +32,32 @@ from controller.model.documents import read_document
 from controller.model.fabric import Fabric
 from controller.model.flows import ALL_QPS, FlowSet
 from controller.model.paths import flow_class, num_paths
-from controller.routes.entries import MAX_QP_BUCKETS, Entry, RouteSet, entry_problem, switch_ports
+from controller.routes.entries import MAX_QP_BUCKETS, OWNER, RouteSet, Table
 
 FORMAT = "fabric-te-routes/1"
+COLUMNS_SUFFIX = ".npz"  # a route file of that suffix is written as columns
 TOP_KEYS = ("format", "fabric", "fingerprint", "job_ids", "flows", "switches")
 
 
 def dump_routes(fabric: Fabric, assignment: Assignment, routes: RouteSet) -> dict[str, Any]:
     """The JSON-ready document for an assignment and its routes."""
     f = assignment.flows
+    nics, links, hosts = fabric.node_names[fabric.num_hosts :], fabric.link_names, fabric.node_names
     flows = [
-        [fabric.nic_name(s), fabric.nic_name(d), float(dm), int(j), int(p)]
-        + ([q] if q != ALL_QPS else [])
+        [nics[s], nics[d], dm, j, p] + ([q] if q != ALL_QPS else [])
         for s, d, dm, j, p, q in zip(
             f.src_nic.tolist(), f.dst_nic.tolist(), f.demand.tolist(), f.job.tolist(),
             assignment.path.tolist(), f.qp.tolist(), strict=True,
         )
     ]  # fmt: skip
-    switches = {
-        sw: [
-            [
-                fabric.link_name(e.in_port),
-                fabric.host_name(e.dst_host),
-                fabric.link_name(e.next_hop),
-            ]
-            + ([e.qp] if e.qp != ALL_QPS else [])
-            for e in routes.table(sw)
+    switches = {}
+    for sw in routes.switches():
+        t = routes.table(sw)
+        switches[sw] = [
+            [links[a], hosts[h], links[b]] + ([q] if q != ALL_QPS else [])
+            for a, h, b, q in zip(t.in_port.tolist(), t.dst_host.tolist(), t.next_hop.tolist(),
+                                  t.qp.tolist(), strict=True)  # fmt: skip
         ]
-        for sw in routes.switches()
-    }
     return {
         "format": FORMAT,
         "fabric": fabric.name,
@@ -111,9 +111,9 @@ def _row(value: Any, field: str, types: tuple[str, ...], optional: int) -> list[
     return out
 
 
-def _columns(rows: Any, nic: Mapping[str, int], jobs: int) -> list[np.ndarray] | None:
-    """The columns of flow rows that are all plainly well formed, checked as arrays; None
-    when any row needs the row-by-row check (which then names it)."""
+def _columns(rows: Any, nic: Mapping[str, int]) -> list[np.ndarray] | None:
+    """The columns of flow rows that are all plainly typed with known NIC names; None when
+    any row needs the row-by-row check (which then names it). Ranges are checked later."""
     if not all(type(r) is list and 5 <= len(r) <= 6 for r in rows):
         return None
     cols = list(zip(*[r[:5] for r in rows], strict=True)) or [()] * 5
@@ -135,41 +135,120 @@ def _columns(rows: Any, nic: Mapping[str, int], jobs: int) -> list[np.ndarray] |
         ]
     except OverflowError:
         return None
-    src, dst, demand, job, _, qp = out
-    ok = (
-        (src >= 0).all() and (dst >= 0).all()
-        and ((demand >= validation.MIN_FLOW_GBPS) & (demand <= validation.MAX_GBPS)).all()
-        and ((job >= 0) & (job < max(jobs, 1))).all()
-        and ((qp >= ALL_QPS) & (qp < MAX_QP_BUCKETS)).all()
-    )  # fmt: skip
-    return out if ok else None
+    if (out[0] < 0).any() or (out[1] < 0).any():
+        return None
+    return out
 
 
-def _flows(fabric: Fabric, doc: Mapping[str, Any]) -> Assignment:
+def _row_by_row(rows: Any, nic: Mapping[str, int]) -> tuple[list[np.ndarray], list[Problem]]:
+    """The columns of the flow rows that are well typed with known NICs (the others left
+    out), and a problem for every other row."""
+    cols: list[list[Any]] = [[] for _ in range(6)]
+    problems: list[Problem] = []
+    for f, value in enumerate(rows):
+        where = f"flows[{f}]"
+        try:
+            row = _row(value, where, ("name", "name", "gbps", "int", "int", "int"), 1)
+        except RouteError as err:
+            problems.append((f, str(err)))
+            continue
+        unknown = [k for k in (0, 1) if row[k] not in nic]
+        for k in unknown:
+            problems.append((f, f"{where}[{k}]: unknown NIC {row[k]!r}"))
+        if unknown:
+            continue
+        for k, item in enumerate(row[:5]):
+            cols[k].append(nic[item] if k < 2 else item)
+        cols[5].append(row[5] if len(row) > 5 else ALL_QPS)
+    dtypes = (np.int64, np.int64, np.float64, np.int64, np.int64, np.int64)
+    return [np.asarray(c, dtype=t) for c, t in zip(cols, dtypes, strict=True)], problems
+
+
+Problem = tuple[int, str]  # (row, "field: what is wrong"): rows order the report
+
+
+def _bad(mask: np.ndarray, rows: np.ndarray, say: Callable[[int, int], str]) -> list[Problem]:
+    """A problem for each row where `mask` holds, up to what the report shows: say(i, row)
+    gives the text of the i-th column position at file row `row`."""
+    at = np.flatnonzero(mask)
+    out = [(int(rows[i]), say(int(i), int(rows[i]))) for i in at[: validation.MAX_REPORTED]]
+    out += [(int(rows[i]), "") for i in at[validation.MAX_REPORTED :]]  # counted, not shown
+    return out
+
+
+def check_flows(
+    fabric: Fabric, job_ids: Sequence[str], columns: Sequence[np.ndarray],
+    rows: np.ndarray | None = None,
+) -> list[Problem]:  # fmt: skip
+    """Every problem of flow columns (src NIC, dst NIC, demand, job, path, qp; `rows` their
+    row numbers in the file), row by row: ids, demand, job index, QP bucket, path index."""
+    src, dst, demand, job, path, qp = columns
+    rows = np.arange(src.size) if rows is None else rows
+    lo, hi = validation.MIN_FLOW_GBPS, validation.MAX_GBPS
+    out: list[Problem] = []
+    def not_a_nic(k: int, col: np.ndarray) -> Callable[[int, int], str]:
+        return lambda i, f: (f"flows[{f}][{k}]: NIC id {col[i]} is not a NIC of fabric "
+                             f"{fabric.name!r} (0..{fabric.num_nics - 1})")  # fmt: skip
+
+    for k, col in ((0, src), (1, dst)):
+        out += _bad((col < 0) | (col >= fabric.num_nics), rows, not_a_nic(k, col))
+    out += _bad(~np.isfinite(demand), rows,
+                lambda i, f: f"flows[{f}][2]: must be a finite number, got {demand[i]!r}")
+    out += _bad(np.isfinite(demand) & ((demand < lo) | (demand > hi)), rows,
+                lambda i, f: f"flows[{f}][2]: {float(demand[i])!r} is not within [{lo:g}, {hi:g}]")
+    out += _bad((job < 0) | (job >= max(len(job_ids), 1)), rows,
+                lambda i, f: f"flows[{f}][3]: job index {job[i]} has no entry in job_ids")
+    out += _bad((qp < ALL_QPS) | (qp >= MAX_QP_BUCKETS), rows,
+                lambda i, f: f"flows[{f}][5]: qp bucket {qp[i]} is not within [0, "
+                f"{MAX_QP_BUCKETS})")  # fmt: skip
+    nics = (src >= 0) & (src < fabric.num_nics) & (dst >= 0) & (dst < fabric.num_nics)
+    same = nics & (src // fabric.nics_per_host == dst // fabric.nics_per_host)
+    out += _bad(same, rows,
+                lambda i, f: f"flows[{f}]: source and destination are on the same host")
+    most = np.zeros(src.size, np.int64)
+    ok = nics & ~same
+    paths = np.asarray(num_paths(fabric), dtype=np.int64)
+    most[ok] = paths[flow_class(fabric, src[ok], dst[ok])]
+    out += _bad(ok & ((path < UNROUTED) | (path >= most)), rows,
+                lambda i, f: f"flows[{f}][4]: path {path[i]} is neither {UNROUTED} (ECMP) nor one "
+                f"of the {most[i]} paths of this flow")  # fmt: skip
+    return out
+
+
+def raise_problems(problems: list[Problem]) -> None:
+    """A RouteError listing `problems` in row order (see `validation.report`), if any."""
+    if problems:
+        problems.sort(key=lambda p: (p[0], p[1] == ""))
+        shown = [text for _, text in problems if text]
+        validation.fail_all(RouteError, shown[: validation.MAX_REPORTED], len(problems))
+
+
+def _flows(fabric: Fabric, doc: Mapping[str, Any]) -> tuple[Assignment | None, list[Problem]]:
     job_ids = validation.listing(
         doc.get("job_ids", []), "job_ids", validation.MAX_FLOWS, RouteError
     )
     for i, job_id in enumerate(job_ids):
         validation.text(job_id, f"job_ids[{i}]", RouteError)
     rows = validation.listing(doc.get("flows", []), "flows", validation.MAX_FLOWS, RouteError)
-    nic = {fabric.nic_name(n): n for n in range(fabric.num_nics)} if rows else {}
-    paths = np.asarray(num_paths(fabric), dtype=np.int64)
-    columns = _columns(rows, nic, len(job_ids))
+    nic = _nic_index(fabric) if rows else {}
+    columns = _columns(rows, nic)
+    problems: list[Problem] = []
+    index = None
     if columns is None:
-        columns = _row_by_row(rows, nic, len(job_ids))
+        columns, problems = _row_by_row(rows, nic)
+        bad = {f for f, _ in problems}
+        index = np.array([f for f in range(len(rows)) if f not in bad], np.int64)
+    problems += check_flows(fabric, job_ids, columns, index)
+    if problems:
+        return None, problems
+    return assignment_of(fabric, job_ids, columns), []
+
+
+def assignment_of(
+    fabric: Fabric, job_ids: Sequence[str], columns: Sequence[np.ndarray]
+) -> Assignment:
+    """The assignment of checked flow columns (see `check_flows`)."""
     src, dst, demand, job, path, qp = columns
-    same = np.flatnonzero(src // fabric.nics_per_host == dst // fabric.nics_per_host)
-    if same.size:
-        validation.fail(
-            RouteError, f"flows[{same[0]}]", "source and destination are on the same host"
-        )
-    most = paths[flow_class(fabric, src, dst)]
-    bad = np.flatnonzero((path < UNROUTED) | (path >= most))
-    if bad.size:
-        f = int(bad[0])
-        validation.fail(RouteError, f"flows[{f}][4]",
-                    f"path {path[f]} is neither {UNROUTED} (ECMP) nor one of the "
-                    f"{most[f]} paths of this flow")  # fmt: skip
     flows = FlowSet(src, dst, demand, job, tuple(job_ids), qp)
     try:
         flows.validate(fabric)
@@ -178,68 +257,193 @@ def _flows(fabric: Fabric, doc: Mapping[str, Any]) -> Assignment:
     return Assignment(flows, path)
 
 
-def _row_by_row(rows: Any, nic: Mapping[str, int], jobs: int) -> list[np.ndarray]:
-    """The flow columns, checked row by row: the first bad row is named."""
-    cols: list[list[Any]] = [[] for _ in range(6)]
-    for f, value in enumerate(rows):
-        where = f"flows[{f}]"
-        row = _row(value, where, ("name", "name", "gbps", "int", "int", "int"), 1)
-        for k in (0, 1):
-            if row[k] not in nic:
-                validation.fail(RouteError, f"{where}[{k}]", f"unknown NIC {row[k]!r}")
-            cols[k].append(nic[row[k]])
-        cols[2].append(row[2])
-        if not 0 <= row[3] < max(jobs, 1):
-            validation.fail(
-                RouteError, f"{where}[3]", f"job index {row[3]} has no entry in job_ids"
-            )
-        cols[3].append(row[3])
-        cols[4].append(row[4])
-        bucket = row[5] if len(row) > 5 else ALL_QPS
-        if not ALL_QPS <= bucket < MAX_QP_BUCKETS:
-            validation.fail(RouteError, f"{where}[5]",
-                        f"qp bucket {bucket} is not within [0, {MAX_QP_BUCKETS})")  # fmt: skip
-        cols[5].append(bucket)
-    dtypes = (np.int64, np.int64, np.float64, np.int64, np.int64, np.int64)
-    return [np.asarray(c, dtype=t) for c, t in zip(cols, dtypes, strict=True)]
+_ENTRY_TYPES = ("name", "name", "name", "int")
 
 
-def _entries(fabric: Fabric, doc: Mapping[str, Any]) -> RouteSet:
+def _nic_index(fabric: Fabric) -> dict[str, int]:
+    first = fabric.num_hosts
+    return {name: i for i, name in enumerate(fabric.node_names[first : first + fabric.num_nics])}
+
+
+def _entry_ids(fabric: Fabric, row: Any, where: str) -> tuple[int, int, int, int]:
+    """One entry row's ids (in_port, dst_host, next_hop, qp), its first problem raised."""
+    row = _row(row, where, _ENTRY_TYPES, 1)
+    try:
+        ids = (fabric.link_by_name(row[0]), fabric.host_by_name(row[1]),
+               fabric.link_by_name(row[2]))  # fmt: skip
+    except FabricError as err:
+        raise RouteError(f"{where}: {err}") from None
+    return (*ids, row[3] if len(row) > 3 else ALL_QPS)
+
+
+def _entries(fabric: Fabric, doc: Mapping[str, Any]) -> tuple[RouteSet | None, list[Problem]]:
     tables = validation.mapping(doc.get("switches", {}), "switches", RouteError)
-    ports = switch_ports(fabric) if tables else {}
-    entries = []
-    for sw, table in sorted(tables.items()):
-        if sw not in ports:
-            validation.fail(RouteError, f"switches.{sw}", f"not a switch of fabric {fabric.name!r}")
-        rows = validation.listing(table, f"switches.{sw}", validation.MAX_FLOWS, RouteError)
+    links, nodes, hosts = fabric.link_index(), fabric.node_index(), fabric.num_hosts
+    names = sorted(tables)
+    counts, problems = [], []
+    cols: list[list[int]] = [[], [], [], []]
+    base = 0
+    for sw in names:
+        rows = validation.listing(tables[sw], f"switches.{sw}", validation.MAX_FLOWS, RouteError)
+        fast = _entry_block(rows, links, nodes, hosts)
+        if fast is not None:
+            for col, values in zip(cols, fast, strict=True):
+                col.extend(values)
+            counts.append(len(rows))
+            base += len(rows)
+            continue
+        kept = 0
         for i, row in enumerate(rows):
-            # three names and an optional bucket; a bad name fails its lookup below
-            if not (type(row) is list and 3 <= len(row) <= 4
+            # three known names and an optional bucket: the common case, looked up directly
+            if (type(row) is list and 3 <= len(row) <= 4
                     and type(row[0]) is str and type(row[1]) is str and type(row[2]) is str
                     and (len(row) == 3 or type(row[3]) is int)):  # fmt: skip
-                row = _row(row, f"switches.{sw}[{i}]", ("name", "name", "name", "int"), 1)
-            try:
-                entry = Entry(
-                    sw,
-                    fabric.link_by_name(row[0]),
-                    fabric.host_by_name(row[1]),
-                    fabric.link_by_name(row[2]),
-                    qp=row[3] if len(row) > 3 else ALL_QPS,
-                )
-            except FabricError as err:
-                _row(row, f"switches.{sw}[{i}]", ("name", "name", "name", "int"), 1)  # too long?
-                raise RouteError(f"switches.{sw}[{i}]: {err}") from None
-            problem = entry_problem(fabric, ports, entry)
-            if problem:
-                raise RouteError(f"switches.{sw}[{i}]: {problem}")
-            entries.append(entry)
-    return RouteSet.from_entries(entries)
+                a, h, b = links.get(row[0]), nodes.get(row[1], hosts), links.get(row[2])
+                if a is not None and b is not None and h < hosts:
+                    ids = (a, h, b, row[3] if len(row) > 3 else ALL_QPS)
+                else:
+                    ids = None
+            else:
+                ids = None
+            if ids is None:
+                try:
+                    ids = _entry_ids(fabric, row, f"switches.{sw}[{i}]")
+                except RouteError as err:
+                    problems.append((base + i, str(err)))
+                    continue
+            for col, value in zip(cols, ids, strict=True):
+                col.append(value)
+            kept += 1
+        counts.append(kept)
+        base += len(rows)
+    columns = [np.asarray(c, np.int64) for c in cols]
+    if problems:  # rows left out: their positions in the other checks would be wrong
+        return None, problems
+    problems = check_entries(fabric, names, np.asarray(counts, np.int64), columns)
+    if problems:
+        return None, problems
+    return routes_of(names, np.asarray(counts, np.int64), columns), []
+
+
+def _entry_block(
+    rows: Sequence[Any], links: Mapping[str, int], nodes: Mapping[str, int], hosts: int
+) -> list[list[int]] | None:
+    """The id columns of a switch's rows when all are plain (three known names, an optional
+    int bucket), made column by column; None when any row needs a closer look."""
+    if not all(type(r) is list and 3 <= len(r) <= 4 for r in rows):
+        return None
+    cols = list(zip_longest(*rows, fillvalue=ALL_QPS)) or [(), (), ()]
+    if not {type(x) for c in cols[:3] for x in c} <= {str}:
+        return None
+    if len(cols) > 3 and not (
+        {type(x) for x in cols[3]} <= {int} and -_INT_RANGE <= min(cols[3]) <= max(cols[3])
+        <= _INT_RANGE
+    ):  # fmt: skip
+        return None
+    a = [links.get(x, -1) for x in cols[0]]
+    h = [nodes.get(x, hosts) for x in cols[1]]
+    b = [links.get(x, -1) for x in cols[2]]
+    if min(a, default=0) < 0 or min(b, default=0) < 0 or max(h, default=0) >= hosts:
+        return None
+    return [a, h, b, list(cols[3]) if len(cols) > 3 else [ALL_QPS] * len(rows)]
+
+
+def check_entries(
+    fabric: Fabric, names: Sequence[str], counts: np.ndarray, columns: Sequence[np.ndarray]
+) -> list[Problem]:
+    """Every problem of entry columns (in_port, dst_host, next_hop, qp; `counts[s]` rows of
+    switch `names[s]`, in order): switch names, ports of the switch, host, bucket, keys
+    given twice with different next hops. Rows are numbered across the switches."""
+    in_port, dst_host, next_hop, qp = columns
+    nodes = fabric.node_index()
+    first = fabric.node_id("rtsw", 0)
+    node = np.array([nodes.get(sw, -1) for sw in names], np.int64)
+    out: list[Problem] = []
+    starts = np.concatenate([[0], np.cumsum(counts)])
+    for s in np.flatnonzero(node < first).tolist():
+        out.append((int(starts[s]), f"switches.{names[s]}: not a switch of fabric "
+                    f"{fabric.name!r}"))  # fmt: skip
+    sw = np.repeat(np.arange(len(names)), counts)
+    at = np.arange(sw.size) - starts[sw]
+    here = np.repeat(node, counts)
+    lo, hi = fabric.link_ends
+    rows = np.arange(sw.size)
+
+    def where(i: int) -> str:
+        return f"switches.{names[int(sw[i])]}[{at[i]}]"
+
+    def not_its_link(label: str, col: np.ndarray) -> Callable[[int, int], str]:
+        def say(i: int, _row: int) -> str:
+            v = int(col[i])
+            link = fabric.link_names[v] if 0 <= v < fabric.num_links else f"id {v}"
+            return f"{where(i)}: {names[int(sw[i])]}: {label} {link} is not one of its links"
+
+        return say
+
+    for label, col in (("in_port", in_port), ("next_hop", next_hop)):
+        valid = (col >= 0) & (col < fabric.num_links)
+        safe = np.where(valid, col, 0)
+        attached = valid & ((lo[safe] == here) | (hi[safe] == here))
+        out += _bad((here >= first) & ~attached, rows, not_its_link(label, col))
+    out += _bad((dst_host < 0) | (dst_host >= fabric.num_hosts), rows,
+                lambda i, _f: f"{where(i)}: dst_host {dst_host[i]} is not a host of fabric "
+                f"{fabric.name!r} (0..{fabric.num_hosts - 1})")  # fmt: skip
+    out += _bad((qp < ALL_QPS) | (qp >= MAX_QP_BUCKETS), rows,
+                lambda i, _f: f"{where(i)}: qp {qp[i]} is neither {ALL_QPS} (all buckets) nor a "
+                f"bucket below {MAX_QP_BUCKETS}")  # fmt: skip
+    if not out and sw.size:
+        order = np.lexsort((rows, qp, dst_host, in_port, sw))
+        key = [c[order] for c in (sw, in_port, dst_host, qp)]
+        same = np.ones(sw.size - 1, bool)
+        for c in key:
+            same &= c[1:] == c[:-1]
+        clash = same & (next_hop[order][1:] != next_hop[order][:-1])
+        out += _bad(clash, order[1:],
+                    lambda i, _f: f"{where(int(order[i + 1]))}: another entry of "
+                    f"{names[int(sw[order[i + 1]])]} has the same match (in_port, dst_host, qp) "
+                    "and another next hop")  # fmt: skip
+    return out
+
+
+def routes_of(names: Sequence[str], counts: np.ndarray, columns: Sequence[np.ndarray]) -> RouteSet:
+    """The route set of checked entry columns (see `check_entries`); an entry given twice
+    is kept once."""
+    in_port, dst_host, next_hop, qp = columns
+    sw = np.repeat(np.arange(len(names)), counts)
+    if sw.size and not _ascending(sw, in_port, dst_host, qp):
+        order = np.lexsort((qp, dst_host, in_port, sw))
+        sw, in_port, dst_host, next_hop, qp = (c[order] for c in (sw, in_port, dst_host,
+                                                                   next_hop, qp))  # fmt: skip
+        keep = np.r_[True, (np.diff(sw) != 0) | (np.diff(in_port) != 0)
+                     | (np.diff(dst_host) != 0) | (np.diff(qp) != 0)]  # fmt: skip
+        sw, in_port, dst_host, next_hop, qp = (c[keep] for c in (sw, in_port, dst_host,
+                                                                  next_hop, qp))  # fmt: skip
+    cuts = np.searchsorted(sw, np.arange(len(names) + 1)).tolist()
+    return RouteSet({
+        name: Table(name, in_port[a:b], dst_host[a:b], next_hop[a:b], OWNER, qp[a:b])
+        for name, a, b in zip(names, cuts[:-1], cuts[1:], strict=True) if b > a
+    })  # fmt: skip
+
+
+def _ascending(*columns: np.ndarray) -> bool:
+    """Whether the rows (compared column by column) strictly ascend: no sort needed."""
+    n = columns[0].size
+    if n < 2:
+        return True
+    undecided = np.ones(n - 1, bool)
+    for c in columns:
+        d = np.diff(c)
+        if (undecided & (d < 0)).any():
+            return False
+        undecided &= d == 0
+    return not undecided.any()
 
 
 def parse_routes(fabric: Fabric, doc: Any, source: str = "<routes>") -> tuple[Assignment, RouteSet]:
-    """Check a route document against `fabric`, all or nothing; errors name `source` and the
-    entry at fault. Files for another fabric (name or fingerprint) are refused; a file
-    without a fingerprint (older writers) is read by its names, each checked."""
+    """Check a route document against `fabric`, all or nothing; errors name `source` and
+    every row at fault (up to validation.MAX_REPORTED). Files for another fabric (name or
+    fingerprint) are refused; a file without a fingerprint (older writers) is read by its
+    names, each checked."""
     try:
         top = validation.mapping(doc, "", RouteError)
         validation.keys(top, "top level", TOP_KEYS, ("format", "fabric"), RouteError)
@@ -247,28 +451,104 @@ def parse_routes(fabric: Fabric, doc: Any, source: str = "<routes>") -> tuple[As
             validation.fail(
                 RouteError, "format", f"{validation.shown(top['format'])} is not {FORMAT!r}"
             )
-        name = validation.text(top["fabric"], "fabric", RouteError)
-        if name != fabric.name:
-            validation.fail(RouteError, "fabric",
-                        f"routes are for fabric {name!r}, not {fabric.name!r}")  # fmt: skip
-        if "fingerprint" in top:
-            mark = validation.text(top["fingerprint"], "fingerprint", RouteError)
-            if mark != fabric.fingerprint:
-                validation.fail(RouteError, "fingerprint",
-                            f"routes are for a fabric {name!r} of another shape ({mark}, not "
-                            f"{fabric.fingerprint})")  # fmt: skip
-        return _flows(fabric, top), _entries(fabric, top)
+        check_fabric(fabric, top)
+        assignment, problems = _flows(fabric, top)
+        routes, entry_problems = _entries(fabric, top)
+        after = len(top.get("flows", ()))  # entries are reported after the flows
+        raise_problems(problems + [(after + row, text) for row, text in entry_problems])
+        assert assignment is not None and routes is not None
+        return assignment, routes
     except InputError as err:
         raise RouteError(f"{source}: {err}") from None
+
+
+def check_fabric(fabric: Fabric, top: Mapping[str, Any]) -> None:
+    """A route file's fabric name and fingerprint (when given) against `fabric`."""
+    name = validation.text(top["fabric"], "fabric", RouteError)
+    if name != fabric.name:
+        validation.fail(RouteError, "fabric",
+                         f"routes are for fabric {name!r}, not {fabric.name!r}")  # fmt: skip
+    if "fingerprint" in top:
+        mark = validation.text(top["fingerprint"], "fingerprint", RouteError)
+        if mark != fabric.fingerprint:
+            validation.fail(RouteError, "fingerprint",
+                            f"routes are for a fabric {name!r} of another shape ({mark}, not "
+                            f"{fabric.fingerprint})")  # fmt: skip
+
+
+def json_chunks(fabric: Fabric, assignment: Assignment, routes: RouteSet) -> Iterator[str]:
+    """The text of `dump_routes` as `json.dumps` writes it, in pieces (a switch's table, a
+    block of flows), made straight from the columns: names need no escaping."""
+    f = assignment.flows
+    nics, links, hosts = fabric.node_names[fabric.num_hosts :], fabric.link_names, fabric.node_names
+    head = {"format": FORMAT, "fabric": fabric.name, "fingerprint": fabric.fingerprint,
+            "job_ids": list(f.job_ids)}  # fmt: skip
+    yield json.dumps(head)[:-1] + ', "flows": ['
+    block = 1 << 16
+    for lo in range(0, len(f), block):
+        hi = min(lo + block, len(f))
+        q = f.qp[lo:hi].tolist()
+        rows = [
+            f'["{nics[s]}", "{nics[d]}", {dm!r}, {j}, {p}' + (f", {b}]" if b != ALL_QPS else "]")
+            for s, d, dm, j, p, b in zip(
+                f.src_nic[lo:hi].tolist(), f.dst_nic[lo:hi].tolist(), f.demand[lo:hi].tolist(),
+                f.job[lo:hi].tolist(), assignment.path[lo:hi].tolist(), q, strict=True,
+            )
+        ]  # fmt: skip
+        yield (", " if lo else "") + ", ".join(rows)
+    yield '], "switches": {'
+    for i, sw in enumerate(routes.switches()):
+        t = routes.table(sw)
+        rows = [
+            f'["{links[a]}", "{hosts[h]}", "{links[b]}"' + (f", {q}]" if q != ALL_QPS else "]")
+            for a, h, b, q in zip(t.in_port.tolist(), t.dst_host.tolist(), t.next_hop.tolist(),
+                                  t.qp.tolist(), strict=True)  # fmt: skip
+        ]
+        yield f'{", " if i else ""}{json.dumps(sw)}: [{", ".join(rows)}]'
+    yield "}}\n"
 
 
 def write_routes(
     path: str | Path, fabric: Fabric, assignment: Assignment, routes: RouteSet
 ) -> None:
-    Path(path).write_text(json.dumps(dump_routes(fabric, assignment, routes)) + "\n")
+    """Write a route file: columns (`controller.formats.route_columns`) when `path` ends in
+    .npz, else JSON, streamed. Written to a temporary file, then renamed into place."""
+    path = Path(path)
+    if path.suffix == COLUMNS_SUFFIX:
+        from controller.formats.route_columns import write_route_columns
+
+        write_route_columns(path, fabric, assignment, routes)
+        return
+    with atomic_file(path, "w") as fh:
+        for chunk in json_chunks(fabric, assignment, routes):
+            fh.write(chunk)
+
+
+@contextmanager
+def atomic_file(path: Path, mode: str) -> Iterator[IO[Any]]:
+    """A file opened next to `path` that replaces it once written in full (never half)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, mode) as fh:
+            yield fh
+        os.replace(tmp, path)
+    except OSError as bad:
+        raise RouteError(f"{path}: cannot write: {bad.strerror or bad}") from None
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def read_routes(path: str | Path, fabric: Fabric) -> tuple[Assignment, RouteSet]:
-    """Read and check a route file (JSON) against `fabric`."""
+    """Read and check a route file against `fabric`: columns (a zip archive, whatever its
+    name) or JSON."""
+    try:
+        with open(path, "rb") as fh:
+            zipped = fh.read(4) == b"PK\x03\x04"
+    except OSError:
+        zipped = False  # read_document names the file and why
+    if zipped:
+        from controller.formats.route_columns import read_route_columns
+
+        return read_route_columns(path, fabric)
     doc = read_document(path, RouteError, "route file", "json")
     return parse_routes(fabric, doc, str(path))

@@ -40,8 +40,9 @@ def test_solve_apply_and_route_files(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert data["apply"]["push_ok"] and data["apply"]["verify_ok"]
     # the same jobs with a link down: a different route file, a non-empty diff
     _json(capsys, [*base, "--out", str(new), "--fail", "rtsw-p0-r0:ctsw-p0-c0"])
-    diff = _json(capsys, ["routes", "diff", str(old), str(new), "--fabric", "small", "--json"])
-    assert sum(diff["counts"].values()) > 0
+    assert main(["routes", "diff", str(old), str(new), "--fabric", "small", "--json"]) == 1
+    diff = json.loads(capsys.readouterr().out)
+    assert sum(diff["counts"].values()) == diff["operations"] > 0 and not diff["same"]
     verify = _json(capsys, ["routes", "verify", "--fabric", "small", "--routes", str(new),
                             "--fail", "rtsw-p0-r0:ctsw-p0-c0", "--json"])  # fmt: skip
     assert verify["ok"]
