@@ -4,15 +4,23 @@ verify route files on the emulated fabric."""
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from controller.errors import InputError
-from controller.formats.output import Progress, counts_text, emit, format_table, plural
+from controller.formats.output import (
+    Progress,
+    counts_text,
+    emit,
+    format_table,
+    plural,
+    to_json,
+)
 from controller.model.fabric import Fabric
 from controller.model.flows import FlowSet
 from controller.model.health import LinkHealth, parse_health, random_failures
+from controller.model.jobs import Job
 from controller.model.validation import MAX_LINKS, MAX_QPS, MAX_SEED, flag
 
 
@@ -24,6 +32,7 @@ class Inputs:
     health: LinkHealth
     flows: FlowSet
     jobs: int
+    placement: tuple[Job, ...] = ()
 
 
 def add_input_args(p: argparse.ArgumentParser, add_fabric_arg: Callable[..., None]) -> None:
@@ -36,6 +45,11 @@ def add_input_args(p: argparse.ArgumentParser, add_fabric_arg: Callable[..., Non
     p.add_argument(
         "--seed", type=flag(int, 0, MAX_SEED), default=1, help="seed for job mixes and hashing (1)"
     )
+    p.add_argument(
+        "--jobs-out", metavar="FILE",
+        help="also write the jobs as a placement file (JSON), as `tectl job put` and --jobs "
+             "take it: a random mix made again by hand",
+    )  # fmt: skip
     p.add_argument(
         "--fill", type=float, default=1.0, help="fraction of hosts random jobs use (1.0)"
     )
@@ -51,7 +65,8 @@ def add_input_args(p: argparse.ArgumentParser, add_fabric_arg: Callable[..., Non
         type=flag(int, 0, MAX_LINKS),
         default=0,
         metavar="N",
-        help="N random RTSW-CTSW links down in every pod (seeded by --seed)",
+        help="N random RTSW-CTSW links down in every pod (seeded by --seed); the report names "
+        "them",
     )
     p.add_argument(
         "--rate-model",
@@ -76,16 +91,40 @@ def load_inputs(args: argparse.Namespace) -> Inputs:
     health = random_failures(fabric, args.fail_random, args.seed) if args.fail_random else None
     health = parse_health(fabric, args.fail, base=health)
     flows = jobs_flows(fabric, jobs)
-    return Inputs(fabric, health, flows, len(jobs))
+    if args.jobs_out:
+        write_placement(args.jobs_out, fabric, jobs)
+    return Inputs(fabric, health, flows, len(jobs), tuple(jobs))
+
+
+def write_placement(path: str, fabric: Fabric, jobs: Sequence[Job]) -> None:
+    """The jobs as a placement file (`tectl job put`, `--jobs`); errors name the file."""
+    from controller.formats.placement import dump_placement
+
+    try:
+        with open(path, "w") as fh:
+            fh.write(to_json(dump_placement(fabric, jobs)) + "\n")
+    except OSError as bad:
+        raise InputError(f"--jobs-out: cannot write {path}: {bad.strerror or bad}") from None
 
 
 def _describe(inputs: Inputs) -> str:
     f = inputs.fabric
     return (
-        f"fabric {f.name}: {f.num_nics} GPUs in {f.pods} pod(s); {inputs.jobs} jobs, "
-        f"{len(inputs.flows)} flows; {inputs.health.down_links().size} links down, "
+        f"fabric {f.name}: {f.num_nics:,} GPUs in {f.pods} pod(s); {inputs.jobs:,} jobs, "
+        f"{len(inputs.flows):,} flows; {inputs.health.down_links().size} links down, "
         f"{inputs.health.degraded_links().size} degraded"
     )
+
+
+def health_report(inputs: Inputs) -> tuple[list[str], dict[str, object]]:
+    """The links down and degraded, by name: lines for people, fields for --json."""
+    names, factor = inputs.fabric.link_names, inputs.health.factor
+    down = [names[link] for link in inputs.health.down_links().tolist()]
+    degraded = {names[link]: float(factor[link]) for link in inputs.health.degraded_links()}
+    lines = [f"links down: {' '.join(down)}"] if down else []
+    if degraded:
+        lines.append("links degraded: " + " ".join(f"{k}={v:g}" for k, v in degraded.items()))
+    return lines, {"links_down": down, "links_degraded": degraded}
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
@@ -98,8 +137,11 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         )
         for name in (args.routing or BASELINES)
     ]
-    data = {"inputs": _describe(inputs), "rows": [row.to_dict() for row in rows]}
-    text = _describe(inputs) + "\n\n" + format_table(HEADER, table_rows(rows, None))
+    health_lines, health_data = health_report(inputs)
+    data = {"inputs": _describe(inputs), **health_data, "rows": [row.to_dict() for row in rows]}
+    text = "\n".join([_describe(inputs), *health_lines]) + "\n\n" + format_table(
+        HEADER, table_rows(rows, None)
+    )
     emit(args.json, data, text)
     return 0
 
@@ -160,8 +202,10 @@ def cmd_solve(args: argparse.Namespace) -> int:
             )
     bound = result.bound.value
     metrics = result.metrics()
+    health_lines, health_data = health_report(inputs)
     lines = [
         _describe(inputs),
+        *health_lines,
         "",
         format_table(HEADER, table_rows(rows, bound)).rstrip("\n"),
         "",
@@ -174,6 +218,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
     ]
     data: dict[str, object] = {
         "inputs": _describe(inputs),
+        **health_data,
         "bound": {"value": bound, "name": result.bound.name, "parts": result.bound.parts},
         "te": metrics,
         "rows": [row.to_dict(bound) for row in rows],
@@ -271,6 +316,12 @@ def cmd_routes_verify(args: argparse.Namespace) -> int:
     from sim.driver import EmulatedDriver
     from sim.switches import verify
 
+    if args.file and args.routes_flag and args.file != args.routes_flag:
+        raise InputError("routes verify: give the route file once (FILE, or --routes FILE)")
+    args.routes = args.file or args.routes_flag
+    if not args.routes:
+        raise InputError("routes verify: the route file to verify is missing (tectl routes "
+                         "verify FILE --fabric NAME)")  # fmt: skip
     fabric = load_fabric(args.fabric)
     health = parse_health(fabric, args.fail)
     assignment, routes = read_routes(args.routes, fabric)
@@ -362,9 +413,12 @@ def register(cli: Any) -> None:
     rver = rsub.add_parser("verify", help="install a route file on the emulated fabric and "
                            "check every flow forwards on its assigned path")  # fmt: skip
     add_fabric_arg(rver)
-    rver.add_argument("--routes", required=True, metavar="FILE")
-    rver.add_argument("--fail", action="append", default=[], metavar="LINK[=STATE]")
-    rver.add_argument("--json", action="store_true")
+    rver.add_argument("file", nargs="?", metavar="FILE",
+                      help="route file (.json, or .npz columns), as `routes diff` takes them")
+    rver.add_argument("--routes", dest="routes_flag", metavar="FILE", help=argparse.SUPPRESS)
+    rver.add_argument("--fail", action="append", default=[], metavar="LINK[=STATE]",
+                      help="link down (or =0.5 degraded, SWITCH=drain); repeatable")
+    rver.add_argument("--json", action="store_true", help="machine-readable output")
     rver.set_defaults(func=cmd_routes_verify)
 
     from sim.lab.cli import register as register_lab

@@ -191,3 +191,15 @@ def test_solve_relief_tries_reaches_the_relief_pass(
     with pytest.raises(SystemExit):
         main([*base, "--relief-tries", "-1"])
     assert "--relief-tries" in capsys.readouterr().err
+
+
+def test_routes_verify_takes_the_file_as_routes_diff_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    routes = tmp_path / "r.npz"
+    _json(capsys, ["solve", "--fabric", "tiny", "--json", "--out", str(routes)])
+    new = _json(capsys, ["routes", "verify", str(routes), "--fabric", "tiny", "--json"])
+    old = _json(capsys, ["routes", "verify", "--fabric", "tiny", "--routes", str(routes), "--json"])
+    assert new == old and new["ok"]
+    assert main(["routes", "verify", "--fabric", "tiny"]) == 2
+    assert "the route file to verify is missing" in capsys.readouterr().err
