@@ -203,3 +203,69 @@ def test_routes_verify_takes_the_file_as_routes_diff_does(
     assert new == old and new["ok"]
     assert main(["routes", "verify", "--fabric", "tiny"]) == 2
     assert "the route file to verify is missing" in capsys.readouterr().err
+
+
+def test_fail_random_names_the_links_it_took_down(capsys: pytest.CaptureFixture[str]) -> None:
+    from controller.model.clos import PRESETS, build
+    from controller.model.health import random_failures
+
+    small = build(PRESETS["small"])
+    argv = ["simulate", "--fabric", "small", "--seed", "3", "--fail-random", "2",
+            "--fail", "rtsw-p0-r1:ctsw-p0-c1=0.5"]  # fmt: skip
+    data = _json(capsys, [*argv, "--json"])
+    expected = [small.link_name(link) for link in random_failures(small, 2, 3).down_links()]
+    assert data["links_down"] == expected and len(expected) == 2 * small.pods
+    assert data["links_degraded"] == {"rtsw-p0-r1:ctsw-p0-c1": 0.5}
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1] == "links down: " + " ".join(expected)
+    assert lines[2] == "links degraded: rtsw-p0-r1:ctsw-p0-c1=0.5"
+
+
+def test_jobs_out_writes_what_jobs_and_job_put_take(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    jobs = tmp_path / "jobs.json"
+    base = ["simulate", "--fabric", "small", "--seed", "4", "--json"]
+    mixed = _json(capsys, [*base, "--jobs", "random", "--jobs-out", str(jobs)])
+    again = _json(capsys, [*base, "--jobs", str(jobs)])
+    for data in (mixed, again):
+        for row in data["rows"]:
+            del row["seconds"]
+    assert again == mixed  # the same jobs, so the same flows and the same figures
+    ids = [job["id"] for job in json.loads(jobs.read_text())["jobs"]]
+    assert len(ids) > 1
+    # `tectl job put` takes the file as it is
+    from controller.model.clos import PRESETS, build
+    from controller.service.engine import Engine
+    from controller.service.server import start
+    from sim.driver import EmulatedDriver
+
+    small = build(PRESETS["small"])
+    running = start(Engine(small, EmulatedDriver(small), debounce=0.01), "127.0.0.1:0")
+    try:
+        server = ["--server", f"127.0.0.1:{running.port}", "--insecure"]
+        assert main(["job", "put", str(jobs), *server]) == 0
+        assert main(["job", "ls", *server]) == 0
+        listed = [line.split("\t")[0] for line in capsys.readouterr().out.splitlines()]
+        assert sorted(ids) == sorted(set(listed) & set(ids)) and len(listed) >= len(ids)
+    finally:
+        running.stop(grace=0.5)
+    assert main([*base, "--jobs-out", str(tmp_path / "no" / "such" / "dir.json")]) == 2
+    assert "--jobs-out: cannot write" in capsys.readouterr().err
+
+
+def test_the_readme_sample_job_needs_te_entries(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import re
+
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    sample = re.search(r"Jobs files are JSON:\n\n```json\n(.*?)```", readme, re.S)
+    assert sample, "the README's sample jobs file"
+    jobs = tmp_path / "jobs.json"
+    jobs.write_text(sample.group(1))
+    data = _json(capsys, ["solve", "--fabric", "pod", "--jobs", str(jobs), "--json",
+                          "--out", str(tmp_path / "r.npz")])  # fmt: skip
+    assert data["routes"]["entries"] > 0
+    assert data["rows"][0]["method"] == "fabric-te"
