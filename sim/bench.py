@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from controller.errors import LpError
-from controller.formats.output import format_table
+from controller.formats.output import counts_text, format_table
 from controller.model.clos import PRESETS, build
 from controller.model.fabric import Fabric
 from controller.model.flows import FlowSet
@@ -370,10 +370,10 @@ def bench_routes(cfg: Config) -> Iterator[Section]:
     sec.text("")
     sec.table(["step", "seconds", "result"], [
         ["build routes", t_build, f"{len(routes)} entries"],
-        ["diff from empty (plan_update)", t_diff, str(plan.counts())],
+        ["diff from empty (plan_update)", t_diff, counts_text(plan.counts())],
         ["push to emulated", t_push, report.summary()],
         ["verify every flow", t_verify, check.summary()],
-        ["re-solve after 1 link down per pod: diff", t_diff2, str(plan2.counts())],
+        ["re-solve after 1 link down per pod: diff", t_diff2, counts_text(plan2.counts())],
         ["push the update", t_push2, report2.summary()],
         ["verify after update", 0.0, check2.summary()],
     ])  # fmt: skip

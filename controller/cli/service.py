@@ -177,9 +177,16 @@ def cmd_job_ls(args: argparse.Namespace) -> int:
 
 
 def cmd_link(args: argparse.Namespace) -> int:
+    from controller.model.health import factor_state, link_changes
+
+    extra = [] if args.fraction is None else [str(args.fraction)]
+    changes = link_changes(args.change + extra)
     with _client(args) as client:
-        version = client.report_link(args.link, args.state, args.fraction)
-    print(f"accepted; state version {version}")
+        for name, factor in changes:
+            state, fraction = factor_state(factor)
+            version = client.report_link(name, state, fraction)
+            print(f"{name}={state if fraction is None else f'{fraction:g}'}: accepted; state "
+                  f"version {version}")  # fmt: skip
     return 0
 
 
@@ -341,12 +348,17 @@ def register(cli: Commands) -> None:
     rm.set_defaults(func=cmd_job_rm)
     client(jsub.add_parser("ls", help="list jobs")).set_defaults(func=cmd_job_ls)
 
-    link = client(sub.add_parser("link", help="report a link's state to a running controller"))
-    link.add_argument("state", choices=("down", "up", "degrade"))
-    link.add_argument("link", help="link name, e.g. rtsw-p0-r3:ctsw-p0-c2")
-    link.add_argument(
-        "fraction", nargs="?", type=flag(float, 0, 1), help="for degrade: capacity left"
-    )
+    link = client(sub.add_parser(
+        "link", help="report links' states to a running controller: LINK=down, LINK=up or "
+        "LINK=0.5 (the fraction of capacity left), as --fail spells them",
+        description="Report links' states: tectl link rtsw-p0-r3:ctsw-p0-c2=0.5 (degraded to "
+        "half), ...=down, ...=up; several at once. The older `link down LINK`, `link up "
+        "LINK` and `link degrade LINK FRACTION` are taken too.",
+    ))  # fmt: skip
+    link.add_argument("change", nargs="+", metavar="LINK=STATE",
+                      help="e.g. rtsw-p0-r3:ctsw-p0-c2=0.5; STATE: down, up or a fraction")
+    link.add_argument("--fraction", "--factor", type=flag(float, 0, 1), default=None,
+                      help=argparse.SUPPRESS)  # `link degrade LINK --factor F`, as lab took it
     link.set_defaults(func=cmd_link)
 
     client(sub.add_parser("status", help="controller status")).set_defaults(func=cmd_status)

@@ -50,6 +50,16 @@ def test_client_commands(small: Fabric, tmp_path: Path, capsys: pytest.CaptureFi
         assert lp is None or isinstance(lp, float)
         assert main(["link", "down", "rtsw-p0-r0:ctsw-p0-c77", *server]) == 2
         assert "unknown link" in capsys.readouterr().err
+        # one spelling for a link's state, as --fail takes it; the older forms still work
+        other = fabric.link_name(fabric.rack_link(1, 0))
+        for argv in ([f"{other}=0.5"], ["degrade", other, "0.5"], ["degrade", other, "--factor",
+                     "0.5"], [f"{other}=up", f"{link}=up"]):  # fmt: skip
+            assert main(["link", *argv, *server]) == 0, argv
+            out = capsys.readouterr().out.splitlines()
+            assert all(": accepted; state version " in line for line in out)
+            assert out[0].startswith(f"{other}=0.5:" if "up" not in argv[0] else f"{other}=up:")
+        assert main(["link", other, *server]) == 2  # no state: not taken as down
+        assert "give the link's state as LINK=down" in capsys.readouterr().err
         assert main(["job", "rm", "llm", *server]) == 0
         assert main(["job", "rm", "llm", *server]) == 0  # idempotent
         assert "not found" in capsys.readouterr().out
