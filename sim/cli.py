@@ -51,7 +51,11 @@ def add_input_args(p: argparse.ArgumentParser, add_fabric_arg: Callable[..., Non
              "take it: a random mix made again by hand",
     )  # fmt: skip
     p.add_argument(
-        "--fill", type=float, default=1.0, help="fraction of hosts random jobs use (1.0)"
+        "--fill",
+        type=float,
+        default=1.0,
+        help="with --jobs random: fraction of hosts the jobs take (1.0: a full fabric, the "
+        "hardest case; advise defaults to 0.5 to leave room for the job it places)",
     )
     p.add_argument(
         "--fail",
@@ -65,8 +69,7 @@ def add_input_args(p: argparse.ArgumentParser, add_fabric_arg: Callable[..., Non
         type=flag(int, 0, MAX_LINKS),
         default=0,
         metavar="N",
-        help="N random RTSW-CTSW links down in every pod (seeded by --seed); the report names "
-        "them",
+        help="N random RTSW-CTSW links down in every pod (seeded by --seed); the report names them",
     )
     p.add_argument(
         "--rate-model",
@@ -139,8 +142,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     ]
     health_lines, health_data = health_report(inputs)
     data = {"inputs": _describe(inputs), **health_data, "rows": [row.to_dict() for row in rows]}
-    text = "\n".join([_describe(inputs), *health_lines]) + "\n\n" + format_table(
-        HEADER, table_rows(rows, None)
+    text = (
+        "\n".join([_describe(inputs), *health_lines])
+        + "\n\n"
+        + format_table(HEADER, table_rows(rows, None))
     )
     emit(args.json, data, text)
     return 0
@@ -287,8 +292,10 @@ def _apply(
         plan, _ = plan_update(inputs.fabric, installed, assignment)
         counts = plan.counts()
         stages = sum(1 for stage in plan.stages if stage)
-        text = [f"plan: {plural(len(plan), 'operation')} in {plural(stages, 'stage')} "
-                f"({counts_text(counts)})"]
+        text = [
+            f"plan: {plural(len(plan), 'operation')} in {plural(stages, 'stage')} "
+            f"({counts_text(counts)})"
+        ]
         with progress.stage(f"pushing to {args.apply}"):
             report = push(driver, plan, dry_run=args.dry_run)
         text.append(f"push: {report.summary()}")
@@ -413,11 +420,20 @@ def register(cli: Any) -> None:
     rver = rsub.add_parser("verify", help="install a route file on the emulated fabric and "
                            "check every flow forwards on its assigned path")  # fmt: skip
     add_fabric_arg(rver)
-    rver.add_argument("file", nargs="?", metavar="FILE",
-                      help="route file (.json, or .npz columns), as `routes diff` takes them")
+    rver.add_argument(
+        "file",
+        nargs="?",
+        metavar="FILE",
+        help="route file (.json, or .npz columns), as `routes diff` takes them",
+    )
     rver.add_argument("--routes", dest="routes_flag", metavar="FILE", help=argparse.SUPPRESS)
-    rver.add_argument("--fail", action="append", default=[], metavar="LINK[=STATE]",
-                      help="link down (or =0.5 degraded, SWITCH=drain); repeatable")
+    rver.add_argument(
+        "--fail",
+        action="append",
+        default=[],
+        metavar="LINK[=STATE]",
+        help="link down (or =0.5 degraded, SWITCH=drain); repeatable",
+    )
     rver.add_argument("--json", action="store_true", help="machine-readable output")
     rver.set_defaults(func=cmd_routes_verify)
 

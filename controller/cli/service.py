@@ -355,10 +355,15 @@ def register(cli: Commands) -> None:
         "half), ...=down, ...=up; several at once. The older `link down LINK`, `link up "
         "LINK` and `link degrade LINK FRACTION` are taken too.",
     ))  # fmt: skip
-    link.add_argument("change", nargs="+", metavar="LINK=STATE",
-                      help="e.g. rtsw-p0-r3:ctsw-p0-c2=0.5; STATE: down, up or a fraction")
-    link.add_argument("--fraction", "--factor", type=flag(float, 0, 1), default=None,
-                      help=argparse.SUPPRESS)  # `link degrade LINK --factor F`, as lab took it
+    link.add_argument(
+        "change",
+        nargs="+",
+        metavar="LINK=STATE",
+        help="e.g. rtsw-p0-r3:ctsw-p0-c2=0.5; STATE: down, up or a fraction",
+    )
+    link.add_argument(
+        "--fraction", "--factor", type=flag(float, 0, 1), default=None, help=argparse.SUPPRESS
+    )  # `link degrade LINK --factor F`, as lab took it
     link.set_defaults(func=cmd_link)
 
     client(sub.add_parser("status", help="controller status")).set_defaults(func=cmd_status)

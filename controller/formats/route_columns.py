@@ -170,8 +170,11 @@ def parse_route_columns(
         validation.fail(RouteError, "switches", "a switch is named twice")
     counts = _ints(arrays, "switch_entries", len(switches))
     if counts.size and (int(counts.min()) < 0 or int(counts.max()) > validation.MAX_FLOWS):
-        validation.fail(RouteError, "switch_entries",
-                        f"rows of a switch must be within [0, {validation.MAX_FLOWS}]")
+        validation.fail(
+            RouteError,
+            "switch_entries",
+            f"rows of a switch must be within [0, {validation.MAX_FLOWS}]",
+        )
     total = int(counts.sum())
     entries = [_ints(arrays, name, total) for name in _ENTRIES]
     problems = check_flows(fabric, job_ids, flows)

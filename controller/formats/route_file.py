@@ -55,8 +55,13 @@ def dump_routes(fabric: Fabric, assignment: Assignment, routes: RouteSet) -> dic
         t = routes.table(sw)
         switches[sw] = [
             [links[a], hosts[h], links[b]] + ([q] if q != ALL_QPS else [])
-            for a, h, b, q in zip(t.in_port.tolist(), t.dst_host.tolist(), t.next_hop.tolist(),
-                                  t.qp.tolist(), strict=True)  # fmt: skip
+            for a, h, b, q in zip(
+                t.in_port.tolist(),
+                t.dst_host.tolist(),
+                t.next_hop.tolist(),
+                t.qp.tolist(),
+                strict=True,
+            )  # fmt: skip
         ]
     return {
         "format": FORMAT,
@@ -186,25 +191,34 @@ def check_flows(
     rows = np.arange(src.size) if rows is None else rows
     lo, hi = validation.MIN_FLOW_GBPS, validation.MAX_GBPS
     out: list[Problem] = []
+
     def not_a_nic(k: int, col: np.ndarray) -> Callable[[int, int], str]:
         return lambda i, f: (f"flows[{f}][{k}]: NIC id {col[i]} is not a NIC of fabric "
                              f"{fabric.name!r} (0..{fabric.num_nics - 1})")  # fmt: skip
 
     for k, col in ((0, src), (1, dst)):
         out += _bad((col < 0) | (col >= fabric.num_nics), rows, not_a_nic(k, col))
-    out += _bad(~np.isfinite(demand), rows,
-                lambda i, f: f"flows[{f}][2]: must be a finite number, got {demand[i]!r}")
-    out += _bad(np.isfinite(demand) & ((demand < lo) | (demand > hi)), rows,
-                lambda i, f: f"flows[{f}][2]: {float(demand[i])!r} is not within [{lo:g}, {hi:g}]")
-    out += _bad((job < 0) | (job >= max(len(job_ids), 1)), rows,
-                lambda i, f: f"flows[{f}][3]: job index {job[i]} has no entry in job_ids")
+    out += _bad(
+        ~np.isfinite(demand),
+        rows,
+        lambda i, f: f"flows[{f}][2]: must be a finite number, got {demand[i]!r}",
+    )
+    out += _bad(
+        np.isfinite(demand) & ((demand < lo) | (demand > hi)),
+        rows,
+        lambda i, f: f"flows[{f}][2]: {float(demand[i])!r} is not within [{lo:g}, {hi:g}]",
+    )
+    out += _bad(
+        (job < 0) | (job >= max(len(job_ids), 1)),
+        rows,
+        lambda i, f: f"flows[{f}][3]: job index {job[i]} has no entry in job_ids",
+    )
     out += _bad((qp < ALL_QPS) | (qp >= MAX_QP_BUCKETS), rows,
                 lambda i, f: f"flows[{f}][5]: qp bucket {qp[i]} is not within [0, "
                 f"{MAX_QP_BUCKETS})")  # fmt: skip
     nics = (src >= 0) & (src < fabric.num_nics) & (dst >= 0) & (dst < fabric.num_nics)
     same = nics & (src // fabric.nics_per_host == dst // fabric.nics_per_host)
-    out += _bad(same, rows,
-                lambda i, f: f"flows[{f}]: source and destination are on the same host")
+    out += _bad(same, rows, lambda i, f: f"flows[{f}]: source and destination are on the same host")
     most = np.zeros(src.size, np.int64)
     ok = nics & ~same
     paths = np.asarray(num_paths(fabric), dtype=np.int64)
@@ -501,10 +515,15 @@ def json_chunks(fabric: Fabric, assignment: Assignment, routes: RouteSet) -> Ite
         t = routes.table(sw)
         rows = [
             f'["{links[a]}", "{hosts[h]}", "{links[b]}"' + (f", {q}]" if q != ALL_QPS else "]")
-            for a, h, b, q in zip(t.in_port.tolist(), t.dst_host.tolist(), t.next_hop.tolist(),
-                                  t.qp.tolist(), strict=True)  # fmt: skip
+            for a, h, b, q in zip(
+                t.in_port.tolist(),
+                t.dst_host.tolist(),
+                t.next_hop.tolist(),
+                t.qp.tolist(),
+                strict=True,
+            )  # fmt: skip
         ]
-        yield f'{", " if i else ""}{json.dumps(sw)}: [{", ".join(rows)}]'
+        yield f"{', ' if i else ''}{json.dumps(sw)}: [{', '.join(rows)}]"
     yield "}}\n"
 
 

@@ -269,3 +269,35 @@ def test_the_readme_sample_job_needs_te_entries(
                           "--out", str(tmp_path / "r.npz")])  # fmt: skip
     assert data["routes"]["entries"] > 0
     assert data["rows"][0]["method"] == "fabric-te"
+
+
+def test_advise_says_what_it_measures(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["advise", "--fabric", "small", "--gpus", "16", "--tp", "4", "--seed", "2"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    head = out.splitlines()[0]
+    assert "(dp 4 x pp 1 x tp 4, dp from --gpus, ring)" in head and "dp -" not in head
+    note = " ".join(out.split("\n\n")[-1].split())
+    data = _json(capsys, [*argv, "--json"])
+    before = data[0]["mlu_before"]
+    assert note.startswith("TE MLU: the most loaded link of the fabric with the job added")
+    assert f"The running jobs alone: MLU {before:.4g}" in note
+    if all(s["te_mlu"] <= before * (1 + 1e-9) for s in data):
+        assert "no candidate raises it" in note
+    assert all(s["te_mlu"] >= before * (1 - 1e-9) for s in data)  # adding a job never lowers it
+
+
+def test_advise_options_all_have_help() -> None:
+    import argparse
+
+    from controller.advisor.advise import SAME_POD
+    from controller.cli import advise
+    from controller.cli.main import build_parser
+
+    assert advise.SAME_POD == SAME_POD  # spelled in the CLI so tectl starts without the solver
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    parser = sub.choices["advise"]
+    bare = [a.option_strings[0] for a in parser._actions if a.option_strings and not a.help]
+    assert bare == []
+    fill = next(a for a in parser._actions if "--fill" in a.option_strings)
+    assert fill.help and "room for the new job" in fill.help and "1.0" in fill.help

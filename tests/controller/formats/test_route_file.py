@@ -183,13 +183,21 @@ def _arrays(**changes: Any) -> dict[str, np.ndarray]:
     [
         ({"format": "fabric-te-routes-columns/9"}, "format: 'fabric-te-routes-columns/9' is not"),
         ({"fingerprint": "sha256:0"}, "fingerprint: routes are for a fabric 'tiny' of another"),
-        ({"flow_src": np.r_[999, route_columns.columns(TINY, ASSIGNMENT, ROUTES)["flow_src"][1:]]},
-         "flows[0][0]: NIC id 999 is not a NIC of fabric 'tiny'"),
+        (
+            {
+                "flow_src": np.r_[
+                    999, route_columns.columns(TINY, ASSIGNMENT, ROUTES)["flow_src"][1:]
+                ]
+            },
+            "flows[0][0]: NIC id 999 is not a NIC of fabric 'tiny'",
+        ),
         ({"flow_demand": np.zeros(len(ASSIGNMENT.flows), np.int64)}, "flow_demand: must be"),
         ({"flow_job": np.zeros(3, np.int64)}, "flow_job: has 3 rows, not"),
         ({"entry_qp": np.full(len(ROUTES), 1 << 20)}, "qp 1048576 is neither -1"),
-        ({"switches": np.array(["rtsw-p7-r0"] * len(ROUTES.switches()))},
-         "switches: a switch is named twice"),
+        (
+            {"switches": np.array(["rtsw-p7-r0"] * len(ROUTES.switches()))},
+            "switches: a switch is named twice",
+        ),
     ],
 )
 def test_bad_columns_are_named(tmp_path: Path, changes: dict[str, Any], message: str) -> None:
