@@ -142,7 +142,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def cmd_job_put(args: argparse.Namespace) -> int:
     from controller.errors import JobError
-    from controller.formats.placement import check_job_entry
+    from controller.formats.placement import all_problems, check_job_entry
     from controller.model.documents import read_document
 
     api()  # a one-line error, before the file is read
@@ -150,12 +150,14 @@ def cmd_job_put(args: argparse.Namespace) -> int:
     jobs = doc.get("jobs") if isinstance(doc, dict) else None
     if not isinstance(jobs, list) or set(doc) != {"jobs"}:
         raise InputError(f'{args.file}: expected {{"jobs": [...]}}')
-    entries = []
+    entries, problems = [], []
     for i, job in enumerate(jobs):  # every job checked before the first is sent
         try:
             entries.append(check_job_entry(job, f"jobs[{i}]"))
         except JobError as err:
-            raise JobError(f"{args.file}: {err}") from None
+            problems.append((err.field or f"jobs[{i}]", err.detail or str(err)))
+    if problems:
+        raise all_problems(str(args.file), problems)
     with _client(args) as client:  # the file is checked before any connection is made
         for entry in entries:
             print(f"{entry['id']}: generation {client.put_job(entry)}")
