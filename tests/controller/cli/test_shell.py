@@ -64,3 +64,22 @@ def test_bash_completes_commands_options_and_choices(
 def test_completion_needs_a_known_shell() -> None:
     done = _run("completion", "fish")
     assert done.returncode == 2 and "invalid choice: 'fish'" in done.stderr
+
+
+def test_operators_doc_matches_the_tls_flags() -> None:
+    """docs/operators.md describes the TLS flags tectl has, not flags still to come."""
+    import argparse
+
+    from controller.cli.main import build_parser
+
+    doc = (ROOT / "docs" / "operators.md").read_text()
+    assert "are available" not in doc and "until the `--tls-*` flags" not in doc
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    for command in ("serve", "status"):
+        flags = {o for a in sub.choices[command]._actions for o in a.option_strings}
+        for flag in re.findall(r"`(--tls-[a-z-]+)`", doc):
+            if command == "serve" and flag in ("--tls-ca", "--tls-server-name"):
+                continue  # client flags
+            if command == "status" and flag == "--tls-client-ca":
+                continue  # a server flag
+            assert flag in flags, (command, flag)
