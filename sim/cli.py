@@ -231,8 +231,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
     if args.out or args.apply:
         counts = list(routes.counts().values()) or [0]
         lines.append(
-            f"routes: {len(routes)} TE entries on {len(routes.switches())} switches "
-            f"(max {max(counts)}, median {sorted(counts)[len(counts) // 2]} per switch)"
+            f"routes: {len(routes):,} TE entries on {len(routes.switches()):,} switches "
+            f"(max {max(counts):,}, median {sorted(counts)[len(counts) // 2]:,} per switch)"
         )
         data["routes"] = {"entries": len(routes), "switches": len(routes.switches())}
         if args.out:
@@ -263,15 +263,15 @@ def _tables_line(metrics: dict[str, float], on_ecmp: int) -> str:
 
     def budget(tier: str) -> str:
         value = metrics[f"te_entries_budget_{tier}"]
-        return "unlimited" if value == float("inf") else f"{value:.0f}"
+        return "unlimited" if value == float("inf") else f"{value:,.0f}"
 
     tiers = ", ".join(
-        f"{tier} {metrics[f'te_entries_max_{tier}']:.0f}/{budget(tier)}"
+        f"{tier} {metrics[f'te_entries_max_{tier}']:,.0f}/{budget(tier)}"
         for tier in ("rtsw", "ctsw", "atsw")
     )
     return (
-        f"TE entries: {metrics['te_entries']:.0f} (most on one switch / budget: {tiers}); "
-        f"{on_ecmp} flows left on ECMP by the table budget"
+        f"TE entries: {metrics['te_entries']:,.0f} (most on one switch / budget: {tiers}); "
+        f"{on_ecmp:,} flows left on ECMP by the table budget"
     )
 
 

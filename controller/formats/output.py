@@ -51,8 +51,8 @@ def _cell(value: object) -> str:
         return f"{value:.4g}" if abs(value) < 1 else f"{value:.3f}".rstrip("0").rstrip(".")
     if value is None:
         return "-"
-    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10_000:
-        return f"{value:,}"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"  # thousands separated from 1,000 on, as `number` writes counts
     return str(value)
 
 

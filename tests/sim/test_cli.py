@@ -150,7 +150,7 @@ def test_solve_reports_the_table_budget_and_what_it_leaves_on_ecmp(
     fabric.write_text(json.dumps({"preset": "small", "te_entries": {"rtsw": 3}}))
     assert main(["solve", "--fabric", str(fabric), "--seed", "2", "--fail-random", "1"]) == 0
     out = capsys.readouterr().out
-    assert "rtsw 3/3, ctsw" in out and "/2048, atsw" in out
+    assert "rtsw 3/3, ctsw" in out and "/2,048, atsw" in out
     te = _json(capsys, ["solve", "--fabric", str(fabric), "--seed", "2", "--json"])["te"]
     assert te["te_entries_max_rtsw"] <= 3 and te["te_entries_budget_rtsw"] == 3
     assert te["fallback_ecmp"] > 0
