@@ -295,6 +295,8 @@ def _apply(
         text = [
             f"plan: {plural(len(plan), 'operation')} in {plural(stages, 'stage')} "
             f"({counts_text(counts)})"
+            if len(plan)
+            else f"plan: no operations; the {len(installed):,} entries wanted are installed"
         ]
         with progress.stage(f"pushing to {args.apply}"):
             report = push(driver, plan, dry_run=args.dry_run)

@@ -79,10 +79,11 @@ class PushReport:
         if not len(self.plan):
             return "nothing to change: the switches already hold these routes"
         touched = len(self.plan.switches())
+        busy = [i for i, stage in enumerate(self.plan.stages) if stage]  # stages with batches
+        done = sum(1 for i in busy if i < self.stages_applied)
         text = (
-            f"{len(self.plan):,} operations on {touched:,} switches, {self.stages_applied}/"
-            f"{len(self.plan.stages)} stages applied; {len(self.installed):,} entries read back "
-            f"from those switches"
+            f"{len(self.plan):,} operations on {touched:,} switches, {done}/{len(busy)} stages "
+            f"applied; {len(self.installed):,} entries read back from those switches"
         )
         for r in self.failed:
             text += f"; {r.switch} {r.status} after {r.attempts} attempt(s): {r.error}"

@@ -301,3 +301,35 @@ def test_advise_options_all_have_help() -> None:
     assert bare == []
     fill = next(a for a in parser._actions if "--fill" in a.option_strings)
     assert fill.help and "room for the new job" in fill.help and "1.0" in fill.help
+
+
+def test_reapplying_unchanged_routes_says_there_was_nothing_to_change(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import re
+
+    argv = ["solve", "--fabric", "small", "--seed", "2", "--apply", "file",
+            "--driver-dir", str(tmp_path / "tables")]  # fmt: skip
+
+    def plan_and_push(extra: list[str]) -> tuple[str, str]:
+        assert main([*argv, *extra]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        plan = next(line for line in lines if line.startswith("plan: "))
+        push = next(line for line in lines if line.startswith("push: "))
+        assert "{" not in plan + push  # counts as text, never a Python dict
+        return plan, push
+
+    plan, push = plan_and_push([])
+    first = re.fullmatch(r"plan: ([\d,]+) operations in (\d) stages? \(add \1, replace 0, "
+                         r"delete 0\)", plan)  # fmt: skip
+    assert first, plan
+    stages = first.group(2)
+    assert re.fullmatch(rf"push: {first.group(1)} operations on [\d,]+ switches, {stages}/"
+                        rf"{stages} stages applied; {first.group(1)} entries read back from "
+                        "those switches", push), push  # fmt: skip
+    plan, push = plan_and_push([])
+    assert plan == f"plan: no operations; the {first.group(1)} entries wanted are installed"
+    assert push == "push: nothing to change: the switches already hold these routes"
+    plan, push = plan_and_push(["--fail", "rtsw-p0-r0:ctsw-p0-c0"])
+    assert re.fullmatch(r"plan: [\d,]+ operations in \d stages? \(add \d+, replace \d+, delete "
+                        r"\d+\)", plan), plan  # fmt: skip
