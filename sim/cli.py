@@ -32,7 +32,6 @@ class Inputs:
     health: LinkHealth
     flows: FlowSet
     jobs: int
-    placement: tuple[Job, ...] = ()
 
 
 def add_input_args(p: argparse.ArgumentParser, add_fabric_arg: Callable[..., None]) -> None:
@@ -96,7 +95,7 @@ def load_inputs(args: argparse.Namespace) -> Inputs:
     flows = jobs_flows(fabric, jobs)
     if args.jobs_out:
         write_placement(args.jobs_out, fabric, jobs)
-    return Inputs(fabric, health, flows, len(jobs), tuple(jobs))
+    return Inputs(fabric, health, flows, len(jobs))
 
 
 def write_placement(path: str, fabric: Fabric, jobs: Sequence[Job]) -> None:
