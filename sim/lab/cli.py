@@ -181,7 +181,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     down = health.down_links().size
     data = {"entries": len(routes), "links_down": int(down), "bucket_flows": buckets,
             **asdict(report), "ok": report.ok}  # fmt: skip
-    text = (f"{down} links down; {len(routes)} TE entries installed; {report.summary()} "
+    text = (f"{down} links down; {len(routes):,} TE entries installed; {report.summary()} "
             f"({buckets} of them QP buckets)\n")  # fmt: skip
     text += "".join(f"  {p}\n" for p in report.problems[:20])
     emit(args.json, data, text)
