@@ -81,6 +81,7 @@ def dump_routes(fabric: Fabric, assignment: Assignment, routes: RouteSet) -> dic
 
 _NAME_CHARS = 4 * validation.MAX_NAME
 _INT_RANGE = 1 << 62
+Problem = tuple[int, str]  # (row, "field: what is wrong"): rows order the report
 
 
 def _plain(value: Any, types: tuple[str, ...], optional: int) -> bool:
@@ -173,9 +174,6 @@ def _row_by_row(rows: Any, nic: Mapping[str, int]) -> tuple[list[np.ndarray], li
         cols[5].append(row[5] if len(row) > 5 else ALL_QPS)
     dtypes = (np.int64, np.int64, np.float64, np.int64, np.int64, np.int64)
     return [np.asarray(c, dtype=t) for c, t in zip(cols, dtypes, strict=True)], problems
-
-
-Problem = tuple[int, str]  # (row, "field: what is wrong"): rows order the report
 
 
 def _bad(mask: np.ndarray, rows: np.ndarray, say: Callable[[int, int], str]) -> list[Problem]:
