@@ -4,6 +4,7 @@ verify route files on the emulated fabric."""
 from __future__ import annotations
 
 import argparse
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -15,7 +16,7 @@ from controller.formats.output import (
     emit,
     format_table,
     plural,
-    to_json,
+    strict,
 )
 from controller.model.fabric import Fabric
 from controller.model.flows import FlowSet
@@ -99,12 +100,15 @@ def load_inputs(args: argparse.Namespace) -> Inputs:
 
 
 def write_placement(path: str, fabric: Fabric, jobs: Sequence[Job]) -> None:
-    """The jobs as a placement file (`tectl job put`, `--jobs`); errors name the file."""
+    """The jobs as a placement file (`tectl job put`, `--jobs`), one job a line as the README
+    writes them; errors name the file."""
     from controller.formats.placement import dump_placement
 
+    jobs_doc = dump_placement(fabric, jobs)["jobs"]
+    lines = [json.dumps(strict(job), allow_nan=False) for job in jobs_doc]  # id, hosts, ...
     try:
         with open(path, "w") as fh:
-            fh.write(to_json(dump_placement(fabric, jobs)) + "\n")
+            fh.write('{"jobs": [\n  ' + ",\n  ".join(lines) + "\n]}\n")
     except OSError as bad:
         raise InputError(f"--jobs-out: cannot write {path}: {bad.strerror or bad}") from None
 
