@@ -128,13 +128,13 @@ def _columns(rows: Any, nic: Mapping[str, int]) -> list[np.ndarray] | None:
     any row needs the row-by-row check (which then names it). Ranges are checked later."""
     if not all(type(r) is list and 5 <= len(r) <= 6 for r in rows):
         return None
-    cols = list(zip(*[r[:5] for r in rows], strict=True)) or [()] * 5
+    cols = list(zip_longest(*rows, fillvalue=ALL_QPS)) or [()] * 5
+    qps = cols[5] if len(cols) > 5 else (ALL_QPS,) * len(rows)
     if not {type(x) for x in cols[0] + cols[1]} <= {str}:
         return None
     if not {type(x) for x in cols[2]} <= {int, float}:
         return None
-    qps = [r[5] if len(r) > 5 else ALL_QPS for r in rows]
-    if not {type(x) for x in cols[3] + cols[4] + tuple(qps)} <= {int}:
+    if not {type(x) for x in cols[3] + cols[4] + qps} <= {int}:
         return None
     try:
         out = [
