@@ -333,3 +333,20 @@ def test_reapplying_unchanged_routes_says_there_was_nothing_to_change(
     plan, push = plan_and_push(["--fail", "rtsw-p0-r0:ctsw-p0-c0"])
     assert re.fullmatch(r"plan: [\d,]+ operations in \d stages? \(add \d+, replace \d+, delete "
                         r"\d+\)", plan), plan  # fmt: skip
+
+
+def test_solve_out_shows_the_write_on_stderr_and_reads_back(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from controller.formats.route_file import read_routes
+    from controller.model.clos import PRESETS, build
+
+    files = [tmp_path / "r.json", tmp_path / "r.npz"]
+    for path in files:
+        assert main(["solve", "--fabric", "small", "--seed", "2", "--out", str(path)]) == 0
+        out = capsys.readouterr()
+        assert f"  writing {path} ... " in out.err and f"wrote {path}" in out.out
+    small = build(PRESETS["small"])
+    (a_json, r_json), (a_npz, r_npz) = (read_routes(path, small) for path in files)
+    assert r_json == r_npz and (a_json.path == a_npz.path).all()
+    assert files[1].stat().st_size < files[0].stat().st_size
