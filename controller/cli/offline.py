@@ -28,7 +28,7 @@ def cmd_routes_diff(args: argparse.Namespace) -> int:
     """Exit 0 when the files hold the same routes, 1 when they differ (as diff(1) does)."""
     from controller.formats.fabric_file import load_fabric
     from controller.formats.route_file import read_routes
-    from controller.routes.plan import diff
+    from controller.routes.plan import STAGE_NAMES, diff
 
     progress = Progress(quiet=args.json)
     fabric = load_fabric(args.fabric)
@@ -49,7 +49,8 @@ def cmd_routes_diff(args: argparse.Namespace) -> int:
         for op in batch.ops:
             e = op.entry
             lines.append(
-                f"  [{stage_no}] {batch.switch}: {type(op).__name__.lower()} "
+                f"  [{stage_no} {STAGE_NAMES[stage_no]}] {batch.switch}: "
+                f"{type(op).__name__.lower()} "
                 f"{links[e.in_port]} -> {hosts[e.dst_host]} "
                 + (f"qp {e.qp} " if e.qp != ALL_QPS else "")
                 + f"via {links[e.next_hop]}"
