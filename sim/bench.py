@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from controller.errors import LpError
+from controller.formats.output import counts_text
 from controller.model.clos import PRESETS, build
 from controller.model.fabric import Fabric
 from controller.model.flows import FlowSet
@@ -329,15 +330,57 @@ def bench_routes(cfg: Config) -> Iterator[Section]:
     sec.text("")
     sec.table(["step", "seconds", "result"], [
         ["build routes", t_build, f"{len(routes)} entries"],
-        ["diff from empty (plan_update)", t_diff, str(plan.counts())],
+        ["diff from empty (plan_update)", t_diff, counts_text(plan.counts())],
         ["push to emulated", t_push, report.summary()],
         ["verify every flow", t_verify, check.summary()],
-        ["re-solve after 1 link down per pod: diff", t_diff2, str(plan2.counts())],
+        ["re-solve after 1 link down per pod: diff", t_diff2, counts_text(plan2.counts())],
         ["push the update", t_push2, report2.summary()],
         ["verify after update", 0.0, check2.summary()],
     ])  # fmt: skip
     sec.text("")
     sec.text(f"Churn of the re-solve: {res2.churn} of {len(flows)} flows moved.")
+    yield sec
+
+
+def bench_route_files(cfg: Config) -> Iterator[Section]:
+    """Route files of meta-24k: write and read both forms, `tectl routes diff` end to end."""
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    from controller.formats.route_file import read_routes, write_routes
+    from controller.routes.entries import build_routes
+
+    sec = Section("Route files on meta-24k: JSON and columns (.npz), write, read, diff")
+    fabric = build(PRESETS["meta-24k"])
+    flows = jobs_flows(fabric, random_jobs(fabric, seed=1))
+    res = solve(fabric, LinkHealth.all_up(fabric), flows)
+    routes = build_routes(fabric, res.assignment)
+    rows: list[list[object]] = []
+    with tempfile.TemporaryDirectory(prefix="fabric-te-bench-") as tmp:
+        for suffix in (".json", ".npz"):
+            a, b = Path(tmp, "a" + suffix), Path(tmp, "b" + suffix)
+            t_write, _ = timed(partial(write_routes, a, fabric, res.assignment, routes),
+                               cfg.repeats)  # fmt: skip
+            write_routes(b, fabric, res.assignment, routes)
+            t_read, (_, back) = timed(partial(read_routes, a, fabric), cfg.repeats)
+            assert back == routes, "a route file read back other routes"
+            cmd = [sys.executable, "-m", "controller.cli.main", "routes", "diff", str(a), str(b),
+                   "--fabric", fabric.name]  # fmt: skip
+
+            def run(cmd: list[str] = cmd) -> int:
+                return subprocess.run(cmd, capture_output=True, check=False).returncode
+
+            t_diff, code = timed(run, cfg.repeats)
+            rows.append([suffix, a.stat().st_size / 1e6, t_write, t_read, t_diff, code])
+    sec.text(f"Job mix (seed 1): {len(res.assignment.flows):,} flows (QP buckets counted), "
+             f"{len(routes):,} TE entries on {len(routes.switches()):,} switches. `tectl routes "
+             "diff A B --fabric meta-24k` of two identical files, timed as a user runs it (a new "
+             "process: start, load, check every row, diff; exit 0 = same routes). `tectl solve "
+             "--out FILE` writes by suffix and adds the write time to the solve.")  # fmt: skip
+    sec.text("")
+    sec.table(["form", "MB", "write s", "read and check s", "tectl routes diff s", "exit"],
+              rows)  # fmt: skip
     yield sec
 
 
@@ -1019,6 +1062,7 @@ SECTIONS: dict[str, Callable[[Config], Iterator[Section]]] = {
     "cluster": bench_cluster,
     "lp": bench_lp,
     "routes": bench_routes,
+    "route-files": bench_route_files,
     "service": bench_service,
     "routes-api": bench_routes_api,
     "service-mix": bench_service_mix,

@@ -4,15 +4,24 @@ verify route files on the emulated fabric."""
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from controller.errors import InputError
-from controller.formats.output import Progress, emit, format_table
+from controller.formats.output import (
+    Progress,
+    counts_text,
+    emit,
+    format_table,
+    plural,
+    strict,
+)
 from controller.model.fabric import Fabric
 from controller.model.flows import FlowSet
 from controller.model.health import LinkHealth, parse_health, random_failures
+from controller.model.jobs import Job
 from controller.model.validation import MAX_LINKS, MAX_QPS, MAX_SEED, flag
 
 
@@ -37,7 +46,16 @@ def add_input_args(p: argparse.ArgumentParser, add_fabric_arg: Callable[..., Non
         "--seed", type=flag(int, 0, MAX_SEED), default=1, help="seed for job mixes and hashing (1)"
     )
     p.add_argument(
-        "--fill", type=float, default=1.0, help="fraction of hosts random jobs use (1.0)"
+        "--jobs-out", metavar="FILE",
+        help="also write the jobs as a placement file (JSON), as `tectl job put` and --jobs "
+             "take it: a random mix made again by hand",
+    )  # fmt: skip
+    p.add_argument(
+        "--fill",
+        type=float,
+        default=1.0,
+        help="with --jobs random: fraction of hosts the jobs take (1.0: a full fabric, the "
+        "hardest case; advise defaults to 0.5 to leave room for the job it places)",
     )
     p.add_argument(
         "--fail",
@@ -51,7 +69,7 @@ def add_input_args(p: argparse.ArgumentParser, add_fabric_arg: Callable[..., Non
         type=flag(int, 0, MAX_LINKS),
         default=0,
         metavar="N",
-        help="N random RTSW-CTSW links down in every pod (seeded by --seed)",
+        help="N random RTSW-CTSW links down in every pod (seeded by --seed); the report names them",
     )
     p.add_argument(
         "--rate-model",
@@ -76,16 +94,43 @@ def load_inputs(args: argparse.Namespace) -> Inputs:
     health = random_failures(fabric, args.fail_random, args.seed) if args.fail_random else None
     health = parse_health(fabric, args.fail, base=health)
     flows = jobs_flows(fabric, jobs)
+    if args.jobs_out:
+        write_placement(args.jobs_out, fabric, jobs)
     return Inputs(fabric, health, flows, len(jobs))
+
+
+def write_placement(path: str, fabric: Fabric, jobs: Sequence[Job]) -> None:
+    """The jobs as a placement file (`tectl job put`, `--jobs`), one job a line as the README
+    writes them; errors name the file."""
+    from controller.formats.placement import dump_placement
+
+    jobs_doc = dump_placement(fabric, jobs)["jobs"]
+    lines = [json.dumps(strict(job), allow_nan=False) for job in jobs_doc]  # id, hosts, ...
+    try:
+        with open(path, "w") as fh:
+            fh.write('{"jobs": [\n  ' + ",\n  ".join(lines) + "\n]}\n")
+    except OSError as bad:
+        raise InputError(f"--jobs-out: cannot write {path}: {bad.strerror or bad}") from None
 
 
 def _describe(inputs: Inputs) -> str:
     f = inputs.fabric
     return (
-        f"fabric {f.name}: {f.num_nics} GPUs in {f.pods} pod(s); {inputs.jobs} jobs, "
-        f"{len(inputs.flows)} flows; {inputs.health.down_links().size} links down, "
+        f"fabric {f.name}: {f.num_nics:,} GPUs in {f.pods} pod(s); {inputs.jobs:,} jobs, "
+        f"{len(inputs.flows):,} flows; {inputs.health.down_links().size} links down, "
         f"{inputs.health.degraded_links().size} degraded"
     )
+
+
+def health_report(inputs: Inputs) -> tuple[list[str], dict[str, object]]:
+    """The links down and degraded, by name: lines for people, fields for --json."""
+    names, factor = inputs.fabric.link_names, inputs.health.factor
+    down = [names[link] for link in inputs.health.down_links().tolist()]
+    degraded = {names[link]: float(factor[link]) for link in inputs.health.degraded_links()}
+    lines = [f"links down: {' '.join(down)}"] if down else []
+    if degraded:
+        lines.append("links degraded: " + " ".join(f"{k}={v:g}" for k, v in degraded.items()))
+    return lines, {"links_down": down, "links_degraded": degraded}
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
@@ -98,8 +143,13 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         )
         for name in (args.routing or BASELINES)
     ]
-    data = {"inputs": _describe(inputs), "rows": [row.to_dict() for row in rows]}
-    text = _describe(inputs) + "\n\n" + format_table(HEADER, table_rows(rows, None))
+    health_lines, health_data = health_report(inputs)
+    data = {"inputs": _describe(inputs), **health_data, "rows": [row.to_dict() for row in rows]}
+    text = (
+        "\n".join([_describe(inputs), *health_lines])
+        + "\n\n"
+        + format_table(HEADER, table_rows(rows, None))
+    )
     emit(args.json, data, text)
     return 0
 
@@ -160,8 +210,10 @@ def cmd_solve(args: argparse.Namespace) -> int:
             )
     bound = result.bound.value
     metrics = result.metrics()
+    health_lines, health_data = health_report(inputs)
     lines = [
         _describe(inputs),
+        *health_lines,
         "",
         format_table(HEADER, table_rows(rows, bound)).rstrip("\n"),
         "",
@@ -174,6 +226,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
     ]
     data: dict[str, object] = {
         "inputs": _describe(inputs),
+        **health_data,
         "bound": {"value": bound, "name": result.bound.name, "parts": result.bound.parts},
         "te": metrics,
         "rows": [row.to_dict(bound) for row in rows],
@@ -181,14 +234,15 @@ def cmd_solve(args: argparse.Namespace) -> int:
     if args.out or args.apply:
         counts = list(routes.counts().values()) or [0]
         lines.append(
-            f"routes: {len(routes)} TE entries on {len(routes.switches())} switches "
-            f"(max {max(counts)}, median {sorted(counts)[len(counts) // 2]} per switch)"
+            f"routes: {len(routes):,} TE entries on {len(routes.switches()):,} switches "
+            f"(max {max(counts):,}, median {sorted(counts)[len(counts) // 2]:,} per switch)"
         )
         data["routes"] = {"entries": len(routes), "switches": len(routes.switches())}
         if args.out:
             from controller.formats.route_file import write_routes
 
-            write_routes(args.out, inputs.fabric, result.assignment, routes)
+            with progress.stage(f"writing {args.out}"):
+                write_routes(args.out, inputs.fabric, result.assignment, routes)
             lines.append(f"wrote {args.out}")
     if args.apply:
         ok, text, pushed = _apply(args, inputs, result.assignment, progress)
@@ -212,15 +266,15 @@ def _tables_line(metrics: dict[str, float], on_ecmp: int) -> str:
 
     def budget(tier: str) -> str:
         value = metrics[f"te_entries_budget_{tier}"]
-        return "unlimited" if value == float("inf") else f"{value:.0f}"
+        return "unlimited" if value == float("inf") else f"{value:,.0f}"
 
     tiers = ", ".join(
-        f"{tier} {metrics[f'te_entries_max_{tier}']:.0f}/{budget(tier)}"
+        f"{tier} {metrics[f'te_entries_max_{tier}']:,.0f}/{budget(tier)}"
         for tier in ("rtsw", "ctsw", "atsw")
     )
     return (
-        f"TE entries: {metrics['te_entries']:.0f} (most on one switch / budget: {tiers}); "
-        f"{on_ecmp} flows left on ECMP by the table budget"
+        f"TE entries: {metrics['te_entries']:,.0f} (most on one switch / budget: {tiers}); "
+        f"{on_ecmp:,} flows left on ECMP by the table budget"
     )
 
 
@@ -240,7 +294,13 @@ def _apply(
         installed = RouteSet.from_entries(e for sw in driver.switches() for e in driver.read(sw))
         plan, _ = plan_update(inputs.fabric, installed, assignment)
         counts = plan.counts()
-        text = [f"plan: {counts} in {len(plan.stages)} stages"]
+        stages = sum(1 for stage in plan.stages if stage)
+        text = [
+            f"plan: {plural(len(plan), 'operation')} in {plural(stages, 'stage')} "
+            f"({counts_text(counts)})"
+            if len(plan)
+            else f"plan: no operations; the {len(installed):,} entries wanted are installed"
+        ]
         with progress.stage(f"pushing to {args.apply}"):
             report = push(driver, plan, dry_run=args.dry_run)
         text.append(f"push: {report.summary()}")
@@ -268,6 +328,12 @@ def cmd_routes_verify(args: argparse.Namespace) -> int:
     from sim.driver import EmulatedDriver
     from sim.switches import verify
 
+    if args.file and args.routes_flag and args.file != args.routes_flag:
+        raise InputError("routes verify: give the route file once (FILE, or --routes FILE)")
+    args.routes = args.file or args.routes_flag
+    if not args.routes:
+        raise InputError("routes verify: the route file to verify is missing (tectl routes "
+                         "verify FILE --fabric NAME)")  # fmt: skip
     fabric = load_fabric(args.fabric)
     health = parse_health(fabric, args.fail)
     assignment, routes = read_routes(args.routes, fabric)
@@ -341,7 +407,10 @@ def register(cli: Any) -> None:
         help="flows the relief pass tries on other paths to drain links loaded beyond capacity "
         "below the maximum, which MLU alone leaves alone (default 30,000; 0: no relief pass)",
     )
-    solve.add_argument("--out", metavar="FILE", help="write the routes as JSON")
+    solve.add_argument(
+        "--out", metavar="FILE",
+        help="write the routes: FILE.npz as compressed columns (fast, small), else JSON",
+    )  # fmt: skip
     solve.add_argument("--plot", metavar="PNG",
                        help="per-job bus bandwidth and per-tier utilisation, TE vs E-ECMP vs "
                             "ECMP")  # fmt: skip
@@ -356,9 +425,21 @@ def register(cli: Any) -> None:
     rver = rsub.add_parser("verify", help="install a route file on the emulated fabric and "
                            "check every flow forwards on its assigned path")  # fmt: skip
     add_fabric_arg(rver)
-    rver.add_argument("--routes", required=True, metavar="FILE")
-    rver.add_argument("--fail", action="append", default=[], metavar="LINK[=STATE]")
-    rver.add_argument("--json", action="store_true")
+    rver.add_argument(
+        "file",
+        nargs="?",
+        metavar="FILE",
+        help="route file (.json, or .npz columns), as `routes diff` takes them",
+    )
+    rver.add_argument("--routes", dest="routes_flag", metavar="FILE", help=argparse.SUPPRESS)
+    rver.add_argument(
+        "--fail",
+        action="append",
+        default=[],
+        metavar="LINK[=STATE]",
+        help="link down (or =0.5 degraded, SWITCH=drain); repeatable",
+    )
+    rver.add_argument("--json", action="store_true", help="machine-readable output")
     rver.set_defaults(func=cmd_routes_verify)
 
     from sim.lab.cli import register as register_lab

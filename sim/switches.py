@@ -144,8 +144,8 @@ class VerifyReport:
 
     def summary(self) -> str:
         return (
-            f"{self.flows} flows: {self.looped.size} looped, {self.dropped.size} dropped, "
-            f"{self.off_path.size} off their assigned path"
+            f"{self.flows:,} flows: {self.looped.size:,} looped, {self.dropped.size:,} dropped, "
+            f"{self.off_path.size:,} off their assigned path"
         )
 
 

@@ -81,6 +81,7 @@ class Score:
     worst_existing_delta: float  # min over running jobs of (after - before) busbw
     strategy: str = ""
     rank: int = 0  # 1 = best, in `advise` output; 0 when scored alone
+    mlu_before: float = 0.0  # TE MLU of the running jobs alone, scored the same way
 
     @property
     def mlu_ratio(self) -> float:
@@ -101,6 +102,7 @@ class _Context:
     flows: FlowSet
     path: np.ndarray
     busbw: dict[str, float] = field(default_factory=dict)
+    mlu: float = 0.0  # of the running jobs alone
 
 
 def _gpus(fabric: Fabric, request: Request) -> int:
@@ -193,7 +195,8 @@ def _context(
             path = greedy(fabric, health, flows, fixed=path)
     ctx = _Context(fabric, health, list(jobs), flows, path)
     if len(flows):
-        ctx.busbw = simulate(fabric, health, Assignment(flows, path)).job_busbw_fraction
+        alone = simulate(fabric, health, Assignment(flows, path))
+        ctx.busbw, ctx.mlu = alone.job_busbw_fraction, float(alone.mlu)
     return ctx
 
 
@@ -372,6 +375,7 @@ def _score(ctx: _Context, request: Request, hosts: tuple[int, ...], strategy: st
         new_job_busbw=after.get(CANDIDATE_ID, 1.0),
         worst_existing_delta=float(min(deltas, default=0.0)),
         strategy=strategy,
+        mlu_before=ctx.mlu,
     )
 
 

@@ -4,16 +4,23 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
+from collections.abc import Sequence
 from dataclasses import asdict
 from typing import TYPE_CHECKING
 
 from controller.errors import AdvisorError, FabricError
 
 if TYPE_CHECKING:
+    from controller.advisor.advise import Score
     from controller.cli.commands import Commands
 from controller.formats.output import Percent, Progress, emit, format_table
 from controller.model.fabric import Fabric
 from controller.model.validation import MAX_ADVICE, MAX_GPUS, MAX_SEED, flag
+
+# controller.advisor.advise.SAME_POD, spelled here so that `tectl` starts without loading the
+# solver (tests/controller/cli checks the two agree)
+SAME_POD = ("require", "prefer", "any")
 
 
 def cmd_advise(args: argparse.Namespace) -> int:
@@ -47,11 +54,14 @@ def cmd_advise(args: argparse.Namespace) -> int:
     header = ["rank", "candidate", "hosts", "pods", "racks", "cross-pod Gbps", "TE MLU",
               "MLU/bound", "new job busbw", "worst running-job change"]  # fmt: skip
     gpus = request.gpus or request.hosts * fabric.nics_per_host
+    dp = args.dp or gpus // (args.pp * args.tp)
     text = (
-        f"fabric {fabric.name}: {len(jobs)} running jobs; request {gpus} GPUs "
-        f"(dp {args.dp or '-'} pp {args.pp} tp {args.tp}, {args.pattern})\n\n"
+        f"fabric {fabric.name}: {len(jobs):,} running jobs; request {gpus:,} GPUs "
+        f"(dp {dp} x pp {args.pp} x tp {args.tp}{'' if args.dp else ', dp from --gpus'}, "
+        f"{args.pattern})\n\n"
         + format_table(header, rows)
         + "".join(f"\n#{i + 1} hosts: {_names(fabric, s.hosts)}" for i, s in enumerate(advice))
+        + ("\n\n" + mlu_note(advice) if advice else "")
     )
     data = [
         {**asdict(s), "hosts": [fabric.host_name(h) for h in s.hosts], "mlu_ratio": s.mlu_ratio}
@@ -59,6 +69,25 @@ def cmd_advise(args: argparse.Namespace) -> int:
     ]
     emit(args.json, data, text + "\n")
     return 0
+
+
+def mlu_note(advice: Sequence[Score]) -> str:
+    """What the TE MLU column measures, and the running jobs' own MLU beside it."""
+    before = advice[0].mlu_before
+    worst = max(s.te_mlu for s in advice)
+    note = (
+        "TE MLU: the most loaded link of the fabric with the job added, every flow on one path "
+        "(the advisor does not split flows into QP buckets, so it reads above `tectl solve`'s "
+        f"MLU for the same jobs). The running jobs alone: MLU {before:.4g}"
+    )
+    if worst <= before * (1 + 1e-9):
+        note += (
+            "; no candidate raises it: the most loaded links are the running jobs', and the "
+            "new job's busbw depends only on the links it uses."
+        )
+    else:
+        note += "; a candidate above it loads the hottest link further."
+    return textwrap.fill(note, 92)
 
 
 def _avoid(fabric: Fabric, names: list[str]) -> tuple[int, ...]:
@@ -92,7 +121,6 @@ def cmd_topology_export(args: argparse.Namespace) -> int:
 def register(cli: Commands) -> None:
     """Add `advise` and `topology export` to `tectl`."""
     sub, add_fabric_arg = cli.sub, cli.add_fabric_arg
-    from controller.advisor.advise import SAME_POD
     from controller.formats.topology import FORMATS
 
     adv = sub.add_parser("advise", help="where should a new job run (ranked placements)")
@@ -108,19 +136,63 @@ def register(cli: Commands) -> None:
         default=1,
         help="seed of the random job mix and of the advisor's tie-breaks",
     )
-    adv.add_argument("--fill", type=float, default=0.5, help="for --jobs random (0.5)")
-    adv.add_argument("--fail", action="append", default=[], metavar="LINK[=STATE]")
+    adv.add_argument(
+        "--fill", type=float, default=0.5,
+        help="with --jobs random: fraction of hosts the running jobs take (0.5: half, so there "
+             "is room for the new job; solve and simulate default to 1.0, a full fabric)",
+    )  # fmt: skip
+    adv.add_argument(
+        "--fail",
+        action="append",
+        default=[],
+        metavar="LINK[=STATE]",
+        help="link down (or =0.5 degraded, SWITCH=drain) while advising; repeatable",
+    )
     size = adv.add_mutually_exclusive_group(required=True)
-    size.add_argument("--gpus", type=flag(int, 1, MAX_GPUS))
+    size.add_argument(
+        "--gpus",
+        type=flag(int, 1, MAX_GPUS),
+        help="GPUs the new job needs: a multiple of the GPUs per host",
+    )
     size.add_argument("--hosts", type=flag(int, 1, MAX_GPUS), help="instead of --gpus: whole hosts")
-    adv.add_argument("--dp", type=flag(int, 0, MAX_GPUS), default=0, help="0: gpus / (pp * tp)")
-    adv.add_argument("--pp", type=flag(int, 1, MAX_GPUS), default=1)
-    adv.add_argument("--tp", type=flag(int, 1, MAX_GPUS), default=1)
-    adv.add_argument("--pattern", default="ring", choices=("ring", "alltoall", "pipeline"))
-    adv.add_argument("--same-pod", default="prefer", choices=SAME_POD)
-    adv.add_argument("--avoid", nargs="*", default=[], metavar="HOST")
-    adv.add_argument("--top", type=flag(int, 1, MAX_ADVICE), default=3)
-    adv.add_argument("--json", action="store_true")
+    adv.add_argument(
+        "--dp",
+        type=flag(int, 0, MAX_GPUS),
+        default=0,
+        help="data-parallel degree (0, the default: GPUs / (pp x tp))",
+    )
+    adv.add_argument(
+        "--pp", type=flag(int, 1, MAX_GPUS), default=1, help="pipeline-parallel degree (1)"
+    )
+    adv.add_argument(
+        "--tp",
+        type=flag(int, 1, MAX_GPUS),
+        default=1,
+        help="tensor-parallel degree, inside a host (1)",
+    )
+    adv.add_argument(
+        "--pattern",
+        default="ring",
+        choices=("ring", "alltoall", "pipeline"),
+        help="the new job's collective traffic (ring)",
+    )
+    adv.add_argument(
+        "--same-pod",
+        default="prefer",
+        choices=SAME_POD,
+        help="require: one pod or no advice; prefer (default): across pods only "
+        "when no pod fits; any: candidates across pods too",
+    )
+    adv.add_argument(
+        "--avoid", nargs="*", default=[], metavar="HOST", help="hosts the new job must not use"
+    )
+    adv.add_argument(
+        "--top",
+        type=flag(int, 1, MAX_ADVICE),
+        default=3,
+        help=f"candidates to show, best first (3; at most {MAX_ADVICE})",
+    )
+    adv.add_argument("--json", action="store_true", help="machine-readable output")
     adv.set_defaults(func=cmd_advise)  # fmt: skip
 
     topo = sub.add_parser("topology", help="the fabric's hierarchy for schedulers")

@@ -27,6 +27,7 @@ class Commands:
 
     sub: argparse._SubParsersAction
     groups: dict[str, argparse._SubParsersAction] = field(default_factory=dict)
+    root: argparse.ArgumentParser = field(default_factory=argparse.ArgumentParser)  # tectl
 
     @staticmethod
     def add_fabric_arg(p: argparse.ArgumentParser) -> None:

@@ -23,17 +23,31 @@ __all__ = ["EXIT_FAIL", "EXIT_OK", "EXIT_USAGE", "Commands", "build_parser", "ma
 COMMANDS_GROUP = "fabric_te.commands"
 
 
+def version() -> str:
+    """The installed fabric-te's version ("unknown" when run from a tree not installed)."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        return installed("fabric-te")
+    except PackageNotFoundError:
+        return "unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    from controller.cli import advise, certs, offline, service
+    from controller.cli import advise, certs, completion, offline, service
 
     parser = argparse.ArgumentParser(
         prog="tectl", description="fabric-te: traffic engineering for AI-training fabrics"
     )
-    cli = Commands(parser.add_subparsers(dest="command", required=True, metavar="COMMAND"))
+    parser.add_argument("--version", action="version", version=f"tectl (fabric-te) {version()}")
+    cli = Commands(parser.add_subparsers(dest="command", required=True, metavar="COMMAND"),
+                   root=parser)  # fmt: skip
     offline.register(cli)
     service.register(cli)
     advise.register(cli)
     certs.register(cli)
+    completion.register(cli)
     for ep in sorted(entry_points(group=COMMANDS_GROUP), key=lambda ep: ep.name):
         ep.load()(cli)
     return parser

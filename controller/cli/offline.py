@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from controller.formats.output import emit, format_table
+from controller.formats.output import Progress, counts_text, emit, format_table, plural
 from controller.model.flows import ALL_QPS
+
+EXIT_SAME, EXIT_DIFFERENT = 0, 1  # `routes diff`, as diff(1); errors exit 2
 
 if TYPE_CHECKING:
     from controller.cli.commands import Commands
@@ -23,26 +25,40 @@ def cmd_fabric_show(args: argparse.Namespace) -> int:
 
 
 def cmd_routes_diff(args: argparse.Namespace) -> int:
+    """Exit 0 when the files hold the same routes, 1 when they differ (as diff(1) does)."""
     from controller.formats.fabric_file import load_fabric
     from controller.formats.route_file import read_routes
-    from controller.routes.plan import diff
+    from controller.routes.plan import STAGE_NAMES, diff
 
+    progress = Progress(quiet=args.json)
     fabric = load_fabric(args.fabric)
-    _, old = read_routes(args.old, fabric)
-    _, new = read_routes(args.new, fabric)
-    plan = diff(old, new, fabric)
-    lines = [f"{len(plan)} operations in {len(plan.stages)} stages: {plan.counts()}"]
+    with progress.stage(f"reading {args.old}"):
+        _, old = read_routes(args.old, fabric)
+    with progress.stage(f"reading {args.new}"):
+        _, new = read_routes(args.new, fabric)
+    with progress.stage("diff"):
+        plan = diff(old, new, fabric)
+    stages = sum(1 for stage in plan.stages if stage)
+    lines = [
+        f"{plural(len(plan), 'operation')} in {plural(stages, 'stage')} "
+        f"({counts_text(plan.counts())})"
+        if len(plan) else "same routes: no operations"
+    ]  # fmt: skip
+    links, hosts = fabric.link_names, fabric.node_names
     for stage_no, batch in plan.batches():
         for op in batch.ops:
             e = op.entry
             lines.append(
-                f"  [{stage_no}] {batch.switch}: {type(op).__name__.lower()} "
-                f"{fabric.link_name(e.in_port)} -> {fabric.host_name(e.dst_host)} "
+                f"  [{stage_no} {STAGE_NAMES[stage_no]}] {batch.switch}: "
+                f"{type(op).__name__.lower()} "
+                f"{links[e.in_port]} -> {hosts[e.dst_host]} "
                 + (f"qp {e.qp} " if e.qp != ALL_QPS else "")
-                + f"via {fabric.link_name(e.next_hop)}"
+                + f"via {links[e.next_hop]}"
             )
-    emit(args.json, {"counts": plan.counts(), "stages": len(plan.stages)}, "\n".join(lines) + "\n")
-    return 0
+    data = {"same": not len(plan), "operations": len(plan), "counts": plan.counts(),
+            "stages": stages}  # fmt: skip
+    emit(args.json, data, "\n".join(lines) + "\n")
+    return EXIT_SAME if not len(plan) else EXIT_DIFFERENT
 
 
 def register(cli: Commands) -> None:
@@ -57,9 +73,13 @@ def register(cli: Commands) -> None:
     routes = cli.sub.add_parser("routes", help="route files and installed routes")
     rsub = routes.add_subparsers(dest="routes_command", required=True, metavar="SUBCOMMAND")
     cli.groups["routes"] = rsub
-    rdiff = rsub.add_parser("diff", help="operations to go from OLD to NEW, in safe order")
+    rdiff = rsub.add_parser(
+        "diff",
+        help="operations to go from OLD to NEW, in safe order; exits 0 when the files hold "
+        "the same routes, 1 when they differ, 2 on an error (as diff does)",
+    )
     cli.add_fabric_arg(rdiff)
-    rdiff.add_argument("old")
-    rdiff.add_argument("new")
-    rdiff.add_argument("--json", action="store_true")
+    rdiff.add_argument("old", metavar="OLD", help="route file (.json, or .npz columns)")
+    rdiff.add_argument("new", metavar="NEW", help="route file (.json, or .npz columns)")
+    rdiff.add_argument("--json", action="store_true", help="machine-readable output")
     rdiff.set_defaults(func=cmd_routes_diff)

@@ -8,6 +8,7 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -143,7 +144,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def cmd_job_put(args: argparse.Namespace) -> int:
     from controller.errors import JobError
-    from controller.formats.placement import check_job_entry
+    from controller.formats.placement import all_problems, check_job_entry
     from controller.model.documents import read_document
 
     api()  # a one-line error, before the file is read
@@ -151,12 +152,14 @@ def cmd_job_put(args: argparse.Namespace) -> int:
     jobs = doc.get("jobs") if isinstance(doc, dict) else None
     if not isinstance(jobs, list) or set(doc) != {"jobs"}:
         raise InputError(f'{args.file}: expected {{"jobs": [...]}}')
-    entries = []
+    entries, problems = [], []
     for i, job in enumerate(jobs):  # every job checked before the first is sent
         try:
             entries.append(check_job_entry(job, f"jobs[{i}]"))
         except JobError as err:
-            raise JobError(f"{args.file}: {err}") from None
+            problems.append((err.field or f"jobs[{i}]", err.detail or str(err)))
+    if problems:
+        raise all_problems(str(args.file), problems)
     with _client(args) as client:  # the file is checked before any connection is made
         for entry in entries:
             print(f"{entry['id']}: generation {client.put_job(entry)}")
@@ -240,9 +243,32 @@ def _structured(args: argparse.Namespace, data: Any) -> bool:
 
 
 def cmd_link(args: argparse.Namespace) -> int:
+    from controller.model.health import factor_state, link_changes
+
+    if args.change == ["ls"]:
+        return cmd_link_ls(args)
+    extra = [] if args.fraction is None else [str(args.fraction)]
+    changes = link_changes(args.change + extra)
     with _client(args) as client:
-        version = client.report_link(args.link, args.state, args.fraction)
-    print(f"accepted; state version {version}")
+        for name, factor in changes:
+            state, fraction = factor_state(factor)
+            version = client.report_link(name, state, fraction)
+            print(f"{name}={state if fraction is None else f'{fraction:g}'}: accepted; state "
+                  f"version {version}")  # fmt: skip
+    return 0
+
+
+def cmd_link_ls(args: argparse.Namespace) -> int:
+    """`tectl link ls`: the links not fully up, as the controller's inputs say."""
+    with _client(args) as client:
+        links = client.status()["links"]
+    if _structured(args, links):
+        return 0
+    if not links:
+        print("every link is up")
+    for link in links:
+        f = link["fraction"]
+        print(f"{link['link']}\t{'down' if f == 0 else f'degraded to {f:g} of capacity'}")
     return 0
 
 
@@ -272,7 +298,7 @@ def _show(client: Client, args: argparse.Namespace) -> None:
     sys.stdout.flush()
 
 
-def _watch(client: Client, since: int, switches: set[str]) -> None:
+def _watch(client: Client, since: int, switches: Collection[str] = ()) -> None:
     """Print the watch (only `switches`' entries, when named); the client resumes it when the
     server drops it for falling behind."""
     first_chunk = True
@@ -290,11 +316,11 @@ def _watch(client: Client, since: int, switches: set[str]) -> None:
         elif isinstance(event, Delta):
             lines = [_entry_line("+ ", e) for e in event.added if _shown(e, switches)]
             lines += [_entry_line("- ", e) for e in event.removed if _shown(e, switches)]
-            if lines:
+            if lines or not switches:  # filtered: a delta of other switches says nothing
                 print("\n".join([f"# delta version {event.version}", *lines]), flush=True)
 
 
-def _shown(e: RouteLine, switches: set[str]) -> bool:
+def _shown(e: RouteLine, switches: Collection[str]) -> bool:
     return not switches or e.switch in switches
 
 
@@ -467,13 +493,24 @@ def register(cli: Commands) -> None:
     describe.add_argument("id")
     describe.set_defaults(func=cmd_job_describe)
 
-    link = client(sub.add_parser("link", help="report a link's state to a running controller"))
-    link.add_argument("state", choices=("down", "up", "degrade"))
-    link.add_argument("link", help="link name, e.g. rtsw-p0-r3:ctsw-p0-c2")
+    link = client(sub.add_parser(
+        "link", help="report links' states to a running controller: LINK=down, LINK=up or "
+        "LINK=0.5 (the fraction of capacity left), as --fail spells them",
+        description="Report links' states: tectl link rtsw-p0-r3:ctsw-p0-c2=0.5 (degraded to "
+        "half), ...=down, ...=up; several at once. The older `link down LINK`, `link up "
+        "LINK` and `link degrade LINK FRACTION` are taken too. `tectl link ls` lists the "
+        "links not fully up.",
+    ))  # fmt: skip
     link.add_argument(
-        "fraction", nargs="?", type=flag(float, 0, 1), help="for degrade: capacity left"
+        "change",
+        nargs="+",
+        metavar="LINK=STATE",
+        help="e.g. rtsw-p0-r3:ctsw-p0-c2=0.5; STATE: down, up or a fraction",
     )
-    link.set_defaults(func=cmd_link)
+    link.add_argument(
+        "--fraction", "--factor", type=flag(float, 0, 1), default=None, help=argparse.SUPPRESS
+    )  # `link degrade LINK --factor F`, as lab took it
+    _output(link).set_defaults(func=cmd_link)
 
     _output(client(sub.add_parser("status", help="controller status"))).set_defaults(
         func=cmd_status

@@ -72,11 +72,17 @@ class PushReport:
         return tuple(r for r in self.results if r.status in (FAILED, TIMEOUT))
 
     def summary(self) -> str:
+        stages = sum(1 for stage in self.plan.stages if stage)
         if self.dry_run:
-            return f"dry run: {len(self.plan)} ops in {len(self.plan.stages)} stages"
+            return f"dry run: {len(self.plan):,} operations in {stages} stages"
+        if not len(self.plan):
+            return "nothing to change: the switches already hold these routes"
+        touched = len(self.plan.switches())
+        busy = [i for i, stage in enumerate(self.plan.stages) if stage]  # stages with batches
+        done = sum(1 for i in busy if i < self.stages_applied)
         text = (
-            f"{self.stages_applied}/{len(self.plan.stages)} stages applied, "
-            f"{len(self.installed)} entries read back"
+            f"{len(self.plan):,} operations on {touched:,} switches, {done}/{len(busy)} stages "
+            f"applied; {len(self.installed):,} entries read back from those switches"
         )
         for r in self.failed:
             text += f"; {r.switch} {r.status} after {r.attempts} attempt(s): {r.error}"

@@ -51,9 +51,26 @@ def _cell(value: object) -> str:
         return f"{value:.4g}" if abs(value) < 1 else f"{value:.3f}".rstrip("0").rstrip(".")
     if value is None:
         return "-"
-    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10_000:
-        return f"{value:,}"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"  # thousands separated from 1,000 on, as `number` writes counts
     return str(value)
+
+
+def number(value: int | float) -> str:
+    """A count as operators read it: thousands separated (61,824), whatever its size."""
+    if isinstance(value, float) and not value.is_integer():
+        return f"{value:,.4g}"
+    return f"{int(value):,}"
+
+
+def plural(n: int, word: str) -> str:
+    """'1 stage', '7 stages', '61,824 operations'."""
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
+def counts_text(counts: Mapping[str, int | float]) -> str:
+    """Named counts as text ("add 61,824, replace 0, delete 0"), never a Python repr."""
+    return ", ".join(f"{name} {number(n)}" for name, n in counts.items())
 
 
 def format_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:

@@ -139,31 +139,42 @@ def parse_placement(fabric: Fabric, data: Any, source: str = "<placement>") -> l
         raise _fail(source, "jobs", f"must be a list of jobs, got {validation.shown(entries)}")
     jobs: list[Job] = []
     seen_ids: dict[str, int] = {}
-    owner: dict[int, tuple[int, int]] = {}  # host -> (job index, position in its hosts)
+    owner: dict[int, tuple[str, int, int]] = {}  # host -> (job id, job index, position)
+    problems: list[tuple[str, str]] = []  # (field, what is wrong): every job is checked
     for k, entry in enumerate(entries):
         try:
             job = parse_job(fabric, entry, f"jobs[{k}]")
         except JobError as err:
-            raise _fail(source, err.field or "jobs", err.detail) from None
+            problems.append((err.field or "jobs", err.detail))
+            continue
         if job.id in seen_ids:
-            raise _fail(
-                source,
-                f"jobs[{k}].id",
-                f"duplicate job id {job.id!r} (also jobs[{seen_ids[job.id]}])",
+            problems.append(
+                (f"jobs[{k}].id", f"duplicate job id {job.id!r} (also jobs[{seen_ids[job.id]}])")
             )
+            continue
         seen_ids[job.id] = k
         for i, host in enumerate(job.hosts):
             if host in owner:
-                other, at = owner[host]
-                raise _fail(
-                    source,
+                other_id, other, at = owner[host]
+                problems.append((
                     f"jobs[{k}].hosts[{i}]",
                     f"duplicate GPU: host {fabric.host_name(host)!r} is already in job "
-                    f"{jobs[other].id!r} (jobs[{other}].hosts[{at}])",
-                )
-            owner[host] = (k, i)
+                    f"{other_id!r} (jobs[{other}].hosts[{at}])",
+                ))  # fmt: skip
+                break
+            owner[host] = (job.id, k, i)
         jobs.append(job)
+    if problems:
+        raise all_problems(source, problems)
     return jobs
+
+
+def all_problems(source: str, problems: Sequence[tuple[str, str]]) -> JobError:
+    """One JobError for every (field, problem) of a file, up to validation.MAX_REPORTED, one
+    a line; its `field` is the first one's, its message starts as a single problem's would."""
+    lines = validation.report([f"{field}: {detail}" for field, detail in problems])
+    field, _ = problems[0]
+    return _fail(source, field, lines.removeprefix(f"{field}: "))
 
 
 def load_placement(fabric: Fabric, path: str | Path) -> list[Job]:

@@ -18,6 +18,7 @@ hashing and simulation can work on whole arrays at once.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -331,12 +332,45 @@ class Fabric:
         return f"{a}>{b}" if arc % 2 == 0 else f"{b}>{a}"
 
     @cached_property
+    def node_names(self) -> tuple[str, ...]:
+        """The name of every node, by node id (hosts, NICs, RTSWs, CTSWs, ATSWs)."""
+        hosts = [self.host_name(h) for h in range(self.num_hosts)]
+        nics = [f"{host}/nic{n}" for host in hosts for n in range(self.nics_per_host)]
+        return (
+            *hosts, *nics,
+            *(self.rtsw_name(i) for i in range(self.num_rtsws)),
+            *(self.ctsw_name(i) for i in range(self.num_ctsws)),
+            *(self.atsw_name(i) for i in range(self.num_atsws)),
+        )  # fmt: skip
+
+    @cached_property
+    def link_names(self) -> tuple[str, ...]:
+        """The name of every link, by link id (`link_name` of each, made at once)."""
+        names = self.node_names
+        lo, hi = self.link_ends
+        out = [f"{names[a]}:{names[b]}" for a, b in zip(lo.tolist(), hi.tolist(), strict=True)]
+        for base, end, members in ((self.rack_base, self.agg_base, self.rack_links),
+                                   (self.agg_base, self.num_links, self.agg_links)):  # fmt: skip
+            if members > 1:
+                for link in range(base, end):
+                    out[link] += f"#{(link - base) % members}"
+        return tuple(out)
+
+    @cached_property
     def _link_index(self) -> dict[str, int]:
-        return {self.link_name(link): link for link in range(self.num_links)}
+        return {name: link for link, name in enumerate(self.link_names)}
 
     @cached_property
     def _node_index(self) -> dict[str, int]:
-        return {self.node_name(node): node for node in range(self.num_nodes)}
+        return {name: node for node, name in enumerate(self.node_names)}
+
+    def link_index(self) -> Mapping[str, int]:
+        """Link ids by canonical name ('lower:upper[#m]'; `link_by_name` takes 'b:a' too)."""
+        return self._link_index
+
+    def node_index(self) -> Mapping[str, int]:
+        """Node ids by name."""
+        return self._node_index
 
     def link_by_name(self, name: str) -> int:
         """Link id for a link name; 'a:b' and 'b:a' are both accepted."""

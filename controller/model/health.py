@@ -7,7 +7,7 @@ A drained switch is all of its links set to 0.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -58,11 +58,72 @@ class LinkHealth:
         return np.flatnonzero((self.factor > 0.0) & (self.factor < 1.0))
 
 
+LINK_VERBS = ("down", "up", "degrade")  # `tectl link VERB LINK [FRACTION]`, the older form
+
+
+def link_factor(name: str, state: str) -> float:
+    """A link's capacity factor from the one spelling every command takes after `LINK=`:
+    'down' (0), 'up' (1) or the fraction of capacity left ('0.5': degraded to half)."""
+    state = state.strip().lower()
+    if state == "down":
+        return 0.0
+    if state == "up":
+        return 1.0
+    try:
+        value = float(state)
+    except ValueError:
+        raise FabricError(
+            f"bad link state {state!r} for {name!r}: use down, up or the fraction of capacity "
+            "left (LINK=0.5)"
+        ) from None
+    return validation.fraction(value, name, FabricError)
+
+
+def link_changes(words: Sequence[str]) -> list[tuple[str, float]]:
+    """(link name, capacity factor) from a command line: 'LINK=STATE' words (as --fail
+    takes them; see `link_factor`), or the older forms 'down LINK', 'up LINK' and
+    'degrade LINK FRACTION' (also 'degrade LINK=FRACTION')."""
+    words = list(words)
+    if words and words[0] in LINK_VERBS:
+        verb, rest = words[0], words[1:]
+        if verb == "degrade" and len(rest) == 1 and "=" in rest[0]:
+            name, _, value = rest[0].partition("=")
+            return [(name, link_factor(name, value))]
+        if verb == "degrade" and len(rest) == 2:
+            return [(rest[0], link_factor(rest[0], rest[1]))]
+        if verb != "degrade" and len(rest) == 1:
+            return [(rest[0], 0.0 if verb == "down" else 1.0)]
+        usage = "degrade LINK FRACTION" if verb == "degrade" else f"{verb} LINK"
+        raise FabricError(f"expected `{usage}` or LINK=STATE, got {' '.join(words)!r}")
+    out = []
+    for word in words:
+        name, eq, state = word.partition("=")
+        if not eq:
+            raise FabricError(
+                f"{word!r}: give the link's state as LINK=down, LINK=up or LINK=0.5 (the "
+                "fraction of capacity left)"
+            )
+        out.append((name, link_factor(name, state)))
+    if not out:
+        raise FabricError("no link given: LINK=down, LINK=up or LINK=0.5")
+    return out
+
+
+def factor_state(factor: float) -> tuple[str, float | None]:
+    """A capacity factor as a link report: ('down', None), ('up', None) or ('degrade', f)."""
+    if factor == 0.0:
+        return "down", None
+    if factor == 1.0:
+        return "up", None
+    return "degrade", factor
+
+
 def parse_health(
     fabric: Fabric, specs: Iterable[str], base: LinkHealth | None = None
 ) -> LinkHealth:
     """Apply textual health specs: 'LINK' or 'LINK=down' (down), 'LINK=up', 'LINK=0.5'
-    (degraded to half), 'SWITCH=drain' (every link of a switch down)."""
+    (degraded to half), 'SWITCH=drain' (every link of a switch down); 'LINK=degrade:0.5'
+    is taken too."""
     health = base or LinkHealth.all_up(fabric)
     updates: dict[int, float] = {}
     for spec in specs:
@@ -72,19 +133,7 @@ def parse_health(
             updates.update({int(link): 0.0 for link in fabric.switch_links(name)})
             continue
         link = fabric.link_by_name(name)
-        if state == "down":
-            updates[link] = 0.0
-        elif state == "up":
-            updates[link] = 1.0
-        else:
-            try:
-                value = float(state)
-            except ValueError:
-                raise FabricError(
-                    f"bad health state {state!r} for {name!r}: use down, up, drain or a "
-                    "fraction in [0, 1]"
-                ) from None
-            updates[link] = validation.fraction(value, name, FabricError)
+        updates[link] = link_factor(name, state.removeprefix("degrade:"))
     return health.with_factors(updates)
 
 

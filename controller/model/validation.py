@@ -64,6 +64,26 @@ MAX_SEED = 2**32 - 1
 MAX_DOCUMENT_BYTES = 256 << 20  # one file (fabric, placement, routes, driver table)
 
 
+MAX_REPORTED = 20  # problems one error lists, each on its own line, before "and N more"
+
+
+def report(problems: Sequence[str], total: int | None = None) -> str:
+    """Up to MAX_REPORTED problems ("field: what is wrong"), one a line, and how many more
+    there are of `total` (default: len(problems))."""
+    total = len(problems) if total is None else total
+    shown_ = list(problems[:MAX_REPORTED])
+    more = total - len(shown_)
+    if more > 0:
+        shown_.append(f"... and {more:,} more")
+    return "\n  ".join(shown_)
+
+
+def fail_all(err: type[FabricTeError], problems: Sequence[str], total: int | None = None) -> None:
+    """Raise `err` listing `problems` (see `report`); nothing when there are none."""
+    if problems:
+        raise err(report(problems, total))
+
+
 def fail(err: type[FabricTeError], field: str, message: str) -> NoReturn:
     """Raise `err` for `field`; a JobError also records `field` and the bare message."""
     if issubclass(err, JobError):

@@ -12,6 +12,7 @@ import numpy as np
 from controller.formats.output import emit
 from controller.model.assignment import Assignment
 from controller.model.fabric import Fabric
+from controller.model.validation import flag
 from controller.routes.tables import RouteSet
 
 DEFAULT_LAB = "fte"
@@ -89,20 +90,34 @@ def lab_fabric(name: str) -> Fabric:
 
 def cmd_link(args: argparse.Namespace) -> int:
     from controller.drivers.linux_plan import LabPlan
+    from controller.model.health import factor_state, link_changes
     from sim.lab.links import set_link
 
+    words = list(args.change)
+    if args.factor is not None:
+        words.append(str(args.factor))
+    elif len(words) == 2 and words[0] == "degrade" and "=" not in words[1]:
+        words.append("0.5")  # `lab link degrade LINK` meant half before FRACTION was asked
+    changes = link_changes(words)
     fabric = lab_fabric(args.name)
-    link = fabric.link_by_name(args.link)
-    set_link(LabPlan(fabric, args.name), link, args.state, rate=args.rate)
-    text = f"lab {args.name}: {fabric.link_name(link)} {args.state}"
-    if args.controller:
-        report_link(args.controller, fabric.link_name(link), args.state, args.factor)
-        text += f"; reported to {args.controller}"
-    emit(args.json, {"link": fabric.link_name(link), "state": args.state}, text + "\n")
+    plan = LabPlan(fabric, args.name)
+    lines, data = [], []
+    for name, factor in changes:
+        link = fabric.link_by_name(name)
+        state, fraction = factor_state(factor)
+        set_link(plan, link, state, rate=args.rate)
+        shown = f"{fabric.link_name(link)}={state if fraction is None else f'{fraction:g}'}"
+        text = f"lab {args.name}: {shown}"
+        if args.controller:
+            report_link(args.controller, fabric.link_name(link), state, fraction)
+            text += f"; reported to {args.controller}"
+        lines.append(text)
+        data.append({"link": fabric.link_name(link), "state": state, "fraction": factor})
+    emit(args.json, data, "\n".join(lines) + "\n")
     return 0
 
 
-def report_link(address: str, link: str, state: str, factor: float) -> None:
+def report_link(address: str, link: str, state: str, factor: float | None) -> None:
     """Tell a running controller about the change, as `tectl link` does (TLS or plaintext
     from the FABRIC_TE_* settings)."""
     from controller.errors import InputError, LabError
@@ -166,7 +181,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     down = health.down_links().size
     data = {"entries": len(routes), "links_down": int(down), "bucket_flows": buckets,
             **asdict(report), "ok": report.ok}  # fmt: skip
-    text = (f"{down} links down; {len(routes)} TE entries installed; {report.summary()} "
+    text = (f"{down} links down; {len(routes):,} TE entries installed; {report.summary()} "
             f"({buckets} of them QP buckets)\n")  # fmt: skip
     text += "".join(f"  {p}\n" for p in report.problems[:20])
     emit(args.json, data, text)
@@ -206,13 +221,19 @@ def register(cli: Any) -> None:
     verify.add_argument("--sample", type=int, default=64, help="flows to check (64)")
     verify.add_argument("--packets", type=int, default=20, help="packets per flow (20)")
     verify.set_defaults(func=cmd_verify)
-    link = group.add_parser("link", help="set a lab link down, up or degraded")
-    link.add_argument("state", choices=("down", "up", "degrade"))
-    link.add_argument("link", help="fabric link name, e.g. rtsw-p0-r0:ctsw-p0-c1")
+    link = group.add_parser(
+        "link", help="set lab links down, up or degraded: LINK=down, LINK=up or LINK=0.5, as "
+        "--fail and `tectl link` spell them",
+        description="Set lab links: tectl lab link rtsw-p0-r0:ctsw-p0-c1=0.5 --name fte (a tc "
+        "rate limit, reported as half the capacity). The older `lab link down|up LINK` and "
+        "`lab link degrade LINK [--factor F]` are taken too.",
+    )  # fmt: skip
+    link.add_argument("change", nargs="+", metavar="LINK=STATE",
+                      help="e.g. rtsw-p0-r0:ctsw-p0-c1=0.5; STATE: down, up or a fraction")
     common(link)
-    link.add_argument("--rate", default="1gbit", help="tc rate for degrade (1gbit)")
-    link.add_argument("--factor", type=float, default=0.5,
-                      help="capacity factor reported for degrade (0.5)")  # fmt: skip
+    link.add_argument("--rate", default="1gbit", help="tc rate of a degraded link (1gbit)")
+    link.add_argument("--factor", "--fraction", type=flag(float, 0, 1), default=None,
+                      help=argparse.SUPPRESS)  # the older `degrade LINK --factor F`
     link.add_argument("--controller", metavar="ADDR",
                       help="also report the change to the controller at ADDR")  # fmt: skip
     link.set_defaults(func=cmd_link)

@@ -54,7 +54,7 @@ FUZZ = settings(
 )
 
 TINY = build(PRESETS["tiny"])
-MESSAGE = 800  # an error message is one readable line, whatever the input
+MESSAGE = 800  # each line of an error message is readable, whatever the input
 
 JUNK = st.one_of(
     st.none(),
@@ -138,7 +138,10 @@ def _load(raw: bytes, suffix: str, load: Callable[[Path], Any], errors: type[Exc
             return load(path)
         except errors as err:
             assert str(err).startswith(f"{path}: "), err
-            assert len(f"{path}: ") < len(str(err)) < len(f"{path}: ") + MESSAGE
+            lines = str(err).split("\n")  # every problem of the file, one a line, up to a cap
+            assert len(f"{path}: ") < len(lines[0]) < len(f"{path}: ") + MESSAGE
+            assert all(len(line) < MESSAGE for line in lines[1:])
+            assert len(lines) <= validation.MAX_REPORTED + 1
             return None
 
 

@@ -40,8 +40,9 @@ def test_solve_apply_and_route_files(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert data["apply"]["push_ok"] and data["apply"]["verify_ok"]
     # the same jobs with a link down: a different route file, a non-empty diff
     _json(capsys, [*base, "--out", str(new), "--fail", "rtsw-p0-r0:ctsw-p0-c0"])
-    diff = _json(capsys, ["routes", "diff", str(old), str(new), "--fabric", "small", "--json"])
-    assert sum(diff["counts"].values()) > 0
+    assert main(["routes", "diff", str(old), str(new), "--fabric", "small", "--json"]) == 1
+    diff = json.loads(capsys.readouterr().out)
+    assert sum(diff["counts"].values()) == diff["operations"] > 0 and not diff["same"]
     verify = _json(capsys, ["routes", "verify", "--fabric", "small", "--routes", str(new),
                             "--fail", "rtsw-p0-r0:ctsw-p0-c0", "--json"])  # fmt: skip
     assert verify["ok"]
@@ -149,7 +150,7 @@ def test_solve_reports_the_table_budget_and_what_it_leaves_on_ecmp(
     fabric.write_text(json.dumps({"preset": "small", "te_entries": {"rtsw": 3}}))
     assert main(["solve", "--fabric", str(fabric), "--seed", "2", "--fail-random", "1"]) == 0
     out = capsys.readouterr().out
-    assert "rtsw 3/3, ctsw" in out and "/2048, atsw" in out
+    assert "rtsw 3/3, ctsw" in out and "/2,048, atsw" in out
     te = _json(capsys, ["solve", "--fabric", str(fabric), "--seed", "2", "--json"])["te"]
     assert te["te_entries_max_rtsw"] <= 3 and te["te_entries_budget_rtsw"] == 3
     assert te["fallback_ecmp"] > 0
@@ -190,3 +191,162 @@ def test_solve_relief_tries_reaches_the_relief_pass(
     with pytest.raises(SystemExit):
         main([*base, "--relief-tries", "-1"])
     assert "--relief-tries" in capsys.readouterr().err
+
+
+def test_routes_verify_takes_the_file_as_routes_diff_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    routes = tmp_path / "r.npz"
+    _json(capsys, ["solve", "--fabric", "tiny", "--json", "--out", str(routes)])
+    new = _json(capsys, ["routes", "verify", str(routes), "--fabric", "tiny", "--json"])
+    old = _json(capsys, ["routes", "verify", "--fabric", "tiny", "--routes", str(routes), "--json"])
+    assert new == old and new["ok"]
+    assert main(["routes", "verify", "--fabric", "tiny"]) == 2
+    assert "the route file to verify is missing" in capsys.readouterr().err
+
+
+def test_fail_random_names_the_links_it_took_down(capsys: pytest.CaptureFixture[str]) -> None:
+    from controller.model.clos import PRESETS, build
+    from controller.model.health import random_failures
+
+    small = build(PRESETS["small"])
+    argv = ["simulate", "--fabric", "small", "--seed", "3", "--fail-random", "2",
+            "--fail", "rtsw-p0-r1:ctsw-p0-c1=0.5"]  # fmt: skip
+    data = _json(capsys, [*argv, "--json"])
+    expected = [small.link_name(link) for link in random_failures(small, 2, 3).down_links()]
+    assert data["links_down"] == expected and len(expected) == 2 * small.pods
+    assert data["links_degraded"] == {"rtsw-p0-r1:ctsw-p0-c1": 0.5}
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1] == "links down: " + " ".join(expected)
+    assert lines[2] == "links degraded: rtsw-p0-r1:ctsw-p0-c1=0.5"
+
+
+def test_jobs_out_writes_what_jobs_and_job_put_take(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    jobs = tmp_path / "jobs.json"
+    base = ["simulate", "--fabric", "small", "--seed", "4", "--json"]
+    mixed = _json(capsys, [*base, "--jobs", "random", "--jobs-out", str(jobs)])
+    again = _json(capsys, [*base, "--jobs", str(jobs)])
+    for data in (mixed, again):
+        for row in data["rows"]:
+            del row["seconds"]
+    assert again == mixed  # the same jobs, so the same flows and the same figures
+    ids = [job["id"] for job in json.loads(jobs.read_text())["jobs"]]
+    assert len(ids) > 1
+    # `tectl job put` takes the file as it is
+    from controller.model.clos import PRESETS, build
+    from controller.service.engine import Engine
+    from controller.service.server import start
+    from sim.driver import EmulatedDriver
+
+    small = build(PRESETS["small"])
+    running = start(Engine(small, EmulatedDriver(small), debounce=0.01), "127.0.0.1:0")
+    try:
+        server = ["--server", f"127.0.0.1:{running.port}", "--insecure"]
+        assert main(["job", "put", str(jobs), *server]) == 0
+        assert main(["job", "ls", *server]) == 0
+        listed = [line.split("\t")[0] for line in capsys.readouterr().out.splitlines()]
+        assert sorted(ids) == sorted(set(listed) & set(ids)) and len(listed) >= len(ids)
+    finally:
+        running.stop(grace=0.5)
+    assert main([*base, "--jobs-out", str(tmp_path / "no" / "such" / "dir.json")]) == 2
+    assert "--jobs-out: cannot write" in capsys.readouterr().err
+
+
+def test_the_readme_sample_job_needs_te_entries(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import re
+
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    sample = re.search(r"Jobs files are JSON:\n\n```json\n(.*?)```", readme, re.S)
+    assert sample, "the README's sample jobs file"
+    jobs = tmp_path / "jobs.json"
+    jobs.write_text(sample.group(1))
+    data = _json(capsys, ["solve", "--fabric", "pod", "--jobs", str(jobs), "--json",
+                          "--out", str(tmp_path / "r.npz")])  # fmt: skip
+    assert data["routes"]["entries"] > 0
+    assert data["rows"][0]["method"] == "fabric-te"
+
+
+def test_advise_says_what_it_measures(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["advise", "--fabric", "small", "--gpus", "16", "--tp", "4", "--seed", "2"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    head = out.splitlines()[0]
+    assert "(dp 4 x pp 1 x tp 4, dp from --gpus, ring)" in head and "dp -" not in head
+    note = " ".join(out.split("\n\n")[-1].split())
+    data = _json(capsys, [*argv, "--json"])
+    before = data[0]["mlu_before"]
+    assert note.startswith("TE MLU: the most loaded link of the fabric with the job added")
+    assert f"The running jobs alone: MLU {before:.4g}" in note
+    if all(s["te_mlu"] <= before * (1 + 1e-9) for s in data):
+        assert "no candidate raises it" in note
+    assert all(s["te_mlu"] >= before * (1 - 1e-9) for s in data)  # adding a job never lowers it
+
+
+def test_advise_options_all_have_help() -> None:
+    import argparse
+
+    from controller.advisor.advise import SAME_POD
+    from controller.cli import advise
+    from controller.cli.main import build_parser
+
+    assert advise.SAME_POD == SAME_POD  # spelled in the CLI so tectl starts without the solver
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    parser = sub.choices["advise"]
+    bare = [a.option_strings[0] for a in parser._actions if a.option_strings and not a.help]
+    assert bare == []
+    fill = next(a for a in parser._actions if "--fill" in a.option_strings)
+    assert fill.help and "room for the new job" in fill.help and "1.0" in fill.help
+
+
+def test_reapplying_unchanged_routes_says_there_was_nothing_to_change(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import re
+
+    argv = ["solve", "--fabric", "small", "--seed", "2", "--apply", "file",
+            "--driver-dir", str(tmp_path / "tables")]  # fmt: skip
+
+    def plan_and_push(extra: list[str]) -> tuple[str, str]:
+        assert main([*argv, *extra]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        plan = next(line for line in lines if line.startswith("plan: "))
+        push = next(line for line in lines if line.startswith("push: "))
+        assert "{" not in plan + push  # counts as text, never a Python dict
+        return plan, push
+
+    plan, push = plan_and_push([])
+    first = re.fullmatch(r"plan: ([\d,]+) operations in (\d) stages? \(add \1, replace 0, "
+                         r"delete 0\)", plan)  # fmt: skip
+    assert first, plan
+    stages = first.group(2)
+    assert re.fullmatch(rf"push: {first.group(1)} operations on [\d,]+ switches, {stages}/"
+                        rf"{stages} stages applied; {first.group(1)} entries read back from "
+                        "those switches", push), push  # fmt: skip
+    plan, push = plan_and_push([])
+    assert plan == f"plan: no operations; the {first.group(1)} entries wanted are installed"
+    assert push == "push: nothing to change: the switches already hold these routes"
+    plan, push = plan_and_push(["--fail", "rtsw-p0-r0:ctsw-p0-c0"])
+    assert re.fullmatch(r"plan: [\d,]+ operations in \d stages? \(add \d+, replace \d+, delete "
+                        r"\d+\)", plan), plan  # fmt: skip
+
+
+def test_solve_out_shows_the_write_on_stderr_and_reads_back(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from controller.formats.route_file import read_routes
+    from controller.model.clos import PRESETS, build
+
+    files = [tmp_path / "r.json", tmp_path / "r.npz"]
+    for path in files:
+        assert main(["solve", "--fabric", "small", "--seed", "2", "--out", str(path)]) == 0
+        out = capsys.readouterr()
+        assert f"  writing {path} ... " in out.err and f"wrote {path}" in out.out
+    small = build(PRESETS["small"])
+    (a_json, r_json), (a_npz, r_npz) = (read_routes(path, small) for path in files)
+    assert r_json == r_npz and (a_json.path == a_npz.path).all()
+    assert files[1].stat().st_size < files[0].stat().st_size

@@ -74,3 +74,38 @@ def test_solve_refuses_non_finite_fabrics_and_pushes_nothing(
     assert main(argv) == 2
     assert f"tectl: error: {fabric}: {bad.split(':')[0]}: " in capsys.readouterr().err
     assert not tables.exists() or not any(tables.iterdir())
+
+
+def test_every_bad_job_of_a_file_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from controller.model.validation import MAX_REPORTED
+
+    good = {"id": "ok", "hosts": ["host-p0-r0-h0"]}
+    jobs = [
+        {"id": "a", "hosts": ["host-p0-r0-h1"], "tp": True},
+        good,
+        {"id": 5, "hosts": ["host-p0-r1-h0"]},
+        {"id": "c", "hosts": "host-p0-r1-h1"},
+    ]
+    path = tmp_path / "jobs.json"
+    path.write_text(json.dumps({"jobs": jobs}))
+    expected = [
+        f"tectl: error: {path}: jobs[0].tp: must be an integer, got True",
+        "  jobs[2].id: must be a string, got 5",
+        "  jobs[3].hosts: must be a non-empty list of host names",
+    ]
+    assert main(["job", "put", str(path), "--server", "127.0.0.1:9"]) == 2
+    assert capsys.readouterr().err.splitlines() == expected
+    # the offline commands read placement files with the same rules, against the fabric too
+    jobs.append({**good, "id": "ok"})  # a duplicate id
+    path.write_text(json.dumps({"jobs": jobs}))
+    assert main(["simulate", "--fabric", "tiny", "--jobs", str(path)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[:3] == expected and err[3] == "  jobs[4].id: duplicate job id 'ok' (also jobs[1])"
+    # up to a cap, then how many more
+    many = [{"id": f"j{i}", "hosts": ["host-p0-r0-h0"], "pp": 0} for i in range(MAX_REPORTED + 7)]
+    path.write_text(json.dumps({"jobs": many}))
+    assert main(["simulate", "--fabric", "tiny", "--jobs", str(path)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == MAX_REPORTED + 1 and err[-1] == "  ... and 7 more"

@@ -61,6 +61,10 @@ def test_client_commands(small: Fabric, tmp_path: Path, capsys: pytest.CaptureFi
         assert f"{fabric.num_nics:,} GPUs" in text and "EmulatedDriver: ok" in text
         assert "last solve  MLU" in text and "latency" in text
         assert status["links"] == [{"link": link, "fraction": 0.0}]  # what is not up
+        assert main(["link", "ls", *server]) == 0
+        assert capsys.readouterr().out == f"{link}\tdown\n"
+        assert main(["link", "ls", "-o", "json", *server]) == 0
+        assert json.loads(capsys.readouterr().out) == status["links"]
         assert running.engine.wait_predicted()
         assert main(["job", "ls", "-o", "json", *server]) == 0
         (listed,) = json.loads(capsys.readouterr().out, parse_constant=_not_strict)
@@ -78,6 +82,16 @@ def test_client_commands(small: Fabric, tmp_path: Path, capsys: pytest.CaptureFi
         assert "not found" in capsys.readouterr().err
         assert main(["link", "down", "rtsw-p0-r0:ctsw-p0-c77", *server]) == 2
         assert "unknown link" in capsys.readouterr().err
+        # one spelling for a link's state, as --fail takes it; the older forms still work
+        other = fabric.link_name(fabric.rack_link(1, 0))
+        for argv in ([f"{other}=0.5"], ["degrade", other, "0.5"], ["degrade", other, "--factor",
+                     "0.5"], [f"{other}=up", f"{link}=up"]):  # fmt: skip
+            assert main(["link", *argv, *server]) == 0, argv
+            out = capsys.readouterr().out.splitlines()
+            assert all(": accepted; state version " in line for line in out)
+            assert out[0].startswith(f"{other}=0.5:" if "up" not in argv[0] else f"{other}=up:")
+        assert main(["link", other, *server]) == 2  # no state: not taken as down
+        assert "give the link's state as LINK=down" in capsys.readouterr().err
         assert main(["job", "rm", "llm", *server]) == 0
         assert main(["job", "rm", "llm", *server]) == 0  # idempotent
         assert "not found" in capsys.readouterr().out

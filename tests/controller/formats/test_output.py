@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from controller.formats.output import Percent, format_table, strict, to_json
+from controller.formats.output import Percent, counts_text, format_table, plural, strict, to_json
 
 
 def test_non_finite_numbers_become_null() -> None:
@@ -27,3 +27,12 @@ def test_strict_refuses_what_json_cannot_say() -> None:
 def test_percent_cells_are_right_aligned_percentages() -> None:
     table = format_table(["routing", "busbw"], [["te", Percent(1.0)], ["ecmp", Percent(0.125)]])
     assert table.splitlines()[2:] == ["te       100.0%", "ecmp      12.5%"]
+
+
+def test_counts_are_thousands_separated_the_same_way_everywhere() -> None:
+    table = format_table(["n"], [[9504], [61824], [999]])
+    assert table.splitlines()[2:] == [" 9,504", "61,824", "   999"]
+    assert counts_text({"add": 61824, "replace": 9504, "delete": 0}) == (
+        "add 61,824, replace 9,504, delete 0"
+    )
+    assert plural(1, "stage") == "1 stage" and plural(9504, "operation") == "9,504 operations"

@@ -7,7 +7,13 @@ import pytest
 
 from controller.errors import FabricError
 from controller.model.fabric import Fabric
-from controller.model.health import LinkHealth, parse_health, random_failures
+from controller.model.health import (
+    LinkHealth,
+    factor_state,
+    link_changes,
+    parse_health,
+    random_failures,
+)
 
 
 def test_down_and_degraded_capacity(tiny: Fabric) -> None:
@@ -39,7 +45,7 @@ def test_up_restores(tiny: Fabric) -> None:
     [
         ("rtsw-p0-r0:ctsw-p0-c9", "unknown link"),
         ("rtsw-p0-r0:ctsw-p0-c1=1.5", r"not within \[0, 1\]"),
-        ("rtsw-p0-r0:ctsw-p0-c1=broken", "bad health state 'broken'"),
+        ("rtsw-p0-r0:ctsw-p0-c1=broken", "bad link state 'broken'"),
         ("host-p0-r0-h0=drain", "not a switch"),
     ],
 )
@@ -57,3 +63,27 @@ def test_random_failures_seeded(small: Fabric) -> None:
     down = a.down_links()
     assert down.size == 3 * small.pods
     assert set(small.link_kind[down].tolist()) == {1}
+
+
+@pytest.mark.parametrize(
+    "words",
+    [
+        ["rtsw-p0-r0:ctsw-p0-c1=0.5"],  # the one spelling, as --fail takes it
+        ["degrade", "rtsw-p0-r0:ctsw-p0-c1", "0.5"],  # the older `tectl link degrade`
+        ["degrade", "rtsw-p0-r0:ctsw-p0-c1=0.5"],
+    ],
+)
+def test_every_spelling_of_a_degraded_link_is_one_state(words: list[str]) -> None:
+    assert link_changes(words) == [("rtsw-p0-r0:ctsw-p0-c1", 0.5)]
+
+
+def test_link_changes_down_up_and_mistakes() -> None:
+    assert link_changes(["down", "a:b"]) == link_changes(["a:b=down"]) == [("a:b", 0.0)]
+    assert link_changes(["a:b=up", "c:d=0"]) == [("a:b", 1.0), ("c:d", 0.0)]
+    assert factor_state(0.5) == ("degrade", 0.5) and factor_state(0.0) == ("down", None)
+    with pytest.raises(FabricError, match="give the link's state as LINK=down"):
+        link_changes(["a:b"])
+    with pytest.raises(FabricError, match="expected `degrade LINK FRACTION`"):
+        link_changes(["degrade", "a:b"])
+    with pytest.raises(FabricError, match="bad link state 'half'"):
+        link_changes(["a:b=half"])

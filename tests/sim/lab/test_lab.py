@@ -323,7 +323,17 @@ def test_tectl_lab_commands(tiny: Fabric, capsys):
         assert main(["lab", "link", "down", "rtsw-p0-r0:ctsw-p0-c1", "--name", name]) == 0
         assert main(["lab", "status", "--name", name]) == 0  # every namespace is there
         assert "78/80 ports up" in capsys.readouterr().out
-        assert main(["lab", "link", "up", "rtsw-p0-r0:ctsw-p0-c1", "--name", name]) == 0
+        assert main(["lab", "link", "rtsw-p0-r0:ctsw-p0-c1=up", "--name", name]) == 0
+        assert capsys.readouterr().out == f"lab {name}: rtsw-p0-r0:ctsw-p0-c1=up\n"
+        # degraded, in the one spelling and the older one: a tc rate limit either way
+        for argv in (["rtsw-p0-r1:ctsw-p0-c2=0.5"], ["degrade", "rtsw-p0-r1:ctsw-p0-c2"]):
+            assert main(["lab", "link", *argv, "--rate", "2gbit", "--name", name]) == 0
+            assert capsys.readouterr().out == f"lab {name}: rtsw-p0-r1:ctsw-p0-c2=0.5\n"
+            qdisc = subprocess.run(["ip", "netns", "exec", plan.netns("rtsw-p0-r1"), "tc",
+                                    "qdisc", "show", "dev", "c2"], capture_output=True,
+                                   text=True).stdout  # fmt: skip
+            assert "tbf" in qdisc and "2Gbit" in qdisc
+        assert main(["lab", "link", "rtsw-p0-r1:ctsw-p0-c2=up", "--name", name]) == 0
         assert main(["lab", "verify", "--name", name, "--sample", "8", "--packets", "5"]) == 0
         assert "8 matched, 0 misrouted, 0 dropped" in capsys.readouterr().out
     finally:

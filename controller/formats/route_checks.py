@@ -1,0 +1,220 @@
+"""The checks both route file forms share (JSON, controller.formats.route_file; columns,
+controller.formats.route_columns): flows and entries as columns against the fabric, every
+problem reported up to a cap, and the atomic write that never leaves half a file."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+
+from controller.errors import FlowError, RouteError
+from controller.model import validation
+from controller.model.assignment import UNROUTED, Assignment
+from controller.model.fabric import Fabric
+from controller.model.flows import ALL_QPS, FlowSet
+from controller.model.paths import flow_class, num_paths
+from controller.routes.tables import MAX_QP_BUCKETS, OWNER, RouteSet, Table
+
+Problem = tuple[int, str]  # (row, "field: what is wrong"): rows order the report
+
+
+def _bad(mask: np.ndarray, rows: np.ndarray, say: Callable[[int, int], str]) -> list[Problem]:
+    """A problem for each row where `mask` holds, up to what the report shows: say(i, row)
+    gives the text of the i-th column position at file row `row`."""
+    at = np.flatnonzero(mask)
+    out = [(int(rows[i]), say(int(i), int(rows[i]))) for i in at[: validation.MAX_REPORTED]]
+    out += [(int(rows[i]), "") for i in at[validation.MAX_REPORTED :]]  # counted, not shown
+    return out
+
+
+def check_flows(
+    fabric: Fabric, job_ids: Sequence[str], columns: Sequence[np.ndarray],
+    rows: np.ndarray | None = None,
+) -> list[Problem]:  # fmt: skip
+    """Every problem of flow columns (src NIC, dst NIC, demand, job, path, qp; `rows` their
+    row numbers in the file), row by row: ids, demand, job index, QP bucket, path index."""
+    src, dst, demand, job, path, qp = columns
+    rows = np.arange(src.size) if rows is None else rows
+    lo, hi = validation.MIN_FLOW_GBPS, validation.MAX_GBPS
+    out: list[Problem] = []
+
+    def not_a_nic(k: int, col: np.ndarray) -> Callable[[int, int], str]:
+        return lambda i, f: (f"flows[{f}][{k}]: NIC id {col[i]} is not a NIC of fabric "
+                             f"{fabric.name!r} (0..{fabric.num_nics - 1})")  # fmt: skip
+
+    for k, col in ((0, src), (1, dst)):
+        out += _bad((col < 0) | (col >= fabric.num_nics), rows, not_a_nic(k, col))
+    out += _bad(
+        ~np.isfinite(demand),
+        rows,
+        lambda i, f: f"flows[{f}][2]: must be a finite number, got {demand[i]!r}",
+    )
+    out += _bad(
+        np.isfinite(demand) & ((demand < lo) | (demand > hi)),
+        rows,
+        lambda i, f: f"flows[{f}][2]: {float(demand[i])!r} is not within [{lo:g}, {hi:g}]",
+    )
+    out += _bad(
+        (job < 0) | (job >= max(len(job_ids), 1)),
+        rows,
+        lambda i, f: f"flows[{f}][3]: job index {job[i]} has no entry in job_ids",
+    )
+    out += _bad((qp < ALL_QPS) | (qp >= MAX_QP_BUCKETS), rows,
+                lambda i, f: f"flows[{f}][5]: qp bucket {qp[i]} is not within [0, "
+                f"{MAX_QP_BUCKETS})")  # fmt: skip
+    nics = (src >= 0) & (src < fabric.num_nics) & (dst >= 0) & (dst < fabric.num_nics)
+    same = nics & (src // fabric.nics_per_host == dst // fabric.nics_per_host)
+    out += _bad(same, rows, lambda i, f: f"flows[{f}]: source and destination are on the same host")
+    most = np.zeros(src.size, np.int64)
+    ok = nics & ~same
+    paths = np.asarray(num_paths(fabric), dtype=np.int64)
+    most[ok] = paths[flow_class(fabric, src[ok], dst[ok])]
+    out += _bad(ok & ((path < UNROUTED) | (path >= most)), rows,
+                lambda i, f: f"flows[{f}][4]: path {path[i]} is neither {UNROUTED} (ECMP) nor one "
+                f"of the {most[i]} paths of this flow")  # fmt: skip
+    return out
+
+
+def raise_problems(problems: list[Problem]) -> None:
+    """A RouteError listing `problems` in row order (see `validation.report`), if any."""
+    if problems:
+        problems.sort(key=lambda p: (p[0], p[1] == ""))
+        shown = [text for _, text in problems if text]
+        validation.fail_all(RouteError, shown[: validation.MAX_REPORTED], len(problems))
+
+
+def assignment_of(
+    fabric: Fabric, job_ids: Sequence[str], columns: Sequence[np.ndarray]
+) -> Assignment:
+    """The assignment of checked flow columns (see `check_flows`)."""
+    src, dst, demand, job, path, qp = columns
+    flows = FlowSet(src, dst, demand, job, tuple(job_ids), qp)
+    try:
+        flows.validate(fabric)
+    except FlowError as err:
+        raise RouteError(f"flows: {err}") from None
+    return Assignment(flows, path)
+
+
+def check_entries(
+    fabric: Fabric, names: Sequence[str], counts: np.ndarray, columns: Sequence[np.ndarray]
+) -> list[Problem]:
+    """Every problem of entry columns (in_port, dst_host, next_hop, qp; `counts[s]` rows of
+    switch `names[s]`, in order): switch names, ports of the switch, host, bucket, keys
+    given twice with different next hops. Rows are numbered across the switches."""
+    in_port, dst_host, next_hop, qp = columns
+    nodes = fabric.node_index()
+    first = fabric.node_id("rtsw", 0)
+    node = np.array([nodes.get(sw, -1) for sw in names], np.int64)
+    out: list[Problem] = []
+    starts = np.concatenate([[0], np.cumsum(counts)])
+    for s in np.flatnonzero(node < first).tolist():
+        out.append((int(starts[s]), f"switches.{names[s]}: not a switch of fabric "
+                    f"{fabric.name!r}"))  # fmt: skip
+    sw = np.repeat(np.arange(len(names)), counts)
+    at = np.arange(sw.size) - starts[sw]
+    here = np.repeat(node, counts)
+    lo, hi = fabric.link_ends
+    rows = np.arange(sw.size)
+
+    def where(i: int) -> str:
+        return f"switches.{names[int(sw[i])]}[{at[i]}]"
+
+    def not_its_link(label: str, col: np.ndarray) -> Callable[[int, int], str]:
+        def say(i: int, _row: int) -> str:
+            v = int(col[i])
+            link = fabric.link_names[v] if 0 <= v < fabric.num_links else f"id {v}"
+            return f"{where(i)}: {names[int(sw[i])]}: {label} {link} is not one of its links"
+
+        return say
+
+    for label, col in (("in_port", in_port), ("next_hop", next_hop)):
+        valid = (col >= 0) & (col < fabric.num_links)
+        safe = np.where(valid, col, 0)
+        attached = valid & ((lo[safe] == here) | (hi[safe] == here))
+        out += _bad((here >= first) & ~attached, rows, not_its_link(label, col))
+    out += _bad((dst_host < 0) | (dst_host >= fabric.num_hosts), rows,
+                lambda i, _f: f"{where(i)}: dst_host {dst_host[i]} is not a host of fabric "
+                f"{fabric.name!r} (0..{fabric.num_hosts - 1})")  # fmt: skip
+    out += _bad((qp < ALL_QPS) | (qp >= MAX_QP_BUCKETS), rows,
+                lambda i, _f: f"{where(i)}: qp {qp[i]} is neither {ALL_QPS} (all buckets) nor a "
+                f"bucket below {MAX_QP_BUCKETS}")  # fmt: skip
+    if not out and sw.size:
+        order = np.lexsort((rows, qp, dst_host, in_port, sw))
+        key = [c[order] for c in (sw, in_port, dst_host, qp)]
+        same = np.ones(sw.size - 1, bool)
+        for c in key:
+            same &= c[1:] == c[:-1]
+        clash = same & (next_hop[order][1:] != next_hop[order][:-1])
+        out += _bad(clash, order[1:],
+                    lambda i, _f: f"{where(int(order[i + 1]))}: another entry of "
+                    f"{names[int(sw[order[i + 1]])]} has the same match (in_port, dst_host, qp) "
+                    "and another next hop")  # fmt: skip
+    return out
+
+
+def routes_of(names: Sequence[str], counts: np.ndarray, columns: Sequence[np.ndarray]) -> RouteSet:
+    """The route set of checked entry columns (see `check_entries`); an entry given twice
+    is kept once."""
+    in_port, dst_host, next_hop, qp = columns
+    sw = np.repeat(np.arange(len(names)), counts)
+    if sw.size and not _ascending(sw, in_port, dst_host, qp):
+        order = np.lexsort((qp, dst_host, in_port, sw))
+        sw, in_port, dst_host, next_hop, qp = (c[order] for c in (sw, in_port, dst_host,
+                                                                   next_hop, qp))  # fmt: skip
+        keep = np.r_[True, (np.diff(sw) != 0) | (np.diff(in_port) != 0)
+                     | (np.diff(dst_host) != 0) | (np.diff(qp) != 0)]  # fmt: skip
+        sw, in_port, dst_host, next_hop, qp = (c[keep] for c in (sw, in_port, dst_host,
+                                                                  next_hop, qp))  # fmt: skip
+    cuts = np.searchsorted(sw, np.arange(len(names) + 1)).tolist()
+    return RouteSet({
+        name: Table(name, in_port[a:b], dst_host[a:b], next_hop[a:b], OWNER, qp[a:b])
+        for name, a, b in zip(names, cuts[:-1], cuts[1:], strict=True) if b > a
+    })  # fmt: skip
+
+
+def _ascending(*columns: np.ndarray) -> bool:
+    """Whether the rows (compared column by column) strictly ascend: no sort needed."""
+    n = columns[0].size
+    if n < 2:
+        return True
+    undecided = np.ones(n - 1, bool)
+    for c in columns:
+        d = np.diff(c)
+        if (undecided & (d < 0)).any():
+            return False
+        undecided &= d == 0
+    return not undecided.any()
+
+
+def check_fabric(fabric: Fabric, top: Mapping[str, Any]) -> None:
+    """A route file's fabric name and fingerprint (when given) against `fabric`."""
+    name = validation.text(top["fabric"], "fabric", RouteError)
+    if name != fabric.name:
+        validation.fail(RouteError, "fabric",
+                         f"routes are for fabric {name!r}, not {fabric.name!r}")  # fmt: skip
+    if "fingerprint" in top:
+        mark = validation.text(top["fingerprint"], "fingerprint", RouteError)
+        if mark != fabric.fingerprint:
+            validation.fail(RouteError, "fingerprint",
+                            f"routes are for a fabric {name!r} of another shape ({mark}, not "
+                            f"{fabric.fingerprint})")  # fmt: skip
+
+
+@contextmanager
+def atomic_file(path: Path, mode: str) -> Iterator[IO[Any]]:
+    """A file opened next to `path` that replaces it once written in full (never half)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, mode) as fh:
+            yield fh
+        os.replace(tmp, path)
+    except OSError as bad:
+        raise RouteError(f"{path}: cannot write: {bad.strerror or bad}") from None
+    finally:
+        tmp.unlink(missing_ok=True)
