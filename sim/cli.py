@@ -12,6 +12,7 @@ from controller.errors import InputError
 from controller.formats.output import Progress, emit, format_table
 from controller.model.fabric import Fabric
 from controller.model.flows import FlowSet
+from controller.model.hashing import HASHINGS
 from controller.model.health import LinkHealth, parse_health, random_failures
 from controller.model.validation import MAX_LINKS, MAX_QPS, MAX_SEED, flag
 
@@ -105,6 +106,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def cmd_solve(args: argparse.Namespace) -> int:
+    from controller.solver.certificate import CertifyOptions
     from controller.solver.solve import SolveOptions, solve
     from sim.compare import BASELINES, HEADER, baseline, routed, table_rows
 
@@ -128,6 +130,11 @@ def cmd_solve(args: argparse.Namespace) -> int:
         lp_time_limit=args.time_limit,
         table_budget=args.table_budget,
         qps=args.qps,
+        certify=CertifyOptions(
+            reference=args.reference, hashes=args.hashes, seed=args.seed,
+            model=args.rate_model, compare=tuple(h for h in HASHINGS if h != args.reference),
+            enabled=not args.no_certify,
+        ),  # fmt: skip
         **({} if args.search_tries is None else {"search_tries": args.search_tries}),
         **({} if args.relief_tries is None else {"relief_tries": args.relief_tries}),
     )
@@ -145,7 +152,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
     with progress.stage("simulating TE and baselines"):
         rows.append(routed("fabric-te", inputs.fabric, inputs.health, result.assignment,
                            result.times["total"], args.seed, args.qps, result.parent,
-                           len(routes), args.rate_model))  # fmt: skip
+                           len(routes), args.rate_model, args.reference))  # fmt: skip
         for name in BASELINES:
             rows.append(
                 baseline(
@@ -172,11 +179,14 @@ def cmd_solve(args: argparse.Namespace) -> int:
         f"solve {result.times['total']:.3f} s",
         _tables_line(result.metrics(), result.fallback_ecmp.size),
     ]
+    if result.certificate is not None:
+        lines.append(result.certificate.summary())
     data: dict[str, object] = {
         "inputs": _describe(inputs),
         "bound": {"value": bound, "name": result.bound.name, "parts": result.bound.parts},
         "te": metrics,
         "rows": [row.to_dict(bound) for row in rows],
+        "certificate": None if result.certificate is None else result.certificate.to_dict(),
     }
     if args.out or args.apply:
         counts = list(routes.counts().values()) or [0]
@@ -290,8 +300,8 @@ def register(cli: Any) -> None:
     sim.add_argument(
         "--routing",
         action="append",
-        choices=("ecmp", "eecmp", "pinning"),
-        help="routing to simulate; repeatable (default: all three)",
+        choices=("ecmp", "eecmp", "wcmp", "pinning"),
+        help="routing to simulate; repeatable (default: all four)",
     )
     sim.add_argument(
         "--qps", type=flag(int, 1, MAX_QPS), default=16, help="queue pairs per flow for eecmp (16)"
@@ -341,6 +351,19 @@ def register(cli: Any) -> None:
         help="flows the relief pass tries on other paths to drain links loaded beyond capacity "
         "below the maximum, which MLU alone leaves alone (default 30,000; 0: no relief pass)",
     )
+    solve.add_argument(
+        "--reference", choices=HASHINGS, default="eecmp",
+        help="the fabric's own routing every job is certified against, and that jobs below "
+             "it are handed back to: eecmp (16 hashed QPs) or wcmp (capacity-aware) (eecmp)",
+    )  # fmt: skip
+    solve.add_argument(
+        "--hashes", type=flag(int, 1, 64), default=4, metavar="K",
+        help="hash seeds (--seed, --seed+1, ...) the reference is the mean over (4)",
+    )  # fmt: skip
+    solve.add_argument(
+        "--no-certify", action="store_true",
+        help="the solver's routing as it is: no certificate, no job handed back to hashing",
+    )  # fmt: skip
     solve.add_argument("--out", metavar="FILE", help="write the routes as JSON")
     solve.add_argument("--plot", metavar="PNG",
                        help="per-job bus bandwidth and per-tier utilisation, TE vs E-ECMP vs "

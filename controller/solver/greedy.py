@@ -38,6 +38,7 @@ from controller.model.flows import FlowSet, match_pairs
 from controller.model.health import LinkHealth
 from controller.model.paths import CROSS_POD, SAME_POD, SAME_RACK, decode, flow_class, num_paths
 from controller.routes.entries import TableBudget, align_entries, fit_tables
+from controller.solver.certificate import Certificate
 from controller.solver.colouring import colour_assign
 from controller.solver.kernels import Cand, Mates, arc_csr, chosen_arcs, place, relieve, search
 
@@ -715,6 +716,8 @@ class AssignResult:
     # TE entries per node for `assignment` (controller.routes.entries.table_usage), if
     # counted already
     usage: np.ndarray | None = field(default=None, repr=False)
+    # no job below the fabric's own routing (controller.solver.certificate); None: not run
+    certificate: Certificate | None = None
 
 
 def _score(fabric: Fabric, health: LinkHealth, flows: FlowSet, path: np.ndarray) -> tuple:
