@@ -73,18 +73,40 @@ def flow_hash(
     seed: int, src_nic: np.ndarray, dst_nic: np.ndarray, qp: np.ndarray | int, hop: int
 ) -> np.ndarray:
     """Deterministic 64-bit hash of (seed, src NIC, dst NIC, QP, hop), one per flow."""
+    return hop_hash(pair_hash(seed, src_nic, dst_nic), qp, hop)
+
+
+def pair_hash(seed: int, src_nic: np.ndarray, dst_nic: np.ndarray) -> np.ndarray:
+    """The (seed, src NIC, dst NIC) part of flow_hash, shared by every QP and hop."""
     src = np.asarray(src_nic).astype(np.uint64)
     dst = np.asarray(dst_nic).astype(np.uint64)
-    qph = (np.asarray(qp).astype(np.uint64) << np.uint64(8)) | np.uint64(hop)
-    h = _splitmix64(np.full(src.shape, int(seed) & _MASK64, dtype=np.uint64))
+    h = _splitmix64(np.array([int(seed) & _MASK64], dtype=np.uint64))
     h = _splitmix64(h ^ src)
-    h = _splitmix64(h ^ dst)
-    return _splitmix64(h ^ np.broadcast_to(qph, src.shape))
+    return _splitmix64(h ^ dst)
+
+
+def hop_hash(pair: np.ndarray, qp: np.ndarray | int, hop: int) -> np.ndarray:
+    """flow_hash from its pair_hash: the QP and hop round."""
+    qph = (np.asarray(qp).astype(np.uint64) << np.uint64(8)) | np.uint64(hop)
+    return _splitmix64(pair ^ np.broadcast_to(qph, pair.shape))
 
 
 def nth_usable(usable: np.ndarray, rank: np.ndarray) -> np.ndarray:
     """Index of the rank-th True in each row (rank < row count)."""
-    return np.argmax(np.cumsum(usable, axis=1) > rank[:, None], axis=1)
+    n, m = usable.shape
+    if m > 64:
+        return np.argmax(np.cumsum(usable, axis=1) > rank[:, None], axis=1)
+    # column by column: a few vector operations per option, not a cumsum along short rows
+    out = np.zeros(n, np.int64)
+    seen = np.zeros(n, np.int64)
+    left = np.ones(n, bool)
+    for col in range(m):
+        u = usable[:, col]
+        hit = u & left & (seen == rank)
+        out[hit] = col
+        left &= ~hit
+        seen += u
+    return out
 
 
 def route(fabric: Fabric, flows: FlowSet, health: LinkHealth, choose: Chooser) -> np.ndarray:
@@ -146,11 +168,12 @@ def route(fabric: Fabric, flows: FlowSet, health: LinkHealth, choose: Chooser) -
 
 def hash_chooser(seed: int, flows: FlowSet, qp: np.ndarray) -> Chooser:
     """ECMP next-hop choice: the hash picks uniformly among usable options."""
+    pair = pair_hash(seed, flows.src_nic, flows.dst_nic)
 
     def choose(
         hop: int, usable: np.ndarray, rows: np.ndarray, seen: dict[str, np.ndarray]
     ) -> np.ndarray:
-        h = flow_hash(seed, flows.src_nic[rows], flows.dst_nic[rows], qp[rows], hop)
+        h = hop_hash(pair[rows], qp[rows], hop)
         count = usable.sum(axis=1).astype(np.uint64)
         return nth_usable(usable, (h % count).astype(np.int64))
 
@@ -205,6 +228,7 @@ def wcmp_chooser(
 ) -> Chooser:
     """Capacity-aware WCMP next-hop choice (module docstring)."""
     bw = _Bandwidth.of(fabric, health)
+    pair = pair_hash(seed, flows.src_nic, flows.dst_nic)
     C, K = fabric.ctsws_per_pod, fabric.rack_links
     A, L = fabric.atsws_per_plane, fabric.agg_links
 
@@ -218,7 +242,7 @@ def wcmp_chooser(
         hop: int, usable: np.ndarray, rows: np.ndarray, seen: dict[str, np.ndarray]
     ) -> np.ndarray:
         src, dst = flows.src_nic[rows], flows.dst_nic[rows]
-        h = flow_hash(seed, src, dst, qp[rows], hop)
+        h = hop_hash(pair[rows], qp[rows], hop)
         sr = fabric.rack_of_host(fabric.host_of_nic(src))
         dr = fabric.rack_of_host(fabric.host_of_nic(dst))
         sp, dp = fabric.pod_of_rack(sr), fabric.pod_of_rack(dr)
