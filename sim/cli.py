@@ -4,6 +4,7 @@ verify route files on the emulated fabric."""
 from __future__ import annotations
 
 import argparse
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -108,7 +109,15 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 def cmd_solve(args: argparse.Namespace) -> int:
     from controller.solver.certificate import CertifyOptions
     from controller.solver.solve import SolveOptions, solve
-    from sim.compare import BASELINES, HEADER, baseline, routed, table_rows
+    from sim.compare import (
+        BASELINES,
+        HEADER,
+        adaptive_spray,
+        baseline,
+        oblivious_spray,
+        routed,
+        table_rows,
+    )
 
     progress = Progress(quiet=args.json)
     if args.plot:
@@ -165,6 +174,12 @@ def cmd_solve(args: argparse.Namespace) -> int:
                     args.rate_model,
                 )
             )
+        rows.append(oblivious_spray(inputs.fabric, inputs.health, inputs.flows, args.rate_model))
+    with progress.stage("the fractional optimum (adaptive spray)"):
+        t = time.perf_counter()
+        optimum = _optimum(inputs, result)
+        rows.append(adaptive_spray(inputs.fabric, inputs.health, inputs.flows, optimum,
+                                   time.perf_counter() - t))  # fmt: skip
     bound = result.bound.value
     metrics = result.metrics()
     lines = [
@@ -178,6 +193,10 @@ def cmd_solve(args: argparse.Namespace) -> int:
         f"{result.unroutable.size} unroutable, {result.fallback_ecmp.size} on ECMP (tables), "
         f"solve {result.times['total']:.3f} s",
         _tables_line(result.metrics(), result.fallback_ecmp.size),
+        f"gap to adaptive spray (the ceiling, min(1, 1 / fractional optimum {optimum:.4g})): "
+        f"worst job {rows[0].report.busbw_fraction_min / rows[-1].report.busbw_fraction_min:.4f}"
+        f" of it, mean job "
+        f"{rows[0].report.busbw_fraction_mean / rows[-1].report.busbw_fraction_mean:.4f}",
     ]
     if result.certificate is not None:
         lines.append(result.certificate.summary())
@@ -215,6 +234,20 @@ def cmd_solve(args: argparse.Namespace) -> int:
         lines.append(f"wrote {args.plot}")
     emit(args.json, data, "\n".join(lines) + "\n")
     return 0
+
+
+def _optimum(inputs: Inputs, result: Any) -> float:
+    """The fractional min-MLU optimum, access links included (the solve's LP if it ran)."""
+    from controller.solver.commodities import commodities
+    from controller.solver.lp import solve_lp
+
+    access = result.bound.parts.get("access", 0.0)
+    if result.lp is not None:
+        return max(float(result.lp.mlu), access)
+    comm = commodities(inputs.fabric, inputs.flows)
+    if not len(comm.demand):
+        return access
+    return max(solve_lp(inputs.fabric, inputs.health, comm).mlu, access)
 
 
 def _tables_line(metrics: dict[str, float], on_ecmp: int) -> str:

@@ -20,11 +20,15 @@ from controller.model.dataplane import carried
 from controller.model.fabric import Fabric
 from controller.model.flows import FlowSet
 from controller.model.health import LinkHealth
+from controller.model.paths import flow_class, num_paths, path_alive, path_arcs
 from controller.model.rates import SimReport, simulate
 from controller.routes.entries import build_routes
 from sim.baselines import ecmp, eecmp, pinning, wcmp
 
 BASELINES = ("ecmp", "eecmp", "wcmp", "pinning")
+# the spray rivals: a NIC spraying every flow evenly over all live paths without feedback,
+# and adaptive spray, modelled as the fractional optimum (no routing's worst job is above it)
+RIVALS = ("spray", "adaptive")
 
 
 @dataclass(frozen=True)
@@ -104,6 +108,43 @@ def routed(
     report = simulate(fabric, health, plane.arcs, plane.flows, plane.parent,
                       weight=plane.weight, model=model)  # fmt: skip
     return Row(method, report, seconds, entries)
+
+
+def oblivious_spray(
+    fabric: Fabric, health: LinkHealth, flows: FlowSet, model: str = "striped"
+) -> Row:
+    """Every flow split evenly over all its live candidate paths (no congestion feedback):
+    one row per (flow, live path) of demand / paths, finishing with its slowest part."""
+    start = time.perf_counter()
+    counts = np.array(num_paths(fabric))[flow_class(fabric, flows.src_nic, flows.dst_nic)]
+    row = np.repeat(np.arange(len(flows)), counts)
+    index = np.arange(row.size) - np.repeat(np.cumsum(counts) - counts, counts)
+    arcs = path_arcs(fabric, flows.src_nic[row], flows.dst_nic[row], index)
+    alive = path_alive(arcs, health.arc_capacity(fabric))
+    row, arcs = row[alive], arcs[alive]
+    live = np.bincount(row, minlength=len(flows))
+    sub = FlowSet(flows.src_nic[row], flows.dst_nic[row], flows.demand[row] / live[row],
+                  flows.job[row], flows.job_ids)  # fmt: skip
+    seconds = time.perf_counter() - start
+    report = simulate(fabric, health, arcs, sub, row, model=model)
+    return Row("spray", report, seconds)
+
+
+def adaptive_spray(
+    fabric: Fabric, health: LinkHealth, flows: FlowSet, optimum: float, seconds: float = 0.0
+) -> Row:
+    """Adaptive spray as the fractional optimum `optimum` (min-MLU LP, access links
+    included): every flow gets min(1, 1 / optimum) of its demand, the most any routing can
+    give its worst job (were every flow above it, the rates would route at a lower MLU)."""
+    share = min(1.0, 1.0 / optimum) if optimum > 0 else 1.0
+    jobs = {name: share for j, name in enumerate(flows.job_ids) if (flows.job == j).any()}
+    report = SimReport(
+        flows=len(flows), subflows=len(flows), unrouted=0, on_down_links=0, mlu=optimum,
+        max_flows_per_link=0, collided_links=0, worst_flow_share=share, mean_flow_share=share,
+        throughput_fraction=share, busbw_fraction_mean=share, busbw_fraction_min=share,
+        job_busbw_fraction=jobs,
+    )  # fmt: skip
+    return Row("adaptive-spray", report, seconds)
 
 
 # What a job owner reads first: the bus bandwidth their job gets (the worst job's and the
