@@ -32,6 +32,7 @@ from controller.model.rates import SimReport
 from controller.solver.commodities import commodities
 from controller.solver.lp import solve_lp
 from controller.solver.solve import repair, solve
+from sim.bench_certificate import bench_certificate
 from sim.compare import baseline, routed
 from sim.jobmix import random_jobs, ring_jobs
 
@@ -1068,6 +1069,7 @@ SECTIONS: dict[str, Callable[[Config], Iterator[Section]]] = {
     "lab-failure": bench_lab_failure,
     "security": bench_security,
     "state": bench_state,
+    "certificate": bench_certificate,
 }
 
 
