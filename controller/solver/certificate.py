@@ -105,6 +105,8 @@ class Certificate:
     mlu: float = 0.0
     # hashed reference routings computed (0: no job at risk, or the reference was memoised)
     reference_runs: int = 0
+    # QP rows of the data plane certified that ride the defaults (0: every row has a path)
+    walked: int = 0
 
     def to_dict(self) -> dict[str, object]:
         """A JSON-ready dict."""
@@ -114,7 +116,7 @@ class Certificate:
             "worst_ratio": dict(self.worst_ratio), "below": dict(self.below),
             "fallback_jobs": dict(self.fallback_jobs), "fallback_flows": self.fallback_flows,
             "rounds": self.rounds, "seconds": self.seconds, "mlu": self.mlu,
-            "reference_runs": self.reference_runs,
+            "reference_runs": self.reference_runs, "walked": self.walked,
         }  # fmt: skip
 
     def metrics(self) -> dict[str, float]:
@@ -346,7 +348,7 @@ def certify(
         jobs_checked=int(need.sum()), passed=below[opts.reference] == 0,
         worst_ratio=worst, below=below, fallback_jobs=fallback, fallback_flows=int(handed.size),
         rounds=rounds, seconds=time.perf_counter() - start, mlu=float(np.mean(mlus)),
-        reference_runs=ref.computed,
+        reference_runs=ref.computed, walked=planes[0].walked,
     )  # fmt: skip
     return out, cert
 

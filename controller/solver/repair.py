@@ -38,7 +38,7 @@ from controller.routes.entries import (
     table_usage,
 )
 from controller.solver.bounds import Bound, lower_bound
-from controller.solver.certificate import DEFAULT, CertifyOptions, certify
+from controller.solver.certificate import DEFAULT, Certificate, CertifyOptions, certify
 from controller.solver.greedy import (
     AssignResult,
     _best_path,
@@ -496,6 +496,9 @@ def certified(
     that would be below the fabric's own routing handed back to it (controller.solver.
     certificate), and the index of what is to be installed.
 
+    When jobs would be handed back, the bounded re-optimisation (`reoptimise`) is tried
+    first and kept if its certificate hands back fewer flows (method "+reoptimise").
+
     Cost: the certificate's loads are O(rows); when no arc is offered more than its
     capacity (the usual outcome of a repair) nothing more is computed, since then every
     job provably gets its demand. Otherwise the reference is computed (K hashed routings)
@@ -506,7 +509,36 @@ def certified(
     assignment, cert = certify(index.fabric, health, index.assignment, qps=qps,
                                options=options)  # fmt: skip
     if assignment is index.assignment:
-        return replace(result, certificate=cert), index
+        mlu = cert.mlu if cert.walked else result.mlu  # rows on the defaults count too
+        return replace(result, certificate=cert, mlu=mlu), index
+    if not result.method.startswith("reoptimise"):
+        # before handing jobs back, the bounded re-optimisation (a restore, say, leaves
+        # rows doubled up on links that are whole again): kept if it hands back fewer flows
+        moved, moved_index = reoptimise(health, index, tries=REOPT_TRIES, certify_options=None,
+                                        qps=qps)  # fmt: skip
+        if moved.churn.size:
+            again, cert2 = certify(index.fabric, health, moved_index.assignment, qps=qps,
+                                   options=options)  # fmt: skip
+            if cert2.fallback_flows < cert.fallback_flows:
+                base = replace(moved, method=result.method + "+reoptimise",
+                               churn=np.union1d(result.churn, moved.churn))  # fmt: skip
+                return _handed_back(health, base, moved_index, again, cert2, start)
+    return _handed_back(health, result, index, assignment, cert, start)
+
+
+def _handed_back(
+    health: LinkHealth,
+    result: AssignResult,
+    index: RouteIndex,
+    assignment: Assignment,
+    cert: Certificate,
+    start: float,
+) -> tuple[AssignResult, RouteIndex]:
+    """`result` with the rows the certificate handed back (`assignment`'s path-less rows
+    that `index` routes) taken off their paths, and its index."""
+    if assignment is index.assignment:
+        mlu = cert.mlu if cert.walked else result.mlu
+        return replace(result, certificate=cert, mlu=mlu), index
     handed = np.flatnonzero(assignment.path != index.assignment.path)
     work = _Work(index, health)
     work.take(handed)

@@ -563,8 +563,9 @@ def certified(
 ) -> SolveResult:
     """`result` with its certificate (controller.solver.certificate), and with the jobs
     that would be below the fabric's own routing handed back to it: their rows without a
-    TE path, tables and collisions counted again, and the MLU that of the data plane with
-    them on the defaults (Certificate.mlu); unchanged when disabled."""
+    TE path, tables and collisions counted again. Where rows ride the defaults (handed back,
+    or over the table budget) the MLU is that of the whole data plane (Certificate.mlu).
+    Unchanged when disabled."""
     if not opts.certify.enabled:
         return result
     t = time.perf_counter()
@@ -573,7 +574,8 @@ def certified(
     times = dict(result.times)
     times["certificate"] = time.perf_counter() - t
     if assignment is result.assignment:
-        return replace(result, certificate=cert, times=times)
+        mlu = cert.mlu if cert.walked else result.mlu  # rows on the defaults count too
+        return replace(result, certificate=cert, times=times, mlu=mlu)
     usage = table_usage(fabric, assignment)
     parent = np.asarray(result.parent)
     back = np.unique(parent[(assignment.path == UNROUTED) & result.assignment.routed])
