@@ -54,6 +54,10 @@ def test_jobs_in_routes_installed_and_forwarding(small: Fabric, service, driver)
     status = stub.Status(pb.StatusRequest())
     assert status.installed_entries == len(routes.entries) and status.driver_ok
     assert status.last_solve["ratio"] == pytest.approx(1.0)
+    # the certificate of the routes installed, through the API
+    assert status.last_solve["certificate_passed"] == 1.0
+    assert status.last_solve["certificate_jobs"] == 2.0
+    assert status.last_solve["certificate_below_eecmp"] == 0.0
     assert [e.job.id for e in stub.ListJobs(pb.ListJobsRequest()).jobs] == ["a", "b"]
     registry = running.engine.metrics.registry
     value = registry.get_sample_value
