@@ -33,6 +33,7 @@ from controller.solver.lp import solve_lp
 from controller.solver.solve import repair, solve
 from sim.bench_alltoall import bench_alltoall
 from sim.bench_base import Config, Section, log, timed
+from sim.bench_certificate import bench_certificate
 from sim.compare import baseline, routed
 from sim.jobmix import random_jobs, ring_jobs
 
@@ -1072,6 +1073,7 @@ SECTIONS: dict[str, Callable[[Config], Iterator[Section]]] = {
     "security": bench_security,
     "state": bench_state,
     "alltoall": bench_alltoall,
+    "certificate": bench_certificate,
 }
 
 

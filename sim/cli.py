@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +21,7 @@ from controller.formats.output import (
 )
 from controller.model.fabric import Fabric
 from controller.model.flows import FlowSet
+from controller.model.hashing import HASHINGS
 from controller.model.health import LinkHealth, parse_health, random_failures
 from controller.model.jobs import Job
 from controller.model.validation import MAX_LINKS, MAX_QPS, MAX_SEED, flag
@@ -155,8 +157,17 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def cmd_solve(args: argparse.Namespace) -> int:
+    from controller.solver.certificate import CertifyOptions
     from controller.solver.solve import SolveOptions, solve
-    from sim.compare import BASELINES, HEADER, baseline, routed, table_rows
+    from sim.compare import (
+        BASELINES,
+        HEADER,
+        adaptive_spray,
+        baseline,
+        oblivious_spray,
+        routed,
+        table_rows,
+    )
 
     progress = Progress(quiet=args.json)
     if args.plot:
@@ -178,6 +189,11 @@ def cmd_solve(args: argparse.Namespace) -> int:
         lp_time_limit=args.time_limit,
         table_budget=args.table_budget,
         qps=args.qps,
+        certify=CertifyOptions(
+            reference=args.reference, hashes=args.hashes, seed=args.seed,
+            model=args.rate_model, compare=tuple(h for h in HASHINGS if h != args.reference),
+            enabled=not args.no_certify,
+        ),  # fmt: skip
         **({} if args.search_tries is None else {"search_tries": args.search_tries}),
         **({} if args.relief_tries is None else {"relief_tries": args.relief_tries}),
     )
@@ -195,7 +211,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
     with progress.stage("simulating TE and baselines"):
         rows.append(routed("fabric-te", inputs.fabric, inputs.health, result.assignment,
                            result.times["total"], args.seed, args.qps, result.parent,
-                           len(routes), args.rate_model))  # fmt: skip
+                           len(routes), args.rate_model, args.reference))  # fmt: skip
         for name in BASELINES:
             rows.append(
                 baseline(
@@ -208,6 +224,12 @@ def cmd_solve(args: argparse.Namespace) -> int:
                     args.rate_model,
                 )
             )
+        rows.append(oblivious_spray(inputs.fabric, inputs.health, inputs.flows, args.rate_model))
+    with progress.stage("the fractional optimum (adaptive spray)"):
+        t = time.perf_counter()
+        optimum = _optimum(inputs, result)
+        rows.append(adaptive_spray(inputs.fabric, inputs.health, inputs.flows, optimum,
+                                   time.perf_counter() - t))  # fmt: skip
     bound = result.bound.value
     metrics = result.metrics()
     health_lines, health_data = health_report(inputs)
@@ -223,13 +245,20 @@ def cmd_solve(args: argparse.Namespace) -> int:
         f"{result.unroutable.size} unroutable, {result.fallback_ecmp.size} on ECMP (tables), "
         f"solve {result.times['total']:.3f} s",
         _tables_line(result.metrics(), result.fallback_ecmp.size),
+        f"gap to adaptive spray (the ceiling, min(1, 1 / fractional optimum {optimum:.4g})): "
+        f"worst job {rows[0].report.busbw_fraction_min / rows[-1].report.busbw_fraction_min:.4f}"
+        f" of it, mean job "
+        f"{rows[0].report.busbw_fraction_mean / rows[-1].report.busbw_fraction_mean:.4f}",
     ]
+    if result.certificate is not None:
+        lines.append(result.certificate.summary())
     data: dict[str, object] = {
         "inputs": _describe(inputs),
         **health_data,
         "bound": {"value": bound, "name": result.bound.name, "parts": result.bound.parts},
         "te": metrics,
         "rows": [row.to_dict(bound) for row in rows],
+        "certificate": None if result.certificate is None else result.certificate.to_dict(),
     }
     if args.out or args.apply:
         counts = list(routes.counts().values()) or [0]
@@ -259,6 +288,20 @@ def cmd_solve(args: argparse.Namespace) -> int:
         lines.append(f"wrote {args.plot}")
     emit(args.json, data, "\n".join(lines) + "\n")
     return 0
+
+
+def _optimum(inputs: Inputs, result: Any) -> float:
+    """The fractional min-MLU optimum, access links included (the solve's LP if it ran)."""
+    from controller.solver.commodities import commodities
+    from controller.solver.lp import solve_lp
+
+    access = result.bound.parts.get("access", 0.0)
+    if result.lp is not None:
+        return max(float(result.lp.mlu), access)
+    comm = commodities(inputs.fabric, inputs.flows)
+    if not len(comm.demand):
+        return access
+    return max(solve_lp(inputs.fabric, inputs.health, comm).mlu, access)
 
 
 def _tables_line(metrics: dict[str, float], on_ecmp: int) -> str:
@@ -356,8 +399,8 @@ def register(cli: Any) -> None:
     sim.add_argument(
         "--routing",
         action="append",
-        choices=("ecmp", "eecmp", "pinning"),
-        help="routing to simulate; repeatable (default: all three)",
+        choices=("ecmp", "eecmp", "wcmp", "pinning"),
+        help="routing to simulate; repeatable (default: all four)",
     )
     sim.add_argument(
         "--qps", type=flag(int, 1, MAX_QPS), default=16, help="queue pairs per flow for eecmp (16)"
@@ -407,6 +450,19 @@ def register(cli: Any) -> None:
         help="flows the relief pass tries on other paths to drain links loaded beyond capacity "
         "below the maximum, which MLU alone leaves alone (default 30,000; 0: no relief pass)",
     )
+    solve.add_argument(
+        "--reference", choices=HASHINGS, default="eecmp",
+        help="the fabric's own routing every job is certified against, and that jobs below "
+             "it are handed back to: eecmp (16 hashed QPs) or wcmp (capacity-aware) (eecmp)",
+    )  # fmt: skip
+    solve.add_argument(
+        "--hashes", type=flag(int, 1, 64), default=4, metavar="K",
+        help="hash seeds (--seed, --seed+1, ...) the reference is the mean over (4)",
+    )  # fmt: skip
+    solve.add_argument(
+        "--no-certify", action="store_true",
+        help="the solver's routing as it is: no certificate, no job handed back to hashing",
+    )  # fmt: skip
     solve.add_argument(
         "--out", metavar="FILE",
         help="write the routes: FILE.npz as compressed columns (fast, small), else JSON",

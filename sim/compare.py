@@ -16,14 +16,19 @@ import numpy as np
 from controller.errors import InputError
 from controller.formats.output import Percent
 from controller.model.assignment import Assignment
+from controller.model.dataplane import carried
 from controller.model.fabric import Fabric
-from controller.model.flows import ALL_QPS, FlowSet
+from controller.model.flows import FlowSet
 from controller.model.health import LinkHealth
+from controller.model.paths import flow_class, num_paths, path_alive, path_arcs
 from controller.model.rates import SimReport, simulate
 from controller.routes.entries import build_routes
-from sim.baselines import ecmp, eecmp, pinning
+from sim.baselines import ecmp, eecmp, pinning, wcmp
 
-BASELINES = ("ecmp", "eecmp", "pinning")
+BASELINES = ("ecmp", "eecmp", "wcmp", "pinning")
+# the spray rivals: a NIC spraying every flow evenly over all live paths without feedback,
+# and adaptive spray, modelled as the fractional optimum (no routing's worst job is above it)
+RIVALS = ("spray", "adaptive")
 
 
 @dataclass(frozen=True)
@@ -65,6 +70,11 @@ def baseline(
         seconds = time.perf_counter() - start
         report = simulate(fabric, health, routing, sub, parent, model=model)
         return Row(f"eecmp-{qps}qp", report, seconds)
+    if name == "wcmp":
+        sub, routing, parent = wcmp(fabric, flows, health, seed, qps)
+        seconds = time.perf_counter() - start
+        report = simulate(fabric, health, routing, sub, parent, model=model)
+        return Row(f"wcmp-{qps}qp", report, seconds)
     if name == "pinning":
         routing = pinning(fabric, flows, health)
         seconds = time.perf_counter() - start
@@ -84,35 +94,57 @@ def routed(
     parent: np.ndarray | None = None,
     entries: int = 0,
     model: str = "striped",
+    hashing: str = "eecmp",
 ) -> Row:
-    """Simulate a TE routing as the data plane carries it: every flow's NIC opens `qps`
-    queue pairs; a whole flow's QPs share its TE path, a QP bucket is one QP, and flows
-    without a TE entry (the assignment's unrouted ones) ride the ECMP defaults, their QPs
-    hashed. `parent` maps the assignment's rows to the flows they are part of (QP buckets
-    of one flow, see SolveResult.parent); shares are counted per flow, under `model`."""
+    """Simulate a TE routing as the data plane carries it (controller.model.dataplane):
+    every flow's NIC opens `qps` queue pairs; a whole flow's QPs share its TE path, a QP
+    bucket is one QP, and rows without a TE entry ride the fabric's defaults (`hashing`,
+    hash `seed`), their QPs walked through the installed entries and hashed elsewhere.
+    `parent` maps the assignment's rows to the flows they are part of (QP buckets of one
+    flow, see SolveResult.parent); shares are counted per flow, under `model`."""
     flows = assignment.flows
     rows = np.arange(len(flows), dtype=np.int64) if parent is None else np.asarray(parent)
-    te_arcs = assignment.arcs(fabric)
-    weight = np.where(flows.qp == ALL_QPS, float(qps), 1.0)
-    fallback = np.flatnonzero(~assignment.routed)
-    if fallback.size == 0:
-        report = simulate(fabric, health, te_arcs, flows, rows, weight=weight, model=model)
-        return Row(method, report, seconds, entries)
-    sub, sub_routing, sub_parent = eecmp(fabric, flows.take(fallback), health, seed, qps)
-    routed_idx = np.flatnonzero(assignment.routed)
-    arcs = np.concatenate([te_arcs[routed_idx], sub_routing.arcs(fabric)])
-    parent = np.concatenate([rows[routed_idx], rows[fallback[sub_parent]]])
-    te = flows.take(routed_idx)
-    all_flows = FlowSet(  # one job table: the subflows keep their parents' job indices
-        np.concatenate([te.src_nic, sub.src_nic]),
-        np.concatenate([te.dst_nic, sub.dst_nic]),
-        np.concatenate([te.demand, sub.demand]),
-        np.concatenate([te.job, sub.job]),
-        flows.job_ids,
-    )
-    weight = np.concatenate([weight[routed_idx], np.ones(len(sub))])
-    report = simulate(fabric, health, arcs, all_flows, parent, weight=weight, model=model)
+    plane = carried(fabric, health, assignment, rows, kind=hashing, seed=seed, qps=qps)
+    report = simulate(fabric, health, plane.arcs, plane.flows, plane.parent,
+                      weight=plane.weight, model=model)  # fmt: skip
     return Row(method, report, seconds, entries)
+
+
+def oblivious_spray(
+    fabric: Fabric, health: LinkHealth, flows: FlowSet, model: str = "striped"
+) -> Row:
+    """Every flow split evenly over all its live candidate paths (no congestion feedback):
+    one row per (flow, live path) of demand / paths, finishing with its slowest part."""
+    start = time.perf_counter()
+    counts = np.array(num_paths(fabric))[flow_class(fabric, flows.src_nic, flows.dst_nic)]
+    row = np.repeat(np.arange(len(flows)), counts)
+    index = np.arange(row.size) - np.repeat(np.cumsum(counts) - counts, counts)
+    arcs = path_arcs(fabric, flows.src_nic[row], flows.dst_nic[row], index)
+    alive = path_alive(arcs, health.arc_capacity(fabric))
+    row, arcs = row[alive], arcs[alive]
+    live = np.bincount(row, minlength=len(flows))
+    sub = FlowSet(flows.src_nic[row], flows.dst_nic[row], flows.demand[row] / live[row],
+                  flows.job[row], flows.job_ids)  # fmt: skip
+    seconds = time.perf_counter() - start
+    report = simulate(fabric, health, arcs, sub, row, model=model)
+    return Row("spray", report, seconds)
+
+
+def adaptive_spray(
+    fabric: Fabric, health: LinkHealth, flows: FlowSet, optimum: float, seconds: float = 0.0
+) -> Row:
+    """Adaptive spray as the fractional optimum `optimum` (min-MLU LP, access links
+    included): every flow gets min(1, 1 / optimum) of its demand, the most any routing can
+    give its worst job (were every flow above it, the rates would route at a lower MLU)."""
+    share = min(1.0, 1.0 / optimum) if optimum > 0 else 1.0
+    jobs = {name: share for j, name in enumerate(flows.job_ids) if (flows.job == j).any()}
+    report = SimReport(
+        flows=len(flows), subflows=len(flows), unrouted=0, on_down_links=0, mlu=optimum,
+        max_flows_per_link=0, collided_links=0, worst_flow_share=share, mean_flow_share=share,
+        throughput_fraction=share, busbw_fraction_mean=share, busbw_fraction_min=share,
+        job_busbw_fraction=jobs,
+    )  # fmt: skip
+    return Row("adaptive-spray", report, seconds)
 
 
 # What a job owner reads first: the bus bandwidth their job gets (the worst job's and the

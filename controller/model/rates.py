@@ -118,6 +118,55 @@ def _max_min(
     return rates, rounds
 
 
+def _parent_shares(
+    arcs: np.ndarray,
+    cap: np.ndarray,
+    demand: np.ndarray,
+    parent: np.ndarray,
+    num_parents: int,
+    w: np.ndarray,
+    model: str,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+    """(share, rate, demand, routed, on a dead arc) per parent flow, and the rounds taken."""
+    valid = arcs >= 0
+    rates, rounds = _max_min(arcs, cap, demand, REL_TOL, w if model == "striped" else None)
+    routed_sub = valid.any(axis=1)
+    dead_sub = (valid & (cap[np.maximum(arcs, 0)] <= 0)).any(axis=1)
+    if model == "striped":
+        slowest = np.full(num_parents, np.inf)
+        np.minimum.at(slowest, parent, rates / w)
+        qps = np.bincount(parent, weights=w, minlength=num_parents)
+        p_rate = np.where(np.isfinite(slowest), slowest * qps, 0.0)
+    else:
+        p_rate = np.bincount(parent, weights=rates, minlength=num_parents)
+    p_demand = np.bincount(parent, weights=demand, minlength=num_parents)
+    p_routed = np.bincount(parent, weights=routed_sub, minlength=num_parents) > 0
+    p_dead = np.bincount(parent, weights=dead_sub, minlength=num_parents) > 0
+    share = np.divide(p_rate, p_demand, out=np.ones(num_parents), where=p_demand > 0)
+    return share, p_rate, p_demand, p_routed, p_dead, rounds
+
+
+def flow_shares(
+    fabric: Fabric,
+    health: LinkHealth,
+    arcs: np.ndarray,
+    flows: FlowSet,
+    parent: np.ndarray,
+    *,
+    num_parents: int,
+    weight: np.ndarray | None = None,
+    model: str = "striped",
+) -> np.ndarray:
+    """Rate / demand of every parent flow as `simulate` counts it (NaN: not routed)."""
+    w = np.ones(len(flows)) if weight is None else np.asarray(weight, dtype=np.float64)
+    cap = health.arc_capacity(fabric)
+    share, _, _, routed, _, _ = _parent_shares(
+        np.asarray(arcs, np.int64), cap, flows.demand, np.asarray(parent, np.int64),
+        num_parents, w, model,
+    )  # fmt: skip
+    return np.where(routed, share, np.nan)
+
+
 @dataclass(frozen=True)
 class SimReport:
     """Metrics of one routing in the flow-level simulation; plain numbers only."""
@@ -226,20 +275,9 @@ def simulate(
     w = np.ones(num_sub) if weight is None else np.asarray(weight, dtype=np.float64)
     if w.shape != (num_sub,):
         raise ValueError(f"weight has shape {w.shape}, expected ({num_sub},)")
-    rates, rounds = _max_min(arcs, cap, demand, REL_TOL, w if model == "striped" else None)
-    routed_sub = valid.any(axis=1)
-    dead_sub = (valid & (cap[np.maximum(arcs, 0)] <= 0)).any(axis=1)
-    if model == "striped":
-        slowest = np.full(num_parents, np.inf)
-        np.minimum.at(slowest, parent, rates / w)
-        qps = np.bincount(parent, weights=w, minlength=num_parents)
-        p_rate = np.where(np.isfinite(slowest), slowest * qps, 0.0)
-    else:
-        p_rate = np.bincount(parent, weights=rates, minlength=num_parents)
-    p_demand = np.bincount(parent, weights=demand, minlength=num_parents)
-    p_routed = np.bincount(parent, weights=routed_sub, minlength=num_parents) > 0
-    p_dead = np.bincount(parent, weights=dead_sub, minlength=num_parents) > 0
-    share = np.divide(p_rate, p_demand, out=np.ones(num_parents), where=p_demand > 0)
+    share, p_rate, p_demand, p_routed, p_dead, rounds = _parent_shares(
+        arcs, cap, demand, parent, num_parents, w, model
+    )
     p_job = np.zeros(num_parents, dtype=np.int64)
     p_job[parent] = flows.job
 

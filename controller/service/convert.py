@@ -14,6 +14,7 @@ from controller.model.flows import ALL_QPS
 from controller.model.jobs import PATTERNS, Job
 from controller.routes.tables import Entry
 from controller.service.job_view import JobFigures
+from controller.solver.solve import SolveResult
 
 
 def job_from_pb(fabric: Fabric, msg: pb.Job, field: str = "job") -> Job:
@@ -193,4 +194,18 @@ def job_figures_to_pb(figures: JobFigures | None) -> pb.JobFigures | None:
         flows=figures.flows, te_flows=figures.te_flows, hashed_flows=figures.hashed_flows,
         predicted=busbw is not None, predicted_busbw=0.0 if busbw is None else busbw,
         handed_back=figures.handed_back,
+    )  # fmt: skip
+
+
+def certificate_to_pb(result: SolveResult | None) -> pb.Certificate | None:
+    """The certificate of `result` as a message (None: not certified)."""
+    cert = None if result is None else result.certificate
+    if cert is None:
+        return None
+    return pb.Certificate(
+        passed=cert.passed, reference=cert.reference, seeds=len(cert.seeds), qps=cert.qps,
+        jobs=cert.jobs, jobs_checked=cert.jobs_checked,
+        worst_ratio={k: 1.0 if v is None else v for k, v in cert.worst_ratio.items()},
+        below=dict(cert.below), fallback_jobs=dict(cert.fallback_jobs),
+        fallback_flows=cert.fallback_flows, seconds=cert.seconds,
     )  # fmt: skip

@@ -21,6 +21,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -430,7 +431,9 @@ class Engine:
         index = self.installer.index_of(target.assignment)
         with self.metrics.solve_seconds.labels("repair").time():
             res, index = repair_indexed(health, index, old_health=target.health,
-                                        table_budget=self.options.table_budget)  # fmt: skip
+                                        table_budget=self.options.table_budget,
+                                        certify_options=self.options.certify,
+                                        qps=self.options.qps)  # fmt: skip
         if res.fallback_ecmp.size:
             log.info("repair: %d re-placed rows over the table budget ride ECMP",
                      res.fallback_ecmp.size)  # fmt: skip
@@ -459,7 +462,8 @@ class Engine:
         assert self.installer.index is not None
         judged = follow_up(health, repaired, self.installer.index, bound.value, last.ratio,
                            move_threshold=opts.move_threshold, spray_gap=opts.spray_gap,
-                           tries=self.reopt_tries, table_budget=opts.table_budget)  # fmt: skip
+                           tries=self.reopt_tries, table_budget=opts.table_budget,
+                           certify_options=opts.certify, qps=opts.qps)  # fmt: skip
         res, churn, method = judged.result, [repaired.churn], "repair"
         if judged.reoptimised:
             self.metrics.solve_seconds.labels("reoptimise").observe(res.seconds)
@@ -541,7 +545,9 @@ class Engine:
         digest = solved.digest if plan.stale else now.digest  # answers to the jobs solved
         assignment = result.assignment
         if plan.rebase:
-            assignment, index = task.rebased(now.health)
+            rebased, index = task.rebased(now.health)
+            assignment = rebased.assignment
+            result = replace(result, certificate=rebased.certificate)  # what is pushed
             self.installer.keep_index(index)
             self.rebased += 1
         else:

@@ -37,8 +37,10 @@ def job_figures(
     ids = flows.job_ids
     total = np.bincount(job_of, minlength=len(ids))
     te = np.bincount(job_of[steered], minlength=len(ids))
+    fell = {} if result.certificate is None else result.certificate.fallback_jobs
     return {
-        job: JobFigures(int(total[j]), int(te[j]), int(total[j] - te[j]), busbw.get(job))
+        job: JobFigures(int(total[j]), int(te[j]), int(total[j] - te[j]), busbw.get(job),
+                        fell.get(job, ""))  # fmt: skip
         for j, job in enumerate(ids)
         if total[j]
     }

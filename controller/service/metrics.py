@@ -11,8 +11,12 @@ docs/monitoring/fabric-te.json graphs them.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+if TYPE_CHECKING:
+    from controller.solver.certificate import Certificate
 
 PREFIX = "fabric_te_"
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
@@ -63,6 +67,36 @@ class Metrics:
             "Switch-to-switch links whose offered load exceeds their capacity", registry=r,
         )  # fmt: skip
 
+        # ---- the certificate: no job below the fabric's own routing -------------------
+        self.certificate_passed = Gauge(
+            PREFIX + "certificate_passed",
+            "1 when no job of the installed routing is predicted below the fabric's own "
+            "hashing (docs/certificate.md), else 0", registry=r,
+        )  # fmt: skip
+        self.certificate_worst = Gauge(
+            PREFIX + "certificate_worst_ratio",
+            "Worst job's predicted bus bandwidth under TE over under the hashing named "
+            "(1 where no job was at risk)", ["reference"], registry=r,
+        )  # fmt: skip
+        self.certificate_below = Gauge(
+            PREFIX + "certificate_jobs_below",
+            "Jobs predicted below the hashing named under the installed routing",
+            ["reference"], registry=r,
+        )  # fmt: skip
+        self.certificate_fallback_jobs = Gauge(
+            PREFIX + "certificate_fallback_jobs",
+            "Jobs whose flows the certificate handed back to the fabric's hashing", registry=r,
+        )  # fmt: skip
+        self.certificate_jobs_checked = Gauge(
+            PREFIX + "certificate_jobs_checked",
+            "Jobs compared in full by the last certificate (the rest provably at full rate)",
+            registry=r,
+        )  # fmt: skip
+        self.certificate_seconds = Histogram(
+            PREFIX + "certificate_duration_seconds", "Wall time of a certificate",
+            registry=r, buckets=LATENCY_BUCKETS,
+        )  # fmt: skip
+
         # ---- tables and pushes ------------------------------------------------------
         self.table_entries = Gauge(
             PREFIX + "table_entries", "TE entries installed, summed over a switch tier",
@@ -82,6 +116,21 @@ class Metrics:
         self.queue_depth = Gauge(
             PREFIX + "pending_changes", "Accepted input changes not yet applied", registry=r
         )
+
+    def set_certificate(self, cert: Certificate | None) -> None:
+        """The gauges of the certificate of the routing just installed (None: not run)."""
+        self.certificate_worst.clear()
+        self.certificate_below.clear()
+        if cert is None:
+            self.certificate_passed.set(float("nan"))
+            return
+        self.certificate_passed.set(float(cert.passed))
+        for name, ratio in cert.worst_ratio.items():
+            self.certificate_worst.labels(name).set(1.0 if ratio is None else ratio)
+            self.certificate_below.labels(name).set(cert.below.get(name, 0))
+        self.certificate_fallback_jobs.set(len(cert.fallback_jobs))
+        self.certificate_jobs_checked.set(cert.jobs_checked)
+        self.certificate_seconds.observe(cert.seconds)
 
     def set_job_busbw(self, fractions: Mapping[str, float]) -> None:
         """Replace the per-job gauges (jobs that left lose their series)."""

@@ -1,11 +1,11 @@
 """The predicted rates of the routes installed, on a thread of their own.
 
-MLU and bound are set at once when a result is recorded; the predicted bus bandwidth per job
-(a max-min simulation, costly at meta-24k scale) follows on the predictor thread, so it never
-holds back a settle. Only the last result recorded is predicted, PREDICT_QUIET s after it
-once the engine is idle, or PREDICT_EVERY s after the last prediction began while results
-keep coming (a flap storm or a stream of job changes runs few: a prediction shares the
-interpreter with the repairs, solves, pushes and index builds).
+MLU, bound and the certificate's figures are set at once when a result is recorded; the
+predicted bus bandwidth per job (a max-min simulation, costly at meta-24k scale) follows on
+the predictor thread, so it never holds back a settle. Only the last result recorded is
+predicted, PREDICT_QUIET s after it once the engine is idle, or PREDICT_EVERY s after the last
+prediction began while results keep coming (a flap storm or a stream of job changes runs few:
+a prediction shares the interpreter with the repairs, solves, pushes and index builds).
 """
 
 from __future__ import annotations
@@ -68,6 +68,7 @@ class Predictor:
         m.mlu.set(result.mlu)
         m.mlu_bound.set(result.bound.value)
         m.bound_ratio.set(result.ratio)
+        m.set_certificate(result.certificate)
         with self._cond:
             self._seq += 1
             self._next = _Recorded(self._seq, result, health)

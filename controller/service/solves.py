@@ -78,7 +78,7 @@ class GlobalSolve:
         if now:
             self._go.set()
 
-    def rebased(self, health: LinkHealth) -> tuple[Assignment, RouteIndex]:
+    def rebased(self, health: LinkHealth) -> tuple[AssignResult, RouteIndex]:
         """The result repaired for `health` (links that changed while it ran), from the
         index this thread is building: no route through a link now down is pushed."""
         result = self.result
@@ -87,8 +87,10 @@ class GlobalSolve:
         index = self.indexed.index or RouteIndex.build(self.fabric, result.assignment,
                                                        result.usage)  # fmt: skip
         res, index = repair_indexed(health, index, old_health=self.taken.health,
-                                    table_budget=self.options.table_budget)  # fmt: skip
-        return res.assignment, index
+                                    table_budget=self.options.table_budget,
+                                    certify_options=self.options.certify,
+                                    qps=self.options.qps)  # fmt: skip
+        return res, index
 
     def _work(self) -> None:
         try:
@@ -173,4 +175,5 @@ class Baseline:
             parent=parent,
             split_flows=last.split_flows,
             tables=last.tables,
+            certificate=res.certificate,
         )

@@ -12,7 +12,10 @@ the candidate paths, and all but `largest-flow` for fractional routings too:
 - rack-egress-unsplit (and ingress, pod-*): flows are not split, so if a cut has U alive
   links of capacity at most cap_max, the i-th largest flow d_i (i = t*U, counting from 0)
   and the t*U flows before it cannot all sit on different links: some link carries t+1
-  flows of at least d_i each, so MLU >= (t+1) d_i / cap_max.
+  flows of at least d_i each, so MLU >= (t+1) d_i / cap_max. A routing of unsplit flows is
+  also a routing of the cut, so the part is the larger of that and the cut's own bound: a
+  refinement is never below its fractional counterpart (the pigeonhole alone can be far
+  below it when flows are small against the links, e.g. QP buckets).
 - largest-flow: an unsplit flow of demand d on a path whose smallest capacity is b puts at
   least d / b on that arc; the best path has the largest b.
 - lp: the fractional min-MLU optimum (controller.solver.lp) bounds every routing.
@@ -92,8 +95,10 @@ def lower_bound(
         def unsplit(group: np.ndarray, rows: np.ndarray, link_cap: np.ndarray) -> float:
             return _unsplit(group, unit[rows], link_cap, mult[rows])
 
-        parts[f"rack-egress-{tag}"] = unsplit(sr[leaves], leaves, up)
-        parts[f"rack-ingress-{tag}"] = unsplit(dr[leaves], leaves, down)
+        parts[f"rack-egress-{tag}"] = max(parts["rack-egress"], unsplit(sr[leaves], leaves, up))
+        parts[f"rack-ingress-{tag}"] = max(
+            parts["rack-ingress"], unsplit(dr[leaves], leaves, down)
+        )
         cross = cls == CROSS_POD
         if cross.any():
             pods = fabric.pods
@@ -105,8 +110,12 @@ def lower_bound(
             parts["pod-ingress"] = _ratio(
                 np.bincount(dp, d[cross], pods), cap[fabric.down(agg)].sum(axis=1)
             )
-            parts[f"pod-egress-{tag}"] = unsplit(sp, cross, cap[fabric.up(agg)])
-            parts[f"pod-ingress-{tag}"] = unsplit(dp, cross, cap[fabric.down(agg)])
+            parts[f"pod-egress-{tag}"] = max(
+                parts["pod-egress"], unsplit(sp, cross, cap[fabric.up(agg)])
+            )
+            parts[f"pod-ingress-{tag}"] = max(
+                parts["pod-ingress"], unsplit(dp, cross, cap[fabric.down(agg)])
+            )
         parts["largest-flow"] = _largest_flow(fabric, cap, unit, flows, cls, sr, dr)
     if lp is not None:
         parts["lp"] = lp.mlu

@@ -39,6 +39,7 @@ from controller.model.health import LinkHealth
 from controller.model.paths import CROSS_POD, SAME_POD, SAME_RACK, decode, flow_class, num_paths
 from controller.routes.budget import TableBudget, fit_tables
 from controller.routes.entries import align_entries
+from controller.solver.certificate import Certificate
 from controller.solver.colouring import colour_assign
 from controller.solver.kernels import Cand, Mates, arc_csr, chosen_arcs, place, relieve, search
 
@@ -716,6 +717,8 @@ class AssignResult:
     # TE entries per node for `assignment` (controller.routes.budget.table_usage), if
     # counted already
     usage: np.ndarray | None = field(default=None, repr=False)
+    # no job below the fabric's own routing (controller.solver.certificate); None: not run
+    certificate: Certificate | None = None
 
 
 def _score(fabric: Fabric, health: LinkHealth, flows: FlowSet, path: np.ndarray) -> tuple:

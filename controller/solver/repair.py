@@ -30,7 +30,7 @@ the most utilised switch-to-switch arc while that strictly helps, up to a number
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -47,6 +47,7 @@ from controller.routes.budget import (
     table_usage,
 )
 from controller.solver.bounds import Bound, lower_bound
+from controller.solver.certificate import DEFAULT, Certificate, CertifyOptions, certify
 from controller.solver.greedy import (
     AssignResult,
     _best_path,
@@ -56,6 +57,7 @@ from controller.solver.greedy import (
     candidates,
 )
 from controller.solver.kernels import arc_csr
+from controller.solver.qp_buckets import DEFAULT_QPS
 
 _TOL = 1e-9
 REOPT_TRIES = 1_000  # rows `reoptimise` tries at most
@@ -452,13 +454,17 @@ def repair(
     old_health: LinkHealth | None = None,
     retry_unrouted: bool = True,
     table_budget: TableBudget | None = None,
+    certify_options: CertifyOptions | None = DEFAULT,
+    qps: int = DEFAULT_QPS,
 ) -> AssignResult:
-    """Re-place only the flows hit by the health change; all others stay where they are.
-    `table_budget`: entries per switch (None: the fabric's per-tier `te_entries`); a
-    re-placed row whose entries would not fit rides ECMP (`fallback_ecmp`)."""
+    """Re-place only the flows hit by the health change; all others stay where they are
+    (then the certificate: see `certified`). `table_budget`: entries per switch (None: the
+    fabric's per-tier `te_entries`); a re-placed row whose entries would not fit rides ECMP
+    (`fallback_ecmp`)."""
     index = RouteIndex.build(fabric, assignment)
     res, _ = repair_indexed(new_health, index, old_health=old_health,
-                            retry_unrouted=retry_unrouted, table_budget=table_budget)  # fmt: skip
+                            retry_unrouted=retry_unrouted, table_budget=table_budget,
+                            certify_options=certify_options, qps=qps)  # fmt: skip
     return res
 
 
@@ -474,11 +480,14 @@ def repair_indexed(
     old_health: LinkHealth | None = None,
     retry_unrouted: bool = True,
     table_budget: TableBudget | None = None,
+    certify_options: CertifyOptions | None = DEFAULT,
+    qps: int = DEFAULT_QPS,
 ) -> tuple[AssignResult, RouteIndex]:
     """`repair` of the index's assignment; also returns the repaired assignment's index.
     Costs in proportion to the rows hit (and the rows moved since the index was built),
     plus, where a table budget is finite, the rows that share a switch with a moved row's
-    entry (counted again to keep those tables within budget)."""
+    entry (counted again to keep those tables within budget), plus the certificate
+    (`certified`; None or disabled options: none)."""
     start = time.perf_counter()
     fabric = index.fabric
     work = _Work(index, new_health)
@@ -504,7 +513,76 @@ def repair_indexed(
             if p != UNROUTED:
                 work.place(f, p, options[p])
     fallback, usage = work.fit(_limits(fabric, table_budget), back=False)
-    return work.finish(start, "repair", fallback, usage)
+    res, fresh = work.finish(start, "repair", fallback, usage)
+    return certified(new_health, res, fresh, certify_options, qps)
+
+
+def certified(
+    health: LinkHealth,
+    result: AssignResult,
+    index: RouteIndex,
+    options: CertifyOptions | None,
+    qps: int = DEFAULT_QPS,
+) -> tuple[AssignResult, RouteIndex]:
+    """`result` (whose assignment `index` indexes) with its certificate, the rows of jobs
+    that would be below the fabric's own routing handed back to it (controller.solver.
+    certificate), and the index of what is to be installed.
+
+    When jobs would be handed back, the bounded re-optimisation (`reoptimise`) is tried
+    first and kept if its certificate hands back fewer flows (method "+reoptimise").
+
+    Cost: the certificate's loads are O(rows); when no arc is offered more than its
+    capacity (the usual outcome of a repair) nothing more is computed, since then every
+    job provably gets its demand. Otherwise the reference is computed (K hashed routings)
+    and the at-risk jobs compared; see docs/certificate.md for the measured cost."""
+    if options is None or not options.enabled:
+        return result, index
+    start = time.perf_counter()
+    assignment, cert = certify(index.fabric, health, index.assignment, qps=qps,
+                               options=options)  # fmt: skip
+    if assignment is index.assignment:
+        mlu = cert.mlu if cert.walked else result.mlu  # rows on the defaults count too
+        return replace(result, certificate=cert, mlu=mlu), index
+    if not result.method.startswith("reoptimise"):
+        # before handing jobs back, the bounded re-optimisation (a restore, say, leaves
+        # rows doubled up on links that are whole again): kept if it hands back fewer flows
+        moved, moved_index = reoptimise(health, index, tries=REOPT_TRIES, certify_options=None,
+                                        qps=qps)  # fmt: skip
+        if moved.churn.size:
+            again, cert2 = certify(index.fabric, health, moved_index.assignment, qps=qps,
+                                   options=options)  # fmt: skip
+            if cert2.fallback_flows < cert.fallback_flows:
+                base = replace(moved, method=result.method + "+reoptimise",
+                               churn=np.union1d(result.churn, moved.churn))  # fmt: skip
+                return _handed_back(health, base, moved_index, again, cert2, start)
+    return _handed_back(health, result, index, assignment, cert, start)
+
+
+def _handed_back(
+    health: LinkHealth,
+    result: AssignResult,
+    index: RouteIndex,
+    assignment: Assignment,
+    cert: Certificate,
+    start: float,
+) -> tuple[AssignResult, RouteIndex]:
+    """`result` with the rows the certificate handed back (`assignment`'s path-less rows
+    that `index` routes) taken off their paths, and its index."""
+    if assignment is index.assignment:
+        mlu = cert.mlu if cert.walked else result.mlu
+        return replace(result, certificate=cert, mlu=mlu), index
+    handed = np.flatnonzero(assignment.path != index.assignment.path)
+    work = _Work(index, health)
+    work.take(handed)
+    res, fresh = work.finish(start, result.method + "+certified", result.fallback_ecmp)
+    out = replace(
+        res,
+        mlu=cert.mlu,
+        churn=np.union1d(result.churn, handed),
+        seconds=result.seconds + res.seconds,
+        certificate=cert,
+    )
+    return out, fresh
 
 
 def _retried(index: RouteIndex, better: np.ndarray, hit: np.ndarray, most: int) -> np.ndarray:
@@ -535,6 +613,8 @@ def reoptimise(
     goal: float = 0.0,
     tries: int = REOPT_TRIES,
     table_budget: TableBudget | None = None,
+    certify_options: CertifyOptions | None = DEFAULT,
+    qps: int = DEFAULT_QPS,
 ) -> tuple[AssignResult, RouteIndex]:
     """Move rows off the most utilised switch-to-switch arc while that strictly lowers it
     (the first row, by descending demand, whose best other path ends below it moves), until
@@ -583,7 +663,8 @@ def reoptimise(
         if not moved:
             break
     _, usage = work.fit(_limits(fabric, table_budget), back=True)
-    return work.finish(start, "reoptimise", usage=usage)
+    res, fresh = work.finish(start, "reoptimise", usage=usage)
+    return certified(health, res, fresh, certify_options, qps)
 
 
 @dataclass(frozen=True)
@@ -608,6 +689,8 @@ def follow_up(
     spray_gap: float,
     tries: int = REOPT_TRIES,
     table_budget: TableBudget | None = None,
+    certify_options: CertifyOptions | None = DEFAULT,
+    qps: int = DEFAULT_QPS,
 ) -> FollowUp:
     """Judge a repair (`index`: of `repaired.assignment`) against `bound` for `health`.
 
@@ -616,7 +699,8 @@ def follow_up(
     move kept flows). Otherwise `reoptimise` runs warm from it, towards that ratio, with
     `tries` at most; when even that is beyond both that ratio and `spray_gap` (the gap
     within which the solver accepts a result), `needs_global` says a global solve should
-    follow."""
+    follow. Whatever it returns is certified (`certify_options`; the repair's own
+    certificate stands when it is kept as it is)."""
     target = max(last_ratio, 1.0) * (1 + move_threshold)
 
     def ratio(mlu: float) -> float:
@@ -625,7 +709,8 @@ def follow_up(
     if ratio(repaired.mlu) <= target + _TOL:
         return FollowUp(repaired, index, ratio(repaired.mlu), False, False)
     res, index = reoptimise(health, index, goal=bound * target, tries=tries,
-                            table_budget=table_budget)  # fmt: skip
+                            table_budget=table_budget, certify_options=certify_options,
+                            qps=qps)  # fmt: skip
     far = ratio(res.mlu) > max(target, 1 + spray_gap) + _TOL
     return FollowUp(res, index, ratio(res.mlu), True, far)
 

@@ -11,6 +11,9 @@
        split into QP buckets and the buckets re-placed (controller.solver.qp_buckets); the bound is
        then the one for routings split into `qps` buckets
     6. the ratio MLU / bound is reported with every result, and the TE entries used
+    7. the certificate (controller.solver.certificate): every job's predicted bus bandwidth
+       against the fabric's own routing (E-ECMP by default); jobs below it are handed back
+       to hashing (no TE entries) until none is, and the certificate is kept in the result
 
 Switch tables are finite: every step keeps to the per-switch entry budget (the fabric's
 `te_entries` per tier, or `SolveOptions.table_budget`); flows that do not fit ride ECMP and
@@ -48,6 +51,7 @@ from controller.routes.budget import (
 from controller.routes.entries import align_entries
 from controller.routes.tables import MAX_QP_BUCKETS
 from controller.solver.bounds import Bound, lower_bound
+from controller.solver.certificate import DEFAULT, Certificate, CertifyOptions, certify
 from controller.solver.commodities import Commodities, commodities
 from controller.solver.greedy import (
     RELIEF_TRIES,
@@ -97,6 +101,8 @@ class SolveOptions:
     # flows the relief pass tries on other paths to drain links loaded beyond capacity
     # below the maximum (controller.solver.greedy.relieve_arcs); 0 = no relief pass
     relief_tries: int | None = RELIEF_TRIES
+    # the certificate against the fabric's own routing (controller.solver.certificate)
+    certify: CertifyOptions = DEFAULT
 
     def __post_init__(self) -> None:
         if self.lp not in LP_MODES:
@@ -122,7 +128,7 @@ class SolveResult:
     """An assignment, its quality against the lower bound, and what it cost."""
 
     assignment: Assignment
-    mlu: float  # max utilisation over all arcs, TE-routed flows
+    mlu: float  # max utilisation over all arcs (flows handed back by the certificate: as hashed)
     bound: Bound
     lp: LpSolution | None
     collided_links: int  # switch-to-switch arcs with more than one flow
@@ -139,6 +145,10 @@ class SolveResult:
     # TE entries per node for `assignment` (table_usage), as the solve counted them; None
     # where not counted (a repair's result)
     usage: np.ndarray | None = field(default=None, repr=False)
+    # no job below the fabric's own routing (None: not certified)
+    certificate: Certificate | None = None
+    # input flows the certificate handed back to the fabric's hashing (no TE entries)
+    handed_back: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64), repr=False)
 
     def __post_init__(self) -> None:
         rows = len(self.assignment.flows)
@@ -166,10 +176,13 @@ class SolveResult:
             "churn": float(self.churn),
             "unroutable": float(self.unroutable.size),
             "fallback_ecmp": float(self.fallback_ecmp.size),
+            "handed_back": float(self.handed_back.size),
             "qp_split_flows": float(self.split_flows.size),  # type: ignore[union-attr]
         }
         out.update(self.tables)
         out.update({f"{name}_seconds": value for name, value in self.times.items()})
+        if self.certificate is not None:
+            out.update(self.certificate.metrics())
         return out
 
 
@@ -540,7 +553,43 @@ def _finish(
     if previous is not None and (parent is not None or previous.flows.split):
         # buckets moved or (un)split: compare the rows of every flow in both
         out = replace(out, churn=int(moved_pairs(previous, res.assignment).size))
+    out = certified(fabric, health, out, opts)
+    out.times["total"] = time.perf_counter() - start
     return out
+
+
+def certified(
+    fabric: Fabric, health: LinkHealth, result: SolveResult, opts: SolveOptions
+) -> SolveResult:
+    """`result` with its certificate (controller.solver.certificate), and with the jobs
+    that would be below the fabric's own routing handed back to it: their rows without a
+    TE path, tables and collisions counted again. Where rows ride the defaults (handed back,
+    or over the table budget) the MLU is that of the whole data plane (Certificate.mlu).
+    Unchanged when disabled."""
+    if not opts.certify.enabled:
+        return result
+    t = time.perf_counter()
+    assignment, cert = certify(fabric, health, result.assignment, qps=opts.qps,
+                               parent=result.parent, options=opts.certify)  # fmt: skip
+    times = dict(result.times)
+    times["certificate"] = time.perf_counter() - t
+    if assignment is result.assignment:
+        mlu = cert.mlu if cert.walked else result.mlu  # rows on the defaults count too
+        return replace(result, certificate=cert, times=times, mlu=mlu)
+    usage = table_usage(fabric, assignment)
+    parent = np.asarray(result.parent)
+    back = np.unique(parent[(assignment.path == UNROUTED) & result.assignment.routed])
+    return replace(
+        result,
+        assignment=assignment,
+        handed_back=back,
+        mlu=cert.mlu,
+        collided_links=int(collided_arcs(fabric, health, assignment).size),
+        tables=_tables(fabric, assignment, _budget(fabric, opts), usage),
+        usage=usage,
+        certificate=cert,
+        times=times,
+    )
 
 
 def _relieved(
@@ -626,14 +675,21 @@ def repair(
     previous: SolveResult,
     *,
     old_health: LinkHealth | None = None,
+    options: SolveOptions | None = None,
 ) -> SolveResult:
-    """Re-place only the flows the health change hit; everything else stays put.
+    """Re-place only the flows the health change hit; everything else stays put, and the
+    result is certified (`options.certify`).
 
     The bound is recomputed from the cheap bounds only (milliseconds); run `solve` with
     `previous=` afterwards for a global re-optimisation."""
     start = time.perf_counter()
-    res = repair_assignment(fabric, health, previous.assignment, old_health=old_health)
+    opts = options or SolveOptions()
+    res = repair_assignment(fabric, health, previous.assignment, old_health=old_health,
+                            certify_options=None, qps=opts.qps)  # certified below  # fmt: skip
     t_repair = time.perf_counter() - start
     bound = lower_bound(fabric, health, previous.assignment.flows)
     times = {"repair": t_repair, "total": time.perf_counter() - start}
-    return _result(fabric, res, bound, None, times, previous.parent)
+    out = certified(fabric, health, _result(fabric, res, bound, None, times, previous.parent),
+                    opts)  # fmt: skip
+    out.times["total"] = time.perf_counter() - start
+    return out

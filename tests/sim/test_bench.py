@@ -3,6 +3,7 @@ compared with, or 'TE worst/bound' would flatter or slander the solver."""
 
 from __future__ import annotations
 
+import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -47,3 +48,16 @@ def test_no_routing_beats_the_worst_job_bound(name: str, seed: int, down: int, r
         assert report.busbw_fraction_min <= ceiling + 1e-9
     # the solver's own bound is at least the cheap one, so it bounds the worst job too
     assert te.busbw_fraction_min <= worst_job_bound(res.bound.value) + 1e-9
+
+
+def test_certificate_section_counts_no_job_below_eecmp() -> None:
+    from sim.bench_certificate import run_scenario, scenario_health, summarise
+
+    fabric = build(PRESETS["small"])
+    assert np.array_equal(scenario_health(fabric, 4).factor, scenario_health(fabric, 4).factor)
+    runs = [run_scenario(fabric, seed) for seed in (3, 4)]
+    assert all(run["passed"] for run in runs)
+    rows = {row[2]: row for row in summarise("small", runs)}
+    assert set(rows) == {"eecmp", "wcmp", "ecmp", "pinning", "spray"}
+    assert rows["eecmp"][4] == 0 and rows["eecmp"][5] >= 1 - 1e-9
+    assert all(run["ceiling"] >= min(run["te"].values()) - 1e-9 for run in runs)

@@ -33,3 +33,31 @@ def test_partly_routed_keeps_every_flow(small: Fabric) -> None:
     report = routed("te", fabric, health, Assignment(flows, path), 0.0).report
     assert report.flows == len(flows) and report.unrouted == 0
     assert 0 < report.busbw_fraction_min <= 1
+
+
+def test_spray_rivals_oblivious_and_adaptive(small: Fabric) -> None:
+    from controller.model.health import LinkHealth
+    from controller.model.paths import flow_class, num_paths
+    from controller.solver.commodities import commodities
+    from controller.solver.lp import solve_lp
+    from sim.compare import BASELINES, adaptive_spray, oblivious_spray
+    from sim.jobmix import random_jobs
+
+    flows = jobs_flows(small, random_jobs(small, seed=5))
+    healthy = LinkHealth.all_up(small)
+    row = oblivious_spray(small, healthy, flows)
+    paths = np.array(num_paths(small))[flow_class(small, flows.src_nic, flows.dst_nic)]
+    assert row.report.subflows == paths.sum() and row.report.unrouted == 0
+    health = random_failures(small, 3, 5)
+    sprayed = oblivious_spray(small, health, flows).report
+    assert sprayed.subflows < paths.sum()  # dead paths carry nothing
+    assert sprayed.on_down_links == 0
+    optimum = solve_lp(small, health, commodities(small, flows)).mlu
+    ceiling = adaptive_spray(small, health, flows, optimum).report
+    assert ceiling.busbw_fraction_min == min(1.0, 1.0 / optimum)
+    # no routing's worst job is above the ceiling
+    res = solve(small, health, flows)
+    rows = [routed("te", small, health, res.assignment, 0.0, parent=res.parent).report, sprayed]
+    rows += [baseline(name, small, health, flows, 1).report for name in BASELINES]
+    for report in rows:
+        assert report.busbw_fraction_min <= ceiling.busbw_fraction_min * (1 + 1e-9)

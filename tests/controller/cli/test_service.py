@@ -51,6 +51,7 @@ def test_client_commands(small: Fabric, tmp_path: Path, capsys: pytest.CaptureFi
         # every field, numbers as numbers (the fabric summary's too)
         assert status["fabric"]["gpus"] == fabric.num_nics and status["state_version"] >= 2
         assert status["report_to_installed_count"] >= 1 and "p99" in str(status)
+        assert status["certificate"]["passed"] is True
         assert main(["status", "-o", "yaml", *server]) == 0
         import yaml
 
@@ -60,6 +61,7 @@ def test_client_commands(small: Fabric, tmp_path: Path, capsys: pytest.CaptureFi
         text = capsys.readouterr().out
         assert f"{fabric.num_nics:,} GPUs" in text and "EmulatedDriver: ok" in text
         assert "last solve  MLU" in text and "latency" in text
+        assert "certificate passed against eecmp" in text
         assert status["links"] == [{"link": link, "fraction": 0.0}]  # what is not up
         assert main(["link", "ls", *server]) == 0
         assert capsys.readouterr().out == f"{link}\tdown\n"

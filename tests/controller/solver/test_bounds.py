@@ -148,3 +148,50 @@ def test_unsplit_with_copies_equals_the_copies_written_out(
     copies = np.array([m for _, _, m in rows], np.int64)
     written = _unsplit(np.repeat(group, copies), np.repeat(demand, copies), cap)
     assert _unsplit(group, demand, cap, copies) == written
+
+
+CUTS = ("rack-egress", "rack-ingress", "pod-egress", "pod-ingress")  # each has a refinement
+
+
+@settings(max_examples=60, deadline=None)
+@given(_instances(), st.sampled_from([1, 2, 4, 16]), st.integers(0, 2**31))
+def test_every_part_holds_for_the_routings_it_claims_and_refines_its_cut(
+    case: tuple[Fabric, LinkHealth, FlowSet], qps: int, seed: int
+) -> None:
+    """Each part of the bound for `qps` buckets is at most the MLU of routings that split
+    flows into `qps` equal QPs (E-ECMP, WCMP, the solve), and an integral refinement
+    (`*-unsplit`, `*-16qp`) is never below its fractional cut."""
+    from controller.model.hashing import hashed
+    from controller.model.rates import simulate
+    from controller.solver.certificate import CertifyOptions
+    from controller.solver.solve import SolveOptions, solve
+
+    fabric, health, flows = case
+    bound = lower_bound(fabric, health, flows, qps=qps)
+    tag = "unsplit" if qps <= 1 else f"{qps}qp"
+    for cut in CUTS:
+        if cut in bound.parts:
+            assert bound.parts[f"{cut}-{tag}"] >= bound.parts[cut], cut
+    mlus = []
+    for kind in ("eecmp", "wcmp"):
+        sub, a, parent = hashed(kind, fabric, flows, health, seed, qps)
+        if a.routed.all():
+            mlus.append(simulate(fabric, health, a, sub, parent).mlu)
+    res = solve(fabric, health, flows,
+                options=SolveOptions(qps=qps, certify=CertifyOptions(enabled=False)))  # fmt: skip
+    if not res.unroutable.size and not res.fallback_ecmp.size:
+        mlus.append(res.mlu)
+    for mlu in mlus:
+        for name, value in bound.parts.items():
+            assert value <= mlu * (1 + 1e-9) + 1e-9, (name, value, mlu)
+
+
+def test_a_refinement_is_never_below_its_cut(tiny: Fabric) -> None:
+    # many small buckets against fat links: the pigeonhole alone says little, the cut a lot
+    src = np.repeat(np.arange(4), 4)
+    dst = (src + 4 + np.tile(np.arange(4), 4)) % tiny.num_nics
+    dst = np.where(tiny.host_of_nic(dst) == tiny.host_of_nic(src), (dst + 2) % 16, dst)
+    flows = FlowSet.build(src, dst, 400.0)
+    bound = lower_bound(tiny, LinkHealth.all_up(tiny), flows, qps=16)
+    assert bound.parts["rack-egress"] > 1.0
+    assert bound.parts["rack-egress-16qp"] == bound.parts["rack-egress"]

@@ -13,8 +13,12 @@ from controller.model.flows import FlowSet
 from controller.model.health import LinkHealth, parse_health
 from controller.model.jobs import jobs_flows
 from controller.model.paths import path_alive
+from controller.solver.certificate import CertifyOptions
 from controller.solver.solve import SolveOptions, repair, solve
 from sim.jobmix import random_jobs, ring_jobs
+
+# the solver's own routing, before the certificate hands any job back to hashing
+UNCERTIFIED = SolveOptions(certify=CertifyOptions(enabled=False))
 
 
 def test_full_pod_of_rings_is_collision_free() -> None:
@@ -101,11 +105,14 @@ def test_repair_moves_only_hit_flows() -> None:
     fabric = build(PRESETS["small"])
     flows = jobs_flows(fabric, ring_jobs(fabric, 8, seed=3))
     health = LinkHealth.all_up(fabric)
-    before = solve(fabric, health, flows)
+    before = solve(fabric, health, flows, options=UNCERTIFIED)
     arcs = before.assignment.arcs(fabric)
     link = int(arcs[np.flatnonzero(arcs[:, 2] >= 0)[0], 1]) // 2  # a used rack uplink
     after_health = health.down([link])
-    after = repair(fabric, after_health, before)
+    after = repair(fabric, after_health, before, options=UNCERTIFIED)
+    assert after.certificate is None
+    certified = repair(fabric, after_health, before)
+    assert certified.certificate is not None and certified.certificate.passed
     hit = (arcs // 2 == link).any(axis=1)
     assert hit.any()
     same = before.assignment.path == after.assignment.path
@@ -127,7 +134,10 @@ def test_deterministic_and_valid(seed: int, failures: int) -> None:
     routed = a.assignment.routed
     assert path_alive(a.assignment.arcs(fabric)[routed], health.arc_capacity(fabric)).all()
     off = set(a.parent[~routed].tolist())  # type: ignore[index]
-    assert off == set(a.unroutable.tolist()) | set(a.fallback_ecmp.tolist())
+    reported = set(a.unroutable.tolist()) | set(a.fallback_ecmp.tolist())
+    assert off == reported | set(a.handed_back.tolist())
+    assert a.certificate is not None and a.certificate.passed
+    assert a.certificate.fallback_flows == a.handed_back.size
     assert a.mlu >= a.bound.value * (1 - 1e-9)
 
 
@@ -169,7 +179,9 @@ def test_fabric_table_budget_is_respected_and_the_rest_rides_ecmp() -> None:
     used = table_usage(fabric, free.assignment)
     rtsw = used[fabric.node_id("rtsw", 0) : fabric.node_id("ctsw", 0)]
     tight = replace(fabric, te_entries=(int(rtsw.max()) // 2, 3, None))
-    res = solve(tight, health, flows)  # the fabric's budget applies by default
+    checked = solve(tight, health, flows)
+    assert checked.certificate is not None and checked.certificate.passed
+    res = solve(tight, health, flows, options=UNCERTIFIED)  # the fabric's budget by default
     usage = table_usage(tight, res.assignment)
     assert (usage <= tight.table_budget()).all()
     counts = build_routes(tight, res.assignment).counts()
@@ -190,9 +202,13 @@ def test_fabric_table_budget_is_respected_and_the_rest_rides_ecmp() -> None:
     row = routed("te", tight, health, res.assignment, 0.0, parent=res.parent)
     assert row.report.unrouted == 0 and row.report.flows == len(flows)
     # an explicit budget overrides the fabric's, for every tier
-    one = solve(fabric, health, flows, options=SolveOptions(table_budget=1))
+    one = solve(fabric, health, flows, options=replace(UNCERTIFIED, table_budget=1))
     assert table_usage(fabric, one.assignment).max() <= 1
     assert Assignment(one.assignment.flows, one.assignment.path).routed.any()
+    # certified, the ring that one entry per switch leaves below E-ECMP goes back to hashing
+    back = solve(fabric, health, flows, options=SolveOptions(table_budget=1))
+    assert back.certificate is not None and back.certificate.passed
+    assert back.certificate.fallback_jobs
 
 
 def test_a_job_change_moves_no_bucket_of_the_other_jobs() -> None:

@@ -1,0 +1,386 @@
+"""The certificate: no job slower under TE than under the fabric's own routing.
+
+The reference is the routing the fabric runs without TE: its default hashing (`reference`,
+E-ECMP or capacity-aware WCMP, controller.model.hashing) with `qps` queue pairs per flow.
+Hashing is random, so the reference value of job J is defined as the mean, over the K hash
+seeds seed, seed+1, ..., seed+K-1, of J's bus bandwidth (the min over its flows of rate /
+demand) under controller.model.rates.simulate (striped model by default). The TE value is
+defined the same way on the data plane the assignment makes (controller.model.dataplane):
+TE rows on their paths, rows without a path walked through the entries and the same seeded
+hashes; with no path-less row it does not depend on the seed. A routing is certified when
+TE(J) >= ref(J) * (1 - 1e-9) for every job J. Every figure is deterministic.
+
+Shortcut (exact). Under max-min fairness with demand caps a flow none of whose arcs is
+offered more than its capacity gets its demand: were it below, its bottleneck arc would be
+saturated, yet the rates there sum to less than the demands, which fit. So a job none of
+whose rows crosses such an arc, under any of the K seeds, has TE(J) = 1 >= ref(J), and is
+not compared; when no job is at risk the reference is not computed at all.
+
+Fallback. When some jobs fail, the rows of their flows that are below the job's reference
+value (share = mean over the seeds of rate / demand), together with every row sharing a
+source NIC and destination host with one (the unit a source RTSW entry steers), are handed
+back to hashing: their path becomes UNROUTED, so they have no TE entry and ride the defaults
+(controller.model.dataplane walks them exactly as the reference hashes them), and the check
+runs again on every job (moving one flow changes others). If those flows all ride the
+defaults already, the TE rows on an over-capacity arc they cross are handed back; if there
+are none, all TE rows. After as many rounds as there are jobs, a failing job is handed back
+whole (and a crowding row's job with it). Every round hands back at least one TE row, and
+from the escalation on at least one whole job, so there are at most 2 * jobs + 2 rounds;
+with every row handed back no entry remains and the data plane is the reference itself, row
+for row and hash for hash, so the loop ends certified.
+
+`compare`: further hashings reported (worst ratio, jobs below) but not enforced: handing
+back only reproduces the routing the fabric actually runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from controller.errors import InputError
+from controller.model.assignment import UNROUTED, Assignment
+from controller.model.dataplane import Carried, carried, overrides_of
+from controller.model.fabric import Fabric
+from controller.model.flows import ALL_QPS, FlowSet
+from controller.model.hashing import HASHINGS, hashed
+from controller.model.health import LinkHealth
+from controller.model.rates import MODELS, REL_TOL, flow_shares
+
+DEFAULT_HASHES = 4  # K: hash seeds the reference is the mean over
+
+
+@dataclass(frozen=True)
+class CertifyOptions:
+    """What a routing is certified against (module docstring)."""
+
+    reference: str = "eecmp"  # the fabric's default routing: "eecmp" or "wcmp"
+    hashes: int = DEFAULT_HASHES  # K
+    seed: int = 1  # first hash seed
+    model: str = "striped"
+    compare: tuple[str, ...] = ()  # other hashings to report against
+    enabled: bool = True
+
+    def __post_init__(self) -> None:
+        for name in (self.reference, *self.compare):
+            if name not in HASHINGS:
+                raise InputError(f"unknown reference {name!r}; known: {', '.join(HASHINGS)}")
+        if self.hashes < 1:
+            raise InputError(f"hashes must be >= 1, got {self.hashes}")
+        if self.model not in MODELS:
+            raise InputError(f"model must be one of {', '.join(MODELS)}, got {self.model!r}")
+
+    @property
+    def seeds(self) -> tuple[int, ...]:
+        return tuple(range(self.seed, self.seed + self.hashes))
+
+
+DEFAULT = CertifyOptions()  # E-ECMP, K = 4 seeds from 1, striped model
+
+
+@dataclass(frozen=True)
+class Certificate:
+    """The outcome of a certification: plain values, for reports, Status and /metrics."""
+
+    reference: str
+    seeds: tuple[int, ...]
+    qps: int
+    jobs: int  # jobs with flows
+    jobs_checked: int  # jobs compared in full (the rest provably get their demand)
+    passed: bool  # no job below the reference (always, once the fallback has run)
+    # per hashing (the reference first): min over compared jobs of TE / reference (None:
+    # no job needed comparing), and the jobs below it
+    worst_ratio: dict[str, float | None] = field(default_factory=dict)
+    below: dict[str, int] = field(default_factory=dict)
+    fallback_jobs: dict[str, str] = field(default_factory=dict)  # job id -> why
+    fallback_flows: int = 0  # input flows handed back to hashing
+    rounds: int = 0
+    seconds: float = 0.0
+    # MLU of the data plane certified (TE rows and rows on the defaults), mean over the
+    # seeds when rows ride the defaults
+    mlu: float = 0.0
+    # hashed reference routings computed (0: no job at risk, or the reference was memoised)
+    reference_runs: int = 0
+    # QP rows of the data plane certified that ride the defaults (0: every row has a path)
+    walked: int = 0
+
+    def to_dict(self) -> dict[str, object]:
+        """A JSON-ready dict."""
+        return {
+            "reference": self.reference, "seeds": list(self.seeds), "qps": self.qps,
+            "jobs": self.jobs, "jobs_checked": self.jobs_checked, "passed": self.passed,
+            "worst_ratio": dict(self.worst_ratio), "below": dict(self.below),
+            "fallback_jobs": dict(self.fallback_jobs), "fallback_flows": self.fallback_flows,
+            "rounds": self.rounds, "seconds": self.seconds, "mlu": self.mlu,
+            "reference_runs": self.reference_runs, "walked": self.walked,
+        }  # fmt: skip
+
+    def metrics(self) -> dict[str, float]:
+        """Plain numbers (NaN where a ratio was not needed)."""
+        out = {
+            "certificate_passed": float(self.passed),
+            "certificate_jobs": float(self.jobs),
+            "certificate_jobs_checked": float(self.jobs_checked),
+            "certificate_fallback_jobs": float(len(self.fallback_jobs)),
+            "certificate_fallback_flows": float(self.fallback_flows),
+            "certificate_rounds": float(self.rounds),
+            "certificate_seconds": self.seconds,
+        }
+        for name, value in self.worst_ratio.items():
+            out[f"certificate_worst_ratio_{name}"] = float("nan") if value is None else value
+            out[f"certificate_below_{name}"] = float(self.below.get(name, 0))
+        return out
+
+    def summary(self) -> str:
+        """One line for an operator."""
+        ratios = ", ".join(
+            f"{name} {'>= 1 (no job at risk)' if r is None else f'{r:.4g}'}"
+            for name, r in self.worst_ratio.items()
+        )
+        fell = (
+            f"; {len(self.fallback_jobs)} job(s) handed back to {self.reference} "
+            f"({self.fallback_flows} flows): "
+            + ", ".join(f"{j} ({why})" for j, why in sorted(self.fallback_jobs.items())[:5])
+            + (" ..." if len(self.fallback_jobs) > 5 else "")
+            if self.fallback_jobs
+            else ""
+        )
+        return (
+            f"certificate: {'passed' if self.passed else 'FAILED'} against {self.reference} "
+            f"({len(self.seeds)} seeds, {self.qps} QPs); {self.jobs_checked} of {self.jobs} "
+            f"jobs compared; worst TE/reference: {ratios}{fell}; {self.seconds:.3f} s"
+        )
+
+
+def input_flows(flows: FlowSet, parent: np.ndarray) -> FlowSet:
+    """The input flows the rows are part of: endpoints and job of a row, demands summed."""
+    n = int(parent.max()) + 1 if parent.size else 0
+    first = np.full(n, -1, np.int64)
+    first[parent[::-1]] = np.arange(parent.size)[::-1]
+    demand = np.bincount(parent, weights=flows.demand, minlength=n)
+    return FlowSet(flows.src_nic[first], flows.dst_nic[first], demand, flows.job[first],
+                   flows.job_ids)  # fmt: skip
+
+
+def row_parents(flows: FlowSet) -> np.ndarray:
+    """Row -> input flow when not given: a whole row is a flow, the buckets of one
+    (src NIC, dst NIC, job) are one."""
+    key = np.stack([flows.src_nic, flows.dst_nic, flows.job,
+                    np.where(flows.qp == ALL_QPS, np.arange(len(flows)), -1)], axis=1)  # fmt: skip
+    _, first, inverse = np.unique(key, axis=0, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
+    return rank[inverse.reshape(-1)].astype(np.int64)
+
+
+def job_values(share: np.ndarray, job: np.ndarray, num_jobs: int) -> np.ndarray:
+    """Per job, the min share over its routed flows (NaN: none routed): its busbw fraction."""
+    out = np.full(num_jobs, np.inf)
+    ok = np.isfinite(share)
+    np.minimum.at(out, job[ok], share[ok])
+    return np.where(np.isfinite(out), out, np.nan)
+
+
+# Reference values of the last few inputs: a repair and its follow-up, or a re-solve on the
+# same health and flows, certify against the same reference. Keyed by a digest of every
+# input the values depend on, so a hit returns exactly what computing them would.
+_MEMO: OrderedDict[str, np.ndarray] = OrderedDict()
+_MEMO_SIZE = 8
+
+
+def _digest(*parts: object) -> str:
+    h = hashlib.sha256()
+    for part in parts:
+        if isinstance(part, np.ndarray):
+            h.update(str(part.dtype).encode() + str(part.shape).encode())
+            h.update(np.ascontiguousarray(part).tobytes())
+        else:
+            h.update(repr(part).encode())
+        h.update(b"|")
+    return h.hexdigest()
+
+
+class _Reference:
+    """Per-job reference values per hashing, computed once, on first need."""
+
+    def __init__(self, fabric: Fabric, health: LinkHealth, flows: FlowSet, qps: int,
+                 num_jobs: int, opts: CertifyOptions) -> None:  # fmt: skip
+        self.fabric, self.health, self.flows, self.qps = fabric, health, flows, qps
+        self.num_jobs, self.opts = num_jobs, opts
+        self._values: dict[str, np.ndarray] = {}
+        self.computed = 0  # hashed routings simulated (0: none, or all from the memo)
+
+    def values(self, kind: str) -> np.ndarray:
+        if kind in self._values:
+            return self._values[kind]
+        f = self.flows
+        key = _digest(self.fabric.fingerprint, self.fabric.capacity, self.health.factor,
+                      f.src_nic, f.dst_nic, f.demand, f.job, self.num_jobs, self.qps, kind,
+                      self.opts.seeds, self.opts.model)  # fmt: skip
+        if key in _MEMO:
+            _MEMO.move_to_end(key)
+            self._values[kind] = _MEMO[key]
+            return _MEMO[key]
+        if kind not in self._values:
+            runs = []
+            for seed in self.opts.seeds:
+                sub, routing, parent = hashed(kind, self.fabric, self.flows, self.health, seed,
+                                              self.qps)  # fmt: skip
+                share = flow_shares(self.fabric, self.health, routing.arcs(self.fabric), sub,
+                                    parent, num_parents=len(self.flows),
+                                    model=self.opts.model)  # fmt: skip
+                runs.append(job_values(share, self.flows.job, self.num_jobs))
+                self.computed += 1
+            self._values[kind] = np.mean(runs, axis=0)
+            self._values[kind].setflags(write=False)
+        _MEMO[key] = self._values[kind]
+        while len(_MEMO) > _MEMO_SIZE:
+            _MEMO.popitem(last=False)
+        return self._values[kind]
+
+
+def certify(
+    fabric: Fabric,
+    health: LinkHealth,
+    assignment: Assignment,
+    *,
+    qps: int,
+    parent: np.ndarray | None = None,
+    options: CertifyOptions | None = None,
+) -> tuple[Assignment, Certificate]:
+    """Certify `assignment` (rows; `parent[i]`: row i's input flow) against the reference,
+    handing failing jobs back to hashing until it holds (module docstring). Returns the
+    assignment to install (the input one when nothing fell back) and its certificate."""
+    opts = options or CertifyOptions()
+    start = time.perf_counter()
+    rows = assignment.flows
+    parent = row_parents(rows) if parent is None else np.asarray(parent, np.int64)
+    flows = input_flows(rows, parent)
+    job_ids = rows.job_ids
+    num_jobs = max(len(job_ids), int(rows.job.max(initial=-1)) + 1, 1)
+    ref = _Reference(fabric, health, flows, qps, num_jobs, opts)
+    cap = health.arc_capacity(fabric)
+    has_flows = np.bincount(flows.job, minlength=num_jobs) > 0
+    unit_key = rows.src_nic * np.int64(fabric.num_hosts) + rows.dst_host(fabric)
+    path = assignment.path.copy()
+    fallback: dict[str, str] = {}
+    checked = np.zeros(num_jobs, bool)
+    te = np.ones(num_jobs)
+    rounds = 0
+    whole_jobs = False  # after `jobs` rounds of flows, whole jobs are handed back
+    mlus: list[float] = []
+    while True:
+        rounds += 1
+        current = assignment if rounds == 1 else Assignment(rows, path.copy())
+        te_rows = path != UNROUTED
+        deterministic = bool(te_rows.all())
+        seeds = opts.seeds[:1] if deterministic else opts.seeds
+        overrides = None if deterministic else overrides_of(fabric, current)
+        planes = [carried(fabric, health, current, parent, kind=opts.reference, seed=s,
+                          qps=qps, overrides=overrides) for s in seeds]  # fmt: skip
+        at_risk = np.zeros(num_jobs, bool)
+        hot: list[np.ndarray] = []
+        mlus = []
+        for plane in planes:
+            load, over, util = _loads(fabric, plane, cap)
+            hit = ((plane.arcs >= 0) & over[np.maximum(plane.arcs, 0)]).any(axis=1)
+            at_risk[np.unique(plane.flows.job[hit])] = True
+            hot.append(over)
+            mlus.append(util)
+        checked |= at_risk
+        share = np.ones(len(flows))
+        if not at_risk.any():
+            te = np.ones(num_jobs)
+            break
+        shares = [flow_shares(fabric, health, plane.arcs, plane.flows, plane.parent,
+                              num_parents=len(flows), weight=plane.weight,
+                              model=opts.model) for plane in planes]  # fmt: skip
+        share = np.mean(shares, axis=0)
+        te = np.mean([job_values(x, flows.job, num_jobs) for x in shares], axis=0)
+        te = np.where(at_risk, te, 1.0)
+        base = ref.values(opts.reference)
+        failing = at_risk & (te < base * (1 - REL_TOL))
+        if not failing.any():
+            break
+        whole_jobs |= rounds > int(has_flows.sum())
+        low = np.isin(flows.job, np.flatnonzero(failing))
+        if not whole_jobs:
+            low &= ~(share >= base[flows.job] * (1 - REL_TOL))  # the flows below their job's
+        mine = low[parent] & te_rows
+        why = "{ratio:.4g} x " + opts.reference
+        if not mine.any():
+            # the failing flows ride the defaults already: hand back who crowds them
+            mine = _crowding(fabric, rows, path, planes, hot, low) & te_rows
+            why = "shares an over-capacity link with a job below " + opts.reference
+            if mine.any() and whole_jobs:
+                mine = np.isin(rows.job, rows.job[mine]) & te_rows
+            if not mine.any():
+                mine = te_rows
+                why = "last resort: everything back to " + opts.reference
+        units = np.isin(unit_key, unit_key[mine]) & te_rows
+        for j in np.unique(rows.job[units]).tolist():
+            name = job_ids[j] if j < len(job_ids) else f"job{j}"
+            ratio = te[j] / base[j] if base[j] > 0 else float("inf")
+            fallback.setdefault(name, why.format(ratio=ratio))
+        path[units] = UNROUTED
+    out = assignment if rounds == 1 else Assignment(rows, path.copy())
+    kinds = (opts.reference, *[k for k in opts.compare if k != opts.reference])
+    worst: dict[str, float | None] = {}
+    below: dict[str, int] = {}
+    need = checked & has_flows
+    for kind in kinds:
+        if not need.any():
+            worst[kind], below[kind] = None, 0
+            continue
+        base = ref.values(kind)
+        ok = need & np.isfinite(te) & np.isfinite(base) & (base > 0)
+        ratio = te[ok] / base[ok]
+        worst[kind] = float(ratio.min()) if ratio.size else None
+        below[kind] = int((te[ok] < base[ok] * (1 - REL_TOL)).sum())
+    handed = np.unique(parent[(path == UNROUTED) & (assignment.path != UNROUTED)])
+    cert = Certificate(
+        reference=opts.reference, seeds=opts.seeds, qps=qps, jobs=int(has_flows.sum()),
+        jobs_checked=int(need.sum()), passed=below[opts.reference] == 0,
+        worst_ratio=worst, below=below, fallback_jobs=fallback, fallback_flows=int(handed.size),
+        rounds=rounds, seconds=time.perf_counter() - start, mlu=float(np.mean(mlus)),
+        reference_runs=ref.computed, walked=planes[0].walked,
+    )  # fmt: skip
+    return out, cert
+
+
+def _loads(fabric: Fabric, plane: Carried, cap: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    """(offered load per arc, arcs offered more than capacity, MLU) of a carried plane."""
+    valid = plane.arcs >= 0
+    weights = np.repeat(plane.flows.demand, plane.arcs.shape[1])[valid.ravel()]
+    load = np.bincount(plane.arcs[valid], weights=weights, minlength=fabric.num_arcs)
+    over = load > cap * (1 + REL_TOL) + REL_TOL
+    with np.errstate(divide="ignore", invalid="ignore"):
+        util = np.where(cap > 0, load / np.where(cap > 0, cap, 1.0),
+                        np.where(load > 0, np.inf, 0.0))  # fmt: skip
+    return load, over, float(util.max(initial=0.0))
+
+
+def _crowding(
+    fabric: Fabric,
+    rows: FlowSet,
+    path: np.ndarray,
+    planes: list[Carried],
+    hot: list[np.ndarray],
+    low: np.ndarray,
+) -> np.ndarray:
+    """TE rows on an over-capacity arc that a carried row of a `low` input flow crosses."""
+    te = np.flatnonzero(path != UNROUTED)
+    arcs = Assignment(rows.take(te), path[te]).arcs(fabric)
+    crowded = np.zeros(fabric.num_arcs, bool)
+    for plane, over in zip(planes, hot, strict=True):
+        a = plane.arcs[low[plane.parent]]
+        a = a[a >= 0]
+        crowded[a[over[a]]] = True
+    out = np.zeros(len(rows), bool)
+    out[te] = (np.where(arcs >= 0, crowded[np.maximum(arcs, 0)], False)).any(axis=1)
+    return out
