@@ -55,7 +55,7 @@ def _pin_chooser(fabric: Fabric, flows: FlowSet) -> Chooser:
     dst = flows.dst_nic
     u = (dst % nics_per_rack) % (C * K)
     pin_c, pin_ku = u % C, (u // C) % K
-    v = (fabric.rack_of_host(fabric.host_of_nic(dst)) % fabric.racks_per_pod) % max(A * L, 1)
+    v = (fabric.rack_of_nic(dst) % fabric.racks_per_pod) % max(A * L, 1)
     pin_j, pin_mu = v % max(A, 1), v // max(A, 1)
     preferred = {
         HOP_UPLINK: pin_c * K + pin_ku,

@@ -230,7 +230,7 @@ def _agg_headroom(fabric: Fabric, health: LinkHealth, jobs: Sequence[Job]) -> np
     if jobs:
         flows = jobs_flows(fabric, list(jobs))
         cross = flow_class(fabric, flows.src_nic, flows.dst_nic) == CROSS_POD
-        src_pod = fabric.pod_of_rack(fabric.rack_of_host(fabric.host_of_nic(flows.src_nic)))
+        src_pod = fabric.pod_of_rack(fabric.rack_of_nic(flows.src_nic))
         np.add.at(load, src_pod[cross], flows.demand[cross])
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(alive > 0, 1.0 - load / alive, -np.inf)

@@ -60,7 +60,7 @@ def overrides_of(fabric: Fabric, assignment: Assignment) -> Overrides:
     te, cls = te[keep], cls[keep]
     src, dst = flows.src_nic[te], flows.dst_nic[te]
     host = fabric.host_of_nic(dst)
-    sr = fabric.rack_of_host(fabric.host_of_nic(src))
+    sr = fabric.rack_of_nic(src)
     dr = fabric.rack_of_host(host)
     d = decode(fabric, cls, path[te])
     cross = cls == CROSS_POD

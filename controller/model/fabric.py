@@ -226,7 +226,7 @@ class Fabric:
         hi = np.empty(self.num_links, dtype=np.int64)
         nics = np.arange(self.num_nics)
         lo[: self.rack_base] = self._node_base["nic"] + nics
-        hi[: self.rack_base] = self._node_base["rtsw"] + self.rack_of_host(self.host_of_nic(nics))
+        hi[: self.rack_base] = self._node_base["rtsw"] + self.rack_of_nic(nics)
         rl = np.arange(self.num_rack_links)
         rtsw = rl // (self.ctsws_per_pod * self.rack_links)
         c = (rl // self.rack_links) % self.ctsws_per_pod

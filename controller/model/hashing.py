@@ -119,8 +119,8 @@ def route(fabric: Fabric, flows: FlowSet, health: LinkHealth, choose: Chooser) -
     if not len(flows):
         return path
     cls = flow_class(fabric, src, dst)
-    sr = fabric.rack_of_host(fabric.host_of_nic(src))
-    dr = fabric.rack_of_host(fabric.host_of_nic(dst))
+    sr = fabric.rack_of_nic(src)
+    dr = fabric.rack_of_nic(dst)
     ends_ok = alive[fabric.access_link(src)] & alive[fabric.access_link(dst)]
     path[(cls == SAME_RACK) & ends_ok] = 0
 
@@ -243,8 +243,8 @@ def wcmp_chooser(
     ) -> np.ndarray:
         src, dst = flows.src_nic[rows], flows.dst_nic[rows]
         h = hop_hash(pair[rows], qp[rows], hop)
-        sr = fabric.rack_of_host(fabric.host_of_nic(src))
-        dr = fabric.rack_of_host(fabric.host_of_nic(dst))
+        sr = fabric.rack_of_nic(src)
+        dr = fabric.rack_of_nic(dst)
         sp, dp = fabric.pod_of_rack(sr), fabric.pod_of_rack(dr)
         n = rows.size
         if hop == HOP_UPLINK:
@@ -315,7 +315,7 @@ def overriding(
             whole = Overrides.lookup(keys, opts, unit)
             got = np.where(got >= 0, got, whole)
         else:
-            sr = fabric.rack_of_host(fabric.host_of_nic(src))
+            sr = fabric.rack_of_nic(src)
             dr = fabric.rack_of_host(host)
             c = seen["c"]
             if hop == HOP_AGG_UP:

@@ -23,8 +23,8 @@ SAME_RACK, SAME_POD, CROSS_POD = 0, 1, 2
 
 def flow_class(fabric: Fabric, src_nic: np.ndarray, dst_nic: np.ndarray) -> np.ndarray:
     """SAME_RACK, SAME_POD or CROSS_POD for each flow."""
-    sr = fabric.rack_of_host(fabric.host_of_nic(np.asarray(src_nic)))
-    dr = fabric.rack_of_host(fabric.host_of_nic(np.asarray(dst_nic)))
+    sr = fabric.rack_of_nic(np.asarray(src_nic))
+    dr = fabric.rack_of_nic(np.asarray(dst_nic))
     cls = np.full(sr.shape, CROSS_POD, dtype=np.int8)
     cls[fabric.pod_of_rack(sr) == fabric.pod_of_rack(dr)] = SAME_POD
     cls[sr == dr] = SAME_RACK
@@ -89,8 +89,8 @@ def path_arcs(
     src_nic = np.asarray(src_nic, dtype=np.int64)
     dst_nic = np.asarray(dst_nic, dtype=np.int64)
     index = np.asarray(index, dtype=np.int64)
-    sr = fabric.rack_of_host(fabric.host_of_nic(src_nic))
-    dr = fabric.rack_of_host(fabric.host_of_nic(dst_nic))
+    sr = fabric.rack_of_nic(src_nic)
+    dr = fabric.rack_of_nic(dst_nic)
     out = np.full((src_nic.size, MAX_HOPS), -1, dtype=np.int64)
     out[:, 0] = fabric.up(fabric.access_link(src_nic))
     last = fabric.down(fabric.access_link(dst_nic))
@@ -128,10 +128,10 @@ def hop_arc(
     src_nic = np.asarray(src_nic, dtype=np.int64)
     if pos == 0:
         return np.asarray(fabric.up(fabric.access_link(src_nic)))
-    sr = fabric.rack_of_host(fabric.host_of_nic(src_nic))
+    sr = fabric.rack_of_nic(src_nic)
     if pos == 1:
         return np.asarray(fabric.up(fabric.rack_link(sr, digits["c"], digits["ku"])))
-    dr = fabric.rack_of_host(fabric.host_of_nic(np.asarray(dst_nic, dtype=np.int64)))
+    dr = fabric.rack_of_nic(np.asarray(dst_nic, dtype=np.int64))
     last = MAX_HOPS - 1 if cls == CROSS_POD else 3
     if pos == last:
         return np.asarray(fabric.down(fabric.access_link(np.asarray(dst_nic, dtype=np.int64))))

@@ -76,8 +76,8 @@ def lower_bound(
             _ratio(nic_out, cap[fabric.up(nics)]), _ratio(nic_in, cap[fabric.down(nics)])
         )
         cls = flow_class(fabric, src, dst)
-        sr = fabric.rack_of_host(fabric.host_of_nic(src))
-        dr = fabric.rack_of_host(fabric.host_of_nic(dst))
+        sr = fabric.rack_of_nic(src)
+        dr = fabric.rack_of_nic(dst)
         leaves = cls != SAME_RACK
         racks = fabric.num_racks
         rack_links = fabric.rack_uplinks().reshape(racks, -1)

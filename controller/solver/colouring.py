@@ -286,8 +286,8 @@ def colour_assign(fabric: Fabric, health: LinkHealth, flows: FlowSet) -> ColourO
         return None
     cap = health.arc_capacity(fabric)
     cls = flow_class(fabric, flows.src_nic, flows.dst_nic)
-    sr = fabric.rack_of_host(fabric.host_of_nic(flows.src_nic))
-    dr = fabric.rack_of_host(fabric.host_of_nic(flows.dst_nic))
+    sr = fabric.rack_of_nic(flows.src_nic)
+    dr = fabric.rack_of_nic(flows.dst_nic)
     access = np.r_[fabric.up(flows.src_nic), fabric.down(flows.dst_nic)]
     access_ok = (cap[access] > 0).reshape(2, -1).all(axis=0)
     path[(cls == SAME_RACK) & access_ok] = 0
@@ -340,8 +340,8 @@ def _agg_colouring(
     a mask of the flows that got one."""
     a, m_links, c_per = fabric.atsws_per_plane, fabric.agg_links, fabric.ctsws_per_pod
     am = a * m_links
-    sp = fabric.pod_of_rack(fabric.rack_of_host(fabric.host_of_nic(flows.src_nic[idx])))
-    dp = fabric.pod_of_rack(fabric.rack_of_host(fabric.host_of_nic(flows.dst_nic[idx])))
+    sp = fabric.pod_of_rack(fabric.rack_of_nic(flows.src_nic[idx]))
+    dp = fabric.pod_of_rack(fabric.rack_of_nic(flows.dst_nic[idx]))
     # alive (j, m) per (pod, plane): both directions of an agg link share its health
     links = fabric.agg_base + np.arange(fabric.num_agg_links)
     alive = ((cap[2 * links] > 0) & (cap[2 * links + 1] > 0)).reshape(fabric.pods * c_per, am)

@@ -38,8 +38,8 @@ class Commodities:
 
 def commodities(fabric: Fabric, flows: FlowSet) -> Commodities:
     """Aggregate the flows that leave their rack by RTSW pair (deterministic order)."""
-    sr = fabric.rack_of_host(fabric.host_of_nic(flows.src_nic))
-    dr = fabric.rack_of_host(fabric.host_of_nic(flows.dst_nic))
+    sr = fabric.rack_of_nic(flows.src_nic)
+    dr = fabric.rack_of_nic(flows.dst_nic)
     cls = flow_class(fabric, flows.src_nic, flows.dst_nic)
     leaves = cls != SAME_RACK
     key = sr * fabric.num_racks + dr

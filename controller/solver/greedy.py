@@ -37,13 +37,13 @@ from controller.model.fabric import ACCESS, Fabric
 from controller.model.flows import FlowSet, match_pairs
 from controller.model.health import LinkHealth
 from controller.model.paths import CROSS_POD, SAME_POD, SAME_RACK, decode, flow_class, num_paths
+from controller.model.rates import REL_TOL
 from controller.routes.budget import TableBudget, fit_tables
 from controller.routes.entries import align_entries
 from controller.solver.certificate import Certificate
 from controller.solver.colouring import colour_assign
 from controller.solver.kernels import Cand, Mates, arc_csr, chosen_arcs, place, relieve, search
 
-_TOL = 1e-9
 # Flows a local search tries on other paths before it stops (one try: a flow's candidates
 # scored; the tries of one hot arc are scored together, ~10 us a try on meta-24k). Searches
 # on pods converge within a few hundred; on the spray of the meta-24k mix (500K+ rows)
@@ -100,8 +100,8 @@ class Candidates:
 def candidates(fabric: Fabric, flows: FlowSet) -> Candidates:
     """The candidate-path tables of `flows` (see Candidates)."""
     cls = flow_class(fabric, flows.src_nic, flows.dst_nic)
-    sr = fabric.rack_of_host(fabric.host_of_nic(flows.src_nic))
-    dr = fabric.rack_of_host(fabric.host_of_nic(flows.dst_nic))
+    sr = fabric.rack_of_nic(flows.src_nic)
+    dr = fabric.rack_of_nic(flows.dst_nic)
     base = np.zeros((len(flows), 4), np.int64)
     up_rack = fabric.up(fabric.rack_link(sr, 0, 0))
     down_rack = fabric.down(fabric.rack_link(dr, 0, 0))
@@ -162,7 +162,7 @@ def _best_path(
     best = worst.min()
     if not np.isfinite(best):
         return UNROUTED, float("inf")
-    tied = np.flatnonzero(worst <= best + _TOL)
+    tied = np.flatnonzero(worst <= best + REL_TOL)
     if tied.size > 1:
         tied = tied[np.argmin(util[tied].sum(axis=1))]
     else:
@@ -190,7 +190,7 @@ class _Mates:
     def __init__(self, fabric: Fabric, flows: FlowSet, cand: Candidates) -> None:
         k = fabric.rack_links
         self.span = self.spans(fabric)
-        sr = fabric.rack_of_host(fabric.host_of_nic(flows.src_nic))
+        sr = fabric.rack_of_nic(flows.src_nic)
         key = (sr * fabric.num_hosts + flows.dst_host(fabric)) * 3 + cand.cls
         on = self.span[cand.cls] > 0
         self.group = np.full(len(flows), -1, np.int64)
@@ -268,8 +268,8 @@ def _targets(
 ) -> dict[tuple[int, int], np.ndarray]:
     """Remaining Gbps per path for every guided commodity."""
     _, n_pod, n_cross = num_paths(fabric)
-    sr = fabric.rack_of_host(fabric.host_of_nic(flows.src_nic))
-    dr = fabric.rack_of_host(fabric.host_of_nic(flows.dst_nic))
+    sr = fabric.rack_of_nic(flows.src_nic)
+    dr = fabric.rack_of_nic(flows.dst_nic)
     total: dict[tuple[int, int], float] = {}
     for s, d, q in zip(sr.tolist(), dr.tolist(), flows.demand.tolist(), strict=True):
         total[(s, d)] = total.get((s, d), 0.0) + q
@@ -323,8 +323,8 @@ def greedy(
         keep = np.zeros(len(flows), bool)
     targets = _targets(fabric, flows, cand.cls, guidance) if guidance is not None else {}
     alive = access_alive(fabric, flows, cap)
-    sr = fabric.rack_of_host(fabric.host_of_nic(flows.src_nic))
-    dr = fabric.rack_of_host(fabric.host_of_nic(flows.dst_nic))
+    sr = fabric.rack_of_nic(flows.src_nic)
+    dr = fabric.rack_of_nic(flows.dst_nic)
     demand = flows.demand
     mates = _Mates(fabric, flows, cand)
     mates.fill(cand.cls, np.where(keep, path, UNROUTED))
@@ -341,7 +341,7 @@ def greedy(
         rem = targets.get((int(sr[f]), int(dr[f]))) if targets else None
         allowed = None
         if rem is not None:
-            allowed = _both(rem >= 0.5 * d - _TOL, must)
+            allowed = _both(rem >= 0.5 * d - REL_TOL, must)
             if allowed is None or not allowed.any():
                 allowed = None
         p, _ = _best_path(arcs, load, inv, d, _both(allowed, must))
@@ -395,8 +395,8 @@ def greedy_batched_arcs(
     if not todo.size:
         return path, chosen
     order = todo[np.argsort(-flows.demand[todo], kind="stable")]
-    sr = fabric.rack_of_host(fabric.host_of_nic(flows.src_nic[order])).tolist()
-    dr = fabric.rack_of_host(fabric.host_of_nic(flows.dst_nic[order])).tolist()
+    sr = fabric.rack_of_nic(flows.src_nic[order]).tolist()
+    dr = fabric.rack_of_nic(flows.dst_nic[order]).tolist()
     # first fit: the lowest batch that neither the source nor the destination RTSW uses
     # (bit b of used_src[r] / used_dst[r]: RTSW r is taken in batch b)
     used_src = [0] * fabric.num_racks
@@ -560,7 +560,7 @@ def relieve_arcs(
     st = _Start.of(fabric, health, flows, path, movable, cand)
     cap, inv, cand, path, chosen, load, may, core = st.fields()
     util = load * np.where(np.isfinite(inv), inv, 0.0)
-    over = np.flatnonzero(core & np.isfinite(inv) & (util > 1.0 + _TOL))
+    over = np.flatnonzero(core & np.isfinite(inv) & (util > 1.0 + REL_TOL))
     if not over.size:
         return path, chosen, load
     over = over[np.argsort(-util[over], kind="stable")]
@@ -639,12 +639,12 @@ def _may_fit(
         ok = np.ones(sel.size, bool)
         for h in range(off.shape[1]):
             own = chosen[sel, h]
-            fits = room[own] >= -_TOL
+            fits = room[own] >= -REL_TOL
             lack = np.flatnonzero(~fits)
             if lack.size:
                 base, inv_b = np.unique(cand.base[sel[lack], h], return_inverse=True)
                 most = room[base[:, None] + np.unique(off[:, h])[None]].max(axis=1)
-                fits[lack] = most[inv_b] >= demand[sel[lack]] - _TOL
+                fits[lack] = most[inv_b] >= demand[sel[lack]] - REL_TOL
             ok &= fits
         out[sel] = ok
     return out
@@ -695,7 +695,7 @@ def collided_arcs(
     load = _load(fabric, assignment, arcs) if load is None else load
     cap = health.arc_capacity(fabric)
     core = np.repeat(fabric.link_kind != ACCESS, 2)
-    over = core & (load > cap + _TOL * np.maximum(cap, 1.0))
+    over = core & (load > cap + REL_TOL * np.maximum(cap, 1.0))
     if not over.any():
         return np.zeros(0, np.int64)
     count = np.bincount(arcs.reshape(-1) + 1, minlength=fabric.num_arcs + 1)[1:]
@@ -839,7 +839,7 @@ def assign_paths(
         kept = _finish(fabric, health, flows, kept, cand, search_tries, movable=~keep)
         fresh_mlu = _score(fabric, health, flows, path)[0]
         kept_mlu = _score(fabric, health, flows, kept)[0]
-        if not fresh_mlu < kept_mlu * (1.0 - move_threshold) - _TOL:
+        if not fresh_mlu < kept_mlu * (1.0 - move_threshold) - REL_TOL:
             path, method = kept, "kept+" + method
         matched = prev != NO_PREVIOUS
         churn = np.flatnonzero(matched & (prev != path))

@@ -17,8 +17,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-UNROUTED = -1
-_TOL = 1e-9
+from controller.model.assignment import UNROUTED
+from controller.model.rates import REL_TOL
 
 # (cls, base, off, first, n_paths, hops): the candidate tables (greedy.Candidates.kernel_args)
 Cand = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
@@ -87,7 +87,7 @@ def _score(
     pick = UNROUTED
     low = np.inf
     for p in range(n_paths[c]):
-        if worst[p] <= best + _TOL and total[p] < low:
+        if worst[p] <= best + REL_TOL and total[p] < low:
             low = total[p]
             pick = p
     return pick, best
@@ -160,7 +160,7 @@ def relieve(
     one per kind of flow (`alike`) in a batch; at most `limit` (< 0: no limit). Returns
     the tries made."""
     cls, base, off, first, _, hops = cand
-    tol = 1.0 + _TOL
+    tol = 1.0 + REL_TOL
     worst = np.empty(off.shape[0])
     total = np.empty(off.shape[0])
     on = np.empty(rows.size, np.int64)
@@ -283,7 +283,7 @@ def search(
             if util[j] > top:
                 top = util[j]
                 i = j
-        if top <= _TOL:
+        if top <= REL_TOL:
             break
         arc = hot_arcs[i]
         # the flows on it: as at the start, and moved there since; in ascending order
@@ -324,7 +324,7 @@ def search(
                 if hops[c] == 0:
                     continue
                 p, w = _score(f, c, cand, mates, chosen, load, inv, demand, path, worst, total)
-                if p != UNROUTED and p != path[f] and w < top - _TOL:
+                if p != UNROUTED and p != path[f] and w < top - REL_TOL:
                     pick = j
                     break
             if pick < 0:

@@ -35,6 +35,7 @@ from controller.model.fabric import ACCESS, Fabric
 from controller.model.flows import ALL_QPS, FlowSet
 from controller.model.health import LinkHealth
 from controller.model.paths import SAME_RACK, flow_class, path_alive, path_index
+from controller.model.rates import REL_TOL
 from controller.routes.entries import align_entries
 from controller.solver.greedy import (
     SEARCH_TRIES,
@@ -46,7 +47,6 @@ from controller.solver.greedy import (
     utilisation,
 )
 
-_TOL = 1e-9
 DEFAULT_QPS = 16  # queue pairs per flow, as the E-ECMP baseline opens
 
 
@@ -88,7 +88,7 @@ def _overloaded(
     RTSW's entry key, so they split together."""
     util = utilisation(fabric, health, Assignment(flows, path))
     core = np.repeat(fabric.link_kind != ACCESS, 2)
-    hot = np.flatnonzero(core & (util > 1.0 + _TOL))
+    hot = np.flatnonzero(core & (util > 1.0 + REL_TOL))
     if not hot.size:
         return np.zeros(0, np.int64)
     whole = (flows.qp == ALL_QPS) & (path >= 0) & (cand.cls != SAME_RACK)
@@ -170,7 +170,7 @@ def _affordable(
     room."""
     hops = min(qps, fabric.ctsws_per_pod * fabric.rack_links)
     extra = qps - -(-qps // hops)
-    rtsw = fabric.rack_of_host(fabric.host_of_nic(flows.src_nic))
+    rtsw = fabric.rack_of_nic(flows.src_nic)
     unit = flows.src_nic * np.int64(fabric.num_hosts) + flows.dst_host(fabric)
     limit = budget[fabric.node_id("rtsw", 0) + np.arange(fabric.num_rtsws)]
     order = which[np.lexsort((which, -flows.demand[which], rtsw[which]))]
@@ -233,7 +233,7 @@ def spray(
     turn = np.maximum(new.qp, 0) + new.src_nic + new.dst_nic
     c = turn % c_
     dst = new.dst_host(fabric)
-    src_rack = fabric.rack_of_host(fabric.host_of_nic(new.src_nic))
+    src_rack = fabric.rack_of_nic(new.src_nic)
     # what follows the uplink depends on (source rack, destination host, plane) only, so
     # flows that meet at a CTSW or ATSW entry agree by construction
     digits = {
@@ -298,7 +298,7 @@ def split_overloaded(
     new, new_path, parent = _fold(flows, new, new_path, parent)
     before = float(utilisation(fabric, health, Assignment(flows, path)).max(initial=0.0))
     after = float(utilisation(fabric, health, Assignment(new, new_path)).max(initial=0.0))
-    if not after < before - _TOL or (new_path == UNROUTED).sum() > (path == UNROUTED).sum():
+    if not after < before - REL_TOL or (new_path == UNROUTED).sum() > (path == UNROUTED).sum():
         return None
     split = np.unique(parent[new.qp != ALL_QPS])
     return Split(new, new_path, parent, split)

@@ -39,6 +39,7 @@ from controller.model.fabric import ACCESS, AGG, RACK, Fabric
 from controller.model.flows import FlowSet
 from controller.model.health import LinkHealth
 from controller.model.paths import CROSS_POD, MAX_HOPS, SAME_RACK, flow_class, path_arcs
+from controller.model.rates import REL_TOL
 from controller.routes.budget import (
     TableBudget,
     arc_usage,
@@ -59,7 +60,6 @@ from controller.solver.greedy import (
 from controller.solver.kernels import arc_csr
 from controller.solver.qp_buckets import DEFAULT_QPS
 
-_TOL = 1e-9
 REOPT_TRIES = 1_000  # rows `reoptimise` tries at most
 RETRY_ROWS = 256  # unrouted rows a repair retries at most, beside the rows it hit
 REPAIR_ROWS = 8_192  # hit rows a repair re-places at most; the rest ride ECMP
@@ -191,8 +191,8 @@ class RouteIndex:
         host = int(fab.host_of_nic(flows.dst_nic[f]))
         nics = fab.nic_id(host, np.arange(fab.nics_per_host))
         rows = self.rows_on(fab.down(fab.access_link(nics)))
-        sr = fab.rack_of_host(fab.host_of_nic(flows.src_nic[rows]))
-        return rows[sr == fab.rack_of_host(fab.host_of_nic(flows.src_nic[f]))]
+        sr = fab.rack_of_nic(flows.src_nic[rows])
+        return rows[sr == fab.rack_of_nic(flows.src_nic[f])]
 
     def moved(self, path: np.ndarray, changed: np.ndarray, load: np.ndarray,
               count: np.ndarray, usage: np.ndarray | None = None) -> RouteIndex:  # fmt: skip
@@ -275,7 +275,7 @@ class _Work:
             return None
         fab = self.fabric
         host = int(fab.host_of_nic(self.flows.dst_nic[f]))
-        rack = int(fab.rack_of_host(fab.host_of_nic(self.flows.src_nic[f])))
+        rack = int(fab.rack_of_nic(self.flows.src_nic[f]))
         rows = self._mates.get((rack, host))
         if rows is None:
             rows = self._mates[rack, host] = self.index.group(f)
@@ -285,7 +285,7 @@ class _Work:
             g for g in self.arcs
             if g != f and self.path[g] >= 0
             and int(self.fabric.host_of_nic(self.flows.dst_nic[g])) == host
-            and int(self.fabric.rack_of_host(self.fabric.host_of_nic(self.flows.src_nic[g])))
+            and int(self.fabric.rack_of_nic(self.flows.src_nic[g]))
             == rack
         ]  # fmt: skip
         if new:
@@ -428,10 +428,10 @@ class _Work:
         cap, load = self.cap, self.load
         with np.errstate(divide="ignore", invalid="ignore"):
             util = np.where(cap > 0, load / np.where(cap > 0, cap, 1.0),
-                            np.where(load > _TOL, np.inf, 0))  # fmt: skip
+                            np.where(load > REL_TOL, np.inf, 0))  # fmt: skip
         core_arc = np.repeat(self.fabric.link_kind != ACCESS, 2)
         collided = np.flatnonzero(
-            core_arc & (self.count > 1) & (load > cap + _TOL * np.maximum(cap, 1.0))
+            core_arc & (self.count > 1) & (load > cap + REL_TOL * np.maximum(cap, 1.0))
         )
         result = AssignResult(
             assignment=fresh.assignment,
@@ -637,7 +637,7 @@ def reoptimise(
         util = work.load * weight
         arc = int(np.argmax(util))
         top = float(util[arc])
-        if top <= floor + _TOL:
+        if top <= floor + REL_TOL:
             break
         on = index.rows_on(np.array([arc]))
         on = on[np.fromiter((f not in work.arcs for f in on.tolist()), bool, on.size)]
@@ -655,7 +655,7 @@ def reoptimise(
             old = work.remove(f, now[i])
             allowed = work.allowed(f, int(cand.cls[i]), options.shape[0])
             p, worst = _best_path(options, work.load, work.inv, float(flows.demand[f]), allowed)
-            if p != UNROUTED and p != was and worst < top - _TOL:
+            if p != UNROUTED and p != was and worst < top - REL_TOL:
                 work.place(f, p, options[p])
                 moved = True
                 break
@@ -706,12 +706,12 @@ def follow_up(
     def ratio(mlu: float) -> float:
         return mlu / bound if 0 < bound < np.inf else 1.0
 
-    if ratio(repaired.mlu) <= target + _TOL:
+    if ratio(repaired.mlu) <= target + REL_TOL:
         return FollowUp(repaired, index, ratio(repaired.mlu), False, False)
     res, index = reoptimise(health, index, goal=bound * target, tries=tries,
                             table_budget=table_budget, certify_options=certify_options,
                             qps=qps)  # fmt: skip
-    far = ratio(res.mlu) > max(target, 1 + spray_gap) + _TOL
+    far = ratio(res.mlu) > max(target, 1 + spray_gap) + REL_TOL
     return FollowUp(res, index, ratio(res.mlu), True, far)
 
 
@@ -739,8 +739,8 @@ def bound_after(
     racks = (links[kind == RACK] - fabric.rack_base) // (fabric.ctsws_per_pod * fabric.rack_links)
     per_pod = fabric.ctsws_per_pod * fabric.atsws_per_plane * fabric.agg_links
     pods = (links[kind == AGG] - fabric.agg_base) // max(per_pod, 1)
-    sr = fabric.rack_of_host(fabric.host_of_nic(flows.src_nic))
-    dr = fabric.rack_of_host(fabric.host_of_nic(flows.dst_nic))
+    sr = fabric.rack_of_nic(flows.src_nic)
+    dr = fabric.rack_of_nic(flows.dst_nic)
     cross = flow_class(fabric, flows.src_nic, flows.dst_nic) == CROSS_POD
     mine = np.isin(flows.src_nic, nics) | np.isin(flows.dst_nic, nics)
     mine |= np.isin(sr, racks) | np.isin(dr, racks)

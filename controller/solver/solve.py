@@ -41,6 +41,7 @@ from controller.model.fabric import ACCESS, SWITCH_TIERS, Fabric
 from controller.model.flows import ALL_QPS, FlowSet, match_pairs, pair_keys
 from controller.model.health import LinkHealth
 from controller.model.paths import path_alive
+from controller.model.rates import REL_TOL
 from controller.routes.budget import (
     TableBudget,
     fit_and_count,
@@ -71,7 +72,6 @@ from controller.solver.lp import LpSolution, solve_lp
 from controller.solver.qp_buckets import DEFAULT_QPS, Split, split_overloaded, spray
 from controller.solver.repair import repair as repair_assignment
 
-_TOL = 1e-9
 LP_MODES = ("auto", "always", "never")
 
 
@@ -319,8 +319,8 @@ def _spray_if_at_bound(
         return None
     out = sprayed[0]
     if (
-        out.mlu > bound * (1 + _TOL) + _TOL
-        or not out.mlu < res.mlu * (1 - opts.move_threshold) - _TOL
+        out.mlu > bound * (1 + REL_TOL) + REL_TOL
+        or not out.mlu < res.mlu * (1 - opts.move_threshold) - REL_TOL
     ):
         return None
     return sprayed
@@ -352,7 +352,7 @@ def _previous_split_if_kept(
     if not path_alive(previous.arcs(fabric), health.arc_capacity(fabric)).all():
         return None
     mlu = float(utilisation(fabric, health, previous).max(initial=0.0))
-    if mlu > res.mlu * (1 + move_threshold) + _TOL:
+    if mlu > res.mlu * (1 + move_threshold) + REL_TOL:
         return None
     kept = AssignResult(
         assignment=previous,
@@ -382,7 +382,7 @@ def _best_bucket_split(
     the MLU more than `move_threshold` above the bound, every flow sprayed over the planes
     (`sprayed`, if the spray was made already), kept only if it lowers the MLU by more than
     `move_threshold` too (it costs an entry per bucket)."""
-    if opts.qps < 2 or res.mlu <= 1.0 + _TOL:
+    if opts.qps < 2 or res.mlu <= 1.0 + REL_TOL:
         return None
     flows = res.assignment.flows
     best: tuple[AssignResult, np.ndarray] | None = None
@@ -393,12 +393,12 @@ def _best_bucket_split(
         out, parent = _bucket_result(fabric, health, res, local, opts)
         best = (replace(out, method=res.method + "+qp-split"), parent)
     mlu = best[0].mlu if best is not None else res.mlu
-    if mlu > bound * (1 + opts.move_threshold) + _TOL:
+    if mlu > bound * (1 + opts.move_threshold) + REL_TOL:
         if sprayed is None:
             sprayed = _spray_within_tables(fabric, health, res, opts)
         else:
             sprayed = (replace(sprayed[0], method=res.method + "+qp-spray"), sprayed[1])
-        if sprayed is not None and sprayed[0].mlu < mlu * (1 - opts.move_threshold) - _TOL:
+        if sprayed is not None and sprayed[0].mlu < mlu * (1 - opts.move_threshold) - REL_TOL:
             best = sprayed
     return best
 
@@ -447,7 +447,7 @@ def solve(
         first = _spray_within_tables(fabric, health, empty, opts)
         times["qp_spray"] = time.perf_counter() - t
         near = first is not None and (
-            first[0].mlu <= spray_bound.value * (1 + opts.spray_gap) + _TOL
+            first[0].mlu <= spray_bound.value * (1 + opts.spray_gap) + REL_TOL
             or len(flows) > opts.whole_max_flows
         )
         if first is not None and near:
@@ -461,14 +461,14 @@ def solve(
     res = run(None)
     times["assign"] = time.perf_counter() - t
     need_lp = opts.lp == "always" or (
-        opts.lp == "auto" and res.mlu > bound.value * (1 + _TOL) + _TOL
+        opts.lp == "auto" and res.mlu > bound.value * (1 + REL_TOL) + REL_TOL
     )
     parent: np.ndarray | None = None
     split_bound = bound
     if (
         first is not None
         and spray_bound is not None
-        and first[0].mlu < res.mlu * (1 - opts.move_threshold) - _TOL
+        and first[0].mlu < res.mlu * (1 - opts.move_threshold) - REL_TOL
     ):
         # the spray beats one path per flow: an LP-guided whole-flow pass will not do better
         # than the LP's own fractional optimum, which the spray is already near
@@ -481,7 +481,7 @@ def solve(
             if spray_bound is not None
             else lower_bound(fabric, health, flows, qps=opts.qps)
         )
-        if need_lp and opts.lp == "auto" and res.mlu > 1.0 + _TOL and first is None:
+        if need_lp and opts.lp == "auto" and res.mlu > 1.0 + REL_TOL and first is None:
             # Widespread overload one path per flow cannot pack: when spraying QP buckets
             # meets the bound, it is optimal and the LP and second pass cannot beat it.
             t = time.perf_counter()
@@ -611,7 +611,7 @@ def _relieved(
     counted again before and after (all rows after, once, when they are most of them).
     `flows_in`, `parent`: the solve's flows and the input flow of every row
     (None: the rows are the input flows); a bucket's candidates are its flow's."""
-    if res.mlu <= 1.0 + _TOL or opts.relief_tries == 0 or res.method.startswith("kept+"):
+    if res.mlu <= 1.0 + REL_TOL or opts.relief_tries == 0 or res.method.startswith("kept+"):
         return res
     flows, path = res.assignment.flows, res.assignment.path
     cand = candidates(fabric, flows_in)
@@ -651,7 +651,7 @@ def _relieved(
     mlu = float(util.max(initial=0.0))
     if realigned.any():
         before = utilisation(fabric, health, res.assignment)
-        if mlu > res.mlu + _TOL or ((util > 1.0 + _TOL) & (before <= 1.0 + _TOL)).any():
+        if mlu > res.mlu + REL_TOL or ((util > 1.0 + REL_TOL) & (before <= 1.0 + REL_TOL)).any():
             return res
     if res.usage is None or 2 * sub.size > len(flows):  # most rows: one count of them all
         had = table_usage(fabric, res.assignment) if res.usage is None else res.usage
@@ -665,7 +665,7 @@ def _relieved(
     if (grew & (usage > switch_budget(fabric, _budget(fabric, opts)))).any():
         return res
     count = np.bincount(chosen.reshape(-1) + 1, minlength=fabric.num_arcs + 1)[1:]
-    collided = np.flatnonzero(core & (load > cap + _TOL * np.maximum(cap, 1.0)) & (count > 1))
+    collided = np.flatnonzero(core & (load > cap + REL_TOL * np.maximum(cap, 1.0)) & (count > 1))
     return replace(res, assignment=assignment, mlu=mlu, collided_links=collided, usage=usage)
 
 

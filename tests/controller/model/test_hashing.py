@@ -35,7 +35,7 @@ def _all_pairs(fabric: Fabric) -> FlowSet:
 def _uplink_counts(fabric: Fabric, health: LinkHealth, kind: str) -> np.ndarray:
     """Subflows of every pair on each uplink of rack 0, over many seeds."""
     flows = _all_pairs(fabric)
-    flows = flows.take(np.flatnonzero(fabric.rack_of_host(fabric.host_of_nic(flows.src_nic)) == 0))
+    flows = flows.take(np.flatnonzero(fabric.rack_of_nic(flows.src_nic) == 0))
     counts = np.zeros(fabric.ctsws_per_pod * fabric.rack_links)
     for seed in range(40):
         _, a, _ = hashed(kind, fabric, flows, health, seed, 16)

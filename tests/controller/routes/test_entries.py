@@ -130,8 +130,8 @@ def test_routes_are_deterministic_and_independent_of_flow_order(small: Fabric):
     rng = np.random.default_rng(3)
     src = np.arange(fabric.num_nics)
     dst = (src + fabric.nics_per_host * fabric.hosts_per_rack * 3) % fabric.num_nics
-    cross = fabric.pod_of_rack(fabric.rack_of_host(fabric.host_of_nic(src))) != (
-        fabric.pod_of_rack(fabric.rack_of_host(fabric.host_of_nic(dst)))
+    cross = fabric.pod_of_rack(fabric.rack_of_nic(src)) != (
+        fabric.pod_of_rack(fabric.rack_of_nic(dst))
     )
     n_pod, n_cross = fabric.ctsws_per_pod, fabric.ctsws_per_pod * fabric.atsws_per_plane
     path = np.where(cross, rng.integers(0, n_cross, src.size), rng.integers(0, n_pod, src.size))

@@ -65,7 +65,7 @@ def test_failure_split_into_qp_buckets_meets_bucket_bound() -> None:
     # (whose link failed both ways) split
     total = np.bincount(res.parent, weights=split.demand, minlength=len(flows))
     assert np.allclose(total, flows.demand)
-    racks = [fabric.rack_of_host(fabric.host_of_nic(nics[res.split_flows]))
+    racks = [fabric.rack_of_nic(nics[res.split_flows])
              for nics in (flows.src_nic, flows.dst_nic)]  # fmt: skip
     assert ((racks[0] == 0) | (racks[1] == 0)).all()
     assert path_alive(res.assignment.arcs(fabric), health.arc_capacity(fabric)).all()
