@@ -40,7 +40,14 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
-from controller.errors import Fenced, InputError, StoreConflict, StoreCorrupt, StoreUnavailable
+from controller.errors import (
+    Fenced,
+    InputError,
+    StoreAmbiguous,
+    StoreConflict,
+    StoreCorrupt,
+    StoreUnavailable,
+)
 from controller.service.store import FORMAT, Change, Leadership, Loaded, Store
 
 log = logging.getLogger("fabric_te.etcd")
@@ -88,20 +95,35 @@ class Gateway:
         if conn is not None:
             conn.close()
 
-    def post(self, path: str, body: dict[str, Any], timeout: float | None = None) -> Any:
-        """The JSON answer; StoreUnavailable when no endpoint answers."""
+    def post(
+        self, path: str, body: dict[str, Any], timeout: float | None = None, write: bool = False
+    ) -> Any:
+        """The JSON answer; StoreUnavailable when no endpoint answers. A `write` whose
+        request went out but whose answer did not come is StoreAmbiguous at once (etcd may
+        apply it later): it is not sent to another endpoint."""
         data = json.dumps(body).encode()
         errors = []
         for step in range(len(self.endpoints)):
             index = (self._current + step) % len(self.endpoints)
+            where = f"{self.endpoints[index][0]}:{self.endpoints[index][1]}"
             try:
                 conn = self._conn(index, timeout or self.timeout)
                 conn.request("POST", path, data, {"Content-Type": "application/json"})
+            except (OSError, http.client.HTTPException) as err:  # not sent: not applied
+                self._drop(index)
+                errors.append(f"{where}: {err}")
+                continue
+            try:
                 reply = conn.getresponse()
                 text = reply.read()
             except (OSError, http.client.HTTPException) as err:
                 self._drop(index)
-                errors.append(f"{self.endpoints[index][0]}:{self.endpoints[index][1]}: {err}")
+                errors.append(f"{where}: {err}")
+                if write:
+                    self.healthy = False
+                    raise StoreAmbiguous(
+                        f"etcd did not answer a write ({where}: {err or 'timed out'})"
+                    ) from None
                 continue
             self._current = index
             self.healthy = True
@@ -233,11 +255,19 @@ class EtcdStore(Store):
             {"request_delete_range": {"key": full}} if value is None
             else {"request_put": {"key": full, "value": _b64(value)}}
         )  # fmt: skip
-        reply = self.gateway.post("/v3/kv/txn", {
+        txn = {
             "compare": compare, "success": [op],
             "failure": [{"request_range": {"key": full}}]
             + ([{"request_range": {"key": _b64(fence[0])}}] if fence else []),
-        })  # fmt: skip
+        }  # fmt: skip
+        try:
+            reply = self.gateway.post("/v3/kv/txn", txn, write=True)
+        except StoreAmbiguous as first:
+            if expect is None:
+                raise
+            reply = self._resolve(key, value, txn, first)
+            if isinstance(reply, int):
+                return reply
         if reply.get("succeeded"):
             return int(reply["header"]["revision"])
         responses = reply.get("responses", [])
@@ -248,6 +278,33 @@ class EtcdStore(Store):
         kvs = responses[0]["response_range"].get("kvs", []) if responses else []
         current = int(kvs[0]["mod_revision"]) if kvs else 0
         raise StoreConflict(f"{key}: changed at revision {current}, not {expect}; re-read")
+
+    def _resolve(self, key: str, value: bytes | None, txn: dict[str, Any],
+                 first: StoreAmbiguous) -> Any:  # fmt: skip
+        """Settle a guarded write whose answer was lost by sending it once more. The guard
+        makes this safe: if the first one landed, the second fails its guard and the key
+        holds our value (the first's revision is returned); if the second lands, the first
+        can never land after it. No answer again: StoreAmbiguous, outcome still unknown."""
+        try:
+            reply = self.gateway.post("/v3/kv/txn", txn, self.gateway.timeout / 2, write=True)
+        except StoreAmbiguous as again:
+            raise StoreAmbiguous(
+                f"{key}: outcome unknown, etcd did not answer the write nor its retry "
+                f"({first}; {again}); it may still be applied: retry the same write (it is "
+                "idempotent) or read the state back"
+            ) from None
+        except StoreUnavailable as err:
+            raise StoreAmbiguous(f"{key}: outcome unknown: {first}; then {err}") from None
+        if reply.get("succeeded"):
+            return reply
+        kvs = reply.get("responses", [{}])[0].get("response_range", {}).get("kvs", [])
+        if value is None and not kvs:  # deleted: by the first attempt (or by another)
+            return int(reply["header"]["revision"])
+        if value is not None and kvs and _unb64(kvs[0].get("value", "")) == value:
+            log.info("%s: a write whose answer was lost had landed at revision %s", key,
+                     kvs[0]["mod_revision"])  # fmt: skip
+            return int(kvs[0]["mod_revision"])
+        return reply  # a real conflict (or the fence): reported as such
 
     # ---- following other writers ------------------------------------------------------
     def follow(self, after: int, apply: Callable[[list[Change]], None]) -> None:
