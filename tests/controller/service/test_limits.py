@@ -399,3 +399,21 @@ def test_what_if_deadline_and_slots_hold_while_abandoned_work_runs(pod: Fabric) 
                 time.sleep(0.2)
     finally:
         running.stop(grace=0.5)
+
+
+def test_empty_link_reports_change_nothing(small: Fabric, limited) -> None:
+    """An empty ReportLinks (or StreamLinkReports, or a report of what is already so) is a
+    no-op: the state version stays, nothing is written."""
+    _, channel = limited
+    stub = pb_grpc.TrafficEngineeringStub(channel)
+    version = stub.Status(pb.StatusRequest(), timeout=10).state_version
+    reply = stub.ReportLinks(pb.ReportLinksRequest(), timeout=10)
+    assert (reply.accepted, reply.state_version) == (0, version)
+    assert stub.StreamLinkReports(iter(()), timeout=10).state_version == version
+    up = pb.LinkReport(link=small.link_name(small.rack_base), state=pb.LinkReport.UP)
+    same = stub.ReportLinks(pb.ReportLinksRequest(reports=[up]), timeout=10)
+    assert same.state_version == version
+    assert stub.Status(pb.StatusRequest(), timeout=10).state_version == version
+    down = pb.LinkReport(link=small.link_name(small.rack_base), state=pb.LinkReport.DOWN)
+    after = stub.ReportLinks(pb.ReportLinksRequest(reports=[down]), timeout=10).state_version
+    assert after == version + 1  # a real change still counts
