@@ -88,9 +88,9 @@ class Guard(grpc.ServerInterceptor):
     def _admit(self, method: str, ours: bool, context: grpc.ServicerContext) -> Identity:
         identity = identity_of(context.auth_context())
         if ours and self.policy is not None and not self.policy.policy.allows(identity, method):
-            log.warning("permission denied: %s may not call %s (roles: %s)", identity.name,
-                        method, ", ".join(sorted(self.policy.policy.roles_of(identity)))
-                        or "none")  # fmt: skip
+            roles = sorted(self.policy.policy.roles_of(identity))
+            log.warning("permission denied", extra={  # peer-controlled: fields of their own
+                "identity": identity.name, "method": method, "roles": roles})  # fmt: skip
             raise Refused(grpc.StatusCode.PERMISSION_DENIED,
                           f"{identity.name} may not call {method}")  # fmt: skip
         if ours and method in WRITES:
