@@ -5,7 +5,8 @@ Secure by default: with `tls` the server speaks mTLS only (client certificates r
 only, unless `insecure_remote=True` says the operator means plaintext on the network (a
 warning is logged at every plaintext start either way). One `Guard` interceptor applies
 authorization and limits to every call; long-lived streams have their own thread budget
-(`Limits.streams`) on top of the `Limits.workers` threads that unary calls need.
+(`Limits.streams`, and `Limits.streams_roleless` for callers without a role) on top of the
+`Limits.workers` threads that unary calls need.
 """
 
 from __future__ import annotations
@@ -51,14 +52,15 @@ class Running:
         """Re-read certificates and policy (SIGHUP); bad files keep the old ones."""
         if self.tls is not None:
             self.tls.reload()
-        if self.guard.policy is not None:
-            self.guard.policy.reload()
+        if self.guard.policy is not None and self.guard.policy.reload():
+            self.guard.revoke()  # open streams the new policy no longer allows end now
 
     def stop(self, grace: float = 5.0) -> None:
         """NOT_SERVING first, then stop within `grace` seconds in all: calls in flight and a
         push under way get what is left of it; installed routes stay."""
         deadline = time.monotonic() + grace
         self.health.enter_graceful_shutdown()
+        self.guard.close()
         self.server.stop(grace).wait(grace)
         if self.executor is not None:  # idle handler threads end; busy ones are reported
             self.executor.shutdown(wait=False, cancel_futures=True)
@@ -116,7 +118,7 @@ def start(
                     "every method%s", address, "" if is_loopback(address) else
                     " (NOT loopback: --insecure-remote)")  # fmt: skip
     guard = Guard(SERVICE_NAME, limits, RpcMetrics(engine.metrics.registry), policy)
-    threads = limits.workers + limits.streams
+    threads = limits.workers + limits.streams + limits.streams_roleless
     executor = futures.ThreadPoolExecutor(max_workers=threads, thread_name_prefix="fabric-te-rpc")
     server = grpc.server(
         executor,

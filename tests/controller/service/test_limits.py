@@ -159,15 +159,32 @@ def test_malformed_bytes_are_invalid_argument_without_traceback(
     assert running.engine.state_version == 0
 
 
-def test_oversized_put_job_names_the_field(limited) -> None:
-    """The defect: a 10 MB PutJob rejected by gRPC's own limit with no field named."""
+def test_oversized_put_job_names_the_field_without_parsing_it(
+    limited, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 2 MB PutJob (over its 1 MiB limit) names `job.hosts` from the wire lengths, and
+    the request is never parsed; 10 MB is stopped by the server-wide ceiling (the largest
+    method limit) from the message header, before its body is read."""
     running, channel = limited
     stub = pb_grpc.TrafficEngineeringStub(channel)
-    job = pb.Job(id="big", hosts=["h" * 100] * 100_000)
+    parsed: list[int] = []
+    real = running.guard._parse
+
+    def counting(method: str, ours: bool, raw: bytes, parse: Any, descriptor: Any = None) -> Any:
+        return real(method, ours, raw, lambda b: parsed.append(len(b)) or parse(b), descriptor)
+
+    monkeypatch.setattr(running.guard, "_parse", counting)
+    job = pb.Job(id="big", hosts=["h" * 100] * 20_000)
     with pytest.raises(grpc.RpcError) as err:
         stub.PutJob(pb.PutJobRequest(job=job), timeout=30)
     assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert "job.hosts" in err.value.details() and "PutJob" in err.value.details()
+    assert parsed == []  # refused on its length; the hint came from the tags alone
+    job = pb.Job(id="big", hosts=["h" * 100] * 100_000)
+    with pytest.raises(grpc.RpcError) as err:
+        stub.PutJob(pb.PutJobRequest(job=job), timeout=30)
+    assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "larger than max" in err.value.details() and parsed == []
     assert not running.engine.jobs()
 
 
