@@ -21,7 +21,9 @@ the election key, so a deposed leader cannot write it. `follow` watches P/rec/ f
 Election. A replica grants a lease of `ttl` seconds and creates the election key with it if
 the key does not exist; the holder keeps the lease alive every ttl/4 and believes it leads only
 until 3/4 of the ttl after the last keepalive it sent that etcd answered, so a leader cut off
-from etcd (or paused) stops pushing before its lease can expire and another replica win.
+from etcd (or paused) stops pushing before its lease can expire and another replica win. It
+keeps renewing until a full ttl has passed without an answer: a renewal answered late (the
+lease still alive, so the key still ours) resumes its leadership without a stepdown.
 `check` (the fence before each push batch) is a linearizable read of the election key: a
 replica resumed after a SIGSTOP learns there that it was deposed, before it reaches a switch.
 etcd refuses TTLs below its minimum (3/2 of the election timeout, rounded up to seconds: 2 s
@@ -394,6 +396,8 @@ class EtcdLeadership(Leadership):
         self._thread: threading.Thread | None = None
         self._on_change: Callable[[bool], None] = lambda leader: None
         self._believed = False
+        self._acked = 0.0  # when the last renewal etcd answered was sent
+        self.stepdowns = 0  # leadership lost while this replica held it
 
     def is_leader(self) -> bool:
         return self._created != 0 and time.monotonic() < self._valid_until
@@ -427,21 +431,28 @@ class EtcdLeadership(Leadership):
             self._on_change(leader)
 
     def _run(self) -> None:
+        """Renew while the lease may still live; campaign otherwise. A renewal answered
+        late (a loaded machine, a slow etcd) only pauses pushing (`is_leader` is false from
+        3/4 ttl after the last answered renewal); the role changes only when the lease is
+        gone or may be (a full ttl without an answer), so a hiccup is not a stepdown."""
         period = self.ttl / 4
         while not self._stop.is_set():
             try:
-                if self._created and time.monotonic() < self._valid_until:
+                if self._created and time.monotonic() < self._acked + self.ttl:
                     self._keepalive()
                 else:
                     if self._created:
-                        log.warning("lease %x not renewed in time: stepping down", self._lease)
+                        log.warning("lease %x not renewed within its ttl: stepping down",
+                                    self._lease)  # fmt: skip
                         self._created = 0
+                        self.stepdowns += 1
                     self._set_role(False)
                     self._campaign()
             except StoreUnavailable as err:
                 log.debug("election: %s", err)
-            self._set_role(self.is_leader())
-            self._stop.wait(period if self._created else min(period, 0.1))
+            self._set_role(self._created != 0)
+            lapsed = self._created and not self.is_leader()
+            self._stop.wait(0.05 if lapsed else period if self._created else min(period, 0.1))
 
     def _campaign(self) -> None:
         if not self._lease:
@@ -458,6 +469,7 @@ class EtcdLeadership(Leadership):
         }, timeout=0.5)  # fmt: skip
         if reply.get("succeeded"):
             self._created = int(reply["header"]["revision"])
+            self._acked = sent
             self._valid_until = sent + 0.75 * self.ttl
             self._leader_id = self.replica
             log.info("replica %s elected (lease %x, ttl %d s)", self.replica, self._lease,
@@ -479,7 +491,9 @@ class EtcdLeadership(Leadership):
         if int(result.get("TTL", 0)) <= 0:
             log.warning("lease %x expired: stepping down", self._lease)
             self._created, self._lease = 0, 0
+            self.stepdowns += 1
             return
+        self._acked = sent
         self._valid_until = sent + 0.75 * self.ttl
 
     def close(self) -> None:
