@@ -477,6 +477,16 @@ class EtcdLeadership(Leadership):
             return
         kvs = reply["responses"][0]["response_range"].get("kvs", [])
         self._leader_id = _unb64(kvs[0]["value"]).decode() if kvs else ""
+        if kvs and int(kvs[0].get("lease", 0)) == self._lease:
+            # the key is on our own lease (an earlier campaign whose answer was lost, or a
+            # stepdown while etcd kept the lease): ours, once a renewal confirms the lease
+            self._created = int(kvs[0]["create_revision"])
+            self._keepalive()
+            if self._created:
+                self._leader_id = self.replica
+                log.info("replica %s holds the election key on its lease %x", self.replica,
+                         self._lease)  # fmt: skip
+            return
         if not self._lease_alive():
             self._lease = 0
 
