@@ -14,7 +14,7 @@ is what the new leader pushed in the second after (inputs unchanged: the target 
 
 Churn: the same three idle replicas (lease TTL 1 s) for 5 minutes (1 with --quick) while
 3 processes spin on the CPU (nice 0, on top of whatever else the machine runs), and again
-with the leader also stalled: every 5 s it is stopped (SIGSTOP) for a random 0.2-0.8 s, as
+with the leader also stalled: every 5 s it is stopped (SIGSTOP) for a random 0.3-0.7 s, as
 a process starved by a loaded machine is. The election key's create revision is read from
 etcd every 0.1 s: each new one is a new term (a stepdown and an election, even when the same
 replica wins again). The load is the 1-minute load average sampled over the run.
@@ -135,10 +135,11 @@ class _Served:
 
     def __init__(self, args: list[str], env: dict[str, str] | None = None) -> None:
         self.port, self.metrics_port = free_port(), free_port()
+        tree = (env or {}).get("PYTHONPATH")  # `-m` puts the working directory first
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "controller.cli.main", "serve", "--insecure", "--listen",
              f"127.0.0.1:{self.port}", "--metrics-port", str(self.metrics_port), *args],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=tree,
         )  # fmt: skip
         deadline = time.monotonic() + 60
         while self.sample("fabric_te_leader") is None and time.monotonic() < deadline:
@@ -299,7 +300,7 @@ def bench_state(quick: bool) -> Iterator[tuple[str, str, list[str], list[list[ob
     )
     seconds = 60 if quick else 300
     rows = []
-    for name, stall in (("3 CPU spinners", None), ("3 CPU spinners + leader stalls", (0.2, 0.8))):
+    for name, stall in (("3 CPU spinners", None), ("3 CPU spinners + leader stalls", (0.3, 0.7))):
         terms, hours, load, stalls = churn(seconds, stall=stall)
         rows.append([name, stalls, terms, f"{hours * 60:.1f}", f"{terms / hours:.1f}",
                      f"{load:.1f}"])  # fmt: skip
