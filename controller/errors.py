@@ -21,6 +21,8 @@
     |   +-- DriverUnavailable         the switch (or its store) cannot be reached
     +-- StoreError                    the state store failed                    UNAVAILABLE
     |   +-- StoreUnavailable          the store cannot be reached: writes refused UNAVAILABLE
+    |   |   +-- StoreAmbiguous        a write sent but not answered: it may still be
+    |   |                             applied; a retry of the same write is safe    UNKNOWN
     |   +-- StoreConflict             another writer changed the key first          ABORTED
     |   +-- StoreCorrupt              a record truncated, corrupt, of another format or
     |                                 another fabric: never half-read, the start is refused
@@ -120,6 +122,11 @@ class StoreError(FabricTeError):
 
 class StoreUnavailable(StoreError):
     """The store cannot be reached (or did not answer in time); nothing was written."""
+
+
+class StoreAmbiguous(StoreUnavailable):
+    """A write reached the store but its answer did not: it may have been applied, or may
+    be applied later. Retrying the same write is safe (writes are guarded and idempotent)."""
 
 
 class StoreConflict(StoreError):

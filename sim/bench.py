@@ -819,6 +819,117 @@ def bench_security(cfg: Config) -> Iterator[Section]:
     sec.text("")
     sec.table(["transport", "PutJob p50 ms", "PutJob p99 ms", "placement updates/s"], rows)
     yield sec
+    yield _oversized_requests(cfg)
+
+
+def _oversized_requests(cfg: Config) -> Section:
+    """Large requests from callers without a role against a `tectl serve` process: what
+    they cost the server (RSS growth, CPU seconds) and what they get back."""
+    import subprocess
+    import tempfile
+    import threading
+    from collections import Counter
+    from pathlib import Path
+
+    import grpc
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    from controller.service.certs import make_cert, make_certs
+    from sim.processes import free_port
+
+    def usage(pid: int) -> tuple[float, float]:
+        """(RSS MiB, CPU s) of process `pid`."""
+        rss = next(int(line.split()[1]) for line in Path(f"/proc/{pid}/status").read_text()
+                   .splitlines() if line.startswith("VmRSS:"))  # fmt: skip
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return rss / 1024, (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def field(number: int, body: bytes) -> bytes:  # one length-delimited protobuf field
+        n, size = len(body), bytearray()
+        while n >= 0x80:
+            size.append(n & 0x7F | 0x80)
+            n >>= 7
+        return bytes([number << 3 | 2]) + bytes(size) + bytes([n]) + body
+
+    # PutJobRequest{job: Job{id: "x", hosts: ["h" * 100] * 39,000}}, 3.9 MB on the wire
+    put_job = field(1, field(1, b"x") + field(2, b"h" * 100) * 39_000)
+    calls, threads = (24, 8) if cfg.quick else (96, 16)
+    rows: list[list[object]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp)
+        make_certs(d, clients=("scheduler",))
+        ca = (x509.load_pem_x509_certificate((d / "ca.pem").read_bytes()),
+              serialization.load_pem_private_key((d / "ca.key").read_bytes(), None))  # fmt: skip
+        for i in range(threads):
+            make_cert(d, f"nobody{i}", ca, ou="outsiders")
+        port = free_port()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "controller.cli.main", "serve", "--fabric", "pod", "--listen",
+             f"127.0.0.1:{port}", "--metrics-port", "0", "--store", "memory",
+             "--tls-cert", str(d / "server.pem"), "--tls-key", str(d / "server.key"),
+             "--tls-client-ca", str(d / "ca.pem"), "--policy", str(d / "policy.yaml")],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        try:
+            channels = [grpc.secure_channel(f"localhost:{port}", grpc.ssl_channel_credentials(
+                (d / "ca.pem").read_bytes(), (d / f"nobody{i}.key").read_bytes(),
+                (d / f"nobody{i}.pem").read_bytes()),
+                options=[("grpc.max_send_message_length", 64 * 2**20)])
+                for i in range(threads)]  # fmt: skip
+            for ch in channels:
+                grpc.channel_ready_future(ch).result(timeout=120)
+            cases: list[tuple[str, Any]] = [
+                ("Health.Check, 15 MB (over the 4 MiB ceiling)", lambda ch: health_pb2_grpc
+                 .HealthStub(ch).Check(health_pb2.HealthCheckRequest(service="x" * 15_000_000),
+                                       timeout=60)),
+                ("Health.Check, 4 MB (under the ceiling, over its 64 KiB)", lambda ch:
+                 health_pb2_grpc.HealthStub(ch).Check(
+                     health_pb2.HealthCheckRequest(service="x" * 4_000_000), timeout=60)),
+                ("PutJob, 4 MB, caller without the role", lambda ch: ch.unary_unary(
+                    "/fabric_te.v1.TrafficEngineering/PutJob")(put_job, timeout=60)),
+            ]  # fmt: skip
+            for name, call in cases:
+                codes: Counter[str] = Counter()
+                rss0, cpu0 = usage(proc.pid)
+                t0 = time.perf_counter()
+
+                def worker(ch: Any, k: int, call: Any, codes: Counter[str]) -> None:
+                    for _ in range(k):
+                        try:
+                            call(ch)
+                            codes["OK"] += 1
+                        except grpc.RpcError as err:
+                            codes[err.code().name] += 1
+
+                pool = [threading.Thread(target=worker, args=(ch, calls // threads, call, codes))
+                        for ch in channels]  # fmt: skip
+                for t in pool:
+                    t.start()
+                for t in pool:
+                    t.join()
+                wall = time.perf_counter() - t0
+                time.sleep(0.5)
+                rss1, cpu1 = usage(proc.pid)
+                answers = ", ".join(f"{c} {n}" for c, n in codes.most_common())
+                rows.append([name, answers, f"{rss1 - rss0:+.0f}", f"{cpu1 - cpu0:.2f}",
+                             f"{wall:.2f}"])  # fmt: skip
+            for ch in channels:
+                ch.close()
+        finally:
+            proc.kill()
+            proc.wait()
+    sec = Section("gRPC API: oversized requests from callers without a role")
+    sec.text(
+        f"A `tectl serve` process (mTLS, fabric pod, store in memory); {threads} client "
+        f"identities the CA signed but the policy does not name send {calls} requests in all, "
+        f"{threads} at once. RSS growth and CPU seconds are the server process's, read from "
+        "/proc before and after (RSS half a second after the last answer)."
+    )
+    sec.text("")
+    sec.table(["requests", "answers", "server RSS MiB", "server CPU s", "wall s"], rows)
+    return sec
 
 
 def bench_state(cfg: Config) -> Iterator[Section]:

@@ -11,6 +11,13 @@ Takeover: three `tectl serve` processes on one etcd (lease TTL 1 s) and one fabr
 tables; the leader is killed with SIGKILL 20 times (5 with --quick) and restarted as a
 follower. The takeover time runs from the kill until a survivor reports itself leader; 'ops'
 is what the new leader pushed in the second after (inputs unchanged: the target is 0).
+
+Churn: the same three idle replicas (lease TTL 1 s) for 5 minutes (1 with --quick) while
+3 processes spin on the CPU (nice 0, on top of whatever else the machine runs), and again
+with the leader also stalled: every 5 s it is stopped (SIGSTOP) for a random 0.3-0.7 s, as
+a process starved by a loaded machine is. The election key's create revision is read from
+etcd every 0.1 s: each new one is a new term (a stepdown and an election, even when the same
+replica wins again). The load is the 1-minute load average sampled over the run.
 """
 
 from __future__ import annotations
@@ -126,12 +133,13 @@ def throughput(n: int) -> list[list[object]]:
 class _Served:
     """A `tectl serve` process, watched through its /metrics (sim does not speak the API)."""
 
-    def __init__(self, args: list[str]) -> None:
+    def __init__(self, args: list[str], env: dict[str, str] | None = None) -> None:
         self.port, self.metrics_port = free_port(), free_port()
+        tree = (env or {}).get("PYTHONPATH")  # `-m` puts the working directory first
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "controller.cli.main", "serve", "--insecure", "--listen",
              f"127.0.0.1:{self.port}", "--metrics-port", str(self.metrics_port), *args],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=tree,
         )  # fmt: skip
         deadline = time.monotonic() + 60
         while self.sample("fabric_te_leader") is None and time.monotonic() < deadline:
@@ -197,9 +205,80 @@ def takeover(kills: int) -> tuple[list[float], list[int]]:
     return times, ops
 
 
+def churn(seconds: float, spinners: int = 3, env: dict[str, str] | None = None,
+          stall: tuple[float, float] | None = None) -> tuple[int, float, float, int]:  # fmt: skip
+    """(new terms, hours watched, mean 1-minute load, stalls) of three idle replicas on one
+    etcd while `spinners` processes keep the CPUs busy, the leader stopped every 5 s for a
+    random `stall` (low, high) seconds if given; `env` for the replicas (another tree)."""
+    import base64
+    import random
+    import threading
+
+    from controller.service.etcd import Gateway
+
+    rng = random.Random(1)
+    with tempfile.TemporaryDirectory() as tmp:
+        server = EtcdServer(Path(tmp) / "etcd")
+        server.start()
+        args = ["--fabric", "small", "--store", f"etcd://{server.endpoint}/churn", "--driver",
+                "file", "--driver-dir", f"{tmp}/tables", "--lease-ttl", "1"]  # fmt: skip
+        replicas = [_Served([*args, "--replica-id", f"r{i}"], env) for i in range(3)]
+        spin = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+                for _ in range(spinners)]  # fmt: skip
+        stepdowns, stalls, loads = 0, 0, list[float]()
+        done = threading.Event()
+
+        def staller() -> None:
+            nonlocal stalls
+            while stall is not None and not done.wait(5.0):
+                lead = next((r for r in replicas if r.sample("fabric_te_leader")), None)
+                if lead is None:
+                    continue
+                lead.proc.send_signal(signal.SIGSTOP)
+                time.sleep(rng.uniform(*stall))
+                lead.proc.send_signal(signal.SIGCONT)
+                stalls += 1
+
+        pauser = threading.Thread(target=staller, daemon=True)
+        gateway = Gateway([("127.0.0.1", server.port)], timeout=1.0)
+        key = base64.b64encode(b"/churn/election/leader").decode()
+
+        def term() -> int:
+            try:
+                kvs = gateway.post("/v3/kv/range", {"key": key}).get("kvs", [])
+            except Exception:  # noqa: BLE001 - a slow answer: read again next time
+                return 0
+            return int(kvs[0]["create_revision"]) if kvs else 0
+
+        try:
+            time.sleep(2)
+            while not term():
+                time.sleep(0.1)
+            terms = {term()}
+            pauser.start()
+            start = time.monotonic()
+            while time.monotonic() - start < seconds:
+                time.sleep(0.1)
+                terms.add(term())
+                if len(loads) < (time.monotonic() - start) / 5:
+                    loads.append(float(Path("/proc/loadavg").read_text().split()[0]))
+            stepdowns = len(terms - {0}) - 1
+            hours = (time.monotonic() - start) / 3600
+        finally:
+            done.set()
+            if pauser.is_alive():
+                pauser.join()
+            for p in spin + [r.proc for r in replicas]:
+                p.send_signal(signal.SIGCONT)
+                p.kill()
+                p.wait()
+            server.stop()
+    return stepdowns, hours, statistics.fmean(loads), stalls
+
+
 def bench_state(quick: bool) -> Iterator[tuple[str, str, list[str], list[list[object]]]]:
     """(title, text, header, rows) of the state benchmarks."""
-    first, second = (p.replace("\n", " ") for p in (__doc__ or "").split("\n\n")[1:3])
+    first, second, third = (p.replace("\n", " ") for p in (__doc__ or "").split("\n\n")[1:4])
     n = 51 if quick else 201
     rows = throughput(n)
     yield (
@@ -218,4 +297,16 @@ def bench_state(quick: bool) -> Iterator[tuple[str, str, list[str], list[list[ob
         second,
         ["median s", "p99 s", "max s", "ops pushed by the new leader (max)"],
         [[f"{statistics.median(times):.2f}", f"{p99:.2f}", f"{max(times):.2f}", max(ops)]],
+    )
+    seconds = 60 if quick else 300
+    rows = []
+    for name, stall in (("3 CPU spinners", None), ("3 CPU spinners + leader stalls", (0.3, 0.7))):
+        terms, hours, load, stalls = churn(seconds, stall=stall)
+        rows.append([name, stalls, terms, f"{hours * 60:.1f}", f"{terms / hours:.1f}",
+                     f"{load:.1f}"])  # fmt: skip
+    yield (
+        f"Leader churn on etcd, lease TTL 1 s, 3 idle replicas under load ({seconds // 60} min)",
+        third,
+        ["load", "leader stalls", "new terms", "minutes", "new terms per hour", "mean load"],
+        rows,
     )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from controller.model.clos import PRESETS, ClosSpec, build
@@ -10,6 +12,19 @@ from controller.model.fabric import Fabric
 # Fabrics are immutable (frozen, read-only capacities), so each is built once per session.
 # Module constants built from presets remain only where a fixture cannot serve: hypothesis
 # strategies, parametrisation and data a module builds at import time.
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Labs left by a run that was killed (their owner is gone) are removed first; this run
+    exits through its hooks on SIGTERM and SIGHUP too, so its own labs go with it."""
+    from sim.lab.shared import exit_on_signals
+
+    exit_on_signals()
+    if os.geteuid() == 0:
+        from sim.lab.build import reap
+
+        for gone in reap():
+            print(f"removed orphaned lab {gone.lab} ({len(gone.namespaces)} namespaces)")
 
 
 @pytest.fixture(scope="session")
@@ -47,6 +62,4 @@ def two_rack_pod() -> Fabric:
 def _private_state_dir(tmp_path_factory: pytest.TempPathFactory) -> None:
     """`tectl serve` keeps its inputs under $XDG_STATE_HOME by default: a private one here,
     inherited by every controller a test starts."""
-    import os
-
     os.environ["XDG_STATE_HOME"] = str(tmp_path_factory.mktemp("state"))

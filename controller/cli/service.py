@@ -62,20 +62,19 @@ def _limits(items: list[str]) -> Any:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    # no fork handlers: the controller forks only to exec, and gRPC would log on every fork
+    os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
     api()  # a one-line error, before the server module needs the generated code
     from controller.drivers.interface import load_driver
     from controller.formats.fabric_file import load_fabric
     from controller.service.auth import PolicyStore
     from controller.service.engine import Engine
+    from controller.service.logs import configure
     from controller.service.replica import Replica
-    from controller.service.server import start
+    from controller.service.server import is_loopback, start
     from controller.service.store import default_state_dir, open_store
-    from controller.service.tls import ServerTls, TlsFiles
+    from controller.service.tls import HandshakeFailures, ServerTls, TlsFiles
 
-    logging.basicConfig(
-        level=logging.INFO, format='{"time": "%(asctime)s", "level": "%(levelname)s", '
-        '"logger": "%(name)s", "message": "%(message)s"}',
-    )  # fmt: skip
     tls_args = (args.tls_cert, args.tls_key, args.tls_client_ca)
     limits = _limits(args.limit or [])
     tls = policy = None
@@ -91,6 +90,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
                          "FABRIC_TE_TLS_*), or --insecure for plaintext")  # fmt: skip
     elif args.policy:
         policy = PolicyStore(args.policy)
+    if args.insecure_remote and not args.insecure:
+        raise InputError("--insecure-remote only widens --insecure; give both, or neither")
+    if tls is None and not args.insecure_remote and not is_loopback(args.listen):
+        raise InputError(f"--insecure on {args.listen}: plaintext is served on loopback only; "
+                         "add --insecure-remote if every host that can reach this address "
+                         "may reroute the fabric")  # fmt: skip
+    native = configure()  # every line on stderr from here on is one JSON object
     fabric = load_fabric(args.fabric)
     options: dict[str, object] = {"fabric": fabric}
     if args.driver == "file":
@@ -108,8 +114,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
         fabric, driver, driver_name=args.driver, debounce=args.debounce,
         reconcile_interval=args.reconcile_interval, replica=replica,
     )  # fmt: skip
+    native.on_native = HandshakeFailures(engine.metrics.registry).observe
     if args.metrics_port:
-        engine.metrics.serve(args.metrics_port, args.metrics_address)
+        try:
+            engine.metrics.serve(args.metrics_port, args.metrics_address)
+        except OSError as err:
+            engine.close()
+            raise InputError(f"cannot serve /metrics on {args.metrics_address}:"
+                             f"{args.metrics_port}: {err.strerror or err}") from None  # fmt: skip
     # SIGTERM/SIGINT are caught before the port opens: a client may signal as soon as it can
     # connect, and the default action would kill the process instead of stopping it well
     done = threading.Event()
@@ -117,7 +129,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         signal.signal(sig, lambda *_: done.set())
     try:
         running = start(engine, args.listen, tls=tls, policy=policy, limits=limits,
-                        insecure=args.insecure)  # fmt: skip
+                        insecure=args.insecure, insecure_remote=args.insecure_remote)  # fmt: skip
     except BaseException:
         engine.close()
         raise
@@ -138,6 +150,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if stuck:  # a handler thread gRPC could not end: do not let it hold the exit
         print(f"exiting with {len(stuck)} RPC threads still busy", file=sys.stderr, flush=True)
         logging.shutdown()
+        native.close()
         os._exit(0)
     return 0
 
@@ -436,8 +449,13 @@ def register(cli: Commands) -> None:
         help="identity -> roles file (FABRIC_TE_POLICY); see docs/security.md",
     )
     serve.add_argument(
-        "--insecure", action="store_true", help="plaintext, no client identities: a local demo only"
-    )
+        "--insecure", action="store_true",
+        help="plaintext, no client identities: a local demo only (loopback addresses only)",
+    )  # fmt: skip
+    serve.add_argument(
+        "--insecure-remote", action="store_true",
+        help="with --insecure: allow plaintext on a non-loopback --listen address too",
+    )  # fmt: skip
     serve.add_argument(
         "--limit",
         action="append",

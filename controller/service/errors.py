@@ -9,6 +9,7 @@ OverDeadline                                          -> DEADLINE_EXCEEDED
 LimitError (size, rate, cost, streams)                -> RESOURCE_EXHAUSTED, with the
                                                          `retry-after-ms` trailer if set
 StoreConflict (another replica wrote the key first)   -> ABORTED
+StoreAmbiguous (a write sent, no answer: outcome unknown) -> UNKNOWN
 StoreError (store unreachable: writes refused, ...)   -> UNAVAILABLE
 anything else (a bug)                                 -> INTERNAL, traceback logged
 """
@@ -30,6 +31,7 @@ from controller.errors import (
     OverDeadline,
     PreconditionError,
     SolverError,
+    StoreAmbiguous,
     StoreConflict,
     StoreError,
 )
@@ -47,6 +49,7 @@ _STATUS: tuple[tuple[type[BaseException], grpc.StatusCode], ...] = (
     (OverDeadline, grpc.StatusCode.DEADLINE_EXCEEDED),
     (LimitError, grpc.StatusCode.RESOURCE_EXHAUSTED),
     (StoreConflict, grpc.StatusCode.ABORTED),
+    (StoreAmbiguous, grpc.StatusCode.UNKNOWN),
     (StoreError, grpc.StatusCode.UNAVAILABLE),
 )
 _EXPECTED = (InputError, PreconditionError, SolverError, DriverError, StoreError, LimitError)

@@ -21,7 +21,9 @@ the election key, so a deposed leader cannot write it. `follow` watches P/rec/ f
 Election. A replica grants a lease of `ttl` seconds and creates the election key with it if
 the key does not exist; the holder keeps the lease alive every ttl/4 and believes it leads only
 until 3/4 of the ttl after the last keepalive it sent that etcd answered, so a leader cut off
-from etcd (or paused) stops pushing before its lease can expire and another replica win.
+from etcd (or paused) stops pushing before its lease can expire and another replica win. It
+keeps renewing until a full ttl has passed without an answer: a renewal answered late (the
+lease still alive, so the key still ours) resumes its leadership without a stepdown.
 `check` (the fence before each push batch) is a linearizable read of the election key: a
 replica resumed after a SIGSTOP learns there that it was deposed, before it reaches a switch.
 etcd refuses TTLs below its minimum (3/2 of the election timeout, rounded up to seconds: 2 s
@@ -40,7 +42,14 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
-from controller.errors import Fenced, InputError, StoreConflict, StoreCorrupt, StoreUnavailable
+from controller.errors import (
+    Fenced,
+    InputError,
+    StoreAmbiguous,
+    StoreConflict,
+    StoreCorrupt,
+    StoreUnavailable,
+)
 from controller.service.store import FORMAT, Change, Leadership, Loaded, Store
 
 log = logging.getLogger("fabric_te.etcd")
@@ -88,20 +97,35 @@ class Gateway:
         if conn is not None:
             conn.close()
 
-    def post(self, path: str, body: dict[str, Any], timeout: float | None = None) -> Any:
-        """The JSON answer; StoreUnavailable when no endpoint answers."""
+    def post(
+        self, path: str, body: dict[str, Any], timeout: float | None = None, write: bool = False
+    ) -> Any:
+        """The JSON answer; StoreUnavailable when no endpoint answers. A `write` whose
+        request went out but whose answer did not come is StoreAmbiguous at once (etcd may
+        apply it later): it is not sent to another endpoint."""
         data = json.dumps(body).encode()
         errors = []
         for step in range(len(self.endpoints)):
             index = (self._current + step) % len(self.endpoints)
+            where = f"{self.endpoints[index][0]}:{self.endpoints[index][1]}"
             try:
                 conn = self._conn(index, timeout or self.timeout)
                 conn.request("POST", path, data, {"Content-Type": "application/json"})
+            except (OSError, http.client.HTTPException) as err:  # not sent: not applied
+                self._drop(index)
+                errors.append(f"{where}: {err}")
+                continue
+            try:
                 reply = conn.getresponse()
                 text = reply.read()
             except (OSError, http.client.HTTPException) as err:
                 self._drop(index)
-                errors.append(f"{self.endpoints[index][0]}:{self.endpoints[index][1]}: {err}")
+                errors.append(f"{where}: {err}")
+                if write:
+                    self.healthy = False
+                    raise StoreAmbiguous(
+                        f"etcd did not answer a write ({where}: {err or 'timed out'})"
+                    ) from None
                 continue
             self._current = index
             self.healthy = True
@@ -233,11 +257,19 @@ class EtcdStore(Store):
             {"request_delete_range": {"key": full}} if value is None
             else {"request_put": {"key": full, "value": _b64(value)}}
         )  # fmt: skip
-        reply = self.gateway.post("/v3/kv/txn", {
+        txn = {
             "compare": compare, "success": [op],
             "failure": [{"request_range": {"key": full}}]
             + ([{"request_range": {"key": _b64(fence[0])}}] if fence else []),
-        })  # fmt: skip
+        }  # fmt: skip
+        try:
+            reply = self.gateway.post("/v3/kv/txn", txn, write=True)
+        except StoreAmbiguous as first:
+            if expect is None:
+                raise
+            reply = self._resolve(key, value, txn, first)
+            if isinstance(reply, int):
+                return reply
         if reply.get("succeeded"):
             return int(reply["header"]["revision"])
         responses = reply.get("responses", [])
@@ -248,6 +280,33 @@ class EtcdStore(Store):
         kvs = responses[0]["response_range"].get("kvs", []) if responses else []
         current = int(kvs[0]["mod_revision"]) if kvs else 0
         raise StoreConflict(f"{key}: changed at revision {current}, not {expect}; re-read")
+
+    def _resolve(self, key: str, value: bytes | None, txn: dict[str, Any],
+                 first: StoreAmbiguous) -> Any:  # fmt: skip
+        """Settle a guarded write whose answer was lost by sending it once more. The guard
+        makes this safe: if the first one landed, the second fails its guard and the key
+        holds our value (the first's revision is returned); if the second lands, the first
+        can never land after it. No answer again: StoreAmbiguous, outcome still unknown."""
+        try:
+            reply = self.gateway.post("/v3/kv/txn", txn, self.gateway.timeout / 2, write=True)
+        except StoreAmbiguous as again:
+            raise StoreAmbiguous(
+                f"{key}: outcome unknown, etcd did not answer the write nor its retry "
+                f"({first}; {again}); it may still be applied: retry the same write (it is "
+                "idempotent) or read the state back"
+            ) from None
+        except StoreUnavailable as err:
+            raise StoreAmbiguous(f"{key}: outcome unknown: {first}; then {err}") from None
+        if reply.get("succeeded"):
+            return reply
+        kvs = reply.get("responses", [{}])[0].get("response_range", {}).get("kvs", [])
+        if value is None and not kvs:  # deleted: by the first attempt (or by another)
+            return int(reply["header"]["revision"])
+        if value is not None and kvs and _unb64(kvs[0].get("value", "")) == value:
+            log.info("%s: a write whose answer was lost had landed at revision %s", key,
+                     kvs[0]["mod_revision"])  # fmt: skip
+            return int(kvs[0]["mod_revision"])
+        return reply  # a real conflict (or the fence): reported as such
 
     # ---- following other writers ------------------------------------------------------
     def follow(self, after: int, apply: Callable[[list[Change]], None]) -> None:
@@ -337,6 +396,8 @@ class EtcdLeadership(Leadership):
         self._thread: threading.Thread | None = None
         self._on_change: Callable[[bool], None] = lambda leader: None
         self._believed = False
+        self._acked = 0.0  # when the last renewal etcd answered was sent
+        self.stepdowns = 0  # leadership lost while this replica held it
 
     def is_leader(self) -> bool:
         return self._created != 0 and time.monotonic() < self._valid_until
@@ -370,21 +431,28 @@ class EtcdLeadership(Leadership):
             self._on_change(leader)
 
     def _run(self) -> None:
+        """Renew while the lease may still live; campaign otherwise. A renewal answered
+        late (a loaded machine, a slow etcd) only pauses pushing (`is_leader` is false from
+        3/4 ttl after the last answered renewal); the role changes only when the lease is
+        gone or may be (a full ttl without an answer), so a hiccup is not a stepdown."""
         period = self.ttl / 4
         while not self._stop.is_set():
             try:
-                if self._created and time.monotonic() < self._valid_until:
+                if self._created and time.monotonic() < self._acked + self.ttl:
                     self._keepalive()
                 else:
                     if self._created:
-                        log.warning("lease %x not renewed in time: stepping down", self._lease)
+                        log.warning("lease %x not renewed within its ttl: stepping down",
+                                    self._lease)  # fmt: skip
                         self._created = 0
+                        self.stepdowns += 1
                     self._set_role(False)
                     self._campaign()
             except StoreUnavailable as err:
                 log.debug("election: %s", err)
-            self._set_role(self.is_leader())
-            self._stop.wait(period if self._created else min(period, 0.1))
+            self._set_role(self._created != 0)
+            lapsed = self._created and not self.is_leader()
+            self._stop.wait(0.05 if lapsed else period if self._created else min(period, 0.1))
 
     def _campaign(self) -> None:
         if not self._lease:
@@ -401,6 +469,7 @@ class EtcdLeadership(Leadership):
         }, timeout=0.5)  # fmt: skip
         if reply.get("succeeded"):
             self._created = int(reply["header"]["revision"])
+            self._acked = sent
             self._valid_until = sent + 0.75 * self.ttl
             self._leader_id = self.replica
             log.info("replica %s elected (lease %x, ttl %d s)", self.replica, self._lease,
@@ -408,6 +477,16 @@ class EtcdLeadership(Leadership):
             return
         kvs = reply["responses"][0]["response_range"].get("kvs", [])
         self._leader_id = _unb64(kvs[0]["value"]).decode() if kvs else ""
+        if kvs and int(kvs[0].get("lease", 0)) == self._lease:
+            # the key is on our own lease (an earlier campaign whose answer was lost, or a
+            # stepdown while etcd kept the lease): ours, once a renewal confirms the lease
+            self._created = int(kvs[0]["create_revision"])
+            self._keepalive()
+            if self._created:
+                self._leader_id = self.replica
+                log.info("replica %s holds the election key on its lease %x", self.replica,
+                         self._lease)  # fmt: skip
+            return
         if not self._lease_alive():
             self._lease = 0
 
@@ -422,7 +501,9 @@ class EtcdLeadership(Leadership):
         if int(result.get("TTL", 0)) <= 0:
             log.warning("lease %x expired: stepping down", self._lease)
             self._created, self._lease = 0, 0
+            self.stepdowns += 1
             return
+        self._acked = sent
         self._valid_until = sent + 0.75 * self.ttl
 
     def close(self) -> None:

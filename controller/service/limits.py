@@ -3,6 +3,9 @@
 - message size per method (`MESSAGE_LIMITS`, bytes) under one server-wide ceiling;
 - long-lived streams (WatchRoutes, StreamLinkReports, reflection) get their own thread
   budget, so unary calls always have `workers` threads; at most `streams_per_identity` each;
+  callers the policy gives no role (health, reflection only) share a pool of their own
+  (`streams_roleless`), so they can never hold a slot a role holder needs; a stream whose
+  client sends nothing for `stream_idle_seconds` is ended;
 - writes (PutJob, DeleteJob, ReportLinks, StreamLinkReports) are rate limited per identity
   by a token bucket (`write_rate` per second, `write_burst` at once);
 - what-if Solve, Advise and Score: a cap on the flows they would build, checked before any
@@ -42,7 +45,8 @@ MESSAGE_LIMITS: dict[str, int] = {
     "Score": 4 * MIB,
 }
 OTHER_MESSAGE_LIMIT = 64 * KIB  # health checking, reflection
-SERVER_MAX_MESSAGE = 16 * MIB  # gRPC rejects bigger requests itself (4 MiB is its default)
+# gRPC rejects bigger requests itself, from the message header, before it reads the body
+SERVER_MAX_MESSAGE = max(MESSAGE_LIMITS.values())
 WRITES = frozenset({"PutJob", "DeleteJob", "ReportLinks", "StreamLinkReports"})
 
 
@@ -53,6 +57,8 @@ class Limits:
     workers: int = 16  # threads for unary calls
     streams: int = 32  # long-lived streams in all (each holds a thread of its own)
     streams_per_identity: int = 4
+    streams_roleless: int = 4  # in all, for callers without a role (health, reflection)
+    stream_idle_seconds: float = 60.0  # a client stream with no message for this long ends
     write_rate: float = 20.0  # writes per second per identity, sustained
     write_burst: int = 40  # writes at once per identity
     whatif_max_flows: int = 200_000  # flows a what-if Solve/Advise/Score may build
@@ -118,8 +124,8 @@ class RateLimiter:
 class StreamBudget:
     """Open long-lived streams, in all and per identity."""
 
-    def __init__(self, total: int, per_identity: int) -> None:
-        self.total, self.per_identity = total, per_identity
+    def __init__(self, total: int, per_identity: int, who: str = "") -> None:
+        self.total, self.per_identity, self.who = total, per_identity, who
         self._lock = threading.Lock()
         self._open: dict[str, int] = {}
 
@@ -131,8 +137,8 @@ class StreamBudget:
                 raise LimitError(f"{identity} already holds {mine} streams, the most one "
                                  "client may hold; close one first", retry_after=1.0)  # fmt: skip
             if sum(self._open.values()) >= self.total:
-                raise LimitError(f"the server holds its maximum of {self.total} streams; "
-                                 "retry later", retry_after=5.0)  # fmt: skip
+                raise LimitError(f"the server holds its maximum of {self.total} streams"
+                                 f"{self.who}; retry later", retry_after=5.0)  # fmt: skip
             self._open[identity] = mine + 1
 
     def release(self, identity: str) -> None:

@@ -10,7 +10,9 @@ to: a controller that starts (or a replica that takes over) with the same inputs
 only reconciles the switches towards it, pushing nothing when they already agree.
 
 `Persistence` keeps the mod revision of every key this replica has applied, so that its own
-writes and the same changes coming back through `follow` are applied once, in store order.
+writes and the same changes coming back through `follow` are applied once, in store order,
+and a digest of each value: writing the value a key already holds (the retry of a write
+whose answer was lost, and which landed) writes nothing once a read confirms the revision.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from controller.errors import FabricTeError, StoreCorrupt
+from controller.errors import FabricTeError, StoreConflict, StoreCorrupt
 from controller.formats.placement import dump_placement, parse_placement
 from controller.model.assignment import Assignment
 from controller.model.fabric import Fabric
@@ -54,6 +56,10 @@ def inputs_digest(jobs: Mapping[str, tuple[Job, int]], health: LinkHealth) -> st
     h = hashlib.sha256(json.dumps(sorted((k, g) for k, (_, g) in jobs.items())).encode())
     h.update(np.ascontiguousarray(health.factor, dtype=np.float64).tobytes())
     return h.hexdigest()
+
+
+def _digest(value: bytes | None) -> bytes:
+    return hashlib.sha256(value).digest() if value is not None else b""
 
 
 def _array(a: np.ndarray) -> dict[str, str]:
@@ -89,6 +95,7 @@ class Persistence:
         self._lock = threading.Lock()
         self._revs: dict[str, int] = {}  # key -> newest mod revision applied here
         self._exists: set[str] = set()  # keys present after that revision
+        self._digests: dict[str, bytes] = {}  # key -> digest of its value at that revision
         self.revision = 0  # the newest store revision applied here
 
     # ---- encoding -------------------------------------------------------------------
@@ -139,6 +146,7 @@ class Persistence:
         with self._lock:
             self._revs = {k: rev for k, (_, rev) in loaded.records.items()}
             self._exists = set(loaded.records)
+            self._digests = {k: _digest(v) for k, (v, _) in loaded.records.items()}
             self.revision = loaded.revision
         return stored
 
@@ -153,8 +161,10 @@ class Persistence:
                     self._revs[key] = rev
                     if value is None:
                         self._exists.discard(key)
+                        self._digests.pop(key, None)
                     else:
                         self._exists.add(key)
+                        self._digests[key] = _digest(value)
                     out.append((key, value, rev))
         return out
 
@@ -167,6 +177,12 @@ class Persistence:
     def _commit(self, key: str, value: bytes | None, fence: tuple[str, int] | None = None) -> int:
         with self._lock:
             expect = self._revs.get(key, 0) if key in self._exists else 0
+            same = key in self._exists and self._digests.get(key) == _digest(value)
+        if same and fence is None:  # a retry of a write that landed: confirm, write nothing
+            _, current, _ = self.store.get(key)
+            if current != expect:
+                raise StoreConflict(f"{key}: changed at revision {current}, not {expect}")
+            return expect
         rev = self.store.commit(key, value, expect, fence)
         self.fresh([(key, value, rev)])
         return rev

@@ -1,10 +1,12 @@
 """Build, start and stop the gRPC server: the app service, health checking, reflection.
 
 Secure by default: with `tls` the server speaks mTLS only (client certificates required) and
-`policy` authorizes each method; without `tls` it serves plaintext only on a loopback address
-unless `insecure=True` is passed. One `Guard` interceptor applies authorization and limits
-to every call; long-lived streams have their own thread budget (`Limits.streams`) on top of
-the `Limits.workers` threads that unary calls need.
+`policy` authorizes each method; without `tls` it serves plaintext on a loopback address
+only, unless `insecure_remote=True` says the operator means plaintext on the network (a
+warning is logged at every plaintext start either way). One `Guard` interceptor applies
+authorization and limits to every call; long-lived streams have their own thread budget
+(`Limits.streams`, and `Limits.streams_roleless` for callers without a role) on top of the
+`Limits.workers` threads that unary calls need.
 """
 
 from __future__ import annotations
@@ -50,14 +52,15 @@ class Running:
         """Re-read certificates and policy (SIGHUP); bad files keep the old ones."""
         if self.tls is not None:
             self.tls.reload()
-        if self.guard.policy is not None:
-            self.guard.policy.reload()
+        if self.guard.policy is not None and self.guard.policy.reload():
+            self.guard.revoke()  # open streams the new policy no longer allows end now
 
     def stop(self, grace: float = 5.0) -> None:
         """NOT_SERVING first, then stop within `grace` seconds in all: calls in flight and a
         push under way get what is left of it; installed routes stay."""
         deadline = time.monotonic() + grace
         self.health.enter_graceful_shutdown()
+        self.guard.close()
         self.server.stop(grace).wait(grace)
         if self.executor is not None:  # idle handler threads end; busy ones are reported
             self.executor.shutdown(wait=False, cancel_futures=True)
@@ -75,6 +78,22 @@ def is_loopback(address: str) -> bool:
         return False
 
 
+def _bind_problem(address: str) -> str:
+    """Why `address` cannot be bound, as the operating system says it."""
+    import socket
+
+    host, _, port = address.rpartition(":")
+    host = host.strip("[]") or "0.0.0.0"
+    try:
+        infos = socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM)
+        family, kind, proto, _, sockaddr = infos[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.bind(sockaddr)
+    except (OSError, ValueError, IndexError) as err:
+        return getattr(err, "strerror", None) or str(err)
+    return "gRPC could not bind it"
+
+
 def start(
     engine: Engine,
     address: str = "127.0.0.1:50051",
@@ -83,14 +102,23 @@ def start(
     policy: PolicyStore | None = None,
     limits: Limits | None = None,
     insecure: bool = False,
+    insecure_remote: bool = False,
 ) -> Running:
-    """Serve `engine` on `address` (port 0 picks a free port)."""
+    """Serve `engine` on `address` (port 0 picks a free port). Plaintext (no `tls`) only on
+    loopback, or anywhere with `insecure_remote`; InputError naming the address if it is
+    refused or cannot be bound."""
     limits = limits or Limits()
-    if tls is None and not insecure and not is_loopback(address):
-        raise InputError(f"refusing plaintext on non-loopback address {address}: give TLS "
-                         "certificates, or ask for plaintext explicitly (--insecure)")  # fmt: skip
+    if tls is None and not insecure_remote and not is_loopback(address):
+        raise InputError(f"refusing plaintext on non-loopback address {address}: anyone who "
+                         "can reach it could reroute the fabric; give TLS certificates, or "
+                         "listen on loopback, or add --insecure-remote to --insecure if that "
+                         "is really meant")  # fmt: skip
+    if tls is None:
+        log.warning("plaintext on %s: no client authentication, every caller may call "
+                    "every method%s", address, "" if is_loopback(address) else
+                    " (NOT loopback: --insecure-remote)")  # fmt: skip
     guard = Guard(SERVICE_NAME, limits, RpcMetrics(engine.metrics.registry), policy)
-    threads = limits.workers + limits.streams
+    threads = limits.workers + limits.streams + limits.streams_roleless
     executor = futures.ThreadPoolExecutor(max_workers=threads, thread_name_prefix="fabric-te-rpc")
     server = grpc.server(
         executor,
@@ -107,12 +135,17 @@ def start(
          reflection.SERVICE_NAME),
         server,
     )  # fmt: skip
-    if tls is not None:
-        port = server.add_secure_port(address, tls.credentials())
-    else:
-        port = server.add_insecure_port(address)
+    try:
+        if tls is not None:
+            port = server.add_secure_port(address, tls.credentials())
+        else:
+            port = server.add_insecure_port(address)
+    except RuntimeError:  # gRPC's "Failed to bind": in use, or not an address of this host
+        port = 0
     if port == 0:
-        raise OSError(f"cannot listen on {address}")
+        server.stop(None)
+        executor.shutdown(wait=False)
+        raise InputError(f"cannot listen on {address}: {_bind_problem(address)}")
     server.start()
     for name in ("", SERVICE_NAME):
         checker.set(name, health_pb2.HealthCheckResponse.SERVING)

@@ -74,6 +74,8 @@ class TrafficEngineering(pb_grpc.TrafficEngineeringServicer):
     def ReportLinks(
         self, request: pb.ReportLinksRequest, context: grpc.ServicerContext
     ) -> pb.ReportLinksResponse:
+        if not request.reports and not request.replace_all:  # nothing to change: no write
+            return pb.ReportLinksResponse(accepted=0, state_version=self.engine.state_version)
         updates = convert.link_updates(self.fabric, request.reports)
         version = self.engine.report_links(updates, request.replace_all)
         return pb.ReportLinksResponse(accepted=len(request.reports), state_version=version)
@@ -83,6 +85,8 @@ class TrafficEngineering(pb_grpc.TrafficEngineeringServicer):
         self, request_iterator: Iterator[pb.LinkReport], context: grpc.ServicerContext
     ) -> pb.ReportLinksResponse:
         reports = list(request_iterator)  # applied as one batch, all or nothing
+        if not reports:  # an empty stream changes nothing: no write
+            return pb.ReportLinksResponse(accepted=0, state_version=self.engine.state_version)
         updates = convert.link_updates(self.fabric, reports)
         version = self.engine.report_links(updates)
         return pb.ReportLinksResponse(accepted=len(reports), state_version=version)

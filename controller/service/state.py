@@ -2,7 +2,8 @@
 
 `DesiredState` holds what the operator and the scheduler asked for: jobs by id, each with a
 generation number, and the health of every link. Every accepted change bumps `version`;
-a rejected one changes nothing (validation happens before the first write).
+a rejected one, and one that leaves the state as it was, changes nothing (validation happens
+before the first write).
 
 `RouteLog` holds what the switches reported back as installed, with a version bumped by
 every change and a bounded log of deltas so that a watcher can resume from a version.
@@ -63,12 +64,16 @@ class DesiredState:
 
         generation 0 means "no check" and stores the next number; otherwise it must be
         greater than the stored one (PreconditionError) and at most MAX_GENERATION
-        (InputError). When the next number would pass MAX_GENERATION the put is refused
+        (InputError), or equal to it with the very same job: a retry of a write whose
+        outcome the caller did not learn, accepted as it is (idempotent). When the next
+        number would pass MAX_GENERATION the put is refused
         (PreconditionError). A host already used by another job is an InputError naming the
         host and that job. `flows_checked`: the caller has already built the job's flows (the
         engine does, outside its lock)."""
         validation.integer(generation, "generation", 0, validation.MAX_GENERATION)
         stored = self.jobs.get(job.id)
+        if generation and stored == (job, generation):  # a retry of the write that made it
+            return generation
         if generation and stored and generation <= stored[1]:
             raise PreconditionError(
                 f"job {job.id!r}: generation {generation} is not newer than {stored[1]}"
@@ -90,7 +95,10 @@ class DesiredState:
         return generation or (stored[1] + 1 if stored else 1)
 
     def set_job(self, job: Job, generation: int) -> None:
-        """Store `job` at `generation`, already checked (or read back from a store)."""
+        """Store `job` at `generation`, already checked (or read back from a store); the
+        same job at the same generation again is no change (the version stays)."""
+        if self.jobs.get(job.id) == (job, generation):
+            return
         self.jobs[job.id] = (job, generation)
         self._bump(health_only=False)
 
@@ -113,7 +121,10 @@ class DesiredState:
         return base.with_factors(updates)
 
     def set_health(self, health: LinkHealth) -> None:
-        """Adopt `health` (already checked, or read back from a store)."""
+        """Adopt `health` (already checked, or read back from a store); the health already
+        held is no change (the version stays)."""
+        if self.health is not None and np.array_equal(self.health.factor, health.factor):
+            return
         self.health = health
         self._bump(health_only=True)
 

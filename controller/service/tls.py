@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
+from prometheus_client import CollectorRegistry, Counter
 
 from controller.errors import InputError
 
@@ -119,3 +121,51 @@ class ServerTls:
                 self._load(signature)
             config, self._pending = self._pending, None
             return config
+
+
+# what gRPC's core says when it rejects a handshake, and the reason it is counted under
+HANDSHAKE_FAILED = re.compile(r"Handshake failed with error (\w+)(.*)")
+HANDSHAKE_REASONS = (
+    ("PEER_DID_NOT_RETURN_A_CERTIFICATE", "no_client_certificate"),
+    ("WRONG_VERSION_NUMBER", "not_tls"),
+    ("HTTP_REQUEST", "not_tls"),
+    ("certificate has expired", "expired_certificate"),
+    ("certificate is not yet valid", "expired_certificate"),
+    ("unsupported certificate purpose", "wrong_purpose"),
+    ("certificate signature failure", "untrusted_certificate"),
+    ("unable to get local issuer certificate", "untrusted_certificate"),
+    ("self signed certificate", "untrusted_certificate"),
+    ("CERTIFICATE_VERIFY_FAILED", "untrusted_certificate"),
+    ("NO_SHARED_CIPHER", "no_shared_cipher"),
+    ("UNSUPPORTED_PROTOCOL", "protocol_version"),
+)
+
+
+def handshake_reason(line: str) -> str | None:
+    """The reason a gRPC core log line gives for a rejected TLS handshake (None: not one)."""
+    m = HANDSHAKE_FAILED.search(line)
+    if m is None:
+        return None
+    for needle, reason in HANDSHAKE_REASONS:
+        if needle in line:
+            return reason
+    return "other"
+
+
+class HandshakeFailures:
+    """`fabric_te_tls_handshake_failures_total{reason}`, counted from gRPC's own log lines
+    (gRPC Python has no hook for a handshake it rejects)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.counter = Counter(
+            "fabric_te_tls_handshake_failures", "TLS handshakes the server rejected, by reason",
+            ["reason"], registry=registry,
+        )  # fmt: skip
+        for _, reason in HANDSHAKE_REASONS:  # every series exists from the start, at 0
+            self.counter.labels(reason)
+        self.counter.labels("other")
+
+    def observe(self, line: str) -> None:
+        reason = handshake_reason(line)
+        if reason is not None:
+            self.counter.labels(reason).inc()

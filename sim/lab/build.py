@@ -5,6 +5,12 @@ sets their sysctls (forwarding, L4 multipath hash, ignore routes with link down,
 filter, no IPv6), joins them with one veth pair per link, addresses every end, and starts
 the underlay. It first writes a record of what it is about to make, so that `down` removes
 exactly that (and a failed `up` cleans up after itself through the same path).
+
+The record names the lab's owner: the process that built it (pid and start time, so a
+reused pid is not mistaken for it), or none for a lab `tectl lab up` keeps until `lab down`.
+A lab whose owner is gone (a test run killed before its exit hooks ran) is an orphan:
+`reap` removes those, and only those (`tectl lab gc`, every `tectl lab up`, the start of a
+test run).
 """
 
 from __future__ import annotations
@@ -53,6 +59,7 @@ class LabRecord:
     state: str = "building"  # building | up
     build_seconds: float = 0.0
     phases: dict[str, float] = field(default_factory=dict)
+    owner: dict[str, int] | None = None  # {"pid", "start"} of the building process; None: kept
 
     def save(self) -> None:
         path = lab_dir(self.lab) / "lab.json"
@@ -69,6 +76,52 @@ def load_record(lab: str) -> LabRecord:
         raise LabError(f"no lab {lab!r} (no {path})") from None
     except (ValueError, TypeError) as err:
         raise LabError(f"lab {lab!r}: corrupt record {path}: {err}") from err
+
+
+def process_start(pid: int) -> int | None:
+    """The start time of process `pid` (clock ticks since boot), None if there is none."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[19])  # field 22; the name may hold spaces
+
+
+def owner_of(pid: int) -> dict[str, int]:
+    """The owner record of the live process `pid`."""
+    start = process_start(pid)
+    if start is None:
+        raise LabError(f"no process {pid} to own the lab")
+    return {"pid": pid, "start": start}
+
+
+def owner_alive(owner: dict[str, int] | None) -> bool:
+    """Whether a lab's owner still runs (a kept lab, without one, always counts as alive)."""
+    if owner is None:
+        return True
+    return process_start(int(owner["pid"])) == int(owner["start"])
+
+
+def labs() -> list[LabRecord]:
+    """The record of every lab on this machine (unreadable records are left out)."""
+    root = lab_dir("x").parent
+    out = []
+    for path in sorted(root.glob("*/lab.json")) if root.exists() else []:
+        try:
+            out.append(load_record(path.parent.name))
+        except (LabError, ValueError):
+            continue
+    return out
+
+
+def reap() -> list[LabRecord]:
+    """Remove every lab whose owner is gone; the records of those removed."""
+    if os.geteuid() != 0:
+        return []
+    gone = [r for r in labs() if not owner_alive(r.owner)]
+    for record in gone:
+        _remove(record)
+    return gone
 
 
 def require_root() -> None:
@@ -145,8 +198,10 @@ def veth_lines(plan: LabPlan) -> list[str]:
     return lines
 
 
-def up(fabric: Fabric, lab: str, source: str, underlay: str = "static") -> LabRecord:
-    """Build `fabric` as lab `lab`; on any failure remove what was made and raise."""
+def up(fabric: Fabric, lab: str, source: str, underlay: str = "static",
+       owner: int | None = -1) -> LabRecord:  # fmt: skip
+    """Build `fabric` as lab `lab`; on any failure remove what was made and raise. `owner`:
+    the pid the lab lives and dies with (default this process; None: kept until `down`)."""
     check_lab_name(lab)
     require_root()
     if underlay not in ("static", "frr"):
@@ -165,8 +220,9 @@ def up(fabric: Fabric, lab: str, source: str, underlay: str = "static") -> LabRe
             f"lab {lab!r} exists already ({directory if directory.exists() else clash[0]}); "
             f"`tectl lab down --name {lab}` first"
         )
+    owned = owner_of(os.getpid() if owner == -1 else owner) if owner is not None else None
     directory.mkdir(parents=True)
-    record = LabRecord(lab, source, underlay, names, fabric.num_links)
+    record = LabRecord(lab, source, underlay, names, fabric.num_links, owner=owned)
     record.save()
     start = time.perf_counter()
     try:

@@ -1,8 +1,10 @@
-"""`tectl lab up|down|status|verify|link`: a fabric in network namespaces, from the shell."""
+"""`tectl lab up|down|status|verify|link|ls|gc`: a fabric in network namespaces, from the
+shell; `ls` shows every lab with its owner, `gc` removes those whose owner is gone."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -40,14 +42,17 @@ def cmd_up(args: argparse.Namespace) -> int:
     from controller.drivers.linux_plan import LabPlan
     from controller.formats.fabric_file import load_fabric
     from controller.model.health import parse_health
-    from sim.lab.build import down, up
+    from sim.lab.build import down, reap, up
 
+    for gone in reap():  # orphans first: their namespaces may clash, and nobody wants them
+        print(f"removed orphaned lab {gone.lab} (owner pid {(gone.owner or {}).get('pid')} "
+              "is gone)", file=sys.stderr)  # fmt: skip
     fabric = load_fabric(args.fabric)
     underlay = default_underlay() if args.underlay == "auto" else args.underlay
     path = Path(args.fabric)  # a fabric file is recorded by absolute path, a preset by name
     source = str(path.resolve()) if path.is_file() else args.fabric
     health = parse_health(fabric, args.fail)  # bad specs fail before anything is built
-    record = up(fabric, args.name, source, underlay=underlay)
+    record = up(fabric, args.name, source, underlay=underlay, owner=args.owner)
     try:
         apply_health(LabPlan(fabric, args.name), health, args.link_gbit)
     except BaseException:
@@ -79,6 +84,39 @@ def cmd_status(args: argparse.Namespace) -> int:
             f"up\n")  # fmt: skip
     emit(args.json, asdict(s), text)
     return 0 if s.namespaces_present == s.namespaces else 1
+
+
+def _owner_text(owner: dict[str, int] | None) -> str:
+    from sim.lab.build import owner_alive
+
+    if owner is None:
+        return "kept (until lab down)"
+    return f"pid {owner['pid']} ({'running' if owner_alive(owner) else 'gone: orphan'})"
+
+
+def cmd_ls(args: argparse.Namespace) -> int:
+    from sim.lab.build import labs, owner_alive
+
+    records = labs()
+    data = [{"lab": r.lab, "fabric": r.fabric, "state": r.state,
+             "namespaces": len(r.namespaces), "owner": r.owner,
+             "orphan": not owner_alive(r.owner)} for r in records]  # fmt: skip
+    text = "".join(f"{r.lab}\t{r.fabric}\t{r.state}\t{len(r.namespaces)} namespaces\t"
+                   f"{_owner_text(r.owner)}\n" for r in records) or "no labs\n"  # fmt: skip
+    emit(args.json, data, text)
+    return 0
+
+
+def cmd_gc(args: argparse.Namespace) -> int:
+    from sim.lab.build import reap, require_root
+
+    require_root()
+    gone = reap()
+    data = [{"lab": r.lab, "removed": len(r.namespaces), "owner": r.owner} for r in gone]
+    text = "".join(f"removed orphaned lab {r.lab}: {len(r.namespaces)} namespaces (owner "
+                   f"{_owner_text(r.owner)})\n" for r in gone) or "no orphaned labs\n"  # fmt: skip
+    emit(args.json, data, text)
+    return 0
 
 
 def lab_fabric(name: str) -> Fabric:
@@ -207,7 +245,16 @@ def register(cli: Any) -> None:
                     help="link down (or =0.5 degraded: a tc rate limit); repeatable")
     up.add_argument("--link-gbit", type=float, default=10.0,
                     help="rate a degraded link's factor applies to, Gbit/s (10)")
+    up.add_argument("--owner", type=int, default=None, metavar="PID",
+                    help="remove the lab (lab gc, the next lab up) once process PID is gone; "
+                    "default: kept until lab down")  # fmt: skip
     up.set_defaults(func=cmd_up)
+    ls = group.add_parser("ls", help="every lab on this machine, with its owner")
+    ls.add_argument("--json", action="store_true", help="machine-readable output")
+    ls.set_defaults(func=cmd_ls)
+    gc = group.add_parser("gc", help="remove the labs whose owner process is gone")
+    gc.add_argument("--json", action="store_true", help="machine-readable output")
+    gc.set_defaults(func=cmd_gc)
     for name, func, text in (("down", cmd_down, "remove exactly what `lab up` made"),
                              ("status", cmd_status, "what the lab holds")):  # fmt: skip
         p = group.add_parser(name, help=text)

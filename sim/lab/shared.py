@@ -1,11 +1,15 @@
 """One lab per process and fabric for tests (the `fabric_te.labs` plug-in): built on first
-use under a name unique to this run, removed when the process exits."""
+use under a name unique to this run, owned by this process, removed when it exits; and
+`exit_on_signals`, so that SIGTERM and SIGHUP exit through the same hooks. (SIGKILL runs
+none: the lab's owner record lets the next `reap` remove it.)"""
 
 from __future__ import annotations
 
 import atexit
 import os
 import secrets
+import signal
+from typing import Any
 
 from controller.model.fabric import Fabric
 from sim.lab import build
@@ -33,3 +37,14 @@ def _down(name: str) -> None:
         build.down(name)
     except Exception:  # noqa: BLE001 - at exit, nothing left to report to
         pass
+
+
+def exit_on_signals() -> None:
+    """Make SIGTERM and SIGHUP raise KeyboardInterrupt in the main thread, as Ctrl-C does, so
+    that fixture finalizers and exit hooks remove the labs this process built."""
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, interrupt)

@@ -92,6 +92,43 @@ def test_one_leader_and_a_deposed_one_is_fenced(etcd) -> None:  # type: ignore[n
         two.close()
 
 
+def test_a_late_renewal_within_the_lease_is_not_a_stepdown(etcd) -> None:  # type: ignore[no-untyped-def]
+    """The defect: a leader whose renewal thread ran 0.8 s late (a loaded machine) stepped
+    down although its lease was still alive, and leadership moved. Now it stops pushing
+    while unsure, then renews and leads on: no role change, no other leader."""
+    one = EtcdStore.from_url(f"etcd://{etcd.endpoint}/fte", "tiny")
+    two = EtcdStore.from_url(f"etcd://{etcd.endpoint}/fte", "tiny")
+    a, b = one.leadership("a", 1.0), two.leadership("b", 1.0)
+    roles_a: list[bool] = []
+    roles_b: list[bool] = []
+    try:
+        a.start(roles_a.append)
+        assert _until(a.is_leader)
+        b.start(roles_b.append)
+        assert isinstance(a, type(b)) and a.ttl == 1
+        created = a.guard()
+        real_wait = a._stop.wait
+        stalled: list[float] = []
+
+        def starved(timeout: float | None = None) -> bool:  # renews 0.8 s after, not 0.25
+            if not stalled:
+                stalled.append(time.monotonic())
+                time.sleep(0.8)
+                return False
+            return real_wait(timeout)
+
+        a._stop.wait = starved  # type: ignore[method-assign]
+        assert _until(lambda: bool(stalled), 5)
+        time.sleep(0.5)
+        assert _until(a.is_leader, 2)  # it renewed; the key is still its own
+        time.sleep(1.5)  # long enough for b to win had a's lease lapsed
+        assert a.is_leader() and not b.is_leader() and a.guard() == created
+        assert roles_a == [True] and True not in roles_b and a.stepdowns == 0
+    finally:
+        one.close()
+        two.close()
+
+
 def test_unreachable_etcd_is_store_unavailable(etcd) -> None:  # type: ignore[no-untyped-def]
     store = EtcdStore.from_url(f"etcd://{etcd.endpoint}/fte", "tiny")
     etcd.stop()

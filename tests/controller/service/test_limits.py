@@ -159,15 +159,32 @@ def test_malformed_bytes_are_invalid_argument_without_traceback(
     assert running.engine.state_version == 0
 
 
-def test_oversized_put_job_names_the_field(limited) -> None:
-    """The defect: a 10 MB PutJob rejected by gRPC's own limit with no field named."""
+def test_oversized_put_job_names_the_field_without_parsing_it(
+    limited, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 2 MB PutJob (over its 1 MiB limit) names `job.hosts` from the wire lengths, and
+    the request is never parsed; 10 MB is stopped by the server-wide ceiling (the largest
+    method limit) from the message header, before its body is read."""
     running, channel = limited
     stub = pb_grpc.TrafficEngineeringStub(channel)
-    job = pb.Job(id="big", hosts=["h" * 100] * 100_000)
+    parsed: list[int] = []
+    real = running.guard._parse
+
+    def counting(method: str, ours: bool, raw: bytes, parse: Any, descriptor: Any = None) -> Any:
+        return real(method, ours, raw, lambda b: parsed.append(len(b)) or parse(b), descriptor)
+
+    monkeypatch.setattr(running.guard, "_parse", counting)
+    job = pb.Job(id="big", hosts=["h" * 100] * 20_000)
     with pytest.raises(grpc.RpcError) as err:
         stub.PutJob(pb.PutJobRequest(job=job), timeout=30)
     assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert "job.hosts" in err.value.details() and "PutJob" in err.value.details()
+    assert parsed == []  # refused on its length; the hint came from the tags alone
+    job = pb.Job(id="big", hosts=["h" * 100] * 100_000)
+    with pytest.raises(grpc.RpcError) as err:
+        stub.PutJob(pb.PutJobRequest(job=job), timeout=30)
+    assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "larger than max" in err.value.details() and parsed == []
     assert not running.engine.jobs()
 
 
@@ -399,3 +416,21 @@ def test_what_if_deadline_and_slots_hold_while_abandoned_work_runs(pod: Fabric) 
                 time.sleep(0.2)
     finally:
         running.stop(grace=0.5)
+
+
+def test_empty_link_reports_change_nothing(small: Fabric, limited) -> None:
+    """An empty ReportLinks (or StreamLinkReports, or a report of what is already so) is a
+    no-op: the state version stays, nothing is written."""
+    _, channel = limited
+    stub = pb_grpc.TrafficEngineeringStub(channel)
+    version = stub.Status(pb.StatusRequest(), timeout=10).state_version
+    reply = stub.ReportLinks(pb.ReportLinksRequest(), timeout=10)
+    assert (reply.accepted, reply.state_version) == (0, version)
+    assert stub.StreamLinkReports(iter(()), timeout=10).state_version == version
+    up = pb.LinkReport(link=small.link_name(small.rack_base), state=pb.LinkReport.UP)
+    same = stub.ReportLinks(pb.ReportLinksRequest(reports=[up]), timeout=10)
+    assert same.state_version == version
+    assert stub.Status(pb.StatusRequest(), timeout=10).state_version == version
+    down = pb.LinkReport(link=small.link_name(small.rack_base), state=pb.LinkReport.DOWN)
+    after = stub.ReportLinks(pb.ReportLinksRequest(reports=[down]), timeout=10).state_version
+    assert after == version + 1  # a real change still counts

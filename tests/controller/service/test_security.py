@@ -114,7 +114,9 @@ def test_roles_allow_their_methods_only(
             reader.PutJob(pb.PutJobRequest(job=_job(small, "a", range(0, 8))), timeout=10)
     assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
     assert "spiffe://fabric-te.test/reader" in err.value.details()
-    assert "spiffe://fabric-te.test/reader may not call PutJob" in caplog.text
+    denied = [r for r in caplog.records if r.getMessage() == "permission denied"]
+    assert [(r.identity, r.method) for r in denied] == [  # type: ignore[attr-defined]
+        ("spiffe://fabric-te.test/reader", "PutJob")]  # fmt: skip
     after = reader.Status(pb.StatusRequest(), timeout=10)
     assert after.state_version == before.state_version and not server.engine.jobs()
     # the scheduler may; the monitor reports links but may not place jobs or read routes
@@ -334,5 +336,157 @@ def test_write_rate_is_per_identity(small: Fabric, certs: Path) -> None:
         assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
         assert "spiffe://fabric-te.test/scheduler" in err.value.details()
         admin.DeleteJob(pb.DeleteJobRequest(id="x"), timeout=10)
+    finally:
+        running.stop(grace=0.5)
+
+
+@pytest.fixture(scope="module")
+def nobodies(certs: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The test certificates plus `nobody0..2`: signed by the same CA, absent from the
+    policy (identities with no role)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+
+    from controller.service.certs import make_cert
+
+    d = tmp_path_factory.mktemp("nobodies")
+    shutil.copytree(certs, d, dirs_exist_ok=True)
+    ca = (x509.load_pem_x509_certificate((d / "ca.pem").read_bytes()),
+          serialization.load_pem_private_key((d / "ca.key").read_bytes(), None))  # fmt: skip
+    for i in range(3):
+        make_cert(d, f"nobody{i}", ca, ou="outsiders")
+    return d
+
+
+class _Held:
+    """A client stream that sends `first` and then holds the stream open, sending nothing."""
+
+    def __init__(self, first: object) -> None:
+        self.first, self.release = first, threading.Event()
+
+    def __iter__(self) -> Iterator[object]:
+        yield self.first
+        self.release.wait(60)
+
+
+def _reflection(port: int, d: Path, who: str, held: _Held) -> Iterator[object]:
+    from grpc_reflection.v1alpha import reflection_pb2_grpc
+
+    creds = grpc.ssl_channel_credentials((d / "ca.pem").read_bytes(),
+                                         (d / f"{who}.key").read_bytes(),
+                                         (d / f"{who}.pem").read_bytes())  # fmt: skip
+    channel = grpc.secure_channel(f"localhost:{port}", creds)
+    return reflection_pb2_grpc.ServerReflectionStub(channel).ServerReflectionInfo(
+        iter(held), timeout=30)  # fmt: skip
+
+
+def test_callers_without_a_role_cannot_take_the_stream_slots(small: Fabric, nobodies: Path) -> None:
+    """The defect: identities absent from the policy held every stream slot with idle
+    reflection streams, and an authorised reader's WatchRoutes was refused. Now they share a
+    pool of their own, and an idle client stream ends after `stream_idle_seconds`."""
+    from grpc_reflection.v1alpha import reflection_pb2
+
+    limits = Limits(streams=2, streams_per_identity=2, streams_roleless=2,
+                    stream_idle_seconds=1.5)  # fmt: skip
+    running = _serve(small, nobodies, limits)
+    ask = reflection_pb2.ServerReflectionRequest(list_services="")
+    helds = [_Held(ask) for _ in range(3)]
+    try:
+        streams = []
+        for i in range(2):  # one at a time: the pool is first come, first served
+            streams.append(_reflection(running.port, nobodies, f"nobody{i}", helds[i]))
+            assert next(streams[i]).list_services_response.service  # type: ignore[call-overload]
+        with pytest.raises(grpc.RpcError) as full:
+            next(_reflection(running.port, nobodies, "nobody2", helds[2]))  # type: ignore[call-overload]
+        assert full.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "without a role" in (full.value.details() or "")
+        # the role holders' slots are untouched: a reader watches twice
+        reader = _stub(running, nobodies, "reader")
+        watches = [reader.WatchRoutes(pb.WatchRoutesRequest(), timeout=30) for _ in range(2)]
+        for watch in watches:
+            assert next(watch).WhichOneof("event") == "snapshot"
+        # the idle reflection streams end on their own, and free their pool
+        for stream in streams[:2]:
+            with pytest.raises(grpc.RpcError) as idle:
+                next(stream)  # type: ignore[call-overload]
+            assert idle.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+            assert "no message for" in (idle.value.details() or "")
+        # (a watch is the server's to send: it is not idle for want of client messages)
+        for watch in watches:
+            watch.cancel()  # type: ignore[attr-defined]
+        again = _reflection(running.port, nobodies, "nobody2", _Held(ask))
+        assert next(again).list_services_response.service  # type: ignore[call-overload]
+        again.cancel()  # type: ignore[attr-defined]
+    finally:
+        for held in helds:
+            held.release.set()
+        running.stop(grace=0.5)
+
+
+def test_caller_without_the_role_is_refused_before_its_request_is_parsed(
+    small: Fabric, nobodies: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 3 MB PutJob from an identity with no role is PERMISSION_DENIED without being read
+    into the guard; a 3 MB Health.Check (anyone may call it) is over its 64 KiB limit and
+    refused on its length, unparsed."""
+    from typing import Any
+
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    running = _serve(small, nobodies)
+    seen: list[str] = []
+    real = running.guard._parse
+
+    def counting(method: str, ours: bool, raw: bytes, parse: Any, descriptor: Any = None) -> Any:
+        seen.append(method)
+        return real(method, ours, raw, lambda b: seen.append("parsed") or parse(b), descriptor)
+
+    monkeypatch.setattr(running.guard, "_parse", counting)
+    try:
+        nobody = _stub(running, nobodies, "nobody0")
+        big = pb.PutJobRequest(job=pb.Job(id="big", hosts=["h" * 100] * 30_000))
+        with pytest.raises(grpc.RpcError) as denied:
+            nobody.PutJob(big, timeout=30)
+        assert denied.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        assert seen == []  # never handed to the guard's size check, let alone parsed
+        creds = grpc.ssl_channel_credentials((nobodies / "ca.pem").read_bytes(),
+                                             (nobodies / "nobody0.key").read_bytes(),
+                                             (nobodies / "nobody0.pem").read_bytes())  # fmt: skip
+        channel = grpc.secure_channel(f"localhost:{running.port}", creds)
+        check = health_pb2.HealthCheckRequest(service="x" * 3_000_000)
+        with pytest.raises(grpc.RpcError) as over:
+            health_pb2_grpc.HealthStub(channel).Check(check, timeout=30)
+        assert over.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "65,536-byte limit" in (over.value.details() or "")
+        assert "largest field: service" in (over.value.details() or "")
+        assert seen == ["Check"]  # sized, not parsed
+        channel.close()
+    finally:
+        running.stop(grace=0.5)
+
+
+def test_reload_ends_the_streams_of_a_revoked_identity(small: Fabric, certs: Path) -> None:
+    """The defect: a reader removed from the policy (SIGHUP) kept receiving deltas on its
+    open WatchRoutes. Now the reload ends that stream with PERMISSION_DENIED."""
+    running = _serve(small, certs)
+    try:
+        reader, admin = _stub(running, certs, "reader"), _stub(running, certs, "admin")
+        watch = reader.WatchRoutes(pb.WatchRoutesRequest(), timeout=60)
+        assert [next(watch).WhichOneof("event") for _ in range(2)] == ["snapshot", "sync"]
+        assert running.guard.policy is not None
+        policy = running.guard.policy.path
+        policy.write_text("\n".join(line for line in policy.read_text().splitlines()
+                                    if "/reader:" not in line) + "\n")  # fmt: skip
+        running.reload()  # what SIGHUP does
+        admin.PutJob(pb.PutJobRequest(job=_job(small, "a", range(0, 8))), timeout=10)
+        assert running.engine.wait_idle(10)
+        with pytest.raises(grpc.RpcError) as err:
+            event = next(watch)
+            raise AssertionError(f"the revoked watch still received {event}")
+        assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        assert "policy reloaded" in (err.value.details() or "")
+        with pytest.raises(grpc.RpcError) as again:
+            reader.Status(pb.StatusRequest(), timeout=10)
+        assert again.value.code() == grpc.StatusCode.PERMISSION_DENIED
     finally:
         running.stop(grace=0.5)

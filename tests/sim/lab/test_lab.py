@@ -373,3 +373,84 @@ def test_rules_count_ports_and_buckets_never_entries(tiny: Fabric, tiny_lab, dri
     ours = [line for line in rules.splitlines() if line.startswith(("20000:", "20001:"))]
     assert len(ours) == 4  # 2 ports x (whole flow, bucket 3), for 24 entries
     assert sum("sport 49344-49407 dport 4791" in line for line in ours) == 2
+
+
+def _held_lab(name: str, tmp_path, **popen) -> subprocess.Popen[str]:  # type: ignore[no-untyped-def]
+    """A separate process that builds lab `name` (owned by itself) and holds it."""
+    script = ("import time\n"
+              "from controller.model.clos import PRESETS, build\n"
+              "from sim.lab import build as lab\n"
+              f"lab.up(build(PRESETS['tiny']), {name!r}, 'tiny')\n"
+              "print('held', flush=True)\n"
+              "time.sleep(120)\n")  # fmt: skip
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                            **popen)  # fmt: skip
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
+    return proc
+
+
+def test_a_lab_whose_owner_was_killed_is_reaped(tiny: Fabric, tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """The defect: a test process killed before its exit hooks left its whole lab behind and
+    nothing noticed. Now the record names the owner; `lab ls` shows the orphan and `lab gc`
+    removes it, and only it (a lab whose owner runs, and a kept one, stay)."""
+    import json
+
+    from controller.cli.main import main
+
+    orphan, mine = unique_name("lo"), unique_name("lm")
+    proc = _held_lab(orphan, tmp_path)
+    lab.up(tiny, mine, "tiny")  # owned by this (live) process
+    try:
+        names = lab.load_record(orphan).namespaces
+        proc.kill()  # SIGKILL: no exit hook runs
+        proc.wait()
+        assert set(names) <= netns.existing()  # left behind
+        assert main(["lab", "ls", "--json"]) == 0
+        listed = {row["lab"]: row for row in json.loads(capsys.readouterr().out)}
+        assert listed[orphan]["orphan"] and listed[orphan]["owner"]["pid"] == proc.pid
+        assert not listed[mine]["orphan"]
+        assert main(["lab", "gc"]) == 0
+        assert f"removed orphaned lab {orphan}" in capsys.readouterr().out
+        assert not set(names) & netns.existing() and not lab.lab_path(orphan).exists()
+        assert lab.status(mine).namespaces_present == lab.status(mine).namespaces
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        lab.reap()
+        lab.down(mine)
+
+
+def test_a_test_run_stopped_by_sigterm_removes_its_labs(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A pytest run holding a lab fixture, stopped with SIGTERM (as CI does on a timeout),
+    runs its finalizers: the lab is gone when it exits."""
+    name = unique_name("lg")
+    (tmp_path / "conftest.py").write_text(
+        "from sim.lab.shared import exit_on_signals\n\n\n"
+        "def pytest_sessionstart(session):\n    exit_on_signals()\n")  # fmt: skip
+    (tmp_path / "test_hold.py").write_text(
+        "import time\n\nimport pytest\n\n"
+        "from controller.model.clos import PRESETS, build\nfrom sim.lab import build as lab\n\n\n"
+        "@pytest.fixture\ndef held():\n"
+        f"    lab.up(build(PRESETS['tiny']), {name!r}, 'tiny')\n"
+        f"    yield\n    lab.down({name!r})\n\n\n"
+        "def test_hold(held):\n    print('held', flush=True)\n    time.sleep(120)\n")  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-s", "-q", "-p", "no:cacheprovider", str(tmp_path)],
+        stdout=subprocess.PIPE, text=True, cwd=tmp_path,
+        env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        deadline = time.monotonic() + 120
+        while "held" not in proc.stdout.readline():
+            assert time.monotonic() < deadline and proc.poll() is None
+        names = lab.load_record(name).namespaces
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+        assert not lab.lab_path(name).exists() and not set(names) & netns.existing()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if lab.lab_path(name).exists():
+            lab.down(name)
