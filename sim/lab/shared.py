@@ -28,11 +28,13 @@ def shared_lab(fabric: Fabric) -> str:
         name = unique_name()
         build.up(fabric, name, fabric.name, underlay="static")
         _labs[fabric.name] = name
-        atexit.register(_down, name)
+        atexit.register(_down, name, os.getpid())
     return _labs[fabric.name]
 
 
-def _down(name: str) -> None:
+def _down(name: str, owner: int) -> None:
+    if os.getpid() != owner:  # a forked child (pyroute2's netns helpers) leaves it alone
+        return
     try:
         build.down(name)
     except Exception:  # noqa: BLE001 - at exit, nothing left to report to
@@ -41,9 +43,17 @@ def _down(name: str) -> None:
 
 def exit_on_signals() -> None:
     """Make SIGTERM and SIGHUP raise KeyboardInterrupt in the main thread, as Ctrl-C does, so
-    that fixture finalizers and exit hooks remove the labs this process built."""
+    that fixture finalizers and exit hooks remove the labs this process built; in a child
+    forked from it the signals keep their default action (the child's copy of the test
+    session must not tear down the parent's labs)."""
+
+    me = os.getpid()
 
     def interrupt(signum: int, frame: Any) -> None:
+        if os.getpid() != me:  # a forked child (pyroute2's netns helpers): die as by default
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
         raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
 
     for sig in (signal.SIGTERM, signal.SIGHUP):
