@@ -8,17 +8,20 @@ FABRIC ?= pod
 PROTOS := $(wildcard protos/fabric_te/v1/*.proto)
 GEN    := controller/api/fabric_te/v1/te_pb2.py
 
-# Debian packages of the real components the tests start (FRR, etcd, slurmctld, Prometheus).
+# Debian packages of the real components the tests start (FRR, etcd, slurmctld, Prometheus,
+# Redis as SONiC's CONFIG_DB), and libyang2-dev, which the sonic extra's libyang builds on.
 # Installed when running as root and missing (CI runs as root); otherwise the tests that need
 # them skip and say why. Services are not started by the install (policy-rc.d).
-DEBS := iproute2 nftables frr etcd-server slurmctld prometheus
+DEBS := iproute2 nftables frr etcd-server slurmctld prometheus redis-server libyang2-dev
 
 .PHONY: demo test fuzz bench check protos clean system-deps certs
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml | system-deps
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,sonic]' || \
+		echo "the sonic extra did not install (libyang2-dev missing?): the sonic tests will skip"
 	@touch $(STAMP)
 
 # gRPC code is generated, not committed; the virtual path makes it import as

@@ -1,0 +1,216 @@
+"""How a TE entry is written into a SONiC switch's CONFIG_DB: one ACL table of type L3 per
+switch, one ACL rule with a REDIRECT action per entry. Pure: names, keys and field values
+from a fabric's addressing plan, and back.
+
+    table       ACL_TABLE|FABRIC_TE  {policy_desc, type: L3, stage: ingress,
+                                      ports@: the switch's TE ingress ports}
+    rule        ACL_RULE|FABRIC_TE|<owner>:<in port>:H<dst host>:<ALL | Q<bucket>>
+                {PRIORITY, IP_TYPE: IPV4, IN_PORTS, DST_IP: <host loopback>/32,
+                 [IP_PROTOCOL: 17, L4_DST_PORT: 4791, L4_SRC_PORT_RANGE: <first>-<last>],
+                 REDIRECT_ACTION: <next hop address>@<next hop port>}
+    port        Ethernet<4 x slot>, slot = the link's rank among the switch's links
+    addresses   the lab's plan (controller.drivers.linux_plan): host loopbacks 10.1.0.0/16,
+                each link a /31 of 10.128.0.0/9; the next hop is the far end of the link
+
+TE ingress ports (the table's binding): an RTSW's host-facing ports (where NIC traffic
+enters); every port of a CTSW (from RTSWs going up, from ATSWs coming down) and of an ATSW.
+A bucket's rule matches RoCE (UDP 4791) from the bucket's source ports and sits one
+priority above the whole-flow rule of its (port, destination), so it wins where both match.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cached_property
+
+from controller.drivers.linux_plan import ROCE_PORT, SPORT_BASE, SPORT_WIDTH, LabPlan, sport_range
+from controller.errors import DriverError, DriverRejected
+from controller.model.fabric import ACCESS, Fabric
+from controller.model.flows import ALL_QPS
+from controller.routes.tables import Entry
+
+ACL_TABLE = "FABRIC_TE"
+TABLE_KEY = f"ACL_TABLE|{ACL_TABLE}"
+RULE_PREFIX = f"ACL_RULE|{ACL_TABLE}|"
+DEFAULT_PRIORITY = 10_000  # whole-flow rules; a bucket's rule is one above
+PORT_STRIDE = 4  # Ethernet0, Ethernet4, ...: the usual one name per 4 lanes
+UDP = 17
+_OWNER = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+_RULE = re.compile(r"([A-Za-z0-9_.-]{1,64}):(Ethernet[0-9]+):H([0-9]+):(ALL|Q[0-9]+)")
+
+Fields = dict[str, str]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One ACL rule as CONFIG_DB holds it: its key and its hash."""
+
+    key: str
+    fields: Mapping[str, str]
+
+
+class SonicPlan:
+    """Names, keys and fields of `fabric`'s switches as SONiC CONFIG_DB entries."""
+
+    def __init__(self, fabric: Fabric, priority: int = DEFAULT_PRIORITY) -> None:
+        self.fabric = fabric
+        self.priority = priority
+        self.lab = LabPlan(fabric, "sonic")  # addresses only: the lab name is not used
+
+    # ---- ports ---------------------------------------------------------------------
+    @cached_property
+    def _ports(self) -> dict[str, dict[int, str]]:
+        """Every switch's link id -> port name."""
+        links = self.lab.node_links
+        return {
+            sw: {link: f"Ethernet{PORT_STRIDE * slot}" for slot, link in enumerate(links[sw])}
+            for sw in self.lab.switches
+        }
+
+    @cached_property
+    def _links(self) -> dict[str, dict[str, int]]:
+        """Every switch's port name -> link id."""
+        return {sw: {name: link for link, name in ports.items()} for sw, ports in
+                self._ports.items()}  # fmt: skip
+
+    def switches(self) -> tuple[str, ...]:
+        return tuple(sorted(self._ports))
+
+    def port_name(self, switch: str, link: int) -> str:
+        """The SONiC name of `switch`'s port on `link`."""
+        name = self._ports.get(switch, {}).get(int(link))
+        if name is None:
+            raise DriverRejected(f"{switch}: link {link} is not one of its ports")
+        return name
+
+    def link_of(self, switch: str, port: str) -> int:
+        link = self._links.get(switch, {}).get(port)
+        if link is None:
+            raise DriverError(f"{switch}: no port {port!r} in this fabric's plan")
+        return link
+
+    def ingress_ports(self, switch: str) -> tuple[str, ...]:
+        """The ports the switch's TE table is bound to (see the module docstring)."""
+        ports = self._ports[switch]
+        if self.fabric.switch_kind(switch) == "rtsw":
+            kinds = self.fabric.link_kind
+            return tuple(name for link, name in ports.items() if kinds[link] == ACCESS)
+        return tuple(ports.values())
+
+    @cached_property
+    def _ingress(self) -> dict[str, frozenset[str]]:
+        return {sw: frozenset(self.ingress_ports(sw)) for sw in self._ports}
+
+    # ---- the table -----------------------------------------------------------------
+    def table_fields(self, switch: str) -> Fields:
+        """ACL_TABLE|FABRIC_TE's hash on `switch`."""
+        return {
+            "policy_desc": "fabric-te traffic-engineering redirects",
+            "type": "L3",
+            "stage": "ingress",
+            "ports@": ",".join(self.ingress_ports(switch)),
+        }
+
+    # ---- rules ---------------------------------------------------------------------
+    def rule_name(self, switch: str, entry: Entry) -> str:
+        if not _OWNER.fullmatch(entry.owner):
+            raise DriverRejected(
+                f"{switch}: owner {entry.owner!r} cannot name a SONiC ACL rule (use 1-64 "
+                "letters, digits, '_', '.' or '-')"
+            )
+        bucket = "ALL" if entry.qp == ALL_QPS else f"Q{entry.qp}"
+        return f"{entry.owner}:{self.port_name(switch, entry.in_port)}:H{entry.dst_host}:{bucket}"
+
+    def rule_key(self, entry: Entry) -> str:
+        return RULE_PREFIX + self.rule_name(entry.switch, entry)
+
+    def rule(self, entry: Entry) -> Rule:
+        """The ACL rule of `entry` (DriverRejected if it cannot be one on its switch)."""
+        switch = entry.switch
+        name = self.rule_name(switch, entry)
+        in_port = self.port_name(switch, entry.in_port)
+        if in_port not in self._ingress[switch]:
+            raise DriverRejected(
+                f"{switch}: in_port {self.fabric.link_name(entry.in_port)} ({in_port}) is not "
+                "a TE ingress port of this switch"
+            )
+        fields: Fields = {
+            "PRIORITY": str(self.priority if entry.qp == ALL_QPS else self.priority + 1),
+            "IP_TYPE": "IPV4",
+            "IN_PORTS": in_port,
+            "DST_IP": f"{self.lab.host_address(entry.dst_host)}/32",
+        }
+        if entry.qp != ALL_QPS:
+            first, last = sport_range(entry.qp)
+            fields |= {
+                "IP_PROTOCOL": str(UDP),
+                "L4_DST_PORT": str(ROCE_PORT),
+                "L4_SRC_PORT_RANGE": f"{first}-{last}",
+            }
+        out_port = self.port_name(switch, entry.next_hop)
+        peer = self.lab.link_addresses(entry.next_hop)
+        lower = self.lab.ends(entry.next_hop)[0]
+        gateway = peer[1] if lower.node == switch else peer[0]
+        fields["REDIRECT_ACTION"] = f"{gateway}@{out_port}"
+        return Rule(RULE_PREFIX + name, fields)
+
+    def rule_match(self, switch: str, key: str) -> tuple[int, int, int] | None:
+        """The match (in_port, dst_host, qp) a rule key of ours names; None for a key not
+        shaped like ours."""
+        found = _RULE.fullmatch(key[len(RULE_PREFIX):]) if key.startswith(RULE_PREFIX) else None
+        if found is None:
+            return None
+        _, port, host, bucket = found.groups()
+        link = self._links.get(switch, {}).get(port)
+        if link is None:
+            return None
+        return (link, int(host), ALL_QPS if bucket == "ALL" else int(bucket[1:]))
+
+    def entry(self, switch: str, key: str, fields: Mapping[str, str]) -> Entry:
+        """The entry an ACL rule of ours holds; DriverError naming the rule if its name and
+        fields do not make one of this fabric's entries."""
+        found = _RULE.fullmatch(key[len(RULE_PREFIX):]) if key.startswith(RULE_PREFIX) else None
+        if found is None:
+            raise DriverError(f"{switch}: {key!r} is not a rule name this driver writes")
+        owner, in_name, host, bucket = found.groups()
+        try:
+            entry = Entry(switch, self.link_of(switch, fields["IN_PORTS"]),
+                          self._host(fields["DST_IP"]), self._next_hop(switch, fields),
+                          owner, self._bucket(fields))  # fmt: skip
+        except KeyError as err:
+            raise DriverError(f"{switch}: rule {key!r} has no field {err}") from None
+        except (ValueError, DriverError) as err:
+            raise DriverError(f"{switch}: rule {key!r}: {err}") from None
+        if (in_name, int(host), bucket) != (fields["IN_PORTS"], entry.dst_host,
+                                            "ALL" if entry.qp == ALL_QPS else f"Q{entry.qp}"):
+            raise DriverError(f"{switch}: rule {key!r}: its fields match {entry.match}, not "
+                              "what its name says")  # fmt: skip
+        if self.rule(entry) != Rule(key, dict(fields)):
+            raise DriverError(f"{switch}: rule {key!r} holds fields this driver does not write: "
+                              f"{dict(sorted(fields.items()))}")  # fmt: skip
+        return entry
+
+    def _host(self, dst: str) -> int:
+        net = ipaddress.IPv4Network(dst)
+        host = self.lab.host_by_address.get(str(net.network_address))
+        if host is None or net.prefixlen != 32:
+            raise ValueError(f"DST_IP {dst} is no host of this fabric")
+        return host
+
+    def _next_hop(self, switch: str, fields: Mapping[str, str]) -> int:
+        _, _, port = fields["REDIRECT_ACTION"].partition("@")
+        return self.link_of(switch, port)
+
+    @staticmethod
+    def _bucket(fields: Mapping[str, str]) -> int:
+        span = fields.get("L4_SRC_PORT_RANGE")
+        if span is None:
+            return ALL_QPS
+        first = int(span.split("-")[0])
+        qp, rest = divmod(first - SPORT_BASE, SPORT_WIDTH)
+        if rest or qp < 0 or sport_range(qp) != tuple(int(p) for p in span.split("-")):
+            raise ValueError(f"L4_SRC_PORT_RANGE {span} is no QP bucket")
+        return qp
