@@ -20,7 +20,6 @@ priority above the whole-flow rule of its (port, destination), so it wins where 
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -59,6 +58,8 @@ class SonicPlan:
         self.fabric = fabric
         self.priority = priority
         self.lab = LabPlan(fabric, "sonic")  # addresses only: the lab name is not used
+        self._dst_cache: dict[int, str] = {}
+        self._redirect_cache: dict[tuple[str, int], str] = {}
 
     # ---- ports ---------------------------------------------------------------------
     @cached_property
@@ -141,7 +142,7 @@ class SonicPlan:
             "PRIORITY": str(self.priority if entry.qp == ALL_QPS else self.priority + 1),
             "IP_TYPE": "IPV4",
             "IN_PORTS": in_port,
-            "DST_IP": f"{self.lab.host_address(entry.dst_host)}/32",
+            "DST_IP": self._dst_ip(entry.dst_host),
         }
         if entry.qp != ALL_QPS:
             first, last = sport_range(entry.qp)
@@ -150,11 +151,7 @@ class SonicPlan:
                 "L4_DST_PORT": str(ROCE_PORT),
                 "L4_SRC_PORT_RANGE": f"{first}-{last}",
             }
-        out_port = self.port_name(switch, entry.next_hop)
-        peer = self.lab.link_addresses(entry.next_hop)
-        lower = self.lab.ends(entry.next_hop)[0]
-        gateway = peer[1] if lower.node == switch else peer[0]
-        fields["REDIRECT_ACTION"] = f"{gateway}@{out_port}"
+        fields["REDIRECT_ACTION"] = self._redirect(switch, entry.next_hop)
         return Rule(RULE_PREFIX + name, fields)
 
     def rule_match(self, switch: str, key: str) -> tuple[int, int, int] | None:
@@ -168,6 +165,23 @@ class SonicPlan:
         if link is None:
             return None
         return (link, int(host), ALL_QPS if bucket == "ALL" else int(bucket[1:]))
+
+    def _dst_ip(self, host: int) -> str:
+        found = self._dst_cache.get(host)
+        if found is None:
+            found = self._dst_cache[host] = f"{self.lab.host_address(host)}/32"
+        return found
+
+    def _redirect(self, switch: str, link: int) -> str:
+        """'<next hop address>@<port>': the far end of `link` from `switch`."""
+        key = (switch, link)
+        found = self._redirect_cache.get(key)
+        if found is None:
+            out_port = self.port_name(switch, link)
+            lower, upper = self.lab.link_addresses(link)
+            gateway = upper if self.lab.ends(link)[0].node == switch else lower
+            found = self._redirect_cache[key] = f"{gateway}@{out_port}"
+        return found
 
     def entry(self, switch: str, key: str, fields: Mapping[str, str]) -> Entry:
         """The entry an ACL rule of ours holds; DriverError naming the rule if its name and
@@ -193,10 +207,14 @@ class SonicPlan:
                               f"{dict(sorted(fields.items()))}")  # fmt: skip
         return entry
 
+    @cached_property
+    def _hosts(self) -> dict[str, int]:
+        """DST_IP value -> host."""
+        return {f"{address}/32": host for address, host in self.lab.host_by_address.items()}
+
     def _host(self, dst: str) -> int:
-        net = ipaddress.IPv4Network(dst)
-        host = self.lab.host_by_address.get(str(net.network_address))
-        if host is None or net.prefixlen != 32:
+        host = self._hosts.get(dst)
+        if host is None:
             raise ValueError(f"DST_IP {dst} is no host of this fabric")
         return host
 
