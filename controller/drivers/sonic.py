@@ -37,6 +37,7 @@ from controller.drivers.sonic_plan import (
     TABLE_KEY,
     Rule,
     SonicPlan,
+    json_patch,
 )
 from controller.errors import DriverError, DriverRejected, DriverTimeout, DriverUnavailable
 from controller.model.fabric import SWITCH_TIERS, Fabric
@@ -61,9 +62,15 @@ class Change:
     sets: tuple[Rule, ...]
     deletes: tuple[str, ...]
     added: int  # of `sets`, rules on a match that held none
+    held: tuple[str, ...]  # keys of `sets` the switch holds already (set in place)
     rules_before: int
     rules_after: int
     budget: int | None
+
+    def patch(self) -> list[dict[str, object]]:
+        """This change as a JSON Patch for SONiC's `config apply-patch`."""
+        table = None if self.table is None else (TABLE_KEY, self.table)
+        return json_patch(table, self.sets, self.deletes, self.held)
 
     def summary(self) -> str:
         budget = "unlimited" if self.budget is None else str(self.budget)
@@ -271,7 +278,8 @@ class SonicDriver(Driver):
             sonic_schema.validate((TABLE_KEY, table), [(r.key, r.fields) for r in rules],
                                   self.plan.ingress_ports(switch), where=switch)  # fmt: skip
         return Change(switch, table_write, stale, tuple(rules), tuple(sorted(deletes)), added,
-                      len(keys), after, budget)  # fmt: skip
+                      tuple(r.key for r in rules if r.key in held), len(keys), after,
+                      budget)  # fmt: skip
 
     def dry_run(self, switch: str, ops: Sequence[Op]) -> Change:
         """What `apply(switch, ops)` would change, checked as it would be; nothing written."""

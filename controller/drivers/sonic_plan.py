@@ -21,7 +21,7 @@ priority above the whole-flow rule of its (port, destination), so it wins where 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -232,3 +232,35 @@ class SonicPlan:
         if rest or qp < 0 or sport_range(qp) != tuple(int(p) for p in span.split("-")):
             raise ValueError(f"L4_SRC_PORT_RANGE {span} is no QP bucket")
         return qp
+
+
+def _pointer(key: str) -> str:
+    """The JSON Pointer of a CONFIG_DB key "TABLE|REST" in config_db.json's layout."""
+    table, _, rest = key.partition("|")
+    return f"/{table}/" + rest.replace("~", "~0").replace("/", "~1")
+
+
+def _config_json(fields: Mapping[str, str]) -> dict[str, object]:
+    """A hash as config_db.json writes it: "field@" lists as JSON lists under "field"."""
+    return {(f[:-1] if f.endswith("@") else f): (v.split(",") if f.endswith("@") else v)
+            for f, v in fields.items()}  # fmt: skip
+
+
+def json_patch(
+    table: tuple[str, Mapping[str, str]] | None,
+    sets: Iterable[Rule],
+    deletes: Iterable[str],
+    existing: Iterable[str] = (),
+) -> list[dict[str, object]]:
+    """The same change as a JSON Patch (RFC 6902) of config_db.json, the input of SONiC's
+    `config apply-patch`: the table if given, rules added (or replaced where `existing`
+    names them), then removed."""
+    held = set(existing)
+    ops: list[dict[str, object]] = []
+    if table is not None:
+        ops.append({"op": "add", "path": _pointer(table[0]), "value": _config_json(table[1])})
+    for rule in sets:
+        ops.append({"op": "replace" if rule.key in held else "add", "path": _pointer(rule.key),
+                    "value": _config_json(rule.fields)})  # fmt: skip
+    ops.extend({"op": "remove", "path": _pointer(key)} for key in deletes)
+    return ops

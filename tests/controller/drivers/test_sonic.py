@@ -141,7 +141,7 @@ def test_in_port_must_be_a_te_ingress_port(driver):
     assert driver.read("ctsw-p0-c0") == (ctsw,)
 
 
-def test_dry_run_says_what_would_change_and_writes_nothing(driver):
+def test_dry_run_says_what_would_change_and_writes_nothing(driver, tmp_path):
     driver.apply(SWITCH, [Add(entry(0)), Add(entry(1))])
     change = driver.dry_run(SWITCH, [Replace(entry(0), entry(0, 2)), Delete(entry(1)),
                                      Add(entry(2))])  # fmt: skip
@@ -149,6 +149,20 @@ def test_dry_run_says_what_would_change_and_writes_nothing(driver):
     assert (change.rules_before, change.rules_after) == (2, 2)
     assert "1 new, 1 set in place, 1 deleted; 2 -> 2 ACL rules" in change.summary()
     assert driver.read(SWITCH) == (entry(0), entry(1))
+    patch = change.patch()  # the same change for `config apply-patch`
+    assert [(op["op"], op["path"]) for op in patch] == [
+        ("replace", "/ACL_RULE/FABRIC_TE|fabric-te:Ethernet0:H2:ALL"),
+        ("add", "/ACL_RULE/FABRIC_TE|fabric-te:Ethernet8:H2:ALL"),
+        ("remove", "/ACL_RULE/FABRIC_TE|fabric-te:Ethernet4:H3:ALL"),
+    ]
+    assert patch[0]["value"]["REDIRECT_ACTION"].endswith("@Ethernet24")
+    first = SonicDriver.for_conformance(FABRIC, tmp_path / "other")
+    try:
+        table_op = first.dry_run(SWITCH, [Add(entry(0))]).patch()[0]
+        assert table_op["path"] == "/ACL_TABLE/FABRIC_TE"
+        assert table_op["value"]["ports"] == ["Ethernet0", "Ethernet4", "Ethernet8", "Ethernet12"]
+    finally:
+        first.close()
 
 
 def test_checkpoint_and_rollback_rule_by_rule(driver):
