@@ -210,3 +210,19 @@ def test_every_write_goes_through_the_schema(driver, monkeypatch):
         driver.apply(SWITCH, [Add(entry(1))])
     monkeypatch.undo()
     assert driver.read(SWITCH) == (entry(0),)
+
+
+def test_serve_takes_the_config_db_as_a_url_or_a_file(tmp_path):
+    from controller.cli.service import _config_db
+    from controller.errors import InputError
+
+    assert _config_db("redis://10.0.0.1:6379") == {"server": "redis://10.0.0.1:6379"}
+    mapping = tmp_path / "dbs.json"
+    mapping.write_text('{"rtsw-p0-r0": "redis://10.3.0.1:6379/4"}')
+    options = _config_db(str(mapping))
+    assert options == {"databases": {"rtsw-p0-r0": "redis://10.3.0.1:6379/4"}}
+    with SonicDriver(FABRIC, **options) as made:
+        assert made.switches() == (SWITCH,)
+    mapping.write_text('["redis://10.3.0.1:6379/4"]')
+    with pytest.raises(InputError, match="switch -> Redis URL"):
+        _config_db(str(mapping))
