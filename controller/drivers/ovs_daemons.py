@@ -105,9 +105,9 @@ class OvsInstance:
         self.vsctl("--no-wait", "init")
         # a network namespace of its own: the userspace datapath makes tap devices
         # (ovs-netdev, one per bridge), which must not land in the host's namespace
-        self._run("unshare", "--net", "--", "ovs-vswitchd", f"unix:{self.db}", f"--pidfile={d / 'ovs-vswitchd.pid'}",
-                  f"--unixctl={d / 'ovs-vswitchd.ctl'}", "--detach",
-                  f"--log-file={d / 'ovs-vswitchd.log'}")  # fmt: skip
+        self._run("unshare", "--net", "--", "ovs-vswitchd", f"unix:{self.db}",
+                  f"--pidfile={d / 'ovs-vswitchd.pid'}", f"--unixctl={d / 'ovs-vswitchd.ctl'}",
+                  "--detach", f"--log-file={d / 'ovs-vswitchd.log'}")  # fmt: skip
         self._started.append("ovs-vswitchd")
 
     def _bridges(self, fabric: Fabric) -> None:
