@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from controller.drivers import sonic_schema
 from controller.drivers.conformance import CONFORMANCE_FABRIC, SWITCH, DriverConformance, entry
 from controller.drivers.sonic import SonicDriver
 from controller.drivers.sonic_plan import TABLE_KEY
@@ -17,6 +18,17 @@ from controller.routes.tables import Entry
 
 FABRIC = CONFORMANCE_FABRIC
 ROOT = Path(__file__).resolve().parents[3]
+
+
+def _missing() -> str | None:
+    try:
+        import redis  # noqa: F401
+    except ImportError:
+        return "the redis package is not installed (the 'sonic' extra)"
+    return sonic_schema.available()
+
+
+pytestmark = pytest.mark.skipif(_missing() is not None, reason=f"sonic driver: {_missing()}")
 
 
 @pytest.fixture
