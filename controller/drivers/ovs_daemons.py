@@ -30,6 +30,7 @@ from controller.model.fabric import Fabric
 SCHEMA = Path("/usr/share/openvswitch/vswitch.ovsschema")
 HOSTS_BRIDGE = "tehosts"
 PROTOCOLS = "OpenFlow10,OpenFlow13,OpenFlow14,OpenFlow15"
+PORTS_PER_CALL = 500
 
 
 def missing() -> str | None:
@@ -88,6 +89,8 @@ class OvsInstance:
                                   env=self.env, timeout=120, check=False)  # fmt: skip
         except subprocess.TimeoutExpired as err:
             raise DriverUnavailable(f"{args[0]} timed out") from err
+        except OSError as err:
+            raise DriverUnavailable(f"cannot run {args[0]}: {err}") from err
         if done.returncode:
             raise DriverUnavailable(f"{' '.join(args[:3])}: {done.stderr.strip()}")
         return done.stdout
@@ -111,7 +114,8 @@ class OvsInstance:
         self._started.append("ovs-vswitchd")
 
     def _bridges(self, fabric: Fabric) -> None:
-        """Every switch a bridge; links as patch-port pairs, in one ovs-vsctl transaction."""
+        """Every switch a bridge; links as patch-port pairs (ovs-vsctl transactions of at
+        most PORTS_PER_CALL ports: a command line has a size limit)."""
         plan = LabPlan(fabric, "ovs")
         bridges = switch_bridges(fabric)
         args: list[str] = ["--", "add-br", HOSTS_BRIDGE, "--", "set", "bridge", HOSTS_BRIDGE,
@@ -119,17 +123,21 @@ class OvsInstance:
         for br in bridges.values():
             args += ["--", "add-br", br, "--", "set", "bridge", br, "datapath_type=netdev",
                      f"protocols={PROTOCOLS}", "fail_mode=secure"]  # fmt: skip
+        self.vsctl(*args)
+        ports: list[list[str]] = []
         for sw, br in bridges.items():
             for slot, link in enumerate(plan.node_links[sw]):
                 lower, upper = plan.ends(link)
                 far = lower.node if upper.node == sw else upper.node
                 name, peer = f"{br}l{link}", f"{bridges.get(far, HOSTS_BRIDGE)}l{link}"
-                args += ["--", "add-port", br, name, "--", "set", "interface", name,
-                         "type=patch", f"options:peer={peer}", f"ofport_request={slot + 1}"]
+                ports.append(["--", "add-port", br, name, "--", "set", "interface", name,
+                              "type=patch", f"options:peer={peer}",
+                              f"ofport_request={slot + 1}"])  # fmt: skip
                 if far not in bridges:  # a host's end, on the hosts' bridge
-                    args += ["--", "add-port", HOSTS_BRIDGE, peer, "--", "set", "interface",
-                             peer, "type=patch", f"options:peer={name}"]  # fmt: skip
-        self.vsctl(*args)
+                    ports.append(["--", "add-port", HOSTS_BRIDGE, peer, "--", "set",
+                                  "interface", peer, "type=patch", f"options:peer={name}"])
+        for i in range(0, len(ports), PORTS_PER_CALL):
+            self.vsctl(*(arg for port in ports[i : i + PORTS_PER_CALL] for arg in port))
         deadline = time.monotonic() + 60
         waiting = [self.rundir / f"{br}.mgmt" for br in bridges.values()]
         while waiting:
