@@ -30,7 +30,7 @@ from controller.model.fabric import Fabric
 SCHEMA = Path("/usr/share/openvswitch/vswitch.ovsschema")
 HOSTS_BRIDGE = "tehosts"
 PROTOCOLS = "OpenFlow10,OpenFlow13,OpenFlow14,OpenFlow15"
-PORTS_PER_CALL = 500
+PORTS_PER_CALL = 100
 
 
 def missing() -> str | None:
@@ -136,8 +136,10 @@ class OvsInstance:
                 if far not in bridges:  # a host's end, on the hosts' bridge
                     ports.append(["--", "add-port", HOSTS_BRIDGE, peer, "--", "set",
                                   "interface", peer, "type=patch", f"options:peer={name}"])
-        for i in range(0, len(ports), PORTS_PER_CALL):
-            self.vsctl(*(arg for port in ports[i : i + PORTS_PER_CALL] for arg in port))
+        for i in range(0, len(ports), PORTS_PER_CALL):  # vswitchd catches up after
+            self.vsctl("--no-wait",
+                       *(arg for port in ports[i : i + PORTS_PER_CALL] for arg in port))
+        self._wait_ports(len(ports))
         deadline = time.monotonic() + 60
         waiting = [self.rundir / f"{br}.mgmt" for br in bridges.values()]
         while waiting:
@@ -146,6 +148,19 @@ class OvsInstance:
                 raise DriverUnavailable(f"ovs-vswitchd made no {waiting[0].name} in 60 s")
             if waiting:
                 time.sleep(0.05)
+
+    def _wait_ports(self, count: int, timeout: float = 600.0) -> None:
+        """Until ovs-vswitchd has given all `count` ports their OpenFlow numbers."""
+        deadline = time.monotonic() + timeout
+        while True:
+            out = self.vsctl("--no-wait", "--bare", "--columns=ofport", "list", "interface")
+            done = sum(1 for v in out.split() if v.lstrip("-").isdigit() and int(v) > 0)
+            if done >= count:
+                return
+            if time.monotonic() > deadline:
+                raise DriverUnavailable(f"ovs-vswitchd numbered {done} of {count} ports "
+                                        f"in {timeout:.0f} s")  # fmt: skip
+            time.sleep(0.2)
 
     def stop(self) -> None:
         """End the daemons this instance started (by their pid files); idempotent."""
