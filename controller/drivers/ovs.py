@@ -154,10 +154,7 @@ class OvsDriver(Driver):
             if entry.qp != ALL_QPS:
                 sport_range(entry.qp)  # a bucket the source ports can carry
         lines = [self._flow(switch, e) for e in install]
-        touched = {e.match for e in install}
-        for in_port, dst, qp in remove:
-            if (in_port, dst, qp) in touched:
-                continue  # a later install of the same match wins (Batch.of_ops' order)
+        for in_port, dst, qp in remove:  # after the adds: a match both set and removed goes
             if not (0 <= dst < self.fabric.num_hosts and in_port in self._ports[switch]):
                 continue  # nothing of ours can be there
             gone = Entry(switch, in_port, dst, in_port, qp=qp)

@@ -241,6 +241,8 @@ class SonicDriver(Driver):
     def _change(self, sw: _Switch, install: Sequence[Entry], remove: Iterable[Match]) -> Change:
         """What applying `install` and `remove` to `sw` does; DriverRejected if it cannot."""
         switch = sw.name
+        remove = set(remove)  # a match both set and removed ends removed (installs go first)
+        install = [e for e in install if e.match not in remove]
         rules = []
         for entry in install:
             problem = entry_problem(self.fabric, self._ports, entry)

@@ -68,3 +68,9 @@ def test_flows_of_others_are_left_alone(driver):
     driver.apply(SWITCH, [Add(entry(1))])
     dump = driver._ofctl(SWITCH, "dump-flows", options=["--no-stats"])
     assert "actions=drop" in dump and driver.read(SWITCH) == (entry(1),)
+
+
+def test_a_match_set_and_removed_in_one_batch_ends_removed(driver):
+    driver.apply(SWITCH, [Add(entry(1))])
+    driver.apply(SWITCH, [Add(entry(0)), Delete(entry(0)), Add(entry(1, 2)), Delete(entry(1))])
+    assert driver.read(SWITCH) == ()

@@ -238,3 +238,10 @@ def test_serve_takes_the_config_db_as_a_url_or_a_file(tmp_path):
     mapping.write_text('["redis://10.3.0.1:6379/4"]')
     with pytest.raises(InputError, match="switch -> Redis URL"):
         _config_db(str(mapping))
+
+
+def test_a_match_set_and_removed_in_one_batch_ends_removed(driver):
+    driver.apply(SWITCH, [Add(entry(1))])
+    driver.apply(SWITCH, [Add(entry(0)), Delete(entry(0)), Replace(entry(1), entry(1, 2)),
+                          Delete(entry(1))])  # fmt: skip
+    assert driver.read(SWITCH) == ()
