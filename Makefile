@@ -8,18 +8,27 @@ FABRIC ?= pod
 PROTOS := $(wildcard protos/fabric_te/v1/*.proto)
 GEN    := controller/api/fabric_te/v1/te_pb2.py
 
-# Debian packages of the real components the tests start (FRR, etcd, slurmctld, Prometheus).
-# Installed when running as root and missing (CI runs as root); otherwise the tests that need
-# them skip and say why. Services are not started by the install (policy-rc.d).
-DEBS := iproute2 nftables frr etcd-server slurmctld prometheus
+# Debian packages of the real components the tests start (FRR, etcd, slurmctld, Prometheus,
+# Redis as SONiC's CONFIG_DB, Open vSwitch), and libyang2-dev, which the sonic extra's
+# libyang builds on. Installed when running as root and missing (CI runs as root); otherwise
+# the tests that need them skip and say why. Services are not started by the install
+# (policy-rc.d).
+DEBS := iproute2 nftables frr etcd-server slurmctld prometheus redis-server libyang2-dev openvswitch-switch
 
-.PHONY: demo test fuzz bench check protos clean system-deps certs
+.PHONY: demo test fuzz bench check protos clean system-deps sonic-extra certs
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	@touch $(STAMP)
+
+# The sonic driver's extra (redis, libyang) for its tests; libyang builds on Debian's
+# libyang2-dev, so this comes after system-deps. Without it the sonic tests skip and say why.
+sonic-extra: $(STAMP) system-deps
+	@$(BIN)/python -c "import libyang, redis" 2>/dev/null || \
+		$(BIN)/python -m pip install --quiet -e '.[dev,sonic]' || \
+		echo "the sonic extra did not install (libyang2-dev missing?): the sonic tests will skip"
 
 # gRPC code is generated, not committed; the virtual path makes it import as
 # controller.api.fabric_te.v1.
@@ -54,7 +63,7 @@ system-deps:
 	fi
 
 ## test: the whole test suite
-test: $(GEN) system-deps
+test: $(GEN) system-deps sonic-extra
 	$(BIN)/python -m pytest
 
 ## fuzz: every fuzz test (modules or tests named *fuzz*) with many more examples
@@ -67,7 +76,7 @@ certs: $(STAMP)
 	$(BIN)/tectl certs certs --force
 
 ## bench: scale benchmarks; writes docs/benchmarks.md
-bench: $(GEN)
+bench: $(GEN) sonic-extra
 	$(BIN)/python -m sim.bench --out docs/benchmarks.md
 
 ## check: lint and type-check

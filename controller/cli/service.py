@@ -61,6 +61,19 @@ def _limits(items: list[str]) -> Any:
         raise InputError(f"--limit: {err}") from None
 
 
+def _config_db(value: str) -> dict[str, object]:
+    """The sonic driver's CONFIG_DB option: `server` (a URL) or `databases` (a JSON file)."""
+    if "://" in value:
+        return {"server": value}
+    from controller.model.documents import parse_text, read_text
+
+    doc = parse_text(read_text(Path(value), InputError, "--config-db"), "json",
+                     f"--config-db {value}", InputError)  # fmt: skip
+    if not isinstance(doc, dict) or not all(isinstance(v, str) for v in doc.values()):
+        raise InputError(f"--config-db {value}: want a JSON object of switch -> Redis URL")
+    return {"databases": doc}
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     # no fork handlers: the controller forks only to exec, and gRPC would log on every fork
     os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
@@ -103,6 +116,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         options["directory"] = args.driver_dir
     if args.lab:
         options["lab"] = args.lab
+    if args.config_db:
+        options.update(_config_db(args.config_db))
     port = args.listen.rsplit(":", 1)[-1]
     # the default identity is fabric + port; an ephemeral port has none to restart as
     default = "memory" if port == "0" else f"dir:{default_state_dir() / f'{fabric.name}-{port}'}"
@@ -405,6 +420,11 @@ def register(cli: Commands) -> None:
     serve.add_argument("--driver", default="emulated", help="switch driver (emulated)")
     serve.add_argument("--driver-dir", default="tables", help="directory for --driver file")
     serve.add_argument("--lab", help="lab name for --driver linux (see `tectl lab up`)")
+    serve.add_argument(
+        "--config-db", metavar="URL|FILE",
+        help="for --driver sonic: the switches' CONFIG_DB, a Redis URL with a database per "
+        "switch in name order, or a JSON file mapping each switch to its URL",
+    )  # fmt: skip
     serve.add_argument("--listen", default=DEFAULT_ADDRESS, help=f"({DEFAULT_ADDRESS})")
     serve.add_argument(
         "--debounce", type=flag(float, 0, 60), default=0.2, help="batch window, s (0.2)"

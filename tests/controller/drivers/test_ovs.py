@@ -1,0 +1,76 @@
+"""The ovs driver against Open vSwitch daemons of the test's own (userspace datapath): the
+conformance suite, the flows it writes, and bundles applied all or nothing."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from controller.drivers.conformance import CONFORMANCE_FABRIC, SWITCH, DriverConformance, entry
+from controller.drivers.ovs import OvsDriver
+from controller.errors import DriverRejected
+from controller.routes.plan import Add, Delete
+from controller.routes.tables import Entry
+
+FABRIC = CONFORMANCE_FABRIC
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture
+def driver(tmp_path):
+    made = OvsDriver.for_conformance(FABRIC, tmp_path)
+    yield made
+    made.close()
+
+
+class TestOvsDriver(DriverConformance):
+    """The importable suite, on an Open vSwitch of the test's own."""
+
+
+def test_registered_under_the_driver_entry_points():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["entry-points"]["fabric_te.drivers"]["ovs"] == (
+        "controller.drivers.ovs:OvsDriver"
+    )
+
+
+def test_flows_match_port_destination_and_bucket_source_ports(driver):
+    whole = entry(0, 1)
+    part = Entry(SWITCH, whole.in_port, whole.dst_host, FABRIC.rack_link(0, 2), qp=5)
+    driver.apply(SWITCH, [Add(whole), Add(part)])
+    flows = sorted(line.split(" actions")[0].split(", ", 1)[1] + " actions" +
+                   line.split(" actions")[1] for line in
+                   driver._ofctl(SWITCH, "dump-flows", options=["--no-stats"]).splitlines()
+                   if "cookie=0xfe7e" in line)  # fmt: skip
+    assert flows == [
+        "priority=100,ip,in_port=1,nw_dst=10.1.0.2 actions=output:6",
+        "priority=101,udp,in_port=1,nw_dst=10.1.0.2,tp_src=0xc140/0xffc0,tp_dst=4791 "
+        "actions=output:7",
+    ]
+
+
+def test_a_bundle_the_switch_refuses_changes_nothing(driver):
+    driver.apply(SWITCH, [Add(entry(0))])
+    good = driver._flow(SWITCH, entry(1))
+    bad = "add priority=100,ip,in_port=2,nw_dst=10.1.0.9,actions=group:99"  # no such group
+    with pytest.raises(DriverRejected, match="refused the bundle"):
+        driver.bundle(SWITCH, [good, bad])
+    assert driver.read(SWITCH) == (entry(0),)
+    driver.apply(SWITCH, [Delete(entry(0)), Delete(entry(3))])
+    assert driver.read(SWITCH) == ()
+
+
+def test_flows_of_others_are_left_alone(driver):
+    driver.bundle(SWITCH, ["add priority=100,ip,in_port=1,nw_dst=10.1.0.2,actions=drop"])
+    assert driver.read(SWITCH) == ()  # no cookie of ours: not a TE flow
+    driver.apply(SWITCH, [Add(entry(1))])
+    dump = driver._ofctl(SWITCH, "dump-flows", options=["--no-stats"])
+    assert "actions=drop" in dump and driver.read(SWITCH) == (entry(1),)
+
+
+def test_a_match_set_and_removed_in_one_batch_ends_removed(driver):
+    driver.apply(SWITCH, [Add(entry(1))])
+    driver.apply(SWITCH, [Add(entry(0)), Delete(entry(0)), Add(entry(1, 2)), Delete(entry(1))])
+    assert driver.read(SWITCH) == ()
