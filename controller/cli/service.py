@@ -384,7 +384,11 @@ def status_text(d: dict[str, Any]) -> str:
             f"{g(int(last.get('churn', 0)))} moved, {g(int(last.get('fallback_ecmp', 0)))} on "
             "ECMP by the table budget"
         )
-    if cert:
+    if cert and cert.get("pending"):
+        lines.append(f"certificate pending against {cert['reference']}: "
+                     f"{g(cert['jobs_checked'])} of {g(cert['jobs'])} jobs at risk after a "
+                     "repair; the global solve that follows certifies in full")  # fmt: skip
+    elif cert:
         worst = ", ".join(f"{k} {v:.4g}" for k, v in sorted(cert["worst_ratio"].items()))
         fell = cert["fallback_jobs"]
         lines.append(

@@ -14,7 +14,7 @@ from controller.model.flows import ALL_QPS
 from controller.model.jobs import PATTERNS, Job
 from controller.routes.tables import Entry
 from controller.service.job_view import JobFigures
-from controller.solver.solve import SolveResult
+from controller.solver.certificate import Certificate
 
 
 def job_from_pb(fabric: Fabric, msg: pb.Job, field: str = "job") -> Job:
@@ -197,9 +197,8 @@ def job_figures_to_pb(figures: JobFigures | None) -> pb.JobFigures | None:
     )  # fmt: skip
 
 
-def certificate_to_pb(result: SolveResult | None) -> pb.Certificate | None:
-    """The certificate of `result` as a message (None: not certified)."""
-    cert = None if result is None else result.certificate
+def certificate_to_pb(cert: Certificate | None) -> pb.Certificate | None:
+    """A certificate as a message (None: not certified)."""
     if cert is None:
         return None
     return pb.Certificate(
@@ -207,5 +206,5 @@ def certificate_to_pb(result: SolveResult | None) -> pb.Certificate | None:
         jobs=cert.jobs, jobs_checked=cert.jobs_checked,
         worst_ratio={k: 1.0 if v is None else v for k, v in cert.worst_ratio.items()},
         below=dict(cert.below), fallback_jobs=dict(cert.fallback_jobs),
-        fallback_flows=cert.fallback_flows, seconds=cert.seconds,
+        fallback_flows=cert.fallback_flows, seconds=cert.seconds, pending=cert.pending,
     )  # fmt: skip

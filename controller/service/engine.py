@@ -47,6 +47,7 @@ from controller.service.replica import Replica
 from controller.service.rounds import Step, Taken, Target, Then, Wake
 from controller.service.solves import Baseline, GlobalSolve
 from controller.service.state import DesiredState, Inputs
+from controller.solver.certificate import Certificate
 from controller.solver.greedy import AssignResult, warm_up
 from controller.solver.repair import REOPT_TRIES, RouteIndex, follow_up, repair_indexed
 from controller.solver.solve import SolveOptions, SolveResult
@@ -80,6 +81,9 @@ class Engine:
         self.driver_name = driver_name or type(driver).__name__
         self.debounce = debounce
         self.options = options or SolveOptions()
+        # the reaction path (repairs, follow-ups, re-based results) certifies at once when
+        # no job is at risk, else defers to a global solve, which certifies in full
+        self.react = replace(self.options.certify, defer=True)
         self.metrics = metrics or Metrics()
         self._clock = clock
         self._cond = threading.Condition()
@@ -114,6 +118,7 @@ class Engine:
         self.predictor = Predictor(fabric, self.metrics, self._cond, busy=lambda: self._busy,
                                    stopped=lambda: self._stop, clock=clock)  # fmt: skip
         self.last_result: SolveResult | None = None
+        self._deferred: Certificate | None = None  # of a repair installed since, if pending
         self.last_error = ""
         self.repairs = 0  # repairs pushed
         self.reoptimised = 0  # health-only rounds that needed the bounded re-optimisation
@@ -236,6 +241,14 @@ class Engine:
         health = self.health
         links = np.flatnonzero(health.factor != 1.0)
         return [(int(k), float(health.factor[k])) for k in links]
+
+    @property
+    def certificate(self) -> Certificate | None:
+        """The certificate of what is installed: a repair's pending one, else the last
+        result's."""
+        if self._deferred is not None:
+            return self._deferred
+        return None if self.last_result is None else self.last_result.certificate
 
     @property
     def state_version(self) -> int:
@@ -416,10 +429,11 @@ class Engine:
             jobs_version=self._jobs_version,
         )
         repaired = self.repair_now(taken.health) if plan.repair else None
-        if plan.then is Then.SETTLE:
+        then = plan.then if repaired is None else rounds.after_repair(plan.then, _pending(repaired))
+        if then is Then.SETTLE:
             assert repaired is not None and target is not None
             self._settle_health(repaired, target.health, taken)
-        elif plan.then is Then.SOLVE:
+        elif then is Then.SOLVE:
             self._start_solve()
 
     def repair_now(self, health: LinkHealth) -> AssignResult:
@@ -430,14 +444,16 @@ class Engine:
         assert target is not None
         index = self.installer.index_of(target.assignment)
         with self.metrics.solve_seconds.labels("repair").time():
-            res, index = repair_indexed(health, index, old_health=target.health,
-                                        table_budget=self.options.table_budget,
-                                        certify_options=self.options.certify,
-                                        qps=self.options.qps)  # fmt: skip
+            res, index = repair_indexed(
+                health, index, old_health=target.health, table_budget=self.options.table_budget,
+                certify_options=self.react, qps=self.options.qps)  # fmt: skip
         if res.fallback_ecmp.size:
             log.info("repair: %d re-placed rows over the table budget ride ECMP",
                      res.fallback_ecmp.size)  # fmt: skip
         self._install(Target(res.assignment, target.ids, health), index)
+        if _pending(res):  # installed: Status and /metrics say its certificate is pending
+            self._deferred = res.certificate
+            self.metrics.set_certificate(res.certificate)
         self.repairs += 1
         return res
 
@@ -463,7 +479,7 @@ class Engine:
         judged = follow_up(health, repaired, self.installer.index, bound.value, last.ratio,
                            move_threshold=opts.move_threshold, spray_gap=opts.spray_gap,
                            tries=self.reopt_tries, table_budget=opts.table_budget,
-                           certify_options=opts.certify, qps=opts.qps)  # fmt: skip
+                           certify_options=self.react, qps=opts.qps)  # fmt: skip
         res, churn, method = judged.result, [repaired.churn], "repair"
         if judged.reoptimised:
             self.metrics.solve_seconds.labels("reoptimise").observe(res.seconds)
@@ -472,7 +488,7 @@ class Engine:
             if res.churn.size:
                 churn.append(res.churn)
                 self._install(Target(res.assignment, target.ids, health), judged.index)
-        if judged.needs_global:
+        if judged.needs_global or _pending(judged.result):
             log.info("repair at %.3f x the bound after re-optimising: global solve",
                      judged.ratio)  # fmt: skip
             self._start_solve()
@@ -487,7 +503,7 @@ class Engine:
     def _publish(self, result: SolveResult, target: Target, digest: str) -> None:
         """`result`, installing `target`, is Status's last result, the next solve's
         previous, and the stored assignment."""
-        self.last_result = result
+        self.last_result, self._deferred = result, None
         self.installer.previous = target.assignment
         self.intake.store_assignment(target.assignment, digest)
 
@@ -505,7 +521,7 @@ class Engine:
                 self._cond.notify_all()
 
         self._solve = GlobalSolve(self.fabric, taken, previous, self.options, self.metrics,
-                                  hook=self.solve_hook, known=self.intake.known(),
+                                  hook=self.solve_hook, known=self.intake.known(), react=self.react,
                                   after=self.installer.building,
                                   stopped=lambda: self._stop, on_end=ended)  # fmt: skip
         self._solve.start()
@@ -565,7 +581,7 @@ class Engine:
             if not beside:
                 task.index_when(wanted=True, now=True)  # the index after the push, now
         self.predictor.record(result, now.health)
-        if plan.stale:
+        if plan.stale or _pending(result):  # not settled: the latest inputs, certified in full
             with self._cond:
                 self._applied = max(self._applied, solved.version)
             self._solve_latest()
@@ -604,3 +620,8 @@ class Engine:
                 self._taken = min(self._taken, version - 1)
         log.info("took over at state version %d (%s)", version,
                  "adopted the stored assignment" if adopt else "solving")  # fmt: skip
+
+
+def _pending(result: AssignResult | SolveResult) -> bool:
+    """Whether `result`'s certificate was deferred (jobs at risk, not compared yet)."""
+    return result.certificate is not None and result.certificate.pending

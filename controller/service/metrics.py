@@ -83,6 +83,11 @@ class Metrics:
             "Jobs predicted below the hashing named under the installed routing",
             ["reference"], registry=r,
         )  # fmt: skip
+        self.certificate_pending = Gauge(
+            PREFIX + "certificate_pending",
+            "1 while the installed routing is a repair whose jobs at risk are not compared yet "
+            "(a global solve certifying in full follows)", registry=r,
+        )  # fmt: skip
         self.certificate_fallback_jobs = Gauge(
             PREFIX + "certificate_fallback_jobs",
             "Jobs whose flows the certificate handed back to the fabric's hashing", registry=r,
@@ -125,6 +130,7 @@ class Metrics:
             self.certificate_passed.set(float("nan"))
             return
         self.certificate_passed.set(float(cert.passed))
+        self.certificate_pending.set(float(cert.pending))
         for name, ratio in cert.worst_ratio.items():
             self.certificate_worst.labels(name).set(1.0 if ratio is None else ratio)
             self.certificate_below.labels(name).set(cert.below.get(name, 0))

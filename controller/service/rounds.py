@@ -148,6 +148,13 @@ def plan_round(
     return RoundPlan(repair, then)
 
 
+def after_repair(then: Then, pending: bool) -> Then:
+    """What follows a repair whose certificate is `pending` (jobs at risk, not compared on
+    the reaction path): a global solve, which certifies in full, instead of settling from
+    it; the round settles once that is installed."""
+    return Then.SOLVE if pending and then is Then.SETTLE else then
+
+
 @dataclass(frozen=True)
 class FinishPlan:
     stale: bool  # the jobs changed while it ran: the latest are solved after it

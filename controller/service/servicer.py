@@ -196,7 +196,7 @@ class TrafficEngineering(pb_grpc.TrafficEngineeringServicer):
             last_error=e.last_error,
             links=[pb.LinkState(link=self.fabric.link_name(k), fraction=f)
                    for k, f in e.links_not_up()],  # fmt: skip
-            certificate=convert.certificate_to_pb(e.last_result),
+            certificate=convert.certificate_to_pb(e.certificate),
             **e.status_fields(),
         )
 

@@ -26,6 +26,7 @@ from controller.service.installer import IndexBuild
 from controller.service.metrics import Metrics
 from controller.service.rounds import Taken
 from controller.solver.bounds import Bound, lower_bound
+from controller.solver.certificate import CertifyOptions
 from controller.solver.greedy import AssignResult
 from controller.solver.repair import RouteIndex, bound_after, repair_indexed
 from controller.solver.solve import SolveOptions, SolveResult, solve
@@ -47,6 +48,7 @@ class GlobalSolve:
         *,
         hook: Callable[[LinkHealth], None],
         known: Mapping[str, tuple[Job, FlowSet]],
+        react: CertifyOptions,
         after: IndexBuild | None,
         stopped: Callable[[], bool],
         on_end: Callable[[], None],
@@ -58,6 +60,7 @@ class GlobalSolve:
         self.metrics = metrics
         self._hook = hook
         self._known = known  # flows built as the jobs came
+        self._react = react  # the certificate of a re-based result (deferred when at risk)
         self._after = after  # the index build it starts after
         self._stopped = stopped
         self._on_end = on_end
@@ -88,7 +91,7 @@ class GlobalSolve:
                                                        result.usage)  # fmt: skip
         res, index = repair_indexed(health, index, old_health=self.taken.health,
                                     table_budget=self.options.table_budget,
-                                    certify_options=self.options.certify,
+                                    certify_options=self._react,
                                     qps=self.options.qps)  # fmt: skip
         return res, index
 

@@ -64,6 +64,10 @@ class CertifyOptions:
     model: str = "striped"
     compare: tuple[str, ...] = ()  # other hashings to report against
     enabled: bool = True
+    # the reaction path: when some job is at risk, return the routing as it is with a
+    # certificate `pending` instead of computing the reference now (a global solve, which
+    # certifies in full, is to follow); when none is at risk the certificate is complete
+    defer: bool = False
 
     def __post_init__(self) -> None:
         for name in (self.reference, *self.compare):
@@ -107,6 +111,9 @@ class Certificate:
     reference_runs: int = 0
     # QP rows of the data plane certified that ride the defaults (0: every row has a path)
     walked: int = 0
+    # deferred (CertifyOptions.defer): jobs are at risk and were not compared; `passed` is
+    # False until a full certificate replaces this one
+    pending: bool = False
 
     def to_dict(self) -> dict[str, object]:
         """A JSON-ready dict."""
@@ -117,12 +124,14 @@ class Certificate:
             "fallback_jobs": dict(self.fallback_jobs), "fallback_flows": self.fallback_flows,
             "rounds": self.rounds, "seconds": self.seconds, "mlu": self.mlu,
             "reference_runs": self.reference_runs, "walked": self.walked,
+            "pending": self.pending,
         }  # fmt: skip
 
     def metrics(self) -> dict[str, float]:
         """Plain numbers (NaN where a ratio was not needed)."""
         out = {
             "certificate_passed": float(self.passed),
+            "certificate_pending": float(self.pending),
             "certificate_jobs": float(self.jobs),
             "certificate_jobs_checked": float(self.jobs_checked),
             "certificate_fallback_jobs": float(len(self.fallback_jobs)),
@@ -149,6 +158,10 @@ class Certificate:
             if self.fallback_jobs
             else ""
         )
+        if self.pending:
+            return (f"certificate: pending against {self.reference}: {self.jobs_checked} of "
+                    f"{self.jobs} jobs at risk, compared by the global solve that follows; "
+                    f"{self.seconds:.3f} s")  # fmt: skip
         return (
             f"certificate: {'passed' if self.passed else 'FAILED'} against {self.reference} "
             f"({len(self.seeds)} seeds, {self.qps} QPs); {self.jobs_checked} of {self.jobs} "
@@ -297,6 +310,13 @@ def certify(
         if not at_risk.any():
             te = np.ones(num_jobs)
             break
+        if opts.defer and rounds == 1:  # the reaction path: the full check comes after
+            return assignment, Certificate(
+                reference=opts.reference, seeds=opts.seeds, qps=qps,
+                jobs=int(has_flows.sum()), jobs_checked=int((at_risk & has_flows).sum()),
+                passed=False, rounds=1, seconds=time.perf_counter() - start,
+                mlu=float(np.mean(mlus)), walked=planes[0].walked, pending=True,
+            )  # fmt: skip
         shares = [flow_shares(fabric, health, plane.arcs, plane.flows, plane.parent,
                               num_parents=len(flows), weight=plane.weight,
                               model=opts.model) for plane in planes]  # fmt: skip

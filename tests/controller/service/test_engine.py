@@ -613,3 +613,39 @@ def test_a_periodic_sweep_counts_as_one_reconcile_however_many_steps_it_takes() 
         assert value == engine.marks.reconciles
     finally:
         driver.close()
+
+
+def test_a_repair_with_jobs_at_risk_is_pushed_at_once_then_certified_in_full() -> None:
+    """The reaction path never computes the reference: a repair that leaves jobs at risk is
+    installed at once with its certificate pending (Status and /metrics say so), and a
+    global solve, which certifies in full, follows; the round settles only on that."""
+    from sim.jobmix import random_jobs
+
+    engine = Engine(FABRIC, EmulatedDriver(FABRIC), debounce=0.0, reconcile_interval=60.0)
+    seen: list[tuple[bool, bool]] = []
+    record = engine.metrics.set_certificate
+
+    def spy(cert):  # type: ignore[no-untyped-def]
+        seen.append((cert.pending, cert.passed) if cert is not None else (False, False))
+        record(cert)
+
+    engine.metrics.set_certificate = spy  # type: ignore[method-assign]
+    try:
+        for job in random_jobs(FABRIC, seed=3):
+            engine.put_job(job, 0)
+        assert engine.wait_idle(120)
+        solves = engine.global_solves
+        names = ["rtsw-p0-r0:ctsw-p0-c1", "rtsw-p0-r1:ctsw-p0-c2", "ctsw-p1-c3:atsw-c3-a0"]
+        links = {FABRIC.link_by_name(n): f for n, f in zip(names, (0.0, 0.5, 0.0), strict=True)}
+        engine.report_links(links)
+        assert engine.wait_idle(120)
+        assert engine.repairs >= 1
+        assert (True, False) in seen, seen  # the repair left jobs at risk: pending
+        assert engine.global_solves > solves  # then a global solve certified in full
+        assert seen.index((True, False)) < len(seen) - 1
+        cert = engine.certificate
+        assert cert is not None and cert.passed and not cert.pending
+        assert engine.metrics.registry.get_sample_value("fabric_te_certificate_pending") == 0
+        assert engine.installed == engine.wanted
+    finally:
+        engine.close()

@@ -12,6 +12,7 @@ from controller.service.rounds import (
     Then,
     Wake,
     adopt_stored,
+    after_repair,
     busy,
     index_beside,
     next_step,
@@ -125,3 +126,16 @@ def test_adopt_stored_only_when_it_answers_to_the_inputs() -> None:
     assert adopt_stored("abc", "abc")
     assert not adopt_stored("abc", "abd")
     assert not adopt_stored(None, "abc")
+
+
+@pytest.mark.parametrize(
+    ("then", "pending", "after"),
+    [
+        (Then.SETTLE, False, Then.SETTLE),
+        (Then.SETTLE, True, Then.SOLVE),  # jobs at risk, not compared: a full solve follows
+        (Then.SOLVE, True, Then.SOLVE),
+        (Then.WAIT_SOLVE, True, Then.WAIT_SOLVE),  # the running one is re-checked anyway
+    ],
+)
+def test_after_repair(then: Then, pending: bool, after: Then) -> None:
+    assert after_repair(then, pending) is after
