@@ -64,10 +64,12 @@ class CertifyOptions:
     model: str = "striped"
     compare: tuple[str, ...] = ()  # other hashings to report against
     enabled: bool = True
-    # the reaction path: when some job is at risk, return the routing as it is with a
-    # certificate `pending` instead of computing the reference now (a global solve, which
-    # certifies in full, is to follow); when none is at risk the certificate is complete
-    defer: bool = False
+    # the reaction path: when some job is at risk and the reference would take more than
+    # this much work (input flows x QPs x seeds), return the routing as it is with a
+    # certificate `pending` instead of computing it now (a global solve, which certifies in
+    # full, is to follow); None: never deferred. Work, not seconds: the outcome depends only
+    # on the inputs
+    defer_above: int | None = None
 
     def __post_init__(self) -> None:
         for name in (self.reference, *self.compare):
@@ -111,7 +113,7 @@ class Certificate:
     reference_runs: int = 0
     # QP rows of the data plane certified that ride the defaults (0: every row has a path)
     walked: int = 0
-    # deferred (CertifyOptions.defer): jobs are at risk and were not compared; `passed` is
+    # deferred (CertifyOptions.defer_above): jobs at risk, not compared; `passed` is
     # False until a full certificate replaces this one
     pending: bool = False
 
@@ -310,7 +312,8 @@ def certify(
         if not at_risk.any():
             te = np.ones(num_jobs)
             break
-        if opts.defer and rounds == 1:  # the reaction path: the full check comes after
+        work = len(flows) * qps * len(opts.seeds)
+        if opts.defer_above is not None and work > opts.defer_above and rounds == 1:
             return assignment, Certificate(
                 reference=opts.reference, seeds=opts.seeds, qps=qps,
                 jobs=int(has_flows.sum()), jobs_checked=int((at_risk & has_flows).sum()),
