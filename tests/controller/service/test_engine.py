@@ -652,3 +652,27 @@ def test_a_repair_with_jobs_at_risk_is_pushed_at_once_then_certified_in_full() -
         assert engine.installed == engine.wanted
     finally:
         engine.close()
+
+
+def test_the_first_round_after_a_takeover_counts_only_its_own_wait(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A follower's changes are the leader's to install: they never start its
+    report-to-installed clock, so its first round after a takeover does not count the whole
+    time it followed (it read 65-73 s for changes installed within 1 s)."""
+    engine = Engine(FABRIC, EmulatedDriver(FABRIC), debounce=0.0, reconcile_interval=60.0)
+    leader = [False]
+    monkeypatch.setattr(engine.replica, "is_leader", lambda: leader[0])
+    try:
+        engine.put_job(_jobs()[0], 0)  # seen as a follower: taken, not installed here
+        assert _until(lambda: engine._taken == engine.state_version)
+        time.sleep(1.0)  # following for a while
+        leader[0] = True
+        engine._on_role(True)  # the takeover solves what is stored
+        assert engine.wait_idle(60)
+        engine.put_job(_jobs()[1], 0)
+        assert engine.wait_idle(60)
+        samples = list(engine.latency.samples)
+        assert samples and max(samples) < 1.0, samples  # never the time spent following
+    finally:
+        engine.close()
