@@ -36,6 +36,7 @@ back only reproduces the routing the fabric actually runs.
 from __future__ import annotations
 
 import hashlib
+import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -206,6 +207,7 @@ def job_values(share: np.ndarray, job: np.ndarray, num_jobs: int) -> np.ndarray:
 # input the values depend on, so a hit returns exactly what computing them would.
 _MEMO: OrderedDict[str, np.ndarray] = OrderedDict()
 _MEMO_SIZE = 8
+_MEMO_LOCK = threading.Lock()  # the service solves and repairs on more than one thread
 
 
 def _digest(*parts: object) -> str:
@@ -237,25 +239,27 @@ class _Reference:
         key = _digest(self.fabric.fingerprint, self.fabric.capacity, self.health.factor,
                       f.src_nic, f.dst_nic, f.demand, f.job, self.num_jobs, self.qps, kind,
                       self.opts.seeds, self.opts.model)  # fmt: skip
-        if key in _MEMO:
-            _MEMO.move_to_end(key)
-            self._values[kind] = _MEMO[key]
-            return _MEMO[key]
-        if kind not in self._values:
-            runs = []
-            for seed in self.opts.seeds:
-                sub, routing, parent = hashed(kind, self.fabric, self.flows, self.health, seed,
-                                              self.qps)  # fmt: skip
-                share = flow_shares(self.fabric, self.health, routing.arcs(self.fabric), sub,
-                                    parent, num_parents=len(self.flows),
-                                    model=self.opts.model)  # fmt: skip
-                runs.append(job_values(share, self.flows.job, self.num_jobs))
-                self.computed += 1
-            self._values[kind] = np.mean(runs, axis=0)
-            self._values[kind].setflags(write=False)
-        _MEMO[key] = self._values[kind]
-        while len(_MEMO) > _MEMO_SIZE:
-            _MEMO.popitem(last=False)
+        with _MEMO_LOCK:
+            hit = _MEMO.get(key)
+            if hit is not None:
+                _MEMO.move_to_end(key)
+        if hit is not None:
+            self._values[kind] = hit
+            return hit
+        runs = []
+        for seed in self.opts.seeds:
+            sub, routing, parent = hashed(kind, self.fabric, self.flows, self.health, seed,
+                                          self.qps)  # fmt: skip
+            share = flow_shares(self.fabric, self.health, routing.arcs(self.fabric), sub, parent,
+                                num_parents=len(self.flows), model=self.opts.model)  # fmt: skip
+            runs.append(job_values(share, self.flows.job, self.num_jobs))
+            self.computed += 1
+        self._values[kind] = np.mean(runs, axis=0)
+        self._values[kind].setflags(write=False)
+        with _MEMO_LOCK:
+            _MEMO[key] = self._values[kind]
+            while len(_MEMO) > _MEMO_SIZE:
+                _MEMO.popitem(last=False)
         return self._values[kind]
 
 

@@ -4,7 +4,7 @@ compared with, or 'TE worst/bound' would flatter or slander the solver."""
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from controller.model.clos import PRESETS, build
@@ -35,6 +35,8 @@ def test_worst_job_bound_by_hand() -> None:
     down=st.integers(0, 2),
     rings=st.booleans(),
 )
+# a flow with no path left makes the bound infinite: it bounds routings that route every flow
+@example(name="tiny", seed=271, down=2, rings=True)
 def test_no_routing_beats_the_worst_job_bound(name: str, seed: int, down: int, rings: bool) -> None:
     fabric = FABRICS[name]
     health = random_failures(fabric, down, seed) if down else LinkHealth.all_up(fabric)
@@ -45,9 +47,12 @@ def test_no_routing_beats_the_worst_job_bound(name: str, seed: int, down: int, r
     te = routed("te", fabric, health, res.assignment, 0.0, seed, parent=res.parent).report
     reports = [te] + [baseline(b, fabric, health, flows, seed).report for b in ("ecmp", "eecmp")]
     for report in reports:
+        if report.unrouted:  # the shares count routed flows only: the bound does not apply
+            continue
         assert report.busbw_fraction_min <= ceiling + 1e-9
     # the solver's own bound is at least the cheap one, so it bounds the worst job too
-    assert te.busbw_fraction_min <= worst_job_bound(res.bound.value) + 1e-9
+    if not te.unrouted:
+        assert te.busbw_fraction_min <= worst_job_bound(res.bound.value) + 1e-9
 
 
 def test_certificate_section_counts_no_job_below_eecmp() -> None:
