@@ -2,5 +2,6 @@
 
 Public: `interface.Driver` and `driver_class` (found by entry point `fabric_te.drivers`),
 `push.push`/`read_back`, `reconcile.Reconciler`, `conformance.DriverConformance` (the suite
-every driver passes); drivers `file` and `linux` (with `linux_plan`, `labs`).
+every driver passes); drivers `file`, `linux` (with `linux_plan`, `labs`), `sonic` (with
+`sonic_plan`, `sonic_schema`, `redis_server`) and `ovs` (with `ovs_daemons`).
 """

@@ -2,6 +2,7 @@
 
 Public: `solve.solve` with `SolveOptions` -> `SolveResult`; `repair.repair`/`repair_indexed`,
 `follow_up`, `RouteIndex` (incremental reaction to link changes); `bounds.lower_bound`;
-`greedy.warm_up` (the compiled kernels). Internals: `greedy`, `colouring`, `lp`,
+`greedy.warm_up` (the compiled kernels); `certificate.certify` (no job below the fabric's own
+hashing). Internals: `greedy`, `colouring`, `lp`,
 `commodities`, `qp_buckets`, `kernels`.
 """
