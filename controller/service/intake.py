@@ -176,8 +176,11 @@ class Intake:
                     time.sleep(random.uniform(0, 0.002 * attempt))  # let the other finish
                     continue
                 with self._cond:
+                    before = self.state.version
                     if self.replica.is_current(key, revision):
                         apply(value)
+                    if self.state.version == before:  # a no-op: nothing to install
+                        return value, before
                     return value, self._changed(False)
         raise AssertionError("unreachable")  # pragma: no cover
 

@@ -676,3 +676,20 @@ def test_the_first_round_after_a_takeover_counts_only_its_own_wait(
         assert samples and max(samples) < 1.0, samples  # never the time spent following
     finally:
         engine.close()
+
+
+def test_a_write_that_changes_nothing_starts_no_round_and_no_clock() -> None:
+    """The same job at the same generation again (a client's retry after an ambiguous
+    answer) is acknowledged without a round: no pending change, no latency sample."""
+    engine = Engine(FABRIC, EmulatedDriver(FABRIC), debounce=0.0, reconcile_interval=60.0)
+    try:
+        job = _jobs()[0]
+        gen, version = engine.put_job(job, 0)
+        assert engine.wait_idle(60)
+        samples = len(engine.latency.samples)
+        assert engine.put_job(job, gen) == (gen, version)  # idempotent, nothing new
+        assert engine.status_fields()["pending_changes"] == 0
+        time.sleep(0.2)
+        assert len(engine.latency.samples) == samples and engine.state_version == version
+    finally:
+        engine.close()
