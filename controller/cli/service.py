@@ -385,9 +385,9 @@ def status_text(d: dict[str, Any]) -> str:
             "ECMP by the table budget"
         )
     if cert and cert.get("pending"):
-        lines.append(f"certificate pending against {cert['reference']}: "
-                     f"{g(cert['jobs_checked'])} of {g(cert['jobs'])} jobs at risk after a "
-                     "repair; the global solve that follows certifies in full")  # fmt: skip
+        lines.append(f"certificate pending against {cert['reference']}: a repair of "
+                     f"{g(cert['jobs'])} jobs installed, not checked yet; the global solve "
+                     "that follows certifies in full")  # fmt: skip
     elif cert:
         worst = ", ".join(f"{k} {v:.4g}" for k, v in sorted(cert["worst_ratio"].items()))
         fell = cert["fallback_jobs"]

@@ -65,11 +65,10 @@ class CertifyOptions:
     model: str = "striped"
     compare: tuple[str, ...] = ()  # other hashings to report against
     enabled: bool = True
-    # the reaction path: when some job is at risk and the reference would take more than
-    # this much work (input flows x QPs x seeds), return the routing as it is with a
-    # certificate `pending` instead of computing it now (a global solve, which certifies in
-    # full, is to follow); None: never deferred. Work, not seconds: the outcome depends only
-    # on the inputs
+    # the reaction path: when the check would take more than this much work (input flows x
+    # QPs x seeds), return the routing as it is with a certificate `pending` instead of
+    # checking it now (a global solve, which certifies in full, is to follow); None: never
+    # deferred. Work, not seconds: the outcome depends only on the inputs
     defer_above: int | None = None
 
     def __post_init__(self) -> None:
@@ -114,7 +113,7 @@ class Certificate:
     reference_runs: int = 0
     # QP rows of the data plane certified that ride the defaults (0: every row has a path)
     walked: int = 0
-    # deferred (CertifyOptions.defer_above): jobs at risk, not compared; `passed` is
+    # deferred (CertifyOptions.defer_above): not checked yet; `passed` is
     # False until a full certificate replaces this one
     pending: bool = False
 
@@ -162,9 +161,8 @@ class Certificate:
             else ""
         )
         if self.pending:
-            return (f"certificate: pending against {self.reference}: {self.jobs_checked} of "
-                    f"{self.jobs} jobs at risk, compared by the global solve that follows; "
-                    f"{self.seconds:.3f} s")  # fmt: skip
+            return (f"certificate: pending against {self.reference}: {self.jobs} jobs not "
+                    "checked yet; the global solve that follows certifies in full")  # fmt: skip
         return (
             f"certificate: {'passed' if self.passed else 'FAILED'} against {self.reference} "
             f"({len(self.seeds)} seeds, {self.qps} QPs); {self.jobs_checked} of {self.jobs} "
@@ -286,6 +284,12 @@ def certify(
     cap = health.arc_capacity(fabric)
     has_flows = np.bincount(flows.job, minlength=num_jobs) > 0
     unit_key = rows.src_nic * np.int64(fabric.num_hosts) + rows.dst_host(fabric)
+    if opts.defer_above is not None and len(flows) * qps * len(opts.seeds) > opts.defer_above:
+        # the reaction path on a large fabric: not checked now (a global solve follows)
+        return assignment, Certificate(
+            reference=opts.reference, seeds=opts.seeds, qps=qps, jobs=int(has_flows.sum()),
+            jobs_checked=0, passed=False, seconds=time.perf_counter() - start, pending=True,
+        )  # fmt: skip
     path = assignment.path.copy()
     fallback: dict[str, str] = {}
     checked = np.zeros(num_jobs, bool)
@@ -316,14 +320,7 @@ def certify(
         if not at_risk.any():
             te = np.ones(num_jobs)
             break
-        work = len(flows) * qps * len(opts.seeds)
-        if opts.defer_above is not None and work > opts.defer_above and rounds == 1:
-            return assignment, Certificate(
-                reference=opts.reference, seeds=opts.seeds, qps=qps,
-                jobs=int(has_flows.sum()), jobs_checked=int((at_risk & has_flows).sum()),
-                passed=False, rounds=1, seconds=time.perf_counter() - start,
-                mlu=float(np.mean(mlus)), walked=planes[0].walked, pending=True,
-            )  # fmt: skip
+
         shares = [flow_shares(fabric, health, plane.arcs, plane.flows, plane.parent,
                               num_parents=len(flows), weight=plane.weight,
                               model=opts.model) for plane in planes]  # fmt: skip
