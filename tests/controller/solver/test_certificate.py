@@ -134,7 +134,7 @@ def test_a_deferred_certificate_computes_no_reference_and_says_it_is_pending(
     out, cert = certify(small, health, bad, qps=16, options=CertifyOptions(defer_above=0))
     assert out is bad and cert.pending and not cert.passed and cert.reference_runs == 0
     assert cert.jobs_checked == 0 and not cert.fallback_jobs and "pending" in cert.summary()
-    work = len(flows) * 16 * 4
+    work = len(flows) * 16 * 4  # rows: one per flow here
     full, checked = certify(small, health, bad, qps=16,
                             options=CertifyOptions(defer_above=work))  # fmt: skip
     assert not checked.pending and checked.passed and checked.fallback_jobs  # handed back
