@@ -46,6 +46,12 @@ class Bound:
     name: str
     parts: dict[str, float] = field(default_factory=dict)
 
+    def with_lp(self, lp: LpSolution) -> Bound:
+        """This bound with the LP's fractional optimum as one more part: what
+        `lower_bound(..., lp)` gives for the same fabric, health, flows and QPs, without
+        counting the cuts again."""
+        return _best({**self.parts, "lp": lp.mlu})
+
 
 def _ratio(load: np.ndarray, cap: np.ndarray) -> float:
     """max load/cap over groups; load on zero capacity is infinite."""
@@ -119,6 +125,11 @@ def lower_bound(
         parts["largest-flow"] = _largest_flow(fabric, cap, unit, flows, cls, sr, dr)
     if lp is not None:
         parts["lp"] = lp.mlu
+    return _best(parts)
+
+
+def _best(parts: dict[str, float]) -> Bound:
+    """The largest part (ties by name), or 0 when there is none."""
     if not parts:
         return Bound(0.0, "none", parts)
     name = max(sorted(parts), key=lambda k: parts[k])

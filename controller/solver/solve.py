@@ -495,7 +495,7 @@ def solve(
         comm = commodities(fabric, flows)
         lp = solve_lp(fabric, health, comm, backend=opts.backend, time_limit=opts.lp_time_limit)
         times["lp"] = time.perf_counter() - t
-        bound = lower_bound(fabric, health, flows, lp)
+        bound = bound.with_lp(lp)  # the cuts as counted above, and the LP
         t = time.perf_counter()
         guided = run(_guidance(fabric, comm, lp))
         times["guided_assign"] = time.perf_counter() - t
@@ -503,7 +503,7 @@ def solve(
             res = guided
     if opts.qps > 1 and len(flows):
         t = time.perf_counter()
-        bound = split_bound if lp is None else lower_bound(fabric, health, flows, lp, opts.qps)
+        bound = split_bound if lp is None else split_bound.with_lp(lp)
         if parent is None:
             split = _best_bucket_split(fabric, health, res, bound.value, opts, first)
             if split is not None:

@@ -119,6 +119,10 @@ def test_every_bound_below_integral_routings_and_cuts_below_lp(
     comm = commodities(fabric, flows)
     sol = solve_lp(fabric, health, comm, backend="glop")
     bound = lower_bound(fabric, health, flows, sol)
+    for qps in (1, 16):  # adding the LP to a bound counted without it: the same bound
+        assert lower_bound(fabric, health, flows, qps=qps).with_lp(sol) == lower_bound(
+            fabric, health, flows, sol, qps
+        )
     mlu = _random_routing_mlu(random_alive_paths, fabric, health, flows, seed)
     for name, value in bound.parts.items():
         assert value <= mlu * (1 + 1e-9) + 1e-9, name
