@@ -181,6 +181,8 @@ class Intake:
                         apply(value)
                     if self.state.version == before:  # a no-op: nothing to install
                         return value, before
+                    fields = {"key": key, "revision": revision, "state_version": self.state.version}
+                    log.info("input accepted", extra=fields)
                     return value, self._changed(False)
         raise AssertionError("unreachable")  # pragma: no cover
 

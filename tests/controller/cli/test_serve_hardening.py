@@ -171,3 +171,28 @@ def test_port_in_use_is_one_line_and_exit_2() -> None:
     assert len(errors) == 1
     assert f"127.0.0.1:{port}" in str(errors[0]["message"])
     assert "in use" in str(errors[0]["message"])
+
+
+def test_every_input_and_every_push_is_one_log_record() -> None:
+    """An operator reads what came in and what went out: an accepted input is one record
+    (its store key, state version) and a push is one (operations, switches, ok, seconds)."""
+    port = free_port()
+    proc = _serve("--listen", f"127.0.0.1:{port}", "--insecure", "--metrics-port", "0")
+    try:
+        channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+        grpc.channel_ready_future(channel).result(timeout=60)
+        stub = pb_grpc.TrafficEngineeringStub(channel)
+        hosts = ["host-p0-r0-h0", "host-p0-r1-h0", "host-p1-r0-h0", "host-p1-r1-h0"]
+        stub.PutJob(pb.PutJobRequest(job=pb.Job(id="logged", hosts=hosts, tp=1)), timeout=30)
+        deadline = time.monotonic() + 60
+        while stub.Status(pb.StatusRequest(), timeout=10).pending_changes:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        channel.close()
+    finally:
+        text = _stop(proc)
+    records = _records(text)
+    accepted = [r for r in records if r.get("message") == "input accepted"]
+    assert accepted and accepted[0]["key"] == "jobs/logged" and accepted[0]["state_version"] == 1
+    pushes = [r for r in records if r.get("message") == "pushed"]
+    assert pushes and pushes[0]["ok"] is True and int(str(pushes[0]["operations"])) > 0
