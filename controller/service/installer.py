@@ -237,17 +237,17 @@ class Installer:
         if scope is not None:
             wanted = self._merge_wanted(wanted, switches, in_scope)
         self._wanted = _Wanted(assignment, wanted)
-        t0, touched_pre = time.perf_counter(), plan.switches()
+        planned, start = plan.switches(), time.perf_counter()
         with self.metrics.push_seconds.time():
             report = push(self.push_driver, plan, timeout=self.push_timeout)
         self._count_ops(report.ops_applied)
-        seconds = round(time.perf_counter() - t0, 6)
-        log.info("pushed", extra={"operations": report.ops_applied, "switches": len(touched_pre),
+        seconds = round(time.perf_counter() - start, 6)
+        log.info("pushed", extra={"operations": report.ops_applied, "switches": len(planned),
                                   "ok": report.ok, "seconds": seconds})  # fmt: skip
         # read back what the push touched (and any switch marked before) and repair it
-        touched = set(plan.switches()) | set(self.marks.differing)
+        touched = set(planned) | set(self.marks.differing)
         prior: dict[str, Table | None] = {
-            sw: report.installed.table(sw) for sw in plan.switches() if sw not in report.uncertain
+            sw: report.installed.table(sw) for sw in planned if sw not in report.uncertain
         }
         prior.update(dict.fromkeys(report.unreadable))
         result = self.reconcile(touched, prior)
