@@ -76,8 +76,9 @@ class EngineReads:
 
     def job_figures(self) -> dict[str, JobFigures]:
         """What the installed routing does for each job (see controller.service.job_view)."""
-        with self._cond:
-            return job_figures(self.last_result, self.predictor.job_busbw)
+        with self._cond:  # the two read together; counted outside the lock (O(rows))
+            result, busbw = self.last_result, self.predictor.job_busbw
+        return job_figures(result, busbw)
 
     def links_not_up(self) -> list[tuple[int, float]]:
         """(link id, capacity factor) of every link not fully up, as the inputs say."""
