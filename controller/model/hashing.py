@@ -41,11 +41,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from controller.errors import InputError
+from controller.model import kernels
 from controller.model.assignment import UNROUTED, Assignment
 from controller.model.fabric import Fabric
 from controller.model.flows import FlowSet
 from controller.model.health import LinkHealth
-from controller.model.paths import CROSS_POD, SAME_RACK, flow_class
+from controller.model.paths import CROSS_POD, MAX_HOPS, SAME_RACK, flow_class
 
 # Hops at which a switch chooses a next hop (the hash input distinguishes them).
 HOP_UPLINK, HOP_AGG_UP, HOP_AGG_DOWN, HOP_DOWNLINK = 0, 1, 2, 3
@@ -370,6 +371,27 @@ def split_qps(flows: FlowSet, qps: int) -> tuple[FlowSet, np.ndarray, np.ndarray
     return sub, parent, qp
 
 
+def eecmp_routes(
+    fabric: Fabric, flows: FlowSet, health: LinkHealth, seed: int, qps: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """E-ECMP's (path index, arcs [F * qps, MAX_HOPS]) of QP q of flow f at row f * qps + q:
+    `route` with `hash_chooser` over `split_qps`' subflows, compiled (model.kernels)."""
+    if qps < 1:
+        raise InputError(f"qps must be >= 1, got {qps}")
+    n = len(flows) * qps
+    path = np.empty(n, np.int64)
+    arcs = np.empty((n, MAX_HOPS), np.int64)
+    shape = np.array([fabric.pods, fabric.racks_per_pod, fabric.ctsws_per_pod,
+                      fabric.rack_links, fabric.atsws_per_plane, fabric.agg_links,
+                      fabric.nics_per_host * fabric.hosts_per_rack, fabric.rack_base,
+                      fabric.agg_base], np.int64)  # fmt: skip
+    alive = np.ascontiguousarray(np.asarray(health.factor) > 0.0)
+    kernels.eecmp(np.ascontiguousarray(flows.src_nic, np.int64),
+                  np.ascontiguousarray(flows.dst_nic, np.int64),
+                  np.uint64(int(seed) & _MASK64), qps, alive, shape, path, arcs)  # fmt: skip
+    return path, arcs
+
+
 def hashed(
     kind: str, fabric: Fabric, flows: FlowSet, health: LinkHealth, seed: int, qps: int = 16
 ) -> tuple[FlowSet, Assignment, np.ndarray]:
@@ -377,8 +399,23 @@ def hashed(
 
     Returns (subflows, their assignment, parent flow index of every subflow)."""
     sub, parent, qp = split_qps(flows, qps)
-    path = route(fabric, sub, health, chooser(kind, fabric, health, seed, sub, qp))
+    if kind == "eecmp":
+        path, _ = eecmp_routes(fabric, flows, health, seed, qps)
+    else:
+        path = route(fabric, sub, health, chooser(kind, fabric, health, seed, sub, qp))
     return sub, Assignment(sub, path), parent
+
+
+def hashed_arcs(
+    kind: str, fabric: Fabric, flows: FlowSet, health: LinkHealth, seed: int, qps: int = 16
+) -> tuple[FlowSet, np.ndarray, np.ndarray]:
+    """`hashed` as (subflows, their arcs [F * qps, MAX_HOPS] (-1 padded, all -1 when
+    unrouted), parent flow index of every subflow): what a simulation of it needs."""
+    if kind == "eecmp":
+        sub, parent, _ = split_qps(flows, qps)
+        return sub, eecmp_routes(fabric, flows, health, seed, qps)[1], parent
+    sub, routing, parent = hashed(kind, fabric, flows, health, seed, qps)
+    return sub, routing.arcs(fabric), parent
 
 
 def eecmp(

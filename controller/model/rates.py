@@ -9,7 +9,8 @@ whose share is no more than the ceiling of each flow through it (a local bottlen
 The link with the globally smallest share is always such a bottleneck, so this reaches the
 same allocation as classic water-filling, in as many rounds as the longest chain of
 bottleneck dependencies rather than one round per distinct level. Comparisons use a relative
-tolerance of 1e-9. A round is a few gathers and bincounts over the unfrozen (flow, arc) pairs.
+tolerance of 1e-9. A round is one pass over the unfrozen (flow, arc) pairs, compiled
+(controller.model.kernels.fill).
 
 The unit of fair sharing is the queue pair: congestion control runs per QP, so a row that
 stands for w QPs on one path (`weight`, a whole flow the NIC opens with w QPs) competes as w
@@ -35,6 +36,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from controller.model import kernels
 from controller.model.assignment import Assignment
 from controller.model.fabric import TIER_NAMES, Fabric
 from controller.model.flows import FlowSet
@@ -77,44 +79,12 @@ def _max_min(
     w = np.ones(num_flows) if weight is None else np.asarray(weight, dtype=np.float64)
     if w.shape != (num_flows,) or (w <= 0).any():
         raise ValueError(f"weight must be {num_flows} positive numbers")
-    rates = np.zeros(num_flows)
-    valid = arcs >= 0
-    # Dense local ids for the arcs in use; padding maps to a sentinel with infinite share.
-    used = np.flatnonzero(np.bincount(arcs[valid], minlength=capacity.size))
-    num_links = used.size
-    remaining = np.maximum(capacity[used], 0.0)
-    to_local = np.full(capacity.size + 1, num_links, dtype=np.int64)
-    to_local[used] = np.arange(num_links)
-    local = to_local[arcs]  # -1 picks the last entry: the sentinel
-    active = np.flatnonzero(valid.any(axis=1) & (demand > 0))
-    lk = local[active]
-    wt = w[active]
-    dm = demand[active] / wt  # per subflow
-    slack = 1.0 + rel_tol
-    rounds = 0
-    while active.size:
-        rounds += 1
-        flat = lk.ravel()
-        count = np.bincount(flat, weights=np.repeat(wt, lk.shape[1]), minlength=num_links + 1)
-        count = count[:num_links]
-        share = np.full(num_links + 1, np.inf)
-        np.divide(remaining, count, out=share[:num_links], where=count > 0)
-        ceiling = np.minimum(share[lk].min(axis=1), dm)
-        # A link is a bottleneck if no flow through it has a ceiling below its share.
-        below = np.repeat(ceiling * slack, lk.shape[1]) < share[flat]
-        blocked = np.bincount(flat, weights=below, minlength=num_links + 1)
-        bottleneck = blocked == 0
-        bottleneck[num_links] = False
-        freeze = (dm <= ceiling * slack) | bottleneck[lk].any(axis=1)
-        frozen_rate = ceiling[freeze] * wt[freeze]
-        rates[active[freeze]] = frozen_rate
-        fl = lk[freeze]
-        used_cap = np.bincount(
-            fl.ravel(), weights=np.repeat(frozen_rate, fl.shape[1]), minlength=num_links + 1
-        )
-        remaining = np.maximum(remaining - used_cap[:num_links], 0.0)
-        keep = ~freeze
-        active, lk, dm, wt = active[keep], lk[keep], dm[keep], wt[keep]
+    if arcs.size and (arcs.max() >= capacity.size or arcs.min() < -1):
+        raise ValueError(f"arc ids must be -1 (padding) or in [0, {capacity.size})")
+    rates = np.empty(num_flows)
+    rounds = kernels.fill(np.ascontiguousarray(arcs), np.ascontiguousarray(capacity),
+                          np.ascontiguousarray(demand), np.ascontiguousarray(w),
+                          1.0 + rel_tol, rates)  # fmt: skip
     return rates, rounds
 
 
@@ -128,20 +98,20 @@ def _parent_shares(
     model: str,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
     """(share, rate, demand, routed, on a dead arc) per parent flow, and the rounds taken."""
-    valid = arcs >= 0
+    arcs = np.ascontiguousarray(arcs, np.int64)
+    cap = np.ascontiguousarray(cap, np.float64)
     rates, rounds = _max_min(arcs, cap, demand, REL_TOL, w if model == "striped" else None)
-    routed_sub = valid.any(axis=1)
-    dead_sub = (valid & (cap[np.maximum(arcs, 0)] <= 0)).any(axis=1)
-    if model == "striped":
-        slowest = np.full(num_parents, np.inf)
-        np.minimum.at(slowest, parent, rates / w)
-        qps = np.bincount(parent, weights=w, minlength=num_parents)
-        p_rate = np.where(np.isfinite(slowest), slowest * qps, 0.0)
-    else:
-        p_rate = np.bincount(parent, weights=rates, minlength=num_parents)
-    p_demand = np.bincount(parent, weights=demand, minlength=num_parents)
-    p_routed = np.bincount(parent, weights=routed_sub, minlength=num_parents) > 0
-    p_dead = np.bincount(parent, weights=dead_sub, minlength=num_parents) > 0
+    if parent.shape != (arcs.shape[0],) or (
+        parent.size and not 0 <= parent.min() <= parent.max() < num_parents
+    ):
+        raise ValueError(f"parent must give each of {arcs.shape[0]} rows a flow in "
+                         f"[0, {num_parents})")  # fmt: skip
+    p_rate, p_demand = np.empty(num_parents), np.empty(num_parents)
+    p_routed, p_dead = np.empty(num_parents, bool), np.empty(num_parents, bool)
+    kernels.per_parent(arcs, cap, np.ascontiguousarray(demand, np.float64), rates,
+                       np.ascontiguousarray(w, np.float64),
+                       np.ascontiguousarray(parent, np.int64),
+                       model == "striped", p_rate, p_demand, p_routed, p_dead)  # fmt: skip
     share = np.divide(p_rate, p_demand, out=np.ones(num_parents), where=p_demand > 0)
     return share, p_rate, p_demand, p_routed, p_dead, rounds
 

@@ -48,7 +48,7 @@ from controller.model.assignment import UNROUTED, Assignment
 from controller.model.dataplane import Carried, carried, overrides_of
 from controller.model.fabric import Fabric
 from controller.model.flows import ALL_QPS, FlowSet
-from controller.model.hashing import HASHINGS, hashed
+from controller.model.hashing import HASHINGS, hashed_arcs
 from controller.model.health import LinkHealth
 from controller.model.rates import MODELS, REL_TOL, flow_shares
 
@@ -246,9 +246,9 @@ class _Reference:
             return hit
         runs = []
         for seed in self.opts.seeds:
-            sub, routing, parent = hashed(kind, self.fabric, self.flows, self.health, seed,
-                                          self.qps)  # fmt: skip
-            share = flow_shares(self.fabric, self.health, routing.arcs(self.fabric), sub, parent,
+            sub, arcs, parent = hashed_arcs(kind, self.fabric, self.flows, self.health, seed,
+                                            self.qps)  # fmt: skip
+            share = flow_shares(self.fabric, self.health, arcs, sub, parent,
                                 num_parents=len(self.flows), model=self.opts.model)  # fmt: skip
             runs.append(job_values(share, self.flows.job, self.num_jobs))
             self.computed += 1

@@ -35,9 +35,10 @@ import numpy as np
 from controller.model.assignment import UNROUTED, Assignment
 from controller.model.fabric import ACCESS, Fabric
 from controller.model.flows import FlowSet, match_pairs
+from controller.model.hashing import hashed_arcs
 from controller.model.health import LinkHealth
 from controller.model.paths import CROSS_POD, SAME_POD, SAME_RACK, decode, flow_class, num_paths
-from controller.model.rates import REL_TOL
+from controller.model.rates import REL_TOL, flow_shares
 from controller.routes.budget import TableBudget, fit_tables
 from controller.routes.entries import align_entries
 from controller.solver.certificate import Certificate
@@ -587,9 +588,10 @@ def relieve_arcs(
 
 
 def warm_up() -> None:
-    """Compile the solver's kernels (controller.solver.kernels), or load them from their
-    cache, on a tiny instance that runs them all: about 4 s the first time on a machine,
-    about 0.2 s after. A service calls it at start so its first solve does not pay for it.
+    """Compile the solver's kernels (controller.solver.kernels) and the model's the
+    certificate runs (controller.model.kernels), or load them from their cache, on a tiny
+    instance that runs them all: several seconds the first time on a machine, a fraction of
+    a second after. A service calls it at start so its first solve does not pay for it.
 
     The instance: one pod of 4 racks of one host and 3 CTSWs, rack 1 with one uplink, so
     the maximum is pinned there and rack 2's link is over capacity below it."""
@@ -604,6 +606,10 @@ def warm_up() -> None:
     local_search(fabric, health, flows, path)
     relieve_arcs(fabric, health, flows, path)
     arc_csr(Assignment(flows, path).arcs(fabric), flows.demand, fabric.num_arcs)
+    # the model's kernels the certificate runs: E-ECMP hashing, max-min rates, parent sums
+    sub, arcs, parent = hashed_arcs("eecmp", fabric, flows, health, 1, 2)
+    flow_shares(fabric, health, arcs, sub, parent, num_parents=len(flows),
+                weight=np.ones(len(sub)))  # fmt: skip
 
 
 def _alike(

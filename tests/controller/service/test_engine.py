@@ -488,7 +488,8 @@ def test_a_stale_global_result_is_dropped_but_a_stream_of_changes_never_starves_
 
 
 def test_the_service_never_compiles_after_start() -> None:
-    """The solver's kernels are compiled (or loaded) once, at the engine's start: a job
+    """The solver's and the model's kernels are compiled (or loaded) once, at the engine's
+    start: a job
     change, link failures, their repairs and re-optimisations and a job's removal call them
     with the types the warm-up used, so none compiles again in the middle of a repair (a
     bincount of no rows gave an int64 load once, and the local search compiled for it).
@@ -501,6 +502,7 @@ def test_the_service_never_compiles_after_start() -> None:
 import numpy as np
 from controller.model.clos import PRESETS, build
 from controller.service.engine import Engine
+from controller.model import kernels as model_kernels
 from controller.solver import kernels
 from sim.driver import EmulatedDriver
 from sim.jobmix import random_jobs
@@ -508,7 +510,11 @@ from sim.jobmix import random_jobs
 fabric = build(PRESETS["small"])
 engine = Engine(fabric, EmulatedDriver(fabric), debounce=0.0)
 names = ("relieve", "search", "place", "arc_csr", "chosen_arcs")
-started = {n: len(getattr(kernels, n).signatures) for n in names}
+model_names = ("fill", "per_parent", "eecmp")
+def signatures():
+    return {**{n: len(getattr(kernels, n).signatures) for n in names},
+            **{n: len(getattr(model_kernels, n).signatures) for n in model_names}}
+started = signatures()
 jobs = random_jobs(fabric, seed=1)
 for job in jobs:
     engine.put_job(job, 0)
@@ -521,7 +527,8 @@ engine.report_links({}, replace_all=True)
 engine.delete_job(jobs[0].id)
 assert engine.wait_idle(60)
 engine.close()
-print({n: (started[n], len(getattr(kernels, n).signatures)) for n in names})
+now = signatures()
+print({n: (started[n], now[n]) for n in started})
 """
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                          timeout=300, check=True).stdout  # fmt: skip

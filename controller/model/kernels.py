@@ -1,0 +1,292 @@
+"""Compiled inner loops of the model (numba): max-min progressive filling, and E-ECMP's
+hop-by-hop hashing of every queue pair. Both run per subflow (a meta-24k mix hashed with 16
+QPs is a million of them, four seeds per certificate), where numpy pays a pass over every
+array per step.
+
+Each kernel does the arithmetic of the numpy form it replaced (controller.model.rates'
+rounds, controller.model.hashing.route with hash_chooser) in the same order, with no
+fast-math, so the results are equal to the bit; tests/controller/model/test_kernels.py
+checks both against the numpy forms. Compiled on first use and cached beside the module
+(`cache=True`); `warm_up` compiles them on a tiny instance.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_MUL1 = np.uint64(0xBF58476D1CE4E5B9)
+_MUL2 = np.uint64(0x94D049BB133111EB)
+_S30, _S27, _S31, _S8 = np.uint64(30), np.uint64(27), np.uint64(31), np.uint64(8)
+
+
+@njit(cache=True, nogil=True)
+def fill(
+    arcs: np.ndarray,
+    capacity: np.ndarray,
+    demand: np.ndarray,
+    weight: np.ndarray,
+    slack: float,
+    rates: np.ndarray,
+) -> int:
+    """Progressive filling (controller.model.rates' docstring): subflow i crosses arcs[i]
+    (-1 padded) with demand[i] for weight[i] QPs; writes rates[i] and returns the rounds.
+
+    Per round: count[e] = weight crossing arc e; share[e] = remaining[e] / count[e]; a
+    subflow's ceiling is min(its arcs' shares, its per-QP demand); an arc is a bottleneck
+    when no subflow on it has ceiling * slack below its share; a subflow freezes at its
+    ceiling (times its weight) when its demand is within slack of it or it crosses a
+    bottleneck, and its rate is taken from what its arcs have left."""
+    n, hops = arcs.shape
+    num = capacity.size
+    remaining = np.empty(num)
+    for e in range(num):
+        remaining[e] = capacity[e] if capacity[e] > 0.0 else 0.0
+    idx = np.empty(n, np.int64)
+    dm = np.empty(n)
+    m = 0
+    for i in range(n):
+        rates[i] = 0.0
+        routed = False
+        for h in range(hops):
+            if arcs[i, h] >= 0:
+                routed = True
+        if routed and demand[i] > 0:
+            idx[m] = i
+            dm[i] = demand[i] / weight[i]
+            m += 1
+    count = np.empty(num)
+    share = np.empty(num)
+    blocked = np.empty(num, np.int64)
+    used = np.empty(num)
+    ceiling = np.empty(n)
+    rounds = 0
+    while m > 0:
+        rounds += 1
+        count[:] = 0.0
+        for ii in range(m):
+            i = idx[ii]
+            for h in range(hops):
+                e = arcs[i, h]
+                if e >= 0:
+                    count[e] += weight[i]
+        for e in range(num):
+            share[e] = remaining[e] / count[e] if count[e] > 0 else np.inf
+        blocked[:] = 0
+        for ii in range(m):
+            i = idx[ii]
+            low = np.inf
+            for h in range(hops):
+                e = arcs[i, h]
+                if e >= 0 and share[e] < low:
+                    low = share[e]
+            c = low if low < dm[i] else dm[i]
+            ceiling[i] = c
+            for h in range(hops):
+                e = arcs[i, h]
+                if e >= 0 and c * slack < share[e]:
+                    blocked[e] += 1
+        used[:] = 0.0
+        kept = 0
+        for ii in range(m):
+            i = idx[ii]
+            c = ceiling[i]
+            frozen = dm[i] <= c * slack
+            if not frozen:
+                for h in range(hops):
+                    e = arcs[i, h]
+                    if e >= 0 and blocked[e] == 0:
+                        frozen = True
+                        break
+            if frozen:
+                rate = c * weight[i]
+                rates[i] = rate
+                for h in range(hops):
+                    e = arcs[i, h]
+                    if e >= 0:
+                        used[e] += rate
+            else:
+                idx[kept] = i
+                kept += 1
+        for e in range(num):
+            r = remaining[e] - used[e]
+            remaining[e] = r if r > 0.0 else 0.0
+        m = kept
+    return rounds
+
+
+@njit(cache=True, nogil=True)
+def per_parent(
+    arcs: np.ndarray,
+    capacity: np.ndarray,
+    demand: np.ndarray,
+    rates: np.ndarray,
+    weight: np.ndarray,
+    parent: np.ndarray,
+    striped: bool,
+    p_rate: np.ndarray,
+    p_demand: np.ndarray,
+    p_routed: np.ndarray,
+    p_dead: np.ndarray,
+) -> None:
+    """Sum subflows into their parent flows (controller.model.rates._parent_shares): rate
+    (striped: QPs x the slowest QP's per-QP rate; else the sum), demand, routed (some
+    subflow has an arc) and on a dead arc (some arc with no capacity)."""
+    num = p_rate.size
+    slowest = np.full(num, np.inf)
+    qps = np.zeros(num)
+    p_rate[:] = 0.0
+    p_demand[:] = 0.0
+    p_routed[:] = False
+    p_dead[:] = False
+    for i in range(arcs.shape[0]):
+        p = parent[i]
+        if striped:
+            r = rates[i] / weight[i]
+            if r < slowest[p]:
+                slowest[p] = r
+            qps[p] += weight[i]
+        else:
+            p_rate[p] += rates[i]
+        p_demand[p] += demand[i]
+        for h in range(arcs.shape[1]):
+            e = arcs[i, h]
+            if e >= 0:
+                p_routed[p] = True
+                if capacity[e] <= 0:
+                    p_dead[p] = True
+    if striped:
+        for p in range(num):
+            p_rate[p] = slowest[p] * qps[p] if np.isfinite(slowest[p]) else 0.0
+
+
+@njit(cache=True, nogil=True)
+def _splitmix64(x: np.uint64) -> np.uint64:
+    z = x + _GOLDEN
+    z = (z ^ (z >> _S30)) * _MUL1
+    z = (z ^ (z >> _S27)) * _MUL2
+    return z ^ (z >> _S31)
+
+
+@njit(cache=True, nogil=True)
+def _nth(usable: np.ndarray, size: int, h: np.uint64) -> int:
+    """The (h mod usable count)-th usable option of usable[:size] (hashing.nth_usable)."""
+    count = 0
+    for o in range(size):
+        if usable[o]:
+            count += 1
+    rank = h % np.uint64(count)
+    seen = np.uint64(0)
+    for o in range(size):
+        if usable[o]:
+            if seen == rank:
+                return o
+            seen += np.uint64(1)
+    return 0
+
+
+@njit(cache=True, nogil=True)
+def eecmp(
+    src: np.ndarray,
+    dst: np.ndarray,
+    seed: np.uint64,
+    qps: int,
+    alive: np.ndarray,
+    shape: np.ndarray,
+    path: np.ndarray,
+    arcs: np.ndarray,
+) -> None:
+    """E-ECMP (hashing.route with hash_chooser) for every QP of every flow: subflow
+    f * qps + q gets its path index in path[] and its arcs (-1 padded) in arcs[].
+
+    shape: (pods, racks per pod, CTSWs per pod, rack links, ATSWs per plane, agg links,
+    NICs per rack, rack_base, agg_base) of the fabric."""
+    R, C, K = shape[1], shape[2], shape[3]
+    A, L, per_rack = shape[4], shape[5], shape[6]
+    rack_base, agg_base = shape[7], shape[8]
+    usable = np.zeros(max(C * K, A * L, L, K, 1), np.bool_)
+    uplinks = np.zeros(max(C * K, 1), np.bool_)
+    reach = np.zeros(max(C, 1), np.bool_)
+    s0 = _splitmix64(seed)
+    for f in range(src.size):
+        s, d = src[f], dst[f]
+        sr, dr = s // per_rack, d // per_rack
+        sp, dp = sr // R, dr // R
+        first = f * qps
+        for q in range(qps):
+            path[first + q] = -1
+            for x in range(arcs.shape[1]):
+                arcs[first + q, x] = -1
+        if not (alive[s] and alive[d]):
+            continue
+        if sr == dr:
+            for q in range(qps):
+                path[first + q] = 0
+                arcs[first + q, 0] = 2 * s
+                arcs[first + q, 1] = 2 * d + 1
+            continue
+        cross = sp != dp
+        any_usable = False
+        for c in range(C):
+            ok = False
+            for k in range(K):
+                if alive[rack_base + (dr * C + c) * K + k]:
+                    ok = True
+            if ok and cross:
+                both = False
+                for j in range(A):
+                    a1 = False
+                    a2 = False
+                    for m in range(L):
+                        if alive[agg_base + ((sp * C + c) * A + j) * L + m]:
+                            a1 = True
+                        if alive[agg_base + ((dp * C + c) * A + j) * L + m]:
+                            a2 = True
+                    if a1 and a2:
+                        both = True
+                ok = both
+            reach[c] = ok
+        for c in range(C):
+            for k in range(K):
+                u = reach[c] and alive[rack_base + (sr * C + c) * K + k]
+                uplinks[c * K + k] = u
+                any_usable = any_usable or u
+        if not any_usable:
+            continue
+        pair = _splitmix64(_splitmix64(s0 ^ np.uint64(s)) ^ np.uint64(d))
+        for q in range(qps):
+            row = first + q
+            qph = np.uint64(q) << _S8
+            up = _nth(uplinks, C * K, _splitmix64(pair ^ (qph | np.uint64(0))))
+            c, ku = up // K, up % K
+            j, mu, md = 0, 0, 0
+            if cross:
+                for jj in range(A):
+                    ok = False
+                    for m in range(L):
+                        if alive[agg_base + ((dp * C + c) * A + jj) * L + m]:
+                            ok = True
+                    base = agg_base + (sp * C + c) * A * L + jj * L
+                    for m in range(L):
+                        usable[jj * L + m] = ok and alive[base + m]
+                ju = _nth(usable, A * L, _splitmix64(pair ^ (qph | np.uint64(1))))
+                j, mu = ju // L, ju % L
+                for m in range(L):
+                    usable[m] = alive[agg_base + ((dp * C + c) * A + j) * L + m]
+                md = _nth(usable, L, _splitmix64(pair ^ (qph | np.uint64(2))))
+            for k in range(K):
+                usable[k] = alive[rack_base + (dr * C + c) * K + k]
+            kd = _nth(usable, K, _splitmix64(pair ^ (qph | np.uint64(3))))
+            arcs[row, 0] = 2 * s
+            arcs[row, 1] = 2 * (rack_base + (sr * C + c) * K + ku)
+            if cross:
+                path[row] = ((((c * K + ku) * A + j) * L + mu) * L + md) * K + kd
+                arcs[row, 2] = 2 * (agg_base + ((sp * C + c) * A + j) * L + mu)
+                arcs[row, 3] = 2 * (agg_base + ((dp * C + c) * A + j) * L + md) + 1
+                arcs[row, 4] = 2 * (rack_base + (dr * C + c) * K + kd) + 1
+                arcs[row, 5] = 2 * d + 1
+            else:
+                path[row] = (c * K + ku) * K + kd
+                arcs[row, 2] = 2 * (rack_base + (dr * C + c) * K + kd) + 1
+                arcs[row, 3] = 2 * d + 1

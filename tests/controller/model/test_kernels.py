@@ -1,0 +1,132 @@
+"""The model's compiled loops equal, to the bit, the numpy forms they stand for."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from controller.model.assignment import Assignment
+from controller.model.clos import ClosSpec, build
+from controller.model.flows import FlowSet
+from controller.model.hashing import (
+    eecmp_routes,
+    hash_chooser,
+    hashed_arcs,
+    route,
+    split_qps,
+)
+from controller.model.health import LinkHealth
+from controller.model.rates import _parent_shares, max_min_rates
+
+
+def _numpy_fill(arcs, capacity, demand, rel_tol, weight):  # type: ignore[no-untyped-def]
+    """The progressive filling of controller.model.rates as numpy rounds (its docstring)."""
+    rates = np.zeros(arcs.shape[0])
+    valid = arcs >= 0
+    used = np.flatnonzero(np.bincount(arcs[valid], minlength=capacity.size))
+    num_links = used.size
+    remaining = np.maximum(capacity[used], 0.0)
+    to_local = np.full(capacity.size + 1, num_links, dtype=np.int64)
+    to_local[used] = np.arange(num_links)
+    active = np.flatnonzero(valid.any(axis=1) & (demand > 0))
+    lk, wt = to_local[arcs][active], weight[active]
+    dm = demand[active] / wt
+    slack = 1.0 + rel_tol
+    while active.size:
+        flat = lk.ravel()
+        count = np.bincount(flat, weights=np.repeat(wt, lk.shape[1]), minlength=num_links + 1)
+        count = count[:num_links]
+        share = np.full(num_links + 1, np.inf)
+        np.divide(remaining, count, out=share[:num_links], where=count > 0)
+        ceiling = np.minimum(share[lk].min(axis=1), dm)
+        below = np.repeat(ceiling * slack, lk.shape[1]) < share[flat]
+        bottleneck = np.bincount(flat, weights=below, minlength=num_links + 1) == 0
+        bottleneck[num_links] = False
+        freeze = (dm <= ceiling * slack) | bottleneck[lk].any(axis=1)
+        rate = ceiling[freeze] * wt[freeze]
+        rates[active[freeze]] = rate
+        fl = lk[freeze]
+        used_cap = np.bincount(fl.ravel(), weights=np.repeat(rate, fl.shape[1]),
+                               minlength=num_links + 1)  # fmt: skip
+        remaining = np.maximum(remaining - used_cap[:num_links], 0.0)
+        keep = ~freeze
+        active, lk, dm, wt = active[keep], lk[keep], dm[keep], wt[keep]
+    return rates
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 300), st.integers(2, 40), st.integers(1, 6))
+def test_progressive_filling_equals_its_numpy_rounds(seed: int, flows: int, links: int,
+                                                     hops: int) -> None:  # fmt: skip
+    rng = np.random.default_rng(seed)
+    arcs = rng.integers(-1, links, size=(flows, hops))
+    capacity = rng.choice([0.0, 50.0, 100.0, 400.0], size=links) * rng.random(links).round(1)
+    demand = rng.choice([0.0, 25.0, 100.0, 400.0, 1e-3], size=flows)
+    weight = rng.integers(1, 17, size=flows).astype(float)
+    got = max_min_rates(arcs, capacity, demand, weight=weight)
+    want = _numpy_fill(arcs, capacity, demand, 1e-9, weight)
+    assert got.tobytes() == want.tobytes()
+
+
+SHAPES = st.builds(
+    lambda p, r, h, n, c, k, a, m: ClosSpec(
+        name="k", pods=p, racks_per_pod=r, hosts_per_rack=h, nics_per_host=n,
+        ctsws_per_pod=c, rack_links=k, atsws_per_plane=a, agg_links=m, taper=1.0,
+    ),  # fmt: skip
+    st.integers(1, 3), st.integers(1, 3), st.integers(1, 2), st.integers(1, 2),
+    st.integers(1, 4), st.integers(1, 2), st.integers(1, 3), st.integers(1, 2),
+)
+
+
+@settings(max_examples=120, deadline=None)
+@given(SHAPES, st.integers(0, 2**64 - 1), st.integers(1, 17), st.data())
+def test_eecmp_kernel_equals_the_hop_by_hop_numpy_walk(spec: ClosSpec, seed: int, qps: int,
+                                                       data: st.DataObject) -> None:  # fmt: skip
+    fabric = build(spec)
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    n = data.draw(st.integers(1, 60))
+    flows = FlowSet.build(rng.integers(0, fabric.num_nics, n), rng.integers(0, fabric.num_nics, n),
+                          100.0)  # fmt: skip
+    factor = rng.choice([0.0, 0.5, 1.0], size=fabric.num_links, p=[0.25, 0.15, 0.6])
+    health = LinkHealth(factor)
+    sub, parent, qp = split_qps(flows, qps)
+    want = route(fabric, sub, health, hash_chooser(seed, sub, qp))
+    path, arcs = eecmp_routes(fabric, flows, health, seed, qps)
+    assert path.tobytes() == want.tobytes()
+    assert arcs.tobytes() == Assignment(sub, want).arcs(fabric).tobytes()
+    _, arcs2, parent2 = hashed_arcs("eecmp", fabric, flows, health, seed, qps)
+    assert arcs2.tobytes() == arcs.tobytes() and parent2.tobytes() == parent.tobytes()
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 200), st.integers(1, 50),
+       st.sampled_from(["striped", "summed"]))  # fmt: skip
+def test_parent_sums_equal_their_numpy_form(seed: int, rows: int, parents: int,
+                                            model: str) -> None:  # fmt: skip
+    rng = np.random.default_rng(seed)
+    arcs = rng.integers(-1, 12, size=(rows, 4))
+    cap = rng.choice([0.0, 100.0, 400.0], size=12)
+    demand = rng.choice([0.0, 25.0, 100.0], size=rows)
+    w = rng.integers(1, 5, size=rows).astype(float)
+    parent = rng.integers(0, parents, size=rows)
+    share, p_rate, p_demand, p_routed, p_dead, _ = _parent_shares(arcs, cap, demand, parent,
+                                                                  parents, w, model)  # fmt: skip
+    rates = max_min_rates(arcs, cap, demand, weight=w if model == "striped" else None)
+    valid = arcs >= 0
+    if model == "striped":
+        slowest = np.full(parents, np.inf)
+        np.minimum.at(slowest, parent, rates / w)
+        qps = np.bincount(parent, weights=w, minlength=parents)
+        with np.errstate(invalid="ignore"):  # inf x 0 for a parent without rows
+            want_rate = np.where(np.isfinite(slowest), slowest * qps, 0.0)
+    else:
+        want_rate = np.bincount(parent, weights=rates, minlength=parents)
+    want_demand = np.bincount(parent, weights=demand, minlength=parents)
+    assert p_rate.tobytes() == want_rate.tobytes()
+    assert p_demand.tobytes() == want_demand.tobytes()
+    assert (p_routed == (np.bincount(parent, valid.any(axis=1), minlength=parents) > 0)).all()
+    dead = (valid & (cap[np.maximum(arcs, 0)] <= 0)).any(axis=1)
+    assert (p_dead == (np.bincount(parent, dead, minlength=parents) > 0)).all()
+    assert share.tobytes() == np.divide(want_rate, want_demand, out=np.ones(parents),
+                                        where=want_demand > 0).tobytes()  # fmt: skip
