@@ -29,6 +29,7 @@ def fill(
     weight: np.ndarray,
     slack: float,
     rates: np.ndarray,
+    reduce: bool,
 ) -> int:
     """Progressive filling (controller.model.rates' docstring): subflow i crosses arcs[i]
     (-1 padded) with demand[i] for weight[i] QPs; writes rates[i] and returns the rounds.
@@ -37,25 +38,45 @@ def fill(
     subflow's ceiling is min(its arcs' shares, its per-QP demand); an arc is a bottleneck
     when no subflow on it has ceiling * slack below its share; a subflow freezes at its
     ceiling (times its weight) when its demand is within slack of it or it crosses a
-    bottleneck, and its rate is taken from what its arcs have left."""
+    bottleneck, and its rate is taken from what its arcs have left.
+
+    `reduce`: only arcs offered more than their capacity take part; a subflow crossing none
+    gets its demand (rates' docstring: the same allocation, fewer pairs per round)."""
     n, hops = arcs.shape
     num = capacity.size
     remaining = np.empty(num)
     for e in range(num):
         remaining[e] = capacity[e] if capacity[e] > 0.0 else 0.0
+    over = np.ones(num, np.bool_)
+    if reduce:
+        load = np.zeros(num)
+        for i in range(n):
+            for h in range(hops):
+                e = arcs[i, h]
+                if e >= 0:
+                    load[e] += demand[i]
+        for e in range(num):
+            over[e] = load[e] > remaining[e]
     idx = np.empty(n, np.int64)
     dm = np.empty(n)
     m = 0
     for i in range(n):
         rates[i] = 0.0
         routed = False
+        hot = False
         for h in range(hops):
-            if arcs[i, h] >= 0:
+            e = arcs[i, h]
+            if e >= 0:
                 routed = True
+                if over[e]:
+                    hot = True
         if routed and demand[i] > 0:
-            idx[m] = i
-            dm[i] = demand[i] / weight[i]
-            m += 1
+            if hot:
+                idx[m] = i
+                dm[i] = demand[i] / weight[i]
+                m += 1
+            else:
+                rates[i] = demand[i]
     count = np.empty(num)
     share = np.empty(num)
     blocked = np.empty(num, np.int64)
@@ -69,7 +90,7 @@ def fill(
             i = idx[ii]
             for h in range(hops):
                 e = arcs[i, h]
-                if e >= 0:
+                if e >= 0 and over[e]:
                     count[e] += weight[i]
         for e in range(num):
             share[e] = remaining[e] / count[e] if count[e] > 0 else np.inf
@@ -79,13 +100,13 @@ def fill(
             low = np.inf
             for h in range(hops):
                 e = arcs[i, h]
-                if e >= 0 and share[e] < low:
+                if e >= 0 and over[e] and share[e] < low:
                     low = share[e]
             c = low if low < dm[i] else dm[i]
             ceiling[i] = c
             for h in range(hops):
                 e = arcs[i, h]
-                if e >= 0 and c * slack < share[e]:
+                if e >= 0 and over[e] and c * slack < share[e]:
                     blocked[e] += 1
         used[:] = 0.0
         kept = 0
@@ -96,7 +117,7 @@ def fill(
             if not frozen:
                 for h in range(hops):
                     e = arcs[i, h]
-                    if e >= 0 and blocked[e] == 0:
+                    if e >= 0 and over[e] and blocked[e] == 0:
                         frozen = True
                         break
             if frozen:
@@ -104,7 +125,7 @@ def fill(
                 rates[i] = rate
                 for h in range(hops):
                     e = arcs[i, h]
-                    if e >= 0:
+                    if e >= 0 and over[e]:
                         used[e] += rate
             else:
                 idx[kept] = i

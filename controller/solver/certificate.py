@@ -36,9 +36,11 @@ back only reproduces the routing the fabric actually runs.
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 import time
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -70,11 +72,16 @@ class CertifyOptions:
     # checking it now (a global solve, which certifies in full, is to follow); None: never
     # deferred. Work, not seconds: the outcome depends only on the inputs
     defer_above: int | None = None
+    # threads the K hashed references run on at once (None: as many as cores, at most K);
+    # the figures do not depend on it
+    workers: int | None = None
 
     def __post_init__(self) -> None:
         for name in (self.reference, *self.compare):
             if name not in HASHINGS:
                 raise InputError(f"unknown reference {name!r}; known: {', '.join(HASHINGS)}")
+        if self.workers is not None and self.workers < 1:
+            raise InputError(f"workers must be >= 1, got {self.workers}")
         if self.hashes < 1:
             raise InputError(f"hashes must be >= 1, got {self.hashes}")
         if self.model not in MODELS:
@@ -244,14 +251,22 @@ class _Reference:
         if hit is not None:
             self._values[kind] = hit
             return hit
-        runs = []
-        for seed in self.opts.seeds:
+
+        def run(seed: int) -> np.ndarray:
             sub, arcs, parent = hashed_arcs(kind, self.fabric, self.flows, self.health, seed,
                                             self.qps)  # fmt: skip
             share = flow_shares(self.fabric, self.health, arcs, sub, parent,
                                 num_parents=len(self.flows), model=self.opts.model)  # fmt: skip
-            runs.append(job_values(share, self.flows.job, self.num_jobs))
-            self.computed += 1
+            return job_values(share, self.flows.job, self.num_jobs)
+
+        seeds = self.opts.seeds
+        workers = min(len(seeds), self.opts.workers or os.cpu_count() or 1)
+        if workers > 1:  # the compiled loops release the GIL; the mean is in seed order
+            with ThreadPoolExecutor(workers, thread_name_prefix="certificate") as pool:
+                runs = list(pool.map(run, seeds))
+        else:
+            runs = [run(seed) for seed in seeds]
+        self.computed += len(seeds)
         self._values[kind] = np.mean(runs, axis=0)
         self._values[kind].setflags(write=False)
         with _MEMO_LOCK:
