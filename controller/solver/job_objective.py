@@ -72,7 +72,7 @@ from controller.solver.greedy import Candidates, candidates
 REL_TOL = 1e-9
 ROUNDS = 32  # kept moves at most
 TRIES = 64  # candidate routings predicted at most
-WORK = 4_000_000  # carried rows simulated at most (rows x seeds, summed over predictions)
+WORK = 2_000_000  # carried rows simulated at most (rows x seeds, summed over predictions)
 TARGETS = 3  # jobs tried per round, in the objective's order
 ROW_TRIES = 4  # flows' rows tried one by one per job
 HOT_ARCS = 2  # over-capacity arcs relieved per job
@@ -502,25 +502,31 @@ def _proposals(
                     one = path.copy()
                     one[r] = p
                     yield one
-    # (c) the TE rows of other flows off the hottest arcs, best-off jobs first
+    # (c) the TE rows of other flows off the hottest arcs, best-off jobs first: where they
+    # put no link over capacity, then (rows of jobs after the target in the order) anywhere
     arcs_hot = np.flatnonzero(hot)
     arcs_hot = arcs_hot[np.lexsort((arcs_hot, -pred.util[arcs_hot]))][:HOT_ARCS]
-    for a in arcs_hot.tolist():
-        on = np.flatnonzero(movable & ~worst[parent] & (chosen == a).any(axis=1))
-        if not on.size:
-            continue
-        on = on[np.lexsort((on, -rows.demand[on], -rank[rows.job[on]]))]
-        load = pred.load.copy()
-        batch = path.copy()
-        for r in on.tolist():
-            if load[a] <= cap[a] * (1 + REL_TOL):
-                break
-            p = _best_path(cand, r, batch[r], rows.demand[r], load, cap, avoid=a, within=1.0)
-            if p is not None:
-                _shift(cand, r, batch[r], p, rows.demand[r], load)
-                batch[r] = p
-        if (batch != path).any():
-            yield batch
+    for loose in (False, True):
+        for a in arcs_hot.tolist():
+            on = movable & ~worst[parent] & (chosen == a).any(axis=1)
+            if loose:
+                on &= rank[rows.job] > rank[target]
+            on = np.flatnonzero(on)
+            if not on.size:
+                continue
+            on = on[np.lexsort((on, -rows.demand[on], -rank[rows.job[on]]))]
+            load = pred.load.copy()
+            batch = path.copy()
+            for r in on.tolist():
+                if load[a] <= cap[a] * (1 + REL_TOL):
+                    break
+                p = _best_path(cand, r, batch[r], rows.demand[r], load, cap, avoid=a,
+                               within=None if loose else 1.0, improve=not loose)  # fmt: skip
+                if p is not None:
+                    _shift(cand, r, batch[r], p, rows.demand[r], load)
+                    batch[r] = p
+            if (batch != path).any():
+                yield batch
 
 
 def _rerouted(
@@ -572,11 +578,12 @@ def _best_path(
     *,
     avoid: int | None = None,
     within: float | None = None,
+    improve: bool = True,
 ) -> int | None:
     """Row r's candidate path other than `now` with the least bottleneck utilisation after
-    the move (ties: least summed utilisation, then index), if it is below the bottleneck of
-    `now`; `avoid`: an arc the path must not cross; `within`: a utilisation the path must
-    stay within. None if no path qualifies."""
+    the move (ties: least summed utilisation, then index); `improve`: only if that is below
+    the bottleneck of `now`; `avoid`: an arc the path must not cross; `within`: a
+    utilisation the path must stay within. None if no path qualifies."""
     arcs = cand.arcs(r)
     if arcs.shape[0] < 2:
         return None
@@ -592,14 +599,11 @@ def _best_path(
         bad |= top > within * (1 + REL_TOL)
     top = np.where(bad, np.inf, top)
     best = int(np.lexsort((np.arange(top.size), util.sum(axis=1), top))[0])
-    if not np.isfinite(top[best]) or top[best] >= top_now(util, now) * (1 - REL_TOL):
+    if not np.isfinite(top[best]):
+        return None
+    if improve and top[best] >= float(util[now].max()) * (1 - REL_TOL):
         return None
     return best
-
-
-def top_now(util: np.ndarray, now: int) -> float:
-    """The bottleneck utilisation of the current path (its own demand counted once)."""
-    return float(util[now].max())
 
 
 def _aligned(
