@@ -273,3 +273,15 @@ def test_the_pass_never_lowers_the_job_vector_nor_breaks_the_budget(case) -> Non
         assert report.worst <= report.bound + 1e-9
     for worst, bound in report.classes.values():
         assert worst <= bound + 1e-9
+
+
+def test_on_the_issue_case_the_certificate_has_nothing_to_hand_back() -> None:
+    fabric = build(PRESETS["small"])
+    health = parse_health(fabric, ISSUE_FAILURES)
+    flows = jobs_flows(fabric, random_jobs(fabric, seed=3))
+    for kind in ("eecmp", "wcmp"):
+        res = solve(fabric, health, flows,
+                    options=SolveOptions(certify=CertifyOptions(reference=kind)))  # fmt: skip
+        cert = res.certificate
+        assert cert is not None and cert.passed and not cert.fallback_jobs
+        assert res.handed_back.size == 0 and cert.below[kind] == 0
