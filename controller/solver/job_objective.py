@@ -368,7 +368,7 @@ def raise_worst(
             stopped = "every job at its bound"
             break
         if moves >= rounds:
-            stopped = f"{rounds} moves (the round limit)"
+            stopped = f"{rounds} moves (the round limit)" if rounds else "job_rounds 0: none tried"
             break
         kept = False
         for target in below[:TARGETS].tolist():

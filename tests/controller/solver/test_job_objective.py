@@ -208,8 +208,22 @@ FUZZ = settings(max_examples=40, derandomize=True, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])  # fmt: skip
 
 
+SMALL = build(PRESETS["small"])
+
+
 @st.composite
 def cases(draw: st.DrawFn) -> tuple[Fabric, LinkHealth, int, int | None, int, bool]:
+    """(fabric, health, job seed, table budget, QPs, priorities drawn): half of them the
+    `small` preset with rack and aggregation links down or degraded (where the MLU solution
+    leaves jobs below their bound and the pass moves rows), half random shapes."""
+    if draw(st.booleans()):
+        factors = {}
+        for _ in range(draw(st.integers(1, 6))):
+            link = draw(st.integers(SMALL.rack_base, SMALL.num_links - 1))
+            factors[link] = draw(st.sampled_from([0.0, 0.5, 0.75]))
+        health = LinkHealth.all_up(SMALL).with_factors(factors)
+        budget = draw(st.sampled_from([None, 64, 256]))
+        return SMALL, health, draw(st.integers(0, 2**16)), budget, 16, draw(st.booleans())
     pods = draw(st.integers(1, 2))
     fabric = build(ClosSpec(
         name="fuzz", pods=pods, racks_per_pod=draw(st.integers(2, 4)),
