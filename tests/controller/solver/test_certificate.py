@@ -73,8 +73,8 @@ def test_the_issue_case_gives_every_job_at_least_eecmp_and_wcmp_each_as_referenc
     health = parse_health(fabric, ISSUE_FAILURES)
     # the MLU solution as it is (the job-level pass raises this case's jobs to E-ECMP and
     # beyond, docs/objective.md), so that the certificate's fallback is what is checked
-    raw = solve(fabric, health, flows,
-                options=SolveOptions(certify=CertifyOptions(enabled=False), job_rounds=0))  # fmt: skip
+    as_is = SolveOptions(certify=CertifyOptions(enabled=False), job_rounds=0)
+    raw = solve(fabric, health, flows, options=as_is)
     seeds = range(1, 5)
     ref = reference(fabric, health, flows, "eecmp", seeds)
     te = te_values(fabric, health, raw, "eecmp", seeds)

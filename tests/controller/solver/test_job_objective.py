@@ -39,8 +39,8 @@ NO_CERT = CertifyOptions(enabled=False)
 
 # one pod, three racks of three single-NIC hosts, two CTSWs, one link per rack and CTSW:
 # a same-pod path index is the CTSW it crosses
-THREE = build(ClosSpec(name="three", pods=1, racks_per_pod=3, hosts_per_rack=3,
-                       nics_per_host=1, ctsws_per_pod=2, rack_links=1, atsws_per_plane=0))  # fmt: skip
+THREE = build(ClosSpec(name="three", pods=1, racks_per_pod=3, hosts_per_rack=3, nics_per_host=1,
+                       ctsws_per_pod=2, rack_links=1, atsws_per_plane=0))  # fmt: skip
 
 
 def _flows(pairs: list[tuple[int, int, float, int]], ids: tuple[str, ...],
@@ -205,7 +205,8 @@ def test_priority_passes_through_the_grpc_job_message() -> None:
 
 # ---- the property: random small fabrics, jobs, failures, budgets --------------------------
 FUZZ = settings(max_examples=40, derandomize=True, deadline=None, database=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])  # fmt: skip
+                suppress_health_check=[HealthCheck.too_slow,
+                                       HealthCheck.filter_too_much])  # fmt: skip
 
 
 SMALL = build(PRESETS["small"])
