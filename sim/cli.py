@@ -196,6 +196,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
         ),  # fmt: skip
         **({} if args.search_tries is None else {"search_tries": args.search_tries}),
         **({} if args.relief_tries is None else {"relief_tries": args.relief_tries}),
+        **({} if args.job_rounds is None else {"job_rounds": args.job_rounds}),
     )
     from controller.solver.greedy import warm_up
 
@@ -250,6 +251,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
         f" of it, mean job "
         f"{rows[0].report.busbw_fraction_mean / rows[-1].report.busbw_fraction_mean:.4f}",
     ]
+    if result.objective is not None:
+        lines.append(result.objective.summary())
     if result.certificate is not None:
         lines.append(result.certificate.summary())
     data: dict[str, object] = {
@@ -258,6 +261,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
         "bound": {"value": bound, "name": result.bound.name, "parts": result.bound.parts},
         "te": metrics,
         "rows": [row.to_dict(bound) for row in rows],
+        "objective": None if result.objective is None else result.objective.to_dict(),
         "certificate": None if result.certificate is None else result.certificate.to_dict(),
     }
     if args.out or args.apply:
@@ -450,6 +454,12 @@ def register(cli: Any) -> None:
         help="flows the relief pass tries on other paths to drain links loaded beyond capacity "
         "below the maximum, which MLU alone leaves alone (default 30,000; 0: no relief pass)",
     )
+    solve.add_argument(
+        "--job-rounds", type=flag(int, 0, 2**31 - 1), default=None, metavar="N",
+        help="moves the job-level pass may keep to raise the worst job, then the next "
+             "(docs/objective.md; default 32; 0: the jobs and their bound reported, nothing "
+             "moved)",
+    )  # fmt: skip
     solve.add_argument(
         "--reference", choices=HASHINGS, default="eecmp",
         help="the fabric's own routing every job is certified against, and that jobs below "

@@ -6,11 +6,13 @@
        "dp": 2, "pp": 1, "tp": 8,                       # dp*pp*tp = hosts x GPUs per host
        "collectives": ["ring"],                         # ring | alltoall | pipeline
        "channels": 1, "demand_gbps": 400,               # optional
-       "gpus_per_host": 8},                             # optional, default: every NIC
+       "gpus_per_host": 8,                              # optional, default: every NIC
+       "priority": 0},                                  # optional; higher is raised first
       ...]}
 
 Required keys: id and hosts. dp defaults to the GPU count over pp*tp; pp, tp, collectives,
-channels and demand_gbps default as in `sim.workloads.Job`. Unknown keys are rejected. A host
+channels, demand_gbps and priority (an integer, default 0; see docs/objective.md) default as
+in `controller.model.jobs.Job`. Unknown keys are rejected. A host
 may belong to one job only (a job uses GPUs 0..g-1 of each host). Every error names the field
 path at fault, e.g. "jobs[2].hosts[5]: unknown host 'host-p9-r0-h0'". JSON, or YAML by suffix.
 """
@@ -26,11 +28,12 @@ from controller.errors import FabricError, JobError
 from controller.model import validation
 from controller.model.documents import read_document
 from controller.model.fabric import Fabric
-from controller.model.jobs import PATTERNS, Job, check_job
+from controller.model.jobs import PATTERNS, Job, check_job, check_priority
 
 TOP_KEYS = frozenset({"jobs"})
 JOB_KEYS = (
     "id", "hosts", "dp", "pp", "tp", "collectives", "channels", "demand_gbps", "gpus_per_host",
+    "priority",
 )  # fmt: skip
 REQUIRED = ("id", "hosts")
 INT_KEYS = ("dp", "pp", "tp", "channels", "gpus_per_host")
@@ -66,6 +69,8 @@ def check_job_entry(entry: Any, path: str = "job") -> dict[str, Any]:
             validation.integer(doc[key], f"{path}.{key}", 1, hi, JobError)
     if "demand_gbps" in doc:
         validation.gbps(doc["demand_gbps"], f"{path}.demand_gbps", JobError)
+    if "priority" in doc:
+        check_priority(doc["priority"], doc["id"], f"{path}.priority")
     collectives = doc.get("collectives", ["ring"])
     if isinstance(collectives, str | bytes | Mapping) or not isinstance(collectives, Sequence):
         raise _fail(
@@ -102,7 +107,9 @@ def parse_job(fabric: Fabric, entry: Any, path: str = "job") -> Job:
             )
         first[hosts[-1]] = i
     kwargs: dict[str, Any] = {
-        k: doc[k] for k in ("pp", "tp", "channels", "demand_gbps") if doc.get(k) is not None
+        k: doc[k]
+        for k in ("pp", "tp", "channels", "demand_gbps", "priority")
+        if doc.get(k) is not None
     }
     kwargs["collectives"] = tuple(doc.get("collectives", ["ring"]))
     kwargs["gpus_per_host"] = doc.get("gpus_per_host")
@@ -220,5 +227,7 @@ def dump_placement(fabric: Fabric, jobs: Sequence[Job]) -> dict[str, Any]:
         }
         if job.gpus_per_host is not None:
             entry["gpus_per_host"] = job.gpus_per_host
+        if job.priority:
+            entry["priority"] = job.priority
         out.append(entry)
     return {"jobs": out}

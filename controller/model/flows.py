@@ -24,7 +24,8 @@ ALL_QPS = -1  # qp value of a flow that is not split into QP buckets
 
 @dataclass(frozen=True)
 class FlowSet:
-    """F flows as arrays; `job` indexes `job_ids`."""
+    """F flows as arrays; `job` indexes `job_ids` (and `job_priority`, one per job id, or
+    empty: every job at priority 0)."""
 
     src_nic: np.ndarray = field(repr=False)  # int64 [F]
     dst_nic: np.ndarray = field(repr=False)  # int64 [F]
@@ -32,8 +33,13 @@ class FlowSet:
     job: np.ndarray = field(repr=False)  # int64 [F]
     job_ids: tuple[str, ...] = ()
     qp: np.ndarray = field(default=None, repr=False)  # type: ignore[arg-type]  # int64 [F]
+    job_priority: tuple[int, ...] = ()  # per job id: its class in the job-level objective
 
     def __post_init__(self) -> None:
+        if self.job_priority and len(self.job_priority) != len(self.job_ids):
+            raise FlowError(
+                f"job_priority has {len(self.job_priority)} entries for {len(self.job_ids)} job ids"
+            )
         if self.qp is None:
             object.__setattr__(self, "qp", np.full(self.src_nic.shape, ALL_QPS, np.int64))
         for name in ("src_nic", "dst_nic", "demand", "job", "qp"):
@@ -105,11 +111,17 @@ class FlowSet:
         """Whether any flow is a single QP bucket of a larger flow."""
         return bool((self.qp != ALL_QPS).any())
 
+    def priorities(self) -> np.ndarray:
+        """The priority of every job id, by job index (int64; 0 where none was given)."""
+        if self.job_priority:
+            return np.asarray(self.job_priority, np.int64)
+        return np.zeros(len(self.job_ids), np.int64)
+
     def take(self, index: np.ndarray) -> FlowSet:
         """The subset of flows at `index` (same job table)."""
         return FlowSet(
             self.src_nic[index], self.dst_nic[index], self.demand[index], self.job[index],
-            self.job_ids, self.qp[index],
+            self.job_ids, self.qp[index], self.job_priority,
         )
 
     @staticmethod
@@ -122,6 +134,7 @@ class FlowSet:
         for part in parts:
             jobs.append(part.job + len(ids))
             ids.extend(part.job_ids)
+        ranked = any(p.job_priority for p in parts)
         return FlowSet(
             np.concatenate([p.src_nic for p in parts]),
             np.concatenate([p.dst_nic for p in parts]),
@@ -129,6 +142,7 @@ class FlowSet:
             np.concatenate(jobs),
             tuple(ids),
             np.concatenate([p.qp for p in parts]),
+            tuple(int(x) for p in parts for x in p.priorities()) if ranked else (),
         )
 
 

@@ -26,12 +26,16 @@ NIC's send budget, so no NIC of a job ever sends more than `demand_gbps` in tota
 
 Flows are keyed (source NIC, destination host) as the TE keys its entries; identical keys are
 summed, so every key is unique in `job_flows` output, which is sorted by that key.
+
+`priority` (an integer, default 0, higher is more important) is the job's class in the
+solver's job-level objective (controller.solver.job_objective, docs/objective.md): the worst
+job of the highest class is raised first. It travels with the flows (FlowSet.job_priority).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -61,9 +65,11 @@ class Job:
     collectives: tuple[str, ...] = ("ring",)
     channels: int = 1
     demand_gbps: float = LINE_RATE_GBPS  # per-NIC send budget, shared by the collectives
+    priority: int = 0  # class in the job-level objective: higher is raised first
 
     def __post_init__(self) -> None:
         validation.text(self.id, "id", JobError)
+        object.__setattr__(self, "priority", check_priority(self.priority, self.id))
         if isinstance(self.hosts, str | bytes) or not isinstance(self.hosts, Sequence | np.ndarray):
             got = validation.shown(self.hosts)
             raise JobError(f"must be a sequence of host ids, got {got}", "hosts")
@@ -120,6 +126,19 @@ class Job:
     @property
     def num_hosts(self) -> int:
         return len(self.hosts)
+
+
+def check_priority(value: object, job_id: str, field: str = "priority") -> int:
+    """A job priority: an integer (not a bool) within [-MAX_PRIORITY, MAX_PRIORITY]; the
+    error names the job and `field`."""
+    top = validation.MAX_PRIORITY
+    if not _is_int(value):
+        got = validation.shown(value)
+        raise JobError(f"job {job_id!r}: must be an integer, got {got}", field)
+    number = int(value)  # type: ignore[call-overload]
+    if not -top <= number <= top:
+        raise JobError(f"job {job_id!r}: {number} is not within [{-top}, {top}]", field)
+    return number
 
 
 def check_job(fabric: Fabric, job: Job) -> None:
@@ -240,7 +259,7 @@ def job_flows(fabric: Fabric, job: Job) -> FlowSet:
         dst_nic += [h_n * nics + nxt % g, h_r * nics + r % g]
         demand += [half, half]
     if not src_nic:
-        return FlowSet.build([], [], [], None, (job.id,))
+        return _with_priority(FlowSet.build([], [], [], None, (job.id,)), job)
     src = np.concatenate(src_nic)
     dst = np.concatenate(dst_nic)
     gbps = np.concatenate(demand)
@@ -250,7 +269,12 @@ def job_flows(fabric: Fabric, job: Job) -> FlowSet:
     total = np.bincount(inverse, weights=gbps, minlength=uniq.size)
     src_u = uniq // fabric.num_hosts
     dst_u = (uniq % fabric.num_hosts) * nics + src_u % nics
-    return FlowSet.build(src_u, dst_u, total, None, (job.id,))
+    return _with_priority(FlowSet.build(src_u, dst_u, total, None, (job.id,)), job)
+
+
+def _with_priority(flows: FlowSet, job: Job) -> FlowSet:
+    """`flows` (all of `job`) carrying the job's priority (none given: the default, 0)."""
+    return replace(flows, job_priority=(job.priority,)) if job.priority else flows
 
 
 def jobs_flows(

@@ -54,6 +54,7 @@ MAX_LINKS = 1 << 20  # physical links (access + rack + aggregation)
 MAX_SWITCHES = 1 << 17  # RTSWs + CTSWs + ATSWs
 # ---- jobs and requests ---------------------------------------------------------------------
 MAX_CHANNELS = 64  # ring channels per job (NCCL uses at most 32 or 64)
+MAX_PRIORITY = 1_000_000  # job priority classes within [-MAX_PRIORITY, MAX_PRIORITY]
 MAX_NAME = 128  # characters in a fabric name, job id or switch name
 MAX_GENERATION = (1 << 63) - 1  # job generations stay representable as int64 and uint64
 MAX_FLOWS = 1 << 24  # rows of a route file or entries of one switch table

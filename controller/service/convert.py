@@ -29,6 +29,8 @@ def job_from_pb(fabric: Fabric, msg: pb.Job, field: str = "job") -> Job:
         doc["collectives"] = list(msg.collectives)
     if msg.demand_gbps:
         doc["demand_gbps"] = float(msg.demand_gbps)
+    if msg.priority:
+        doc["priority"] = int(msg.priority)
     return parse_job(fabric, doc, field)
 
 
@@ -38,7 +40,7 @@ def job_to_pb(fabric: Fabric, job: Job) -> pb.Job:
         id=doc["id"], hosts=doc["hosts"], dp=doc.get("dp", 0), pp=doc.get("pp", 0),
         tp=doc.get("tp", 0), collectives=doc.get("collectives", []),
         channels=doc.get("channels", 0), demand_gbps=doc.get("demand_gbps", 0.0),
-        gpus_per_host=doc.get("gpus_per_host") or 0,
+        gpus_per_host=doc.get("gpus_per_host") or 0, priority=doc.get("priority", 0),
     )  # fmt: skip
 
 

@@ -127,7 +127,8 @@ class Persistence:
                 into.health = LinkHealth.all_up(self.fabric).with_factors(factors)
             elif key == ASSIGNMENT:
                 arrays = {n: _unarray(a) for n, a in doc["flows"].items()}
-                flows = FlowSet(job_ids=tuple(doc["job_ids"]), **arrays)
+                flows = FlowSet(arrays["src_nic"], arrays["dst_nic"], arrays["demand"],
+                                arrays["job"], tuple(doc["job_ids"]), arrays["qp"])  # fmt: skip
                 into.assignment = Assignment(flows, _unarray(doc["path"]).astype(np.int64))
                 into.assignment_inputs = str(doc["inputs"])
         except (FabricTeError, KeyError, TypeError, ValueError) as err:

@@ -11,7 +11,11 @@
        split into QP buckets and the buckets re-placed (controller.solver.qp_buckets); the bound is
        then the one for routings split into `qps` buckets
     6. the ratio MLU / bound is reported with every result, and the TE entries used
-    7. the certificate (controller.solver.certificate): every job's predicted bus bandwidth
+    7. the job-level pass (controller.solver.job_objective): from the MLU solution, the worst
+       job (by priority class, then predicted bus bandwidth) is raised, then the next, as far
+       as a bounded search of moves finds, within the table budget and an MLU ceiling; the
+       worst job's bound min(1, 1 / fractional min-MLU) and their ratio are reported
+    8. the certificate (controller.solver.certificate): every job's predicted bus bandwidth
        against the fabric's own routing (E-ECMP by default); jobs below it are handed back
        to hashing (no TE entries) until none is, and the certificate is kept in the result
 
@@ -68,6 +72,8 @@ from controller.solver.greedy import (
     utilisation,
     utilisation_of,
 )
+from controller.solver.job_objective import ROUNDS as JOB_ROUNDS
+from controller.solver.job_objective import JobObjective, raise_worst
 from controller.solver.lp import LpSolution, solve_lp
 from controller.solver.qp_buckets import DEFAULT_QPS, Split, split_overloaded, spray
 from controller.solver.repair import repair as repair_assignment
@@ -103,12 +109,17 @@ class SolveOptions:
     relief_tries: int | None = RELIEF_TRIES
     # the certificate against the fabric's own routing (controller.solver.certificate)
     certify: CertifyOptions = DEFAULT
+    # moves the job-level pass may keep (controller.solver.job_objective); 0: it only
+    # predicts the jobs and their bound, and moves nothing
+    job_rounds: int = JOB_ROUNDS
 
     def __post_init__(self) -> None:
         if self.lp not in LP_MODES:
             raise InputError(f"lp must be one of {', '.join(LP_MODES)}, got {self.lp!r}")
         if self.relief_tries is not None and self.relief_tries < 0:
             raise InputError(f"relief_tries must be >= 0, got {self.relief_tries}")
+        if self.job_rounds < 0:
+            raise InputError(f"job_rounds must be >= 0, got {self.job_rounds}")
         if self.search_tries is not None and self.search_tries < 0:
             raise InputError(f"search_tries must be >= 0, got {self.search_tries}")
         if self.lp_time_limit <= 0:
@@ -149,6 +160,8 @@ class SolveResult:
     certificate: Certificate | None = None
     # input flows the certificate handed back to the fabric's hashing (no TE entries)
     handed_back: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64), repr=False)
+    # the job-level objective before the certificate: worst job, its bound, what the pass did
+    objective: JobObjective | None = None
 
     def __post_init__(self) -> None:
         rows = len(self.assignment.flows)
@@ -181,6 +194,8 @@ class SolveResult:
         }
         out.update(self.tables)
         out.update({f"{name}_seconds": value for name, value in self.times.items()})
+        if self.objective is not None:
+            out.update(self.objective.metrics())
         if self.certificate is not None:
             out.update(self.certificate.metrics())
         return out
@@ -553,9 +568,44 @@ def _finish(
     if previous is not None and (parent is not None or previous.flows.split):
         # buckets moved or (un)split: compare the rows of every flow in both
         out = replace(out, churn=int(moved_pairs(previous, res.assignment).size))
+    out = job_objective(fabric, health, flows, out, previous, opts)
     out = certified(fabric, health, out, opts)
     out.times["total"] = time.perf_counter() - start
     return out
+
+
+def job_objective(
+    fabric: Fabric,
+    health: LinkHealth,
+    flows: FlowSet,
+    result: SolveResult,
+    previous: Assignment | None,
+    opts: SolveOptions,
+) -> SolveResult:
+    """`result` after the job-level pass (controller.solver.job_objective), with its report;
+    the rows it moved counted again (MLU, collisions, tables, churn against `previous`)."""
+    t = time.perf_counter()
+    cert = opts.certify
+    path, report = raise_worst(
+        fabric, health, result.assignment.flows, result.assignment.path,
+        np.asarray(result.parent), flows, qps=opts.qps,
+        budget=switch_budget(fabric, _budget(fabric, opts)), mlu_bound=result.bound.value,
+        lp_mlu=None if result.lp is None else result.lp.mlu, kind=cert.reference,
+        seeds=cert.seeds, model=cert.model, rounds=opts.job_rounds,
+    )  # fmt: skip
+    times = dict(result.times)
+    times["job_objective"] = time.perf_counter() - t
+    if path is result.assignment.path or report.moves == 0:
+        return replace(result, objective=report, times=times)
+    assignment = Assignment(result.assignment.flows, path)
+    usage = table_usage(fabric, assignment)
+    churn = result.churn if previous is None else int(moved_pairs(previous, assignment).size)
+    return replace(
+        result, assignment=assignment, objective=report, times=times, usage=usage,
+        mlu=float(utilisation(fabric, health, assignment).max(initial=0.0)),
+        collided_links=int(collided_arcs(fabric, health, assignment).size),
+        tables=_tables(fabric, assignment, _budget(fabric, opts), usage), churn=churn,
+    )  # fmt: skip
 
 
 def certified(

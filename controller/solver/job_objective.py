@@ -1,0 +1,636 @@
+"""The job-level objective: raise the worst job, then the next, with MLU only as a means.
+
+A job's value is its predicted bus bandwidth: the least rate / demand over its flows under
+max-min fair rates (controller.model.rates, striped model by default) on the data plane an
+assignment makes (controller.model.dataplane: TE rows on their paths, rows without a path,
+e.g. over the table budget, walked through the entries and the fabric's hashing). Where rows
+ride the hashing the value is the mean over the hash seeds, as the certificate defines it
+(controller.solver.certificate), so the pass plans around the rows a budget leaves there.
+
+Order ("worst"). Jobs are ranked by (priority, highest first), then by value, ascending, then
+by job index. The objective vector lists the values in that order; one routing is better than
+another when, at the first position where their vectors differ by more than REL_TOL (relative),
+its value is larger: lexicographic max-min inside the highest class, then the next class. With
+every priority equal (the default, 0) it is plain lexicographic max-min. A job none of whose
+flows is delivered counts as -1 (below any routing that delivers it).
+
+Bound. With every flow's demand scaled by t, t is routable over the candidate paths iff
+t <= 1 / lambda*, lambda* the fractional min-MLU (the LP; access links count, being fixed).
+Every delivered flow f of a routing gets a rate r_f >= v d_f, v its job's value, and the rates
+fit every arc; split f's rate over the paths of its rows (QPs, buckets, hashed QPs) in
+proportion to the rows' QP counts: each row then carries no more than its own rate (striped:
+W x the slowest row's per-QP rate; summed: the rows' rates), so this is a fractional routing
+within capacity. Where the value is a mean over hash seeds, the mean of those fractional
+routings is one too. So the worst job's value is at most min(1, 1 / lambda*) (the demand caps
+give the 1), and, over a priority class's flows alone, the class's worst job is at most
+min(1, 1 / lambda*_class). lambda* is the LP's when the solve ran it (and every flow is
+delivered), else the largest of the cut bounds that hold for fractional routings
+(controller.solver.bounds: access, rack- and pod-egress/ingress): a lower bound on lambda*,
+so still a valid (looser) upper bound on the value. The bounds for flows in at most `qps`
+buckets (rack-egress-16qp, largest-flow, ...) are not used: they bound one routing, not the
+mean over seeds of several.
+
+The pass (`raise_worst`). From the MLU solution: predict every job's value; take the first
+job in the order that is below its class bound; take its flows at its minimum share and the
+over-capacity arcs they cross; propose (a) moving those flows' TE rows to the candidate paths
+least loaded by the predicted offered load (hashed rows included), together, then one by one,
+(b) moving the TE rows of other jobs off each such arc (the best-off, lowest-priority jobs
+first), where that puts no link over capacity; align the entries of the rows to the moved
+rows' destination hosts (moved rows lead, controller.routes.entries.align_entries); re-predict.
+A proposal is kept only if the objective vector improves on the current one and is not below
+the starting one, no switch's TE entries exceed its budget (or what the start used, if more)
+and the MLU of the data plane stays within the ceiling max(start MLU, (1 + MLU_SLACK) x the
+solve's MLU bound). When no proposal for a job helps, the next job in the order is tried.
+It stops after `rounds` kept moves, `tries` routings predicted or `work` carried rows
+simulated (work, never time: the same inputs give the same routes), or when no job is below
+its bound. When no arc is offered more than its capacity every job is at 1 and nothing is
+predicted at all. Rows without a TE path stay without one: every flow the solve routed or
+reported stays so.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from controller.model.assignment import UNROUTED, Assignment
+from controller.model.dataplane import carried, overrides_of
+from controller.model.fabric import ACCESS, Fabric
+from controller.model.flows import FlowSet
+from controller.model.health import LinkHealth
+from controller.model.paths import SAME_RACK
+from controller.model.rates import flow_shares
+from controller.routes.budget import table_usage
+from controller.routes.entries import align_entries
+from controller.solver.bounds import lower_bound
+from controller.solver.certificate import job_values
+from controller.solver.greedy import Candidates, candidates
+
+REL_TOL = 1e-9
+ROUNDS = 32  # kept moves at most
+TRIES = 64  # candidate routings predicted at most
+WORK = 2_000_000  # carried rows simulated at most (rows x seeds, summed over predictions)
+TARGETS = 3  # jobs tried per round, in the objective's order
+ROW_TRIES = 4  # flows' rows tried one by one per job
+HOT_ARCS = 2  # over-capacity arcs relieved per job
+RIP_ROWS = 4096  # TE rows ripped up and placed again per proposal at most
+MLU_SLACK = 0.5  # the MLU may rise to (1 + this) x its bound (or stay at the start's, if higher)
+# the cut bounds that hold for fractional routings (controller.solver.bounds)
+FRACTIONAL = ("access", "rack-egress", "rack-ingress", "pod-egress", "pod-ingress")
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """Predicted values of one routing (module docstring)."""
+
+    values: np.ndarray  # per job: bus bandwidth fraction (NaN: no flow delivered)
+    share: np.ndarray  # per input flow: rate / demand, mean over seeds (NaN: not delivered)
+    util: np.ndarray  # per arc: offered load / capacity, mean over seeds
+    load: np.ndarray  # per arc: offered load (Gbps), mean over seeds
+    mlu: float  # mean over seeds of the data plane's MLU
+    hot: list[tuple[np.ndarray, np.ndarray]] = field(repr=False)  # per seed (row arcs, parent)
+    rows: int = 0  # carried rows simulated
+
+
+@dataclass(frozen=True)
+class JobObjective:
+    """What the pass found and did: plain values for reports, Status and /metrics."""
+
+    worst: float  # the worst job's predicted busbw fraction after the pass (1: none below)
+    mean: float  # mean over jobs
+    bound: float  # min(1, 1 / lambda*): no routing gives the worst job more
+    bound_source: str  # where lambda* came from: "lp", a cut's name, or "none"
+    worst_before: float
+    mean_before: float
+    # per priority class (highest first): (worst job, its bound over the class's flows)
+    classes: dict[int, tuple[float, float]] = field(default_factory=dict)
+    moves: int = 0  # proposals kept
+    tried: int = 0  # routings predicted besides the start
+    work: int = 0  # carried rows simulated
+    rows_moved: int = 0  # TE rows whose path differs from the start
+    mlu_before: float = 0.0  # MLU of the data plane (mean over seeds)
+    mlu_after: float = 0.0
+    mlu_ceiling: float = 0.0
+    stopped: str = ""  # why the pass stopped (or was skipped)
+    seconds: float = 0.0
+
+    @property
+    def ratio(self) -> float:
+        """The worst job over its bound: 1.0 is provably the best any routing can do."""
+        return self.worst / self.bound if self.bound > 0 else float("nan")
+
+    def to_dict(self) -> dict[str, object]:
+        """A JSON-ready dict (classes keyed by priority, as strings)."""
+        return {
+            "worst": self.worst, "mean": self.mean, "bound": self.bound,
+            "bound_source": self.bound_source, "ratio": self.ratio,
+            "worst_before": self.worst_before, "mean_before": self.mean_before,
+            "classes": {str(p): {"worst": w, "bound": b} for p, (w, b) in self.classes.items()},
+            "moves": self.moves, "tried": self.tried, "work": self.work,
+            "rows_moved": self.rows_moved, "mlu_before": self.mlu_before,
+            "mlu_after": self.mlu_after, "mlu_ceiling": self.mlu_ceiling,
+            "stopped": self.stopped, "seconds": self.seconds,
+        }  # fmt: skip
+
+    def metrics(self) -> dict[str, float]:
+        """Plain numbers, `objective_*`."""
+        return {
+            "objective_worst_job": self.worst,
+            "objective_mean_job": self.mean,
+            "objective_bound": self.bound,
+            "objective_ratio": self.ratio,
+            "objective_worst_before": self.worst_before,
+            "objective_moves": float(self.moves),
+            "objective_tried": float(self.tried),
+            "objective_seconds": self.seconds,
+        }
+
+    def summary(self) -> str:
+        """One line for an operator."""
+        classes = (
+            "; by priority: "
+            + ", ".join(f"{p}: {w:.4g} of {b:.4g}" for p, (w, b) in self.classes.items())
+            if len(self.classes) > 1
+            else ""
+        )
+        return (
+            f"job objective: worst job {self.worst:.4g} = {self.ratio:.4f} x its bound "
+            f"{self.bound:.4g} ({self.bound_source}), mean {self.mean:.4g}; before the pass "
+            f"worst {self.worst_before:.4g}, mean {self.mean_before:.4g}; {self.moves} moves "
+            f"({self.rows_moved} rows) of {self.tried} tried, {self.stopped}{classes}; "
+            f"{self.seconds:.3f} s"
+        )
+
+
+# ---- prediction ---------------------------------------------------------------------------
+def predict(
+    fabric: Fabric,
+    health: LinkHealth,
+    rows: FlowSet,
+    path: np.ndarray,
+    parent: np.ndarray,
+    flows: FlowSet,
+    *,
+    qps: int,
+    kind: str,
+    seeds: tuple[int, ...],
+    model: str,
+) -> Prediction:
+    """Every job's value under the rows' paths (module docstring); `parent[i]` is row i's
+    input flow in `flows`."""
+    assignment = Assignment(rows, path)
+    fixed = bool((path != UNROUTED).all())
+    use = seeds[:1] if fixed else seeds
+    overrides = None if fixed else overrides_of(fabric, assignment)
+    cap = health.arc_capacity(fabric)
+    num_jobs = _num_jobs(flows)
+    shares, values, loads, mlus, hot = [], [], [], [], []
+    work = 0
+    for seed in use:
+        plane = carried(fabric, health, assignment, parent, kind=kind, seed=seed, qps=qps,
+                        overrides=overrides)  # fmt: skip
+        valid = plane.arcs >= 0
+        weights = np.repeat(plane.flows.demand, plane.arcs.shape[1])[valid.ravel()]
+        load = np.bincount(plane.arcs[valid], weights=weights, minlength=fabric.num_arcs)
+        share = flow_shares(fabric, health, plane.arcs, plane.flows, plane.parent,
+                            num_parents=len(flows), weight=plane.weight, model=model)  # fmt: skip
+        shares.append(share)
+        values.append(job_values(share, flows.job, num_jobs))
+        loads.append(load)
+        mlus.append(float(_util(load, cap).max(initial=0.0)))
+        hot.append((plane.arcs, plane.parent))
+        work += len(plane.flows)
+    load = np.mean(loads, axis=0)
+    return Prediction(
+        values=np.mean(values, axis=0), share=np.mean(shares, axis=0), util=_util(load, cap),
+        load=load, mlu=float(np.mean(mlus)), hot=hot, rows=work,
+    )  # fmt: skip
+
+
+def _util(load: np.ndarray, cap: np.ndarray) -> np.ndarray:
+    """load / cap per arc: 0 unloaded, inf for load on a dead arc."""
+    out = np.zeros(load.shape)
+    live = cap > 0
+    out[live] = load[live] / cap[live]
+    out[~live & (load > 0)] = np.inf
+    return out
+
+
+def _num_jobs(flows: FlowSet) -> int:
+    return max(len(flows.job_ids), int(flows.job.max(initial=-1)) + 1, 1)
+
+
+# ---- the order ----------------------------------------------------------------------------
+def job_priorities(flows: FlowSet) -> np.ndarray:
+    """The priority of every job index (0 where the flows name none)."""
+    out = np.zeros(_num_jobs(flows), np.int64)
+    given = flows.priorities()
+    out[: given.size] = given
+    return out
+
+
+def job_order(values: np.ndarray, priority: np.ndarray, jobs: np.ndarray) -> np.ndarray:
+    """`jobs` (indices) worst first: priority descending, value ascending (not delivered:
+    -1), job index ascending."""
+    v = np.where(np.isnan(values[jobs]), -1.0, values[jobs])
+    return jobs[np.lexsort((jobs, v, -priority[jobs]))]
+
+
+def objective_vector(values: np.ndarray, priority: np.ndarray, jobs: np.ndarray) -> np.ndarray:
+    """The values of `jobs` in the objective's order (module docstring)."""
+    order = job_order(values, priority, jobs)
+    return np.where(np.isnan(values[order]), -1.0, values[order])
+
+
+def compare(a: np.ndarray, b: np.ndarray, rel_tol: float = REL_TOL) -> int:
+    """1 if vector `a` is lexicographically better than `b` (at the first position where they
+    differ by more than `rel_tol` relative, a's is larger), -1 if worse, 0 if equal."""
+    differ = np.flatnonzero(np.abs(a - b) > rel_tol * np.maximum(np.abs(b), 1.0))
+    if not differ.size:
+        return 0
+    return 1 if a[differ[0]] > b[differ[0]] else -1
+
+
+# ---- the bound ----------------------------------------------------------------------------
+def worst_job_bound(
+    fabric: Fabric, health: LinkHealth, flows: FlowSet, lp_mlu: float | None = None
+) -> tuple[float, str]:
+    """(min(1, 1 / lambda), where lambda came from) for `flows` (module docstring): lambda
+    the LP's fractional optimum if given, else the best fractional cut bound."""
+    if not len(flows):
+        return 1.0, "none"
+    parts = lower_bound(fabric, health, flows).parts
+    cuts = {k: parts[k] for k in FRACTIONAL if k in parts}
+    if lp_mlu is not None:
+        cuts["lp"] = max(lp_mlu, cuts.get("access", 0.0))
+    name = max(sorted(cuts), key=lambda k: cuts[k]) if cuts else "none"
+    lam = cuts.get(name, 0.0)
+    return (1.0 if lam <= 1.0 else 1.0 / lam), name
+
+
+def class_bounds(
+    fabric: Fabric,
+    health: LinkHealth,
+    flows: FlowSet,
+    delivered: np.ndarray,
+    priority: np.ndarray,
+    lp_mlu: float | None,
+) -> tuple[dict[int, float], float, str]:
+    """(bound per priority class, the bound over every delivered flow, its source). The LP
+    counts only when every flow is delivered (it covers them all)."""
+    lp = lp_mlu if bool(delivered.all()) else None
+    mine = flows.take(np.flatnonzero(delivered))
+    overall, source = worst_job_bound(fabric, health, mine, lp)
+    classes = np.unique(priority[flows.job])
+    if classes.size <= 1:
+        return {int(p): overall for p in classes}, overall, source
+    out = {}
+    for p in classes[::-1].tolist():
+        rows = np.flatnonzero(delivered & (priority[flows.job] == p))
+        out[int(p)] = worst_job_bound(fabric, health, flows.take(rows))[0]
+    return out, overall, source
+
+
+# ---- the pass -----------------------------------------------------------------------------
+@dataclass
+class _State:
+    path: np.ndarray
+    pred: Prediction
+    vector: np.ndarray
+    usage: np.ndarray
+
+
+def raise_worst(
+    fabric: Fabric,
+    health: LinkHealth,
+    rows: FlowSet,
+    path: np.ndarray,
+    parent: np.ndarray,
+    flows: FlowSet,
+    *,
+    qps: int,
+    budget: np.ndarray,
+    mlu_bound: float,
+    lp_mlu: float | None = None,
+    kind: str = "eecmp",
+    seeds: tuple[int, ...] = (1, 2, 3, 4),
+    model: str = "striped",
+    rounds: int = ROUNDS,
+    tries: int = TRIES,
+    work: int = WORK,
+) -> tuple[np.ndarray, JobObjective]:
+    """The rows' paths after the pass (module docstring; `path` itself when nothing moved)
+    and what it found. `parent[i]`: row i's input flow in `flows` (whose jobs and priorities
+    count); `budget`: TE entries per node (inf: unlimited); `mlu_bound`: the solve's MLU
+    lower bound; `lp_mlu`: the LP optimum, if the solve ran it."""
+    start = time.perf_counter()
+    path = np.asarray(path, np.int64)
+    parent = np.asarray(parent, np.int64)
+    priority = job_priorities(flows)
+    jobs = np.flatnonzero(np.bincount(flows.job, minlength=priority.size) > 0)
+    cap = health.arc_capacity(fabric)
+    if not len(rows) or not jobs.size:
+        return path, _report(1.0, 1.0, 1.0, "none", start, stopped="no flows")
+    te = path != UNROUTED
+    if te.all():
+        load = Assignment(rows, path).link_load(fabric)
+        if not (load > cap * (1 + REL_TOL) + REL_TOL).any():
+            # every flow gets its demand: every job at 1, the bound (cost: one load count)
+            return path, _report(1.0, 1.0, 1.0, "none", start,
+                                 stopped="skipped: no link over capacity")  # fmt: skip
+
+    def run(p: np.ndarray) -> Prediction:
+        return predict(fabric, health, rows, p, parent, flows, qps=qps, kind=kind,
+                       seeds=seeds, model=model)  # fmt: skip
+
+    first = run(path)
+    delivered = np.isfinite(first.share)
+    per_class, bound, source = class_bounds(fabric, health, flows, delivered, priority, lp_mlu)
+    worst0, mean0 = _worst_mean(first.values, jobs)
+    spent = first.rows
+    vector = objective_vector(first.values, priority, jobs)
+    usage = table_usage(fabric, Assignment(rows, path))
+    limit = np.maximum(budget, usage)
+    ceiling = max(first.mlu, (1 + MLU_SLACK) * mlu_bound)
+    state = _State(path, first, vector, usage)
+    cand = candidates(fabric, rows)
+    host = rows.dst_host(fabric)
+    movable = te & (cand.cls != SAME_RACK)
+    core = np.repeat(fabric.link_kind != ACCESS, 2)
+    moves = tried = 0
+    stopped = "no proposal improves the job vector"
+    while True:
+        below = _below(state.pred.values, priority, jobs, per_class)
+        if not below.size:
+            stopped = "every job at its bound"
+            break
+        if moves >= rounds:
+            stopped = f"{rounds} moves (the round limit)" if rounds else "job_rounds 0: none tried"
+            break
+        kept = False
+        for target in below[:TARGETS].tolist():
+            for moved in _proposals(target, state, rows, parent, flows, cand, movable, cap,
+                                    core, priority, jobs):  # fmt: skip
+                if tried >= tries or spent >= work:
+                    break
+                new = _aligned(fabric, rows, state.path, moved, host)
+                if np.array_equal(new, state.path):
+                    continue
+                after = _usage_after(fabric, rows, state, new, host)
+                if after is None or (after > limit).any():
+                    continue
+                pred = run(new)
+                tried += 1
+                spent += pred.rows
+                if pred.mlu > ceiling * (1 + REL_TOL) + REL_TOL:
+                    continue
+                vec = objective_vector(pred.values, priority, jobs)
+                if compare(vec, state.vector) > 0 and compare(vec, vector) >= 0:
+                    state = _State(new, pred, vec, after)
+                    moves += 1
+                    kept = True
+                    break
+            if kept or tried >= tries or spent >= work:
+                break
+        if not kept:
+            if tried >= tries:
+                stopped = f"{tries} routings tried (the try limit)"
+            elif spent >= work:
+                stopped = f"{work:,} rows simulated (the work limit)"
+            break
+    worst, mean = _worst_mean(state.pred.values, jobs)
+    classes = {}
+    for p, b in per_class.items():
+        mine = jobs[priority[jobs] == p]
+        classes[p] = (_worst_mean(state.pred.values, mine)[0], b)
+    out = state.path if moves else path
+    return out, JobObjective(
+        worst=worst, mean=mean, bound=bound, bound_source=source, worst_before=worst0,
+        mean_before=mean0, classes=classes, moves=moves, tried=tried, work=spent,
+        rows_moved=int((out != path).sum()), mlu_before=first.mlu, mlu_after=state.pred.mlu,
+        mlu_ceiling=ceiling, stopped=stopped, seconds=time.perf_counter() - start,
+    )  # fmt: skip
+
+
+def _report(worst: float, mean: float, bound: float, source: str, start: float, *,
+            stopped: str) -> JobObjective:  # fmt: skip
+    return JobObjective(worst=worst, mean=mean, bound=bound, bound_source=source,
+                        worst_before=worst, mean_before=mean, classes={}, stopped=stopped,
+                        seconds=time.perf_counter() - start)  # fmt: skip
+
+
+def _worst_mean(values: np.ndarray, jobs: np.ndarray) -> tuple[float, float]:
+    v = values[jobs]
+    v = v[np.isfinite(v)]
+    return (float(v.min()), float(v.mean())) if v.size else (1.0, 1.0)
+
+
+def _below(
+    values: np.ndarray, priority: np.ndarray, jobs: np.ndarray, bound: dict[int, float]
+) -> np.ndarray:
+    """Delivered jobs below their class bound, in the objective's order."""
+    order = job_order(values, priority, jobs)
+    v = values[order]
+    b = np.array([bound.get(int(p), 1.0) for p in priority[order]])
+    return order[np.isfinite(v) & (v < b * (1 - 1e-6))]
+
+
+# ---- proposals ----------------------------------------------------------------------------
+def _proposals(
+    target: int,
+    state: _State,
+    rows: FlowSet,
+    parent: np.ndarray,
+    flows: FlowSet,
+    cand: Candidates,
+    movable: np.ndarray,
+    cap: np.ndarray,
+    core: np.ndarray,
+    priority: np.ndarray,
+    jobs: np.ndarray,
+) -> Iterator[np.ndarray]:
+    """Rows to move and their new paths, as a full path array per proposal, best first."""
+    pred = state.pred
+    value = pred.values[target]
+    share = pred.share
+    worst = (flows.job == target) & np.isfinite(share) & (share <= value * (1 + 1e-6) + 1e-12)
+    over = core & (pred.util > 1 + REL_TOL)
+    hot = np.zeros(cap.size, bool)  # over-capacity arcs a worst flow's carried rows cross
+    for arcs, owner in pred.hot:
+        a = arcs[worst[owner]]
+        a = a[a >= 0]
+        hot[a[over[a]]] = True
+    if not hot.any():
+        return
+    path = state.path
+    rank = np.zeros(priority.size, np.int64)
+    order = job_order(pred.values, priority, jobs)
+    rank[order] = np.arange(order.size)
+    chosen = cand.all_chosen(path)
+    crossing = movable & np.where(chosen >= 0, hot[np.maximum(chosen, 0)], False).any(axis=1)
+    own = np.flatnonzero(crossing & worst[parent])
+    # (a) rip up every TE row crossing those arcs and place them again, the worst flows'
+    # rows first, then the rows of the jobs worst off: swaps no single move finds
+    ripped = np.flatnonzero(crossing)
+    if ripped.size:
+        key = np.lexsort((ripped, -rows.demand[ripped], rank[rows.job[ripped]],
+                          ~worst[parent[ripped]]))  # fmt: skip
+        ripped = ripped[key][:RIP_ROWS]
+        batch = _rerouted(cand, path, ripped, rows.demand, pred.load, cap)
+        if (batch != path).any():
+            yield batch
+    # (b) the worst flows' own rows to their least loaded paths, together, then one by one
+    if own.size:
+        heat = np.array([pred.util[_row_arcs(cand, r, path[r])].max() for r in own.tolist()])
+        own = own[np.lexsort((own, -heat))]
+        load = pred.load.copy()
+        batch = path.copy()
+        for r in own.tolist():
+            p = _best_path(cand, r, batch[r], rows.demand[r], load, cap)
+            if p is not None:
+                _shift(cand, r, batch[r], p, rows.demand[r], load)
+                batch[r] = p
+        if (batch != path).any():
+            yield batch
+        if own.size > 1:
+            for r in own[:ROW_TRIES].tolist():
+                p = _best_path(cand, r, path[r], rows.demand[r], pred.load, cap)
+                if p is not None:
+                    one = path.copy()
+                    one[r] = p
+                    yield one
+    # (c) the TE rows of other flows off the hottest arcs, best-off jobs first: where they
+    # put no link over capacity, then (rows of jobs after the target in the order) anywhere
+    arcs_hot = np.flatnonzero(hot)
+    arcs_hot = arcs_hot[np.lexsort((arcs_hot, -pred.util[arcs_hot]))][:HOT_ARCS]
+    for loose in (False, True):
+        for a in arcs_hot.tolist():
+            on = movable & ~worst[parent] & (chosen == a).any(axis=1)
+            if loose:
+                on &= rank[rows.job] > rank[target]
+            on = np.flatnonzero(on)
+            if not on.size:
+                continue
+            on = on[np.lexsort((on, -rows.demand[on], -rank[rows.job[on]]))]
+            load = pred.load.copy()
+            batch = path.copy()
+            for r in on.tolist():
+                if load[a] <= cap[a] * (1 + REL_TOL):
+                    break
+                p = _best_path(cand, r, batch[r], rows.demand[r], load, cap, avoid=a,
+                               within=None if loose else 1.0, improve=not loose)  # fmt: skip
+                if p is not None:
+                    _shift(cand, r, batch[r], p, rows.demand[r], load)
+                    batch[r] = p
+            if (batch != path).any():
+                yield batch
+
+
+def _rerouted(
+    cand: Candidates,
+    path: np.ndarray,
+    ripped: np.ndarray,
+    demand: np.ndarray,
+    load: np.ndarray,
+    cap: np.ndarray,
+) -> np.ndarray:
+    """`path` with the `ripped` rows taken off and placed again in that order, each on its
+    candidate with the least bottleneck utilisation (ties: its current path, then the least
+    summed utilisation, then the index)."""
+    load = load.copy()
+    for r in ripped.tolist():
+        np.subtract.at(load, _row_arcs(cand, r, path[r]), demand[r])
+    out = path.copy()
+    inv = np.where(cap > 0, 1.0 / np.where(cap > 0, cap, 1.0), np.inf)
+    for r in ripped.tolist():
+        arcs = cand.arcs(r)
+        util = (load[arcs] + demand[r]) * inv[arcs]
+        top = util.max(axis=1)
+        moved = np.arange(top.size) != path[r]
+        best = int(np.lexsort((np.arange(top.size), util.sum(axis=1), moved, top))[0])
+        if np.isfinite(top[best]):
+            out[r] = best
+        np.add.at(load, _row_arcs(cand, r, out[r]), demand[r])
+    return out
+
+
+def _row_arcs(cand: Candidates, r: int, p: int) -> np.ndarray:
+    """Core arcs of row r's path p."""
+    return cand.arcs(r)[p]
+
+
+def _shift(cand: Candidates, r: int, old: int, new: int, demand: float, load: np.ndarray) -> None:
+    """Move row r's demand in `load` from path `old` to path `new`."""
+    np.subtract.at(load, _row_arcs(cand, r, old), demand)
+    np.add.at(load, _row_arcs(cand, r, new), demand)
+
+
+def _best_path(
+    cand: Candidates,
+    r: int,
+    now: int,
+    demand: float,
+    load: np.ndarray,
+    cap: np.ndarray,
+    *,
+    avoid: int | None = None,
+    within: float | None = None,
+    improve: bool = True,
+) -> int | None:
+    """Row r's candidate path other than `now` with the least bottleneck utilisation after
+    the move (ties: least summed utilisation, then index); `improve`: only if that is below
+    the bottleneck of `now`; `avoid`: an arc the path must not cross; `within`: a
+    utilisation the path must stay within. None if no path qualifies."""
+    arcs = cand.arcs(r)
+    if arcs.shape[0] < 2:
+        return None
+    mine = np.isin(arcs, arcs[now])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        util = np.where(cap[arcs] > 0, (load[arcs] + demand * ~mine) / cap[arcs], np.inf)
+    top = util.max(axis=1)
+    bad = np.zeros(top.size, bool)
+    bad[now] = True
+    if avoid is not None:
+        bad |= (arcs == avoid).any(axis=1)
+    if within is not None:
+        bad |= top > within * (1 + REL_TOL)
+    top = np.where(bad, np.inf, top)
+    best = int(np.lexsort((np.arange(top.size), util.sum(axis=1), top))[0])
+    if not np.isfinite(top[best]):
+        return None
+    if improve and top[best] >= float(util[now].max()) * (1 - REL_TOL):
+        return None
+    return best
+
+
+def _aligned(
+    fabric: Fabric, rows: FlowSet, path: np.ndarray, moved: np.ndarray, host: np.ndarray
+) -> np.ndarray:
+    """`moved` with the entries of the rows to the moved rows' destination hosts aligned,
+    the moved rows leading (controller.routes.entries.align_entries)."""
+    changed = moved != path
+    if not changed.any():
+        return path
+    sub = np.flatnonzero(np.isin(host, host[changed]))
+    lead = np.where(changed[sub], 0.0, 1.0)
+    out = moved.copy()
+    out[sub] = align_entries(fabric, rows.take(sub), moved[sub], lead)
+    return out
+
+
+def _usage_after(
+    fabric: Fabric, rows: FlowSet, state: _State, new: np.ndarray, host: np.ndarray
+) -> np.ndarray | None:
+    """TE entries per switch under `new`: every entry key holds its destination host, so
+    only the rows to the moved rows' hosts are counted again, before and after."""
+    changed = new != state.path
+    if not changed.any():
+        return None
+    sub = np.flatnonzero(np.isin(host, host[changed]))
+    part = rows.take(sub)
+    before = table_usage(fabric, Assignment(part, state.path[sub]))
+    after = table_usage(fabric, Assignment(part, new[sub]))
+    return state.usage - before + after

@@ -1,0 +1,302 @@
+"""The job-level objective: the pass raises the worst job (by priority class, then predicted
+bus bandwidth) where the MLU solution leaves it lower than it must be, never lowers the job
+vector, keeps the table budget, and the worst job never beats its bound."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from controller.errors import FlowError, InputError, JobError
+from controller.formats.placement import dump_placement, parse_placement
+from controller.model.assignment import Assignment
+from controller.model.clos import PRESETS, ClosSpec, build
+from controller.model.fabric import Fabric
+from controller.model.flows import FlowSet
+from controller.model.hashing import hashed
+from controller.model.health import LinkHealth, parse_health
+from controller.model.jobs import Job, jobs_flows
+from controller.model.rates import simulate
+from controller.routes.budget import switch_budget, table_usage
+from controller.solver.certificate import CertifyOptions
+from controller.solver.job_objective import (
+    compare,
+    job_priorities,
+    objective_vector,
+    predict,
+    raise_worst,
+)
+from controller.solver.solve import SolveOptions, solve
+from sim.jobmix import random_jobs
+
+ISSUE_FAILURES = ["rtsw-p0-r0:ctsw-p0-c1", "rtsw-p0-r1:ctsw-p0-c2=0.5",
+                  "ctsw-p1-c3:atsw-c3-a0"]  # fmt: skip
+NO_CERT = CertifyOptions(enabled=False)
+
+# one pod, three racks of three single-NIC hosts, two CTSWs, one link per rack and CTSW:
+# a same-pod path index is the CTSW it crosses
+THREE = build(ClosSpec(name="three", pods=1, racks_per_pod=3, hosts_per_rack=3, nics_per_host=1,
+                       ctsws_per_pod=2, rack_links=1, atsws_per_plane=0))  # fmt: skip
+
+
+def _flows(pairs: list[tuple[int, int, float, int]], ids: tuple[str, ...],
+           priority: tuple[int, ...] = ()) -> FlowSet:  # fmt: skip
+    """(src host, dst host, Gbps, job) rows on THREE."""
+    src, dst, gbps, job = (np.array(x) for x in zip(*pairs, strict=True))
+    return FlowSet(src.astype(np.int64), dst.astype(np.int64), gbps.astype(float),
+                   job.astype(np.int64), ids, None, priority)  # type: ignore[arg-type]  # fmt: skip
+
+
+def _run(fabric: Fabric, health: LinkHealth, flows: FlowSet, path: list[int],
+         mlu_bound: float, **kw: object):  # type: ignore[no-untyped-def]  # fmt: skip
+    p = np.array(path, np.int64)
+    budget = switch_budget(fabric, 2048)
+    return raise_worst(fabric, health, flows, p, np.arange(len(flows)), flows, qps=16,
+                       budget=budget, mlu_bound=mlu_bound, **kw)  # type: ignore[arg-type]  # fmt: skip
+
+
+def _values(fabric: Fabric, health: LinkHealth, flows: FlowSet, path: np.ndarray) -> np.ndarray:
+    return predict(fabric, health, flows, path, np.arange(len(flows)), flows, qps=16,
+                   kind="eecmp", seeds=(1, 2, 3, 4), model="striped").values  # fmt: skip
+
+
+def test_an_mlu_optimal_routing_leaves_a_job_low_and_the_pass_raises_it() -> None:
+    # rack 2 keeps one uplink (CTSW 0): job x's three 200G flows from it make MLU 1.5, its
+    # optimum (rack 2's egress cut), and hold x at 1/1.5. Job y's two flows from rack 0 to
+    # rack 1 both on CTSW 0 load it to 1.5 too, so the routing is MLU-optimal, yet y runs at
+    # 0.5 (its 400G flow shares a link with its 200G flow) where CTSW 1 is idle.
+    health = parse_health(THREE, ["rtsw-p0-r2:ctsw-p0-c1"])
+    flows = _flows([(0, 3, 400, 0), (1, 4, 200, 0), (6, 0, 200, 1), (7, 1, 200, 1),
+                    (8, 2, 200, 1)], ("y", "x"))  # fmt: skip
+    start = [0, 0, 0, 0, 0]
+    before = _values(THREE, health, flows, np.array(start))
+    assert before == pytest.approx([0.5, 1 / 1.5])
+    path, report = _run(THREE, health, flows, start, mlu_bound=1.5)
+    after = _values(THREE, health, flows, path)
+    assert after == pytest.approx([1.0, 1 / 1.5])
+    assert report.moves >= 1 and report.worst_before == pytest.approx(0.5)
+    assert report.worst == pytest.approx(1 / 1.5) and report.bound == pytest.approx(1 / 1.5)
+    assert report.ratio == pytest.approx(1.0) and report.stopped == "every job at its bound"
+    assert report.mlu_after <= report.mlu_ceiling * (1 + 1e-9)
+    # the job x's flows were left where they are (they have no other path)
+    assert (path[2:] == 0).all()
+
+
+def test_priorities_change_who_is_raised() -> None:
+    # three 400G flows from rack 0 to rack 1 over two CTSWs: two must share. With equal
+    # priorities every routing has the vector (0.5, 0.5, 1): nothing moves. With "hi" above
+    # the others, the pass gives it a CTSW of its own.
+    health = LinkHealth.all_up(THREE)
+    pairs = [(0, 3, 400, 0), (1, 4, 400, 1), (2, 5, 400, 2)]
+    start = [0, 0, 1]  # hi and lo share CTSW 0
+    equal = _flows(pairs, ("hi", "lo", "other"))
+    path, report = _run(THREE, health, equal, start, mlu_bound=1.0)
+    assert report.moves == 0 and (path == start).all()
+    ranked = _flows(pairs, ("hi", "lo", "other"), (1, 0, 0))
+    path, report = _run(THREE, health, ranked, start, mlu_bound=1.0)
+    values = _values(THREE, health, ranked, path)
+    assert values[0] == pytest.approx(1.0) and sorted(values[1:]) == pytest.approx([0.5, 0.5])
+    assert report.classes[1] == (pytest.approx(1.0), pytest.approx(1.0))
+    assert list(report.classes) == [1, 0]  # highest class first
+    # the order: the higher class first, then by value
+    vec = objective_vector(values, job_priorities(ranked), np.arange(3))
+    assert vec == pytest.approx([1.0, 0.5, 0.5])
+
+
+def test_compare_is_lexicographic_with_a_tolerance() -> None:
+    assert compare(np.array([0.5, 0.9]), np.array([0.5, 0.8])) == 1
+    assert compare(np.array([0.4, 1.0]), np.array([0.5, 0.1])) == -1
+    assert compare(np.array([0.5 + 1e-12, 0.8]), np.array([0.5, 0.8])) == 0
+
+
+def test_nothing_over_capacity_is_skipped_at_no_cost() -> None:
+    health = LinkHealth.all_up(THREE)
+    flows = _flows([(0, 3, 400, 0), (1, 4, 400, 1)], ("a", "b"))
+    path, report = _run(THREE, health, flows, [0, 1], mlu_bound=1.0)
+    assert report.stopped.startswith("skipped") and report.tried == 0 and report.work == 0
+    assert report.worst == 1.0 and report.ratio == 1.0 and (path == [0, 1]).all()
+
+
+def test_the_issue_case_worst_job_is_raised_above_eecmp() -> None:
+    fabric = build(PRESETS["small"])
+    health = parse_health(fabric, ISSUE_FAILURES)
+    flows = jobs_flows(fabric, random_jobs(fabric, seed=3))
+    before = solve(fabric, health, flows, options=SolveOptions(job_rounds=0, certify=NO_CERT))
+    after = solve(fabric, health, flows, options=SolveOptions(certify=NO_CERT))
+    assert before.objective is not None and after.objective is not None
+    assert before.objective.moves == 0 and before.objective.worst == pytest.approx(0.32)
+    assert after.objective.worst > 0.7 and after.objective.moves >= 1
+    assert after.objective.worst_before == pytest.approx(before.objective.worst)
+    # the E-ECMP worst job, mean over the certificate's seeds, is 0.533
+    runs = []
+    for seed in range(1, 5):
+        sub, a, parent = hashed("eecmp", fabric, flows, health, seed, 16)
+        runs.append(simulate(fabric, health, a, sub, parent).job_busbw_fraction)
+    eecmp = {j: float(np.mean([r[j] for r in runs])) for j in runs[0]}
+    assert after.objective.worst > min(eecmp.values())
+    m = after.metrics()
+    assert m["objective_worst_job"] == after.objective.worst
+    assert m["objective_ratio"] == pytest.approx(after.objective.worst / after.objective.bound)
+    again = solve(fabric, health, flows, options=SolveOptions(certify=NO_CERT))
+    assert np.array_equal(again.assignment.path, after.assignment.path)  # deterministic
+
+
+def test_tectl_solve_reports_the_objective(capsys: pytest.CaptureFixture[str]) -> None:
+    from controller.cli.main import main
+
+    base = ["solve", "--fabric", "small", "--jobs", "random", "--seed", "3",
+            *[a for f in ISSUE_FAILURES for a in ("--fail", f)]]  # fmt: skip
+    assert main(base) == 0
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.startswith("job objective: worst job"))
+    assert "x its bound 1" in line and "before the pass worst 0.32" in line
+    assert main([*base, "--json", "--job-rounds", "0"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    obj = data["objective"]
+    assert obj["moves"] == 0 and obj["worst"] == pytest.approx(0.32)
+    assert obj["ratio"] == pytest.approx(obj["worst"] / obj["bound"])
+    assert data["te"]["objective_worst_job"] == obj["worst"]
+    with pytest.raises(SystemExit) as exit_:
+        main([*base, "--job-rounds", "-1"])
+    assert exit_.value.code == 2
+    assert "--job-rounds: -1 is not within" in capsys.readouterr().err
+
+
+def test_priority_in_jobs_files_and_its_errors() -> None:
+    fabric = build(PRESETS["small"])
+    doc = {"jobs": [{"id": "a", "hosts": ["host-p0-r0-h0", "host-p0-r1-h0"], "priority": 3},
+                    {"id": "b", "hosts": ["host-p0-r2-h0", "host-p0-r3-h0"]}]}  # fmt: skip
+    jobs = parse_placement(fabric, doc)
+    assert [j.priority for j in jobs] == [3, 0]
+    assert dump_placement(fabric, jobs)["jobs"][0]["priority"] == 3
+    assert "priority" not in dump_placement(fabric, jobs)["jobs"][1]
+    flows = jobs_flows(fabric, jobs)
+    assert flows.job_priority == (3, 0) and flows.take(np.arange(2)).job_priority == (3, 0)
+    for bad, why in ((1.5, "must be an integer"), (True, "must be an integer"),
+                     (10**7, "10000000 is not within")):  # fmt: skip
+        doc["jobs"][0]["priority"] = bad
+        with pytest.raises(JobError, match=rf"jobs\[0\]\.priority: job 'a': {why}"):
+            parse_placement(fabric, doc)
+    with pytest.raises(JobError, match="priority: job 'z': must be an integer"):
+        Job("z", (0, 1), 16, priority="high")  # type: ignore[arg-type]
+    with pytest.raises(FlowError, match="job_priority"):
+        FlowSet.build([0], [8], [1.0], [0], ("a",)).__class__(
+            np.zeros(1, np.int64), np.ones(1, np.int64), np.ones(1), np.zeros(1, np.int64),
+            ("a",), None, (1, 2))  # type: ignore[arg-type]  # fmt: skip
+    with pytest.raises(InputError, match="job_rounds"):
+        SolveOptions(job_rounds=-1)
+
+
+def test_priority_passes_through_the_grpc_job_message() -> None:
+    from controller.service.convert import job_from_pb, job_to_pb
+
+    fabric = build(PRESETS["small"])
+    job = Job("a", (0, 8), 2 * fabric.nics_per_host, priority=-4)
+    msg = job_to_pb(fabric, job)
+    assert msg.priority == -4 and job_from_pb(fabric, msg) == job
+    msg.priority = 2_000_000
+    with pytest.raises(JobError, match=r"job\.priority: job 'a'"):
+        job_from_pb(fabric, msg)
+
+
+# ---- the property: random small fabrics, jobs, failures, budgets --------------------------
+FUZZ = settings(max_examples=40, derandomize=True, deadline=None, database=None,
+                suppress_health_check=[HealthCheck.too_slow,
+                                       HealthCheck.filter_too_much])  # fmt: skip
+
+
+SMALL = build(PRESETS["small"])
+
+
+@st.composite
+def cases(draw: st.DrawFn) -> tuple[Fabric, LinkHealth, int, int | None, int, bool]:
+    """(fabric, health, job seed, table budget, QPs, priorities drawn): half of them the
+    `small` preset with rack and aggregation links down or degraded (where the MLU solution
+    leaves jobs below their bound and the pass moves rows), half random shapes."""
+    if draw(st.booleans()):
+        factors = {}
+        for _ in range(draw(st.integers(1, 6))):
+            link = draw(st.integers(SMALL.rack_base, SMALL.num_links - 1))
+            factors[link] = draw(st.sampled_from([0.0, 0.5, 0.75]))
+        health = LinkHealth.all_up(SMALL).with_factors(factors)
+        budget = draw(st.sampled_from([None, 64, 256]))
+        return SMALL, health, draw(st.integers(0, 2**16)), budget, 16, draw(st.booleans())
+    pods = draw(st.integers(1, 2))
+    fabric = build(ClosSpec(
+        name="fuzz", pods=pods, racks_per_pod=draw(st.integers(2, 4)),
+        hosts_per_rack=draw(st.integers(1, 3)), nics_per_host=draw(st.integers(1, 4)),
+        ctsws_per_pod=draw(st.integers(1, 4)), rack_links=draw(st.integers(1, 2)),
+        atsws_per_plane=draw(st.integers(1, 2)) if pods > 1 else 0,
+        agg_links=draw(st.integers(1, 2)),
+        taper=draw(st.sampled_from([1.0, 2.0])) if pods > 1 else None,
+    ))  # fmt: skip
+    factors: dict[int, float] = {}
+    for _ in range(draw(st.integers(0, 5))):
+        link = draw(st.integers(0, fabric.num_links - 1))
+        factors[link] = draw(st.sampled_from([0.0, 0.25, 0.5, 0.75]))
+    health = LinkHealth.all_up(fabric).with_factors(factors)
+    budget = draw(st.sampled_from([None, 16, 64, 2048]))
+    qps = draw(st.sampled_from([1, 4, 16]))
+    return fabric, health, draw(st.integers(0, 2**16)), budget, qps, draw(st.booleans())
+
+
+@FUZZ
+@given(cases())
+def test_the_pass_never_lowers_the_job_vector_nor_breaks_the_budget(case) -> None:  # type: ignore[no-untyped-def]
+    fabric, health, seed, budget, qps, ranked = case
+    jobs = random_jobs(fabric, seed=seed, sizes={2: 2, 3: 1, 4: 2}, fragmentation=0.5,
+                       patterns={"ring": 2, "pipeline": 1, "alltoall": 1})  # fmt: skip
+    if ranked:
+        jobs = [Job(**{**j.__dict__, "priority": k % 3}) for k, j in enumerate(jobs)]
+    flows = jobs_flows(fabric, jobs)
+    assume(len(flows) > 0)
+    opts = SolveOptions(table_budget=budget, qps=qps, certify=NO_CERT, job_rounds=0)
+    start = solve(fabric, health, flows, options=opts)
+    rows, path, parent = start.assignment.flows, start.assignment.path, np.asarray(start.parent)
+    limit = switch_budget(fabric, fabric.table_budget() if budget is None else budget)
+    kw = dict(qps=qps, budget=limit, mlu_bound=start.bound.value, kind="eecmp",
+              seeds=(1, 2, 3, 4), model="striped")  # fmt: skip
+    new, report = raise_worst(fabric, health, rows, path, parent, flows, **kw)  # type: ignore[arg-type]
+    again, _ = raise_worst(fabric, health, rows, path, parent, flows, **kw)  # type: ignore[arg-type]
+    assert np.array_equal(new, again)  # deterministic
+    # every flow routed or reported: the rows with a TE path are the same rows
+    assert np.array_equal(new >= 0, path >= 0)
+    # the table budget: no switch above its budget, or above what the start used
+    used = table_usage(fabric, Assignment(rows, new))
+    had = table_usage(fabric, Assignment(rows, path))
+    assert (used <= np.maximum(limit, had)).all()
+    # the job vector never falls
+    jobs_idx = np.flatnonzero(np.bincount(flows.job, minlength=len(flows.job_ids)) > 0)
+    prio = job_priorities(flows)
+
+    def vector(p: np.ndarray) -> np.ndarray:
+        values = predict(fabric, health, rows, p, parent, flows, qps=qps, kind="eecmp",
+                         seeds=(1, 2, 3, 4), model="striped").values  # fmt: skip
+        return objective_vector(values, prio, jobs_idx)
+
+    before, after = vector(path), vector(new)
+    assert compare(after, before) >= 0
+    if report.moves:
+        assert compare(after, before) > 0
+    # the worst job never beats its bound, nor any class's worst job its class bound
+    delivered = after[after >= 0]
+    if delivered.size:
+        assert report.worst <= report.bound + 1e-9
+    for worst, bound in report.classes.values():
+        assert worst <= bound + 1e-9
+
+
+def test_on_the_issue_case_the_certificate_has_nothing_to_hand_back() -> None:
+    fabric = build(PRESETS["small"])
+    health = parse_health(fabric, ISSUE_FAILURES)
+    flows = jobs_flows(fabric, random_jobs(fabric, seed=3))
+    for kind in ("eecmp", "wcmp"):
+        res = solve(fabric, health, flows,
+                    options=SolveOptions(certify=CertifyOptions(reference=kind)))  # fmt: skip
+        cert = res.certificate
+        assert cert is not None and cert.passed and not cert.fallback_jobs
+        assert res.handed_back.size == 0 and cert.below[kind] == 0
