@@ -62,17 +62,16 @@ from controller.model.fabric import ACCESS, Fabric
 from controller.model.flows import FlowSet
 from controller.model.health import LinkHealth
 from controller.model.paths import SAME_RACK
-from controller.model.rates import flow_shares
+from controller.model.rates import REL_TOL, flow_shares
 from controller.routes.budget import table_usage
 from controller.routes.entries import align_entries
 from controller.solver.bounds import lower_bound
 from controller.solver.certificate import job_values
 from controller.solver.greedy import Candidates, candidates
 
-REL_TOL = 1e-9
 ROUNDS = 32  # kept moves at most
 TRIES = 64  # candidate routings predicted at most
-WORK = 2_000_000  # carried rows simulated at most (rows x seeds, summed over predictions)
+WORK = 250_000  # carried rows simulated at most (rows x seeds, summed over predictions)
 TARGETS = 3  # jobs tried per round, in the objective's order
 ROW_TRIES = 4  # flows' rows tried one by one per job
 HOT_ARCS = 2  # over-capacity arcs relieved per job
@@ -156,6 +155,8 @@ class JobObjective:
             if len(self.classes) > 1
             else ""
         )
+        if self.bound_source == "not predicted":
+            return f"job objective: not run ({self.stopped})"
         return (
             f"job objective: worst job {self.worst:.4g} = {self.ratio:.4f} x its bound "
             f"{self.bound:.4g} ({self.bound_source}), mean {self.mean:.4g}; before the pass "
@@ -341,6 +342,15 @@ def raise_worst(
             # every flow gets its demand: every job at 1, the bound (cost: one load count)
             return path, _report(1.0, 1.0, 1.0, "none", start,
                                  stopped="skipped: no link over capacity")  # fmt: skip
+
+    one = len(rows) * (1 if te.all() else len(seeds))
+    if rounds and 2 * one > work:
+        # not even one proposal fits the work limit after the first prediction: the pass
+        # would only report, at the price of a prediction as long as the certificate's
+        nan = float("nan")
+        return path, _report(nan, nan, nan, "not predicted", start,
+                             stopped=f"skipped: a prediction simulates {one:,} rows, over "
+                                     f"half the work limit ({work:,})")  # fmt: skip
 
     def run(p: np.ndarray) -> Prediction:
         return predict(fabric, health, rows, p, parent, flows, qps=qps, kind=kind,
