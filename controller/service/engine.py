@@ -29,7 +29,7 @@ from controller.drivers.interface import Driver
 from controller.drivers.reconcile import Reconciler
 from controller.errors import DriverError
 from controller.model.assignment import Assignment
-from controller.model.fabric import Fabric
+from controller.model.fabric import SWITCH_TIERS, Fabric
 from controller.model.health import LinkHealth
 from controller.model.jobs import Job
 from controller.service import rounds
@@ -87,6 +87,7 @@ class Engine(EngineReads):
         # which certifies in full
         self.react = replace(self.options.certify, defer_above=REACT_WORK)
         self.metrics = metrics or Metrics()
+        self.metrics.set_table_budget(table_budget(fabric, self.options.table_budget))
         self._clock = clock
         self._cond = threading.Condition()
         self._state = DesiredState(fabric)
@@ -501,6 +502,14 @@ class Engine(EngineReads):
                 self._taken = min(self._taken, version - 1)
         log.info("took over at state version %d (%s)", version,
                  "adopted the stored assignment" if adopt else "solving")  # fmt: skip
+
+
+def table_budget(fabric: Fabric, option: int | None) -> dict[str, float]:
+    """Entries a switch of each tier may hold: the option's one number, else the fabric's
+    per tier (inf: unlimited)."""
+    return {tier: float("inf") if v is None else float(v)
+            for tier, v in zip(SWITCH_TIERS, fabric.te_entries if option is None
+                               else (option,) * len(SWITCH_TIERS), strict=True)}  # fmt: skip
 
 
 def _pending(result: AssignResult | SolveResult) -> bool:
