@@ -403,9 +403,89 @@ def status_text(d: dict[str, Any]) -> str:
         f"p99 {d['report_to_installed_p99_seconds']:.3g} s over "
         f"{g(d['report_to_installed_count'])} changes; {g(d['repairs'])} repairs"
     )
+    held = d.get("held")
+    if held:
+        point = ("checkpoint kept (`tectl routes rollback`)" if held["checkpoint"]
+                 else "no checkpoint")  # fmt: skip
+        lines.append(f"held        routes of {held['source']} ({g(held['flows'])} flows, "
+                     f"{g(held['entries'])} TE entries) applied from a file: the engine solves "
+                     f"nothing until `tectl routes release`; {point}")  # fmt: skip
     if d["last_error"]:
         lines.append(f"last error  {d['last_error']}")
     lines += [f"differs     {why}" for why in d["differing"][:10]]
+    return "\n".join(lines) + "\n"
+
+
+APPLY_MAX_BYTES = 4 << 20  # the API's limit on one ApplyRoutes request (limits.py)
+PLAN_SWITCHES = 30  # switches a plan lists in text (all of them with -o json)
+
+
+def cmd_routes_apply(args: argparse.Namespace) -> int:
+    """`tectl routes apply FILE`: install a route file's routes on the service, held."""
+    path = Path(args.file)
+    try:
+        content = path.read_bytes()
+    except OSError as err:
+        raise InputError(f"{path}: cannot read: {err.strerror or err}") from None
+    if len(content) > APPLY_MAX_BYTES:
+        raise InputError(f"{path}: {len(content):,} bytes, over the {APPLY_MAX_BYTES >> 20} MiB "
+                         "a request may carry; write the routes as columns (`tectl solve "
+                         "--out routes.npz`, about 1/150 of the JSON)")  # fmt: skip
+    with _client(args) as client:
+        plan = client.apply_routes(path.name, content, args.dry_run)
+    if not _structured(args, plan):
+        sys.stdout.write(plan_text(plan, f"routes of {path.name}", "apply"))
+    return 0
+
+
+def cmd_routes_rollback(args: argparse.Namespace) -> int:
+    """`tectl routes rollback`: re-install the checkpoint the last apply kept."""
+    with _client(args) as client:
+        plan = client.rollback_routes(args.dry_run)
+        held = client.status().get("held")
+    if not _structured(args, plan | {"held": held}):
+        sys.stdout.write(plan_text(plan, "the checkpoint", "rollback", held))
+    return 0
+
+
+def cmd_routes_release(args: argparse.Namespace) -> int:
+    """`tectl routes release`: the engine routes again."""
+    with _client(args) as client:
+        plan = client.release_routes()
+    if not _structured(args, plan):
+        print("released: the engine solves the current inputs and installs its own routes")
+    return 0
+
+
+def plan_text(plan: dict[str, Any], what: str, verb: str, held: Any = None) -> str:
+    """A route plan for a person: totals, then one line per switch that changes."""
+    g = "{:,}".format
+    add, rep, rm = plan["add"], plan["replace"], plan["remove"]
+    changes = (f"{g(len(plan['switches']))} switches: {g(add)} entries to add, {g(rep)} to "
+               f"replace, {g(rm)} to remove")  # fmt: skip
+    size = f"{g(plan['flows'])} flows, {g(plan['entries'])} TE entries"
+    if plan["dry_run"]:
+        lines = [f"dry run: {verb} of {what} ({size}) would change {changes}; nothing changed"]
+    elif verb == "apply":
+        lines = [f"applied {what} ({size}) and holding them: changed {changes} (routes "
+                 f"version {g(plan['routes_version'])}). The engine solves nothing while they "
+                 "are held (link reports are still repaired on them); `tectl routes "
+                 "rollback` restores the routes they replaced, `tectl routes release` hands "
+                 "the fabric back to the engine"]  # fmt: skip
+    else:
+        after = (f"routes of {held['source']} held again (no checkpoint left)" if held
+                 else "the engine routes again")  # fmt: skip
+        lines = [f"rolled back to {what} ({size}): changed {changes} (routes version "
+                 f"{g(plan['routes_version'])}); {after}"]  # fmt: skip
+    rows = [(s["switch"], s["add"], s["replace"], s["remove"]) for s in plan["switches"]]
+    if rows:
+        width = max(len("switch"), *(len(r[0]) for r in rows))
+        lines.append(f"{'switch':<{width}}  {'add':>7}  {'replace':>7}  {'remove':>7}")
+        lines += [f"{sw:<{width}}  {g(a):>7}  {g(r):>7}  {g(d):>7}"
+                  for sw, a, r, d in rows[:PLAN_SWITCHES]]  # fmt: skip
+        if len(rows) > PLAN_SWITCHES:
+            lines.append(f"... and {g(len(rows) - PLAN_SWITCHES)} more switches (`-o json` "
+                         "lists every one)")  # fmt: skip
     return "\n".join(lines) + "\n"
 
 
@@ -569,3 +649,24 @@ def register(cli: Commands) -> None:
         "--since", type=flag(int, 0, 2**63 - 1), default=0, help="resume a watch from a version"
     )
     show.set_defaults(func=cmd_routes_show)
+
+    apply = _output(client(routes_sub.add_parser(
+        "apply", help="install a route file's routes on a running controller and hold them",
+        description="Install the routes of a route file (JSON or .npz, as `tectl solve --out` "
+        "writes them) on a running controller, all or nothing, and hold them: the engine "
+        "solves nothing while they are held (link reports are still repaired on them). The "
+        "routes they replace are kept as a checkpoint (`tectl routes rollback`); `tectl "
+        "routes release` hands the fabric back to the engine.",
+    )))  # fmt: skip
+    apply.add_argument("file", help="route file (JSON, or .npz columns; at most 4 MiB)")
+    apply.add_argument("--dry-run", action="store_true",
+                       help="print the plan (entries per switch) and change nothing")  # fmt: skip
+    apply.set_defaults(func=cmd_routes_apply)
+    rollback = _output(client(routes_sub.add_parser(
+        "rollback", help="re-install the routes the last `routes apply` replaced")))  # fmt: skip
+    rollback.add_argument("--dry-run", action="store_true",
+                          help="print the plan and change nothing")  # fmt: skip
+    rollback.set_defaults(func=cmd_routes_rollback)
+    release = _output(client(routes_sub.add_parser(
+        "release", help="stop holding applied routes: the engine solves again")))  # fmt: skip
+    release.set_defaults(func=cmd_routes_release)

@@ -245,6 +245,21 @@ class Client:
         out["fabric"] = {k: _number(v) for k, v in out["fabric"].items()}
         return out
 
+    def apply_routes(self, name: str, content: bytes, dry_run: bool = False) -> dict[str, Any]:
+        """Install (and hold) a route file's routes, or only plan it; the plan as a dict
+        (RoutePlan's fields)."""
+        request = self._pb.ApplyRoutesRequest(name=name, content=content, dry_run=dry_run)
+        return _plain(self._call(self._stub.ApplyRoutes, request))
+
+    def rollback_routes(self, dry_run: bool = False) -> dict[str, Any]:
+        """Re-install the checkpoint the last apply kept, or only plan it."""
+        request = self._pb.RollbackRoutesRequest(dry_run=dry_run)
+        return _plain(self._call(self._stub.RollbackRoutes, request))
+
+    def release_routes(self) -> dict[str, Any]:
+        """Stop holding routes applied from a file: the engine solves again."""
+        return _plain(self._call(self._stub.ReleaseRoutes, self._pb.ReleaseRoutesRequest()))
+
     def stream_routes(
         self, switches: Sequence[str] = (), job: str = "", chunk: int = 10_000
     ) -> Iterator[RoutesChunk]:

@@ -89,8 +89,9 @@ class EngineReads:
     @property
     def certificate(self) -> Certificate | None:
         """The certificate of what is installed: a repair's pending one, else the last
-        result's."""
-        if self._deferred is not None:
+        result's; while routes applied from a file are held, only a repair's (a file's
+        routes are not certified)."""
+        if self._deferred is not None or self.intake.held is not None:
             return self._deferred
         return None if self.last_result is None else self.last_result.certificate
 

@@ -19,7 +19,7 @@ from controller.api.fabric_te.v1 import te_pb2_grpc as pb_grpc
 from controller.errors import InputError, LimitError
 from controller.model.assignment import Assignment
 from controller.routes.tables import Entry, RouteSet
-from controller.service import convert, route_query
+from controller.service import convert, route_query, route_upload
 from controller.service.engine import Engine, RouteEvent
 from controller.service.errors import mapped
 from controller.service.limits import Limits, Slots, check_flows
@@ -197,6 +197,7 @@ class TrafficEngineering(pb_grpc.TrafficEngineeringServicer):
             links=[pb.LinkState(link=self.fabric.link_name(k), fraction=f)
                    for k, f in e.links_not_up()],  # fmt: skip
             certificate=convert.certificate_to_pb(e.certificate),
+            held=convert.held_to_pb(e.intake.held),
             **e.status_fields(),
         )
 
@@ -227,6 +228,28 @@ class TrafficEngineering(pb_grpc.TrafficEngineeringServicer):
         scores = self._bounded(context, "Score", lambda _: score_many(
             self.fabric, health, jobs, placements, req, current=current))  # fmt: skip
         return pb.ScoreResponse(scores=[convert.score_to_pb(self.fabric, s) for s in scores])
+
+    @mapped
+    def ApplyRoutes(
+        self, request: pb.ApplyRoutesRequest, context: grpc.ServicerContext
+    ) -> pb.RoutePlan:
+        assignment, routes = route_upload.read(self.fabric, request.name, request.content)
+        view = self.engine.apply_routes(assignment, routes, request.name, request.dry_run)
+        return convert.plan_to_pb(view, request.dry_run, self.engine.routes_version)
+
+    @mapped
+    def RollbackRoutes(
+        self, request: pb.RollbackRoutesRequest, context: grpc.ServicerContext
+    ) -> pb.RoutePlan:
+        view = self.engine.rollback_routes(request.dry_run)
+        return convert.plan_to_pb(view, request.dry_run, self.engine.routes_version)
+
+    @mapped
+    def ReleaseRoutes(
+        self, request: pb.ReleaseRoutesRequest, context: grpc.ServicerContext
+    ) -> pb.RoutePlan:
+        view = self.engine.release_routes()
+        return convert.plan_to_pb(view, False, self.engine.routes_version)
 
     def _check_request(self, req: Request, what: str) -> None:
         """The cost cap of a placement request: its GPUs, and the flows its job would make
