@@ -189,6 +189,8 @@ def cmd_job_put(args: argparse.Namespace) -> int:
     if problems:
         raise all_problems(str(args.file), problems)
     with _client(args) as client:  # the file is checked before any connection is made
+        if args.dry_run:
+            return _preview(args, client.preview(put=entries))
         for entry in entries:
             print(f"{entry['id']}: generation {client.put_job(entry)}")
     return 0
@@ -278,12 +280,50 @@ def cmd_link(args: argparse.Namespace) -> int:
     extra = [] if args.fraction is None else [str(args.fraction)]
     changes = link_changes(args.change + extra)
     with _client(args) as client:
+        if args.dry_run:
+            links = [(name, *factor_state(factor)) for name, factor in changes]
+            return _preview(args, client.preview(links=links))
         for name, factor in changes:
             state, fraction = factor_state(factor)
             version = client.report_link(name, state, fraction)
             print(f"{name}={state if fraction is None else f'{fraction:g}'}: accepted; state "
                   f"version {version}")  # fmt: skip
     return 0
+
+
+def _preview(args: argparse.Namespace, reply: dict[str, Any]) -> int:
+    """Print a dry run of input changes (`-o json|yaml`: every field)."""
+    if not _structured(args, reply):
+        sys.stdout.write(preview_text(reply))
+    return 0
+
+
+def preview_text(d: dict[str, Any]) -> str:
+    """A dry run for a person: what would move, the entries per switch, the would-be
+    routing's quality and certificate; it says nothing was stored or pushed."""
+    g, m = "{:,}".format, d["metrics"]
+    jobs = d["jobs_affected"]
+    named = ": " + ", ".join(jobs[:10]) + (" ..." if len(jobs) > 10 else "") if jobs else ""
+    lines = [
+        "dry run: nothing stored or pushed",
+        f"would move {g(d['flows_moved'])} of {g(d['flows'])} flows; "
+        f"{g(len(jobs))} jobs affected{named}",
+        f"routing     MLU {m['mlu']:.4g} over bound {m['bound']:.4g} (ratio {m['ratio']:.4g})",
+    ]
+    cert = d.get("certificate")
+    if cert:
+        worst = ", ".join(f"{k} {v:.4g}" for k, v in sorted(cert["worst_ratio"].items()))
+        fell = cert["fallback_jobs"]
+        lines.append(
+            f"certificate {'passed' if cert['passed'] else 'FAILED'} against "
+            f"{cert['reference']}: {g(cert['jobs_checked'])} of {g(cert['jobs'])} jobs "
+            f"compared, worst TE/hashing {worst}; {g(len(fell))} jobs handed back"
+        )  # fmt: skip
+    plan = plan_text(d["plan"], "the would-be routing", "install").splitlines()
+    lines.append("entries     " + plan[0].split(" would change ", 1)[1].removesuffix(
+        "; nothing changed"))  # fmt: skip
+    lines += plan[1:]
+    return "\n".join(lines) + "\n"
 
 
 def cmd_link_ls(args: argparse.Namespace) -> int:
@@ -604,7 +644,10 @@ def register(cli: Commands) -> None:
     jsub = job.add_subparsers(dest="job_command", required=True, metavar="SUBCOMMAND")
     put = client(jsub.add_parser("put", help="create or replace the jobs of a placement file"))
     put.add_argument("file")
-    put.set_defaults(func=cmd_job_put)
+    put.add_argument("--dry-run", action="store_true",
+                     help="print what would move (flows, entries per switch, jobs affected) "
+                     "and the would-be routing's certificate; store and push nothing")  # fmt: skip
+    _output(put).set_defaults(func=cmd_job_put)
     rm = client(jsub.add_parser("rm", help="delete a job (idempotent)"))
     rm.add_argument("id")
     rm.set_defaults(func=cmd_job_rm)
@@ -629,6 +672,9 @@ def register(cli: Commands) -> None:
         metavar="LINK=STATE",
         help="e.g. rtsw-p0-r3:ctsw-p0-c2=0.5; STATE: down, up or a fraction",
     )
+    link.add_argument("--dry-run", action="store_true",
+                      help="print what would move and the would-be routing's certificate; "
+                      "report nothing")  # fmt: skip
     link.add_argument(
         "--fraction", "--factor", type=flag(float, 0, 1), default=None, help=argparse.SUPPRESS
     )  # `link degrade LINK --factor F`, as lab took it

@@ -14,7 +14,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -116,9 +116,18 @@ class Intake:
             self.held = held
 
     def what_if(
-        self, updates: Mapping[int, float], extra: list[Job], options: SolveOptions
+        self,
+        updates: Mapping[int, float],
+        extra: list[Job],
+        options: SolveOptions,
+        *,
+        put: Sequence[Job] = (),
+        delete: Sequence[str] = (),
+        previous: Assignment | None = None,
     ) -> SolveResult:
-        """Solve the current state plus changes; nothing is stored or applied."""
+        """Solve the current state plus changes (`extra` jobs added, `put` created or
+        replaced, `delete` removed), from `previous` as a real solve starts from what is
+        installed; nothing is stored or applied."""
         with self._cond:
             jobs = {k: v for k, (v, _) in self.state.jobs.items()}
             health = self.state.health
@@ -127,8 +136,13 @@ class Intake:
             if job.id in jobs:
                 raise InputError(f"extra_jobs: job id {job.id!r} already exists")
             jobs[job.id] = job
+        jobs.update((job.id, job) for job in put)
+        for i, job_id in enumerate(delete):
+            if jobs.pop(job_id, None) is None:
+                raise InputError(f"delete_jobs[{i}]: no job {job_id!r}")
         flows = jobs_flows(self.fabric, [jobs[k] for k in sorted(jobs)], self.known())
-        return solve(self.fabric, health.with_factors(updates), flows, options=options)
+        return solve(self.fabric, health.with_factors(updates), flows, previous=previous,
+                     options=options)  # fmt: skip
 
     # ---- inputs (called from API threads) ---------------------------------------------
     def put_job(self, job: Job, generation: int) -> tuple[int, int]:

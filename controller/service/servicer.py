@@ -23,6 +23,7 @@ from controller.service import convert, route_query, route_upload
 from controller.service.engine import Engine, RouteEvent
 from controller.service.errors import mapped
 from controller.service.limits import Limits, Slots, check_flows
+from controller.solver.solve import SolveOptions
 
 T = TypeVar("T")
 RESUME_VERSION_KEY = "resume-version"  # trailing metadata of a dropped watch
@@ -170,15 +171,32 @@ class TrafficEngineering(pb_grpc.TrafficEngineeringServicer):
             convert.job_from_pb(self.fabric, job, f"extra_jobs[{i}]")
             for i, job in enumerate(request.extra_jobs)
         ]
-        jobs = [job for job, _ in self.engine.jobs()] + extra
-        check_flows(self.fabric, jobs, self.limits.whatif_max_flows, "Solve: jobs + extra_jobs")
+        put = [convert.job_from_pb(self.fabric, job, f"put_jobs[{i}]")
+               for i, job in enumerate(request.put_jobs)]  # fmt: skip
+        delete = list(request.delete_jobs)
+        gone = {job.id for job in put} | set(delete)
+        jobs = [job for job, _ in self.engine.jobs() if job.id not in gone] + extra + put
+        check_flows(self.fabric, jobs, self.limits.whatif_max_flows,
+                    "Solve: jobs + extra_jobs + put_jobs")  # fmt: skip
 
-        def run(seconds: float) -> dict[str, float]:
+        def options(seconds: float) -> SolveOptions:
             o = self.engine.options
-            options = dataclasses.replace(o, lp_time_limit=min(o.lp_time_limit, max(0.1, seconds)))
-            return self.engine.what_if(updates, extra, options).metrics()
+            return dataclasses.replace(o, lp_time_limit=min(o.lp_time_limit, max(0.1, seconds)))
 
-        return pb.SolveResponse(metrics=self._bounded(context, "Solve", run))
+        if not request.preview:
+            metrics = self._bounded(context, "Solve", lambda s: self.engine.what_if(
+                updates, extra, options(s), put=put, delete=delete).metrics())  # fmt: skip
+            return pb.SolveResponse(metrics=metrics)
+        if extra:
+            raise InputError("extra_jobs: a preview takes put_jobs (created or replaced)")
+        seen = self._bounded(context, "Solve", lambda s: self.engine.preview(
+            updates, put, delete, options(s)))  # fmt: skip
+        return pb.SolveResponse(
+            metrics=seen.result.metrics(), flows=len(seen.result.assignment.flows),
+            plan=convert.plan_to_pb(seen.plan, True, self.engine.routes_version),
+            flows_moved=seen.flows_moved, jobs_affected=seen.jobs_affected,
+            certificate=convert.certificate_to_pb(seen.result.certificate),
+        )  # fmt: skip
 
     @mapped
     def Status(self, request: pb.StatusRequest, context: grpc.ServicerContext) -> pb.StatusResponse:
