@@ -203,6 +203,7 @@ def plan_to_pb(view: PlanView, dry_run: bool, routes_version: int) -> pb.RoutePl
     add, replace, remove = view.totals
     return pb.RoutePlan(
         dry_run=dry_run, add=add, replace=replace, remove=remove, flows=view.flows,
+        subflows=view.subflows,
         entries=view.entries, routes_version=routes_version,
         switches=[pb.SwitchPlan(switch=sw, add=a, replace=r, remove=d)
                   for sw, a, r, d in view.switches],

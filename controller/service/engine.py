@@ -542,7 +542,7 @@ class Engine(EngineReads):
     def plan_routes(self, assignment: Assignment) -> PlanView:
         """What installing `assignment` would change on the switches now; nothing pushed."""
         plan, wanted = plan_update(self.fabric, self.installed, assignment)
-        return PlanView.of(plan, len(assignment.flows), len(wanted))
+        return PlanView.of(plan, assignment, len(wanted))
 
     def apply_routes(
         self, assignment: Assignment, routes: RouteSet, source: str, dry_run: bool = False

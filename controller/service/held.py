@@ -23,6 +23,7 @@ import numpy as np
 from controller.errors import RouteError
 from controller.model import validation
 from controller.model.assignment import Assignment
+from controller.model.counts import Counts
 from controller.model.fabric import Fabric
 from controller.model.health import LinkHealth
 from controller.routes.entries import build_routes
@@ -35,7 +36,7 @@ class Held:
     """Routes applied from a file: where from, and what they replaced."""
 
     source: str  # the file's name, as the client gave it
-    flows: int  # flows of the applied routes
+    flows: int  # flows of the applied routes (controller.model.counts)
     entries: int  # TE entries they make
     # the assignment the apply replaced (no flows: no TE routes were installed); None: no
     # checkpoint is kept (held again by a rollback to a file's routes)
@@ -47,21 +48,24 @@ class Held:
 @dataclass(frozen=True)
 class PlanView:
     """What a change of routes does to the switches: (add, replace, remove) per switch that
-    changes, by name, and the totals; `flows` and `entries` are the new routes' own."""
+    changes, by name, and the totals; `flows`, `subflows` (controller.model.counts) and
+    `entries` are the new routes' own."""
 
     switches: tuple[tuple[str, int, int, int], ...]
     flows: int
     entries: int
+    subflows: int = 0
 
     @classmethod
-    def of(cls, plan: Plan, flows: int, entries: int) -> PlanView:
+    def of(cls, plan: Plan, assignment: Assignment, entries: int) -> PlanView:
         per: dict[str, list[int]] = {}
         for _, batch in plan.batches():
             counts = per.setdefault(batch.switch, [0, 0, 0])
             for i, n in enumerate(batch.counts()):
                 counts[i] += n
         rows = tuple((sw, a, r, d) for sw, (a, r, d) in sorted(per.items()) if a + r + d)
-        return cls(rows, flows, entries)
+        made = Counts.of(assignment.flows)
+        return cls(rows, made.flows, entries, made.subflows)
 
     @property
     def totals(self) -> tuple[int, int, int]:

@@ -43,7 +43,7 @@ def preview(
     `before` them; `changed`: the ids of the jobs put or deleted."""
     after = result.assignment
     plan, wanted = plan_update(fabric, installed, after)
-    view = PlanView.of(plan, len(after.flows), len(wanted))
+    view = PlanView.of(plan, after, len(wanted))
     affected = set(changed)
     moved = 0
     if before is not None and len(before.flows) and len(after.flows):

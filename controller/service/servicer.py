@@ -18,6 +18,7 @@ from controller.api.fabric_te.v1 import te_pb2 as pb
 from controller.api.fabric_te.v1 import te_pb2_grpc as pb_grpc
 from controller.errors import InputError, LimitError
 from controller.model.assignment import Assignment
+from controller.model.counts import Counts
 from controller.routes.tables import Entry, RouteSet
 from controller.service import convert, route_query, route_upload
 from controller.service.engine import Engine, RouteEvent
@@ -191,8 +192,10 @@ class TrafficEngineering(pb_grpc.TrafficEngineeringServicer):
             raise InputError("extra_jobs: a preview takes put_jobs (created or replaced)")
         seen = self._bounded(context, "Solve", lambda s: self.engine.preview(
             updates, put, delete, options(s)))  # fmt: skip
+        metrics = seen.result.metrics()
+        metrics["subflows"], metrics["flows"] = metrics["flows"], float(seen.plan.flows)
         return pb.SolveResponse(
-            metrics=seen.result.metrics(), flows=len(seen.result.assignment.flows),
+            metrics=metrics, flows=seen.plan.flows,
             plan=convert.plan_to_pb(seen.plan, True, self.engine.routes_version),
             flows_moved=seen.flows_moved, jobs_affected=seen.jobs_affected,
             certificate=convert.certificate_to_pb(seen.result.certificate),
@@ -203,6 +206,9 @@ class TrafficEngineering(pb_grpc.TrafficEngineeringServicer):
         e = self.engine
         version, routes = e.snapshot()
         last = e.last_result.metrics() if e.last_result is not None else {}
+        if e.last_result is not None:  # the solver's "flows" are its rows: subflows
+            counts = Counts.of(e.last_result.assignment.flows)
+            last["subflows"], last["flows"] = last["flows"], float(counts.flows)
         return pb.StatusResponse(
             fabric=convert.str_map(self.fabric.summary()),
             last_solve=last,

@@ -48,6 +48,12 @@ def test_dry_runs_show_what_would_move_and_change_nothing(
             assert engine.installed == installed and engine.state_version == state
             assert engine.routes_version == routes and [j.id for j, _ in engine.jobs()] == ["a"]
 
+        # Status, job describe and a dry run count flows alike (subflows: rows on paths)
+        code, out, _ = _tectl(capsys, "status", "-o", "json", *server)
+        last = json.loads(out)["last_solve"]
+        code, out, _ = _tectl(capsys, "job", "describe", "a", "-o", "json", *server)
+        assert last["flows"] == json.loads(out)["figures"]["flows"] <= last["subflows"]
+
         # a new job: its entries are added, nothing of job a moves
         new = _jobs(small, tmp_path / "b.json", "b", [1, 3, 5, 7, 9])
         code, out, _ = _tectl(capsys, "job", "put", str(new), "--dry-run", "-o", "json", *server)
@@ -55,7 +61,8 @@ def test_dry_runs_show_what_would_move_and_change_nothing(
         assert code == 0 and seen["jobs_affected"] == ["b"] and seen["flows_moved"] == 0
         assert seen["plan"]["add"] > 0 and seen["plan"]["remove"] == 0
         assert seen["certificate"]["passed"] and seen["certificate"]["jobs"] == 2
-        assert seen["flows"] == seen["metrics"]["flows"] > len(installed) // 4
+        assert seen["flows"] == seen["metrics"]["flows"] == seen["plan"]["flows"] > last["flows"]
+        assert seen["metrics"]["subflows"] == seen["plan"]["subflows"] >= seen["flows"]
         unchanged()
         code, text, _ = _tectl(capsys, "job", "put", str(new), "--dry-run", *server)
         assert code == 0 and text.startswith("dry run: nothing stored or pushed\n")
