@@ -116,12 +116,24 @@ def write_placement(path: str, fabric: Fabric, jobs: Sequence[Job]) -> None:
 
 
 def _describe(inputs: Inputs) -> str:
+    from controller.model.counts import Counts
+
     f = inputs.fabric
     return (
-        f"fabric {f.name}: {f.num_nics:,} GPUs in {f.pods} pod(s); {inputs.jobs:,} jobs, "
-        f"{len(inputs.flows):,} flows; {inputs.health.down_links().size} links down, "
+        f"fabric {f.name}: {f.num_nics:,} GPUs in {f.pods} pod(s); "
+        f"{Counts.of(inputs.flows).text()}; {inputs.health.down_links().size} links down, "
         f"{inputs.health.degraded_links().size} degraded"
     )
+
+
+def counts_of(result: Any, entries: int) -> tuple[str, dict[str, Any]]:
+    """The routing's counts in the one vocabulary (controller.model.counts): a line for
+    people, fields for --json."""
+    from controller.model.counts import Counts
+
+    counts = Counts.of(result.assignment.flows)
+    line = f"counts: {counts.text()} on paths; {entries:,} TE entries"
+    return line, counts.to_dict() | {"te_entries": entries}
 
 
 def health_report(inputs: Inputs) -> tuple[list[str], dict[str, object]]:
@@ -232,7 +244,9 @@ def cmd_solve(args: argparse.Namespace) -> int:
         rows.append(adaptive_spray(inputs.fabric, inputs.health, inputs.flows, optimum,
                                    time.perf_counter() - t))  # fmt: skip
     bound = result.bound.value
-    metrics = result.metrics()
+    counts_line, counts = counts_of(result, len(routes))
+    metrics = result.metrics()  # its "flows" are the routing's rows: subflows, so named
+    metrics["subflows"], metrics["flows"] = metrics["flows"], float(counts["flows"])
     health_lines, health_data = health_report(inputs)
     lines = [
         _describe(inputs),
@@ -251,12 +265,14 @@ def cmd_solve(args: argparse.Namespace) -> int:
         f" of it, mean job "
         f"{rows[0].report.busbw_fraction_mean / rows[-1].report.busbw_fraction_mean:.4f}",
     ]
+    lines.append(counts_line)
     if result.objective is not None:
         lines.append(result.objective.summary())
     if result.certificate is not None:
         lines.append(result.certificate.summary())
     data: dict[str, object] = {
         "inputs": _describe(inputs),
+        "counts": counts,
         **health_data,
         "bound": {"value": bound, "name": result.bound.name, "parts": result.bound.parts},
         "te": metrics,
@@ -265,10 +281,10 @@ def cmd_solve(args: argparse.Namespace) -> int:
         "certificate": None if result.certificate is None else result.certificate.to_dict(),
     }
     if args.out or args.apply:
-        counts = list(routes.counts().values()) or [0]
+        per = list(routes.counts().values()) or [0]
         lines.append(
             f"routes: {len(routes):,} TE entries on {len(routes.switches()):,} switches "
-            f"(max {max(counts):,}, median {sorted(counts)[len(counts) // 2]:,} per switch)"
+            f"(max {max(per):,}, median {sorted(per)[len(per) // 2]:,} per switch)"
         )
         data["routes"] = {"entries": len(routes), "switches": len(routes.switches())}
         if args.out:
@@ -390,7 +406,11 @@ def cmd_routes_verify(args: argparse.Namespace) -> int:
     if not report.ok:
         raise InputError(f"{args.routes}: the routes do not install: {report.summary()}")
     check = verify(fabric, driver.emulated, assignment)
-    emit(args.json, {"ok": check.ok, "summary": check.summary()}, check.summary() + "\n")
+    from controller.model.counts import Counts
+
+    counts = Counts.of(assignment.flows).to_dict() | {"te_entries": len(routes)}
+    emit(args.json, {"ok": check.ok, "summary": check.summary(), "counts": counts},
+         check.summary() + "\n")  # fmt: skip
     return 0 if check.ok else 1
 
 

@@ -37,6 +37,7 @@ import numpy as np
 
 from controller.errors import InputError
 from controller.model.assignment import Assignment
+from controller.model.counts import Counts
 from controller.model.fabric import Fabric
 from controller.model.flows import ALL_QPS
 from controller.model.paths import MAX_HOPS
@@ -131,9 +132,10 @@ class Walk:
 
 @dataclass(frozen=True)
 class VerifyReport:
-    """Flows looped, dropped, or (routed but) off their assigned path; all flow indices."""
+    """Subflows looped, dropped, or (routed but) off their assigned path, as row indices of
+    the assignment; `counts` in the one vocabulary (controller.model.counts)."""
 
-    flows: int
+    counts: Counts
     looped: np.ndarray = field(repr=False)
     dropped: np.ndarray = field(repr=False)
     off_path: np.ndarray = field(repr=False)
@@ -142,10 +144,14 @@ class VerifyReport:
     def ok(self) -> bool:
         return not (self.looped.size or self.dropped.size or self.off_path.size)
 
+    @property
+    def flows(self) -> int:
+        return self.counts.flows
+
     def summary(self) -> str:
         return (
-            f"{self.flows:,} flows: {self.looped.size:,} looped, {self.dropped.size:,} dropped, "
-            f"{self.off_path.size:,} off their assigned path"
+            f"{self.counts.flows_text()} walked: {self.looped.size:,} subflows looped, "
+            f"{self.dropped.size:,} dropped, {self.off_path.size:,} off their assigned path"
         )
 
 
@@ -628,7 +634,7 @@ def verify(fabric: Fabric, emulated: EmulatedFabric, assignment: Assignment) -> 
     off = (got[:, :MAX_HOPS] != want).any(axis=1) | (got[:, MAX_HOPS:] >= 0).any(axis=1)
     delivered = walks.status == DELIVERED
     return VerifyReport(
-        flows=len(flows),
+        counts=Counts.of(flows),
         looped=np.flatnonzero(walks.status == LOOPED),
         dropped=np.flatnonzero(walks.status == DROPPED),
         off_path=np.flatnonzero(off & delivered & assignment.routed),

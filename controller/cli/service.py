@@ -189,6 +189,8 @@ def cmd_job_put(args: argparse.Namespace) -> int:
     if problems:
         raise all_problems(str(args.file), problems)
     with _client(args) as client:  # the file is checked before any connection is made
+        if args.dry_run:
+            return _preview(args, client.preview(put=entries))
         for entry in entries:
             print(f"{entry['id']}: generation {client.put_job(entry)}")
     return 0
@@ -278,12 +280,50 @@ def cmd_link(args: argparse.Namespace) -> int:
     extra = [] if args.fraction is None else [str(args.fraction)]
     changes = link_changes(args.change + extra)
     with _client(args) as client:
+        if args.dry_run:
+            links = [(name, *factor_state(factor)) for name, factor in changes]
+            return _preview(args, client.preview(links=links))
         for name, factor in changes:
             state, fraction = factor_state(factor)
             version = client.report_link(name, state, fraction)
             print(f"{name}={state if fraction is None else f'{fraction:g}'}: accepted; state "
                   f"version {version}")  # fmt: skip
     return 0
+
+
+def _preview(args: argparse.Namespace, reply: dict[str, Any]) -> int:
+    """Print a dry run of input changes (`-o json|yaml`: every field)."""
+    if not _structured(args, reply):
+        sys.stdout.write(preview_text(reply))
+    return 0
+
+
+def preview_text(d: dict[str, Any]) -> str:
+    """A dry run for a person: what would move, the entries per switch, the would-be
+    routing's quality and certificate; it says nothing was stored or pushed."""
+    g, m = "{:,}".format, d["metrics"]
+    jobs = d["jobs_affected"]
+    named = ": " + ", ".join(jobs[:10]) + (" ..." if len(jobs) > 10 else "") if jobs else ""
+    lines = [
+        "dry run: nothing stored or pushed",
+        f"would move {g(d['flows_moved'])} of {g(d['flows'])} flows; "
+        f"{g(len(jobs))} jobs affected{named}",
+        f"routing     MLU {m['mlu']:.4g} over bound {m['bound']:.4g} (ratio {m['ratio']:.4g})",
+    ]
+    cert = d.get("certificate")
+    if cert:
+        worst = ", ".join(f"{k} {v:.4g}" for k, v in sorted(cert["worst_ratio"].items()))
+        fell = cert["fallback_jobs"]
+        lines.append(
+            f"certificate {'passed' if cert['passed'] else 'FAILED'} against "
+            f"{cert['reference']}: {g(cert['jobs_checked'])} of {g(cert['jobs'])} jobs "
+            f"compared, worst TE/hashing {worst}; {g(len(fell))} jobs handed back"
+        )  # fmt: skip
+    plan = plan_text(d["plan"], "the would-be routing", "install").splitlines()
+    lines.append("entries     " + plan[0].split(" would change ", 1)[1].removesuffix(
+        "; nothing changed"))  # fmt: skip
+    lines += plan[1:]
+    return "\n".join(lines) + "\n"
 
 
 def cmd_link_ls(args: argparse.Namespace) -> int:
@@ -380,7 +420,8 @@ def status_text(d: dict[str, Any]) -> str:
     if last:
         lines.append(
             f"last solve  MLU {last.get('mlu', 0):.4g} over bound {last.get('bound', 0):.4g} "
-            f"(ratio {last.get('ratio', 0):.4g}); {g(int(last.get('flows', 0)))} flows, "
+            f"(ratio {last.get('ratio', 0):.4g}); {g(int(last.get('flows', 0)))} flows "
+            f"({g(int(last.get('subflows', 0)))} subflows), "
             f"{g(int(last.get('churn', 0)))} moved, {g(int(last.get('fallback_ecmp', 0)))} on "
             "ECMP by the table budget"
         )
@@ -403,9 +444,89 @@ def status_text(d: dict[str, Any]) -> str:
         f"p99 {d['report_to_installed_p99_seconds']:.3g} s over "
         f"{g(d['report_to_installed_count'])} changes; {g(d['repairs'])} repairs"
     )
+    held = d.get("held")
+    if held:
+        point = ("checkpoint kept (`tectl routes rollback`)" if held["checkpoint"]
+                 else "no checkpoint")  # fmt: skip
+        lines.append(f"held        routes of {held['source']} ({g(held['flows'])} flows, "
+                     f"{g(held['entries'])} TE entries) applied from a file: the engine solves "
+                     f"nothing until `tectl routes release`; {point}")  # fmt: skip
     if d["last_error"]:
         lines.append(f"last error  {d['last_error']}")
     lines += [f"differs     {why}" for why in d["differing"][:10]]
+    return "\n".join(lines) + "\n"
+
+
+APPLY_MAX_BYTES = 4 << 20  # the API's limit on one ApplyRoutes request (limits.py)
+PLAN_SWITCHES = 30  # switches a plan lists in text (all of them with -o json)
+
+
+def cmd_routes_apply(args: argparse.Namespace) -> int:
+    """`tectl routes apply FILE`: install a route file's routes on the service, held."""
+    path = Path(args.file)
+    try:
+        content = path.read_bytes()
+    except OSError as err:
+        raise InputError(f"{path}: cannot read: {err.strerror or err}") from None
+    if len(content) > APPLY_MAX_BYTES:
+        raise InputError(f"{path}: {len(content):,} bytes, over the {APPLY_MAX_BYTES >> 20} MiB "
+                         "a request may carry; write the routes as columns (`tectl solve "
+                         "--out routes.npz`, about 1/150 of the JSON)")  # fmt: skip
+    with _client(args) as client:
+        plan = client.apply_routes(path.name, content, args.dry_run)
+    if not _structured(args, plan):
+        sys.stdout.write(plan_text(plan, f"routes of {path.name}", "apply"))
+    return 0
+
+
+def cmd_routes_rollback(args: argparse.Namespace) -> int:
+    """`tectl routes rollback`: re-install the checkpoint the last apply kept."""
+    with _client(args) as client:
+        plan = client.rollback_routes(args.dry_run)
+        held = client.status().get("held")
+    if not _structured(args, plan | {"held": held}):
+        sys.stdout.write(plan_text(plan, "the checkpoint", "rollback", held))
+    return 0
+
+
+def cmd_routes_release(args: argparse.Namespace) -> int:
+    """`tectl routes release`: the engine routes again."""
+    with _client(args) as client:
+        plan = client.release_routes()
+    if not _structured(args, plan):
+        print("released: the engine solves the current inputs and installs its own routes")
+    return 0
+
+
+def plan_text(plan: dict[str, Any], what: str, verb: str, held: Any = None) -> str:
+    """A route plan for a person: totals, then one line per switch that changes."""
+    g = "{:,}".format
+    add, rep, rm = plan["add"], plan["replace"], plan["remove"]
+    changes = (f"{g(len(plan['switches']))} switches: {g(add)} entries to add, {g(rep)} to "
+               f"replace, {g(rm)} to remove")  # fmt: skip
+    size = f"{g(plan['flows'])} flows, {g(plan['entries'])} TE entries"
+    if plan["dry_run"]:
+        lines = [f"dry run: {verb} of {what} ({size}) would change {changes}; nothing changed"]
+    elif verb == "apply":
+        lines = [f"applied {what} ({size}) and holding them: changed {changes} (routes "
+                 f"version {g(plan['routes_version'])}). The engine solves nothing while they "
+                 "are held (link reports are still repaired on them); `tectl routes "
+                 "rollback` restores the routes they replaced, `tectl routes release` hands "
+                 "the fabric back to the engine"]  # fmt: skip
+    else:
+        after = (f"routes of {held['source']} held again (no checkpoint left)" if held
+                 else "the engine routes again")  # fmt: skip
+        lines = [f"rolled back to {what} ({size}): changed {changes} (routes version "
+                 f"{g(plan['routes_version'])}); {after}"]  # fmt: skip
+    rows = [(s["switch"], s["add"], s["replace"], s["remove"]) for s in plan["switches"]]
+    if rows:
+        width = max(len("switch"), *(len(r[0]) for r in rows))
+        lines.append(f"{'switch':<{width}}  {'add':>7}  {'replace':>7}  {'remove':>7}")
+        lines += [f"{sw:<{width}}  {g(a):>7}  {g(r):>7}  {g(d):>7}"
+                  for sw, a, r, d in rows[:PLAN_SWITCHES]]  # fmt: skip
+        if len(rows) > PLAN_SWITCHES:
+            lines.append(f"... and {g(len(rows) - PLAN_SWITCHES)} more switches (`-o json` "
+                         "lists every one)")  # fmt: skip
     return "\n".join(lines) + "\n"
 
 
@@ -524,7 +645,10 @@ def register(cli: Commands) -> None:
     jsub = job.add_subparsers(dest="job_command", required=True, metavar="SUBCOMMAND")
     put = client(jsub.add_parser("put", help="create or replace the jobs of a placement file"))
     put.add_argument("file")
-    put.set_defaults(func=cmd_job_put)
+    put.add_argument("--dry-run", action="store_true",
+                     help="print what would move (flows, entries per switch, jobs affected) "
+                     "and the would-be routing's certificate; store and push nothing")  # fmt: skip
+    _output(put).set_defaults(func=cmd_job_put)
     rm = client(jsub.add_parser("rm", help="delete a job (idempotent)"))
     rm.add_argument("id")
     rm.set_defaults(func=cmd_job_rm)
@@ -549,6 +673,9 @@ def register(cli: Commands) -> None:
         metavar="LINK=STATE",
         help="e.g. rtsw-p0-r3:ctsw-p0-c2=0.5; STATE: down, up or a fraction",
     )
+    link.add_argument("--dry-run", action="store_true",
+                      help="print what would move and the would-be routing's certificate; "
+                      "report nothing")  # fmt: skip
     link.add_argument(
         "--fraction", "--factor", type=flag(float, 0, 1), default=None, help=argparse.SUPPRESS
     )  # `link degrade LINK --factor F`, as lab took it
@@ -569,3 +696,24 @@ def register(cli: Commands) -> None:
         "--since", type=flag(int, 0, 2**63 - 1), default=0, help="resume a watch from a version"
     )
     show.set_defaults(func=cmd_routes_show)
+
+    apply = _output(client(routes_sub.add_parser(
+        "apply", help="install a route file's routes on a running controller and hold them",
+        description="Install the routes of a route file (JSON or .npz, as `tectl solve --out` "
+        "writes them) on a running controller, all or nothing, and hold them: the engine "
+        "solves nothing while they are held (link reports are still repaired on them). The "
+        "routes they replace are kept as a checkpoint (`tectl routes rollback`); `tectl "
+        "routes release` hands the fabric back to the engine.",
+    )))  # fmt: skip
+    apply.add_argument("file", help="route file (JSON, or .npz columns; at most 4 MiB)")
+    apply.add_argument("--dry-run", action="store_true",
+                       help="print the plan (entries per switch) and change nothing")  # fmt: skip
+    apply.set_defaults(func=cmd_routes_apply)
+    rollback = _output(client(routes_sub.add_parser(
+        "rollback", help="re-install the routes the last `routes apply` replaced")))  # fmt: skip
+    rollback.add_argument("--dry-run", action="store_true",
+                          help="print the plan and change nothing")  # fmt: skip
+    rollback.set_defaults(func=cmd_routes_rollback)
+    release = _output(client(routes_sub.add_parser(
+        "release", help="stop holding applied routes: the engine solves again")))  # fmt: skip
+    release.set_defaults(func=cmd_routes_release)

@@ -46,6 +46,10 @@ METHOD_ROLES: dict[str, frozenset[str]] = {
     "WatchRoutes": frozenset({"reader"}),
     "Status": frozenset({"reader"}),
     "Solve": frozenset({"reader"}),
+    # routes from a file override the engine for the whole fabric: admin only
+    "ApplyRoutes": frozenset(),
+    "RollbackRoutes": frozenset(),
+    "ReleaseRoutes": frozenset(),
 }
 ANONYMOUS = "anonymous"
 

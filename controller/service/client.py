@@ -225,15 +225,9 @@ class Client:
     def report_link(self, link: str, state: str, fraction: float | None = None) -> int:
         """Report `link` down, up or degraded to `fraction` of its capacity; the new state
         version."""
-        if state not in LINK_STATES:
-            raise InputError(f"link state {state!r}: expected one of {', '.join(LINK_STATES)}")
-        if state == "degrade" and fraction is None:
-            raise InputError("link degrade needs a FRACTION of capacity, e.g. 0.5")
-        pb = self._pb
-        code = {"down": pb.LinkReport.DOWN, "up": pb.LinkReport.UP,
-                "degrade": pb.LinkReport.DEGRADED}[state]  # fmt: skip
-        report = pb.LinkReport(link=link, state=code, fraction=fraction or 0.0)
-        reply = self._call(self._stub.ReportLinks, pb.ReportLinksRequest(reports=[report]))
+        report = self._report(link, state, fraction)
+        request = self._pb.ReportLinksRequest(reports=[report])
+        reply = self._call(self._stub.ReportLinks, request)
         return int(reply.state_version)
 
     def status(self) -> dict[str, Any]:
@@ -244,6 +238,48 @@ class Client:
         out = _plain(s)
         out["fabric"] = {k: _number(v) for k, v in out["fabric"].items()}
         return out
+
+    def preview(
+        self,
+        put: Sequence[Mapping[str, Any]] = (),
+        delete: Sequence[str] = (),
+        links: Sequence[tuple[str, str, float | None]] = (),
+    ) -> dict[str, Any]:
+        """A dry run of job puts, deletes and link reports (link, state, fraction): what
+        the would-be routing moves, its plan and certificate; nothing is stored or pushed."""
+        pb = self._pb
+        request = pb.SolveRequest(
+            put_jobs=[pb.Job(**{k: v for k, v in job.items() if v is not None}) for job in put],
+            delete_jobs=list(delete), links=[self._report(*link) for link in links],
+            preview=True,
+        )  # fmt: skip
+        return _plain(self._call(self._stub.Solve, request))
+
+    def _report(self, link: str, state: str, fraction: float | None) -> Any:
+        """A LinkReport message: `state` down, up or degrade (to `fraction`)."""
+        if state not in LINK_STATES:
+            raise InputError(f"link state {state!r}: expected one of {', '.join(LINK_STATES)}")
+        if state == "degrade" and fraction is None:
+            raise InputError("link degrade needs a FRACTION of capacity, e.g. 0.5")
+        pb = self._pb
+        code = {"down": pb.LinkReport.DOWN, "up": pb.LinkReport.UP,
+                "degrade": pb.LinkReport.DEGRADED}[state]  # fmt: skip
+        return pb.LinkReport(link=link, state=code, fraction=fraction or 0.0)
+
+    def apply_routes(self, name: str, content: bytes, dry_run: bool = False) -> dict[str, Any]:
+        """Install (and hold) a route file's routes, or only plan it; the plan as a dict
+        (RoutePlan's fields)."""
+        request = self._pb.ApplyRoutesRequest(name=name, content=content, dry_run=dry_run)
+        return _plain(self._call(self._stub.ApplyRoutes, request))
+
+    def rollback_routes(self, dry_run: bool = False) -> dict[str, Any]:
+        """Re-install the checkpoint the last apply kept, or only plan it."""
+        request = self._pb.RollbackRoutesRequest(dry_run=dry_run)
+        return _plain(self._call(self._stub.RollbackRoutes, request))
+
+    def release_routes(self) -> dict[str, Any]:
+        """Stop holding routes applied from a file: the engine solves again."""
+        return _plain(self._call(self._stub.ReleaseRoutes, self._pb.ReleaseRoutesRequest()))
 
     def stream_routes(
         self, switches: Sequence[str] = (), job: str = "", chunk: int = 10_000

@@ -13,6 +13,7 @@ from controller.model.fabric import Fabric
 from controller.model.flows import ALL_QPS
 from controller.model.jobs import PATTERNS, Job
 from controller.routes.tables import Entry
+from controller.service.held import Held, PlanView
 from controller.service.job_view import JobFigures
 from controller.solver.certificate import Certificate
 
@@ -196,6 +197,30 @@ def job_figures_to_pb(figures: JobFigures | None) -> pb.JobFigures | None:
         flows=figures.flows, te_flows=figures.te_flows, hashed_flows=figures.hashed_flows,
         predicted=busbw is not None, predicted_busbw=0.0 if busbw is None else busbw,
         handed_back=figures.handed_back,
+    )  # fmt: skip
+
+
+def plan_to_pb(view: PlanView, dry_run: bool, routes_version: int) -> pb.RoutePlan:
+    """What a change of routes does to the switches, as a message."""
+    add, replace, remove = view.totals
+    return pb.RoutePlan(
+        dry_run=dry_run, add=add, replace=replace, remove=remove, flows=view.flows,
+        subflows=view.subflows,
+        entries=view.entries, routes_version=routes_version,
+        switches=[pb.SwitchPlan(switch=sw, add=a, replace=r, remove=d)
+                  for sw, a, r, d in view.switches],
+    )  # fmt: skip
+
+
+def held_to_pb(held: Held | None) -> pb.HeldRoutes | None:
+    """The routes held from a file, as a message (None: the engine routes)."""
+    if held is None:
+        return None
+    point = held.checkpoint
+    return pb.HeldRoutes(
+        source=held.source, flows=held.flows, entries=held.entries,
+        checkpoint=point is not None, checkpoint_source=held.checkpoint_source,
+        checkpoint_flows=0 if point is None else len(point.flows),
     )  # fmt: skip
 
 

@@ -14,7 +14,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -24,7 +24,8 @@ from controller.model.fabric import Fabric
 from controller.model.flows import FlowSet
 from controller.model.health import LinkHealth
 from controller.model.jobs import Job, job_flows, jobs_flows
-from controller.service.persist import ASSIGNMENT, JOBS, LINKS, Stored, inputs_digest
+from controller.service.held import Held
+from controller.service.persist import ASSIGNMENT, HELD, JOBS, LINKS, Stored, inputs_digest
 from controller.service.replica import Replica
 from controller.service.state import DesiredState
 from controller.service.store import Change
@@ -63,6 +64,7 @@ class Intake:
         self._changed = changed
         self._writes = threading.Lock()  # one input write at a time: check, store, apply
         self.stored: StoredAssignment | None = None
+        self.held: Held | None = None  # routes applied from a file, held (stored too)
         # flows built as each job came (by id, with the job): a solve takes them, so a
         # job's flows are built once (a large all-to-all job's are costly)
         self.built: dict[str, tuple[Job, FlowSet]] = {}
@@ -80,8 +82,11 @@ class Intake:
         if stored.assignment is None:
             return False
         self.stored = StoredAssignment(stored.assignment, stored.assignment_inputs)
+        self.held = stored.held
         assert state.health is not None
-        adopted = stored.assignment_inputs == inputs_digest(state.jobs, state.health)
+        # held routes are adopted whatever the inputs: they answer to the file, not to them
+        adopted = self.held is not None or (
+            stored.assignment_inputs == inputs_digest(state.jobs, state.health))
         log.info("loaded %d jobs from %s (revision %d); stored assignment %s", len(stored.jobs),
                  self.replica.status_fields()["store"], stored.revision,
                  "adopted" if adopted else "to be re-solved")  # fmt: skip
@@ -103,10 +108,26 @@ class Intake:
         with self._cond:
             self.stored = StoredAssignment(assignment, digest)
 
+    def store_held(self, held: Held | None) -> None:
+        """Store the routes held from a file (None: none now); raises if the store
+        refuses, before anything is pushed."""
+        self.replica.put_held(held)
+        with self._cond:
+            self.held = held
+
     def what_if(
-        self, updates: Mapping[int, float], extra: list[Job], options: SolveOptions
+        self,
+        updates: Mapping[int, float],
+        extra: list[Job],
+        options: SolveOptions,
+        *,
+        put: Sequence[Job] = (),
+        delete: Sequence[str] = (),
+        previous: Assignment | None = None,
     ) -> SolveResult:
-        """Solve the current state plus changes; nothing is stored or applied."""
+        """Solve the current state plus changes (`extra` jobs added, `put` created or
+        replaced, `delete` removed), from `previous` as a real solve starts from what is
+        installed; nothing is stored or applied."""
         with self._cond:
             jobs = {k: v for k, (v, _) in self.state.jobs.items()}
             health = self.state.health
@@ -115,8 +136,13 @@ class Intake:
             if job.id in jobs:
                 raise InputError(f"extra_jobs: job id {job.id!r} already exists")
             jobs[job.id] = job
+        jobs.update((job.id, job) for job in put)
+        for i, job_id in enumerate(delete):
+            if jobs.pop(job_id, None) is None:
+                raise InputError(f"delete_jobs[{i}]: no job {job_id!r}")
         flows = jobs_flows(self.fabric, [jobs[k] for k in sorted(jobs)], self.known())
-        return solve(self.fabric, health.with_factors(updates), flows, options=options)
+        return solve(self.fabric, health.with_factors(updates), flows, previous=previous,
+                     options=options)  # fmt: skip
 
     # ---- inputs (called from API threads) ---------------------------------------------
     def put_job(self, job: Job, generation: int) -> tuple[int, int]:
@@ -214,6 +240,8 @@ class Intake:
                         self.state.set_job(*into.jobs[job_id])
                 elif key == LINKS:
                     self.state.set_health(into.health or LinkHealth.all_up(self.fabric))
+                elif key == HELD:
+                    self.held = into.held  # the leader applied a file (None: released)
                 elif key == ASSIGNMENT and into.assignment is not None:
                     self.stored = StoredAssignment(into.assignment, into.assignment_inputs)
                     refresh = True  # the leader has pushed it: read what it did

@@ -6,7 +6,8 @@
   callers the policy gives no role (health, reflection only) share a pool of their own
   (`streams_roleless`), so they can never hold a slot a role holder needs; a stream whose
   client sends nothing for `stream_idle_seconds` is ended;
-- writes (PutJob, DeleteJob, ReportLinks, StreamLinkReports) are rate limited per identity
+- writes (PutJob, DeleteJob, ReportLinks, StreamLinkReports, and ApplyRoutes,
+  RollbackRoutes, ReleaseRoutes) are rate limited per identity
   by a token bucket (`write_rate` per second, `write_burst` at once);
 - what-if Solve, Advise and Score: a cap on the flows they would build, checked before any
   work, at most `whatif_slots` at once, and a deadline of `whatif_seconds` (or the client's,
@@ -43,11 +44,15 @@ MESSAGE_LIMITS: dict[str, int] = {
     "Status": 64,
     "Advise": 1 * MIB,
     "Score": 4 * MIB,
+    "ApplyRoutes": 4 * MIB,  # a route file; meta-24k's routes as .npz columns are ~1 MB
+    "RollbackRoutes": 64,
+    "ReleaseRoutes": 64,
 }
 OTHER_MESSAGE_LIMIT = 64 * KIB  # health checking, reflection
 # gRPC rejects bigger requests itself, from the message header, before it reads the body
 SERVER_MAX_MESSAGE = max(MESSAGE_LIMITS.values())
-WRITES = frozenset({"PutJob", "DeleteJob", "ReportLinks", "StreamLinkReports"})
+WRITES = frozenset({"PutJob", "DeleteJob", "ReportLinks", "StreamLinkReports", "ApplyRoutes",
+                    "RollbackRoutes", "ReleaseRoutes"})  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -71,8 +71,9 @@ class Metrics:
         self.certificate_passed = Gauge(
             PREFIX + "certificate_passed",
             "1 when no job of the installed routing is predicted below the fabric's own "
-            "hashing (docs/certificate.md), else 0", registry=r,
+            "hashing (docs/certificate.md), else 0; NaN before the first", registry=r,
         )  # fmt: skip
+        self.certificate_passed.set(float("nan"))  # NaN until a routing is certified
         self.certificate_worst = Gauge(
             PREFIX + "certificate_worst_ratio",
             "Worst job's predicted bus bandwidth under TE over under the hashing named "
@@ -110,6 +111,11 @@ class Metrics:
         self.table_entries_max = Gauge(
             PREFIX + "switch_table_entries_max",
             "TE entries on the fullest switch of a tier", ["tier"], registry=r,
+        )  # fmt: skip
+        self.table_budget = Gauge(
+            PREFIX + "switch_table_budget_entries",
+            "TE entries a switch of the tier may hold (the solver's table budget; +Inf: "
+            "unlimited)", ["tier"], registry=r,
         )  # fmt: skip
         self.ops_pushed = Counter(
             PREFIX + "entry_operations_total", "Entry operations pushed", registry=r
@@ -150,6 +156,11 @@ class Metrics:
             counts = [n for name, n in per_switch.items() if name.startswith(tier + "-")]
             self.table_entries.labels(tier).set(sum(counts))
             self.table_entries_max.labels(tier).set(max(counts, default=0))
+
+    def set_table_budget(self, budget: Mapping[str, float]) -> None:
+        """The table budget per tier, for alerting on the fullest switch's share of it."""
+        for tier, entries in sorted(budget.items()):
+            self.table_budget.labels(tier).set(entries)
 
     def serve(self, port: int, address: str = "127.0.0.1") -> None:
         """Expose /metrics on `port`."""

@@ -4,6 +4,10 @@ acknowledged, and read back on start or from another replica's writes.
     jobs/<id>     {"format": 1, "job": {placement entry}, "generation": n}
     links         {"format": 1, "factors": {"<link name>": factor}}   (links not up only)
     assignment    {"format": 1, "inputs": digest, "flows": {...}, "path": ...}
+    held          {"format": 1, "source": name, "flows": n, "entries": n,
+                   "checkpoint": {"job_ids": [...], "flows": {...}, "path": ...} or null,
+                   "checkpoint_inputs": digest, "checkpoint_source": name}
+                  (only while routes applied from a file are held: controller.service.held)
 
 `assignment` is the last assignment the leader pushed, with a digest of the inputs it answers
 to: a controller that starts (or a replica that takes over) with the same inputs adopts it and
@@ -35,9 +39,10 @@ from controller.model.fabric import Fabric
 from controller.model.flows import FlowSet
 from controller.model.health import LinkHealth
 from controller.model.jobs import Job
+from controller.service.held import Held
 from controller.service.store import FORMAT, Change, Store
 
-JOBS, LINKS, ASSIGNMENT = "jobs/", "links", "assignment"
+JOBS, LINKS, ASSIGNMENT, HELD = "jobs/", "links", "assignment", "held"
 
 
 @dataclass
@@ -49,6 +54,7 @@ class Stored:
     health: LinkHealth | None = None
     assignment: Assignment | None = None
     assignment_inputs: str = ""  # digest of the inputs the assignment answers to
+    held: Held | None = None  # routes applied from a file, held (and their checkpoint)
 
 
 def inputs_digest(jobs: Mapping[str, tuple[Job, int]], health: LinkHealth) -> str:
@@ -86,6 +92,19 @@ def _undoc(key: str, value: bytes) -> dict[str, Any]:
     return doc
 
 
+def _assignment_doc(assignment: Assignment) -> dict[str, Any]:
+    f = assignment.flows
+    flows = {n: _array(getattr(f, n)) for n in ("src_nic", "dst_nic", "demand", "job", "qp")}
+    return {"job_ids": list(f.job_ids), "flows": flows, "path": _array(assignment.path)}
+
+
+def _assignment_of(doc: Mapping[str, Any]) -> Assignment:
+    arrays = {n: _unarray(a) for n, a in doc["flows"].items()}
+    flows = FlowSet(arrays["src_nic"], arrays["dst_nic"], arrays["demand"], arrays["job"],
+                    tuple(doc["job_ids"]), arrays["qp"])  # fmt: skip
+    return Assignment(flows, _unarray(doc["path"]).astype(np.int64))
+
+
 class Persistence:
     """Encode, write and decode the controller's records on one store."""
 
@@ -110,10 +129,13 @@ class Persistence:
         return _doc({"factors": factors})
 
     def encode_assignment(self, assignment: Assignment, digest: str) -> bytes:
-        f = assignment.flows
-        flows = {n: _array(getattr(f, n)) for n in ("src_nic", "dst_nic", "demand", "job", "qp")}
-        return _doc({"inputs": digest, "job_ids": list(f.job_ids), "flows": flows,
-                     "path": _array(assignment.path)})  # fmt: skip
+        return _doc({"inputs": digest, **_assignment_doc(assignment)})
+
+    def encode_held(self, held: Held) -> bytes:
+        point = None if held.checkpoint is None else _assignment_doc(held.checkpoint)
+        return _doc({"source": held.source, "flows": held.flows, "entries": held.entries,
+                     "checkpoint": point, "checkpoint_inputs": held.checkpoint_inputs,
+                     "checkpoint_source": held.checkpoint_source})  # fmt: skip
 
     def decode(self, key: str, value: bytes, into: Stored) -> None:
         """Decode one record into `into`; StoreCorrupt naming the key if it does not fit."""
@@ -126,11 +148,14 @@ class Persistence:
                 factors = {self.fabric.link_by_name(n): float(v) for n, v in doc["factors"].items()}
                 into.health = LinkHealth.all_up(self.fabric).with_factors(factors)
             elif key == ASSIGNMENT:
-                arrays = {n: _unarray(a) for n, a in doc["flows"].items()}
-                flows = FlowSet(arrays["src_nic"], arrays["dst_nic"], arrays["demand"],
-                                arrays["job"], tuple(doc["job_ids"]), arrays["qp"])  # fmt: skip
-                into.assignment = Assignment(flows, _unarray(doc["path"]).astype(np.int64))
+                into.assignment = _assignment_of(doc)
                 into.assignment_inputs = str(doc["inputs"])
+            elif key == HELD:
+                point = doc["checkpoint"]
+                into.held = Held(str(doc["source"]), int(doc["flows"]), int(doc["entries"]),
+                                 None if point is None else _assignment_of(point),
+                                 str(doc["checkpoint_inputs"]),
+                                 str(doc["checkpoint_source"]))  # fmt: skip
         except (FabricTeError, KeyError, TypeError, ValueError) as err:
             raise StoreCorrupt(f"record {key!r} does not fit fabric "
                                f"{self.fabric.name!r}: {err}") from err  # fmt: skip
@@ -201,6 +226,10 @@ class Persistence:
         self, assignment: Assignment, digest: str, fence: tuple[str, int] | None
     ) -> int:
         return self._commit(ASSIGNMENT, self.encode_assignment(assignment, digest), fence)
+
+    def put_held(self, held: Held | None, fence: tuple[str, int] | None) -> int:
+        """Store the routes held (None: none are, the record removed)."""
+        return self._commit(HELD, None if held is None else self.encode_held(held), fence)
 
     def refresh(self, key: str) -> list[Change]:
         """Re-read one key after a lost guarded write (another replica wrote it first)."""

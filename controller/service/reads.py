@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from controller.drivers.reconcile import Reconciler
+from controller.model.fabric import Fabric
 from controller.model.health import LinkHealth
 from controller.model.jobs import Job
 from controller.routes.tables import RouteSet
@@ -20,6 +21,7 @@ from controller.service.intake import Intake
 from controller.service.job_view import JobFigures, job_figures
 from controller.service.latency import ReportLatency
 from controller.service.predictor import Predictor
+from controller.service.preview import Preview, preview
 from controller.service.replica import Replica
 from controller.service.state import DesiredState
 from controller.solver.certificate import Certificate
@@ -34,6 +36,7 @@ class EngineReads:
     _applied: int
     _busy: bool
     _deferred: Certificate | None
+    fabric: Fabric
     options: SolveOptions
     replica: Replica
     intake: Intake
@@ -89,8 +92,9 @@ class EngineReads:
     @property
     def certificate(self) -> Certificate | None:
         """The certificate of what is installed: a repair's pending one, else the last
-        result's."""
-        if self._deferred is not None:
+        result's; while routes applied from a file are held, only a repair's (a file's
+        routes are not certified)."""
+        if self._deferred is not None or self.intake.held is not None:
             return self._deferred
         return None if self.last_result is None else self.last_result.certificate
 
@@ -127,10 +131,31 @@ class EngineReads:
             return self.installer.routes.version, self.installer.routes.installed
 
     def what_if(
-        self, updates: Mapping[int, float], extra: list[Job], options: SolveOptions | None = None
+        self,
+        updates: Mapping[int, float],
+        extra: list[Job],
+        options: SolveOptions | None = None,
+        *,
+        put: Sequence[Job] = (),
+        delete: Sequence[str] = (),
     ) -> SolveResult:
-        """Solve the current state plus changes; nothing is pushed or recorded."""
-        return self.intake.what_if(updates, extra, options or self.options)
+        """Solve the current state plus changes from the assignment installed; nothing is
+        pushed or recorded."""
+        target = self.installer.target
+        previous = target.assignment if target is not None else self.installer.previous
+        return self.intake.what_if(updates, extra, options or self.options, put=put,
+                                   delete=delete, previous=previous)  # fmt: skip
+
+    def preview(
+        self, updates: Mapping[int, float], put: Sequence[Job], delete: Sequence[str],
+        options: SolveOptions | None = None,
+    ) -> Preview:
+        """What the changes would move, against what is installed (see `preview`)."""
+        target = self.installer.target
+        before = target.assignment if target is not None else self.installer.previous
+        result = self.what_if(updates, [], options, put=put, delete=delete)
+        changed = [job.id for job in put] + list(delete)
+        return preview(self.fabric, self.installed, before, result, changed)
 
     def wait_idle(self, timeout: float = 10.0) -> bool:
         """Block until the installed routes answer to every accepted input change."""

@@ -31,6 +31,7 @@ from controller.model.health import LinkHealth
 from controller.model.jobs import Job
 from controller.routes.plan import Batch, Op
 from controller.routes.tables import Entry, Table
+from controller.service.held import Held
 from controller.service.persist import Persistence, Stored
 from controller.service.store import Change, Leadership, Solo, Store
 
@@ -147,6 +148,12 @@ class Replica:
             self.persist.put_assignment(assignment, digest, self.leadership.guard())
         except Exception as err:  # noqa: BLE001 - inputs are safe; only takeover cost grows
             log.warning("assignment not stored: %s", err)
+
+    def put_held(self, held: Held | None) -> None:
+        """Store the routes held from a file (None: released), guarded by the election;
+        unlike the assignment, a failure is raised: nothing is pushed unless stored."""
+        if self.persist is not None:
+            self.persist.put_held(held, self.leadership.guard())
 
     def refresh(self, key: str) -> list[Change]:
         return self.persist.refresh(key) if self.persist is not None else []

@@ -6,7 +6,7 @@ gathers what it knows under its lock into a record (`Wake`, or the arguments bel
 here, and runs the step it is told; `tests/controller/service/test_rounds.py` reads as a
 table of situations and steps.
 
-    Wake -> next_step -> STOP | TAKE_OVER | SWEEP | IDLE | FINISH_SOLVE | ROUND
+    Wake -> next_step -> STOP | TAKE_OVER | COMMAND | SWEEP | IDLE | FINISH_SOLVE | ROUND
     ROUND -> plan_round -> repair first? then WAIT_SOLVE | SETTLE | SOLVE
     FINISH_SOLVE -> plan_finish -> push, re-based on new health or not; dropped if stale
 """
@@ -55,6 +55,7 @@ class Step(enum.Enum):
 
     STOP = "stop"
     TAKE_OVER = "take over"  # this replica became the leader
+    COMMAND = "command"  # an operator's command on the routes (apply, rollback, release)
     SWEEP = "sweep"  # the next switches of a periodic reconcile
     IDLE = "idle"  # nothing to do yet
     FINISH_SOLVE = "finish solve"  # a global solve ended: push its result
@@ -74,12 +75,13 @@ class Wake:
     leader: bool = True
     sweeping: bool = False  # a periodic reconcile is under way
     sweep_in: float = 1.0  # s until the next periodic reconcile is due (<= 0: due)
+    command: bool = False  # an operator's command waits (see Engine.apply_routes)
 
 
 def wait_seconds(w: Wake) -> float | None:
     """How long the worker sleeps before it looks again; None: it acts now. While a global
     solve runs, only new inputs, the solve's end or a stop wake it."""
-    if w.stop or w.fresh or w.solve_ended:
+    if w.stop or w.fresh or w.solve_ended or w.command:
         return None
     if w.solving:
         return SOLVE_POLL
@@ -100,6 +102,8 @@ def next_step(w: Wake) -> Step:
         return Step.STOP
     if w.takeover and w.leader:
         return Step.TAKE_OVER
+    if w.command:  # between rounds, never inside one; a follower refuses it
+        return Step.COMMAND
     if not busy(w):
         if w.sweep_in <= 0 or (w.refresh and not w.leader) or w.sweeping:
             return Step.SWEEP

@@ -18,11 +18,13 @@ from controller.api.fabric_te.v1 import te_pb2 as pb
 from controller.api.fabric_te.v1 import te_pb2_grpc as pb_grpc
 from controller.errors import InputError, LimitError
 from controller.model.assignment import Assignment
+from controller.model.counts import Counts
 from controller.routes.tables import Entry, RouteSet
-from controller.service import convert, route_query
+from controller.service import convert, route_query, route_upload
 from controller.service.engine import Engine, RouteEvent
 from controller.service.errors import mapped
 from controller.service.limits import Limits, Slots, check_flows
+from controller.solver.solve import SolveOptions
 
 T = TypeVar("T")
 RESUME_VERSION_KEY = "resume-version"  # trailing metadata of a dropped watch
@@ -170,21 +172,43 @@ class TrafficEngineering(pb_grpc.TrafficEngineeringServicer):
             convert.job_from_pb(self.fabric, job, f"extra_jobs[{i}]")
             for i, job in enumerate(request.extra_jobs)
         ]
-        jobs = [job for job, _ in self.engine.jobs()] + extra
-        check_flows(self.fabric, jobs, self.limits.whatif_max_flows, "Solve: jobs + extra_jobs")
+        put = [convert.job_from_pb(self.fabric, job, f"put_jobs[{i}]")
+               for i, job in enumerate(request.put_jobs)]  # fmt: skip
+        delete = list(request.delete_jobs)
+        gone = {job.id for job in put} | set(delete)
+        jobs = [job for job, _ in self.engine.jobs() if job.id not in gone] + extra + put
+        check_flows(self.fabric, jobs, self.limits.whatif_max_flows,
+                    "Solve: jobs + extra_jobs + put_jobs")  # fmt: skip
 
-        def run(seconds: float) -> dict[str, float]:
+        def options(seconds: float) -> SolveOptions:
             o = self.engine.options
-            options = dataclasses.replace(o, lp_time_limit=min(o.lp_time_limit, max(0.1, seconds)))
-            return self.engine.what_if(updates, extra, options).metrics()
+            return dataclasses.replace(o, lp_time_limit=min(o.lp_time_limit, max(0.1, seconds)))
 
-        return pb.SolveResponse(metrics=self._bounded(context, "Solve", run))
+        if not request.preview:
+            metrics = self._bounded(context, "Solve", lambda s: self.engine.what_if(
+                updates, extra, options(s), put=put, delete=delete).metrics())  # fmt: skip
+            return pb.SolveResponse(metrics=metrics)
+        if extra:
+            raise InputError("extra_jobs: a preview takes put_jobs (created or replaced)")
+        seen = self._bounded(context, "Solve", lambda s: self.engine.preview(
+            updates, put, delete, options(s)))  # fmt: skip
+        metrics = seen.result.metrics()
+        metrics["subflows"], metrics["flows"] = metrics["flows"], float(seen.plan.flows)
+        return pb.SolveResponse(
+            metrics=metrics, flows=seen.plan.flows,
+            plan=convert.plan_to_pb(seen.plan, True, self.engine.routes_version),
+            flows_moved=seen.flows_moved, jobs_affected=seen.jobs_affected,
+            certificate=convert.certificate_to_pb(seen.result.certificate),
+        )  # fmt: skip
 
     @mapped
     def Status(self, request: pb.StatusRequest, context: grpc.ServicerContext) -> pb.StatusResponse:
         e = self.engine
         version, routes = e.snapshot()
         last = e.last_result.metrics() if e.last_result is not None else {}
+        if e.last_result is not None:  # the solver's "flows" are its rows: subflows
+            counts = Counts.of(e.last_result.assignment.flows)
+            last["subflows"], last["flows"] = last["flows"], float(counts.flows)
         return pb.StatusResponse(
             fabric=convert.str_map(self.fabric.summary()),
             last_solve=last,
@@ -197,6 +221,7 @@ class TrafficEngineering(pb_grpc.TrafficEngineeringServicer):
             links=[pb.LinkState(link=self.fabric.link_name(k), fraction=f)
                    for k, f in e.links_not_up()],  # fmt: skip
             certificate=convert.certificate_to_pb(e.certificate),
+            held=convert.held_to_pb(e.intake.held),
             **e.status_fields(),
         )
 
@@ -227,6 +252,28 @@ class TrafficEngineering(pb_grpc.TrafficEngineeringServicer):
         scores = self._bounded(context, "Score", lambda _: score_many(
             self.fabric, health, jobs, placements, req, current=current))  # fmt: skip
         return pb.ScoreResponse(scores=[convert.score_to_pb(self.fabric, s) for s in scores])
+
+    @mapped
+    def ApplyRoutes(
+        self, request: pb.ApplyRoutesRequest, context: grpc.ServicerContext
+    ) -> pb.RoutePlan:
+        assignment, routes = route_upload.read(self.fabric, request.name, request.content)
+        view = self.engine.apply_routes(assignment, routes, request.name, request.dry_run)
+        return convert.plan_to_pb(view, request.dry_run, self.engine.routes_version)
+
+    @mapped
+    def RollbackRoutes(
+        self, request: pb.RollbackRoutesRequest, context: grpc.ServicerContext
+    ) -> pb.RoutePlan:
+        view = self.engine.rollback_routes(request.dry_run)
+        return convert.plan_to_pb(view, request.dry_run, self.engine.routes_version)
+
+    @mapped
+    def ReleaseRoutes(
+        self, request: pb.ReleaseRoutesRequest, context: grpc.ServicerContext
+    ) -> pb.RoutePlan:
+        view = self.engine.release_routes()
+        return convert.plan_to_pb(view, False, self.engine.routes_version)
 
     def _check_request(self, req: Request, what: str) -> None:
         """The cost cap of a placement request: its GPUs, and the flows its job would make

@@ -32,7 +32,7 @@ def test_version() -> None:
     ("line", "expected"),
     [
         ("tectl rou", ["routes"]),
-        ("tectl routes ", ["diff", "show", "verify"]),
+        ("tectl routes ", ["apply", "diff", "release", "rollback", "show", "verify"]),
         ("tectl routes diff --j", ["--json"]),
         ("tectl solve --fabric meta", ["meta-24k", "meta-24k-1125"]),
         ("tectl topology export --format slurm-", ["slurm-block-conf", "slurm-conf", "slurm-yaml"]),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shutil
 import subprocess
 import sys
@@ -23,6 +24,7 @@ from typing import Any
 
 import grpc
 import pytest
+import yaml
 
 from sim.processes import free_port, running
 
@@ -62,13 +64,28 @@ def _wait(what: str, check: Any, proc: subprocess.Popen[str], timeout: float = 2
         time.sleep(0.2)
 
 
-def dashboard_queries() -> list[tuple[str, str]]:
-    """(panel title, PromQL) of every target, Grafana's $__rate_interval made concrete."""
+def dashboard_queries(fabric: str = ".*", instance: str = ".*") -> list[tuple[str, str]]:
+    """(panel title, PromQL) of every target, Grafana's variables made concrete: the
+    $fabric and $instance selectors ("All" is .*), $__rate_interval."""
     doc = json.loads(DASHBOARD.read_text())
     return [
-        (panel["title"], target["expr"].replace("$__rate_interval", "1m"))
+        (panel["title"], target["expr"].replace("$__rate_interval", "1m")
+         .replace("$fabric", fabric).replace("$instance", instance))
         for panel in doc["panels"] for target in panel["targets"]
     ]  # fmt: skip
+
+
+def alert_rules() -> list[tuple[str, str]]:
+    """(alert name, PromQL) of every rule in alerts.yml."""
+    doc = yaml.safe_load((MONITORING / "alerts.yml").read_text())
+    return [(rule["alert"], rule["expr"]) for group in doc["groups"] for rule in group["rules"]]
+
+
+def metric_names(expr: str) -> set[str]:
+    """The fabric_te_ series an expression reads, as the exporter names them (no _bucket,
+    _total)."""
+    return {name.removesuffix("_bucket").removesuffix("_total")
+            for name in re.findall(r"fabric_te_\w+", expr)}  # fmt: skip
 
 
 def _drive(port: int, stop: threading.Event) -> None:
@@ -93,10 +110,11 @@ def _drive(port: int, stop: threading.Event) -> None:
             stop.wait(0.4)
 
 
-def _missing(api: str) -> list[str]:
-    """Dashboard queries that return no finite value now."""
+def _missing(api: str, instance: str) -> list[str]:
+    """Dashboard queries, with the fabric and instance selected, that return no finite
+    value now."""
     empty = []
-    for title, expr in dashboard_queries():
+    for title, expr in dashboard_queries("tiny", instance):
         reply = _get(f"{api}/query?" + urllib.parse.urlencode({"query": expr}))
         assert reply["status"] == "success", (title, expr, reply)
         values = [float(r["value"][1]) for r in reply["data"]["result"]]
@@ -112,7 +130,7 @@ def test_dashboard_queries_return_data_from_a_real_prometheus() -> None:
         config.write_text(
             f"global:\n  scrape_interval: {SCRAPE_MS}ms\n  evaluation_interval: {SCRAPE_MS}ms\n"
             "scrape_configs:\n  - job_name: fabric-te\n    static_configs:\n"
-            f"      - targets: ['127.0.0.1:{metrics_port}']\n"
+            f"      - targets: ['127.0.0.1:{metrics_port}']\n        labels: {{fabric: tiny}}\n"
         )
         serve = [sys.executable, "-m", "controller.cli.main", "serve", "--fabric", "tiny",
                  "--insecure", "--listen", f"127.0.0.1:{grpc_port}",
@@ -139,7 +157,8 @@ def test_dashboard_queries_return_data_from_a_real_prometheus() -> None:
             try:  # until every query has data: a few scrapes, longer on a busy machine
                 deadline = time.monotonic() + 25
                 time.sleep(3.0)
-                while (empty := _missing(api)) and time.monotonic() < deadline:
+                instance = f"127.0.0.1:{metrics_port}"
+                while (empty := _missing(api, instance)) and time.monotonic() < deadline:
                     time.sleep(1.0)
                 targets = _get(f"{api}/targets")["data"]["activeTargets"]
             finally:
@@ -171,19 +190,53 @@ def test_dashboard_is_a_well_formed_grafana_dashboard() -> None:
         refs = [t["refId"] for t in p["targets"]]
         assert len(set(refs)) == len(refs) and all(t["expr"] for t in p["targets"])
         assert p["datasource"]["uid"] == "${datasource}"
-    (var,) = doc["templating"]["list"]
-    assert (var["name"], var["type"], var["query"]) == ("datasource", "datasource", "prometheus")
+    source, fabric, instance = doc["templating"]["list"]
+    assert (source["name"], source["type"], source["query"]) == (
+        "datasource", "datasource", "prometheus")  # fmt: skip
+    assert fabric["name"] == "fabric" and instance["name"] == "instance"
+    for var in (fabric, instance):  # "All" selects every series, a label absent too
+        assert var["includeAll"] and var["allValue"] == ".*"
+    for title, expr in dashboard_queries("$fabric", "$instance"):  # every series scoped
+        for series in re.findall(r"fabric_te_\w+(?:\{[^}]*\})?", expr):
+            assert 'fabric=~"$fabric"' in series and 'instance=~"$instance"' in series, (
+                f"{title}: {series} ignores the fabric/instance selector")  # fmt: skip
 
 
-def test_dashboard_names_only_metrics_the_controller_exports() -> None:
-    from controller.service.metrics import Metrics
+def _exported() -> set[str]:
+    """Every metric name a running service exports: an engine's registry, with what the
+    server adds to it (per-RPC figures, TLS handshake failures)."""
+    from controller.model.clos import PRESETS, build
+    from controller.service.engine import Engine
+    from controller.service.metrics import RpcMetrics
+    from controller.service.tls import HandshakeFailures
+    from sim.driver import EmulatedDriver
 
-    exported = {m.name for m in Metrics().registry.collect()}
-    for title, expr in dashboard_queries():
-        for name in {w for w in expr.replace("(", " ").replace(")", " ").split()
-                     if w.startswith("fabric_te_")}:  # fmt: skip
-            base = name.split("[")[0].removesuffix("_bucket").removesuffix("_total")
-            assert base in exported, f"{title}: {name} is not exported"
+    fabric = build(PRESETS["tiny"])
+    engine = Engine(fabric, EmulatedDriver(fabric), debounce=0.0, reconcile_interval=3600.0)
+    try:
+        RpcMetrics(engine.metrics.registry)
+        HandshakeFailures(engine.metrics.registry)
+        return {m.name for m in engine.metrics.registry.collect()}
+    finally:
+        engine.close()
+
+
+def test_dashboard_and_alert_rules_name_only_metrics_the_controller_exports() -> None:
+    exported = _exported()
+    queries = [(f"panel {t}", e) for t, e in dashboard_queries()]
+    queries += [(f"alert {a}", e) for a, e in alert_rules()]
+    for where, expr in queries:
+        for name in metric_names(expr):
+            assert name in exported, f"{where}: {name} is not exported"
+    # what the issue asked the dashboard and the rules to cover
+    used = set().union(*(metric_names(e) for _, e in dashboard_queries()))
+    for name in ("switches_differing", "entries_missing", "leader", "certificate_passed",
+                 "certificate_worst_ratio", "certificate_jobs_below"):  # fmt: skip
+        assert "fabric_te_" + name in used, f"no panel shows fabric_te_{name}"
+    ruled = set().union(*(metric_names(e) for _, e in alert_rules()))
+    for name in ("leader", "switch_table_entries_max", "links_over_capacity",
+                 "tls_handshake_failures", "certificate_passed"):  # fmt: skip
+        assert "fabric_te_" + name in ruled, f"no alert rule reads fabric_te_{name}"
 
 
 PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
@@ -222,6 +275,28 @@ tests:
         values: '0x30'
       - series: 'fabric_te_switches_differing{job="fabric-te"}'
         values: '0 0 1x10'
+      - series: 'fabric_te_leader{job="fabric-te", instance="a", fabric="pod"}'
+        values: '1x5 0x20'
+      - series: 'fabric_te_leader{job="fabric-te", instance="b", fabric="pod"}'
+        values: '0x25'
+      - series: 'fabric_te_switch_table_entries_max{job="fabric-te", tier="rtsw"}'
+        values: '100x5 1900x20'
+      - series: 'fabric_te_switch_table_budget_entries{job="fabric-te", tier="rtsw"}'
+        values: '2048x25'
+      - series: 'fabric_te_switch_table_entries_max{job="fabric-te", tier="ctsw"}'
+        values: '10x25'
+      - series: 'fabric_te_switch_table_budget_entries{job="fabric-te", tier="ctsw"}'
+        values: 'INF_X25'  # unlimited: never near full
+      - series: 'fabric_te_links_over_capacity{job="fabric-te"}'
+        values: '0x3 2x22'
+      - series: 'fabric_te_max_link_utilisation_bound_ratio{job="fabric-te"}'
+        values: '0.8x25'
+      - series: 'fabric_te_certificate_passed{job="fabric-te"}'
+        values: '1x3 0x22'
+      - series: 'fabric_te_tls_handshake_failures_total{reason="expired_certificate"}'
+        values: '0+1x25'
+      - series: 'fabric_te_tls_handshake_failures_total{job="fabric-te", reason="other"}'
+        values: '0x5 1x20'
     alert_rule_test:
       - eval_time: 2m
         alertname: FabricTePushFailing
@@ -255,4 +330,56 @@ tests:
             exp_annotations:
               summary: "switches have differed from the wanted routes for 5 minutes"
               description: "`tectl status` lists them (differing); reconcile keeps retrying."
-"""
+      - eval_time: 4m
+        alertname: FabricTeNoLeader
+        exp_alerts: []
+      - eval_time: 8m
+        alertname: FabricTeNoLeader
+        exp_alerts:
+          - exp_labels: {severity: page, fabric: pod}
+            exp_annotations:
+              summary: "0 replicas of fabric pod lead (want 1)"
+              description: "0: nothing pushes (store unreachable; routes stay). Over 1: scrape gap."
+      - eval_time: 15m
+        alertname: FabricTeTableNearlyFull
+        exp_alerts: []
+      - eval_time: 22m
+        alertname: FabricTeTableNearlyFull
+        exp_alerts:
+          - exp_labels: {severity: ticket, job: fabric-te, tier: rtsw}
+            exp_annotations:
+              summary: "the fullest rtsw switch holds over 90% of its TE table budget"
+              description: "Flows beyond it ride ECMP (see `tectl solve --table-budget N`)."
+      - eval_time: 15m
+        alertname: FabricTeLinksOverCapacity
+        exp_alerts: []
+      - eval_time: 20m
+        alertname: FabricTeLinksOverCapacity
+        exp_alerts:
+          - exp_labels: {severity: ticket, job: fabric-te}
+            exp_annotations:
+              summary: "links are over capacity although a routing without any exists"
+      - eval_time: 5m
+        alertname: FabricTeCertificateFailed
+        exp_alerts: []
+      - eval_time: 10m
+        alertname: FabricTeCertificateFailed
+        exp_alerts:
+          - exp_labels: {severity: ticket, job: fabric-te}
+            exp_annotations:
+              summary: "a job of the installed routing is predicted below the fabric's own hashing"
+              description: "`tectl status` names the jobs handed back (docs/certificate.md)."
+      - eval_time: 4m
+        alertname: FabricTeTlsHandshakeFailures
+        exp_alerts: []
+      - eval_time: 8m
+        alertname: FabricTeTlsHandshakeFailures
+        exp_alerts:
+          - exp_labels: {severity: info, job: fabric-te}
+            exp_annotations:
+              summary: "TLS handshakes refused: a client without a valid certificate"
+              description: "A scanner, a wrong CA or a plaintext client (docs/security.md)."
+      - eval_time: 20m
+        alertname: FabricTeTlsHandshakeFailures
+        exp_alerts: []
+""".replace("INF_X25", " ".join(["Inf"] * 26))  # promtool has no `Infx25`

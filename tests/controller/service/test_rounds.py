@@ -44,6 +44,9 @@ DOWN = UP.down([FABRIC.rack_base])
         (Wake(refresh=True), Step.IDLE, False),
         (Wake(fresh=True, leader=False), Step.IDLE, False),  # a follower solves nothing
         (Wake(), Step.IDLE, False),
+        (Wake(command=True), Step.COMMAND, False),  # an operator's apply/rollback/release
+        (Wake(command=True, fresh=True, solving=True), Step.COMMAND, True),  # before a round
+        (Wake(command=True, stop=True), Step.STOP, False),
     ],
 )
 def test_next_step(wake: Wake, step: Step, is_busy: bool) -> None:
@@ -65,6 +68,7 @@ def test_next_step(wake: Wake, step: Step, is_busy: bool) -> None:
         (Wake(takeover=True, sweep_in=3.0), None),
         (Wake(refresh=True, sweep_in=3.0), None),
         (Wake(sweeping=True, sweep_in=3.0), None),
+        (Wake(command=True, solving=True, sweep_in=3.0), None),  # a command waits for no solve
     ],
 )
 def test_wait_seconds(wake: Wake, seconds: float | None) -> None:

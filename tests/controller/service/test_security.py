@@ -297,6 +297,10 @@ def test_every_method_by_every_role(small: Fabric, certs: Path, tmp_path: Path) 
         "ListJobs": pb.ListJobsRequest(), "ReportLinks": pb.ReportLinksRequest(),
         "GetRoutes": pb.GetRoutesRequest(), "Solve": pb.SolveRequest(),
         "Status": pb.StatusRequest(), "Advise": pb.AdviseRequest(), "Score": pb.ScoreRequest(),
+        # an admin's answer is INVALID_ARGUMENT / FAILED_PRECONDITION: nothing is held
+        "ApplyRoutes": pb.ApplyRoutesRequest(name="r.json", content=b"{}", dry_run=True),
+        "RollbackRoutes": pb.RollbackRoutesRequest(dry_run=True),
+        "ReleaseRoutes": pb.ReleaseRoutesRequest(),
     }  # fmt: skip
     try:
         for who in ("admin", "scheduler", "monitor", "reader", "stranger"):

@@ -1,0 +1,89 @@
+"""`tectl job put --dry-run` and `tectl link ... --dry-run` against a running controller:
+what would move, the entries per switch, the jobs affected and the would-be routing's
+certificate, with nothing stored or pushed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from controller.cli.main import main
+from controller.model.fabric import Fabric
+from controller.service.engine import Engine
+from controller.service.server import start
+from sim.driver import EmulatedDriver
+
+
+def _tectl(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _jobs(fabric: Fabric, path: Path, job_id: str, hosts: list[int]) -> Path:
+    path.write_text(json.dumps({"jobs": [{"id": job_id, "tp": 4, "hosts": [
+        fabric.host_name(h) for h in hosts]}]}))  # fmt: skip
+    return path
+
+
+def test_dry_runs_show_what_would_move_and_change_nothing(
+    small: Fabric, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    engine = Engine(small, EmulatedDriver(small), debounce=0.01)
+    running = start(engine, "127.0.0.1:0", insecure=True)
+    server = ["--server", f"127.0.0.1:{running.port}", "--insecure"]
+    try:
+        assert _tectl(capsys, "job", "put", str(_jobs(small, tmp_path / "a.json", "a",
+                                                      [0, 2, 4, 6])), *server)[0] == 0  # fmt: skip
+        assert engine.wait_idle()
+        installed, state, routes = engine.installed, engine.state_version, engine.routes_version
+        hops = {small.link_name(h) for sw in installed.switches()
+                for h in installed.table(sw).next_hop.tolist()}  # fmt: skip
+        link = sorted(h for h in hops if h.startswith("rtsw") and ":ctsw" in h)[0]
+
+        def unchanged() -> None:
+            assert engine.wait_idle()
+            assert engine.installed == installed and engine.state_version == state
+            assert engine.routes_version == routes and [j.id for j, _ in engine.jobs()] == ["a"]
+
+        # Status, job describe and a dry run count flows alike (subflows: rows on paths)
+        code, out, _ = _tectl(capsys, "status", "-o", "json", *server)
+        last = json.loads(out)["last_solve"]
+        code, out, _ = _tectl(capsys, "job", "describe", "a", "-o", "json", *server)
+        assert last["flows"] == json.loads(out)["figures"]["flows"] <= last["subflows"]
+
+        # a new job: its entries are added, nothing of job a moves
+        new = _jobs(small, tmp_path / "b.json", "b", [1, 3, 5, 7, 9])
+        code, out, _ = _tectl(capsys, "job", "put", str(new), "--dry-run", "-o", "json", *server)
+        seen = json.loads(out)
+        assert code == 0 and seen["jobs_affected"] == ["b"] and seen["flows_moved"] == 0
+        assert seen["plan"]["add"] > 0 and seen["plan"]["remove"] == 0
+        assert seen["certificate"]["passed"] and seen["certificate"]["jobs"] == 2
+        assert seen["flows"] == seen["metrics"]["flows"] == seen["plan"]["flows"] > last["flows"]
+        assert seen["metrics"]["subflows"] == seen["plan"]["subflows"] >= seen["flows"]
+        unchanged()
+        code, text, _ = _tectl(capsys, "job", "put", str(new), "--dry-run", *server)
+        assert code == 0 and text.startswith("dry run: nothing stored or pushed\n")
+        assert "1 jobs affected: b" in text and "certificate passed against eecmp" in text
+        assert f"entries     {len(seen['plan']['switches'])} switches: " in text
+        unchanged()
+
+        # a link down under job a's routes: job a's flows on it move
+        code, out, _ = _tectl(capsys, "link", f"{link}=down", "--dry-run", "-o", "json", *server)
+        seen = json.loads(out)
+        assert code == 0 and seen["flows_moved"] > 0 and seen["jobs_affected"] == ["a"]
+        assert seen["plan"]["replace"] + seen["plan"]["add"] + seen["plan"]["remove"] > 0
+        assert seen["certificate"]["reference"] == "eecmp"
+        unchanged()
+        code, text, _ = _tectl(capsys, "link", "down", link, "--dry-run", *server)
+        assert code == 0 and "1 jobs affected: a" in text and "would move" in text
+        unchanged()
+
+        # a bad change is refused as the real command refuses it, and changes nothing
+        code, _, err = _tectl(capsys, "link", "rtsw-p9-r9:ctsw-p9-c9=down", "--dry-run", *server)
+        assert code == 2 and "rtsw-p9-r9" in err
+        unchanged()
+    finally:
+        running.stop(grace=0.5)
