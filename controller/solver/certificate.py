@@ -168,12 +168,14 @@ class Certificate:
             else ""
         )
         if self.pending:
-            return (f"certificate: pending against {self.reference}: {self.jobs} jobs not "
-                    "checked yet; the global solve that follows certifies in full")  # fmt: skip
+            return (f"certificate: pending against {self.reference}: {self.jobs:,} jobs with "
+                    "flows not checked yet; the global solve that follows certifies in "
+                    "full")  # fmt: skip
         return (
             f"certificate: {'passed' if self.passed else 'FAILED'} against {self.reference} "
-            f"({len(self.seeds)} seeds, {self.qps} QPs); {self.jobs_checked} of {self.jobs} "
-            f"jobs compared; worst TE/reference: {ratios}{fell}; {self.seconds:.3f} s"
+            f"({len(self.seeds)} seeds, {self.qps} QPs); {self.jobs_checked:,} of {self.jobs:,} "
+            f"jobs with flows compared; worst TE/reference: {ratios}{fell}; "
+            f"{self.seconds:.3f} s"
         )
 
 

@@ -67,7 +67,7 @@ def test_solve_text_json_and_verify_agree_on_every_count(
     if counts["split_flows"]:
         assert f"{counts['qp_buckets']:,} QP buckets: {counts['subflows']:,} subflows" in line
     cert = next(x for x in text.splitlines() if x.startswith("certificate: "))
-    assert re.search(rf" of {counts['jobs_with_flows']:,} jobs compared", cert)
+    assert re.search(rf" of {counts['jobs_with_flows']:,} jobs with flows compared", cert)
     summary = verified["summary"]
     assert summary.startswith(f"{counts['flows']:,} flows") and "subflows looped" in summary
     if fabric == "pod":  # the case: a 1-host job, and flows split into QP buckets
