@@ -17,6 +17,7 @@ from controller.model.paths import path_alive
 from controller.solver import repair as repair_module
 from controller.solver.bounds import lower_bound
 from controller.solver.greedy import assign_paths
+from controller.solver.problem import Problem
 from controller.solver.repair import (
     RouteIndex,
     affected_flows,
@@ -55,7 +56,7 @@ def test_repair_changes_only_affected(seed, failures, name):
     n = 30
     flows = _random_flows(fabric, rng, n, [100.0, 400.0])
     health = LinkHealth.all_up(fabric)
-    before = assign_paths(fabric, health, flows).assignment
+    before = assign_paths(Problem(fabric, health, flows)).assignment
     arcs = before.arcs(fabric)
     core = arcs[:, 1:][arcs[:, 1:] >= 0] // 2
     core = core[core >= fabric.rack_base]
@@ -85,7 +86,7 @@ def test_repair_uses_least_loaded(two_rack_pod):
 
 def test_nothing_hit_nothing_changes(small):
     flows = FlowSet.build([0, 5], [40, 70], 400.0)
-    a = assign_paths(small, LinkHealth.all_up(small), flows).assignment
+    a = assign_paths(Problem(small, LinkHealth.all_up(small), flows)).assignment
     unused = [
         link for link in range(small.rack_base, small.agg_base)
         if not (a.arcs(small) // 2 == link).any()
@@ -114,7 +115,7 @@ def test_a_kept_index_repairs_like_a_fresh_one_and_touches_only_hit_rows(seed):
     n = 60
     flows = _random_flows(fabric, rng, n, [100.0, 400.0])
     health = LinkHealth.all_up(fabric)
-    current = assign_paths(fabric, health, flows).assignment
+    current = assign_paths(Problem(fabric, health, flows)).assignment
     index = RouteIndex.build(fabric, current)
     core = np.arange(fabric.rack_base, fabric.num_links)
     # links go down one by one, then come back: each step repairs from the kept index
@@ -182,7 +183,7 @@ def test_a_repair_re_places_at_most_its_bound_and_withdraws_the_rest(
     rng = np.random.default_rng(7)
     flows = _random_flows(small, rng, 200, [100.0, 400.0])
     health = LinkHealth.all_up(small)
-    before = assign_paths(small, health, flows).assignment
+    before = assign_paths(Problem(small, health, flows)).assignment
     used = before.arcs(small)[:, 1:-1]
     links, counts = np.unique(used[used >= 0] // 2, return_counts=True)
     switch = links >= small.rack_base
@@ -216,7 +217,7 @@ def test_a_repair_retries_at_most_its_bound_of_rows_without_a_path_near_the_chan
     rng = np.random.default_rng(3)
     flows = _random_flows(small, rng, 120, [400.0])
     health = LinkHealth.all_up(small)
-    routed = assign_paths(small, health, flows).assignment
+    routed = assign_paths(Problem(small, health, flows)).assignment
     path = routed.path.copy()
     path[::2] = -1  # half the rows ride ECMP
     before = Assignment(flows, path)
