@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 
 import numpy as np
 
@@ -162,21 +163,6 @@ class Baseline:
         of this solve's routes: `moved` rows, figures against `bound`; the table counts are
         as of this solve (the read-back counts are in /metrics)."""
         last = self.result
-        parent = last.parent
-        assert parent is not None
-        return SolveResult(
-            assignment=res.assignment,
-            mlu=res.mlu,
-            bound=bound,
-            lp=None,
-            collided_links=int(res.collided_links.size),
-            churn=int(np.unique(parent[np.unique(moved)]).size),
-            unroutable=np.unique(parent[res.unroutable]),
-            fallback_ecmp=last.fallback_ecmp,
-            method=method,
-            times={"total": seconds},
-            parent=parent,
-            split_flows=last.split_flows,
-            tables=last.tables,
-            certificate=res.certificate,
-        )
+        assert last.parent is not None
+        return SolveResult.of(replace(res, churn=moved, method=method), bound, None,
+                              {"total": seconds}, last.parent, as_of=last)  # fmt: skip
