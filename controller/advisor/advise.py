@@ -39,9 +39,8 @@ from controller.model.health import LinkHealth
 from controller.model.jobs import PATTERNS, Job, check_job, jobs_flows
 from controller.model.paths import CROSS_POD, flow_class
 from controller.model.rates import simulate
+from controller.solver import Problem, SolveOptions, solve
 from controller.solver.greedy import greedy, local_search
-from controller.solver.problem import Problem
-from controller.solver.solve import SolveOptions, solve
 
 SAME_POD = ("require", "prefer", "any")
 CANDIDATE_ID = "candidate"

@@ -26,11 +26,18 @@ from controller.model.jobs import Job, jobs_flows
 from controller.service.installer import IndexBuild
 from controller.service.metrics import Metrics
 from controller.service.rounds import Taken
-from controller.solver.bounds import Bound, lower_bound
-from controller.solver.certificate import CertifyOptions
-from controller.solver.greedy import AssignResult
-from controller.solver.repair import RouteIndex, bound_after, repair_indexed
-from controller.solver.solve import SolveOptions, SolveResult, solve
+from controller.solver import (
+    AssignResult,
+    Bound,
+    CertifyOptions,
+    RouteIndex,
+    SolveOptions,
+    SolveResult,
+    bound_after,
+    lower_bound,
+    repair_indexed,
+    solve,
+)
 
 log = logging.getLogger("fabric_te.engine")
 POLL = 0.5  # s between looks at the stop flag while the thread waits
