@@ -33,8 +33,7 @@ from controller.solver import (
     RouteIndex,
     SolveOptions,
     SolveResult,
-    bound_after,
-    lower_bound,
+    bound_under,
     repair_indexed,
     solve,
 )
@@ -148,17 +147,15 @@ class Baseline:
         self._bounds: dict[bytes, Bound] = {health.factor.tobytes(): result.bound}
 
     def bound_for(self, before: LinkHealth, health: LinkHealth) -> Bound:
-        """The split lower bound under `health`: cached, else derived from `before`'s
-        (`bound_after`: only the changed cuts, when capacity only went down), else computed
-        in full (the costly case; see docs/profiling.md)."""
+        """The split lower bound under `health`: cached, else derived from `before`'s when
+        that is cached (`bound_under`: only the changed cuts, when capacity only went down),
+        else computed in full (the costly case; see docs/profiling.md)."""
         key = health.factor.tobytes()
         bound = self._bounds.get(key)
         if bound is None:
             known = self._bounds.get(before.factor.tobytes())
-            if known is not None:
-                bound = bound_after(self.fabric, self.flows, before, known, health, self.qps)
-            if bound is None:
-                bound = lower_bound(self.fabric, health, self.flows, qps=self.qps)
+            bound = bound_under(self.fabric, self.flows, health, self.qps,
+                                None if known is None else (before, known))  # fmt: skip
             if len(self._bounds) >= self.CACHED:
                 self._bounds.pop(next(iter(self._bounds)))
             self._bounds[key] = bound

@@ -6,24 +6,26 @@ The face, what the service, the command line and the advisor take from the solve
   `SolveResult` (an assignment, its MLU against the lower `Bound`, the certificate);
 - incremental reaction to link changes: `RouteIndex` of an installed assignment,
   `repair_indexed` (-> `AssignResult` and the new index), `follow_up` (settle it, or
-  re-optimise within `REOPT_TRIES`), `bound_after` (the bound under the new health);
-- `lower_bound`, `Problem` (one solve's inputs and what the stages derive from them);
+  re-optimise within `REOPT_TRIES`), `bound_under` (the lower `Bound` under the new
+  health, derived from the last one where it holds);
+- `Problem` (one solve's inputs and what the stages derive from them);
 - the certificate's `Certificate` and `CertifyOptions` (no job below the fabric's own
   hashing);
 - `warm_up` (compile the kernels before the first solve needs them).
 
 Internals, for the solver's own modules, its tests and the advisor (which places flows with
 `greedy.greedy` and `greedy.local_search`): `problem`, `candidates`, `greedy`, `colouring`,
-`lp`, `commodities`, `qp_buckets`, `kernels`, `bounds`, `repair`, `certificate`, `solve`.
+`lp`, `commodities`, `qp_buckets`, `kernels`, `bounds` (`lower_bound`), `repair`,
+`certificate`, `solve`.
 Here `solve` names the function: the module's other names are imported from it directly
 (`from controller.solver.solve import repair`), not as `import controller.solver.solve`.
 """
 
-from controller.solver.bounds import Bound, lower_bound
+from controller.solver.bounds import Bound
 from controller.solver.certificate import Certificate, CertifyOptions
 from controller.solver.greedy import AssignResult, warm_up
 from controller.solver.problem import Problem
-from controller.solver.repair import REOPT_TRIES, RouteIndex, bound_after, follow_up, repair_indexed
+from controller.solver.repair import REOPT_TRIES, RouteIndex, bound_under, follow_up, repair_indexed
 from controller.solver.solve import SolveOptions, SolveResult, solve
 
 __all__ = [
@@ -36,9 +38,8 @@ __all__ = [
     "RouteIndex",
     "SolveOptions",
     "SolveResult",
-    "bound_after",
+    "bound_under",
     "follow_up",
-    "lower_bound",
     "repair_indexed",
     "solve",
     "warm_up",

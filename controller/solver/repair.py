@@ -747,3 +747,20 @@ def bound_after(
     mine |= cross & (np.isin(problem.src_pod, pods) | np.isin(problem.dst_pod, pods))
     part = problem.take(np.flatnonzero(mine)).bound(qps)
     return part if part.value > old_bound.value else old_bound
+
+
+def bound_under(
+    fabric: Fabric,
+    flows: FlowSet,
+    health: LinkHealth,
+    qps: int,
+    known: tuple[LinkHealth, Bound] | None,
+) -> Bound:
+    """The lower bound of `flows` under `health` for routings of up to `qps` QP buckets:
+    derived from `known` (the bound of the same flows under another health) by
+    `bound_after` where that holds (no capacity went up), else computed in full."""
+    if known is not None:
+        derived = bound_after(fabric, flows, known[0], known[1], health, qps)
+        if derived is not None:
+            return derived
+    return Problem(fabric, health, flows).bound(qps)

@@ -22,6 +22,7 @@ from controller.solver.repair import (
     RouteIndex,
     affected_flows,
     bound_after,
+    bound_under,
 )
 
 # The repair's own moves, before the certificate hands any job back to hashing (the
@@ -171,6 +172,27 @@ def test_bound_after_a_loss_equals_the_full_bound(seed, failures):
         assert derived is not None
         assert derived.value == pytest.approx(lower_bound(fabric, new, flows, qps=qps).value)
         assert bound_after(fabric, flows, new, derived, old, qps) is None  # capacity came back
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.integers(0, 10_000), st.integers(1, 4))
+def test_bound_under_derives_where_it_holds_else_counts_in_full(seed, failures):
+    """The service's bound after a link change: bound_after's where no capacity went up,
+    the full bound where some did or no bound is known."""
+    fabric = build(PRESETS["small"])
+    rng = np.random.default_rng(seed)
+    flows = _random_flows(fabric, rng, 80, [25.0, 100.0, 400.0])
+    links = rng.choice(fabric.num_links, failures, replace=False)
+    old = LinkHealth.all_up(fabric).with_factors({int(links[0]): 0.5})
+    new = old.with_factors({int(k): float(rng.choice([0.0, 0.25])) for k in links})
+    for qps in (1, 16):
+        before = lower_bound(fabric, old, flows, qps=qps)
+        derived = bound_under(fabric, flows, new, qps, (old, before))
+        assert derived == bound_after(fabric, flows, old, before, new, qps)
+        assert bound_under(fabric, flows, new, qps, None) == lower_bound(fabric, new, flows,
+                                                                         qps=qps)  # fmt: skip
+        # capacity came back: nothing is derived from the lower bound under less capacity
+        assert bound_under(fabric, flows, old, qps, (new, derived)) == before
 
 
 def test_a_repair_re_places_at_most_its_bound_and_withdraws_the_rest(
