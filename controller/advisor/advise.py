@@ -39,9 +39,8 @@ from controller.model.health import LinkHealth
 from controller.model.jobs import PATTERNS, Job, check_job, jobs_flows
 from controller.model.paths import CROSS_POD, flow_class
 from controller.model.rates import simulate
-from controller.solver.bounds import lower_bound
+from controller.solver import Problem, SolveOptions, solve
 from controller.solver.greedy import greedy, local_search
-from controller.solver.solve import SolveOptions, solve
 
 SAME_POD = ("require", "prefer", "any")
 CANDIDATE_ID = "candidate"
@@ -192,7 +191,7 @@ def _context(
     else:
         path = _kept_paths(flows, current)
         if (path == UNROUTED).any():
-            path = greedy(fabric, health, flows, fixed=path)
+            path = greedy(Problem(fabric, health, flows), fixed=path)
     ctx = _Context(fabric, health, list(jobs), flows, path)
     if len(flows):
         alone = simulate(fabric, health, Assignment(flows, path))
@@ -354,15 +353,16 @@ def _score(ctx: _Context, request: Request, hosts: tuple[int, ...], strategy: st
     new = jobs_flows(f, [_job(f, request, hosts)])
     flows = FlowSet.concat([ctx.flows, new])
     fixed = np.concatenate([ctx.path, np.full(len(new), UNROUTED, np.int64)])
-    path = greedy(f, ctx.health, flows, fixed=fixed)
+    problem = Problem(f, ctx.health, flows)
+    path = greedy(problem, fixed=fixed)
     movable = np.zeros(len(flows), bool)
     movable[len(ctx.flows) :] = True
-    path = local_search(f, ctx.health, flows, path, movable=movable)
+    path = local_search(problem, path, movable=movable)
     assignment = Assignment(flows, path)
     report = simulate(f, ctx.health, assignment)
     after = report.job_busbw_fraction
     deltas = [after.get(k, v) - v for k, v in ctx.busbw.items()]
-    cross = flow_class(f, new.src_nic, new.dst_nic) == CROSS_POD
+    cross = problem.cls[len(ctx.flows) :] == CROSS_POD
     host_arr = np.asarray(hosts)
     racks = np.unique(f.rack_of_host(host_arr))
     return Score(
@@ -371,7 +371,7 @@ def _score(ctx: _Context, request: Request, hosts: tuple[int, ...], strategy: st
         racks=int(racks.size),
         cross_pod_gbps=float(new.demand[cross].sum()),
         te_mlu=float(report.mlu),
-        bound=lower_bound(f, ctx.health, flows).value,
+        bound=problem.bound().value,
         new_job_busbw=after.get(CANDIDATE_ID, 1.0),
         worst_existing_delta=float(min(deltas, default=0.0)),
         strategy=strategy,

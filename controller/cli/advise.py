@@ -40,7 +40,7 @@ def cmd_advise(args: argparse.Namespace) -> int:
         same_pod=args.same_pod, avoid_hosts=_avoid(fabric, args.avoid),
         top=args.top,
     )  # fmt: skip
-    from controller.solver.greedy import warm_up
+    from controller.solver import warm_up
 
     with progress.stage("loading the solver's kernels (compiled on the first run, ~4 s)"):
         warm_up()

@@ -15,7 +15,7 @@ from controller.model.jobs import PATTERNS, Job
 from controller.routes.tables import Entry
 from controller.service.held import Held, PlanView
 from controller.service.job_view import JobFigures
-from controller.solver.certificate import Certificate
+from controller.solver import Certificate
 
 
 def job_from_pb(fabric: Fabric, msg: pb.Job, field: str = "job") -> Job:

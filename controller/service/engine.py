@@ -53,10 +53,17 @@ from controller.service.replica import Replica
 from controller.service.rounds import Step, Taken, Target, Then, Wake
 from controller.service.solves import Baseline, GlobalSolve
 from controller.service.state import DesiredState, Inputs
-from controller.solver.certificate import Certificate
-from controller.solver.greedy import AssignResult, warm_up
-from controller.solver.repair import REOPT_TRIES, RouteIndex, follow_up, repair_indexed
-from controller.solver.solve import SolveOptions, SolveResult
+from controller.solver import (
+    REOPT_TRIES,
+    AssignResult,
+    Certificate,
+    RouteIndex,
+    SolveOptions,
+    SolveResult,
+    follow_up,
+    repair_indexed,
+    warm_up,
+)
 
 __all__ = ["Engine", "RouteEvent"]
 

@@ -42,7 +42,7 @@ from controller.service.metrics import Metrics
 from controller.service.rounds import Target
 from controller.service.route_query import SWITCH_TIERS
 from controller.service.state import RouteLog
-from controller.solver.repair import RouteIndex
+from controller.solver import RouteIndex
 
 log = logging.getLogger("fabric_te.engine")
 SWEEP_CHUNK = 64  # switches per step of a periodic reconcile at most (inputs are taken

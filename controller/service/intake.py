@@ -29,7 +29,7 @@ from controller.service.persist import ASSIGNMENT, HELD, JOBS, LINKS, Stored, in
 from controller.service.replica import Replica
 from controller.service.state import DesiredState
 from controller.service.store import Change
-from controller.solver.solve import SolveOptions, SolveResult, solve
+from controller.solver import SolveOptions, SolveResult, solve
 
 log = logging.getLogger("fabric_te.engine")
 WRITE_ATTEMPTS = 8  # guarded store writes per input before the caller gets ABORTED

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from controller.solver.solve import SolveResult
+from controller.solver import SolveResult
 
 
 @dataclass(frozen=True)

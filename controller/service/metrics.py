@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 if TYPE_CHECKING:
-    from controller.solver.certificate import Certificate
+    from controller.solver import Certificate
 
 PREFIX = "fabric_te_"
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)

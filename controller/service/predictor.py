@@ -20,7 +20,7 @@ from controller.model.fabric import Fabric
 from controller.model.health import LinkHealth
 from controller.model.rates import simulate
 from controller.service.metrics import Metrics
-from controller.solver.solve import SolveResult
+from controller.solver import SolveResult
 
 log = logging.getLogger("fabric_te.engine")
 PREDICT_QUIET = 1.0  # s without a new result (and idle) before the last one's rate prediction

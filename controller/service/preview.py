@@ -19,7 +19,7 @@ from controller.model.flows import pair_keys
 from controller.routes.plan import plan_update
 from controller.routes.tables import RouteSet
 from controller.service.held import PlanView
-from controller.solver.solve import SolveResult
+from controller.solver import SolveResult
 
 
 @dataclass(frozen=True)

@@ -24,8 +24,7 @@ from controller.service.predictor import Predictor
 from controller.service.preview import Preview, preview
 from controller.service.replica import Replica
 from controller.service.state import DesiredState
-from controller.solver.certificate import Certificate
-from controller.solver.solve import SolveOptions, SolveResult
+from controller.solver import Certificate, SolveOptions, SolveResult
 
 
 class EngineReads:

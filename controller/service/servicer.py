@@ -24,7 +24,7 @@ from controller.service import convert, route_query, route_upload
 from controller.service.engine import Engine, RouteEvent
 from controller.service.errors import mapped
 from controller.service.limits import Limits, Slots, check_flows
-from controller.solver.solve import SolveOptions
+from controller.solver import SolveOptions
 
 T = TypeVar("T")
 RESUME_VERSION_KEY = "resume-version"  # trailing metadata of a dropped watch

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 
 import numpy as np
 
@@ -25,11 +26,17 @@ from controller.model.jobs import Job, jobs_flows
 from controller.service.installer import IndexBuild
 from controller.service.metrics import Metrics
 from controller.service.rounds import Taken
-from controller.solver.bounds import Bound, lower_bound
-from controller.solver.certificate import CertifyOptions
-from controller.solver.greedy import AssignResult
-from controller.solver.repair import RouteIndex, bound_after, repair_indexed
-from controller.solver.solve import SolveOptions, SolveResult, solve
+from controller.solver import (
+    AssignResult,
+    Bound,
+    CertifyOptions,
+    RouteIndex,
+    SolveOptions,
+    SolveResult,
+    bound_under,
+    repair_indexed,
+    solve,
+)
 
 log = logging.getLogger("fabric_te.engine")
 POLL = 0.5  # s between looks at the stop flag while the thread waits
@@ -140,17 +147,15 @@ class Baseline:
         self._bounds: dict[bytes, Bound] = {health.factor.tobytes(): result.bound}
 
     def bound_for(self, before: LinkHealth, health: LinkHealth) -> Bound:
-        """The split lower bound under `health`: cached, else derived from `before`'s
-        (`bound_after`: only the changed cuts, when capacity only went down), else computed
-        in full (the costly case; see docs/profiling.md)."""
+        """The split lower bound under `health`: cached, else derived from `before`'s when
+        that is cached (`bound_under`: only the changed cuts, when capacity only went down),
+        else computed in full (the costly case; see docs/profiling.md)."""
         key = health.factor.tobytes()
         bound = self._bounds.get(key)
         if bound is None:
             known = self._bounds.get(before.factor.tobytes())
-            if known is not None:
-                bound = bound_after(self.fabric, self.flows, before, known, health, self.qps)
-            if bound is None:
-                bound = lower_bound(self.fabric, health, self.flows, qps=self.qps)
+            bound = bound_under(self.fabric, self.flows, health, self.qps,
+                                None if known is None else (before, known))  # fmt: skip
             if len(self._bounds) >= self.CACHED:
                 self._bounds.pop(next(iter(self._bounds)))
             self._bounds[key] = bound
@@ -162,21 +167,6 @@ class Baseline:
         of this solve's routes: `moved` rows, figures against `bound`; the table counts are
         as of this solve (the read-back counts are in /metrics)."""
         last = self.result
-        parent = last.parent
-        assert parent is not None
-        return SolveResult(
-            assignment=res.assignment,
-            mlu=res.mlu,
-            bound=bound,
-            lp=None,
-            collided_links=int(res.collided_links.size),
-            churn=int(np.unique(parent[np.unique(moved)]).size),
-            unroutable=np.unique(parent[res.unroutable]),
-            fallback_ecmp=last.fallback_ecmp,
-            method=method,
-            times={"total": seconds},
-            parent=parent,
-            split_flows=last.split_flows,
-            tables=last.tables,
-            certificate=res.certificate,
-        )
+        assert last.parent is not None
+        return SolveResult.of(replace(res, churn=moved, method=method), bound, None,
+                              {"total": seconds}, last.parent, as_of=last)  # fmt: skip

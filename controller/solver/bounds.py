@@ -71,7 +71,23 @@ def lower_bound(
     qps: int = 1,
 ) -> Bound:
     """The largest valid lower bound on MLU (see the module docstring)."""
-    cap = health.arc_capacity(fabric)
+    src, dst = flows.src_nic, flows.dst_nic
+    bound = cheap_bound(fabric, health.arc_capacity(fabric), flows, flow_class(fabric, src, dst),
+                        fabric.rack_of_nic(src), fabric.rack_of_nic(dst), qps)  # fmt: skip
+    return bound if lp is None else bound.with_lp(lp)
+
+
+def cheap_bound(
+    fabric: Fabric,
+    cap: np.ndarray,
+    flows: FlowSet,
+    cls: np.ndarray,
+    sr: np.ndarray,
+    dr: np.ndarray,
+    qps: int = 1,
+) -> Bound:
+    """`lower_bound` without the LP, from the arc capacities `cap` and the flows' classes
+    and source and destination racks (controller.model.paths), as a Problem holds them."""
     parts: dict[str, float] = {}
     if len(flows):
         src, dst, d = flows.src_nic, flows.dst_nic, flows.demand
@@ -81,9 +97,6 @@ def lower_bound(
         parts["access"] = max(
             _ratio(nic_out, cap[fabric.up(nics)]), _ratio(nic_in, cap[fabric.down(nics)])
         )
-        cls = flow_class(fabric, src, dst)
-        sr = fabric.rack_of_nic(src)
-        dr = fabric.rack_of_nic(dst)
         leaves = cls != SAME_RACK
         racks = fabric.num_racks
         rack_links = fabric.rack_uplinks().reshape(racks, -1)
@@ -123,8 +136,6 @@ def lower_bound(
                 parts["pod-ingress"], unsplit(dp, cross, cap[fabric.down(agg)])
             )
         parts["largest-flow"] = _largest_flow(fabric, cap, unit, flows, cls, sr, dr)
-    if lp is not None:
-        parts["lp"] = lp.mlu
     return _best(parts)
 
 

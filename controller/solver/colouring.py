@@ -41,9 +41,8 @@ from scipy.sparse.csgraph import maximum_bipartite_matching
 
 from controller.model.assignment import UNROUTED, Assignment
 from controller.model.fabric import Fabric
-from controller.model.flows import FlowSet
-from controller.model.health import LinkHealth
-from controller.model.paths import CROSS_POD, SAME_RACK, flow_class, path_index
+from controller.model.paths import CROSS_POD, SAME_RACK, path_index
+from controller.solver.problem import Problem
 
 _EPS = 1e-9
 
@@ -273,10 +272,11 @@ def _vertex_slots(slots: np.ndarray, degree: np.ndarray) -> np.ndarray:
     return cap
 
 
-def colour_assign(fabric: Fabric, health: LinkHealth, flows: FlowSet) -> ColourOutcome | None:
-    """Colour all flows onto paths; None when not applicable (unequal demands, or a demand
-    above every rack link's capacity). Flows the colouring cannot place are UNROUTED and
-    listed in `failed`."""
+def colour_assign(problem: Problem) -> ColourOutcome | None:
+    """Colour all the problem's flows onto paths; None when not applicable (unequal
+    demands, or a demand above every rack link's capacity). Flows the colouring cannot
+    place are UNROUTED and listed in `failed`."""
+    fabric, flows = problem.fabric, problem.flows
     n_flows = len(flows)
     path = np.full(n_flows, UNROUTED, np.int64)
     if n_flows == 0:
@@ -284,10 +284,8 @@ def colour_assign(fabric: Fabric, health: LinkHealth, flows: FlowSet) -> ColourO
     demand = float(flows.demand[0])
     if not np.all(flows.demand == demand):
         return None
-    cap = health.arc_capacity(fabric)
-    cls = flow_class(fabric, flows.src_nic, flows.dst_nic)
-    sr = fabric.rack_of_nic(flows.src_nic)
-    dr = fabric.rack_of_nic(flows.dst_nic)
+    cap, cls = problem.arc_capacity, problem.cls
+    sr, dr = problem.src_rack, problem.dst_rack
     access = np.r_[fabric.up(flows.src_nic), fabric.down(flows.dst_nic)]
     access_ok = (cap[access] > 0).reshape(2, -1).all(axis=0)
     path[(cls == SAME_RACK) & access_ok] = 0
@@ -322,7 +320,7 @@ def colour_assign(fabric: Fabric, health: LinkHealth, flows: FlowSet) -> ColourO
     }
     cross = cls[e] == CROSS_POD
     if cross.any():
-        j, m, placed = _agg_colouring(fabric, cap, flows, e[cross], c[cross])
+        j, m, placed = _agg_colouring(problem, e[cross], c[cross])
         digits["j"][cross], digits["mu"][cross], digits["md"][cross] = j, m, m
         keep = np.ones(e.size, bool)
         keep[np.flatnonzero(cross)[~placed]] = False
@@ -334,14 +332,14 @@ def colour_assign(fabric: Fabric, health: LinkHealth, flows: FlowSet) -> ColourO
 
 
 def _agg_colouring(
-    fabric: Fabric, cap: np.ndarray, flows: FlowSet, idx: np.ndarray, plane: np.ndarray
+    problem: Problem, idx: np.ndarray, plane: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Equitable (j, m) for cross-pod flows `idx` already on plane `plane`; returns j, m and
     a mask of the flows that got one."""
+    fabric, cap = problem.fabric, problem.arc_capacity
     a, m_links, c_per = fabric.atsws_per_plane, fabric.agg_links, fabric.ctsws_per_pod
     am = a * m_links
-    sp = fabric.pod_of_rack(fabric.rack_of_nic(flows.src_nic[idx]))
-    dp = fabric.pod_of_rack(fabric.rack_of_nic(flows.dst_nic[idx]))
+    sp, dp = problem.src_pod[idx], problem.dst_pod[idx]
     # alive (j, m) per (pod, plane): both directions of an agg link share its health
     links = fabric.agg_base + np.arange(fabric.num_agg_links)
     alive = ((cap[2 * links] > 0) & (cap[2 * links + 1] > 0)).reshape(fabric.pods * c_per, am)

@@ -38,9 +38,20 @@ class Commodities:
 
 def commodities(fabric: Fabric, flows: FlowSet) -> Commodities:
     """Aggregate the flows that leave their rack by RTSW pair (deterministic order)."""
-    sr = fabric.rack_of_nic(flows.src_nic)
-    dr = fabric.rack_of_nic(flows.dst_nic)
-    cls = flow_class(fabric, flows.src_nic, flows.dst_nic)
+    return aggregate(
+        fabric,
+        flows,
+        flow_class(fabric, flows.src_nic, flows.dst_nic),
+        fabric.rack_of_nic(flows.src_nic),
+        fabric.rack_of_nic(flows.dst_nic),
+    )
+
+
+def aggregate(
+    fabric: Fabric, flows: FlowSet, cls: np.ndarray, sr: np.ndarray, dr: np.ndarray
+) -> Commodities:
+    """`commodities` from the flows' classes and source and destination racks
+    (controller.model.paths), as a Problem holds them."""
     leaves = cls != SAME_RACK
     key = sr * fabric.num_racks + dr
     uniq, inverse = np.unique(key[leaves], return_inverse=True)

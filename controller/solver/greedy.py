@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from functools import cached_property
 
 import numpy as np
 
@@ -37,115 +36,21 @@ from controller.model.fabric import ACCESS, Fabric
 from controller.model.flows import FlowSet, match_pairs
 from controller.model.hashing import hashed_arcs
 from controller.model.health import LinkHealth
-from controller.model.paths import CROSS_POD, SAME_POD, SAME_RACK, decode, flow_class, num_paths
+from controller.model.paths import CROSS_POD, SAME_POD, SAME_RACK, num_paths
 from controller.model.rates import REL_TOL, flow_shares
 from controller.routes.budget import TableBudget, fit_tables
 from controller.routes.entries import align_entries
+from controller.solver.candidates import Candidates
 from controller.solver.certificate import Certificate
 from controller.solver.colouring import colour_assign
-from controller.solver.kernels import Cand, Mates, arc_csr, chosen_arcs, place, relieve, search
+from controller.solver.kernels import Mates, arc_csr, place, relieve, search
+from controller.solver.problem import Problem
 
 # Flows a local search tries on other paths before it stops (one try: a flow's candidates
 # scored; the tries of one hot arc are scored together, ~10 us a try on meta-24k). Searches
 # on pods converge within a few hundred; on the spray of the meta-24k mix (500K+ rows)
 # 10,000 reach 1.006-1.022 x the bound in about 0.1 s (docs/profiling.md).
 SEARCH_TRIES = 10_000
-
-
-# ---- candidate paths as arrays -------------------------------------------------------------
-@dataclass(frozen=True)
-class Candidates:
-    """Switch-to-switch arcs of every candidate path: arc = base[f, h] + offset[cls][p, h].
-
-    Same-pod paths have 2 core hops, cross-pod 4; same-rack flows have none.
-    """
-
-    cls: np.ndarray  # int8 [F]
-    base: np.ndarray  # int64 [F, 4]
-    offset: dict[int, np.ndarray]  # class -> int64 [P, hops]
-
-    def arcs(self, f: int) -> np.ndarray:
-        """Core arcs [P, hops] of every candidate of flow f (empty for same rack)."""
-        off = self.offset[int(self.cls[f])]
-        return self.base[f, : off.shape[1]] + off
-
-    def take(self, rows: np.ndarray) -> Candidates:
-        """The candidates of flows `rows` (as of FlowSet.take(rows))."""
-        return Candidates(self.cls[rows], self.base[rows], self.offset)
-
-    def all_chosen(self, path: np.ndarray) -> np.ndarray:
-        """Core arcs [F, 4] of the given paths, -1 padded (and for UNROUTED), from every
-        class's offsets stacked (kernels.chosen_arcs)."""
-        return chosen_arcs(np.array(path, np.int64), self.kernel_args)  # (one kernel type)
-
-    @cached_property
-    def kernel_args(self) -> Cand:
-        """(cls, base, table, first, n_paths, hops), as the kernels take them: every class's
-        offsets in one table [paths, 4] (-1 padded), class c's at rows first[c] ..
-        first[c] + n_paths[c], hops[c] hops."""
-        classes = sorted(self.offset)
-        width = self.base.shape[1]
-        table = np.full((sum(self.offset[c].shape[0] for c in classes), width), -1, np.int64)
-        first = np.zeros(max(classes) + 1, np.int64)
-        n_paths = np.zeros(max(classes) + 1, np.int64)
-        hops = np.zeros(max(classes) + 1, np.int64)
-        at = 0
-        for c in classes:
-            off = self.offset[c]
-            first[c], n_paths[c], hops[c] = at, off.shape[0], off.shape[1]
-            table[at : at + off.shape[0], : off.shape[1]] = off
-            at += off.shape[0]
-        return self.cls, self.base, table, first, n_paths, hops
-
-
-def candidates(fabric: Fabric, flows: FlowSet) -> Candidates:
-    """The candidate-path tables of `flows` (see Candidates)."""
-    cls = flow_class(fabric, flows.src_nic, flows.dst_nic)
-    sr = fabric.rack_of_nic(flows.src_nic)
-    dr = fabric.rack_of_nic(flows.dst_nic)
-    base = np.zeros((len(flows), 4), np.int64)
-    up_rack = fabric.up(fabric.rack_link(sr, 0, 0))
-    down_rack = fabric.down(fabric.rack_link(dr, 0, 0))
-    pod = cls == SAME_POD
-    base[pod, 0], base[pod, 1] = up_rack[pod], down_rack[pod]
-    cross = cls == CROSS_POD
-    if fabric.atsws_per_plane:
-        sp, dp = fabric.pod_of_rack(sr), fabric.pod_of_rack(dr)
-        base[cross, 0] = up_rack[cross]
-        base[cross, 1] = fabric.up(fabric.agg_link(sp, 0, 0, 0))[cross]
-        base[cross, 2] = fabric.down(fabric.agg_link(dp, 0, 0, 0))[cross]
-        base[cross, 3] = down_rack[cross]
-    _, n_pod, n_cross = num_paths(fabric)
-    k, a, m = fabric.rack_links, fabric.atsws_per_plane, fabric.agg_links
-    d = decode(fabric, np.full(n_pod, SAME_POD), np.arange(n_pod))
-    offset = {
-        SAME_RACK: np.zeros((1, 0), np.int64),
-        SAME_POD: np.stack([2 * (d["c"] * k + d["ku"]), 2 * (d["c"] * k + d["kd"])], axis=1),
-    }
-    if a:
-        d = decode(fabric, np.full(n_cross, CROSS_POD), np.arange(n_cross))
-        offset[CROSS_POD] = np.stack(
-            [
-                2 * (d["c"] * k + d["ku"]),
-                2 * ((d["c"] * a + d["j"]) * m + d["mu"]),
-                2 * ((d["c"] * a + d["j"]) * m + d["md"]),
-                2 * (d["c"] * k + d["kd"]),
-            ],
-            axis=1,
-        )
-    return Candidates(cls, base, offset)
-
-
-def _inverse(capacity: np.ndarray) -> np.ndarray:
-    with np.errstate(divide="ignore"):
-        return np.where(capacity > 0, 1.0 / np.where(capacity > 0, capacity, 1.0), np.inf)
-
-
-def access_alive(fabric: Fabric, flows: FlowSet, arc_capacity: np.ndarray) -> np.ndarray:
-    """Flows whose NIC access arcs (fixed for every path) both have capacity."""
-    return (arc_capacity[fabric.up(flows.src_nic)] > 0) & (
-        arc_capacity[fabric.down(flows.dst_nic)] > 0
-    )
 
 
 def _best_path(
@@ -264,13 +169,11 @@ class Guidance:
     share: np.ndarray = field(repr=False)
 
 
-def _targets(
-    fabric: Fabric, flows: FlowSet, cls: np.ndarray, guidance: Guidance
-) -> dict[tuple[int, int], np.ndarray]:
+def _targets(problem: Problem, guidance: Guidance) -> dict[tuple[int, int], np.ndarray]:
     """Remaining Gbps per path for every guided commodity."""
-    _, n_pod, n_cross = num_paths(fabric)
-    sr = fabric.rack_of_nic(flows.src_nic)
-    dr = fabric.rack_of_nic(flows.dst_nic)
+    _, n_pod, n_cross = num_paths(problem.fabric)
+    flows, cls = problem.flows, problem.cls
+    sr, dr = problem.src_rack, problem.dst_rack
     total: dict[tuple[int, int], float] = {}
     for s, d, q in zip(sr.tolist(), dr.tolist(), flows.demand.tolist(), strict=True):
         total[(s, d)] = total.get((s, d), 0.0) + q
@@ -298,19 +201,15 @@ def demand_order(flows: FlowSet) -> np.ndarray:
 
 
 def greedy(
-    fabric: Fabric,
-    health: LinkHealth,
-    flows: FlowSet,
+    problem: Problem,
     *,
     fixed: np.ndarray | None = None,
     guidance: Guidance | None = None,
-    cand: Candidates | None = None,
 ) -> np.ndarray:
     """Largest-first greedy paths. `fixed[f] >= 0` keeps flow f on that path (its load is
     counted first); every other flow is placed. Flows with no alive path get UNROUTED."""
-    cap = health.arc_capacity(fabric)
-    inv = _inverse(cap)
-    cand = cand or candidates(fabric, flows)
+    fabric, flows = problem.fabric, problem.flows
+    inv, cand = problem.inverse, problem.candidates
     path = np.full(len(flows), UNROUTED, np.int64)
     load = np.zeros(fabric.num_arcs)
     if fixed is not None:
@@ -322,10 +221,9 @@ def greedy(
         load += np.bincount(flat[flat >= 0], weights=w[flat >= 0], minlength=fabric.num_arcs)
     else:
         keep = np.zeros(len(flows), bool)
-    targets = _targets(fabric, flows, cand.cls, guidance) if guidance is not None else {}
-    alive = access_alive(fabric, flows, cap)
-    sr = fabric.rack_of_nic(flows.src_nic)
-    dr = fabric.rack_of_nic(flows.dst_nic)
+    targets = _targets(problem, guidance) if guidance is not None else {}
+    alive = problem.access_alive
+    sr, dr = problem.src_rack, problem.dst_rack
     demand = flows.demand
     mates = _Mates(fabric, flows, cand)
     mates.fill(cand.cls, np.where(keep, path, UNROUTED))
@@ -358,46 +256,31 @@ def greedy(
     return path
 
 
-def greedy_batched(
-    fabric: Fabric,
-    health: LinkHealth,
-    flows: FlowSet,
-    *,
-    fixed: np.ndarray,
-    cand: Candidates | None = None,
-) -> np.ndarray:
+def greedy_batched(problem: Problem, *, fixed: np.ndarray) -> np.ndarray:
     """`greedy` (largest first, same choice rule) with the flows placed in batches: in
     demand order, each flow joins the first batch in which neither its source nor its
     destination RTSW is taken yet, so the flows of a batch share no rack link and are placed
     at once, as arrays, on the load of the batches before. Flows of a batch may still share
     CTSW-ATSW links, and entry-key mates are left to align_entries."""
-    return greedy_batched_arcs(fabric, health, flows, fixed=fixed, cand=cand)[0]
+    return greedy_batched_arcs(problem, fixed=fixed)[0]
 
 
-def greedy_batched_arcs(
-    fabric: Fabric,
-    health: LinkHealth,
-    flows: FlowSet,
-    *,
-    fixed: np.ndarray,
-    cand: Candidates | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
+def greedy_batched_arcs(problem: Problem, *, fixed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """greedy_batched, and the core arcs of its paths (cand.all_chosen of them), which
-    local_search can take instead of computing them again."""
-    cap = health.arc_capacity(fabric)
-    inv = _inverse(cap)
-    cand = cand or candidates(fabric, flows)
+    local_search can start from instead of computing them again."""
+    fabric, flows = problem.fabric, problem.flows
+    inv, cand = problem.inverse, problem.candidates
     path = np.asarray(fixed, np.int64).copy()
     chosen = cand.all_chosen(np.where(path >= 0, path, UNROUTED))
-    load = core_load(fabric, flows, cand, path, chosen)
-    todo = np.flatnonzero((path < 0) & access_alive(fabric, flows, cap))
+    load = core_load(fabric, flows, chosen)
+    todo = np.flatnonzero((path < 0) & problem.access_alive)
     path[todo[cand.cls[todo] == SAME_RACK]] = 0
     todo = todo[cand.cls[todo] != SAME_RACK]
     if not todo.size:
         return path, chosen
     order = todo[np.argsort(-flows.demand[todo], kind="stable")]
-    sr = fabric.rack_of_nic(flows.src_nic[order]).tolist()
-    dr = fabric.rack_of_nic(flows.dst_nic[order]).tolist()
+    sr = problem.src_rack[order].tolist()
+    dr = problem.dst_rack[order].tolist()
     # first fit: the lowest batch that neither the source nor the destination RTSW uses
     # (bit b of used_src[r] / used_dst[r]: RTSW r is taken in batch b)
     used_src = [0] * fabric.num_racks
@@ -417,17 +300,10 @@ def greedy_batched_arcs(
     return path, chosen
 
 
-def core_load(
-    fabric: Fabric,
-    flows: FlowSet,
-    cand: Candidates,
-    path: np.ndarray,
-    arcs: np.ndarray | None = None,
-) -> np.ndarray:
-    """Gbps per arc from the switch-to-switch hops of the given paths (`arcs`: their
-    cand.all_chosen, if at hand)."""
-    arcs = cand.all_chosen(path) if arcs is None else arcs
-    return _arc_sums(fabric, arcs, flows.demand)
+def core_load(fabric: Fabric, flows: FlowSet, chosen: np.ndarray) -> np.ndarray:
+    """Gbps per arc from the switch-to-switch hops `chosen` of the flows' paths (their
+    Candidates.all_chosen)."""
+    return _arc_sums(fabric, chosen, flows.demand)
 
 
 def _arc_sums(fabric: Fabric, arcs: np.ndarray, demand: np.ndarray) -> np.ndarray:
@@ -457,23 +333,20 @@ class _Start:
     @classmethod
     def of(
         cls,
-        fabric: Fabric,
-        health: LinkHealth,
-        flows: FlowSet,
+        problem: Problem,
         path: np.ndarray,
         movable: np.ndarray | None,
-        cand: Candidates | None,
-        chosen: np.ndarray | None = None,
+        chosen: np.ndarray | None,
     ) -> _Start:
-        cap = health.arc_capacity(fabric)
-        cand = cand or candidates(fabric, flows)
+        """From `path` (copied) and, if given, its switch-to-switch arcs `chosen`."""
+        cand = problem.candidates
         path = path.copy()
         chosen = cand.all_chosen(path) if chosen is None else chosen
-        load = core_load(fabric, flows, cand, path, chosen)
+        load = core_load(problem.fabric, problem.flows, chosen)
         may = path >= 0 if movable is None else movable & (path >= 0)
         may &= cand.cls != SAME_RACK
-        core = np.repeat(fabric.link_kind != ACCESS, 2)
-        return cls(cap, _inverse(cap), cand, path, chosen, load, may, core)
+        return cls(problem.arc_capacity, problem.inverse, cand, path, chosen, load, may,
+                   problem.core)  # fmt: skip
 
     def fields(self) -> tuple[np.ndarray, np.ndarray, Candidates, np.ndarray, np.ndarray,
                               np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
@@ -482,28 +355,27 @@ class _Start:
 
 
 def local_search(
-    fabric: Fabric,
-    health: LinkHealth,
-    flows: FlowSet,
+    problem: Problem,
     path: np.ndarray,
     *,
     movable: np.ndarray | None = None,
     max_tries: int | None = SEARCH_TRIES,
-    cand: Candidates | None = None,
     chosen: np.ndarray | None = None,
 ) -> np.ndarray:
     """Move flows off the most utilised arc while that strictly improves (max, count at max);
     stop at the first most-utilised arc none of whose flows can move, or after `max_tries`
     flows tried (None: no limit; every move improves, so it ends).
     Only flows with `movable[f]` (default: all routed) may move; `chosen`: the paths'
-    cand.all_chosen, if at hand (it is updated in place as flows move). Returns new paths.
+    switch-to-switch arcs when the search starts where greedy_batched_arcs left them (it
+    is updated in place as flows move; else computed). Returns new paths.
 
     A try scores one flow's candidates with its own load taken off; the flows of the hot arc
     are tried in order (largest first) and the first that can go below the maximum moves;
     the tries counted are those up to and including the move. The moves run compiled
     (kernels.search)."""
-    st = _Start.of(fabric, health, flows, path, movable, cand, chosen)
+    st = _Start.of(problem, path, movable, chosen)
     cap, inv, cand, path, chosen, load, may, core = st.fields()
+    fabric, flows = problem.fabric, problem.flows
     demand = flows.demand
     mates = _Mates(fabric, flows, cand)
     mates.fill(cand.cls, path)
@@ -535,14 +407,11 @@ RELIEF_TRIES = 30_000
 
 
 def relieve_arcs(
-    fabric: Fabric,
-    health: LinkHealth,
-    flows: FlowSet,
+    problem: Problem,
     path: np.ndarray,
     *,
     movable: np.ndarray | None = None,
     max_tries: int | None = RELIEF_TRIES,
-    cand: Candidates | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Drain switch-to-switch arcs loaded beyond capacity that the MLU search leaves alone
     (it only ever looks at the most utilised arc): the arcs over capacity, most utilised
@@ -558,8 +427,9 @@ def relieve_arcs(
     (the drain runs compiled: kernels.relieve). Arcs and flows with no room on some hop of
     every candidate are skipped up front (_may_fit); flows alike (_alike) score alike, and
     their tries count once a batch."""
-    st = _Start.of(fabric, health, flows, path, movable, cand)
+    st = _Start.of(problem, path, movable, None)
     cap, inv, cand, path, chosen, load, may, core = st.fields()
+    fabric, flows = problem.fabric, problem.flows
     util = load * np.where(np.isfinite(inv), inv, 0.0)
     over = np.flatnonzero(core & np.isfinite(inv) & (util > 1.0 + REL_TOL))
     if not over.size:
@@ -601,10 +471,11 @@ def warm_up() -> None:
                             nics_per_host=2, ctsws_per_pod=3))  # fmt: skip
     health = LinkHealth.all_up(fabric).down([fabric.rack_link(1, 1), fabric.rack_link(1, 2)])
     flows = FlowSet.build([0, 1, 4, 5], [2, 3, 6, 7], [300.0, 200.0, 300.0, 150.0])
-    greedy_batched_arcs(fabric, health, flows, fixed=np.full(len(flows), UNROUTED))
+    problem = Problem(fabric, health, flows)
+    greedy_batched_arcs(problem, fixed=np.full(len(flows), UNROUTED))
     path = np.array([0, 0, 1, 1])
-    local_search(fabric, health, flows, path)
-    relieve_arcs(fabric, health, flows, path)
+    local_search(problem, path)
+    relieve_arcs(problem, path)
     arc_csr(Assignment(flows, path).arcs(fabric), flows.demand, fabric.num_arcs)
     # the model's kernels the certificate runs: E-ECMP hashing, max-min rates, parent sums
     sub, arcs, parent = hashed_arcs("eecmp", fabric, flows, health, 1, 2)
@@ -657,29 +528,14 @@ def _may_fit(
 
 
 # ---- results ------------------------------------------------------------------------------------
-def _load(fabric: Fabric, assignment: Assignment, arcs: np.ndarray | None) -> np.ndarray:
-    if arcs is None:
-        return assignment.link_load(fabric)
+def arc_load(fabric: Fabric, assignment: Assignment, arcs: np.ndarray) -> np.ndarray:
+    """Gbps per arc (Assignment.link_load) from the assignment's arcs (Assignment.arcs)."""
     return _arc_sums(fabric, arcs, assignment.flows.demand)
 
 
-def arc_load(fabric: Fabric, assignment: Assignment, arcs: np.ndarray | None = None) -> np.ndarray:
-    """Gbps per arc (Assignment.link_load), from the assignment's arcs if given."""
-    return _load(fabric, assignment, arcs)
-
-
-def utilisation(
-    fabric: Fabric,
-    health: LinkHealth,
-    assignment: Assignment,
-    arcs: np.ndarray | None = None,
-    load: np.ndarray | None = None,
-) -> np.ndarray:
-    """Load / alive capacity per arc (inf where a dead arc carries load); `arcs`, if
-    given, are the assignment's (Assignment.arcs), and `load` its arc_load, to save
-    computing them again."""
-    load = _load(fabric, assignment, arcs) if load is None else load
-    return utilisation_of(load, health.arc_capacity(fabric))
+def utilisation(fabric: Fabric, health: LinkHealth, assignment: Assignment) -> np.ndarray:
+    """Load / alive capacity per arc (inf where a dead arc carries load)."""
+    return utilisation_of(assignment.link_load(fabric), health.arc_capacity(fabric))
 
 
 def utilisation_of(load: np.ndarray, cap: np.ndarray) -> np.ndarray:
@@ -688,18 +544,18 @@ def utilisation_of(load: np.ndarray, cap: np.ndarray) -> np.ndarray:
         return np.where(cap > 0, load / np.where(cap > 0, cap, 1.0), np.where(load > 0, np.inf, 0))
 
 
-def collided_arcs(
-    fabric: Fabric,
-    health: LinkHealth,
-    assignment: Assignment,
-    arcs: np.ndarray | None = None,
-    load: np.ndarray | None = None,
+def collided_arcs(fabric: Fabric, health: LinkHealth, assignment: Assignment) -> np.ndarray:
+    """Switch-to-switch arcs carrying two or more flows whose total exceeds the capacity."""
+    arcs = assignment.arcs(fabric)
+    load = _arc_sums(fabric, arcs, assignment.flows.demand)
+    return collided_arcs_of(fabric, arcs, load, health.arc_capacity(fabric))
+
+
+def collided_arcs_of(
+    fabric: Fabric, arcs: np.ndarray, load: np.ndarray, cap: np.ndarray
 ) -> np.ndarray:
-    """Switch-to-switch arcs carrying two or more flows whose total exceeds the capacity
-    (`arcs`, `load`: as for utilisation)."""
-    arcs = assignment.arcs(fabric) if arcs is None else arcs
-    load = _load(fabric, assignment, arcs) if load is None else load
-    cap = health.arc_capacity(fabric)
+    """collided_arcs of the rows whose arcs (Assignment.arcs) are `arcs`, putting `load`
+    (Gbps per arc) on arcs of capacity `cap`."""
     core = np.repeat(fabric.link_kind != ACCESS, 2)
     over = core & (load > cap + REL_TOL * np.maximum(cap, 1.0))
     if not over.any():
@@ -727,8 +583,10 @@ class AssignResult:
     certificate: Certificate | None = None
 
 
-def _score(fabric: Fabric, health: LinkHealth, flows: FlowSet, path: np.ndarray) -> tuple:
-    a = Assignment(flows, path)
+def _score(problem: Problem, path: np.ndarray) -> tuple:
+    """(MLU rounded, collided arcs) of `path`: what best_paths and assign_paths rank by."""
+    fabric, health = problem.fabric, problem.health
+    a = Assignment(problem.flows, path)
     util = utilisation(fabric, health, a)
     mlu = float(util.max(initial=0.0))
     return round(mlu, 9), int(collided_arcs(fabric, health, a).size)
@@ -753,68 +611,58 @@ def _alive_paths(cand: Candidates, cap: np.ndarray, path: np.ndarray, ok: np.nda
 
 
 def best_paths(
-    fabric: Fabric,
-    health: LinkHealth,
-    flows: FlowSet,
+    problem: Problem,
     *,
     guidance: Guidance | None = None,
     search_tries: int | None = SEARCH_TRIES,
-    cand: Candidates | None = None,
 ) -> tuple[np.ndarray, str]:
     """Best of colouring (when it applies) and greedy, each followed by local search (up to
     `search_tries` flows tried) and entry alignment; returns (paths, method)."""
-    cand = cand or candidates(fabric, flows)
+    flows = problem.flows
     options: list[tuple[tuple, int, np.ndarray, str]] = []
-    coloured = colour_assign(fabric, health, flows)
+    coloured = colour_assign(problem)
     if coloured is not None:
         path = coloured.assignment.path.copy()
         method = "colouring"
         if coloured.failed.size:
             fixed = path.copy()
-            path = greedy(fabric, health, flows, fixed=fixed, cand=cand)
+            path = greedy(problem, fixed=fixed)
             method = "colouring+greedy"
-        path = _finish(fabric, health, flows, path, cand, search_tries)
-        options.append((_score(fabric, health, flows, path), 0, path, method))
+        path = _finish(problem, path, search_tries)
+        options.append((_score(problem, path), 0, path, method))
     elif len(flows):
         # Mixed demands: colour the largest class (line-rate ring flows, typically) so that
         # no two of them share a rack link, then place the smaller flows around them.
         big = np.flatnonzero(flows.demand == flows.demand.max())
-        part = colour_assign(fabric, health, flows.take(big))
+        part = colour_assign(problem.take(big))
         if part is not None and big.size < len(flows):
             fixed = np.full(len(flows), UNROUTED, np.int64)
             fixed[big] = part.assignment.path
-            path = greedy(fabric, health, flows, fixed=fixed, guidance=guidance, cand=cand)
-            path = _finish(fabric, health, flows, path, cand, search_tries)
-            options.append((_score(fabric, health, flows, path), 0, path, "colouring+greedy"))
-    path = greedy(fabric, health, flows, guidance=guidance, cand=cand)
-    path = _finish(fabric, health, flows, path, cand, search_tries)
+            path = greedy(problem, fixed=fixed, guidance=guidance)
+            path = _finish(problem, path, search_tries)
+            options.append((_score(problem, path), 0, path, "colouring+greedy"))
+    path = greedy(problem, guidance=guidance)
+    path = _finish(problem, path, search_tries)
     method = "guided-greedy" if guidance is not None else "greedy"
-    options.append((_score(fabric, health, flows, path), 1, path, method))
+    options.append((_score(problem, path), 1, path, method))
     best = min(options, key=lambda o: (o[0], o[1]))
     return best[2], best[3]
 
 
 def _finish(
-    fabric: Fabric,
-    health: LinkHealth,
-    flows: FlowSet,
+    problem: Problem,
     path: np.ndarray,
-    cand: Candidates,
     search_tries: int | None,
     movable: np.ndarray | None = None,
 ) -> np.ndarray:
     """Local search, then entry alignment (the moved flows yield where keys conflict)."""
-    path = local_search(
-        fabric, health, flows, path, movable=movable, max_tries=search_tries, cand=cand
-    )
+    path = local_search(problem, path, movable=movable, max_tries=search_tries)
     priority = None if movable is None else movable.astype(np.float64)
-    return align_entries(fabric, flows, path, priority)
+    return align_entries(problem.fabric, problem.flows, path, priority)
 
 
 def assign_paths(
-    fabric: Fabric,
-    health: LinkHealth,
-    flows: FlowSet,
+    problem: Problem,
     *,
     previous: Assignment | None = None,
     move_threshold: float = 0.0,
@@ -822,7 +670,7 @@ def assign_paths(
     lp_guidance: Guidance | None = None,
     search_tries: int | None = SEARCH_TRIES,
 ) -> AssignResult:
-    """Integral paths for all flows.
+    """Integral paths for all of the problem's flows.
 
     With `previous`, flows with the same (source NIC, destination NIC) stay on their previous
     path while it is alive, new or broken flows are placed around them; a fresh solve replaces
@@ -831,20 +679,17 @@ def assign_paths(
     stay on ECMP. `search_tries` bounds each local search (see local_search).
     """
     start = time.perf_counter()
-    cand = candidates(fabric, flows)
-    cap = health.arc_capacity(fabric)
-    path, method = best_paths(
-        fabric, health, flows, guidance=lp_guidance, search_tries=search_tries, cand=cand
-    )
+    fabric, health, flows = problem.fabric, problem.health, problem.flows
+    path, method = best_paths(problem, guidance=lp_guidance, search_tries=search_tries)
     churn = np.zeros(0, np.int64)
     if previous is not None:
         prev = _previous_paths(flows, previous)
-        keep = _alive_paths(cand, cap, prev, access_alive(fabric, flows, cap))
+        keep = _alive_paths(problem.candidates, problem.arc_capacity, prev, problem.access_alive)
         fixed = np.where(keep, prev, UNROUTED)
-        kept = greedy(fabric, health, flows, fixed=fixed, guidance=lp_guidance, cand=cand)
-        kept = _finish(fabric, health, flows, kept, cand, search_tries, movable=~keep)
-        fresh_mlu = _score(fabric, health, flows, path)[0]
-        kept_mlu = _score(fabric, health, flows, kept)[0]
+        kept = greedy(problem, fixed=fixed, guidance=lp_guidance)
+        kept = _finish(problem, kept, search_tries, movable=~keep)
+        fresh_mlu = _score(problem, path)[0]
+        kept_mlu = _score(problem, kept)[0]
         if not fresh_mlu < kept_mlu * (1.0 - move_threshold) - REL_TOL:
             path, method = kept, "kept+" + method
         matched = prev != NO_PREVIOUS

@@ -66,8 +66,8 @@ from controller.model.rates import REL_TOL, flow_shares
 from controller.routes.budget import table_usage
 from controller.routes.entries import align_entries
 from controller.solver.bounds import lower_bound
+from controller.solver.candidates import Candidates, candidates
 from controller.solver.certificate import job_values
-from controller.solver.greedy import Candidates, candidates
 
 ROUNDS = 32  # kept moves at most
 TRIES = 64  # candidate routings predicted at most

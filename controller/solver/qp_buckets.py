@@ -33,19 +33,17 @@ from controller.errors import InputError
 from controller.model.assignment import UNROUTED, Assignment
 from controller.model.fabric import ACCESS, Fabric
 from controller.model.flows import ALL_QPS, FlowSet
-from controller.model.health import LinkHealth
-from controller.model.paths import SAME_RACK, flow_class, path_alive, path_index
+from controller.model.paths import SAME_RACK, path_alive, path_index
 from controller.model.rates import REL_TOL
 from controller.routes.entries import align_entries
 from controller.solver.greedy import (
     SEARCH_TRIES,
-    Candidates,
-    candidates,
     greedy,
     greedy_batched_arcs,
     local_search,
     utilisation,
 )
+from controller.solver.problem import Problem
 
 DEFAULT_QPS = 16  # queue pairs per flow, as the E-ECMP baseline opens
 
@@ -80,13 +78,12 @@ def split_flows(flows: FlowSet, which: np.ndarray, qps: int) -> tuple[FlowSet, n
     return FlowSet(out.src_nic, out.dst_nic, demand, out.job, out.job_ids, qp), parent
 
 
-def _overloaded(
-    fabric: Fabric, health: LinkHealth, flows: FlowSet, path: np.ndarray, cand: Candidates
-) -> np.ndarray:
+def _overloaded(problem: Problem, path: np.ndarray) -> np.ndarray:
     """Whole, routed flows on a switch-to-switch arc loaded beyond its capacity, with every
     other whole flow of the same (source NIC, destination host): they share the source
     RTSW's entry key, so they split together."""
-    util = utilisation(fabric, health, Assignment(flows, path))
+    fabric, flows, cand = problem.fabric, problem.flows, problem.candidates
+    util = utilisation(fabric, problem.health, Assignment(flows, path))
     core = np.repeat(fabric.link_kind != ACCESS, 2)
     hot = np.flatnonzero(core & (util > 1.0 + REL_TOL))
     if not hot.size:
@@ -132,27 +129,16 @@ def _fold(
     return out.take(rows), path[rows], parent[rows]
 
 
-def _place_dead(
-    fabric: Fabric,
-    health: LinkHealth,
-    flows: FlowSet,
-    path: np.ndarray,
-    search_tries: int | None,
-    cand: Candidates | None = None,
-) -> np.ndarray:
-    """Re-place the rows whose path has a dead arc around all the others (`cand`: the
-    rows' candidates, if at hand)."""
-    if not (health.arc_capacity(fabric) <= 0).any():
+def _place_dead(problem: Problem, path: np.ndarray, search_tries: int | None) -> np.ndarray:
+    """Re-place the rows whose path has a dead arc around all the others."""
+    if not problem.any_dead:
         return path
-    dead = ~path_alive(Assignment(flows, path).arcs(fabric), health.arc_capacity(fabric))
+    dead = ~path_alive(Assignment(problem.flows, path).arcs(problem.fabric), problem.arc_capacity)
     if not dead.any():
         return path
-    cand = cand or candidates(fabric, flows)
     fixed = np.where(dead, UNROUTED, path)
-    path = greedy(fabric, health, flows, fixed=fixed, cand=cand)
-    return local_search(
-        fabric, health, flows, path, movable=dead, max_tries=search_tries, cand=cand
-    )
+    path = greedy(problem, fixed=fixed)
+    return local_search(problem, path, movable=dead, max_tries=search_tries)
 
 
 def _affordable(
@@ -196,15 +182,14 @@ def _affordable(
 
 
 def spray(
-    fabric: Fabric,
-    health: LinkHealth,
-    flows: FlowSet,
+    problem: Problem,
     *,
     qps: int = DEFAULT_QPS,
     search_tries: int | None = SEARCH_TRIES,
     budget: np.ndarray | None = None,
 ) -> Split | None:
-    """Split every whole flow that leaves its rack into `qps` buckets spread evenly over
+    """Split every whole flow of the problem that leaves its rack into `qps` buckets spread
+    evenly over
     the planes (see the module docstring); None if no flow leaves its rack.
 
     With a per-node entry `budget` (controller.routes.budget.switch_budget), only as many
@@ -213,7 +198,7 @@ def spray(
     buckets off the hottest links (up to `search_tries` flows tried, see
     controller.solver.greedy.local_search). A flow's buckets depend on the flow (its NICs), not on
     its index, so an unchanged flow sprays the same way in the next solve."""
-    flow_cls = flow_class(fabric, flows.src_nic, flows.dst_nic)
+    fabric, flows, flow_cls = problem.fabric, problem.flows, problem.cls
     which = np.flatnonzero((flows.qp == ALL_QPS) & (flow_cls != SAME_RACK))
     ecmp = np.zeros(0, np.int64)
     if budget is not None:
@@ -224,8 +209,9 @@ def spray(
     if not which.size:
         return None
     new, parent = split_flows(flows, which, qps)
+    rows = problem.rows(new, parent)  # a bucket's class, racks and candidates are its flow's
     hashed = np.isin(parent, ecmp)
-    cls = flow_cls[parent]
+    cls = rows.cls
     c_, k, a, m = (
         fabric.ctsws_per_pod, fabric.rack_links, max(fabric.atsws_per_plane, 1),
         fabric.agg_links,
@@ -233,7 +219,7 @@ def spray(
     turn = np.maximum(new.qp, 0) + new.src_nic + new.dst_nic
     c = turn % c_
     dst = new.dst_host(fabric)
-    src_rack = fabric.rack_of_nic(new.src_nic)
+    src_rack = rows.src_rack
     # what follows the uplink depends on (source rack, destination host, plane) only, so
     # flows that meet at a CTSW or ATSW entry agree by construction
     digits = {
@@ -249,20 +235,15 @@ def spray(
     whole = ~is_bucket & (cls != SAME_RACK)
     if budget is not None and whole.any():
         # the flows kept whole are placed afresh around the sprayed buckets
-        new_cand = candidates(fabric, flows).take(parent)  # a bucket's are its flow's
         fixed = np.where(whole, UNROUTED, sprayed)
-        if (health.arc_capacity(fabric) <= 0).any():
+        if problem.any_dead:
             buckets = np.flatnonzero(is_bucket)
-            fixed[is_bucket] = _place_dead(fabric, health, new.take(buckets), sprayed[is_bucket],
-                                           search_tries, new_cand.take(buckets))  # fmt: skip
-        sprayed, chosen = greedy_batched_arcs(fabric, health, new, fixed=fixed, cand=new_cand)
-        sprayed = local_search(
-            fabric, health, new, sprayed, movable=(cls != SAME_RACK) & ~hashed,
-            max_tries=search_tries, cand=new_cand, chosen=chosen,
-        )  # fmt: skip
+            fixed[is_bucket] = _place_dead(rows.take(buckets), sprayed[is_bucket], search_tries)
+        sprayed, chosen = greedy_batched_arcs(rows, fixed=fixed)
+        sprayed = local_search(rows, sprayed, movable=(cls != SAME_RACK) & ~hashed,
+                               max_tries=search_tries, chosen=chosen)  # fmt: skip
     else:
-        sprayed = _place_dead(fabric, health, new, sprayed, search_tries,
-                              candidates(fabric, flows).take(parent))  # fmt: skip
+        sprayed = _place_dead(rows, sprayed, search_tries)
     sprayed = np.where(hashed, UNROUTED, sprayed)
     sprayed = align_entries(fabric, new, sprayed, is_bucket.astype(np.float64))
     new, sprayed, parent = _fold(flows, new, sprayed, parent)
@@ -271,29 +252,26 @@ def spray(
 
 
 def split_overloaded(
-    fabric: Fabric,
-    health: LinkHealth,
-    flows: FlowSet,
+    problem: Problem,
     path: np.ndarray,
     *,
     qps: int = DEFAULT_QPS,
     search_tries: int | None = SEARCH_TRIES,
 ) -> Split | None:
-    """Split the whole flows on overloaded links into `qps` buckets and re-place the buckets
+    """Split the problem's whole flows on overloaded links into `qps` buckets and re-place
+    the buckets
     (local search of up to `search_tries` flows tried, then entry alignment); buckets that
     all end on one path fold back into the whole flow. None when no link is overloaded or
     splitting does not lower the MLU."""
-    cand = candidates(fabric, flows)
-    which = _overloaded(fabric, health, flows, path, cand)
+    fabric, health, flows = problem.fabric, problem.health, problem.flows
+    which = _overloaded(problem, path)
     if not which.size:
         return None
     new, parent = split_flows(flows, which, qps)
     new_path = path[parent]
     movable = new.qp != ALL_QPS
-    new_cand = cand.take(parent)
-    new_path = local_search(
-        fabric, health, new, new_path, movable=movable, max_tries=search_tries, cand=new_cand
-    )
+    new_path = local_search(problem.rows(new, parent), new_path, movable=movable,
+                            max_tries=search_tries)  # fmt: skip
     new_path = align_entries(fabric, new, new_path, movable.astype(np.float64))
     new, new_path, parent = _fold(flows, new, new_path, parent)
     before = float(utilisation(fabric, health, Assignment(flows, path)).max(initial=0.0))

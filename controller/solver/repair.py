@@ -38,7 +38,7 @@ from controller.model.assignment import UNROUTED, Assignment
 from controller.model.fabric import ACCESS, AGG, RACK, Fabric
 from controller.model.flows import FlowSet
 from controller.model.health import LinkHealth
-from controller.model.paths import CROSS_POD, MAX_HOPS, SAME_RACK, flow_class, path_arcs
+from controller.model.paths import CROSS_POD, MAX_HOPS, SAME_RACK, path_arcs
 from controller.model.rates import REL_TOL
 from controller.routes.budget import (
     TableBudget,
@@ -47,17 +47,11 @@ from controller.routes.budget import (
     switch_budget,
     table_usage,
 )
-from controller.solver.bounds import Bound, lower_bound
+from controller.solver.bounds import Bound
 from controller.solver.certificate import DEFAULT, Certificate, CertifyOptions, certify
-from controller.solver.greedy import (
-    AssignResult,
-    _best_path,
-    _inverse,
-    _Mates,
-    access_alive,
-    candidates,
-)
+from controller.solver.greedy import AssignResult, _best_path, _Mates
 from controller.solver.kernels import arc_csr
+from controller.solver.problem import Problem, inverse
 from controller.solver.qp_buckets import DEFAULT_QPS
 
 REOPT_TRIES = 1_000  # rows `reoptimise` tries at most
@@ -233,14 +227,20 @@ class _Work:
         self.index = index
         self.fabric = index.fabric
         self.flows = index.assignment.flows
+        self.health = health
         self.cap = health.arc_capacity(self.fabric)
-        self.inv = _inverse(self.cap)
+        self.inv = inverse(self.cap)
         self.path = index.assignment.path.copy()
         self.load = index.load.copy()
         self.count = index.count.copy()
         self.span = _Mates.spans(self.fabric)
         self.arcs: dict[int, np.ndarray] = {}  # current arcs of the rows changed here
         self._mates: dict[tuple[int, int], np.ndarray] = {}  # (src rack, dst host) -> rows
+
+    def rows(self, rows: np.ndarray) -> Problem:
+        """The Problem of `rows` alone under the new health (their classes and candidates
+        counted for them only: a repair costs the rows it touches)."""
+        return Problem(self.fabric, self.health, self.flows.take(rows))
 
     def take(self, rows: np.ndarray) -> None:
         """Take `rows` off their paths (they become unrouted)."""
@@ -497,10 +497,9 @@ def repair_indexed(
         hit = np.union1d(hit, _retried(index, work.cap > old_cap, hit, RETRY_ROWS))
     work.take(hit)
     if hit.size:
-        sub = work.flows.take(hit)
-        cand = candidates(fabric, sub)
-        alive = access_alive(fabric, sub, work.cap)
-        for i in np.argsort(-sub.demand, kind="stable")[:REPAIR_ROWS].tolist():
+        sub = work.rows(hit)
+        cand, alive, demand = sub.candidates, sub.access_alive, sub.flows.demand
+        for i in np.argsort(-demand, kind="stable")[:REPAIR_ROWS].tolist():
             if not alive[i]:
                 continue
             f, cls = int(hit[i]), int(cand.cls[i])
@@ -509,7 +508,7 @@ def repair_indexed(
                 continue
             options = cand.arcs(i)
             allowed = work.allowed(f, cls, options.shape[0])
-            p, _ = _best_path(options, work.load, work.inv, float(sub.demand[i]), allowed)
+            p, _ = _best_path(options, work.load, work.inv, float(demand[i]), allowed)
             if p != UNROUTED:
                 work.place(f, p, options[p])
     fallback, usage = work.fit(_limits(fabric, table_budget), back=False)
@@ -643,11 +642,12 @@ def reoptimise(
         on = on[np.fromiter((f not in work.arcs for f in on.tolist()), bool, on.size)]
         here = [g for g, arcs in work.arcs.items() if arc in arcs.tolist()]
         on = np.union1d(on, np.array(here, np.int64))
-        cls = flow_class(fabric, flows.src_nic[on], flows.dst_nic[on])
-        on = on[(work.path[on] >= 0) & (cls != SAME_RACK)]
-        on = on[np.argsort(-flows.demand[on], kind="stable")]
-        on = on[: tries - used]
-        cand, now = candidates(fabric, flows.take(on)), index.arcs_of(on)
+        sub = work.rows(on)
+        keep = (work.path[on] >= 0) & (sub.cls != SAME_RACK)
+        keep = np.flatnonzero(keep)[np.argsort(-flows.demand[on[keep]], kind="stable")]
+        keep = keep[: tries - used]
+        on, sub = on[keep], sub.take(keep)
+        cand, now = sub.candidates, index.arcs_of(on)
         moved = False
         for i, f in enumerate(on.tolist()):
             used += 1
@@ -739,11 +739,28 @@ def bound_after(
     racks = (links[kind == RACK] - fabric.rack_base) // (fabric.ctsws_per_pod * fabric.rack_links)
     per_pod = fabric.ctsws_per_pod * fabric.atsws_per_plane * fabric.agg_links
     pods = (links[kind == AGG] - fabric.agg_base) // max(per_pod, 1)
-    sr = fabric.rack_of_nic(flows.src_nic)
-    dr = fabric.rack_of_nic(flows.dst_nic)
-    cross = flow_class(fabric, flows.src_nic, flows.dst_nic) == CROSS_POD
+    problem = Problem(fabric, new_health, flows)
+    sr, dr = problem.src_rack, problem.dst_rack
+    cross = problem.cls == CROSS_POD
     mine = np.isin(flows.src_nic, nics) | np.isin(flows.dst_nic, nics)
     mine |= np.isin(sr, racks) | np.isin(dr, racks)
-    mine |= cross & (np.isin(fabric.pod_of_rack(sr), pods) | np.isin(fabric.pod_of_rack(dr), pods))
-    part = lower_bound(fabric, new_health, flows.take(np.flatnonzero(mine)), qps=qps)
+    mine |= cross & (np.isin(problem.src_pod, pods) | np.isin(problem.dst_pod, pods))
+    part = problem.take(np.flatnonzero(mine)).bound(qps)
     return part if part.value > old_bound.value else old_bound
+
+
+def bound_under(
+    fabric: Fabric,
+    flows: FlowSet,
+    health: LinkHealth,
+    qps: int,
+    known: tuple[LinkHealth, Bound] | None,
+) -> Bound:
+    """The lower bound of `flows` under `health` for routings of up to `qps` QP buckets:
+    derived from `known` (the bound of the same flows under another health) by
+    `bound_after` where that holds (no capacity went up), else computed in full."""
+    if known is not None:
+        derived = bound_after(fabric, flows, known[0], known[1], health, qps)
+        if derived is not None:
+            return derived
+    return Problem(fabric, health, flows).bound(qps)

@@ -41,7 +41,7 @@ import numpy as np
 
 from controller.errors import InputError
 from controller.model.assignment import UNROUTED, Assignment, moved_pairs
-from controller.model.fabric import ACCESS, SWITCH_TIERS, Fabric
+from controller.model.fabric import SWITCH_TIERS, Fabric
 from controller.model.flows import ALL_QPS, FlowSet, match_pairs, pair_keys
 from controller.model.health import LinkHealth
 from controller.model.paths import path_alive
@@ -55,9 +55,9 @@ from controller.routes.budget import (
 )
 from controller.routes.entries import align_entries
 from controller.routes.tables import MAX_QP_BUCKETS
-from controller.solver.bounds import Bound, lower_bound
+from controller.solver.bounds import Bound
 from controller.solver.certificate import DEFAULT, Certificate, CertifyOptions, certify
-from controller.solver.commodities import Commodities, commodities
+from controller.solver.commodities import Commodities
 from controller.solver.greedy import (
     RELIEF_TRIES,
     SEARCH_TRIES,
@@ -65,8 +65,8 @@ from controller.solver.greedy import (
     Guidance,
     arc_load,
     assign_paths,
-    candidates,
     collided_arcs,
+    collided_arcs_of,
     core_load,
     relieve_arcs,
     utilisation,
@@ -75,6 +75,7 @@ from controller.solver.greedy import (
 from controller.solver.job_objective import ROUNDS as JOB_ROUNDS
 from controller.solver.job_objective import JobObjective, raise_worst
 from controller.solver.lp import LpSolution, solve_lp
+from controller.solver.problem import Problem
 from controller.solver.qp_buckets import DEFAULT_QPS, Split, split_overloaded, spray
 from controller.solver.repair import repair as repair_assignment
 
@@ -170,6 +171,49 @@ class SolveResult:
         if self.split_flows is None:
             object.__setattr__(self, "split_flows", np.zeros(0, np.int64))
 
+    @classmethod
+    def of(
+        cls,
+        res: AssignResult,
+        bound: Bound,
+        lp: LpSolution | None,
+        times: dict[str, float],
+        parent: np.ndarray | None = None,
+        *,
+        as_of: SolveResult | None = None,
+    ) -> SolveResult:
+        """The result of `res` (its rows the parts of input flows `parent`, default one row
+        per flow) against `bound`: its index arrays as input flows (churn: the input flows
+        of `res.churn`, the rows moved), its certificate if it has one.
+
+        `as_of`: the solve whose routes `res` repaired (the service settles a link change
+        so); its flows left to ECMP, its split flows and its table counts stand."""
+        if parent is None:
+            parent = np.arange(len(res.assignment.flows), dtype=np.int64)
+        split: np.ndarray | None
+        if as_of is None:
+            fallback = np.unique(parent[res.fallback_ecmp])
+            split = np.unique(parent[res.assignment.flows.qp != ALL_QPS])
+            tables: dict[str, float] = {}
+        else:
+            fallback, split, tables = as_of.fallback_ecmp, as_of.split_flows, as_of.tables
+        return cls(
+            assignment=res.assignment,
+            mlu=res.mlu,
+            bound=bound,
+            lp=lp,
+            collided_links=int(res.collided_links.size),
+            churn=int(np.unique(parent[res.churn]).size),
+            unroutable=np.unique(parent[res.unroutable]),
+            fallback_ecmp=fallback,
+            method=res.method,
+            times=times,
+            parent=parent,
+            split_flows=split,
+            tables=tables,
+            certificate=res.certificate,
+        )
+
     @property
     def ratio(self) -> float:
         """MLU over the lower bound: 1.0 is provably optimal."""
@@ -207,41 +251,15 @@ def _guidance(fabric: Fabric, comm: Commodities, lp: LpSolution) -> Guidance:
     return Guidance(src_rtsw=comm.src_rtsw[m], dst_rtsw=comm.dst_rtsw[m], path=path, share=share)
 
 
-def _result(
-    fabric: Fabric,
-    res: AssignResult,
-    bound: Bound,
-    lp: LpSolution | None,
-    times: dict[str, float],
-    parent: np.ndarray | None = None,
-) -> SolveResult:
-    if parent is None:
-        parent = np.arange(len(res.assignment.flows), dtype=np.int64)
-    split = res.assignment.flows.qp != ALL_QPS
-    return SolveResult(
-        assignment=res.assignment,
-        mlu=res.mlu,
-        bound=bound,
-        lp=lp,
-        collided_links=int(res.collided_links.size),
-        churn=int(np.unique(parent[res.churn]).size),
-        unroutable=np.unique(parent[res.unroutable]),
-        fallback_ecmp=np.unique(parent[res.fallback_ecmp]),
-        method=res.method,
-        times=times,
-        parent=parent,
-        split_flows=np.unique(parent[split]),
-    )
-
-
 def _bucket_result(
-    fabric: Fabric, health: LinkHealth, res: AssignResult, split: Split, opts: SolveOptions
+    problem: Problem, res: AssignResult, split: Split, opts: SolveOptions
 ) -> tuple[AssignResult, np.ndarray]:
     """A split (rows of whole flows and QP buckets) as an AssignResult fitted to the tables,
     with the parent flow of every row, so it compares with one path per flow.
 
     Rows the tables cannot hold, and whole rows of flows `res` already left on ECMP, ride
     ECMP."""
+    fabric, cap = problem.fabric, problem.arc_capacity
     whole = Assignment(split.flows, split.path)
     arcs = whole.arcs(fabric)
     fitted, usage = fit_and_count(fabric, whole, _budget(fabric, opts), arcs)
@@ -257,8 +275,8 @@ def _bucket_result(
     load = arc_load(fabric, fitted, arcs)
     out = AssignResult(
         assignment=fitted,
-        mlu=float(utilisation(fabric, health, fitted, arcs, load).max(initial=0.0)),
-        collided_links=collided_arcs(fabric, health, fitted, arcs, load),
+        mlu=float(utilisation_of(load, cap).max(initial=0.0)),
+        collided_links=collided_arcs_of(fabric, arcs, load, cap),
         churn=np.zeros(0, np.int64),  # counted against `previous` by solve
         fallback_ecmp=np.flatnonzero(fallback),
         unroutable=np.flatnonzero(off & ~fallback),
@@ -274,12 +292,9 @@ def _budget(fabric: Fabric, opts: SolveOptions) -> TableBudget:
     return fabric.table_budget() if opts.table_budget is None else opts.table_budget
 
 
-def _tables(
-    fabric: Fabric, assignment: Assignment, budget: TableBudget, usage: np.ndarray | None = None
-) -> dict[str, float]:
-    """Entries used: in all, and the most on one switch per tier next to its budget
-    (`usage`: the assignment's table_usage, if counted already)."""
-    usage = table_usage(fabric, assignment) if usage is None else usage
+def _tables(fabric: Fabric, usage: np.ndarray, budget: TableBudget) -> dict[str, float]:
+    """Entries used (`usage`: an assignment's table_usage): in all, and the most on one
+    switch per tier next to its budget."""
     limit = switch_budget(fabric, budget)
     out = {"te_entries": float(usage.sum())}
     for tier in SWITCH_TIERS:
@@ -295,7 +310,7 @@ def _fits(fabric: Fabric, assignment: Assignment, opts: SolveOptions) -> bool:
 
 
 def _spray_within_tables(
-    fabric: Fabric, health: LinkHealth, res: AssignResult, opts: SolveOptions
+    problem: Problem, res: AssignResult, opts: SolveOptions
 ) -> tuple[AssignResult, np.ndarray] | None:
     """Every flow of `res` sprayed over the planes as far as the tables afford, or None
     if the spray would leave flows to ECMP (which measured worse than not spraying).
@@ -305,31 +320,27 @@ def _spray_within_tables(
     that other switches push to ECMP would land, unplanned, on links the spray filled, and
     even planned ones (source RTSWs too small for one entry per key) measured worse per job
     than one path per flow (meta-24k mix at 256 entries: 16 jobs below E-ECMP against 5)."""
-    flows = res.assignment.flows
-    budget = switch_budget(fabric, _budget(fabric, opts))
-    sprayed = spray(
-        fabric, health, flows, qps=opts.qps, search_tries=opts.search_tries, budget=budget
-    )
+    budget = switch_budget(problem.fabric, _budget(problem.fabric, opts))
+    sprayed = spray(problem, qps=opts.qps, search_tries=opts.search_tries, budget=budget)
     if sprayed is None:
         return None
     if sprayed.ecmp.size:
         return None
-    out, parent = _bucket_result(fabric, health, res, sprayed, opts)
+    out, parent = _bucket_result(problem, res, sprayed, opts)
     if (~np.isin(parent[out.fallback_ecmp], res.fallback_ecmp)).any():
         return None
     return replace(out, method=res.method + "+qp-spray"), parent
 
 
 def _spray_if_at_bound(
-    fabric: Fabric,
-    health: LinkHealth,
+    problem: Problem,
     res: AssignResult,
     bound: float,
     opts: SolveOptions,
 ) -> tuple[AssignResult, np.ndarray] | None:
     """The spray of `res` if it meets `bound`, so that the LP and a second pass cannot beat
     it, and improves on `res` by more than `move_threshold`; else None."""
-    sprayed = _spray_within_tables(fabric, health, res, opts)
+    sprayed = _spray_within_tables(problem, res, opts)
     if sprayed is None:
         return None
     out = sprayed[0]
@@ -342,9 +353,7 @@ def _spray_if_at_bound(
 
 
 def _previous_split_if_kept(
-    fabric: Fabric,
-    health: LinkHealth,
-    flows: FlowSet,
+    problem: Problem,
     previous: Assignment,
     res: AssignResult,
     move_threshold: float,
@@ -354,6 +363,7 @@ def _previous_split_if_kept(
 
     Kept only if it split flows, carries exactly `flows` (one flow per NIC pair, same
     demands) and all its paths are alive."""
+    fabric, health, flows = problem.fabric, problem.health, problem.flows
     if not previous.flows.split or not len(flows):
         return None
     if np.unique(pair_keys(flows)[0]).size != len(flows):
@@ -364,7 +374,7 @@ def _previous_split_if_kept(
     total = np.bincount(parent, weights=previous.flows.demand, minlength=len(flows))
     if not np.allclose(total, flows.demand) or (previous.path == UNROUTED).any():
         return None
-    if not path_alive(previous.arcs(fabric), health.arc_capacity(fabric)).all():
+    if not path_alive(previous.arcs(fabric), problem.arc_capacity).all():
         return None
     mlu = float(utilisation(fabric, health, previous).max(initial=0.0))
     if mlu > res.mlu * (1 + move_threshold) + REL_TOL:
@@ -383,8 +393,7 @@ def _previous_split_if_kept(
 
 
 def _best_bucket_split(
-    fabric: Fabric,
-    health: LinkHealth,
+    problem: Problem,
     res: AssignResult,
     bound: float,
     opts: SolveOptions,
@@ -399,18 +408,16 @@ def _best_bucket_split(
     `move_threshold` too (it costs an entry per bucket)."""
     if opts.qps < 2 or res.mlu <= 1.0 + REL_TOL:
         return None
-    flows = res.assignment.flows
     best: tuple[AssignResult, np.ndarray] | None = None
-    local = split_overloaded(
-        fabric, health, flows, res.assignment.path, qps=opts.qps, search_tries=opts.search_tries
-    )
+    local = split_overloaded(problem, res.assignment.path, qps=opts.qps,
+                             search_tries=opts.search_tries)  # fmt: skip
     if local is not None:
-        out, parent = _bucket_result(fabric, health, res, local, opts)
+        out, parent = _bucket_result(problem, res, local, opts)
         best = (replace(out, method=res.method + "+qp-split"), parent)
     mlu = best[0].mlu if best is not None else res.mlu
     if mlu > bound * (1 + opts.move_threshold) + REL_TOL:
         if sprayed is None:
-            sprayed = _spray_within_tables(fabric, health, res, opts)
+            sprayed = _spray_within_tables(problem, res, opts)
         else:
             sprayed = (replace(sprayed[0], method=res.method + "+qp-spray"), sprayed[1])
         if sprayed is not None and sprayed[0].mlu < mlu * (1 - opts.move_threshold) - REL_TOL:
@@ -431,12 +438,11 @@ def solve(
     times: dict[str, float] = {}
     start = time.perf_counter()
     flows.validate(fabric)
+    problem = Problem(fabric, health, flows)
 
     def run(guidance: Guidance | None) -> AssignResult:
         return assign_paths(
-            fabric,
-            health,
-            flows,
+            problem,
             previous=previous,
             move_threshold=opts.move_threshold,
             table_budget=_budget(fabric, opts),
@@ -452,14 +458,14 @@ def solve(
         # per flow; when it is within spray_gap of its bound, neither the whole-flow passes
         # nor the LP run.
         t = time.perf_counter()
-        spray_bound = lower_bound(fabric, health, flows, qps=opts.qps)
+        spray_bound = problem.bound(opts.qps)
         times["bound"] = time.perf_counter() - t
         t = time.perf_counter()
         empty = AssignResult(
             Assignment(flows, np.full(len(flows), UNROUTED, np.int64)), np.inf,
             *(np.zeros(0, np.int64),) * 4, method="spray-first", seconds=0.0,
         )  # fmt: skip
-        first = _spray_within_tables(fabric, health, empty, opts)
+        first = _spray_within_tables(problem, empty, opts)
         times["qp_spray"] = time.perf_counter() - t
         near = first is not None and (
             first[0].mlu <= spray_bound.value * (1 + opts.spray_gap) + REL_TOL
@@ -467,10 +473,10 @@ def solve(
         )
         if first is not None and near:
             res = replace(first[0], method="qp-spray")
-            return _finish(fabric, health, flows, res, spray_bound, None, times, start, first[1],
-                           previous, opts)  # fmt: skip
+            return _finish(problem, res, spray_bound, None, times, start, first[1], previous,
+                           opts)  # fmt: skip
     t = time.perf_counter()
-    bound = lower_bound(fabric, health, flows)
+    bound = problem.bound()
     times["bound"] = times.get("bound", 0.0) + time.perf_counter() - t
     t = time.perf_counter()
     res = run(None)
@@ -488,26 +494,22 @@ def solve(
         # the spray beats one path per flow: an LP-guided whole-flow pass will not do better
         # than the LP's own fractional optimum, which the spray is already near
         res = replace(first[0], method="qp-spray")
-        return _finish(fabric, health, flows, res, spray_bound, None, times, start, first[1],
-                       previous, opts)  # fmt: skip
+        return _finish(problem, res, spray_bound, None, times, start, first[1], previous,
+                       opts)  # fmt: skip
     if opts.qps > 1 and len(flows):
-        split_bound = (
-            spray_bound
-            if spray_bound is not None
-            else lower_bound(fabric, health, flows, qps=opts.qps)
-        )
+        split_bound = problem.bound(opts.qps)  # the spray's, when it was tried
         if need_lp and opts.lp == "auto" and res.mlu > 1.0 + REL_TOL and first is None:
             # Widespread overload one path per flow cannot pack: when spraying QP buckets
             # meets the bound, it is optimal and the LP and second pass cannot beat it.
             t = time.perf_counter()
-            sprayed = _spray_if_at_bound(fabric, health, res, split_bound.value, opts)
+            sprayed = _spray_if_at_bound(problem, res, split_bound.value, opts)
             times["qp_spray"] = time.perf_counter() - t
             if sprayed is not None:
                 res, parent = sprayed
                 need_lp = False
     if need_lp and len(flows):
         t = time.perf_counter()
-        comm = commodities(fabric, flows)
+        comm = problem.commodities
         lp = solve_lp(fabric, health, comm, backend=opts.backend, time_limit=opts.lp_time_limit)
         times["lp"] = time.perf_counter() - t
         bound = bound.with_lp(lp)  # the cuts as counted above, and the LP
@@ -520,17 +522,15 @@ def solve(
         t = time.perf_counter()
         bound = split_bound if lp is None else split_bound.with_lp(lp)
         if parent is None:
-            split = _best_bucket_split(fabric, health, res, bound.value, opts, first)
+            split = _best_bucket_split(problem, res, bound.value, opts, first)
             if split is not None:
                 res, parent = split
         if previous is not None:
-            kept = _previous_split_if_kept(
-                fabric, health, flows, previous, res, opts.move_threshold
-            )
+            kept = _previous_split_if_kept(problem, previous, res, opts.move_threshold)
             if kept is not None and _fits(fabric, kept[0].assignment, opts):
                 res, parent = kept
         times["qp_split"] = time.perf_counter() - t
-    return _finish(fabric, health, flows, res, bound, lp, times, start, parent, previous, opts)
+    return _finish(problem, res, bound, lp, times, start, parent, previous, opts)
 
 
 def _spray_first(flows: FlowSet, opts: SolveOptions) -> bool:
@@ -546,9 +546,7 @@ def _spray_first(flows: FlowSet, opts: SolveOptions) -> bool:
 
 
 def _finish(
-    fabric: Fabric,
-    health: LinkHealth,
-    flows: FlowSet,
+    problem: Problem,
     res: AssignResult,
     bound: Bound,
     lp: LpSolution | None,
@@ -558,17 +556,18 @@ def _finish(
     previous: Assignment | None,
     opts: SolveOptions,
 ) -> SolveResult:
+    fabric, health = problem.fabric, problem.health
     t = time.perf_counter()
-    res = _relieved(fabric, health, res, opts, flows, parent)
+    res = _relieved(problem, res, opts, parent)
     times["relief"] = time.perf_counter() - t
     usage = table_usage(fabric, res.assignment) if res.usage is None else res.usage
-    tables = _tables(fabric, res.assignment, _budget(fabric, opts), usage)
+    tables = _tables(fabric, usage, _budget(fabric, opts))
     times["total"] = time.perf_counter() - start
-    out = replace(_result(fabric, res, bound, lp, times, parent), tables=tables, usage=usage)
+    out = replace(SolveResult.of(res, bound, lp, times, parent), tables=tables, usage=usage)
     if previous is not None and (parent is not None or previous.flows.split):
         # buckets moved or (un)split: compare the rows of every flow in both
         out = replace(out, churn=int(moved_pairs(previous, res.assignment).size))
-    out = job_objective(fabric, health, flows, out, previous, opts)
+    out = job_objective(fabric, health, problem.flows, out, previous, opts)
     out = certified(fabric, health, out, opts)
     out.times["total"] = time.perf_counter() - start
     return out
@@ -604,7 +603,7 @@ def job_objective(
         result, assignment=assignment, objective=report, times=times, usage=usage,
         mlu=float(utilisation(fabric, health, assignment).max(initial=0.0)),
         collided_links=int(collided_arcs(fabric, health, assignment).size),
-        tables=_tables(fabric, assignment, _budget(fabric, opts), usage), churn=churn,
+        tables=_tables(fabric, usage, _budget(fabric, opts)), churn=churn,
     )  # fmt: skip
 
 
@@ -635,7 +634,7 @@ def certified(
         handed_back=back,
         mlu=cert.mlu,
         collided_links=int(collided_arcs(fabric, health, assignment).size),
-        tables=_tables(fabric, assignment, _budget(fabric, opts), usage),
+        tables=_tables(fabric, usage, _budget(fabric, opts)),
         usage=usage,
         certificate=cert,
         times=times,
@@ -643,12 +642,7 @@ def certified(
 
 
 def _relieved(
-    fabric: Fabric,
-    health: LinkHealth,
-    res: AssignResult,
-    opts: SolveOptions,
-    flows_in: FlowSet,
-    parent: np.ndarray | None,
+    problem: Problem, res: AssignResult, opts: SolveOptions, parent: np.ndarray | None
 ) -> AssignResult:
     """`res` after the relief pass (controller.solver.greedy.relieve_arcs): rows moved off links
     loaded beyond capacity below the maximum, entries aligned (moved rows yield). Kept only
@@ -659,17 +653,14 @@ def _relieved(
     Every entry key holds the destination host, so alignment and table usage change only
     for the rows to the destination hosts of moved rows: only those are aligned, and
     counted again before and after (all rows after, once, when they are most of them).
-    `flows_in`, `parent`: the solve's flows and the input flow of every row
-    (None: the rows are the input flows); a bucket's candidates are its flow's."""
+    `parent`: the input flow of every row (None: the rows are the problem's flows); a
+    bucket's candidates are its flow's."""
     if res.mlu <= 1.0 + REL_TOL or opts.relief_tries == 0 or res.method.startswith("kept+"):
         return res
+    fabric, health = problem.fabric, problem.health
     flows, path = res.assignment.flows, res.assignment.path
-    cand = candidates(fabric, flows_in)
-    if parent is not None:
-        cand = cand.take(parent)
-    new, chosen, load = relieve_arcs(
-        fabric, health, flows, path, max_tries=opts.relief_tries, cand=cand
-    )
+    rows = problem if parent is None else problem.rows(flows, parent)
+    new, chosen, load = relieve_arcs(rows, path, max_tries=opts.relief_tries)
     moved = new != path
     if not moved.any():
         return res
@@ -682,10 +673,9 @@ def _relieved(
     assignment = Assignment(flows, new)
     if realigned.any():
         # alignment moved rows the pass placed: count every arc again
-        chosen = cand.all_chosen(new)
-        load = core_load(fabric, flows, cand, new, chosen)
-    cap = health.arc_capacity(fabric)
-    core = np.repeat(fabric.link_kind != ACCESS, 2)
+        chosen = rows.candidates.all_chosen(new)
+        load = core_load(fabric, flows, chosen)
+    cap, core = problem.arc_capacity, problem.core
     routed = new >= 0
     access = np.bincount(
         np.concatenate(
@@ -737,9 +727,9 @@ def repair(
     res = repair_assignment(fabric, health, previous.assignment, old_health=old_health,
                             certify_options=None, qps=opts.qps)  # certified below  # fmt: skip
     t_repair = time.perf_counter() - start
-    bound = lower_bound(fabric, health, previous.assignment.flows)
+    bound = Problem(fabric, health, previous.assignment.flows).bound()
     times = {"repair": t_repair, "total": time.perf_counter() - start}
-    out = certified(fabric, health, _result(fabric, res, bound, None, times, previous.parent),
+    out = certified(fabric, health, SolveResult.of(res, bound, None, times, previous.parent),
                     opts)  # fmt: skip
     out.times["total"] = time.perf_counter() - start
     return out

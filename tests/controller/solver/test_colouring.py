@@ -12,6 +12,7 @@ from controller.model.flows import FlowSet
 from controller.model.health import LinkHealth
 from controller.model.paths import path_alive
 from controller.solver.colouring import collision_count, colour_assign, edge_colouring
+from controller.solver.problem import Problem
 
 
 def _proper(left, right, colour) -> bool:
@@ -84,7 +85,7 @@ def test_ring_in_pod_is_collision_free():
     host = nics // 4
     dst = ((host + 2) % fabric.num_hosts) * 4 + nics % 4
     flows = FlowSet.build(nics, dst, 400.0)
-    out = colour_assign(fabric, LinkHealth.all_up(fabric), flows)
+    out = colour_assign(Problem(fabric, LinkHealth.all_up(fabric), flows))
     assert out is not None and out.failed.size == 0
     assert collision_count(fabric, out.assignment) == 0
     load = out.assignment.link_load(fabric)
@@ -129,12 +130,12 @@ def test_random_pod_flows_zero_collisions(case):
         dst.append(d)
     flows = FlowSet.build(src, dst, 400.0)
     health = LinkHealth.all_up(fabric)
-    out = colour_assign(fabric, health, flows)
+    out = colour_assign(Problem(fabric, health, flows))
     assert out is not None and out.failed.size == 0
     assert collision_count(fabric, out.assignment) == 0
     assert (out.assignment.path != UNROUTED).all()
     assert path_alive(out.assignment.arcs(fabric), health.arc_capacity(fabric)).all()
-    again = colour_assign(fabric, health, flows)
+    again = colour_assign(Problem(fabric, health, flows))
     assert np.array_equal(again.assignment.path, out.assignment.path)
 
 
@@ -142,7 +143,7 @@ def test_down_uplink_avoided():
     fabric = _pod(racks=2, hosts=1, nics=2, ctsws=4)
     flows = FlowSet.build([0, 1], [2, 3], 400.0)
     health = LinkHealth.all_up(fabric).down([fabric.rack_link(0, 0), fabric.rack_link(1, 1)])
-    out = colour_assign(fabric, health, flows)
+    out = colour_assign(Problem(fabric, health, flows))
     assert out.failed.size == 0
     assert path_alive(out.assignment.arcs(fabric), health.arc_capacity(fabric)).all()
     assert collision_count(fabric, out.assignment) == 0
@@ -151,14 +152,14 @@ def test_down_uplink_avoided():
 def test_unequal_demands_not_applicable():
     fabric = _pod()
     flows = FlowSet.build([0, 1], [4, 5], [400.0, 100.0])
-    assert colour_assign(fabric, LinkHealth.all_up(fabric), flows) is None
+    assert colour_assign(Problem(fabric, LinkHealth.all_up(fabric), flows)) is None
 
 
 def test_cross_pod_agg_is_equitable(small):
     # every NIC of pod 0 sends to the same NIC of the mirrored host in pod 1
     half = small.num_nics // 2
     flows = FlowSet.build(np.arange(half), np.arange(half) + half, 400.0)
-    out = colour_assign(small, LinkHealth.all_up(small), flows)
+    out = colour_assign(Problem(small, LinkHealth.all_up(small), flows))
     assert out.failed.size == 0
     assert collision_count(small, out.assignment) == 0
     load = out.assignment.link_load(small)

@@ -19,6 +19,7 @@ from controller.solver.greedy import (
     greedy,
     local_search,
 )
+from controller.solver.problem import Problem
 
 
 def _max_util(fabric, health, assignment):
@@ -30,7 +31,7 @@ def _max_util(fabric, health, assignment):
 def test_two_flows_split_over_two_ctsws(two_rack_pod):
     fabric = two_rack_pod
     flows = FlowSet.build([0, 1], [2, 3], 400.0)
-    res = assign_paths(fabric, LinkHealth.all_up(fabric), flows)
+    res = assign_paths(Problem(fabric, LinkHealth.all_up(fabric), flows))
     assert res.mlu == 1.0 and res.collided_links.size == 0
     assert sorted(res.assignment.path.tolist()) == [0, 1]
 
@@ -39,7 +40,7 @@ def test_unequal_demands_hand_optimum(two_rack_pod):
     fabric = two_rack_pod
     flows = FlowSet.build([0, 0, 1, 1], [2, 3, 2, 3], [300.0, 100.0, 200.0, 100.0])
     health = LinkHealth.all_up(fabric)
-    res = assign_paths(fabric, health, flows)
+    res = assign_paths(Problem(fabric, health, flows))
     # NIC 2 receives 300 + 200 over its 400G access link: 1.25 is forced. On the rack
     # links the best split is {300, 100} | {200, 100}: at most 400 on any uplink.
     rack_arcs = slice(2 * fabric.rack_base, 2 * fabric.agg_base)
@@ -53,7 +54,7 @@ def test_all_down_is_unroutable(two_rack_pod):
         [fabric.rack_link(0, 0), fabric.rack_link(0, 1)]
     )
     flows = FlowSet.build([0], [2], 400.0)
-    res = assign_paths(fabric, health, flows)
+    res = assign_paths(Problem(fabric, health, flows))
     assert res.unroutable.tolist() == [0]
     assert res.assignment.path[0] == UNROUTED
 
@@ -72,7 +73,7 @@ def cases(draw):
 @given(cases())
 def test_properties(random_instance, case):
     fabric, health, flows = random_instance(*case)
-    res = assign_paths(fabric, health, flows)
+    res = assign_paths(Problem(fabric, health, flows))
     a = res.assignment
     routed = a.routed
     cap = health.arc_capacity(fabric)
@@ -80,14 +81,14 @@ def test_properties(random_instance, case):
     assert set(np.flatnonzero(~routed).tolist()) == set(res.unroutable.tolist())
     assert res.mlu >= lower_bound(fabric, health, flows.take(np.flatnonzero(routed))).value - 1e-9
     assert abs(res.mlu - _max_util(fabric, health, a)) < 1e-9
-    again = assign_paths(fabric, health, flows)
+    again = assign_paths(Problem(fabric, health, flows))
     assert np.array_equal(again.assignment.path, a.path) and again.method == res.method
 
 
 def test_local_search_never_worse(random_instance, small):
     fabric, health, flows = random_instance("small", 60, 3, 0, equal=False)
-    path = greedy(fabric, health, flows)
-    better = local_search(fabric, health, flows, path)
+    path = greedy(Problem(fabric, health, flows))
+    better = local_search(Problem(fabric, health, flows), path)
     assert _max_util(fabric, health, Assignment(flows, better)) <= _max_util(
         fabric, health, Assignment(flows, path)
     ) + 1e-12
@@ -97,17 +98,19 @@ def test_local_search_fixes_a_bad_start(two_rack_pod):
     fabric = two_rack_pod
     flows = FlowSet.build([0, 1], [2, 3], 400.0)
     health = LinkHealth.all_up(fabric)
-    better = local_search(fabric, health, flows, np.array([0, 0]))
+    better = local_search(Problem(fabric, health, flows), np.array([0, 0]))
     assert sorted(better.tolist()) == [0, 1]
 
 
 def test_stability_keeps_previous_paths(random_instance, small):
     fabric, health, flows = random_instance("small", 30, 5, 0, equal=True)
-    first = assign_paths(fabric, health, flows)
+    first = assign_paths(Problem(fabric, health, flows))
     # a new flow joins; everyone else keeps their path
     extra = FlowSet.build([1], [40], 400.0)
     more = FlowSet.concat([flows, extra])
-    second = assign_paths(fabric, health, more, previous=first.assignment, move_threshold=0.5)
+    second = assign_paths(
+        Problem(fabric, health, more), previous=first.assignment, move_threshold=0.5
+    )
     assert second.churn.size == 0
     assert np.array_equal(second.assignment.path[: len(flows)], first.assignment.path)
 
@@ -115,19 +118,21 @@ def test_stability_keeps_previous_paths(random_instance, small):
 def test_empty_previous_keeps_nothing(random_instance, small):
     fabric, health, flows = random_instance("small", 30, 6, 0, equal=True)
     none = Assignment(FlowSet.empty(), np.zeros(0, np.int64))
-    res = assign_paths(fabric, health, flows, previous=none)
+    res = assign_paths(Problem(fabric, health, flows), previous=none)
     assert res.churn.size == 0 and res.assignment.routed.all()
     assert path_alive(res.assignment.arcs(fabric), health.arc_capacity(fabric)).all()
 
 
 def test_stability_moves_broken_flows(random_instance, small):
     fabric, health, flows = random_instance("small", 30, 6, 0, equal=True)
-    first = assign_paths(fabric, health, flows)
+    first = assign_paths(Problem(fabric, health, flows))
     arcs = first.assignment.arcs(fabric)
     victim = int(np.flatnonzero(first.assignment.path >= 0)[0])
     link = int(arcs[victim, 1] // 2)
     broken = health.down([link])
-    second = assign_paths(fabric, broken, flows, previous=first.assignment, move_threshold=1.0)
+    second = assign_paths(
+        Problem(fabric, broken, flows), previous=first.assignment, move_threshold=1.0
+    )
     assert victim in second.churn.tolist()
     hit = (arcs // 2 == link).any(axis=1)
     assert set(second.churn.tolist()) <= set(np.flatnonzero(hit).tolist())
@@ -137,7 +142,7 @@ def test_stability_moves_broken_flows(random_instance, small):
 @given(cases(), st.integers(1, 6))
 def test_table_budget_respected(random_instance, case, budget):
     fabric, health, flows = random_instance(*case)
-    res = assign_paths(fabric, health, flows, table_budget=budget)
+    res = assign_paths(Problem(fabric, health, flows), table_budget=budget)
     assert table_usage(fabric, res.assignment).max(initial=0) <= budget
     assert not np.isin(res.fallback_ecmp, np.flatnonzero(res.assignment.routed)).any()
     # the largest flows keep TE first: an ECMP flow is never bigger than every TE flow
@@ -149,7 +154,7 @@ def test_guidance_is_followed(two_rack_pod):
     fabric = two_rack_pod
     flows = FlowSet.build([0], [2], 100.0)
     guide = Guidance(np.array([0]), np.array([1]), np.array([1]), np.array([1.0]))
-    res = assign_paths(fabric, LinkHealth.all_up(fabric), flows, lp_guidance=guide)
+    res = assign_paths(Problem(fabric, LinkHealth.all_up(fabric), flows), lp_guidance=guide)
     assert res.assignment.path[0] == 1
 
 
@@ -160,7 +165,7 @@ def test_meets_bound_on_one_to_one_pod():
     host = nics // 4
     flows = FlowSet.build(nics, ((host + 2) % fabric.num_hosts) * 4 + nics % 4, 400.0)
     health = LinkHealth.all_up(fabric)
-    res = assign_paths(fabric, health, flows)
+    res = assign_paths(Problem(fabric, health, flows))
     assert res.mlu == lower_bound(fabric, health, flows).value == 1.0
     assert res.collided_links.size == 0
 
@@ -172,15 +177,16 @@ def test_greedy_batched_places_every_alive_flow_and_keeps_fixed(random_instance,
 
     fabric, health, flows = random_instance(*case)
     fixed = np.full(len(flows), UNROUTED, np.int64)
-    fixed[::3] = greedy(fabric, health, flows)[::3]
-    path = greedy_batched(fabric, health, flows, fixed=fixed)
+    problem = Problem(fabric, health, flows)
+    fixed[::3] = greedy(problem)[::3]
+    path = greedy_batched(problem, fixed=fixed)
     keep = fixed >= 0
     assert (path[keep] == fixed[keep]).all()
     a = Assignment(flows, path)
-    want = greedy(fabric, health, flows) >= 0  # greedy routes exactly the flows with a path
+    want = greedy(problem) >= 0  # greedy routes exactly the flows with a path
     assert (a.routed == (want | keep)).all()
     assert path_alive(a.arcs(fabric)[a.routed], health.arc_capacity(fabric)).all()
-    assert np.array_equal(path, greedy_batched(fabric, health, flows, fixed=fixed))
+    assert np.array_equal(path, greedy_batched(problem, fixed=fixed))
 
 
 @settings(max_examples=30, deadline=None)
@@ -188,16 +194,17 @@ def test_greedy_batched_places_every_alive_flow_and_keeps_fixed(random_instance,
 def test_batched_arcs_and_local_search_from_them_equal_the_recomputed(random_instance, case):
     """The core arcs greedy_batched_arcs hands on are cand.all_chosen of its paths, and a
     local search started from them moves exactly as one that computes them itself."""
-    from controller.solver.greedy import candidates, greedy_batched_arcs
+    from controller.solver.greedy import greedy_batched_arcs
 
     fabric, health, flows = random_instance(*case)
-    cand = candidates(fabric, flows)
+    problem = Problem(fabric, health, flows)
+    cand = problem.candidates
     fixed = np.full(len(flows), UNROUTED, np.int64)
-    fixed[::2] = greedy(fabric, health, flows)[::2]
-    path, chosen = greedy_batched_arcs(fabric, health, flows, fixed=fixed, cand=cand)
+    fixed[::2] = greedy(problem)[::2]
+    path, chosen = greedy_batched_arcs(problem, fixed=fixed)
     assert np.array_equal(chosen, cand.all_chosen(path))
-    handed = local_search(fabric, health, flows, path, cand=cand, chosen=chosen)
-    assert np.array_equal(handed, local_search(fabric, health, flows, path, cand=cand))
+    handed = local_search(problem, path, chosen=chosen)
+    assert np.array_equal(handed, local_search(problem, path))
 
 
 def test_greedy_batched_matches_greedy_when_racks_do_not_meet(two_rack_pod):
@@ -207,9 +214,9 @@ def test_greedy_batched_matches_greedy_when_racks_do_not_meet(two_rack_pod):
     flows = FlowSet.build([0, 1, 2], [2, 3, 0], [400.0, 300.0, 200.0])
     health = LinkHealth.all_up(two_rack_pod)
     none = np.full(3, UNROUTED)
-    path = greedy_batched(two_rack_pod, health, flows, fixed=none)
+    path = greedy_batched(Problem(two_rack_pod, health, flows), fixed=none)
     assert sorted(path[:2].tolist()) == [0, 1]  # both CTSWs
-    assert path.tolist() == greedy(two_rack_pod, health, flows).tolist()
+    assert path.tolist() == greedy(Problem(two_rack_pod, health, flows)).tolist()
 
 
 def _scalar_local_search(fabric, health, flows, path, max_tries):
@@ -217,13 +224,15 @@ def _scalar_local_search(fabric, health, flows, path, max_tries):
     back unless it moves): the rule local_search batches."""
     from controller.model.fabric import ACCESS
     from controller.model.paths import SAME_RACK
-    from controller.solver.greedy import _best_path, _inverse, _Mates, candidates, core_load
+    from controller.solver.candidates import candidates
+    from controller.solver.greedy import _best_path, _Mates, core_load
+    from controller.solver.problem import inverse as _inverse
 
     inv = _inverse(health.arc_capacity(fabric))
     cand = candidates(fabric, flows)
     path = path.copy()
     chosen = cand.all_chosen(path)
-    load = core_load(fabric, flows, cand, path)
+    load = core_load(fabric, flows, chosen)
     may = (path >= 0) & (cand.cls != SAME_RACK)
     mates = _Mates(fabric, flows, cand)
     mates.fill(cand.cls, path)
@@ -267,17 +276,18 @@ def _scalar_local_search(fabric, health, flows, path, max_tries):
 @given(cases(), st.sampled_from([None, 1, 2, 5, 40]))
 def test_local_search_tries_like_one_flow_at_a_time(random_instance, case, tries):
     fabric, health, flows = random_instance(*case)
-    start = greedy(fabric, health, flows)
+    problem = Problem(fabric, health, flows)
+    start = greedy(problem)
     start[start >= 0] = 0  # everything on the first candidate: plenty to move
     want = _scalar_local_search(fabric, health, flows, start, tries)
-    assert np.array_equal(local_search(fabric, health, flows, start, max_tries=tries), want)
+    assert np.array_equal(local_search(problem, start, max_tries=tries), want)
 
 
 @settings(max_examples=20, deadline=None)
 @given(cases())
 def test_candidates_of_buckets_are_their_flows(random_instance, case):
     """A QP bucket has its flow's candidates, so the spray takes them by parent index."""
-    from controller.solver.greedy import candidates
+    from controller.solver.candidates import candidates
     from controller.solver.qp_buckets import split_flows
 
     fabric, _, flows = random_instance(*case)

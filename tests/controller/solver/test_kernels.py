@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from controller.model.clos import PRESETS, build
 from controller.model.flows import FlowSet
 from controller.model.health import LinkHealth
-from controller.solver.greedy import UNROUTED, _Mates, candidates, core_load
+from controller.solver.candidates import candidates
+from controller.solver.greedy import UNROUTED, _Mates, core_load
 from controller.solver.kernels import _score
 
 _TOL = 1e-9
@@ -78,7 +79,7 @@ def test_score_rows_agrees_with_the_numpy_rule(spec, n_flows, seed, failures):
     path = (rng.integers(0, 1 << 30, n_flows) % n_paths).astype(np.int64)
     chosen = cand.all_chosen(path)
     # the flows' own load, and some from elsewhere
-    load = core_load(fabric, flows, cand, path) + rng.choice([0.0, 100.0, 400.0], fabric.num_arcs)
+    load = core_load(fabric, flows, chosen) + rng.choice([0.0, 100.0, 400.0], fabric.num_arcs)
     cap = health.arc_capacity(fabric)
     with np.errstate(divide="ignore"):
         inv = np.where(cap > 0, 1.0 / cap, np.inf)

@@ -17,6 +17,7 @@ from controller.model.paths import path_alive
 from controller.routes.entries import build_routes
 from controller.solver.certificate import CertifyOptions
 from controller.solver.greedy import utilisation
+from controller.solver.problem import Problem
 from controller.solver.qp_buckets import split_flows, split_overloaded, spray
 from controller.solver.solve import SolveOptions, solve
 from sim.jobmix import random_jobs, ring_jobs
@@ -74,9 +75,7 @@ def test_nothing_to_gain_leaves_flows_whole(two_rack_pod) -> None:
     health = parse_health(fabric, ["rtsw-p0-r0:ctsw-p0-c1"])
     assert (
         split_overloaded(
-            fabric,
-            health,
-            flows,
+            Problem(fabric, health, flows),
             solve(fabric, health, flows, options=SolveOptions(qps=1)).assignment.path,
         )
         is None
@@ -152,7 +151,7 @@ def test_spray_spreads_every_flow_evenly_over_the_planes() -> None:
     health = LinkHealth.all_up(fabric)
     whole = solve(fabric, health, flows, options=SolveOptions(qps=1))
     assert whole.mlu == pytest.approx(4 / 3)
-    out = spray(fabric, health, flows, qps=16)
+    out = spray(Problem(fabric, health, flows), qps=16)
     assert out is not None and out.split.tolist() == [0, 1, 2]
     a = Assignment(out.flows, out.path)
     assert float(utilisation(fabric, health, a).max()) == pytest.approx(1.0)
@@ -170,7 +169,7 @@ def test_spray_spreads_every_flow_evenly_over_the_planes() -> None:
 
 def test_spray_places_buckets_of_dead_planes_elsewhere(pair_of_racks) -> None:
     fabric, flows, health = pair_of_racks
-    out = spray(fabric, health, flows, qps=16)
+    out = spray(Problem(fabric, health, flows), qps=16)
     assert out is not None
     a = Assignment(out.flows, out.path)
     assert path_alive(a.arcs(fabric), health.arc_capacity(fabric)).all()

@@ -17,6 +17,7 @@ from controller.routes.budget import table_usage
 from controller.routes.entries import route_conflicts
 from controller.solver.certificate import CertifyOptions
 from controller.solver.greedy import local_search, relieve_arcs, utilisation
+from controller.solver.problem import Problem
 from controller.solver.solve import SolveOptions, solve
 
 _TOL = 1e-9
@@ -25,7 +26,7 @@ _TOL = 1e-9
 def relieve(fabric: Fabric, health: LinkHealth, flows: FlowSet, path: np.ndarray,
             **kw: object) -> np.ndarray:  # fmt: skip
     """The paths relieve_arcs returns."""
-    return relieve_arcs(fabric, health, flows, path, **kw)[0]  # type: ignore[arg-type]
+    return relieve_arcs(Problem(fabric, health, flows), path, **kw)[0]  # type: ignore[arg-type]
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +48,7 @@ def _core(fabric: Fabric) -> np.ndarray:
 
 def test_local_search_leaves_the_arc_below_the_maximum(pinned):
     fabric, health, flows, path = pinned
-    assert np.array_equal(local_search(fabric, health, flows, path), path)
+    assert np.array_equal(local_search(Problem(fabric, health, flows), path), path)
 
 
 def test_relief_drains_the_arc_below_the_maximum(pinned):

@@ -17,10 +17,12 @@ from controller.model.paths import path_alive
 from controller.solver import repair as repair_module
 from controller.solver.bounds import lower_bound
 from controller.solver.greedy import assign_paths
+from controller.solver.problem import Problem
 from controller.solver.repair import (
     RouteIndex,
     affected_flows,
     bound_after,
+    bound_under,
 )
 
 # The repair's own moves, before the certificate hands any job back to hashing (the
@@ -55,7 +57,7 @@ def test_repair_changes_only_affected(seed, failures, name):
     n = 30
     flows = _random_flows(fabric, rng, n, [100.0, 400.0])
     health = LinkHealth.all_up(fabric)
-    before = assign_paths(fabric, health, flows).assignment
+    before = assign_paths(Problem(fabric, health, flows)).assignment
     arcs = before.arcs(fabric)
     core = arcs[:, 1:][arcs[:, 1:] >= 0] // 2
     core = core[core >= fabric.rack_base]
@@ -85,7 +87,7 @@ def test_repair_uses_least_loaded(two_rack_pod):
 
 def test_nothing_hit_nothing_changes(small):
     flows = FlowSet.build([0, 5], [40, 70], 400.0)
-    a = assign_paths(small, LinkHealth.all_up(small), flows).assignment
+    a = assign_paths(Problem(small, LinkHealth.all_up(small), flows)).assignment
     unused = [
         link for link in range(small.rack_base, small.agg_base)
         if not (a.arcs(small) // 2 == link).any()
@@ -114,7 +116,7 @@ def test_a_kept_index_repairs_like_a_fresh_one_and_touches_only_hit_rows(seed):
     n = 60
     flows = _random_flows(fabric, rng, n, [100.0, 400.0])
     health = LinkHealth.all_up(fabric)
-    current = assign_paths(fabric, health, flows).assignment
+    current = assign_paths(Problem(fabric, health, flows)).assignment
     index = RouteIndex.build(fabric, current)
     core = np.arange(fabric.rack_base, fabric.num_links)
     # links go down one by one, then come back: each step repairs from the kept index
@@ -172,6 +174,27 @@ def test_bound_after_a_loss_equals_the_full_bound(seed, failures):
         assert bound_after(fabric, flows, new, derived, old, qps) is None  # capacity came back
 
 
+@settings(max_examples=10, deadline=None)
+@given(st.integers(0, 10_000), st.integers(1, 4))
+def test_bound_under_derives_where_it_holds_else_counts_in_full(seed, failures):
+    """The service's bound after a link change: bound_after's where no capacity went up,
+    the full bound where some did or no bound is known."""
+    fabric = build(PRESETS["small"])
+    rng = np.random.default_rng(seed)
+    flows = _random_flows(fabric, rng, 80, [25.0, 100.0, 400.0])
+    links = rng.choice(fabric.num_links, failures, replace=False)
+    old = LinkHealth.all_up(fabric).with_factors({int(links[0]): 0.5})
+    new = old.with_factors({int(k): float(rng.choice([0.0, 0.25])) for k in links})
+    for qps in (1, 16):
+        before = lower_bound(fabric, old, flows, qps=qps)
+        derived = bound_under(fabric, flows, new, qps, (old, before))
+        assert derived == bound_after(fabric, flows, old, before, new, qps)
+        assert bound_under(fabric, flows, new, qps, None) == lower_bound(fabric, new, flows,
+                                                                         qps=qps)  # fmt: skip
+        # capacity came back: nothing is derived from the lower bound under less capacity
+        assert bound_under(fabric, flows, old, qps, (new, derived)) == before
+
+
 def test_a_repair_re_places_at_most_its_bound_and_withdraws_the_rest(
     small, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -182,7 +205,7 @@ def test_a_repair_re_places_at_most_its_bound_and_withdraws_the_rest(
     rng = np.random.default_rng(7)
     flows = _random_flows(small, rng, 200, [100.0, 400.0])
     health = LinkHealth.all_up(small)
-    before = assign_paths(small, health, flows).assignment
+    before = assign_paths(Problem(small, health, flows)).assignment
     used = before.arcs(small)[:, 1:-1]
     links, counts = np.unique(used[used >= 0] // 2, return_counts=True)
     switch = links >= small.rack_base
@@ -216,7 +239,7 @@ def test_a_repair_retries_at_most_its_bound_of_rows_without_a_path_near_the_chan
     rng = np.random.default_rng(3)
     flows = _random_flows(small, rng, 120, [400.0])
     health = LinkHealth.all_up(small)
-    routed = assign_paths(small, health, flows).assignment
+    routed = assign_paths(Problem(small, health, flows)).assignment
     path = routed.path.copy()
     path[::2] = -1  # half the rows ride ECMP
     before = Assignment(flows, path)

@@ -17,6 +17,7 @@ from controller.routes.budget import fit_tables, switch_budget, table_usage
 from controller.routes.entries import route_conflicts
 from controller.solver import repair as repair_module
 from controller.solver.greedy import assign_paths
+from controller.solver.problem import Problem
 from controller.solver.qp_buckets import split_flows
 from controller.solver.repair import (
     RouteIndex,
@@ -44,7 +45,7 @@ def _flows(fabric: Fabric, seed: int, n: int, split: bool) -> FlowSet:
 
 def _placed(fabric: Fabric, health: LinkHealth, flows: FlowSet) -> Assignment:
     """A greedy assignment without route conflicts (conflicting rows unrouted)."""
-    placed = assign_paths(fabric, health, flows).assignment
+    placed = assign_paths(Problem(fabric, health, flows)).assignment
     path = placed.path.copy()
     path[route_conflicts(fabric, placed)] = UNROUTED
     return Assignment(flows, path)
