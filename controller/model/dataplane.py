@@ -31,11 +31,12 @@ from controller.model.hashing import (
     QP_KEY_SPAN,
     Overrides,
     chooser,
+    eecmp_routes,
     overriding,
     route,
 )
 from controller.model.health import LinkHealth
-from controller.model.paths import CROSS_POD, SAME_POD, decode, flow_class
+from controller.model.paths import CROSS_POD, MAX_HOPS, SAME_POD, decode, flow_class
 
 
 @dataclass(frozen=True)
@@ -123,11 +124,25 @@ def carried(
     demand = flows.demand[row] / np.where(np.repeat(whole, count), qps, 1)
     sub = FlowSet(flows.src_nic[row], flows.dst_nic[row], demand, flows.job[row],
                   flows.job_ids, qp)  # fmt: skip
-    base = chooser(kind, fabric, health, seed, sub, qp)
-    if te.size:
-        base = overriding(fabric, sub, qp, overrides or overrides_of(fabric, assignment), base)
-    sub_path = route(fabric, sub, health, base)
-    sub_arcs = Assignment(sub, sub_path).arcs(fabric)
+    # E-ECMP rows towards a host no TE entry steers walk exactly as hashed: compiled, per
+    # whole flow (model.kernels); the rest hop by hop through the entries. Each QP's walk
+    # depends only on its own packet, so splitting the rows changes no path.
+    plain = np.zeros(off.size, bool)
+    if kind == "eecmp":
+        steered = np.unique(fabric.host_of_nic(flows.dst_nic[te]))
+        plain = whole & ~np.isin(fabric.host_of_nic(flows.dst_nic[off]), steered)
+    sub_arcs = np.empty((row.size, MAX_HOPS), np.int64)
+    if plain.any():
+        pos = (first[plain][:, None] + np.arange(qps)).ravel()
+        sub_arcs[pos] = eecmp_routes(fabric, flows.take(off[plain]), health, seed, qps)[1]
+    walk = np.flatnonzero(~np.repeat(plain, count))
+    if walk.size:
+        part, part_qp = sub.take(walk), qp[walk]
+        base = chooser(kind, fabric, health, seed, part, part_qp)
+        if te.size:
+            base = overriding(fabric, part, part_qp,
+                              overrides or overrides_of(fabric, assignment), base)  # fmt: skip
+        sub_arcs[walk] = Assignment(part, route(fabric, part, health, base)).arcs(fabric)
     return Carried(
         flows=_joined(flows.take(te), sub),
         arcs=np.concatenate([te_arcs, sub_arcs]),

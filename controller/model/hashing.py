@@ -381,15 +381,37 @@ def eecmp_routes(
     n = len(flows) * qps
     path = np.empty(n, np.int64)
     arcs = np.empty((n, MAX_HOPS), np.int64)
+    kernels.eecmp(*_kernel_args(fabric, flows, health, seed, qps), path, arcs,
+                  np.zeros(len(flows)), np.zeros(0))  # fmt: skip
+    return path, arcs
+
+
+def eecmp_load(
+    fabric: Fabric, flows: FlowSet, health: LinkHealth, seed: int, qps: int
+) -> np.ndarray:
+    """The offered load per arc of E-ECMP with `qps` QPs a flow (what eecmp_routes' arcs
+    carry), without a row per QP in memory."""
+    if qps < 1:
+        raise InputError(f"qps must be >= 1, got {qps}")
+    load = np.zeros(fabric.num_arcs)
+    kernels.eecmp(*_kernel_args(fabric, flows, health, seed, qps), np.zeros(0, np.int64),
+                  np.zeros((0, MAX_HOPS), np.int64),
+                  np.ascontiguousarray(flows.demand, np.float64), load)  # fmt: skip
+    return load
+
+
+def _kernel_args(
+    fabric: Fabric, flows: FlowSet, health: LinkHealth, seed: int, qps: int
+) -> tuple[np.ndarray, np.ndarray, np.uint64, int, np.ndarray, np.ndarray]:
+    """The fabric and flows as model.kernels.eecmp takes them."""
     shape = np.array([fabric.pods, fabric.racks_per_pod, fabric.ctsws_per_pod,
                       fabric.rack_links, fabric.atsws_per_plane, fabric.agg_links,
                       fabric.nics_per_host * fabric.hosts_per_rack, fabric.rack_base,
                       fabric.agg_base], np.int64)  # fmt: skip
     alive = np.ascontiguousarray(np.asarray(health.factor) > 0.0)
-    kernels.eecmp(np.ascontiguousarray(flows.src_nic, np.int64),
-                  np.ascontiguousarray(flows.dst_nic, np.int64),
-                  np.uint64(int(seed) & _MASK64), qps, alive, shape, path, arcs)  # fmt: skip
-    return path, arcs
+    return (np.ascontiguousarray(flows.src_nic, np.int64),
+            np.ascontiguousarray(flows.dst_nic, np.int64),
+            np.uint64(int(seed) & _MASK64), qps, alive, shape)  # fmt: skip
 
 
 def hashed(

@@ -217,35 +217,49 @@ def eecmp(
     shape: np.ndarray,
     path: np.ndarray,
     arcs: np.ndarray,
+    demand: np.ndarray,
+    load: np.ndarray,
 ) -> None:
     """E-ECMP (hashing.route with hash_chooser) for every QP of every flow: subflow
-    f * qps + q gets its path index in path[] and its arcs (-1 padded) in arcs[].
+    f * qps + q gets its path index in path[] and its arcs (-1 padded) in arcs[] when
+    path has a row per subflow (else nothing is stored); when load has an entry per arc,
+    each routed QP adds demand[f] / qps to every arc it crosses (the offered load, without
+    a row per subflow in memory).
 
     shape: (pods, racks per pod, CTSWs per pod, rack links, ATSWs per plane, agg links,
     NICs per rack, rack_base, agg_base) of the fabric."""
     R, C, K = shape[1], shape[2], shape[3]
     A, L, per_rack = shape[4], shape[5], shape[6]
     rack_base, agg_base = shape[7], shape[8]
+    store = path.size == src.size * qps
+    add = load.size > 0
     usable = np.zeros(max(C * K, A * L, L, K, 1), np.bool_)
     uplinks = np.zeros(max(C * K, 1), np.bool_)
     reach = np.zeros(max(C, 1), np.bool_)
+    buf = np.empty(6, np.int64)
     s0 = _splitmix64(seed)
     for f in range(src.size):
         s, d = src[f], dst[f]
         sr, dr = s // per_rack, d // per_rack
         sp, dp = sr // R, dr // R
         first = f * qps
-        for q in range(qps):
-            path[first + q] = -1
-            for x in range(arcs.shape[1]):
-                arcs[first + q, x] = -1
+        share = demand[f] / qps if add else 0.0
+        if store:
+            for q in range(qps):
+                path[first + q] = -1
+                for x in range(arcs.shape[1]):
+                    arcs[first + q, x] = -1
         if not (alive[s] and alive[d]):
             continue
         if sr == dr:
             for q in range(qps):
-                path[first + q] = 0
-                arcs[first + q, 0] = 2 * s
-                arcs[first + q, 1] = 2 * d + 1
+                if store:
+                    path[first + q] = 0
+                    arcs[first + q, 0] = 2 * s
+                    arcs[first + q, 1] = 2 * d + 1
+                if add:
+                    load[2 * s] += share
+                    load[2 * d + 1] += share
             continue
         cross = sp != dp
         any_usable = False
@@ -299,15 +313,24 @@ def eecmp(
             for k in range(K):
                 usable[k] = alive[rack_base + (dr * C + c) * K + k]
             kd = _nth(usable, K, _splitmix64(pair ^ (qph | np.uint64(3))))
-            arcs[row, 0] = 2 * s
-            arcs[row, 1] = 2 * (rack_base + (sr * C + c) * K + ku)
+            buf[0] = 2 * s
+            buf[1] = 2 * (rack_base + (sr * C + c) * K + ku)
             if cross:
-                path[row] = ((((c * K + ku) * A + j) * L + mu) * L + md) * K + kd
-                arcs[row, 2] = 2 * (agg_base + ((sp * C + c) * A + j) * L + mu)
-                arcs[row, 3] = 2 * (agg_base + ((dp * C + c) * A + j) * L + md) + 1
-                arcs[row, 4] = 2 * (rack_base + (dr * C + c) * K + kd) + 1
-                arcs[row, 5] = 2 * d + 1
+                index = ((((c * K + ku) * A + j) * L + mu) * L + md) * K + kd
+                buf[2] = 2 * (agg_base + ((sp * C + c) * A + j) * L + mu)
+                buf[3] = 2 * (agg_base + ((dp * C + c) * A + j) * L + md) + 1
+                buf[4] = 2 * (rack_base + (dr * C + c) * K + kd) + 1
+                buf[5] = 2 * d + 1
+                hops = 6
             else:
-                path[row] = (c * K + ku) * K + kd
-                arcs[row, 2] = 2 * (rack_base + (dr * C + c) * K + kd) + 1
-                arcs[row, 3] = 2 * d + 1
+                index = (c * K + ku) * K + kd
+                buf[2] = 2 * (rack_base + (dr * C + c) * K + kd) + 1
+                buf[3] = 2 * d + 1
+                hops = 4
+            if store:
+                path[row] = index
+                for x in range(hops):
+                    arcs[row, x] = buf[x]
+            if add:
+                for x in range(hops):
+                    load[buf[x]] += share

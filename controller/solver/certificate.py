@@ -50,7 +50,7 @@ from controller.model.assignment import UNROUTED, Assignment
 from controller.model.dataplane import Carried, carried, overrides_of
 from controller.model.fabric import Fabric
 from controller.model.flows import ALL_QPS, FlowSet
-from controller.model.hashing import HASHINGS, hashed_arcs
+from controller.model.hashing import HASHINGS, eecmp_load, hashed_arcs
 from controller.model.health import LinkHealth
 from controller.model.rates import MODELS, REL_TOL, flow_shares
 
@@ -304,6 +304,17 @@ def certify(
     flows = input_flows(rows, parent)
     job_ids = rows.job_ids
     num_jobs = max(len(job_ids), int(rows.job.max(initial=-1)) + 1, 1)
+    if not (assignment.path != UNROUTED).any() and set(opts.compare) <= {opts.reference}:
+        # no TE entry at all: the data plane is the reference itself, row for row and hash
+        # for hash, so every job is at exactly its reference value; only the MLU is counted
+        jobs = int((np.bincount(flows.job, minlength=num_jobs) > 0).sum())
+        walked = int(np.where(rows.qp == ALL_QPS, qps, 1).sum())
+        mlu = _reference_mlu(fabric, health, flows, qps, opts)
+        return assignment, Certificate(
+            reference=opts.reference, seeds=opts.seeds, qps=qps, jobs=jobs, jobs_checked=0,
+            passed=True, worst_ratio={opts.reference: 1.0}, below={opts.reference: 0},
+            rounds=0, seconds=time.perf_counter() - start, mlu=mlu, walked=walked,
+        )  # fmt: skip
     ref = _Reference(fabric, health, flows, qps, num_jobs, opts)
     cap = health.arc_capacity(fabric)
     has_flows = np.bincount(flows.job, minlength=num_jobs) > 0
@@ -393,6 +404,28 @@ def certify(
         reference_runs=ref.computed, walked=planes[0].walked,
     )  # fmt: skip
     return out, cert
+
+
+def _reference_mlu(
+    fabric: Fabric, health: LinkHealth, flows: FlowSet, qps: int, opts: CertifyOptions
+) -> float:
+    """MLU of the reference routing of `flows`, the mean over the seeds (offered load only:
+    for E-ECMP without a row per QP in memory)."""
+    cap = health.arc_capacity(fabric)
+    mlus = []
+    for seed in opts.seeds:
+        if opts.reference == "eecmp":
+            load = eecmp_load(fabric, flows, health, seed, qps)
+        else:
+            sub, arcs, _ = hashed_arcs(opts.reference, fabric, flows, health, seed, qps)
+            valid = arcs >= 0
+            load = np.bincount(arcs[valid], weights=np.repeat(sub.demand, arcs.shape[1])[
+                valid.ravel()], minlength=fabric.num_arcs)  # fmt: skip
+        with np.errstate(divide="ignore", invalid="ignore"):
+            util = np.where(cap > 0, load / np.where(cap > 0, cap, 1.0),
+                            np.where(load > 0, np.inf, 0.0))  # fmt: skip
+        mlus.append(float(util.max(initial=0.0)))
+    return float(np.mean(mlus))
 
 
 def _loads(fabric: Fabric, plane: Carried, cap: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:

@@ -78,6 +78,7 @@ from controller.solver.lp import LpSolution, solve_lp
 from controller.solver.problem import Problem
 from controller.solver.qp_buckets import DEFAULT_QPS, Split, split_overloaded, spray
 from controller.solver.repair import repair as repair_assignment
+from controller.solver.unfit_jobs import unfit_jobs
 
 LP_MODES = ("auto", "always", "never")
 
@@ -110,6 +111,9 @@ class SolveOptions:
     relief_tries: int | None = RELIEF_TRIES
     # the certificate against the fabric's own routing (controller.solver.certificate)
     certify: CertifyOptions = DEFAULT
+    # jobs that need more TE entries at one RTSW than it holds ride the fabric's hashing
+    # whole (controller.solver.unfit_jobs); False: every job is placed flow by flow
+    unfit_to_hashing: bool = True
     # moves the job-level pass may keep (controller.solver.job_objective); 0: it only
     # predicts the jobs and their bound, and moves nothing
     job_rounds: int = JOB_ROUNDS
@@ -163,6 +167,8 @@ class SolveResult:
     handed_back: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64), repr=False)
     # the job-level objective before the certificate: worst job, its bound, what the pass did
     objective: JobObjective | None = None
+    # jobs left to the fabric's hashing whole, and why (controller.solver.unfit_jobs)
+    hashed_jobs: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         rows = len(self.assignment.flows)
@@ -433,11 +439,70 @@ def solve(
     previous: Assignment | None = None,
     options: SolveOptions | None = None,
 ) -> SolveResult:
-    """Assign every flow a path; report MLU, the lower bound and their ratio."""
+    """Assign every flow a path; report MLU, the lower bound and their ratio; raise the
+    worst job (job_objective) and certify every job against the fabric's own routing."""
     opts = options or SolveOptions()
-    times: dict[str, float] = {}
     start = time.perf_counter()
     flows.validate(fabric)
+    unfit: dict[int, str] = {}
+    if opts.unfit_to_hashing:
+        unfit = unfit_jobs(fabric, flows, switch_budget(fabric, _budget(fabric, opts)))
+    if unfit:
+        out = _placed_around(fabric, health, flows, unfit, previous, opts, start)
+    else:
+        out = _placed(fabric, health, flows, previous, opts, start)
+    out = job_objective(fabric, health, flows, out, previous, opts)
+    out = certified(fabric, health, out, opts)
+    out.times["total"] = time.perf_counter() - start
+    return out
+
+
+def _placed_around(
+    fabric: Fabric,
+    health: LinkHealth,
+    flows: FlowSet,
+    unfit: dict[int, str],
+    previous: Assignment | None,
+    opts: SolveOptions,
+    start: float,
+) -> SolveResult:
+    """The other jobs placed (`_placed`), and the `unfit` jobs' flows appended as rows
+    without a TE path (controller.solver.unfit_jobs): they ride the fabric's hashing."""
+    hashed = np.isin(flows.job, np.fromiter(unfit, np.int64, len(unfit)))
+    keep, rest = np.flatnonzero(~hashed), np.flatnonzero(hashed)
+    inner = _placed(fabric, health, flows.take(keep), previous, opts, start)
+    rows = inner.assignment.flows
+    left = flows.take(rest)
+    joined = FlowSet(
+        np.concatenate([rows.src_nic, left.src_nic]), np.concatenate([rows.dst_nic, left.dst_nic]),
+        np.concatenate([rows.demand, left.demand]), np.concatenate([rows.job, left.job]),
+        flows.job_ids, np.concatenate([rows.qp, np.full(rest.size, ALL_QPS, rows.qp.dtype)]),
+        flows.job_priority,
+    )  # fmt: skip
+    path = np.concatenate([inner.assignment.path, np.full(rest.size, UNROUTED, np.int64)])
+    names = {flows.job_ids[j]: why for j, why in unfit.items()}
+    return replace(
+        inner,
+        assignment=Assignment(joined, path),
+        parent=np.concatenate([keep[np.asarray(inner.parent)], rest]),
+        unroutable=keep[inner.unroutable],
+        fallback_ecmp=keep[inner.fallback_ecmp],
+        split_flows=keep[np.asarray(inner.split_flows)],
+        churn=inner.churn,
+        hashed_jobs=names,
+    )
+
+
+def _placed(
+    fabric: Fabric,
+    health: LinkHealth,
+    flows: FlowSet,
+    previous: Assignment | None,
+    opts: SolveOptions,
+    start: float,
+) -> SolveResult:
+    """Every flow placed: the MLU-minimising part of `solve` (module docstring, steps 1-6)."""
+    times: dict[str, float] = {}
     problem = Problem(fabric, health, flows)
 
     def run(guidance: Guidance | None) -> AssignResult:
@@ -556,7 +621,7 @@ def _finish(
     previous: Assignment | None,
     opts: SolveOptions,
 ) -> SolveResult:
-    fabric, health = problem.fabric, problem.health
+    fabric = problem.fabric
     t = time.perf_counter()
     res = _relieved(problem, res, opts, parent)
     times["relief"] = time.perf_counter() - t
@@ -567,9 +632,6 @@ def _finish(
     if previous is not None and (parent is not None or previous.flows.split):
         # buckets moved or (un)split: compare the rows of every flow in both
         out = replace(out, churn=int(moved_pairs(previous, res.assignment).size))
-    out = job_objective(fabric, health, problem.flows, out, previous, opts)
-    out = certified(fabric, health, out, opts)
-    out.times["total"] = time.perf_counter() - start
     return out
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from controller.model import kernels
@@ -11,6 +11,7 @@ from controller.model.assignment import Assignment
 from controller.model.clos import ClosSpec, build
 from controller.model.flows import FlowSet
 from controller.model.hashing import (
+    eecmp_load,
     eecmp_routes,
     hash_chooser,
     hashed_arcs,
@@ -102,6 +103,13 @@ def test_eecmp_kernel_equals_the_hop_by_hop_numpy_walk(spec: ClosSpec, seed: int
     assert arcs.tobytes() == Assignment(sub, want).arcs(fabric).tobytes()
     _, arcs2, parent2 = hashed_arcs("eecmp", fabric, flows, health, seed, qps)
     assert arcs2.tobytes() == arcs.tobytes() and parent2.tobytes() == parent.tobytes()
+    # the load form: what those rows offer each arc, summed in the same order
+    load = eecmp_load(fabric, flows, health, seed, qps)
+    want_load = np.zeros(fabric.num_arcs)
+    valid = arcs >= 0
+    for row, hop in zip(*np.nonzero(valid), strict=True):
+        want_load[arcs[row, hop]] += sub.demand[row]
+    assert load.tobytes() == want_load.tobytes()
 
 
 @settings(max_examples=100, deadline=None)
@@ -135,3 +143,51 @@ def test_parent_sums_equal_their_numpy_form(seed: int, rows: int, parents: int,
     assert (p_dead == (np.bincount(parent, dead, minlength=parents) > 0)).all()
     assert share.tobytes() == np.divide(want_rate, want_demand, out=np.ones(parents),
                                         where=want_demand > 0).tobytes()  # fmt: skip
+
+
+@settings(max_examples=80, deadline=None)
+@given(SHAPES, st.integers(0, 2**32 - 1), st.sampled_from(["eecmp", "wcmp"]), st.data())
+def test_the_carried_plane_walks_every_row_as_the_entries_and_hashes_do(
+    spec: ClosSpec, seed: int, kind: str, data: st.DataObject
+) -> None:
+    """Rows towards hosts no entry steers are hashed by the compiled kernel; the plane is
+    the one a hop-by-hop walk of every QP through the entries gives, arc for arc."""
+    from controller.model.dataplane import carried, overrides_of
+    from controller.model.flows import ALL_QPS
+    from controller.model.hashing import chooser, overriding
+    from controller.solver.certificate import CertifyOptions
+    from controller.solver.solve import SolveOptions, solve
+
+    fabric = build(spec)
+    rng = np.random.default_rng(seed)
+    n = data.draw(st.integers(1, 40))
+    src, dst = rng.integers(0, fabric.num_nics, n), rng.integers(0, fabric.num_nics, n)
+    ok = fabric.host_of_nic(src) != fabric.host_of_nic(dst)
+    assume(ok.any())
+    flows = FlowSet.build(src[ok], dst[ok], rng.choice([50.0, 100.0], int(ok.sum())))
+    health = LinkHealth(rng.choice([0.0, 0.5, 1.0], size=fabric.num_links, p=[0.1, 0.1, 0.8]))
+    off_opts = SolveOptions(certify=CertifyOptions(enabled=False), job_rounds=0)
+    res = solve(fabric, health, flows, options=off_opts)
+    path = res.assignment.path.copy()
+    path[rng.random(path.size) < 0.5] = -1  # some rows ride the defaults
+    asg = Assignment(res.assignment.flows, path)
+    parent = np.asarray(res.parent)
+    qps = data.draw(st.integers(1, 5))
+    plane = carried(fabric, health, asg, parent, kind=kind, seed=seed, qps=qps)
+    # the hop-by-hop walk of every QP of every row without a path
+    rows = asg.flows
+    off = np.flatnonzero(path == -1)
+    count = np.where(rows.qp[off] == ALL_QPS, qps, 1)
+    row = np.repeat(off, count)
+    first = np.cumsum(count) - count
+    within = np.arange(row.size) - np.repeat(first, count)
+    qp = np.where(np.repeat(rows.qp[off] == ALL_QPS, count), within, rows.qp[row])
+    sub = FlowSet(rows.src_nic[row], rows.dst_nic[row], rows.demand[row], rows.job[row],
+                  rows.job_ids, qp)  # fmt: skip
+    base = chooser(kind, fabric, health, seed, sub, qp)
+    if (path != -1).any():
+        base = overriding(fabric, sub, qp, overrides_of(fabric, asg), base)
+    want = Assignment(sub, route(fabric, sub, health, base)).arcs(fabric)
+    te = int((path != -1).sum())
+    assert plane.arcs[te:].tobytes() == want.tobytes()
+    assert plane.walked == row.size

@@ -279,3 +279,25 @@ def test_fuzz_no_job_below_the_fabrics_own_hashing(case, fill: float, frag: floa
     te = te_values(fabric, health, res, kind, seeds, qps)
     below = {j: (te.get(j), r) for j, r in ref.items() if te.get(j, 0.0) < r * (1 - 1e-9)}
     assert not below, below
+
+
+def test_a_routing_without_te_entries_is_the_reference_itself() -> None:
+    """No row with a TE path: the data plane is the fabric's hashing, so the certificate
+    passes at once (no simulation) with every job at exactly its reference, and reports
+    the reference's MLU (mean over the seeds); with a TE row it compares as before."""
+    fabric = build(PRESETS["small"])
+    health = parse_health(fabric, ISSUE_FAILURES)
+    flows = jobs_flows(fabric, random_jobs(fabric, seed=3))
+    none = Assignment(flows, np.full(len(flows), UNROUTED))
+    out, cert = certify(fabric, health, none, qps=16)
+    assert out is none and cert.passed and cert.rounds == 0 and cert.jobs_checked == 0
+    assert cert.worst_ratio == {"eecmp": 1.0} and cert.walked == 16 * len(flows)
+    mlus = []
+    for seed in (1, 2, 3, 4):
+        _, routing, parent = hashed("eecmp", fabric, flows, health, seed, 16)
+        mlus.append(simulate(fabric, health, routing, parent=parent).mlu)
+    assert cert.mlu == pytest.approx(np.mean(mlus), rel=1e-12)
+    # one TE row: compared in full again
+    res = solve(fabric, health, flows, options=SolveOptions(certify=CertifyOptions(enabled=False)))
+    _, full = certify(fabric, health, res.assignment, qps=16)
+    assert full.rounds >= 1
