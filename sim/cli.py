@@ -266,6 +266,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
         f"{rows[0].report.busbw_fraction_mean / rows[-1].report.busbw_fraction_mean:.4f}",
     ]
     lines.append(counts_line)
+    for job, why in result.hashed_jobs.items():
+        lines.append(f"job {job}: {why}")
     if result.objective is not None:
         lines.append(result.objective.summary())
     if result.certificate is not None:
@@ -278,6 +280,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
         "te": metrics,
         "rows": [row.to_dict(bound) for row in rows],
         "objective": None if result.objective is None else result.objective.to_dict(),
+        "hashed_jobs": dict(result.hashed_jobs),
         "certificate": None if result.certificate is None else result.certificate.to_dict(),
     }
     if args.out or args.apply:

@@ -29,7 +29,6 @@ def fill(
     weight: np.ndarray,
     slack: float,
     rates: np.ndarray,
-    reduce: bool,
 ) -> int:
     """Progressive filling (controller.model.rates' docstring): subflow i crosses arcs[i]
     (-1 padded) with demand[i] for weight[i] QPs; writes rates[i] and returns the rounds.
@@ -38,45 +37,25 @@ def fill(
     subflow's ceiling is min(its arcs' shares, its per-QP demand); an arc is a bottleneck
     when no subflow on it has ceiling * slack below its share; a subflow freezes at its
     ceiling (times its weight) when its demand is within slack of it or it crosses a
-    bottleneck, and its rate is taken from what its arcs have left.
-
-    `reduce`: only arcs offered more than their capacity take part; a subflow crossing none
-    gets its demand (rates' docstring: the same allocation, fewer pairs per round)."""
+    bottleneck, and its rate is taken from what its arcs have left."""
     n, hops = arcs.shape
     num = capacity.size
     remaining = np.empty(num)
     for e in range(num):
         remaining[e] = capacity[e] if capacity[e] > 0.0 else 0.0
-    over = np.ones(num, np.bool_)
-    if reduce:
-        load = np.zeros(num)
-        for i in range(n):
-            for h in range(hops):
-                e = arcs[i, h]
-                if e >= 0:
-                    load[e] += demand[i]
-        for e in range(num):
-            over[e] = load[e] > remaining[e]
     idx = np.empty(n, np.int64)
     dm = np.empty(n)
     m = 0
     for i in range(n):
         rates[i] = 0.0
         routed = False
-        hot = False
         for h in range(hops):
-            e = arcs[i, h]
-            if e >= 0:
+            if arcs[i, h] >= 0:
                 routed = True
-                if over[e]:
-                    hot = True
         if routed and demand[i] > 0:
-            if hot:
-                idx[m] = i
-                dm[i] = demand[i] / weight[i]
-                m += 1
-            else:
-                rates[i] = demand[i]
+            idx[m] = i
+            dm[i] = demand[i] / weight[i]
+            m += 1
     count = np.empty(num)
     share = np.empty(num)
     blocked = np.empty(num, np.int64)
@@ -90,7 +69,7 @@ def fill(
             i = idx[ii]
             for h in range(hops):
                 e = arcs[i, h]
-                if e >= 0 and over[e]:
+                if e >= 0:
                     count[e] += weight[i]
         for e in range(num):
             share[e] = remaining[e] / count[e] if count[e] > 0 else np.inf
@@ -100,13 +79,13 @@ def fill(
             low = np.inf
             for h in range(hops):
                 e = arcs[i, h]
-                if e >= 0 and over[e] and share[e] < low:
+                if e >= 0 and share[e] < low:
                     low = share[e]
             c = low if low < dm[i] else dm[i]
             ceiling[i] = c
             for h in range(hops):
                 e = arcs[i, h]
-                if e >= 0 and over[e] and c * slack < share[e]:
+                if e >= 0 and c * slack < share[e]:
                     blocked[e] += 1
         used[:] = 0.0
         kept = 0
@@ -117,7 +96,7 @@ def fill(
             if not frozen:
                 for h in range(hops):
                     e = arcs[i, h]
-                    if e >= 0 and over[e] and blocked[e] == 0:
+                    if e >= 0 and blocked[e] == 0:
                         frozen = True
                         break
             if frozen:
@@ -125,7 +104,7 @@ def fill(
                 rates[i] = rate
                 for h in range(hops):
                     e = arcs[i, h]
-                    if e >= 0 and over[e]:
+                    if e >= 0:
                         used[e] += rate
             else:
                 idx[kept] = i
@@ -135,6 +114,80 @@ def fill(
             remaining[e] = r if r > 0.0 else 0.0
         m = kept
     return rounds
+
+
+@njit(cache=True, nogil=True)
+def group_hot(
+    arcs: np.ndarray,
+    capacity: np.ndarray,
+    demand: np.ndarray,
+    weight: np.ndarray,
+    gid: np.ndarray,
+    g_arcs: np.ndarray,
+    g_dm: np.ndarray,
+    g_w: np.ndarray,
+) -> int:
+    """The reduced problem of controller.model.rates' docstring, grouped: subflows with
+    demand crossing some arc offered more than its capacity, keyed by those arcs (in path
+    order) and their per-QP demand; equal keys make one group, their weights summed (equal
+    subflows get equal rates). Writes gid[i] (-1: crosses no such arc, or no demand) and
+    the groups' arcs (-1 padded), per-QP demand and weight; returns the number of groups."""
+    n, hops = arcs.shape
+    num = capacity.size
+    load = np.zeros(num)
+    for i in range(n):
+        for h in range(hops):
+            e = arcs[i, h]
+            if e >= 0:
+                load[e] += demand[i]
+    over = np.empty(num, np.bool_)
+    for e in range(num):
+        over[e] = load[e] > (capacity[e] if capacity[e] > 0.0 else 0.0)
+    size = 2
+    while size < 2 * max(n, 1):
+        size *= 2
+    mask = np.uint64(size - 1)
+    table = np.full(size, -1, np.int64)
+    key = np.empty(hops, np.int64)
+    groups = 0
+    for i in range(n):
+        gid[i] = -1
+        if not demand[i] > 0:
+            continue
+        k = 0
+        for h in range(hops):
+            e = arcs[i, h]
+            if e >= 0 and over[e]:
+                key[k] = e
+                k += 1
+        if k == 0:
+            continue
+        dm = demand[i] / weight[i]
+        hv = _splitmix64(np.uint64(k))
+        for x in range(k):
+            hv = _splitmix64(hv ^ np.uint64(key[x]))
+        slot = np.int64(hv & mask)
+        while True:
+            g = table[slot]
+            if g < 0:
+                for x in range(hops):
+                    g_arcs[groups, x] = key[x] if x < k else -1
+                g_dm[groups] = dm
+                g_w[groups] = weight[i]
+                table[slot] = groups
+                gid[i] = groups
+                groups += 1
+                break
+            same = g_dm[g] == dm and (k == hops or g_arcs[g, k] < 0)
+            for x in range(k):
+                if same and g_arcs[g, x] != key[x]:
+                    same = False
+            if same:
+                g_w[g] += weight[i]
+                gid[i] = g
+                break
+            slot = (slot + 1) & (size - 1)
+    return groups
 
 
 @njit(cache=True, nogil=True)

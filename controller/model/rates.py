@@ -18,8 +18,11 @@ demand at once. The allocation is the same: on an arc whose offered load fits, t
 when every flow on it is at its demand, and so it is never the bottleneck that holds a flow
 below its demand; the allocation of the reduced problem therefore meets the bottleneck
 condition of the whole one, whose max-min allocation is unique. (Numerically the rounds
-differ, so rates may differ in the last bits from filling over every arc.) On a hashed
-meta-24k mix (16 QPs) that drops two subflows in five and half the arcs of the rest.
+differ, so rates may differ in the last bits from filling over every arc.) Subflows that
+then cross the same arcs with the same per-QP demand get the same rate, so they are filled
+as one group, their QPs summed (controller.model.kernels.group_hot): on a hashed meta-24k
+mix (16 QPs) two subflows in five cross no over-capacity arc and the rest keep half their
+arcs; a hashed all-to-all's millions of subflows become a few groups per such arc.
 
 The unit of fair sharing is the queue pair: congestion control runs per QP, so a row that
 stands for w QPs on one path (`weight`, a whole flow the NIC opens with w QPs) competes as w
@@ -90,10 +93,24 @@ def _max_min(
         raise ValueError(f"weight must be {num_flows} positive numbers")
     if arcs.size and (arcs.max() >= capacity.size or arcs.min() < -1):
         raise ValueError(f"arc ids must be -1 (padding) or in [0, {capacity.size})")
-    rates = np.empty(num_flows)
-    rounds = kernels.fill(np.ascontiguousarray(arcs), np.ascontiguousarray(capacity),
-                          np.ascontiguousarray(demand), np.ascontiguousarray(w),
-                          1.0 + rel_tol, rates, True)  # fmt: skip
+    arcs = np.ascontiguousarray(arcs)
+    capacity = np.ascontiguousarray(capacity)
+    demand = np.ascontiguousarray(demand)
+    w = np.ascontiguousarray(w)
+    # the reduced problem (module docstring), equal subflows grouped
+    gid = np.empty(num_flows, np.int64)
+    hot = int(np.count_nonzero(demand > 0))
+    g_arcs = np.empty((hot, arcs.shape[1]), np.int64)
+    g_dm, g_w = np.empty(hot), np.empty(hot)
+    groups = kernels.group_hot(arcs, capacity, demand, w, gid, g_arcs, g_dm, g_w)
+    g_rates = np.empty(groups)
+    rounds = kernels.fill(g_arcs[:groups], capacity, g_dm[:groups] * g_w[:groups],
+                          g_w[:groups], 1.0 + rel_tol, g_rates)  # fmt: skip
+    routed = (arcs >= 0).any(axis=1) & (demand > 0)
+    rates = np.where(routed, demand, 0.0)  # those crossing no over-capacity arc
+    grouped = gid >= 0
+    g = gid[grouped]
+    rates[grouped] = g_rates[g] / g_w[g] * w[grouped]
     return rates, rounds
 
 

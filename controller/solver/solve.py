@@ -167,8 +167,10 @@ class SolveResult:
     handed_back: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64), repr=False)
     # the job-level objective before the certificate: worst job, its bound, what the pass did
     objective: JobObjective | None = None
-    # jobs left to the fabric's hashing whole, and why (controller.solver.unfit_jobs)
+    # jobs left to the fabric's hashing whole, and why (controller.solver.unfit_jobs), and
+    # their input flows (no TE path, no entry)
     hashed_jobs: dict[str, str] = field(default_factory=dict)
+    hashed_flows: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64), repr=False)
 
     def __post_init__(self) -> None:
         rows = len(self.assignment.flows)
@@ -240,6 +242,8 @@ class SolveResult:
             "unroutable": float(self.unroutable.size),
             "fallback_ecmp": float(self.fallback_ecmp.size),
             "handed_back": float(self.handed_back.size),
+            "hashed_jobs": float(len(self.hashed_jobs)),
+            "hashed_flows": float(self.hashed_flows.size),
             "qp_split_flows": float(self.split_flows.size),  # type: ignore[union-attr]
         }
         out.update(self.tables)
@@ -490,6 +494,7 @@ def _placed_around(
         split_flows=keep[np.asarray(inner.split_flows)],
         churn=inner.churn,
         hashed_jobs=names,
+        hashed_flows=rest,
     )
 
 

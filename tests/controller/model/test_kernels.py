@@ -67,10 +67,11 @@ def test_progressive_filling_equals_its_numpy_rounds(seed: int, flows: int, link
     demand = rng.choice([0.0, 25.0, 100.0, 400.0, 1e-3], size=flows)
     weight = rng.integers(1, 17, size=flows).astype(float)
     full = np.empty(flows)
-    kernels.fill(arcs, capacity, demand, weight, 1.0 + 1e-9, full, False)
+    kernels.fill(arcs, capacity, demand, weight, 1.0 + 1e-9, full)
     want = _numpy_fill(arcs, capacity, demand, 1e-9, weight)
     assert full.tobytes() == want.tobytes()
-    # over the arcs offered more than their capacity only (the default): the same rates
+    # over the arcs offered more than their capacity only, equal subflows grouped (the
+    # default): the same rates
     reduced = max_min_rates(arcs, capacity, demand, weight=weight)
     assert np.allclose(reduced, want, rtol=1e-9, atol=1e-12)
 

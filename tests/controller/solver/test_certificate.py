@@ -268,7 +268,10 @@ def test_fuzz_no_job_below_the_fabrics_own_hashing(case, fill: float, frag: floa
     assert np.array_equal(np.unique(parent), np.arange(len(flows)))
     off = set(parent[~res.assignment.routed].tolist())
     reported = set(res.unroutable.tolist()) | set(res.fallback_ecmp.tolist())
-    assert off == reported | set(res.handed_back.tolist())
+    assert off == reported | set(res.handed_back.tolist()) | set(res.hashed_flows.tolist())
+    assert set(res.hashed_flows.tolist()) == set(
+        np.flatnonzero(np.isin(np.asarray(flows.job_ids)[flows.job], list(res.hashed_jobs)))
+    )
     # the MLU of the data plane installed (TE rows, and the rows on the defaults) is never
     # below the bound (where every flow has a path: a dead NIC link makes it infinite)
     if not res.unroutable.size:
