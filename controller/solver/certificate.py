@@ -72,6 +72,9 @@ class CertifyOptions:
     # checking it now (a global solve, which certifies in full, is to follow); None: never
     # deferred. Work, not seconds: the outcome depends only on the inputs
     defer_above: int | None = None
+    # `compare` hashings are simulated only up to this many subflows (input flows x QPs):
+    # they are reported, never enforced, and a hashed walk holds ~1 KB a subflow at its peak
+    compare_above: int = 4_000_000
     # threads the K hashed references run on at once (None: as many as cores, at most K);
     # the figures do not depend on it
     workers: int | None = None
@@ -123,6 +126,8 @@ class Certificate:
     # deferred (CertifyOptions.defer_above): not checked yet; `passed` is
     # False until a full certificate replaces this one
     pending: bool = False
+    # hashings of `compare` not computed: more subflows than CertifyOptions.compare_above
+    not_compared: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, object]:
         """A JSON-ready dict."""
@@ -133,7 +138,7 @@ class Certificate:
             "fallback_jobs": dict(self.fallback_jobs), "fallback_flows": self.fallback_flows,
             "rounds": self.rounds, "seconds": self.seconds, "mlu": self.mlu,
             "reference_runs": self.reference_runs, "walked": self.walked,
-            "pending": self.pending,
+            "pending": self.pending, "not_compared": list(self.not_compared),
         }  # fmt: skip
 
     def metrics(self) -> dict[str, float]:
@@ -171,6 +176,9 @@ class Certificate:
             return (f"certificate: pending against {self.reference}: {self.jobs:,} jobs with "
                     "flows not checked yet; the global solve that follows certifies in "
                     "full")  # fmt: skip
+        if self.not_compared:
+            fell += (f"; {', '.join(self.not_compared)} not compared (more subflows than "
+                     "CertifyOptions.compare_above)")  # fmt: skip
         return (
             f"certificate: {'passed' if self.passed else 'FAILED'} against {self.reference} "
             f"({len(self.seeds)} seeds, {self.qps} QPs); {self.jobs_checked:,} of {self.jobs:,} "
@@ -304,16 +312,31 @@ def certify(
     flows = input_flows(rows, parent)
     job_ids = rows.job_ids
     num_jobs = max(len(job_ids), int(rows.job.max(initial=-1)) + 1, 1)
-    if not (assignment.path != UNROUTED).any() and set(opts.compare) <= {opts.reference}:
+    others = [k for k in opts.compare if k != opts.reference]
+    skipped = others if len(flows) * qps > opts.compare_above else []
+    others = [k for k in others if k not in skipped]
+    if not (assignment.path != UNROUTED).any():
         # no TE entry at all: the data plane is the reference itself, row for row and hash
         # for hash, so every job is at exactly its reference value; only the MLU is counted
-        jobs = int((np.bincount(flows.job, minlength=num_jobs) > 0).sum())
-        walked = int(np.where(rows.qp == ALL_QPS, qps, 1).sum())
+        # (and the other hashings compared, when asked)
+        has = np.bincount(flows.job, minlength=num_jobs) > 0
+        worst: dict[str, float | None] = {opts.reference: 1.0}
+        below: dict[str, int] = {opts.reference: 0}
+        if others:
+            ref = _Reference(fabric, health, flows, qps, num_jobs, opts)
+            te = ref.values(opts.reference)
+            for kind in others:
+                base = ref.values(kind)
+                ok = has & np.isfinite(te) & np.isfinite(base) & (base > 0)
+                worst[kind] = float((te[ok] / base[ok]).min()) if ok.any() else None
+                below[kind] = int((te[ok] < base[ok] * (1 - REL_TOL)).sum())
         mlu = _reference_mlu(fabric, health, flows, qps, opts)
         return assignment, Certificate(
-            reference=opts.reference, seeds=opts.seeds, qps=qps, jobs=jobs, jobs_checked=0,
-            passed=True, worst_ratio={opts.reference: 1.0}, below={opts.reference: 0},
-            rounds=0, seconds=time.perf_counter() - start, mlu=mlu, walked=walked,
+            reference=opts.reference, seeds=opts.seeds, qps=qps, jobs=int(has.sum()),
+            jobs_checked=int(has.sum()) if others else 0, passed=True, worst_ratio=worst,
+            below=below, rounds=0, seconds=time.perf_counter() - start, mlu=mlu,
+            walked=int(np.where(rows.qp == ALL_QPS, qps, 1).sum()),
+            not_compared=tuple(skipped),
         )  # fmt: skip
     ref = _Reference(fabric, health, flows, qps, num_jobs, opts)
     cap = health.arc_capacity(fabric)
@@ -382,9 +405,9 @@ def certify(
             fallback.setdefault(name, why.format(ratio=ratio))
         path[units] = UNROUTED
     out = assignment if rounds == 1 else Assignment(rows, path.copy())
-    kinds = (opts.reference, *[k for k in opts.compare if k != opts.reference])
-    worst: dict[str, float | None] = {}
-    below: dict[str, int] = {}
+    kinds = (opts.reference, *others)
+    worst = {}
+    below = {}
     need = checked & has_flows
     for kind in kinds:
         if not need.any():
@@ -401,7 +424,7 @@ def certify(
         jobs_checked=int(need.sum()), passed=below[opts.reference] == 0,
         worst_ratio=worst, below=below, fallback_jobs=fallback, fallback_flows=int(handed.size),
         rounds=rounds, seconds=time.perf_counter() - start, mlu=float(np.mean(mlus)),
-        reference_runs=ref.computed, walked=planes[0].walked,
+        reference_runs=ref.computed, walked=planes[0].walked, not_compared=tuple(skipped),
     )  # fmt: skip
     return out, cert
 
