@@ -8,7 +8,9 @@ import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from controller.errors import InputError
 from controller.formats.output import (
@@ -25,6 +27,9 @@ from controller.model.hashing import HASHINGS
 from controller.model.health import LinkHealth, parse_health, random_failures
 from controller.model.jobs import Job
 from controller.model.validation import MAX_LINKS, MAX_QPS, MAX_SEED, flag
+
+if TYPE_CHECKING:
+    from controller.solver.solve import SolveResult
 
 
 @dataclass(frozen=True)
@@ -168,6 +173,25 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     return 0
 
 
+SIM_SUBFLOWS = 4_000_000  # routings simulated by default at most this many subflows
+
+
+def simulated_subflows(
+    fabric: Fabric, flows: FlowSet, result: SolveResult, qps: int
+) -> dict[str, int]:
+    """The subflows the simulation of each routing of the table holds (TE: its TE rows, and
+    `qps` QPs for each row on the defaults; pinning: a placement of every flow)."""
+    from controller.model.paths import flow_class, num_paths
+
+    off = result.assignment.path < 0
+    te = int((~off).sum()) + int(off.sum()) * qps
+    spray = int(np.array(num_paths(fabric))[flow_class(fabric, flows.src_nic,
+                                                       flows.dst_nic)].sum())  # fmt: skip
+    n = len(flows)
+    return {"fabric-te": te, "ecmp": n, "eecmp": n * qps, "wcmp": n * qps, "pinning": n,
+            "spray": spray}  # fmt: skip
+
+
 def cmd_solve(args: argparse.Namespace) -> int:
     from controller.solver.certificate import CertifyOptions
     from controller.solver.solve import SolveOptions, solve
@@ -221,23 +245,21 @@ def cmd_solve(args: argparse.Namespace) -> int:
     with progress.stage("building routes"):
         routes = build_routes(inputs.fabric, result.assignment)
     rows = []
+    sizes = simulated_subflows(inputs.fabric, inputs.flows, result, args.qps)
+    skipped = {name: n for name, n in sizes.items()
+               if args.baselines == "auto" and n > SIM_SUBFLOWS}  # fmt: skip
     with progress.stage("simulating TE and baselines"):
-        rows.append(routed("fabric-te", inputs.fabric, inputs.health, result.assignment,
-                           result.times["total"], args.seed, args.qps, result.parent,
-                           len(routes), args.rate_model, args.reference))  # fmt: skip
+        if "fabric-te" not in skipped:
+            rows.append(routed("fabric-te", inputs.fabric, inputs.health, result.assignment,
+                               result.times["total"], args.seed, args.qps, result.parent,
+                               len(routes), args.rate_model, args.reference))  # fmt: skip
         for name in BASELINES:
-            rows.append(
-                baseline(
-                    name,
-                    inputs.fabric,
-                    inputs.health,
-                    inputs.flows,
-                    args.seed,
-                    args.qps,
-                    args.rate_model,
-                )
-            )
-        rows.append(oblivious_spray(inputs.fabric, inputs.health, inputs.flows, args.rate_model))
+            if name not in skipped:
+                rows.append(baseline(name, inputs.fabric, inputs.health, inputs.flows,
+                                     args.seed, args.qps, args.rate_model))  # fmt: skip
+        if "spray" not in skipped:
+            rows.append(oblivious_spray(inputs.fabric, inputs.health, inputs.flows,
+                                        args.rate_model))  # fmt: skip
     with progress.stage("the fractional optimum (adaptive spray)"):
         t = time.perf_counter()
         optimum = _optimum(inputs, result)
@@ -266,6 +288,10 @@ def cmd_solve(args: argparse.Namespace) -> int:
         f"{rows[0].report.busbw_fraction_mean / rows[-1].report.busbw_fraction_mean:.4f}",
     ]
     lines.append(counts_line)
+    if skipped:
+        lines.append("not simulated (over " + f"{SIM_SUBFLOWS:,} subflows; --baselines all to "
+                     "simulate them): " + ", ".join(f"{n} ({k:,} subflows)"
+                                                    for n, k in skipped.items()))  # fmt: skip
     for job, why in result.hashed_jobs.items():
         lines.append(f"job {job}: {why}")
     if result.objective is not None:
@@ -281,6 +307,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
         "rows": [row.to_dict(bound) for row in rows],
         "objective": None if result.objective is None else result.objective.to_dict(),
         "hashed_jobs": dict(result.hashed_jobs),
+        "not_simulated": dict(skipped),
         "certificate": None if result.certificate is None else result.certificate.to_dict(),
     }
     if args.out or args.apply:
@@ -477,6 +504,13 @@ def register(cli: Any) -> None:
         help="flows the relief pass tries on other paths to drain links loaded beyond capacity "
         "below the maximum, which MLU alone leaves alone (default 30,000; 0: no relief pass)",
     )
+    solve.add_argument(
+        "--baselines", choices=("auto", "all"), default="auto",
+        help="auto: simulate only the routings of at most "
+             f"{SIM_SUBFLOWS:,} subflows (a flow's QPs or spray paths each count; a hashed "
+             "walk holds ~1 KB a subflow), the others named as skipped; all: every one "
+             "(default auto)",
+    )  # fmt: skip
     solve.add_argument(
         "--job-rounds", type=flag(int, 0, 2**31 - 1), default=None, metavar="N",
         help="moves the job-level pass may keep to raise the worst job, then the next "

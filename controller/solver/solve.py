@@ -485,8 +485,11 @@ def _placed_around(
     )  # fmt: skip
     path = np.concatenate([inner.assignment.path, np.full(rest.size, UNROUTED, np.int64)])
     names = {flows.job_ids[j]: why for j, why in unfit.items()}
+    # the bound over every flow: the hashed ones load the links too
+    bound = Problem(fabric, health, flows).bound()
     return replace(
         inner,
+        bound=bound if inner.lp is None else bound.with_lp(inner.lp),
         assignment=Assignment(joined, path),
         parent=np.concatenate([keep[np.asarray(inner.parent)], rest]),
         unroutable=keep[inner.unroutable],
