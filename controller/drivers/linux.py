@@ -11,9 +11,13 @@ the underlay's ECMP routes live. Names, addresses, table ids and the route proto
 `read` parses what the kernel holds (owner from the route realm, through the lab's owner
 registry). `apply` validates the whole batch first, then uses `route replace` (make before
 break); if the kernel refuses an operation midway, the operations already done are undone
-and the error says what the switch holds now. Setting a port admin-down makes the kernel drop
-every route through it: `read` shows the loss, and `reconcile` puts back what this driver
-installed once the port is up again, as does the next batch applied to that switch.
+and the error says what the switch holds now. After every batch the switch's whole wanted
+table is stored beside the lab (`controller.drivers.linux_store`), under a lock that
+serialises every process changing that switch. Setting a port admin-down makes the kernel
+drop every route through it: `read` shows the loss, and `reconcile` puts back what the
+stored table wants once the port is up again, as does the next batch applied to that
+switch; the lab's restorer (`sim.lab.restorer`) calls `reconcile` on every port that comes
+up, so a flap loses nothing even with no controller running.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from controller.drivers.linux_plan import (
     lab_dir,
     sport_range,
 )
+from controller.drivers.linux_store import IntentStore
 from controller.errors import DriverError, DriverRejected, DriverUnavailable, LabError
 from controller.model.fabric import Fabric
 from controller.model.flows import ALL_QPS
@@ -126,9 +131,9 @@ class LinuxDriver(Driver):
         if not directory.is_dir():
             raise DriverUnavailable(f"no lab {lab!r} on this machine (no {directory})")
         self.owners = OwnerRegistry(directory / "owners.json")
+        self.store = IntentStore(directory / "te")  # each switch's wanted table, on disk
         self._open: dict[str, _Switch] = {}
         self._open_lock = threading.Lock()
-        self._intent: dict[str, dict[Key, Entry]] = {}
         self._closed = False
 
     @classmethod
@@ -259,9 +264,9 @@ class LinuxDriver(Driver):
             raise DriverRejected(f"unknown switch {switch!r}")
         self._validate(switch, install)
         sw = self._switch(switch)
-        with sw.lock:
+        with sw.lock, self.store.locked(switch):
             before, ruled = self._kernel(sw)
-            intent = self._intent.setdefault(switch, {})
+            intent = self.store.load(switch, self.owners.owner)
             touched = {e.match for e in install} | set(remove)
             # Entries of ours the kernel dropped (a port went admin-down): put back those
             # whose port is up again, keep remembering the others.
@@ -286,9 +291,8 @@ class LinuxDriver(Driver):
                 cls = DriverRejected if undo == "rolled back" else DriverError
                 raise cls(f"{switch}: kernel refused the batch ({err}); {undo}; the switch "
                           f"now holds {len(held)} TE entries") from err  # fmt: skip
-            intent.clear()
-            intent.update({k: e for k, e in lost.items() if k not in target})
-            intent.update(target)
+            kept = {k: e for k, e in lost.items() if k not in target}  # port still down
+            self.store.save(switch, {**kept, **target}, self.owners.realm)
 
     def _ports_up(self, sw: _Switch) -> set[int]:
         """Link ids of the switch's ports that are up (admin and carrier)."""
@@ -321,35 +325,36 @@ class LinuxDriver(Driver):
             ruled.discard(table)
 
     def reconcile(self, switch: str) -> int:
-        """Put back the entries this driver installed that the kernel lost (a port went
-        admin-down and came back); the number restored. Entries via a port still down
-        stay missing."""
+        """Put back the entries the switch's stored table wants that the kernel lost (a port
+        went admin-down and came back); the number restored. Entries via a port still down
+        stay missing (and stored), for the next time."""
         sw = self._switch(switch)
-        restored = 0
-        with sw.lock:
+        with sw.lock, self.store.locked(switch):
             have, ruled = self._kernel(sw)
-            for key, entry in sorted(self._intent.get(switch, {}).items()):
-                if have.get(key) == entry:
-                    continue
-                try:
-                    self._converge(sw, {}, {key: entry}, set(ruled))
-                    ruled.add(self.plan.table(switch, entry.in_port, entry.qp))
-                    restored += 1
-                except Exception:  # noqa: BLE001 - its port is still down: try next time
-                    continue
-        return restored
+            intent = self.store.load(switch, self.owners.owner)
+            lost = {k: e for k, e in intent.items() if have.get(k) != e}
+            if not lost:
+                return 0
+            up = self._ports_up(sw)
+            back = {k: e for k, e in lost.items() if e.next_hop in up}
+            try:
+                self._converge(sw, have, {**have, **back}, ruled)
+            except Exception as err:
+                raise DriverError(f"{switch}: cannot restore {len(back)} TE entries: "
+                                  f"{err}") from err  # fmt: skip
+        return len(back)
 
     def clear(self) -> None:
         """Remove every TE route and rule of ours from every switch."""
         for switch in self._switches:
             sw = self._switch(switch)
-            with sw.lock:
+            with sw.lock, self.store.locked(switch):
                 have, ruled = self._kernel(sw)
                 try:
                     self._converge(sw, have, {}, ruled)
                 except Exception as err:
                     raise DriverError(f"{switch}: cannot clear TE state: {err}") from err
-            self._intent.pop(switch, None)
+                self.store.save(switch, {}, self.owners.realm)
 
     def close(self) -> None:
         self._closed = True

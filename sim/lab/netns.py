@@ -1,4 +1,5 @@
-"""Entering a named network namespace from this thread, for sockets and sysctls.
+"""Entering a named network namespace from this thread, for sockets and sysctls; and
+`ip -batch` in one.
 
 `setns(2)` moves only the calling thread; a socket opened inside keeps its namespace after
 the thread returns, so one process can send from and count in many namespaces without
@@ -9,9 +10,12 @@ from __future__ import annotations
 
 import ctypes
 import os
+import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from controller.errors import LabError
 
 CLONE_NEWNET = 0x40000000
 NETNS_DIR = Path("/run/netns")
@@ -55,3 +59,14 @@ def existing() -> set[str]:
         return {p.name for p in NETNS_DIR.iterdir()}
     except FileNotFoundError:
         return set()
+
+
+def ip_batch(lines: list[str], ns: str | None = None) -> None:
+    """Run `ip -batch` lines (in namespace `ns`, or this one); LabError on the first failure."""
+    if not lines:
+        return
+    cmd = ["ip"] + (["-n", ns] if ns else []) + ["-batch", "-"]
+    done = subprocess.run(cmd, input="\n".join(lines) + "\n", capture_output=True, text=True)
+    if done.returncode != 0:
+        where = f" in {ns}" if ns else ""
+        raise LabError(f"ip -batch failed{where}: {done.stderr.strip()[:400]}")
