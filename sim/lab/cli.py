@@ -1,5 +1,7 @@
-"""`tectl lab up|down|status|verify|link|ls|gc`: a fabric in network namespaces, from the
-shell; `ls` shows every lab with its owner, `gc` removes those whose owner is gone."""
+"""`tectl lab up|down|status|verify|apply|link|ls|gc`: a fabric in network namespaces, from
+the shell; `apply` installs a saved route file on a lab; `ls` shows every lab with its
+owner, `gc` removes those whose owner is gone. `pick_lab` and `packet_check` also serve
+`tectl solve --apply linux`."""
 
 from __future__ import annotations
 
@@ -195,11 +197,73 @@ def install(driver: Any, fabric: Fabric, routes: RouteSet) -> None:
         raise DriverError(f"routes did not install: {report.summary()}")
 
 
+def packet_check(fabric: Fabric, lab: str, assignment: Assignment, sample: int,
+                 packets: int, seed: int = 1) -> tuple[Any, int]:  # fmt: skip
+    """Real packets on up to `sample` seeded routed flows of `assignment` in lab `lab`:
+    (the `sim.lab.traffic.verify` report, how many of the flows are QP buckets)."""
+    from controller.drivers.linux_plan import LabPlan
+    from sim.lab.traffic import LabIO, verify
+
+    routed = np.flatnonzero(assignment.routed)
+    rng = np.random.default_rng(seed)
+    rows = np.sort(rng.choice(routed, size=min(sample, routed.size), replace=False))
+    io = LabIO(LabPlan(fabric, lab))
+    try:
+        report = verify(io, assignment, rows.tolist(), packets=packets)
+    finally:
+        io.close()
+    return report, int((assignment.flows.qp[rows] >= 0).sum())
+
+
+def _listing(records: list[Any]) -> str:
+    return ", ".join(f"{r.lab} (fabric {r.fabric})" for r in records) or "none"
+
+
+def pick_lab(name: str | None, fabric: Fabric | None = None) -> str:
+    """The running lab to program: `name`, or else the one lab running (built from `fabric`
+    when given); a LabError naming the running labs when there is no such lab, or more than
+    one to choose from, or the lab was built from another fabric."""
+    from controller.errors import FabricTeError, LabError
+    from controller.formats.fabric_file import load_fabric
+    from sim.lab.build import labs
+
+    running = [r for r in labs() if r.state == "up"]
+
+    def built_from(record: Any) -> Fabric | None:
+        try:
+            return load_fabric(record.fabric)
+        except FabricTeError:  # its fabric file is gone or changed: not this fabric's lab
+            return None
+
+    def same(record: Any) -> bool:
+        made = built_from(record)
+        return fabric is None or (made is not None and made.fingerprint == fabric.fingerprint)
+
+    if name is not None:
+        record = next((r for r in running if r.lab == name), None)
+        if record is None:
+            raise LabError(f"no lab {name!r} is running; running labs: {_listing(running)}")
+        if not same(record):
+            assert fabric is not None
+            raise LabError(f"lab {name!r} was built from fabric {record.fabric}, not "
+                           f"{fabric.name}: its switches cannot take these routes")  # fmt: skip
+        return str(record.lab)
+    fits = [r for r in running if same(r)]
+    if len(fits) == 1:
+        return str(fits[0].lab)
+    of = f" of fabric {fabric.name}" if fabric is not None else ""
+    if not fits:
+        raise LabError(f"no lab{of} is running (running labs: {_listing(running)}); start one "
+                       f"with `tectl lab up --fabric {fabric.name if fabric else 'FABRIC'} "
+                       f"--name NAME`")  # fmt: skip
+    raise LabError(f"{len(fits)} labs{of} are running ({_listing(fits)}): name one with "
+                   "--lab NAME")  # fmt: skip
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
     from controller.drivers.linux import LinuxDriver
     from controller.drivers.linux_plan import LabPlan
     from sim.lab.links import lab_health
-    from sim.lab.traffic import LabIO, verify
 
     fabric = lab_fabric(args.name)
     plan = LabPlan(fabric, args.name)
@@ -207,15 +271,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
     assignment, routes = solved(fabric, args.seed, args.fill, health)
     with LinuxDriver(fabric=fabric, lab=args.name) as driver:
         install(driver, fabric, routes)
-    routed = np.flatnonzero(assignment.routed)
-    rng = np.random.default_rng(args.seed)
-    rows = np.sort(rng.choice(routed, size=min(args.sample, routed.size), replace=False))
-    io = LabIO(plan)
-    try:
-        report = verify(io, assignment, rows.tolist(), packets=args.packets)
-    finally:
-        io.close()
-    buckets = int((assignment.flows.qp[rows] >= 0).sum())
+    report, buckets = packet_check(fabric, args.name, assignment, args.sample, args.packets,
+                                   args.seed)  # fmt: skip
     down = health.down_links().size
     data = {"entries": len(routes), "links_down": int(down), "bucket_flows": buckets,
             **asdict(report), "ok": report.ok}  # fmt: skip
@@ -224,6 +281,43 @@ def cmd_verify(args: argparse.Namespace) -> int:
     text += "".join(f"  {p}\n" for p in report.problems[:20])
     emit(args.json, data, text)
     return 0 if report.ok else 1
+
+
+def cmd_apply(args: argparse.Namespace) -> int:
+    """Install a saved route file on a running lab, then check sampled flows with packets."""
+    from controller.drivers.linux import LinuxDriver
+    from controller.drivers.push import push, read_back
+    from controller.formats.output import counts_text, plural
+    from controller.formats.route_file import read_routes
+    from controller.routes.plan import diff
+
+    name = pick_lab(args.name)
+    fabric = lab_fabric(name)
+    assignment, routes = read_routes(args.file, fabric)  # refuses another fabric's file
+    with LinuxDriver(fabric=fabric, lab=name) as driver:
+        installed, _ = read_back(driver, driver.switches())
+        plan = diff(installed, routes, fabric)
+        report = push(driver, plan, dry_run=args.dry_run)
+    stages = sum(1 for stage in plan.stages if stage)
+    lines = [f"lab {name} (fabric {fabric.name}): {args.file}: {len(routes):,} TE entries on "
+             f"{len(routes.switches()):,} switches",
+             f"plan: {plural(len(plan), 'operation')} in {plural(stages, 'stage')} "
+             f"({counts_text(plan.counts())})" if len(plan)
+             else f"plan: no operations; the {len(routes):,} entries are installed",
+             f"push: {report.summary()}"]  # fmt: skip
+    data: dict[str, Any] = {"lab": name, "file": args.file, "entries": len(routes),
+                            "plan": plan.counts(), "push_ok": report.ok}  # fmt: skip
+    ok = report.ok
+    if ok and not args.dry_run and args.sample > 0:
+        check, buckets = packet_check(fabric, name, assignment, args.sample, args.packets)
+        lines.append(f"forwarding check with real packets: {check.summary()} ({buckets} of "
+                     "them QP buckets)")  # fmt: skip
+        lines += [f"  {p}" for p in check.problems[:20]]
+        data["verify"] = {**asdict(check), "ok": check.ok}
+        ok = check.ok
+    data["ok"] = ok
+    emit(args.json, data, "\n".join(lines) + "\n")
+    return 0 if ok else 1
 
 
 def register(cli: Any) -> None:
@@ -268,6 +362,25 @@ def register(cli: Any) -> None:
     verify.add_argument("--sample", type=int, default=64, help="flows to check (64)")
     verify.add_argument("--packets", type=int, default=20, help="packets per flow (20)")
     verify.set_defaults(func=cmd_verify)
+    apply = group.add_parser(
+        "apply", help="install a saved route file (tectl solve --out) on a running lab through "
+        "the linux driver, then check sampled flows with real packets",
+        description="Install FILE (.json or .npz, as `tectl solve --out` writes it) on a lab: "
+        "the plan from what the lab's switches hold to the file's routes, pushed stage by "
+        "stage, read back; then sampled flows of the file checked with real packets. Exit "
+        "0: installed and every checked flow on its path; 1: the push or the check failed; "
+        "2: a bad file, a file of another fabric, or no such lab.",
+    )  # fmt: skip
+    apply.add_argument("file", metavar="FILE", help="route file (.json, or .npz columns)")
+    apply.add_argument("--name", "--lab", dest="name", default=None, metavar="NAME",
+                       help="the lab (default: the one lab running)")  # fmt: skip
+    apply.add_argument("--dry-run", action="store_true", help="the plan only, nothing pushed")
+    apply.add_argument("--sample", type=flag(int, 0, 1_000_000), default=64,
+                       help="flows to check with packets afterwards (64; 0: none)")  # fmt: skip
+    apply.add_argument("--packets", type=flag(int, 1, 10_000), default=5,
+                       help="packets per checked flow (5)")  # fmt: skip
+    apply.add_argument("--json", action="store_true", help="machine-readable output")
+    apply.set_defaults(func=cmd_apply)
     link = group.add_parser(
         "link", help="set lab links down, up or degraded: LINK=down, LINK=up or LINK=0.5, as "
         "--fail and `tectl link` spell them",

@@ -11,6 +11,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -537,3 +538,52 @@ def test_a_test_run_stopped_by_sigterm_removes_its_labs(tmp_path) -> None:  # ty
             proc.wait()
         if lab.lab_path(name).exists():
             lab.down(name)
+
+
+def _tectl(*argv: str) -> subprocess.CompletedProcess[str]:
+    """`tectl ARGV` in a new process, as a user runs it."""
+    root = Path(__file__).resolve().parents[3]
+    return subprocess.run([sys.executable, "-m", "controller.cli.main", *argv],
+                          capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, PYTHONPATH=str(root)))  # fmt: skip
+
+
+def test_solve_apply_linux_and_lab_apply_install_routes_on_a_lab(
+    tiny: Fabric, tiny_lab, driver, tmp_path
+):
+    """The defect: `tectl solve --apply linux` failed (the driver needs a lab) and nothing
+    installed a saved route file on a lab. Now `solve --apply linux --lab NAME` pushes and
+    checks with packets, and `lab apply FILE` installs a file; errors exit 2 naming why."""
+    import json
+
+    from controller.formats.route_file import read_routes
+
+    saved = tmp_path / "routes.json"
+    done = _tectl("solve", "--fabric", "tiny", "--seed", "1", "--apply", "linux", "--lab",
+                  tiny_lab, "--out", str(saved), "--json")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)["apply"]
+    assert data["push_ok"] and data["verify_ok"] and data["lab"] == tiny_lab
+    _, routes = read_routes(saved, tiny)
+    assert read_back(driver, driver.switches())[0] == routes and len(routes) > 0
+    driver.clear()
+    done = _tectl("lab", "apply", str(saved), "--name", tiny_lab)
+    assert done.returncode == 0, done.stderr
+    assert f"lab {tiny_lab} (fabric tiny): {saved}: {len(routes):,} TE entries" in done.stdout
+    assert " matched, 0 misrouted, 0 dropped" in done.stdout
+    assert read_back(driver, driver.switches())[0] == routes
+    assert _kernel_te_routes(LabPlan(tiny, tiny_lab)) == len(routes)
+    again = _tectl("lab", "apply", str(saved), "--lab", tiny_lab, "--sample", "0")
+    assert again.returncode == 0 and "plan: no operations" in again.stdout, again.stdout
+    other = tmp_path / "small.json"
+    doc = json.loads(saved.read_text())
+    other.write_text(json.dumps({**doc, "fabric": "small"}))
+    refused = _tectl("lab", "apply", str(other), "--name", tiny_lab)
+    assert refused.returncode == 2 and "routes are for fabric 'small'" in refused.stderr
+    missing = _tectl("solve", "--fabric", "tiny", "--apply", "linux", "--lab", "nosuch")
+    assert missing.returncode == 2
+    assert "no lab 'nosuch' is running; running labs:" in missing.stderr
+    assert f"{tiny_lab} (fabric tiny)" in missing.stderr
+    wrong = _tectl("solve", "--fabric", "tiny", "--apply", "file", "--lab", tiny_lab)
+    assert wrong.returncode == 2 and "--lab is for --apply linux" in wrong.stderr
+    assert read_back(driver, driver.switches())[0] == routes  # none of those changed a thing
