@@ -28,6 +28,7 @@ from pathlib import Path
 from controller.drivers.linux_plan import LabPlan, check_lab_name, lab_dir
 from controller.errors import LabError
 from controller.model.fabric import Fabric
+from controller.model.health import LinkHealth
 from sim.lab import netns
 from sim.lab.netns import ip_batch
 from sim.lab.owners import owner_alive, owner_of
@@ -65,6 +66,7 @@ class LabRecord:
     phases: dict[str, float] = field(default_factory=dict)
     owner: dict[str, int] | None = None  # {"pid", "start"} of the building process; None: kept
     restorer: dict[str, int] | None = None  # {"pid", "start"} of its restorer (sim.lab.restorer)
+    switch: str = "linux"  # linux: switches are namespaces; ovs: Open vSwitch bridges
 
     def save(self) -> None:
         path = lab_dir(self.lab) / "lab.json"
@@ -170,12 +172,24 @@ def veth_lines(plan: LabPlan) -> list[str]:
 
 
 def up(fabric: Fabric, lab: str, source: str, underlay: str = "static",
-       owner: int | None = -1) -> LabRecord:  # fmt: skip
+       owner: int | None = -1, switch: str = "linux",
+       health: LinkHealth | None = None) -> LabRecord:  # fmt: skip
     """Build `fabric` as lab `lab`; on any failure remove what was made and raise. `owner`:
-    the pid the lab lives and dies with (default this process; None: kept until `down`)."""
+    the pid the lab lives and dies with (default this process; None: kept until `down`).
+    `switch`: linux (every switch a namespace) or ovs (every switch an Open vSwitch bridge,
+    the underlay select groups weighted by `health`; `sim.lab.ovs`)."""
     check_lab_name(lab)
     require_root()
-    if underlay not in ("static", "frr"):
+    if switch not in ("linux", "ovs"):
+        raise LabError(f"unknown switch kind {switch!r}: linux or ovs")
+    if switch == "ovs":
+        from controller.drivers.ovs_daemons import missing
+
+        reason = missing()
+        if reason:
+            raise LabError(f"--switch ovs: {reason}")
+        underlay = "groups"
+    elif underlay not in ("static", "frr"):
         raise LabError(f"unknown underlay {underlay!r}: static or frr")
     check_size(fabric, underlay)
     if underlay == "frr":
@@ -183,7 +197,7 @@ def up(fabric: Fabric, lab: str, source: str, underlay: str = "static",
 
         frr.require()
     plan = LabPlan(fabric, lab)
-    names = list(plan.namespaces())
+    names = list(plan.namespaces()) if switch == "linux" else [plan.netns(h) for h in plan.hosts]
     clash = sorted(set(names) & netns.existing())
     directory = lab_dir(lab)
     if directory.exists() or clash:
@@ -193,7 +207,8 @@ def up(fabric: Fabric, lab: str, source: str, underlay: str = "static",
         )
     owned = owner_of(os.getpid() if owner == -1 else owner) if owner is not None else None
     directory.mkdir(parents=True)
-    record = LabRecord(lab, source, underlay, names, fabric.num_links, owner=owned)
+    record = LabRecord(lab, source, underlay, names, fabric.num_links, owner=owned,
+                       switch=switch)  # fmt: skip
     record.save()
     start = time.perf_counter()
     try:
@@ -202,6 +217,15 @@ def up(fabric: Fabric, lab: str, source: str, underlay: str = "static",
         for ns in names:
             netns.write_sysctls(ns, SYSCTLS)
         record.phases["sysctls"] = time.perf_counter() - start
+        if switch == "ovs":  # hosts' NICs into the bridges, hosts addressed, underlay
+            from sim.lab import ovs
+
+            ovs.build(plan, health if health is not None else LinkHealth.all_up(fabric))
+            record.phases["switches"] = time.perf_counter() - start
+            record.state = "up"
+            record.build_seconds = time.perf_counter() - start
+            record.save()
+            return record
         ip_batch(veth_lines(plan))
         record.phases["veth"] = time.perf_counter() - start
         for node, lines in port_lines(plan).items():
@@ -233,6 +257,10 @@ def _remove(record: LabRecord) -> None:
     from sim.lab import restorer
 
     restorer.stop(record.lab, record.restorer)  # first: its sockets hold the namespaces
+    if record.switch == "ovs":
+        from sim.lab import ovs
+
+        ovs.stop(record.lab)
     if record.underlay == "frr":
         from sim.lab import frr
 
@@ -267,6 +295,8 @@ class LabStatus:
     ports_up: int
     ports: int
     build_seconds: float
+    switch: str = "linux"
+    restorer: str = "none"  # running, gone, or none (labs of Open vSwitch bridges)
 
 
 def status(lab: str) -> LabStatus:
@@ -283,9 +313,11 @@ def status(lab: str) -> LabStatus:
                     continue
                 total += 1
                 up_count += "UP" in link.get("flags", []) and link.get("operstate") == "UP"
+    restorer = "none" if record.restorer is None else (
+        "running" if owner_alive(record.restorer) else "gone")  # fmt: skip
     return LabStatus(record.lab, record.fabric, record.underlay, record.state,
                      len(record.namespaces), len(present), up_count, total,
-                     record.build_seconds)  # fmt: skip
+                     record.build_seconds, record.switch, restorer)  # fmt: skip
 
 
 def lab_path(lab: str) -> Path:

@@ -403,7 +403,7 @@ def test_tectl_lab_commands(tiny: Fabric, capsys):
                                 "show", "dev", "c3"], capture_output=True, text=True).stdout
         assert "tbf" in qdisc and "5Gbit" in qdisc
         assert main(["lab", "status", "--name", name]) == 0
-        assert "24/24 namespaces, 80/80 ports up" in capsys.readouterr().out
+        assert "24/24 namespaces, 80/80 ports up; restorer running" in capsys.readouterr().out
         assert main(["lab", "link", "down", "rtsw-p0-r0:ctsw-p0-c1", "--name", name]) == 0
         assert main(["lab", "status", "--name", name]) == 0  # every namespace is there
         assert "78/80 ports up" in capsys.readouterr().out
