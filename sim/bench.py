@@ -1025,10 +1025,15 @@ def bench_lab_failure(cfg: Config) -> Iterator[Section]:
 
     rows = []
     n = 5 if cfg.quick else 20
-    runs = [("small", "static")] + ([("tiny", "frr"), ("small", "frr")] if installed() else [])
-    for preset, underlay in runs:
-        r = failure_loop(preset, underlay, failures=n)
-        rows.append([r.fabric, r.underlay, r.failures, f"{r.repair_median_ms:.0f}",
+    from controller.drivers.ovs_daemons import missing
+
+    runs = [("small", "static", "linux")]
+    runs += [("tiny", "frr", "linux"), ("small", "frr", "linux")] if installed() else []
+    runs += [] if missing() else [("small", "groups", "ovs")]
+    for preset, underlay, switch in runs:
+        r = failure_loop(preset, underlay, failures=n, switch=switch)
+        shown = underlay if switch == "linux" else "ovs groups"
+        rows.append([r.fabric, shown, r.failures, f"{r.repair_median_ms:.0f}",
                      f"{r.repair_p99_ms:.0f}", r.sent, r.lost, r.lost_per_failure_max,
                      r.verified])  # fmt: skip
     sec.table(["fabric", "underlay", "failures", "median ms", "p99 ms", "packets sent",
@@ -1045,7 +1050,9 @@ def bench_lab_failure(cfg: Config) -> Iterator[Section]:
     sec.text(
         "Failures: time from `lab link down` (both ends admin-down) to the controller's "
         "repaired routes read back from the kernel; streams of one packet per 2 ms per "
-        "flow crossing the failed link."
+        "flow crossing the failed link. `ovs groups`: switches as Open vSwitch bridges "
+        "(`lab up --switch ovs`), a link down as both bridge ports stopped, TE through "
+        "the ovs driver."
     )
     yield sec
 

@@ -251,30 +251,33 @@ class FailureFigures:
     verified: str
 
 
-def failure_loop(preset: str, underlay: str, failures: int = 20, seed: int = 1) -> FailureFigures:
+def failure_loop(preset: str, underlay: str, failures: int = 20, seed: int = 1,
+                 switch: str = "linux") -> FailureFigures:  # fmt: skip
     """Fail `failures` used RTSW uplinks one at a time while their flows stream; time from
-    `lab link down` to the controller's repaired routes read back from the kernel."""
+    `lab link down` to the controller's repaired routes read back from the switches
+    (`switch`: the kernels of namespaces, or Open vSwitch bridges)."""
     from controller.formats.placement import load_jobs
     from controller.service.engine import Engine
+    from sim.lab.cli import lab_driver, lab_io
     from sim.lab.links import set_link
-    from sim.lab.traffic import LabIO, Streams, verify
+    from sim.lab.traffic import Streams, verify
 
     fabric = build(PRESETS[preset])
     name = unique_name("bf")
-    lab.up(fabric, name, preset, underlay=underlay)
+    lab.up(fabric, name, preset, underlay=underlay, switch=switch)
     plan = LabPlan(fabric, name)
     try:
         if underlay == "frr":
             from sim.lab.frr import wait_converged
 
             wait_converged(plan, timeout=180)
-        driver = LinuxDriver(fabric=fabric, lab=name)
-        engine = Engine(fabric, driver, driver_name="linux", debounce=0.0)
+        driver = lab_driver(fabric, name)
+        engine = Engine(fabric, driver, driver_name=driver.name, debounce=0.0)
         for job in load_jobs(fabric, "random", seed=seed, fill=1.0):
             engine.put_job(job, 0)
         engine.wait_idle(120)
         rng = np.random.default_rng(seed)
-        io = LabIO(plan)
+        io = lab_io(fabric, name)
         times, sent, lost, worst, bad = [], 0, 0, 0, 0
         for _ in range(failures):
             res = engine.last_result
