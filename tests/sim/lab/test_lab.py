@@ -21,7 +21,7 @@ from controller.drivers.linux_plan import LabPlan, sport_range
 from controller.drivers.push import read_back
 from controller.errors import DriverRejected, LabError
 from controller.model.fabric import Fabric
-from controller.routes.plan import Add, Replace
+from controller.routes.plan import Add, Delete, Replace
 from controller.routes.tables import Entry
 from sim.lab import build as lab
 from sim.lab import netns, restorer
@@ -273,6 +273,29 @@ def test_te_routes_survive_flaps_with_no_controller(tiny: Fabric, tiny_lab, io, 
     assert _wait_for(lambda: _kernel_te_routes(plan) == before), _kernel_te_routes(plan)
     report = verify(io, assignment, rows, packets=5)
     assert report.matched == report.checked > 0, report.problems
+
+
+def test_the_restorer_never_puts_back_what_a_batch_removed_while_the_port_was_down(
+    tiny: Fabric, tiny_lab, driver
+):
+    """While a port is down, the controller removes one entry through it and moves another
+    elsewhere; when the port comes up, the restorer puts back only the third, untouched one."""
+    plan = LabPlan(tiny, tiny_lab)
+    via = int(tiny.rack_link(0, 1))
+    gone = Entry(RTSW, tiny.access_link(0), DST, via)
+    moved = Entry(RTSW, tiny.access_link(1), DST, via)
+    kept = Entry(RTSW, tiny.access_link(2), DST, via)
+    driver.apply(RTSW, [Add(gone), Add(moved), Add(kept)])
+    set_link(plan, via, "down")
+    try:
+        assert driver.read(RTSW) == ()
+        elsewhere = Entry(RTSW, moved.in_port, DST, tiny.rack_link(0, 2))
+        driver.apply(RTSW, [Delete(gone), Replace(moved, elsewhere)])
+    finally:
+        set_link(plan, via, "up")
+    assert _wait_for(lambda: driver.read(RTSW) == (elsewhere, kept)), driver.read(RTSW)
+    time.sleep(0.3)  # and nothing else comes back later
+    assert driver.read(RTSW) == (elsewhere, kept)
 
 
 def _flows_and_routes(fabric: Fabric):
