@@ -356,23 +356,18 @@ class LinuxDriver(Driver):
         """Change the kernel from `have` to `want`, each step one bulk send: rules of new
         tables, routes set (replace: make before break), routes deleted, then the rules of
         tables left empty."""
-        keys = sorted(want)
-        tables = [self._table(sw.name, k[0], k[2]) for k in keys]
-        new = sorted(set(tables) - ruled)
+        used = {self._table(sw.name, port, qp) for port, qp in {(k[0], k[2]) for k in want}}
+        new = sorted(used - ruled)
         self._send(sw, "rules", [self._rule(sw, True, t) for t in new], new)
         ruled.update(new)
-        changed, messages = [], []
-        for key, table in zip(keys, tables, strict=True):
-            entry = want[key]
-            if have.get(key) != entry:
-                changed.append(entry)
-                messages.append(self._route(sw, entry, table))
-        self._send(sw, "routes", messages, changed)
+        changed = [want[k] for k in sorted(want) if have.get(k) != want[k]]
+        self._send(sw, "routes", [self._route(sw, e, self._table(sw.name, e.in_port, e.qp))
+                                  for e in changed], changed)  # fmt: skip
         gone = [have[k] for k in sorted(have) if k not in want]
         self._send(sw, "route deletes", [
             netlink.delete(self._table(sw.name, e.in_port, e.qp), self._host_base + e.dst_host,
                            ROUTE_PROTO) for e in gone], gone, gone_ok=True)  # fmt: skip
-        empty = sorted(ruled - set(tables))
+        empty = sorted(ruled - used)
         self._send(sw, "rule deletes", [self._rule(sw, False, t) for t in empty], empty,
                    gone_ok=True)  # fmt: skip
         ruled.difference_update(empty)

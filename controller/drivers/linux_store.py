@@ -11,7 +11,9 @@ reads it back from here. So a controller that is killed, or never ran, loses not
 One file per switch, `<lab dir>/te/<switch>.npy`: rows (in_port, dst_host, qp, next_hop,
 realm) of int64, realm naming the owner through the lab's owner registry. A lock file per
 switch (`flock`) serialises the processes that change a switch: hold `locked(switch)` across
-the kernel change and the `save` that records it.
+the kernel change and the `save` that records it. Every save writes a new file and renames
+it over the old one, so a file whose inode, size and modification time are those last seen
+here is the table last loaded or saved here: `load` then answers from memory.
 """
 
 from __future__ import annotations
@@ -36,6 +38,15 @@ class IntentStore:
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
+        self._seen: dict[str, tuple[tuple[int, int, int], dict[Key, Entry]]] = {}
+
+    @staticmethod
+    def _signature(path: Path) -> tuple[int, int, int] | None:
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            return None
+        return (st.st_ino, st.st_size, st.st_mtime_ns)
 
     def _path(self, switch: str, suffix: str) -> Path:
         return self.directory / f"{switch}{suffix}"
@@ -51,6 +62,12 @@ class IntentStore:
     def load(self, switch: str, owner: Callable[[int], str]) -> dict[Key, Entry]:
         """The switch's wanted entries by match (none if nothing was ever saved)."""
         path = self._path(switch, ".npy")
+        signature = self._signature(path)
+        if signature is None:
+            return {}
+        seen = self._seen.get(switch)
+        if seen is not None and seen[0] == signature:
+            return dict(seen[1])
         try:
             rows = np.load(path, allow_pickle=False)
         except FileNotFoundError:
@@ -65,6 +82,7 @@ class IntentStore:
             if realm not in names:
                 names[realm] = owner(realm)
             out[(in_port, dst, qp)] = Entry(switch, in_port, dst, next_hop, names[realm], qp)
+        self._seen[switch] = (signature, dict(out))
         return out
 
     def save(self, switch: str, entries: Mapping[Key, Entry], realm: Callable[[str], int]) -> None:
@@ -74,6 +92,9 @@ class IntentStore:
              for _, e in sorted(entries.items())], dtype=np.int64,
         ).reshape(-1, COLUMNS)  # fmt: skip
         self.directory.mkdir(parents=True, exist_ok=True)
-        tmp = self._path(switch, ".tmp.npy")
+        tmp, path = self._path(switch, ".tmp.npy"), self._path(switch, ".npy")
         np.save(tmp, rows, allow_pickle=False)
-        os.replace(tmp, self._path(switch, ".npy"))
+        os.replace(tmp, path)
+        signature = self._signature(path)
+        if signature is not None:
+            self._seen[switch] = (signature, dict(entries))
