@@ -976,8 +976,38 @@ def bench_lab_scale(cfg: Config) -> Iterator[Section]:
                "FRR converge s", "memory MiB", "down s"], rows)  # fmt: skip
     total, install_s, read_s = install_rate("small", per_switch=1000 if not cfg.quick else 250)
     sec.text(f"Driver install on small: {total} entries over 16 RTSWs in {install_s:.2f} s "
-             f"({total / install_s:.0f} entries/s, route replace per entry over pyroute2); "
+             f"({total / install_s:.0f} entries/s, netlink in bulk, one socket per switch); "
              f"read back in {read_s:.2f} s.")  # fmt: skip
+    yield sec
+
+
+def bench_lab_install(cfg: Config) -> Iterator[Section]:
+    """The linux driver's install rate on a lab: a solved job mix, moves, clears, one-entry
+    batches (netlink messages in bulk, one socket per switch namespace)."""
+    import os
+
+    sec = Section("Lab install: the linux driver on a solved job mix (root)")
+    if os.geteuid() != 0:
+        sec.text("Skipped: needs root.")
+        yield sec
+        return
+    from sim.lab.bench import install_steps
+
+    steps = install_steps("small", seed=3, singles=50 if cfg.quick else 200)
+    sec.table(["step", "entries", "seconds", "entries/s", "result"],
+              [[s.step, s.entries, f"{s.seconds:.3f}", f"{s.entries / s.seconds:,.0f}",
+                s.result] for s in steps])  # fmt: skip
+    sec.text(
+        "small, static underlay, job mix seed 3 (the table set `tectl lab verify --seed 3` "
+        "installs). The first step is what `lab verify` does: read every switch, push the "
+        "plan stage by stage, read every switch back. Entries/s counts entries (or operations "
+        "for the move) over the whole step."
+    )
+    from sim.lab.bench import write_methods
+
+    sec.text("Ways to write TE routes into one namespace (one table, median of 3):")
+    sec.table(["method", "routes", "routes/s"],
+              [[m, n, f"{r:,.0f}"] for m, n, r in write_methods(2000 if cfg.quick else 8000)])
     yield sec
 
 
@@ -995,10 +1025,15 @@ def bench_lab_failure(cfg: Config) -> Iterator[Section]:
 
     rows = []
     n = 5 if cfg.quick else 20
-    runs = [("small", "static")] + ([("tiny", "frr"), ("small", "frr")] if installed() else [])
-    for preset, underlay in runs:
-        r = failure_loop(preset, underlay, failures=n)
-        rows.append([r.fabric, r.underlay, r.failures, f"{r.repair_median_ms:.0f}",
+    from controller.drivers.ovs_daemons import missing
+
+    runs = [("small", "static", "linux")]
+    runs += [("tiny", "frr", "linux"), ("small", "frr", "linux")] if installed() else []
+    runs += [] if missing() else [("small", "groups", "ovs")]
+    for preset, underlay, switch in runs:
+        r = failure_loop(preset, underlay, failures=n, switch=switch)
+        shown = underlay if switch == "linux" else "ovs groups"
+        rows.append([r.fabric, shown, r.failures, f"{r.repair_median_ms:.0f}",
                      f"{r.repair_p99_ms:.0f}", r.sent, r.lost, r.lost_per_failure_max,
                      r.verified])  # fmt: skip
     sec.table(["fabric", "underlay", "failures", "median ms", "p99 ms", "packets sent",
@@ -1015,7 +1050,9 @@ def bench_lab_failure(cfg: Config) -> Iterator[Section]:
     sec.text(
         "Failures: time from `lab link down` (both ends admin-down) to the controller's "
         "repaired routes read back from the kernel; streams of one packet per 2 ms per "
-        "flow crossing the failed link."
+        "flow crossing the failed link. `ovs groups`: switches as Open vSwitch bridges "
+        "(`lab up --switch ovs`), a link down as both bridge ports stopped, TE through "
+        "the ovs driver."
     )
     yield sec
 
@@ -1384,6 +1421,7 @@ SECTIONS: dict[str, Callable[[Config], Iterator[Section]]] = {
     "service-mix": bench_service_mix,
     "advisor": bench_advisor,
     "lab-scale": bench_lab_scale,
+    "lab-install": bench_lab_install,
     "lab-failure": bench_lab_failure,
     "security": bench_security,
     "state": bench_state,

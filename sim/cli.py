@@ -219,6 +219,12 @@ def cmd_solve(args: argparse.Namespace) -> int:
             )
     with progress.stage("loading inputs"):
         inputs = load_inputs(args)
+    if args.apply in ("linux", "ovs"):  # before the solve: a missing lab is an input error
+        from sim.lab.cli import pick_lab
+
+        args.lab = pick_lab(args.lab, inputs.fabric, args.apply)
+    elif args.apply and args.lab is not None:
+        raise InputError(f"--lab is for --apply linux or ovs, not --apply {args.apply}")
     options = SolveOptions(
         lp=args.lp,
         backend=args.backend,
@@ -383,6 +389,8 @@ def _apply(
     options: dict[str, object] = {"fabric": inputs.fabric}
     if args.apply == "file":
         options["directory"] = args.driver_dir
+    if args.apply in ("linux", "ovs"):
+        options["lab"] = args.lab  # picked before the solve
     with load_driver(args.apply, **options) as driver:
         installed = RouteSet.from_entries(e for sw in driver.switches() for e in driver.read(sw))
         plan, _ = plan_update(inputs.fabric, installed, assignment)
@@ -409,6 +417,19 @@ def _apply(
             text.append(f"forwarding check: {check.summary()}")
             out["verify_ok"] = check.ok
             return check.ok, text, out
+    if args.apply in ("linux", "ovs") and not args.dry_run and args.sample > 0:
+        from sim.lab.cli import packet_check
+
+        lab = str(options["lab"])
+        text[0] = f"lab {lab}: {text[0]}"
+        with progress.stage(f"checking {args.sample} flows with real packets in lab {lab}"):
+            report, buckets = packet_check(inputs.fabric, lab, assignment, args.sample,
+                                           args.packets, args.seed)  # fmt: skip
+        text.append(f"forwarding check with real packets: {report.summary()} ({buckets} of "
+                    "them QP buckets)")  # fmt: skip
+        text += [f"  {p}" for p in report.problems[:20]]
+        out.update(lab=lab, verify_ok=report.ok)
+        return report.ok, text, out
     return True, text, out
 
 
@@ -541,6 +562,14 @@ def register(cli: Any) -> None:
         "--apply", metavar="DRIVER", help="push the routes through a driver (emulated, file, ...)"
     )
     solve.add_argument("--driver-dir", default="tables", help="directory for --apply file")
+    solve.add_argument("--lab", metavar="NAME", default=None,
+                       help="lab for --apply linux or ovs (default: the one lab of this fabric "
+                       "and switch kind running; see `tectl lab ls`)")  # fmt: skip
+    solve.add_argument("--sample", type=flag(int, 0, 1_000_000), default=64,
+                       help="with --apply linux or ovs: flows checked with real packets (64; 0: "
+                       "none)")  # fmt: skip
+    solve.add_argument("--packets", type=flag(int, 1, 10_000), default=5,
+                       help="with --apply linux or ovs: packets per checked flow (5)")  # fmt: skip
     solve.add_argument("--dry-run", action="store_true", help="with --apply: plan only")
     solve.set_defaults(func=cmd_solve)  # fmt: skip
 

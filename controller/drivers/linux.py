@@ -10,41 +10,56 @@ the underlay's ECMP routes live. Names, addresses, table ids and the route proto
 
 `read` parses what the kernel holds (owner from the route realm, through the lab's owner
 registry). `apply` validates the whole batch first, then uses `route replace` (make before
-break); if the kernel refuses an operation midway, the operations already done are undone
-and the error says what the switch holds now. Setting a port admin-down makes the kernel drop
-every route through it: `read` shows the loss, and `reconcile` puts back what this driver
-installed once the port is up again, as does the next batch applied to that switch.
+break); the netlink messages of a batch go out in bulk, hundreds per send, on one socket
+per switch namespace (`controller.drivers.linux_netlink`). If the kernel refuses an
+operation midway, the operations already done are undone and the error says what the
+switch holds now. After every batch the switch's whole wanted
+table is stored beside the lab (`controller.drivers.linux_store`), under a lock that
+serialises every process changing that switch. Setting a port admin-down makes the kernel
+drop every route through it: `read` shows the loss, and `reconcile` puts back what the
+stored table wants once the port is up again, as does the next batch applied to that
+switch; the lab's restorer (`sim.lab.restorer`) calls `reconcile` on every port that comes
+up, so a flap loses nothing even with no controller running.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
+import ipaddress
 import json
 import os
-import socket
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from controller.drivers import linux_netlink as netlink
 from controller.drivers.interface import Driver, split_ops
+from controller.drivers.linux_netlink import RtnlSocket
 from controller.drivers.linux_plan import (
     BUCKET_PRIORITY,
+    BUCKET_SLOTS,
     DEFAULT_REALM,
+    HOST_LOOPBACKS,
+    MAX_BUCKETS,
     PORT_PRIORITY,
     ROCE_PORT,
     ROUTE_PROTO,
+    TABLE_BASE,
+    TABLE_END,
     LabPlan,
     is_own_table,
     lab_dir,
     sport_range,
 )
+from controller.drivers.linux_store import IntentStore
 from controller.errors import DriverError, DriverRejected, DriverUnavailable, LabError
 from controller.model.fabric import Fabric
 from controller.model.flows import ALL_QPS
 from controller.routes.checks import entry_problem, switch_ports
-from controller.routes.plan import Op
+from controller.routes.plan import Batch, Op
 from controller.routes.tables import OWNER, Entry
 
 Key = tuple[int, int, int]  # (in_port, dst_host, qp)
@@ -103,9 +118,10 @@ class _Switch:
     """One switch namespace: its netlink socket and port index maps."""
 
     name: str
-    ipr: Any
+    nl: RtnlSocket
     by_index: dict[int, int]  # ifindex -> link id
-    ports: dict[int, tuple[int, str]]  # link id -> (ifindex, peer address)
+    ports: dict[int, tuple[int, int]]  # link id -> (ifindex, peer address as an integer)
+    ifnames: dict[int, str]  # link id -> port name
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -113,6 +129,7 @@ class LinuxDriver(Driver):
     """Programs the switches of lab `lab` (built for `fabric`) over netlink."""
 
     name = "linux"
+    concurrent = False  # the work is this process's own (netlink in bulk): no threads
 
     def __init__(self, fabric: Fabric, lab: str, switches: Iterable[str] | None = None) -> None:
         try:
@@ -126,9 +143,11 @@ class LinuxDriver(Driver):
         if not directory.is_dir():
             raise DriverUnavailable(f"no lab {lab!r} on this machine (no {directory})")
         self.owners = OwnerRegistry(directory / "owners.json")
+        self.store = IntentStore(directory / "te")  # each switch's wanted table, on disk
+        self._host_base = int(HOST_LOOPBACKS.network_address)
+        self._slots: dict[str, dict[int, int]] = {}  # switch -> link id -> port slot
         self._open: dict[str, _Switch] = {}
         self._open_lock = threading.Lock()
-        self._intent: dict[str, dict[Key, Entry]] = {}
         self._closed = False
 
     @classmethod
@@ -160,26 +179,38 @@ class LinuxDriver(Driver):
             found = self._open.get(switch)
             if found is not None:
                 return found
-            from pyroute2 import IPRoute
-
             ns = self.plan.netns(switch)
-            try:
-                ipr = IPRoute(netns=ns, flags=0)  # flags=0: never create a missing netns
-                links = {link.get_attr("IFLA_IFNAME"): link["index"] for link in ipr.get_links()}
-            except Exception as err:  # pyroute2 raises OSError/NetlinkError/its own types
+            try:  # a missing namespace is an error: nothing here ever creates one
+                nl = RtnlSocket(ns)
+                links = {link.name: link.ifindex for link in nl.links()}
+            except OSError as err:
                 raise DriverUnavailable(f"{switch}: cannot open namespace {ns}: {err}") from err
             by_index: dict[int, int] = {}
-            ports: dict[int, tuple[int, str]] = {}
+            ports: dict[int, tuple[int, int]] = {}
+            ifnames: dict[int, str] = {}
             for link in self.plan.node_links[switch]:
                 port = self.plan.port(switch, link)
                 if port.ifname not in links:
-                    ipr.close()
+                    nl.close()
                     raise DriverUnavailable(f"{switch}: port {port.ifname} missing in {ns}")
                 by_index[links[port.ifname]] = link
-                ports[link] = (links[port.ifname], port.peer_address)
-            made = _Switch(switch, ipr, by_index, ports)
+                ports[link] = (links[port.ifname], int(ipaddress.IPv4Address(port.peer_address)))
+                ifnames[link] = port.ifname
+            made = _Switch(switch, nl, by_index, ports, ifnames)
             self._open[switch] = made
             return made
+
+    def _table(self, switch: str, in_port: int, qp: int) -> int:
+        """Kernel table of (ingress port, bucket) on `switch` (`LabPlan.table`, cached)."""
+        slots = self._slots.get(switch)
+        if slots is None:
+            links = self.plan.node_links.get(switch, ())
+            slots = self._slots[switch] = {link: i for i, link in enumerate(links)}
+        slot = slots.get(in_port)
+        table = TABLE_BASE + (slot or 0) * BUCKET_SLOTS + qp + 1
+        if slot is None or not ALL_QPS <= qp < MAX_BUCKETS or table >= TABLE_END:
+            return self.plan.table(switch, in_port, qp)  # raises, saying what is wrong
+        return table
 
     # ---- reading -----------------------------------------------------------------
     def switches(self) -> tuple[str, ...]:
@@ -189,28 +220,31 @@ class LinuxDriver(Driver):
     def _kernel(self, sw: _Switch) -> tuple[dict[Key, Entry], set[int]]:
         """(our entries, our tables that have a rule) as the kernel holds them."""
         try:
-            routes = sw.ipr.route("dump", family=socket.AF_INET)
-            rules = sw.ipr.get_rules(family=socket.AF_INET)
-        except Exception as err:
+            routes = sw.nl.dump(ROUTE_PROTO)
+            rules = sw.nl.rules()
+        except OSError as err:
             raise DriverUnavailable(f"{sw.name}: netlink dump failed: {err}") from err
         entries: dict[Key, Entry] = {}
+        owners: dict[int, str] = {}
+        hosts, links = self.fabric.num_hosts, self.plan.node_links[sw.name]
         for route in routes:
-            table = route.get_attr("RTA_TABLE")
-            if route["proto"] != ROUTE_PROTO or table is None or not is_own_table(table):
+            if not is_own_table(route.table):
                 continue
-            in_port, qp = self.plan.table_key(sw.name, table)
-            dst = self.plan.host_by_address.get(route.get_attr("RTA_DST"))
-            next_hop = sw.by_index.get(route.get_attr("RTA_OIF"))
-            if dst is None or next_hop is None or route["dst_len"] != 32:
-                raise DriverError(f"{sw.name}: unexpected route in table {table}: {route}")
-            flow = route.get_attr("RTA_FLOW") or DEFAULT_REALM
-            entry = Entry(sw.name, in_port, dst, next_hop, self.owners.owner(flow & 0xFFFF), qp)
+            slot, q = divmod(route.table - TABLE_BASE, BUCKET_SLOTS)
+            dst = route.dst - self._host_base
+            next_hop = sw.by_index.get(route.oif)
+            if (slot >= len(links) or not 0 <= dst < hosts or next_hop is None
+                    or route.dst_len != 32 or route.multipath):  # fmt: skip
+                raise DriverError(f"{sw.name}: unexpected route in table {route.table}: {route}")
+            realm = (route.realm or DEFAULT_REALM) & 0xFFFF
+            if realm not in owners:
+                owners[realm] = self.owners.owner(realm)
+            entry = Entry(sw.name, links[slot], dst, next_hop, owners[realm], q - 1)
             entries[entry.match] = entry
         ruled = {
-            int(rule.get_attr("FRA_TABLE"))
-            for rule in rules
-            if rule.get_attr("FRA_PRIORITY") in (BUCKET_PRIORITY, PORT_PRIORITY)
-            and is_own_table(int(rule.get_attr("FRA_TABLE") or 0))
+            table
+            for priority, table in rules
+            if priority in (BUCKET_PRIORITY, PORT_PRIORITY) and is_own_table(table)
         }
         return entries, ruled
 
@@ -221,47 +255,66 @@ class LinuxDriver(Driver):
         return tuple(entries[k] for k in sorted(entries))
 
     # ---- writing -----------------------------------------------------------------
-    def _route(self, sw: _Switch, command: str, entry: Entry) -> None:
-        table = self.plan.table(sw.name, entry.in_port, entry.qp)
-        args: dict[str, Any] = {
-            "dst": f"{self.plan.host_address(entry.dst_host)}/32",
-            "table": table,
-            "proto": ROUTE_PROTO,
-        }
-        if command != "del":
-            ifindex, gateway = sw.ports[entry.next_hop]
-            args.update(gateway=gateway, oif=ifindex, flow=self.owners.realm(entry.owner))
-        sw.ipr.route(command, **args)
+    def _route(self, sw: _Switch, entry: Entry, table: int) -> bytes:
+        """The netlink message that sets `entry`'s route in `table` (its table)."""
+        ifindex, gateway = sw.ports[entry.next_hop]
+        return netlink.replace(table, self._host_base + entry.dst_host, gateway, ifindex,
+                               self.owners.realm(entry.owner), ROUTE_PROTO)  # fmt: skip
 
-    def _rule(self, sw: _Switch, command: str, in_port: int, qp: int) -> None:
-        table = self.plan.table(sw.name, in_port, qp)
-        ifname = self.plan.port(sw.name, in_port).ifname
+    def _rule(self, sw: _Switch, add: bool, table: int) -> bytes:
+        """The netlink message that adds (or removes) the rule selecting `table`."""
+        in_port, qp = self.plan.table_key(sw.name, table)
+        ifname = sw.ifnames[in_port]
         if qp == ALL_QPS:
-            sw.ipr.rule(command, iifname=ifname, table=table, priority=PORT_PRIORITY)
-        else:
-            first, last = sport_range(qp)
-            sw.ipr.rule(command, iifname=ifname, table=table, priority=BUCKET_PRIORITY,
-                        ip_proto=socket.IPPROTO_UDP, dport_range=f"{ROCE_PORT}:{ROCE_PORT}",
-                        sport_range=f"{first}:{last}")  # fmt: skip
+            return netlink.rule(add, ifname, table, PORT_PRIORITY)
+        return netlink.rule(add, ifname, table, BUCKET_PRIORITY, sport_range(qp), ROCE_PORT)
+
+    def _send(self, sw: _Switch, what: str, messages: list[bytes], items: list[Any],
+              gone_ok: bool = False) -> None:  # fmt: skip
+        """Send `messages` (one per item of `items`); DriverError naming the first refused
+        one. `gone_ok`: a delete of something already gone is not a refusal."""
+        if not messages:
+            return
+        try:
+            refused = sw.nl.send(messages)
+        except OSError as err:
+            raise DriverUnavailable(f"{sw.name}: netlink: {err}") from err
+        if gone_ok:
+            refused = [r for r in refused if r.errno not in (errno.ESRCH, errno.ENOENT)]
+        if refused:
+            first = refused[0]
+            raise DriverError(f"{sw.name}: the kernel refused {len(refused)} of {len(messages)} "
+                              f"{what}, first {items[first.at]}: "
+                              f"{str(first).split(': ', 1)[1]}")  # fmt: skip
 
     def _validate(self, switch: str, install: list[Entry]) -> None:
         for entry in install:
             problem = entry_problem(self.fabric, self._ports, entry)
             if problem:
                 raise DriverRejected(problem)
-            self.plan.table(switch, entry.in_port, entry.qp)  # port and bucket in range
+            self._table(switch, entry.in_port, entry.qp)  # port and bucket in range
             self.owners.realm(entry.owner)
 
     def apply(self, switch: str, ops: Sequence[Op], timeout: float | None = None) -> None:
         self._check_open()
         install, remove = split_ops(switch, ops)
+        self._apply(switch, install, remove)
+
+    def apply_batch(self, batch: Batch, timeout: float | None = None) -> None:
+        """As `apply`, from the batch's tables (no operation objects made)."""
+        self._check_open()
+        remove = [e.match for e in batch.drop.entries()]
+        self._apply(batch.switch, list(batch.put.entries()), remove)
+
+    def _apply(self, switch: str, install: list[Entry], remove: list[Key]) -> None:
+        """Set `install` and remove the matches `remove` on `switch`, all or nothing."""
         if switch not in self._switches:
             raise DriverRejected(f"unknown switch {switch!r}")
         self._validate(switch, install)
         sw = self._switch(switch)
-        with sw.lock:
+        with sw.lock, self.store.locked(switch):
             before, ruled = self._kernel(sw)
-            intent = self._intent.setdefault(switch, {})
+            intent = self.store.load(switch, self.owners.owner)
             touched = {e.match for e in install} | set(remove)
             # Entries of ours the kernel dropped (a port went admin-down): put back those
             # whose port is up again, keep remembering the others.
@@ -286,77 +339,77 @@ class LinuxDriver(Driver):
                 cls = DriverRejected if undo == "rolled back" else DriverError
                 raise cls(f"{switch}: kernel refused the batch ({err}); {undo}; the switch "
                           f"now holds {len(held)} TE entries") from err  # fmt: skip
-            intent.clear()
-            intent.update({k: e for k, e in lost.items() if k not in target})
-            intent.update(target)
+            kept = {k: e for k, e in lost.items() if k not in target}  # port still down
+            self.store.save(switch, {**kept, **target}, self.owners.realm)
 
     def _ports_up(self, sw: _Switch) -> set[int]:
         """Link ids of the switch's ports that are up (admin and carrier)."""
         try:
-            links = sw.ipr.get_links()
-        except Exception as err:
+            links = sw.nl.links()
+        except OSError as err:
             raise DriverUnavailable(f"{sw.name}: netlink link dump failed: {err}") from err
-        up = [ln["index"] for ln in links if ln.get_attr("IFLA_OPERSTATE") == "UP"]
-        return {sw.by_index[i] for i in up if i in sw.by_index}
+        return {sw.by_index[ln.ifindex] for ln in links if ln.up and ln.ifindex in sw.by_index}
 
     def _converge(
         self, sw: _Switch, have: dict[Key, Entry], want: dict[Key, Entry], ruled: set[int]
     ) -> None:
-        """Change the kernel from `have` to `want`: rules first, replace, delete, then
-        rules of tables left empty."""
-        for key, entry in sorted(want.items()):
-            table = self.plan.table(sw.name, entry.in_port, entry.qp)
-            if table not in ruled:
-                self._rule(sw, "add", entry.in_port, entry.qp)
-                ruled.add(table)
-            if have.get(key) != entry:
-                self._route(sw, "replace", entry)
-        for key, entry in sorted(have.items()):
-            if key not in want:
-                self._route(sw, "del", entry)
-        used = {self.plan.table(sw.name, e.in_port, e.qp) for e in want.values()}
-        for table in sorted(ruled - used):
-            in_port, qp = self.plan.table_key(sw.name, table)
-            self._rule(sw, "del", in_port, qp)
-            ruled.discard(table)
+        """Change the kernel from `have` to `want`, each step one bulk send: rules of new
+        tables, routes set (replace: make before break), routes deleted, then the rules of
+        tables left empty."""
+        used = {self._table(sw.name, port, qp) for port, qp in {(k[0], k[2]) for k in want}}
+        new = sorted(used - ruled)
+        self._send(sw, "rules", [self._rule(sw, True, t) for t in new], new)
+        ruled.update(new)
+        changed = [want[k] for k in sorted(want) if have.get(k) != want[k]]
+        self._send(sw, "routes", [self._route(sw, e, self._table(sw.name, e.in_port, e.qp))
+                                  for e in changed], changed)  # fmt: skip
+        gone = [have[k] for k in sorted(have) if k not in want]
+        self._send(sw, "route deletes", [
+            netlink.delete(self._table(sw.name, e.in_port, e.qp), self._host_base + e.dst_host,
+                           ROUTE_PROTO) for e in gone], gone, gone_ok=True)  # fmt: skip
+        empty = sorted(ruled - used)
+        self._send(sw, "rule deletes", [self._rule(sw, False, t) for t in empty], empty,
+                   gone_ok=True)  # fmt: skip
+        ruled.difference_update(empty)
 
     def reconcile(self, switch: str) -> int:
-        """Put back the entries this driver installed that the kernel lost (a port went
-        admin-down and came back); the number restored. Entries via a port still down
-        stay missing."""
+        """Put back the entries the switch's stored table wants that the kernel lost (a port
+        went admin-down and came back); the number restored. Entries via a port still down
+        stay missing (and stored), for the next time."""
         sw = self._switch(switch)
-        restored = 0
-        with sw.lock:
+        with sw.lock, self.store.locked(switch):
             have, ruled = self._kernel(sw)
-            for key, entry in sorted(self._intent.get(switch, {}).items()):
-                if have.get(key) == entry:
-                    continue
-                try:
-                    self._converge(sw, {}, {key: entry}, set(ruled))
-                    ruled.add(self.plan.table(switch, entry.in_port, entry.qp))
-                    restored += 1
-                except Exception:  # noqa: BLE001 - its port is still down: try next time
-                    continue
-        return restored
+            intent = self.store.load(switch, self.owners.owner)
+            lost = {k: e for k, e in intent.items() if have.get(k) != e}
+            if not lost:
+                return 0
+            up = self._ports_up(sw)
+            back = {k: e for k, e in lost.items() if e.next_hop in up}
+            try:
+                self._converge(sw, have, {**have, **back}, ruled)
+            except Exception as err:
+                raise DriverError(f"{switch}: cannot restore {len(back)} TE entries: "
+                                  f"{err}") from err  # fmt: skip
+        return len(back)
 
     def clear(self) -> None:
         """Remove every TE route and rule of ours from every switch."""
         for switch in self._switches:
             sw = self._switch(switch)
-            with sw.lock:
+            with sw.lock, self.store.locked(switch):
                 have, ruled = self._kernel(sw)
                 try:
                     self._converge(sw, have, {}, ruled)
                 except Exception as err:
                     raise DriverError(f"{switch}: cannot clear TE state: {err}") from err
-            self._intent.pop(switch, None)
+                self.store.save(switch, {}, self.owners.realm)
 
     def close(self) -> None:
         self._closed = True
         with self._open_lock:
             for sw in self._open.values():
                 try:
-                    sw.ipr.close()
+                    sw.nl.close()
                 except Exception:  # noqa: BLE001 - closing a dead socket is not an error
                     pass
             self._open.clear()

@@ -50,9 +50,13 @@ class OvsDriver(Driver):
 
     name = "ovs"
 
-    def __init__(self, fabric: Fabric, rundir: str | Path, timeout: float = 10.0) -> None:
+    def __init__(self, fabric: Fabric, rundir: str | Path | None = None, timeout: float = 10.0,
+                 lab: str | None = None) -> None:  # fmt: skip
+        """Drive the instance in `rundir`, or that of lab `lab` (`tectl lab up --switch ovs`)."""
         self.fabric = fabric
-        self.rundir = Path(rundir)
+        if (rundir is None) == (lab is None):
+            raise DriverError("ovs driver: give rundir or lab (not both)")
+        self.rundir = Path(rundir) if rundir is not None else ovs_daemons.lab_rundir(str(lab))
         if not (self.rundir / "db.sock").exists():
             raise DriverUnavailable(f"no Open vSwitch running in {self.rundir} (no db.sock)")
         self.lab = LabPlan(fabric, "ovs")

@@ -10,8 +10,12 @@ one bridge per switch of the fabric:
 
 Links are patch ports (no kernel device); the tap devices the userspace datapath makes for
 each bridge live in a network namespace ovs-vswitchd gets of its own (`unshare --net`), so
-nothing outside the run directory and that namespace is created.
-`stop` ends both daemons by the process ids in their pid files.
+nothing outside the run directory and that namespace is created. A lab whose hosts are
+real namespaces (`tectl lab up --switch ovs`) passes `attach`: called once ovs-vswitchd
+runs, it moves one end of a veth pair per host link into that namespace and names them;
+each becomes the RTSW bridge's port for the link (a kernel device the userspace datapath
+reads and writes), and there is no hosts' bridge.
+`stop` (or `stop_rundir`, from any process) ends both daemons by their pid files.
 """
 
 from __future__ import annotations
@@ -21,9 +25,10 @@ import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from controller.drivers.linux_plan import LabPlan
+from controller.drivers.linux_plan import LabPlan, lab_dir
 from controller.errors import DriverUnavailable
 from controller.model.fabric import Fabric
 
@@ -46,6 +51,11 @@ def missing() -> str | None:
     return None
 
 
+def lab_rundir(lab: str) -> Path:
+    """The run directory of the Open vSwitch of lab `lab` (`tectl lab up --switch ovs`)."""
+    return lab_dir(lab) / "ovs"
+
+
 def bridge_name(rank: int) -> str:
     return f"te{rank}"
 
@@ -62,10 +72,15 @@ def environment(rundir: Path) -> dict[str, str]:
                          "OVS_LOGDIR": str(rundir)}  # fmt: skip
 
 
-class OvsInstance:
-    """ovsdb-server and ovs-vswitchd running in `rundir`, with the bridges of `fabric`."""
+Attach = Callable[["OvsInstance"], Mapping[int, str]]
 
-    def __init__(self, rundir: Path, fabric: Fabric) -> None:
+
+class OvsInstance:
+    """ovsdb-server and ovs-vswitchd running in `rundir`, with the bridges of `fabric`;
+    `attach(instance)`, if given, makes the host links' devices in ovs-vswitchd's namespace
+    and returns link id -> device name."""
+
+    def __init__(self, rundir: Path, fabric: Fabric, attach: Attach | None = None) -> None:
         reason = missing()
         if reason:
             raise DriverUnavailable(reason)
@@ -78,7 +93,7 @@ class OvsInstance:
         self._started: list[str] = []
         try:
             self._start()
-            self._bridges(fabric)
+            self._bridges(fabric, attach(self) if attach is not None else None)
         except BaseException:
             self.stop()
             raise
@@ -113,13 +128,23 @@ class OvsInstance:
                   "--detach", f"--log-file={d / 'ovs-vswitchd.log'}")  # fmt: skip
         self._started.append("ovs-vswitchd")
 
-    def _bridges(self, fabric: Fabric) -> None:
-        """Every switch a bridge; links as patch-port pairs (ovs-vsctl transactions of at
-        most PORTS_PER_CALL ports: a command line has a size limit)."""
+    def vswitchd_pid(self) -> int:
+        """The process id of this instance's ovs-vswitchd (its namespace holds the ports)."""
+        try:
+            return int((self.rundir / "ovs-vswitchd.pid").read_text().strip())
+        except (OSError, ValueError) as err:
+            raise DriverUnavailable(f"no ovs-vswitchd pid in {self.rundir}: {err}") from err
+
+    def _bridges(self, fabric: Fabric, host_ports: Mapping[int, str] | None = None) -> None:
+        """Every switch a bridge; links as patch-port pairs, or host links as the devices
+        `host_ports` names (ovs-vsctl transactions of at most PORTS_PER_CALL ports: a
+        command line has a size limit)."""
         plan = LabPlan(fabric, "ovs")
         bridges = switch_bridges(fabric)
-        args: list[str] = ["--", "add-br", HOSTS_BRIDGE, "--", "set", "bridge", HOSTS_BRIDGE,
-                           "datapath_type=netdev"]  # fmt: skip
+        args: list[str] = []
+        if host_ports is None:
+            args += ["--", "add-br", HOSTS_BRIDGE, "--", "set", "bridge", HOSTS_BRIDGE,
+                     "datapath_type=netdev"]  # fmt: skip
         for br in bridges.values():
             args += ["--", "add-br", br, "--", "set", "bridge", br, "datapath_type=netdev",
                      f"protocols={PROTOCOLS}", "fail_mode=secure"]  # fmt: skip
@@ -129,6 +154,11 @@ class OvsInstance:
             for slot, link in enumerate(plan.node_links[sw]):
                 lower, upper = plan.ends(link)
                 far = lower.node if upper.node == sw else upper.node
+                if far not in bridges and host_ports is not None:  # a host's own device
+                    device = host_ports[link]
+                    ports.append(["--", "add-port", br, device, "--", "set", "interface",
+                                  device, f"ofport_request={slot + 1}"])  # fmt: skip
+                    continue
                 name, peer = f"{br}l{link}", f"{bridges.get(far, HOSTS_BRIDGE)}l{link}"
                 ports.append(["--", "add-port", br, name, "--", "set", "interface", name,
                               "type=patch", f"options:peer={peer}",
@@ -164,26 +194,33 @@ class OvsInstance:
 
     def stop(self) -> None:
         """End the daemons this instance started (by their pid files); idempotent."""
-        for daemon in reversed(self._started):
-            pidfile = self.rundir / f"{daemon}.pid"
-            try:
-                pid = int(pidfile.read_text().strip())
-            except (OSError, ValueError):
-                continue
-            try:
-                os.kill(pid, signal.SIGTERM)
-            except ProcessLookupError:
-                continue
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline:
-                try:
-                    os.kill(pid, 0)
-                except ProcessLookupError:
-                    break
-                time.sleep(0.05)
-            else:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+        stop_rundir(self.rundir, tuple(reversed(self._started)))
         self._started.clear()
+
+
+def stop_rundir(rundir: Path, daemons: tuple[str, ...] = ("ovs-vswitchd", "ovsdb-server"),
+                ) -> None:  # fmt: skip
+    """End the daemons of the instance in `rundir` by their pid files (from any process);
+    idempotent."""
+    for daemon in daemons:
+        pidfile = rundir / f"{daemon}.pid"
+        try:
+            pid = int(pidfile.read_text().strip())
+        except (OSError, ValueError):
+            continue
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            continue
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.05)
+        else:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass

@@ -1,6 +1,7 @@
 """Lab benchmarks (root only): build and install rates, FRR convergence, memory, and the
 whole failure loop (lab link down -> controller repair -> kernel routes) with real packets.
-Run through `python -m sim.bench --only lab-scale` / `--only lab-failure`."""
+Run through `python -m sim.bench --only lab-scale` / `--only lab-install` /
+`--only lab-failure`."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ import numpy as np
 from controller.drivers.linux import LinuxDriver
 from controller.drivers.linux_plan import LabPlan
 from controller.model.clos import PRESETS, build
-from controller.routes.plan import Add
+from controller.routes.checks import switch_ports
+from controller.routes.plan import Add, Replace
 from controller.routes.tables import Entry, RouteSet
 from sim.lab import build as lab
 from sim.lab.shared import unique_name
@@ -98,6 +100,145 @@ def install_rate(preset: str = "small", per_switch: int = 500) -> tuple[int, flo
 
 
 @dataclass
+class InstallStep:
+    step: str
+    entries: int
+    seconds: float
+    result: str
+
+
+def install_steps(preset: str = "small", seed: int = 3, singles: int = 200) -> list[InstallStep]:
+    """The linux driver on a solved job mix of `preset` (seed 3 on small: 8,612 entries on
+    32 switches): installed as `lab verify` does (read back, push, read back), read back,
+    moved, re-pushed unchanged, cleared; then `install_rate`'s 16 x 1,000 synthetic
+    entries; then one-entry batches on the fullest switch (the controller's repairs)."""
+    from controller.drivers.push import push, read_back
+    from controller.routes.plan import diff
+    from controller.routes.tables import Entry
+    from sim.lab.cli import install, solved
+
+    fabric = build(PRESETS[preset])
+    _, routes = solved(fabric, seed, 1.0)
+    name = unique_name("bn")
+    lab.up(fabric, name, preset, underlay="static")
+    out = []
+    try:
+        driver = LinuxDriver(fabric=fabric, lab=name)
+        start = time.perf_counter()
+        install(driver, fabric, routes)
+        out.append(InstallStep(f"install job mix seed {seed} (read, push, read back)",
+                               len(routes), time.perf_counter() - start,
+                               f"{len(routes.switches())} switches"))  # fmt: skip
+        start = time.perf_counter()
+        held, _ = read_back(driver, driver.switches())
+        out.append(InstallStep("read every switch back", len(held), time.perf_counter() - start,
+                               "same as pushed" if held == routes else "DIFFERENT"))  # fmt: skip
+        moved = []  # every RTSW entry to the next uplink of its rack
+        for switch in routes.switches():
+            if fabric.switch_kind(switch) != "rtsw":
+                continue
+            rtsw = fabric.node_by_name(switch) - fabric.node_id("rtsw", 0)
+            ups = [int(fabric.rack_link(rtsw, c)) for c in range(fabric.ctsws_per_pod)]
+            for e in routes.table(switch):
+                hop = ups[(ups.index(e.next_hop) + 1) % len(ups)]  # RTSW: always an uplink
+                moved.append(Entry(switch, e.in_port, e.dst_host, hop, e.owner, e.qp))
+        others = [e for sw in routes.switches() if fabric.switch_kind(sw) != "rtsw"
+                  for e in routes.table(sw)]  # fmt: skip
+        target = type(routes).from_entries(moved + others)
+        plan = diff(held, target, fabric)
+        start = time.perf_counter()
+        report = push(driver, plan)
+        out.append(InstallStep("move every RTSW entry to another uplink", len(plan),
+                               time.perf_counter() - start, report.summary()))  # fmt: skip
+        start = time.perf_counter()
+        now, _ = read_back(driver, driver.switches())
+        report = push(driver, diff(now, target, fabric))
+        out.append(InstallStep("the same routes again (read, diff, push)", len(target),
+                               time.perf_counter() - start, report.summary()))  # fmt: skip
+        start = time.perf_counter()
+        driver.clear()
+        out.append(InstallStep("clear every switch", len(target), time.perf_counter() - start,
+                               "0 left" if not read_back(driver, driver.switches())[0]
+                               else "entries left"))  # fmt: skip
+        fullest = max(routes.switches(), key=lambda sw: len(routes.table(sw)))
+        install(driver, fabric, RouteSet({fullest: routes.table(fullest)}))
+        table = list(routes.table(fullest))
+        ports = sorted(switch_ports(fabric)[fullest])
+        ms = []
+        for i in range(singles):  # each time another entry to the port after its next hop
+            e = table[i % len(table)]
+            hops = [h for h in ports if h != e.in_port]
+            hop = hops[(hops.index(e.next_hop) + 1) % len(hops)]
+            op = Replace(e, Entry(fullest, e.in_port, e.dst_host, hop, e.owner, e.qp))
+            t0 = time.perf_counter()
+            driver.apply(fullest, [op])
+            ms.append((time.perf_counter() - t0) * 1000)
+            table[i % len(table)] = op.entry
+        ms.sort()
+        out.append(InstallStep(f"one-entry batches on {fullest} ({len(table)} entries)",
+                               singles, sum(ms) / 1000,
+                               f"median {statistics.median(ms):.2f} ms, "
+                               f"p99 {ms[int(0.99 * (len(ms) - 1))]:.2f} ms"))  # fmt: skip
+        driver.clear()
+        driver.close()
+    finally:
+        lab.down(name)
+    total, install_s, read_s = install_rate(preset, per_switch=1000)
+    out.append(InstallStep("install_rate: 1,000 entries on each RTSW", total, install_s,
+                           f"read back in {read_s:.2f} s"))  # fmt: skip
+    return out
+
+
+def write_methods(routes: int = 8000, repeats: int = 3) -> list[tuple[str, int, float]]:
+    """(method, routes, median routes/s): TE-shaped /32 routes into one table of a scratch
+    namespace, by bulk netlink (what the driver does), `ip -batch` (one process per batch)
+    and pyroute2 (a request per route; a quarter as many routes, it is slow)."""
+    import subprocess
+
+    from controller.drivers import linux_netlink as nl
+
+    ns = unique_name("bm")
+    subprocess.run(["ip", "netns", "add", ns], check=True)
+    rates: dict[str, list[float]] = {"bulk netlink": [], "ip -batch": [], "pyroute2": []}
+    counts = {"bulk netlink": routes, "ip -batch": routes, "pyroute2": routes // 4}
+    try:
+        for cmd in (["link", "add", "p0", "type", "veth", "peer", "name", "q0"],
+                    ["addr", "add", "10.128.0.0/31", "dev", "p0"],
+                    ["link", "set", "p0", "up"], ["link", "set", "q0", "up"]):  # fmt: skip
+            subprocess.run(["ip", "-n", ns, *cmd], check=True)
+        sock = nl.RtnlSocket(ns)
+        from pyroute2 import IPRoute
+
+        ipr = IPRoute(netns=ns, flags=0)
+        oif = {link.name: link.ifindex for link in sock.links()}["p0"]
+        for _ in range(repeats):
+            for table, method in enumerate(rates, 1000001):
+                n = counts[method]
+                start = time.perf_counter()
+                if method == "bulk netlink":
+                    refused = sock.send([nl.replace(table, 0x0A010000 + i, 0x0A800001, oif, 1,
+                                                    84) for i in range(n)])  # fmt: skip
+                    assert not refused, refused[:1]
+                elif method == "ip -batch":
+                    lines = "".join(f"route replace 10.1.{i >> 8}.{i & 255}/32 via 10.128.0.1 "
+                                    f"dev p0 table {table} proto 84 realm 1\n" for i in range(n))
+                    subprocess.run(["ip", "-n", ns, "-batch", "-"], input=lines, text=True,
+                                   check=True)  # fmt: skip
+                else:
+                    for i in range(n):
+                        ipr.route("replace", dst=f"10.1.{i >> 8}.{i & 255}/32", table=table,
+                                  proto=84, gateway="10.128.0.1", oif=oif, flow=1)  # fmt: skip
+                rates[method].append(n / (time.perf_counter() - start))
+                subprocess.run(["ip", "-n", ns, "route", "flush", "table", str(table)],
+                               check=True)  # fmt: skip
+        ipr.close()
+        sock.close()
+    finally:
+        subprocess.run(["ip", "netns", "del", ns], check=True)
+    return [(m, counts[m], statistics.median(r)) for m, r in rates.items()]
+
+
+@dataclass
 class FailureFigures:
     fabric: str
     underlay: str
@@ -110,30 +251,33 @@ class FailureFigures:
     verified: str
 
 
-def failure_loop(preset: str, underlay: str, failures: int = 20, seed: int = 1) -> FailureFigures:
+def failure_loop(preset: str, underlay: str, failures: int = 20, seed: int = 1,
+                 switch: str = "linux") -> FailureFigures:  # fmt: skip
     """Fail `failures` used RTSW uplinks one at a time while their flows stream; time from
-    `lab link down` to the controller's repaired routes read back from the kernel."""
+    `lab link down` to the controller's repaired routes read back from the switches
+    (`switch`: the kernels of namespaces, or Open vSwitch bridges)."""
     from controller.formats.placement import load_jobs
     from controller.service.engine import Engine
+    from sim.lab.cli import lab_driver, lab_io
     from sim.lab.links import set_link
-    from sim.lab.traffic import LabIO, Streams, verify
+    from sim.lab.traffic import Streams, verify
 
     fabric = build(PRESETS[preset])
     name = unique_name("bf")
-    lab.up(fabric, name, preset, underlay=underlay)
+    lab.up(fabric, name, preset, underlay=underlay, switch=switch)
     plan = LabPlan(fabric, name)
     try:
         if underlay == "frr":
             from sim.lab.frr import wait_converged
 
             wait_converged(plan, timeout=180)
-        driver = LinuxDriver(fabric=fabric, lab=name)
-        engine = Engine(fabric, driver, driver_name="linux", debounce=0.0)
+        driver = lab_driver(fabric, name)
+        engine = Engine(fabric, driver, driver_name=driver.name, debounce=0.0)
         for job in load_jobs(fabric, "random", seed=seed, fill=1.0):
             engine.put_job(job, 0)
         engine.wait_idle(120)
         rng = np.random.default_rng(seed)
-        io = LabIO(plan)
+        io = lab_io(fabric, name)
         times, sent, lost, worst, bad = [], 0, 0, 0, 0
         for _ in range(failures):
             res = engine.last_result

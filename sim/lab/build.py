@@ -3,8 +3,10 @@
 `up` makes one namespace per host and switch (named by `controller.drivers.linux_plan`),
 sets their sysctls (forwarding, L4 multipath hash, ignore routes with link down, no rp
 filter, no IPv6), joins them with one veth pair per link, addresses every end, and starts
-the underlay. It first writes a record of what it is about to make, so that `down` removes
-exactly that (and a failed `up` cleans up after itself through the same path).
+the underlay and the lab's restorer (`sim.lab.restorer`: a port that comes back up gets the
+routes the kernel flushed with it, with no controller running). It first writes a record
+of what it is about to make, so that `down` removes exactly that (and a failed `up` cleans
+up after itself through the same path).
 
 The record names the lab's owner: the process that built it (pid and start time, so a
 reused pid is not mistaken for it), or none for a lab `tectl lab up` keeps until `lab down`.
@@ -26,8 +28,11 @@ from pathlib import Path
 from controller.drivers.linux_plan import LabPlan, check_lab_name, lab_dir
 from controller.errors import LabError
 from controller.model.fabric import Fabric
+from controller.model.health import LinkHealth
 from sim.lab import netns
-from sim.lab.underlay import static_routes
+from sim.lab.netns import ip_batch
+from sim.lab.owners import owner_alive, owner_of
+from sim.lab.underlay import install_static
 
 # Measured on a 2-core, 24 GiB machine (see docs/dataplane.md): 392 namespaces and 1,472
 # links (static underlay) build in 11.5 s using 302 MiB; FRR costs about 24 MiB a namespace.
@@ -60,6 +65,8 @@ class LabRecord:
     build_seconds: float = 0.0
     phases: dict[str, float] = field(default_factory=dict)
     owner: dict[str, int] | None = None  # {"pid", "start"} of the building process; None: kept
+    restorer: dict[str, int] | None = None  # {"pid", "start"} of its restorer (sim.lab.restorer)
+    switch: str = "linux"  # linux: switches are namespaces; ovs: Open vSwitch bridges
 
     def save(self) -> None:
         path = lab_dir(self.lab) / "lab.json"
@@ -76,30 +83,6 @@ def load_record(lab: str) -> LabRecord:
         raise LabError(f"no lab {lab!r} (no {path})") from None
     except (ValueError, TypeError) as err:
         raise LabError(f"lab {lab!r}: corrupt record {path}: {err}") from err
-
-
-def process_start(pid: int) -> int | None:
-    """The start time of process `pid` (clock ticks since boot), None if there is none."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return int(stat.rsplit(")", 1)[1].split()[19])  # field 22; the name may hold spaces
-
-
-def owner_of(pid: int) -> dict[str, int]:
-    """The owner record of the live process `pid`."""
-    start = process_start(pid)
-    if start is None:
-        raise LabError(f"no process {pid} to own the lab")
-    return {"pid": pid, "start": start}
-
-
-def owner_alive(owner: dict[str, int] | None) -> bool:
-    """Whether a lab's owner still runs (a kept lab, without one, always counts as alive)."""
-    if owner is None:
-        return True
-    return process_start(int(owner["pid"])) == int(owner["start"])
 
 
 def labs() -> list[LabRecord]:
@@ -141,16 +124,6 @@ def check_size(fabric: Fabric, underlay: str) -> None:
             f"fabric {fabric.name} needs {nodes} FRR instances; at most "
             f"{MAX_FRR_NAMESPACES} (use --underlay static)"
         )
-
-
-def _ip_batch(lines: list[str], ns: str | None = None) -> None:
-    if not lines:
-        return
-    cmd = ["ip"] + (["-n", ns] if ns else []) + ["-batch", "-"]
-    done = subprocess.run(cmd, input="\n".join(lines) + "\n", capture_output=True, text=True)
-    if done.returncode != 0:
-        where = f" in {ns}" if ns else ""
-        raise LabError(f"ip -batch failed{where}: {done.stderr.strip()[:400]}")
 
 
 def port_lines(plan: LabPlan) -> dict[str, list[str]]:
@@ -199,12 +172,24 @@ def veth_lines(plan: LabPlan) -> list[str]:
 
 
 def up(fabric: Fabric, lab: str, source: str, underlay: str = "static",
-       owner: int | None = -1) -> LabRecord:  # fmt: skip
+       owner: int | None = -1, switch: str = "linux",
+       health: LinkHealth | None = None) -> LabRecord:  # fmt: skip
     """Build `fabric` as lab `lab`; on any failure remove what was made and raise. `owner`:
-    the pid the lab lives and dies with (default this process; None: kept until `down`)."""
+    the pid the lab lives and dies with (default this process; None: kept until `down`).
+    `switch`: linux (every switch a namespace) or ovs (every switch an Open vSwitch bridge,
+    the underlay select groups weighted by `health`; `sim.lab.ovs`)."""
     check_lab_name(lab)
     require_root()
-    if underlay not in ("static", "frr"):
+    if switch not in ("linux", "ovs"):
+        raise LabError(f"unknown switch kind {switch!r}: linux or ovs")
+    if switch == "ovs":
+        from controller.drivers.ovs_daemons import missing
+
+        reason = missing()
+        if reason:
+            raise LabError(f"--switch ovs: {reason}")
+        underlay = "groups"
+    elif underlay not in ("static", "frr"):
         raise LabError(f"unknown underlay {underlay!r}: static or frr")
     check_size(fabric, underlay)
     if underlay == "frr":
@@ -212,7 +197,7 @@ def up(fabric: Fabric, lab: str, source: str, underlay: str = "static",
 
         frr.require()
     plan = LabPlan(fabric, lab)
-    names = list(plan.namespaces())
+    names = list(plan.namespaces()) if switch == "linux" else [plan.netns(h) for h in plan.hosts]
     clash = sorted(set(names) & netns.existing())
     directory = lab_dir(lab)
     if directory.exists() or clash:
@@ -222,19 +207,29 @@ def up(fabric: Fabric, lab: str, source: str, underlay: str = "static",
         )
     owned = owner_of(os.getpid() if owner == -1 else owner) if owner is not None else None
     directory.mkdir(parents=True)
-    record = LabRecord(lab, source, underlay, names, fabric.num_links, owner=owned)
+    record = LabRecord(lab, source, underlay, names, fabric.num_links, owner=owned,
+                       switch=switch)  # fmt: skip
     record.save()
     start = time.perf_counter()
     try:
-        _ip_batch([f"netns add {ns}" for ns in names])
+        ip_batch([f"netns add {ns}" for ns in names])
         record.phases["namespaces"] = time.perf_counter() - start
         for ns in names:
             netns.write_sysctls(ns, SYSCTLS)
         record.phases["sysctls"] = time.perf_counter() - start
-        _ip_batch(veth_lines(plan))
+        if switch == "ovs":  # hosts' NICs into the bridges, hosts addressed, underlay
+            from sim.lab import ovs
+
+            ovs.build(plan, health if health is not None else LinkHealth.all_up(fabric))
+            record.phases["switches"] = time.perf_counter() - start
+            record.state = "up"
+            record.build_seconds = time.perf_counter() - start
+            record.save()
+            return record
+        ip_batch(veth_lines(plan))
         record.phases["veth"] = time.perf_counter() - start
         for node, lines in port_lines(plan).items():
-            _ip_batch(lines, plan.netns(node))
+            ip_batch(lines, plan.netns(node))
         set_aliases(plan)
         record.phases["addresses"] = time.perf_counter() - start
         if underlay == "static":
@@ -244,6 +239,11 @@ def up(fabric: Fabric, lab: str, source: str, underlay: str = "static",
 
             frr.start(plan, directory)
         record.phases["underlay"] = time.perf_counter() - start
+        from sim.lab import restorer
+
+        record.restorer = restorer.start(lab, source, underlay)  # flapped ports get routes back
+        record.save()
+        record.phases["restorer"] = time.perf_counter() - start
     except BaseException:
         _remove(record)
         raise
@@ -253,14 +253,14 @@ def up(fabric: Fabric, lab: str, source: str, underlay: str = "static",
     return record
 
 
-def install_static(plan: LabPlan, nodes: list[str] | None = None) -> None:
-    """(Re)install the static ECMP underlay of `nodes` (all by default); idempotent."""
-    routes = static_routes(plan)
-    for node in nodes if nodes is not None else list(routes):
-        _ip_batch(routes[node], plan.netns(node))
-
-
 def _remove(record: LabRecord) -> None:
+    from sim.lab import restorer
+
+    restorer.stop(record.lab, record.restorer)  # first: its sockets hold the namespaces
+    if record.switch == "ovs":
+        from sim.lab import ovs
+
+        ovs.stop(record.lab)
     if record.underlay == "frr":
         from sim.lab import frr
 
@@ -295,6 +295,8 @@ class LabStatus:
     ports_up: int
     ports: int
     build_seconds: float
+    switch: str = "linux"
+    restorer: str = "none"  # running, gone, or none (labs of Open vSwitch bridges)
 
 
 def status(lab: str) -> LabStatus:
@@ -311,9 +313,11 @@ def status(lab: str) -> LabStatus:
                     continue
                 total += 1
                 up_count += "UP" in link.get("flags", []) and link.get("operstate") == "UP"
+    restorer = "none" if record.restorer is None else (
+        "running" if owner_alive(record.restorer) else "gone")  # fmt: skip
     return LabStatus(record.lab, record.fabric, record.underlay, record.state,
                      len(record.namespaces), len(present), up_count, total,
-                     record.build_seconds)  # fmt: skip
+                     record.build_seconds, record.switch, restorer)  # fmt: skip
 
 
 def lab_path(lab: str) -> Path:

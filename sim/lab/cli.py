@@ -1,5 +1,7 @@
-"""`tectl lab up|down|status|verify|link|ls|gc`: a fabric in network namespaces, from the
-shell; `ls` shows every lab with its owner, `gc` removes those whose owner is gone."""
+"""`tectl lab up|down|status|verify|apply|link|ls|gc`: a fabric in network namespaces, from
+the shell; `apply` installs a saved route file on a lab; `ls` shows every lab with its
+owner, `gc` removes those whose owner is gone. `pick_lab` and `packet_check` also serve
+`tectl solve --apply linux`."""
 
 from __future__ import annotations
 
@@ -52,14 +54,21 @@ def cmd_up(args: argparse.Namespace) -> int:
     path = Path(args.fabric)  # a fabric file is recorded by absolute path, a preset by name
     source = str(path.resolve()) if path.is_file() else args.fabric
     health = parse_health(fabric, args.fail)  # bad specs fail before anything is built
-    record = up(fabric, args.name, source, underlay=underlay, owner=args.owner)
+    if args.switch == "ovs" and args.underlay not in ("auto", "static"):
+        from controller.errors import LabError
+
+        raise LabError("--switch ovs: the underlay is OpenFlow select groups (no --underlay)")
+    record = up(fabric, args.name, source, underlay=underlay, owner=args.owner,
+                switch=args.switch, health=health)  # fmt: skip
     try:
-        apply_health(LabPlan(fabric, args.name), health, args.link_gbit)
+        if args.switch == "linux":
+            apply_health(LabPlan(fabric, args.name), health, args.link_gbit)
     except BaseException:
         down(args.name)
         raise
-    text = (f"lab {record.lab}: fabric {record.fabric}, {len(record.namespaces)} namespaces, "
-            f"{record.links} links, underlay {record.underlay}, built in "
+    kind = "" if record.switch == "linux" else ", switches Open vSwitch bridges"
+    text = (f"lab {record.lab}: fabric {record.fabric}{kind}, {len(record.namespaces)} "
+            f"namespaces, {record.links} links, underlay {record.underlay}, built in "
             f"{record.build_seconds:.2f} s; {health.down_links().size} links down, "
             f"{health.degraded_links().size} degraded\n")  # fmt: skip
     emit(args.json, asdict(record), text)
@@ -79,9 +88,10 @@ def cmd_status(args: argparse.Namespace) -> int:
     from sim.lab.build import status
 
     s = status(args.name)
-    text = (f"lab {s.lab}: fabric {s.fabric}, underlay {s.underlay}, {s.state}; "
+    kind = "switches Open vSwitch bridges, " if s.switch == "ovs" else ""
+    text = (f"lab {s.lab}: fabric {s.fabric}, {kind}underlay {s.underlay}, {s.state}; "
             f"{s.namespaces_present}/{s.namespaces} namespaces, {s.ports_up}/{s.ports} ports "
-            f"up\n")  # fmt: skip
+            f"up" + (f"; restorer {s.restorer}" if s.switch == "linux" else "") + "\n")
     emit(args.json, asdict(s), text)
     return 0 if s.namespaces_present == s.namespaces else 1
 
@@ -143,7 +153,7 @@ def cmd_link(args: argparse.Namespace) -> int:
     for name, factor in changes:
         link = fabric.link_by_name(name)
         state, fraction = factor_state(factor)
-        set_link(plan, link, state, rate=args.rate)
+        set_link(plan, link, state, rate=args.rate, fraction=fraction)
         shown = f"{fabric.link_name(link)}={state if fraction is None else f'{fraction:g}'}"
         text = f"lab {args.name}: {shown}"
         if args.controller:
@@ -195,27 +205,120 @@ def install(driver: Any, fabric: Fabric, routes: RouteSet) -> None:
         raise DriverError(f"routes did not install: {report.summary()}")
 
 
-def cmd_verify(args: argparse.Namespace) -> int:
+def lab_switch(name: str) -> str:
+    """What lab `name`'s switches are: linux (namespaces) or ovs (Open vSwitch bridges)."""
+    from sim.lab.build import load_record
+
+    return str(load_record(name).switch)
+
+
+def lab_driver(fabric: Fabric, name: str) -> Any:
+    """The driver that programs lab `name`'s switches: `linux` or `ovs`."""
+    if lab_switch(name) == "ovs":
+        from controller.drivers.ovs import OvsDriver
+
+        return OvsDriver(fabric, lab=name)
     from controller.drivers.linux import LinuxDriver
+
+    return LinuxDriver(fabric=fabric, lab=name)
+
+
+def lab_io(fabric: Fabric, name: str) -> Any:
+    """Packets and per-port counters in lab `name` (`sim.lab.traffic.LabIO`)."""
+    from controller.drivers.linux_plan import LabPlan
+
+    if lab_switch(name) == "ovs":
+        from sim.lab.ovs import OvsLabIO
+
+        return OvsLabIO(LabPlan(fabric, name))
+    from sim.lab.traffic import LabIO
+
+    return LabIO(LabPlan(fabric, name))
+
+
+def packet_check(fabric: Fabric, lab: str, assignment: Assignment, sample: int,
+                 packets: int, seed: int = 1) -> tuple[Any, int]:  # fmt: skip
+    """Real packets on up to `sample` seeded routed flows of `assignment` in lab `lab`:
+    (the `sim.lab.traffic.verify` report, how many of the flows are QP buckets)."""
+    from sim.lab.traffic import verify
+
+    routed = np.flatnonzero(assignment.routed)
+    rng = np.random.default_rng(seed)
+    rows = np.sort(rng.choice(routed, size=min(sample, routed.size), replace=False))
+    io = lab_io(fabric, lab)
+    try:
+        report = verify(io, assignment, rows.tolist(), packets=packets)
+    finally:
+        io.close()
+    return report, int((assignment.flows.qp[rows] >= 0).sum())
+
+
+def _listing(records: list[Any]) -> str:
+    return ", ".join(f"{r.lab} (fabric {r.fabric})" for r in records) or "none"
+
+
+def pick_lab(name: str | None, fabric: Fabric | None = None, switch: str | None = None) -> str:
+    """The running lab to program: `name`, or else the one lab running (built from `fabric`
+    when given, with `switch` switches when given); a LabError naming the running labs when
+    there is no such lab, or more than one to choose from, or the lab was built from another
+    fabric or with other switches."""
+    from controller.errors import FabricTeError, LabError
+    from controller.formats.fabric_file import load_fabric
+    from sim.lab.build import labs
+
+    running = [r for r in labs() if r.state == "up"]
+
+    def built_from(record: Any) -> Fabric | None:
+        try:
+            return load_fabric(record.fabric)
+        except FabricTeError:  # its fabric file is gone or changed: not this fabric's lab
+            return None
+
+    def same(record: Any) -> bool:
+        made = built_from(record)
+        return fabric is None or (made is not None and made.fingerprint == fabric.fingerprint)
+
+    if switch is not None:
+        wrong = [r for r in running if r.switch != switch and (name is None or r.lab == name)]
+        if name is not None and wrong:
+            other = "ovs" if switch == "linux" else "linux"
+            kind = "Open vSwitch bridges" if other == "ovs" else "Linux namespaces"
+            raise LabError(f"lab {name!r} has {kind} for switches: program it with the "
+                           f"{other} driver")  # fmt: skip
+        running = [r for r in running if r.switch == switch]
+    if name is not None:
+        record = next((r for r in running if r.lab == name), None)
+        if record is None:
+            raise LabError(f"no lab {name!r} is running; running labs: {_listing(running)}")
+        if not same(record):
+            assert fabric is not None
+            raise LabError(f"lab {name!r} was built from fabric {record.fabric}, not "
+                           f"{fabric.name}: its switches cannot take these routes")  # fmt: skip
+        return str(record.lab)
+    fits = [r for r in running if same(r)]
+    if len(fits) == 1:
+        return str(fits[0].lab)
+    of = f" of fabric {fabric.name}" if fabric is not None else ""
+    if not fits:
+        raise LabError(f"no lab{of} is running (running labs: {_listing(running)}); start one "
+                       f"with `tectl lab up --fabric {fabric.name if fabric else 'FABRIC'} "
+                       f"--name NAME`")  # fmt: skip
+    raise LabError(f"{len(fits)} labs{of} are running ({_listing(fits)}): name one with "
+                   "--lab NAME")  # fmt: skip
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
     from controller.drivers.linux_plan import LabPlan
     from sim.lab.links import lab_health
-    from sim.lab.traffic import LabIO, verify
 
     fabric = lab_fabric(args.name)
     plan = LabPlan(fabric, args.name)
     health = lab_health(plan)  # solve around the links that are down in the lab
     assignment, routes = solved(fabric, args.seed, args.fill, health)
-    with LinuxDriver(fabric=fabric, lab=args.name) as driver:
+    with lab_driver(fabric, args.name) as driver:
         install(driver, fabric, routes)
-    routed = np.flatnonzero(assignment.routed)
-    rng = np.random.default_rng(args.seed)
-    rows = np.sort(rng.choice(routed, size=min(args.sample, routed.size), replace=False))
-    io = LabIO(plan)
-    try:
-        report = verify(io, assignment, rows.tolist(), packets=args.packets)
-    finally:
-        io.close()
-    buckets = int((assignment.flows.qp[rows] >= 0).sum())
+    report, buckets = packet_check(fabric, args.name, assignment, args.sample, args.packets,
+                                   args.seed)  # fmt: skip
     down = health.down_links().size
     data = {"entries": len(routes), "links_down": int(down), "bucket_flows": buckets,
             **asdict(report), "ok": report.ok}  # fmt: skip
@@ -224,6 +327,42 @@ def cmd_verify(args: argparse.Namespace) -> int:
     text += "".join(f"  {p}\n" for p in report.problems[:20])
     emit(args.json, data, text)
     return 0 if report.ok else 1
+
+
+def cmd_apply(args: argparse.Namespace) -> int:
+    """Install a saved route file on a running lab, then check sampled flows with packets."""
+    from controller.drivers.push import push, read_back
+    from controller.formats.output import counts_text, plural
+    from controller.formats.route_file import read_routes
+    from controller.routes.plan import diff
+
+    name = pick_lab(args.name)
+    fabric = lab_fabric(name)
+    assignment, routes = read_routes(args.file, fabric)  # refuses another fabric's file
+    with lab_driver(fabric, name) as driver:
+        installed, _ = read_back(driver, driver.switches())
+        plan = diff(installed, routes, fabric)
+        report = push(driver, plan, dry_run=args.dry_run)
+    stages = sum(1 for stage in plan.stages if stage)
+    lines = [f"lab {name} (fabric {fabric.name}): {args.file}: {len(routes):,} TE entries on "
+             f"{len(routes.switches()):,} switches",
+             f"plan: {plural(len(plan), 'operation')} in {plural(stages, 'stage')} "
+             f"({counts_text(plan.counts())})" if len(plan)
+             else f"plan: no operations; the {len(routes):,} entries are installed",
+             f"push: {report.summary()}"]  # fmt: skip
+    data: dict[str, Any] = {"lab": name, "file": args.file, "entries": len(routes),
+                            "plan": plan.counts(), "push_ok": report.ok}  # fmt: skip
+    ok = report.ok
+    if ok and not args.dry_run and args.sample > 0:
+        check, buckets = packet_check(fabric, name, assignment, args.sample, args.packets)
+        lines.append(f"forwarding check with real packets: {check.summary()} ({buckets} of "
+                     "them QP buckets)")  # fmt: skip
+        lines += [f"  {p}" for p in check.problems[:20]]
+        data["verify"] = {**asdict(check), "ok": check.ok}
+        ok = check.ok
+    data["ok"] = ok
+    emit(args.json, data, "\n".join(lines) + "\n")
+    return 0 if ok else 1
 
 
 def register(cli: Any) -> None:
@@ -241,6 +380,10 @@ def register(cli: Any) -> None:
     common(up)
     up.add_argument("--underlay", choices=("auto", "frr", "static"), default="auto",
                     help="default routing: FRR eBGP (auto: when installed) or static ECMP")
+    up.add_argument("--switch", choices=("linux", "ovs"), default="linux",
+                    help="switches as Linux namespaces (linux) or Open vSwitch bridges on the "
+                    "userspace datapath (ovs: underlay as OpenFlow select groups, TE entries "
+                    "through the ovs driver)")  # fmt: skip
     up.add_argument("--fail", action="append", default=[], metavar="LINK[=STATE]",
                     help="link down (or =0.5 degraded: a tc rate limit); repeatable")
     up.add_argument("--link-gbit", type=float, default=10.0,
@@ -268,6 +411,25 @@ def register(cli: Any) -> None:
     verify.add_argument("--sample", type=int, default=64, help="flows to check (64)")
     verify.add_argument("--packets", type=int, default=20, help="packets per flow (20)")
     verify.set_defaults(func=cmd_verify)
+    apply = group.add_parser(
+        "apply", help="install a saved route file (tectl solve --out) on a running lab through "
+        "the linux driver, then check sampled flows with real packets",
+        description="Install FILE (.json or .npz, as `tectl solve --out` writes it) on a lab: "
+        "the plan from what the lab's switches hold to the file's routes, pushed stage by "
+        "stage, read back; then sampled flows of the file checked with real packets. Exit "
+        "0: installed and every checked flow on its path; 1: the push or the check failed; "
+        "2: a bad file, a file of another fabric, or no such lab.",
+    )  # fmt: skip
+    apply.add_argument("file", metavar="FILE", help="route file (.json, or .npz columns)")
+    apply.add_argument("--name", "--lab", dest="name", default=None, metavar="NAME",
+                       help="the lab (default: the one lab running)")  # fmt: skip
+    apply.add_argument("--dry-run", action="store_true", help="the plan only, nothing pushed")
+    apply.add_argument("--sample", type=flag(int, 0, 1_000_000), default=64,
+                       help="flows to check with packets afterwards (64; 0: none)")  # fmt: skip
+    apply.add_argument("--packets", type=flag(int, 1, 10_000), default=5,
+                       help="packets per checked flow (5)")  # fmt: skip
+    apply.add_argument("--json", action="store_true", help="machine-readable output")
+    apply.set_defaults(func=cmd_apply)
     link = group.add_parser(
         "link", help="set lab links down, up or degraded: LINK=down, LINK=up or LINK=0.5, as "
         "--fail and `tectl link` spell them",

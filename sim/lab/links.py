@@ -1,6 +1,7 @@
 """Changing a lab link for real: down (both ends admin-down, which also makes the kernel drop
 every route through them), up (and the static underlay put back), degrade (a `tc` rate
-limit on both ends)."""
+limit on both ends). In a lab of Open vSwitch bridges (`sim.lab.ovs`): the bridge ports
+down or up, and a degraded link's weight in the underlay's select groups."""
 
 from __future__ import annotations
 
@@ -25,9 +26,13 @@ def _tc(ns: str, *args: str, missing_ok: bool = False) -> None:
         raise LabError(f"tc {' '.join(args)} in {ns}: {done.stderr.strip()}")
 
 
-def set_link(plan: LabPlan, link: int, state: str, rate: str = "1gbit") -> None:
-    """state: down, up or degrade (to `rate`)."""
+def set_link(plan: LabPlan, link: int, state: str, rate: str = "1gbit",
+             fraction: float | None = None) -> None:  # fmt: skip
+    """state: down, up or degrade (to `rate`; on Open vSwitch, to weight `fraction`)."""
     record = load_record(plan.lab)
+    if record.switch == "ovs":
+        _set_ovs_link(plan, link, state, fraction)
+        return
     ends = plan.ends(link)
     if state == "down":
         for port in ends:
@@ -47,12 +52,34 @@ def set_link(plan: LabPlan, link: int, state: str, rate: str = "1gbit") -> None:
         raise LabError(f"unknown link state {state!r}: down, up or degrade")
 
 
+def _set_ovs_link(plan: LabPlan, link: int, state: str, fraction: float | None) -> None:
+    from sim.lab import ovs
+
+    if state not in ("down", "up", "degrade"):
+        raise LabError(f"unknown link state {state!r}: down, up or degrade")
+    factor = {"down": 0.0, "up": 1.0}.get(state, 0.5 if fraction is None else fraction)
+    health = ovs.load_health(plan).with_factors({link: factor})
+    ovs.save_health(plan.lab, health)
+    if state == "up":
+        ovs.set_port(plan, link, up=True)
+    ovs.install_underlay(plan, health, [p.node for p in plan.ends(link)
+                                        if p.node not in plan.hosts])  # fmt: skip
+    if state == "down":
+        ovs.set_port(plan, link, up=False)
+
+
 def lab_health(plan: LabPlan) -> LinkHealth:
     """Link health as the lab's kernels see it: a link whose either end is not up is down
-    (degradations are not read back)."""
+    (degradations are not read back); in a lab of Open vSwitch bridges, as `--fail` and
+    `lab link` set it."""
     from pyroute2 import IPRoute
 
     from sim.lab import netns
+
+    if load_record(plan.lab).switch == "ovs":
+        from sim.lab import ovs
+
+        return ovs.load_health(plan)
 
     up: dict[str, set[str]] = {}
     for node in plan.node_links:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from controller.drivers.linux_plan import HOST_LOOPBACKS, LabPlan
 from controller.model.fabric import Fabric
+from sim.lab.netns import ip_batch
 
 PROTO = "static"
 
@@ -84,3 +85,10 @@ def static_routes(plan: LabPlan) -> dict[str, list[str]]:
                 lines.append(f"route replace {plan.host_address(h)}/32 proto {PROTO} {route}")
         out[node] = lines
     return out
+
+
+def install_static(plan: LabPlan, nodes: list[str] | None = None) -> None:
+    """(Re)install the static ECMP underlay of `nodes` (all by default); idempotent."""
+    routes = static_routes(plan)
+    for node in nodes if nodes is not None else list(routes):
+        ip_batch(routes[node], plan.netns(node))

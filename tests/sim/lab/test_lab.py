@@ -9,18 +9,22 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from controller.drivers.linux import LinuxDriver
 from controller.drivers.linux_plan import LabPlan, sport_range
+from controller.drivers.push import read_back
 from controller.errors import DriverRejected, LabError
 from controller.model.fabric import Fabric
-from controller.routes.plan import Add, Replace
+from controller.routes.plan import Add, Delete, Replace
 from controller.routes.tables import Entry
 from sim.lab import build as lab
-from sim.lab import netns
+from sim.lab import netns, restorer
 from sim.lab.cli import install, solved
 from sim.lab.links import set_link
 from sim.lab.shared import unique_name
@@ -161,34 +165,137 @@ def test_bucket_entries_steer_only_their_source_ports(tiny: Fabric, io, driver):
         assert delta[uplink] >= 20 and delta.sum() - delta[uplink] < 20, (sport, delta)
 
 
+@contextmanager
+def restorer_paused(name: str) -> Iterator[None]:
+    """Lab `name` without its restorer for the block (to see what the driver alone does)."""
+    record = lab.load_record(name)
+    restorer.stop(name, record.restorer)
+    try:
+        yield
+    finally:
+        record.restorer = restorer.start(name, record.fabric, record.underlay)
+        record.save()
+
+
 def test_admin_down_drops_routes_and_reconcile_restores_them(tiny: Fabric, tiny_lab, driver):
     plan = LabPlan(tiny, tiny_lab)
     keep = Entry(RTSW, tiny.access_link(0), DST, tiny.rack_link(0, 1))
     other = Entry(RTSW, tiny.access_link(1), DST, tiny.rack_link(0, 3))
-    driver.apply(RTSW, [Add(keep), Add(other)])
+    bucket = Entry(RTSW, tiny.access_link(2), DST, tiny.rack_link(0, 2), qp=3)
+    driver.apply(RTSW, [Add(keep), Add(other), Add(bucket)])
+    rules = _rules(plan)
     link = int(tiny.rack_link(0, 1))
-    set_link(plan, link, "down")
-    try:
-        assert driver.read(RTSW) == (other,)  # the kernel dropped it; read says so
-        bad = Entry(RTSW, tiny.access_link(1), 5, tiny.rack_link(0, 1))
-        with pytest.raises(DriverRejected, match="now holds 1 TE entries"):
-            driver.apply(RTSW, [Add(Entry(RTSW, tiny.access_link(0), 6, tiny.rack_link(0, 2))),
-                                Add(bad)])  # fmt: skip
-        assert driver.read(RTSW) == (other,)  # rolled back
-        assert driver.reconcile(RTSW) == 0  # its port is still down
-        driver.apply(RTSW, [Replace(other, Entry(RTSW, other.in_port, DST, tiny.rack_link(0, 2)))])
-        other = driver.read(RTSW)[0]  # a batch while the port is down: `keep` stays lost
-    finally:
+    with restorer_paused(tiny_lab):
+        set_link(plan, link, "down")
+        try:
+            assert driver.read(RTSW) == (other, bucket)  # the kernel dropped it; read says so
+            bad = Entry(RTSW, tiny.access_link(1), 5, tiny.rack_link(0, 1))
+            with pytest.raises(DriverRejected, match="now holds 2 TE entries"):
+                driver.apply(RTSW, [Add(Entry(RTSW, tiny.access_link(0), 6,
+                                              tiny.rack_link(0, 2))), Add(bad)])  # fmt: skip
+            assert driver.read(RTSW) == (other, bucket)  # rolled back
+            assert driver.reconcile(RTSW) == 0  # its port is still down
+            moved = Entry(RTSW, other.in_port, DST, tiny.rack_link(0, 2))
+            driver.apply(RTSW, [Replace(other, moved)])
+            other = driver.read(RTSW)[0]  # a batch while the port is down: `keep` stays lost
+        finally:
+            set_link(plan, link, "up")
+        assert driver.read(RTSW) == (other, bucket)
+        assert driver.reconcile(RTSW) == 1
+        assert driver.read(RTSW) == (keep, other, bucket)
+        assert _rules(plan) == rules  # and every table still has its rule
+        set_link(plan, link, "down")  # again; this time the next batch restores it
         set_link(plan, link, "up")
-    assert driver.read(RTSW) == (other,)
-    assert driver.reconcile(RTSW) == 1
-    assert driver.read(RTSW) == (keep, other)
-    set_link(plan, link, "down")  # again; this time the next batch restores it
-    set_link(plan, link, "up")
-    assert driver.read(RTSW) == (other,)
-    third = Entry(RTSW, tiny.access_link(1), 6, tiny.rack_link(0, 0))
-    driver.apply(RTSW, [Add(third)])
-    assert driver.read(RTSW) == (keep, other, third)
+        assert driver.read(RTSW) == (other, bucket)
+        third = Entry(RTSW, tiny.access_link(1), 6, tiny.rack_link(0, 0))
+        driver.apply(RTSW, [Add(third)])
+        assert driver.read(RTSW) == (keep, other, third, bucket)
+
+
+def _rules(plan: LabPlan) -> list[str]:
+    shown = subprocess.run(["ip", "-n", plan.netns(RTSW), "rule"], capture_output=True,
+                           text=True, check=True).stdout  # fmt: skip
+    return sorted(line for line in shown.splitlines() if line.startswith(("20000:", "20001:")))
+
+
+def _kernel_te_routes(plan: LabPlan) -> int:
+    """TE routes (protocol 84) in every switch namespace, counted by `ip route`."""
+    total = 0
+    for switch in plan.switches:
+        shown = subprocess.run(["ip", "-n", plan.netns(switch), "route", "show", "table", "all",
+                                "proto", "84"], capture_output=True, text=True, check=True)
+        total += len(shown.stdout.splitlines())
+    return total
+
+
+def _wait_for(predicate, seconds: float = 10.0) -> bool:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def test_te_routes_survive_flaps_with_no_controller(tiny: Fabric, tiny_lab, io, driver, capsys):
+    """The defect: `lab link down` + `up` with no controller running deleted the TE routes
+    through that port for good. Now the lab's restorer puts them back: the kernel holds as
+    many TE routes after the flap as before, and every flow is on its TE path again; the
+    same for a flap made by hand with `ip link` (the static underlay comes back too)."""
+    from controller.cli.main import main
+
+    plan = LabPlan(tiny, tiny_lab)
+    assignment, routes = solved(tiny, seed=1, fill=1.0)
+    install(driver, tiny, routes)  # then no controller runs: nothing but the lab
+    rows = np.flatnonzero(assignment.routed).tolist()
+    before = _kernel_te_routes(plan)
+    assert before == len(routes) > 0
+    via = [e.next_hop for e in routes.table(RTSW)] if RTSW in routes.switches() else []
+    link = tiny.link_name(via[0] if via else int(tiny.rack_link(0, 1)))
+    assert main(["lab", "link", f"{link}=down", "--name", tiny_lab]) == 0
+    dropped = _kernel_te_routes(plan)
+    assert main(["lab", "link", f"{link}=up", "--name", tiny_lab]) == 0
+    capsys.readouterr()
+    assert dropped < before  # the kernel did drop them with the port ...
+    assert _wait_for(lambda: _kernel_te_routes(plan) == before), _kernel_te_routes(plan)
+    with LinuxDriver(fabric=tiny, lab=tiny_lab) as fresh:  # ... and exactly they came back
+        assert read_back(fresh, fresh.switches())[0] == routes
+    report = verify(io, assignment, rows, packets=5)
+    assert report.matched == report.checked > 0, report.problems
+    # by hand, both ends admin-down then up: no `lab link`, so no underlay put back by it
+    ends = plan.ends(tiny.link_by_name(link))
+    for state in ("down", "up"):
+        for port in ends:
+            subprocess.run(["ip", "-n", plan.netns(port.node), "link", "set", "dev",
+                            port.ifname, state], check=True)  # fmt: skip
+        if state == "down":
+            assert _kernel_te_routes(plan) < before
+    assert _wait_for(lambda: _kernel_te_routes(plan) == before), _kernel_te_routes(plan)
+    report = verify(io, assignment, rows, packets=5)
+    assert report.matched == report.checked > 0, report.problems
+
+
+def test_the_restorer_never_puts_back_what_a_batch_removed_while_the_port_was_down(
+    tiny: Fabric, tiny_lab, driver
+):
+    """While a port is down, the controller removes one entry through it and moves another
+    elsewhere; when the port comes up, the restorer puts back only the third, untouched one."""
+    plan = LabPlan(tiny, tiny_lab)
+    via = int(tiny.rack_link(0, 1))
+    gone = Entry(RTSW, tiny.access_link(0), DST, via)
+    moved = Entry(RTSW, tiny.access_link(1), DST, via)
+    kept = Entry(RTSW, tiny.access_link(2), DST, via)
+    driver.apply(RTSW, [Add(gone), Add(moved), Add(kept)])
+    set_link(plan, via, "down")
+    try:
+        assert driver.read(RTSW) == ()
+        elsewhere = Entry(RTSW, moved.in_port, DST, tiny.rack_link(0, 2))
+        driver.apply(RTSW, [Delete(gone), Replace(moved, elsewhere)])
+    finally:
+        set_link(plan, via, "up")
+    assert _wait_for(lambda: driver.read(RTSW) == (elsewhere, kept)), driver.read(RTSW)
+    time.sleep(0.3)  # and nothing else comes back later
+    assert driver.read(RTSW) == (elsewhere, kept)
 
 
 def _flows_and_routes(fabric: Fabric):
@@ -319,7 +426,7 @@ def test_tectl_lab_commands(tiny: Fabric, capsys):
                                 "show", "dev", "c3"], capture_output=True, text=True).stdout
         assert "tbf" in qdisc and "5Gbit" in qdisc
         assert main(["lab", "status", "--name", name]) == 0
-        assert "24/24 namespaces, 80/80 ports up" in capsys.readouterr().out
+        assert "24/24 namespaces, 80/80 ports up; restorer running" in capsys.readouterr().out
         assert main(["lab", "link", "down", "rtsw-p0-r0:ctsw-p0-c1", "--name", name]) == 0
         assert main(["lab", "status", "--name", name]) == 0  # every namespace is there
         assert "78/80 ports up" in capsys.readouterr().out
@@ -454,3 +561,52 @@ def test_a_test_run_stopped_by_sigterm_removes_its_labs(tmp_path) -> None:  # ty
             proc.wait()
         if lab.lab_path(name).exists():
             lab.down(name)
+
+
+def _tectl(*argv: str) -> subprocess.CompletedProcess[str]:
+    """`tectl ARGV` in a new process, as a user runs it."""
+    root = Path(__file__).resolve().parents[3]
+    return subprocess.run([sys.executable, "-m", "controller.cli.main", *argv],
+                          capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, PYTHONPATH=str(root)))  # fmt: skip
+
+
+def test_solve_apply_linux_and_lab_apply_install_routes_on_a_lab(
+    tiny: Fabric, tiny_lab, driver, tmp_path
+):
+    """The defect: `tectl solve --apply linux` failed (the driver needs a lab) and nothing
+    installed a saved route file on a lab. Now `solve --apply linux --lab NAME` pushes and
+    checks with packets, and `lab apply FILE` installs a file; errors exit 2 naming why."""
+    import json
+
+    from controller.formats.route_file import read_routes
+
+    saved = tmp_path / "routes.json"
+    done = _tectl("solve", "--fabric", "tiny", "--seed", "1", "--apply", "linux", "--lab",
+                  tiny_lab, "--out", str(saved), "--json")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)["apply"]
+    assert data["push_ok"] and data["verify_ok"] and data["lab"] == tiny_lab
+    _, routes = read_routes(saved, tiny)
+    assert read_back(driver, driver.switches())[0] == routes and len(routes) > 0
+    driver.clear()
+    done = _tectl("lab", "apply", str(saved), "--name", tiny_lab)
+    assert done.returncode == 0, done.stderr
+    assert f"lab {tiny_lab} (fabric tiny): {saved}: {len(routes):,} TE entries" in done.stdout
+    assert " matched, 0 misrouted, 0 dropped" in done.stdout
+    assert read_back(driver, driver.switches())[0] == routes
+    assert _kernel_te_routes(LabPlan(tiny, tiny_lab)) == len(routes)
+    again = _tectl("lab", "apply", str(saved), "--lab", tiny_lab, "--sample", "0")
+    assert again.returncode == 0 and "plan: no operations" in again.stdout, again.stdout
+    other = tmp_path / "small.json"
+    doc = json.loads(saved.read_text())
+    other.write_text(json.dumps({**doc, "fabric": "small"}))
+    refused = _tectl("lab", "apply", str(other), "--name", tiny_lab)
+    assert refused.returncode == 2 and "routes are for fabric 'small'" in refused.stderr
+    missing = _tectl("solve", "--fabric", "tiny", "--apply", "linux", "--lab", "nosuch")
+    assert missing.returncode == 2
+    assert "no lab 'nosuch' is running; running labs:" in missing.stderr
+    assert f"{tiny_lab} (fabric tiny)" in missing.stderr
+    wrong = _tectl("solve", "--fabric", "tiny", "--apply", "file", "--lab", tiny_lab)
+    assert wrong.returncode == 2 and "--lab is for --apply linux" in wrong.stderr
+    assert read_back(driver, driver.switches())[0] == routes  # none of those changed a thing

@@ -1,0 +1,49 @@
+"""Which running lab `tectl solve --apply linux` and `tectl lab apply` program: the named
+one, or the only one (of the fabric); otherwise an error naming the labs that run. Lab
+records are faked here: no root needed."""
+
+from __future__ import annotations
+
+import pytest
+
+from controller.errors import LabError
+from controller.model.fabric import Fabric
+from sim.lab import build
+from sim.lab.cli import pick_lab
+
+
+def _record(name: str, fabric: str, state: str = "up") -> build.LabRecord:
+    return build.LabRecord(name, fabric, "static", [], 0, state=state)
+
+
+@pytest.fixture
+def running(monkeypatch: pytest.MonkeyPatch):
+    def set_labs(*records: build.LabRecord) -> None:
+        monkeypatch.setattr(build, "labs", lambda: list(records))
+
+    return set_labs
+
+
+def test_the_named_lab_or_the_only_one_of_the_fabric(running, tiny: Fabric, small: Fabric):
+    running(_record("a", "tiny"), _record("b", "small"), _record("c", "tiny", "building"))
+    assert pick_lab("a", tiny) == "a"
+    assert pick_lab(None, tiny) == "a"  # "c" is not up yet
+    assert pick_lab(None, small) == "b"
+    with pytest.raises(LabError, match=r"lab 'b' was built from fabric small, not tiny"):
+        pick_lab("b", tiny)
+    with pytest.raises(LabError, match=r"no lab 'x' is running; running labs: a \(fabric tiny\), "
+                       r"b \(fabric small\)"):  # fmt: skip
+        pick_lab("x", tiny)
+    with pytest.raises(LabError, match="2 labs are running .*--lab NAME"):
+        pick_lab(None)
+
+
+def test_none_or_several_running_is_an_error_that_says_what_to_do(running, tiny: Fabric):
+    running()
+    with pytest.raises(LabError, match=r"no lab of fabric tiny is running \(running labs: "
+                       r"none\); start one with `tectl lab up --fabric tiny --name NAME`"):
+        pick_lab(None, tiny)
+    running(_record("a", "tiny"), _record("d", "tiny"))
+    with pytest.raises(LabError, match=r"2 labs of fabric tiny are running \(a \(fabric tiny\), "
+                       r"d \(fabric tiny\)\): name one with --lab NAME"):  # fmt: skip
+        pick_lab(None, tiny)
