@@ -31,7 +31,7 @@ from controller.model.rates import SimReport
 from controller.solver.commodities import commodities
 from controller.solver.lp import solve_lp
 from controller.solver.solve import repair, solve
-from sim.bench_alltoall import bench_alltoall
+from sim.bench_alltoall import bench_alltoall, bench_alltoall_targets
 from sim.bench_base import Config, Section, log, timed
 from sim.bench_certificate import bench_certificate
 from sim.compare import baseline, routed
@@ -1426,6 +1426,7 @@ SECTIONS: dict[str, Callable[[Config], Iterator[Section]]] = {
     "security": bench_security,
     "state": bench_state,
     "alltoall": bench_alltoall,
+    "alltoall-targets": bench_alltoall_targets,
     "certificate": bench_certificate,
     "sonic": bench_sonic,
     "ovs": bench_ovs,
