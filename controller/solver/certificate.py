@@ -40,8 +40,10 @@ import os
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import numpy as np
 
@@ -55,6 +57,7 @@ from controller.model.health import LinkHealth
 from controller.model.rates import MODELS, REL_TOL, flow_shares
 
 DEFAULT_HASHES = 4  # K: hash seeds the reference is the mean over
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -269,14 +272,8 @@ class _Reference:
                                 num_parents=len(self.flows), model=self.opts.model)  # fmt: skip
             return job_values(share, self.flows.job, self.num_jobs)
 
-        seeds = self.opts.seeds
-        workers = min(len(seeds), self.opts.workers or os.cpu_count() or 1)
-        if workers > 1:  # the compiled loops release the GIL; the mean is in seed order
-            with ThreadPoolExecutor(workers, thread_name_prefix="certificate") as pool:
-                runs = list(pool.map(run, seeds))
-        else:
-            runs = [run(seed) for seed in seeds]
-        self.computed += len(seeds)
+        runs = _each_seed(run, self.opts)  # the mean is in seed order
+        self.computed += len(runs)
         self._values[kind] = np.mean(runs, axis=0)
         self._values[kind].setflags(write=False)
         with _MEMO_LOCK:
@@ -435,8 +432,8 @@ def _reference_mlu(
     """MLU of the reference routing of `flows`, the mean over the seeds (offered load only:
     for E-ECMP without a row per QP in memory)."""
     cap = health.arc_capacity(fabric)
-    mlus = []
-    for seed in opts.seeds:
+
+    def mlu(seed: int) -> float:
         if opts.reference == "eecmp":
             load = eecmp_load(fabric, flows, health, seed, qps)
         else:
@@ -447,8 +444,20 @@ def _reference_mlu(
         with np.errstate(divide="ignore", invalid="ignore"):
             util = np.where(cap > 0, load / np.where(cap > 0, cap, 1.0),
                             np.where(load > 0, np.inf, 0.0))  # fmt: skip
-        mlus.append(float(util.max(initial=0.0)))
-    return float(np.mean(mlus))
+        return float(util.max(initial=0.0))
+
+    return float(np.mean(_each_seed(mlu, opts)))
+
+
+def _each_seed(run: Callable[[int], T], opts: CertifyOptions) -> list[T]:
+    """`run` for every seed, in seed order, on up to `opts.workers` threads (the compiled
+    loops release the GIL)."""
+    seeds = opts.seeds
+    workers = min(len(seeds), opts.workers or os.cpu_count() or 1)
+    if workers <= 1:
+        return [run(seed) for seed in seeds]
+    with ThreadPoolExecutor(workers, thread_name_prefix="certificate") as pool:
+        return list(pool.map(run, seeds))
 
 
 def _loads(fabric: Fabric, plane: Carried, cap: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
