@@ -312,18 +312,27 @@ def preview_text(d: dict[str, Any]) -> str:
     ]
     cert = d.get("certificate")
     if cert:
-        worst = ", ".join(f"{k} {v:.4g}" for k, v in sorted(cert["worst_ratio"].items()))
-        fell = cert["fallback_jobs"]
-        lines.append(
-            f"certificate {'passed' if cert['passed'] else 'FAILED'} against "
-            f"{cert['reference']}: {g(cert['jobs_checked'])} of {g(cert['jobs'])} jobs "
-            f"compared, worst TE/hashing {worst}; {g(len(fell))} jobs handed back"
-        )  # fmt: skip
+        lines.append(_certificate_line(cert))
     plan = plan_text(d["plan"], "the would-be routing", "install").splitlines()
     lines.append("entries     " + plan[0].split(" would change ", 1)[1].removesuffix(
         "; nothing changed"))  # fmt: skip
     lines += plan[1:]
     return "\n".join(lines) + "\n"
+
+
+def _certificate_line(cert: dict[str, Any]) -> str:
+    """A certificate (Status' or a dry run's, as a dict) for a person: one line."""
+    g = "{:,}".format
+    worst = ", ".join(f"{k} {'-' if v is None else format(v, '.4g')}"
+                      for k, v in sorted(cert["worst_ratio"].items()))  # fmt: skip
+    fell = cert["fallback_jobs"]
+    return (
+        f"certificate {'passed' if cert['passed'] else 'FAILED'} against "
+        f"{cert['reference']}: {g(cert['jobs_checked'])} of {g(cert['jobs'])} jobs with flows "
+        f"compared, worst TE/hashing {worst}; {g(len(fell))} jobs handed back"
+        + (": " + ", ".join(f"{j} ({why})" for j, why in sorted(fell.items())[:5])
+           if fell else "")
+    )  # fmt: skip
 
 
 def cmd_link_ls(args: argparse.Namespace) -> int:
@@ -430,15 +439,7 @@ def status_text(d: dict[str, Any]) -> str:
                      f"{g(cert['jobs'])} jobs installed, not checked yet; the global solve "
                      "that follows certifies in full")  # fmt: skip
     elif cert:
-        worst = ", ".join(f"{k} {v:.4g}" for k, v in sorted(cert["worst_ratio"].items()))
-        fell = cert["fallback_jobs"]
-        lines.append(
-            f"certificate {'passed' if cert['passed'] else 'FAILED'} against "
-            f"{cert['reference']}: {g(cert['jobs_checked'])} of {g(cert['jobs'])} jobs "
-            f"compared, worst TE/hashing {worst}; {g(len(fell))} jobs handed back"
-            + (": " + ", ".join(f"{j} ({why})" for j, why in sorted(fell.items())[:5])
-               if fell else "")
-        )  # fmt: skip
+        lines.append(_certificate_line(cert))
     lines.append(
         f"latency     report to installed p50 {d['report_to_installed_p50_seconds']:.3g} s, "
         f"p99 {d['report_to_installed_p99_seconds']:.3g} s over "
