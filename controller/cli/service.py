@@ -241,7 +241,7 @@ def cmd_job_describe(args: argparse.Namespace) -> int:
                      f"{g(fig['hashed_flows'])} on the fabric's hashing")  # fmt: skip
         lines.append(f"busbw       {_busbw(fig) or 'not predicted yet'}")
         if fig["handed_back"]:
-            lines.append(f"handed back {fig['handed_back']}")
+            lines.append(f"why hashed  {fig['handed_back']}")
     lines.append(f"entries     {g(doc['te_entries_towards'])} TE entries towards its hosts")
     print("\n".join(lines))
     return 0

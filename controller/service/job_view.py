@@ -18,7 +18,9 @@ class JobFigures:
     te_flows: int  # with a TE path
     hashed_flows: int  # riding the hashing: no path, over the table budget, handed back
     predicted_busbw: float | None  # fraction of line rate; None: not predicted yet
-    handed_back: str = ""  # the certificate's reason, if it handed the job back
+    # why the job rides the hashing whole, if it does: the certificate handed it back, or
+    # it needs more TE entries than a table holds (controller.solver.unfit_jobs)
+    handed_back: str = ""
 
 
 def job_figures(
@@ -40,7 +42,7 @@ def job_figures(
     fell = {} if result.certificate is None else result.certificate.fallback_jobs
     return {
         job: JobFigures(int(total[j]), int(te[j]), int(total[j] - te[j]), busbw.get(job),
-                        fell.get(job, ""))  # fmt: skip
+                        fell.get(job, "") or result.hashed_jobs.get(job, ""))  # fmt: skip
         for j, job in enumerate(ids)
         if total[j]
     }
