@@ -1,0 +1,23 @@
+"""The per-job figures of the installed routing: flows steered, flows hashed, and why."""
+
+from __future__ import annotations
+
+from controller.model.clos import PRESETS, build
+from controller.model.health import LinkHealth
+from controller.model.jobs import Job, jobs_flows
+from controller.service.job_view import job_figures
+from controller.solver import SolveOptions, solve
+
+POD = build(PRESETS["pod"])
+
+
+def test_a_job_left_to_the_hashing_says_why_and_has_no_te_flow() -> None:
+    moe = Job("moe", tuple(range(40)), dp=40 * 8, collectives=("alltoall",))
+    ring = Job("ring", tuple(range(40, 80)), dp=40 * 8)
+    flows = jobs_flows(POD, [moe, ring])
+    res = solve(POD, LinkHealth.all_up(POD), flows, options=SolveOptions(table_budget=600))
+    figures = job_figures(res, {"ring": 1.0})
+    assert figures["moe"].te_flows == 0 and figures["moe"].hashed_flows == figures["moe"].flows
+    assert "left to the fabric's hashing" in figures["moe"].handed_back
+    assert figures["ring"].te_flows == figures["ring"].flows and not figures["ring"].handed_back
+    assert figures["ring"].predicted_busbw == 1.0 and figures["moe"].predicted_busbw is None
