@@ -436,8 +436,8 @@ def status_text(d: dict[str, Any]) -> str:
         )
     if cert and cert.get("pending"):
         lines.append(f"certificate pending against {cert['reference']}: a repair of "
-                     f"{g(cert['jobs'])} jobs installed, not checked yet; the global solve "
-                     "that follows certifies in full")  # fmt: skip
+                     f"{g(cert['jobs'])} jobs installed, not checked yet; it is certified "
+                     "in full next, off the reaction path")  # fmt: skip
     elif cert:
         lines.append(_certificate_line(cert))
     lines.append(

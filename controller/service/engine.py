@@ -69,7 +69,7 @@ __all__ = ["Engine", "RouteEvent"]
 
 log = logging.getLogger("fabric_te.engine")
 # reference work (input flows x QPs x hash seeds) the reaction path certifies inline when a
-# job is at risk; past it the certificate is deferred to a global solve (docs/certificate.md)
+# job is at risk; past it the certificate is deferred to the solve's thread (docs/certificate.md)
 REACT_WORK = 1_000_000
 COMMAND_SECONDS = 120.0  # an operator's command waits at most this long for the worker
 
@@ -111,8 +111,8 @@ class Engine(EngineReads):
         self.debounce = debounce
         self.options = options or SolveOptions()
         # the reaction path (repairs, follow-ups, re-based results) certifies at once when
-        # no job is at risk or the reference is small work, else defers to a global solve,
-        # which certifies in full
+        # no job is at risk or the reference is small work, else defers to the solve's
+        # thread, which certifies the settled result (or a global solve) in full
         self.react = replace(self.options.certify, defer_above=REACT_WORK)
         self.metrics = metrics or Metrics()
         self.metrics.set_table_budget(table_budget(fabric, self.options.table_budget))
@@ -156,6 +156,7 @@ class Engine(EngineReads):
         self.reoptimised = 0  # health-only rounds that needed the bounded re-optimisation
         self.reopt_tries = REOPT_TRIES  # rows a re-optimisation tries at most
         self.global_solves = 0  # global solves pushed
+        self.settles_certified = 0  # settled link changes certified in the solve's thread
         self.rebased = 0  # global results re-based on a link change that came meanwhile
         self.dropped = 0  # global results dropped unpushed: stale when they ended
         self.solve_hook: Callable[[LinkHealth], None] = lambda health: None  # before a solve
@@ -405,13 +406,18 @@ class Engine(EngineReads):
             if res.churn.size:
                 churn.append(res.churn)
                 self._install(Target(res.assignment, target.ids, health), judged.index)
-        if judged.needs_global or _pending(judged.result):
+        if judged.needs_global:
             log.info("repair at %.3f x the bound after re-optimising: global solve",
                      judged.ratio)  # fmt: skip
             self._start_solve()
             return
         seconds = time.perf_counter() - start + repaired.seconds
         result = baseline.settled(res, np.concatenate(churn), bound, method, seconds)
+        if _pending(result):
+            # jobs at risk, not compared on the reaction path: certified in full in the
+            # solve's thread; the round settles on that (see `_finish_solve`)
+            self._start_solve(settled=result)
+            return
         self.metrics.churn.inc(result.churn)
         self._publish(result, Target(res.assignment, target.ids, health), taken.digest)
         self.predictor.record(result, health)
@@ -424,8 +430,9 @@ class Engine(EngineReads):
         self.installer.previous = target.assignment
         self.intake.store_assignment(target.assignment, digest)
 
-    def _start_solve(self) -> None:
-        """Solve the inputs last taken in a thread of its own (see `solves.GlobalSolve`)."""
+    def _start_solve(self, settled: SolveResult | None = None) -> None:
+        """Solve the inputs last taken in a thread of its own (see `solves.GlobalSolve`);
+        `settled`: certify that settled result there instead (its certificate pending)."""
         taken = self._round
         assert taken is not None
         target = self.installer.target
@@ -440,7 +447,8 @@ class Engine(EngineReads):
         self._solve = GlobalSolve(self.fabric, taken, previous, self.options, self.metrics,
                                   hook=self.solve_hook, known=self.intake.known(), react=self.react,
                                   after=self.installer.building,
-                                  stopped=lambda: self._stop, on_end=ended)  # fmt: skip
+                                  stopped=lambda: self._stop, on_end=ended,
+                                  settled=settled)  # fmt: skip
         self._solve.start()
 
     def _finish_solve(self) -> None:
@@ -496,9 +504,12 @@ class Engine(EngineReads):
             self._push(target)
         finally:  # wanted from now on, whatever the push achieved: reconcile converges to it
             self.installer.target = target
-            self._baseline = Baseline(self.fabric, result, task.flows, solved.version,
-                                      solved.health, self.options.qps)  # fmt: skip
-            self.global_solves += 1
+            if task.settled is None:  # a settle certified keeps the last solve as its baseline
+                self._baseline = Baseline(self.fabric, result, task.flows, solved.version,
+                                          solved.health, self.options.qps)  # fmt: skip
+                self.global_solves += 1
+            else:
+                self.settles_certified += 1
             self._publish(result, target, digest)
             if not beside:
                 task.index_when(wanted=True, now=True)  # the index after the push, now

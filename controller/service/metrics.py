@@ -87,7 +87,7 @@ class Metrics:
         self.certificate_pending = Gauge(
             PREFIX + "certificate_pending",
             "1 while the installed routing is a repair whose jobs at risk are not compared yet "
-            "(a global solve certifying in full follows)", registry=r,
+            "(its full certificate, in the solve's thread, follows)", registry=r,
         )  # fmt: skip
         self.certificate_fallback_jobs = Gauge(
             PREFIX + "certificate_fallback_jobs",

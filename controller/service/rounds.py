@@ -154,9 +154,11 @@ def plan_round(
 
 def after_repair(then: Then, pending: bool) -> Then:
     """What follows a repair whose certificate is `pending` (jobs at risk, not compared on
-    the reaction path): a global solve, which certifies in full, instead of settling from
-    it; the round settles once that is installed."""
-    return Then.SOLVE if pending and then is Then.SETTLE else then
+    the reaction path): the same as for any repair. A settle whose result is still pending
+    is certified in full in the solve's thread (the repair stays installed meanwhile, and
+    the round settles on that certificate); a solve certifies in full anyway."""
+    del pending
+    return then
 
 
 @dataclass(frozen=True)

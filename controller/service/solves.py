@@ -34,6 +34,7 @@ from controller.solver import (
     SolveOptions,
     SolveResult,
     bound_under,
+    certified,
     repair_indexed,
     solve,
 )
@@ -59,8 +60,12 @@ class GlobalSolve:
         after: IndexBuild | None,
         stopped: Callable[[], bool],
         on_end: Callable[[], None],
+        settled: SolveResult | None = None,
     ) -> None:
         self.fabric = fabric
+        # a settled link change whose certificate is pending: certified in full here instead
+        # of a solve (its routes stay; only the jobs the certificate hands back move)
+        self.settled = settled
         self.taken = taken
         self.previous = previous
         self.options = options
@@ -109,9 +114,14 @@ class GlobalSolve:
                     return
             self._hook(self.taken.health)
             self.flows = jobs_flows(self.fabric, list(self.taken.jobs), self._known)
-            with self.metrics.solve_seconds.labels("solve").time():
-                self.result = solve(self.fabric, self.taken.health, self.flows,
-                                    previous=self.previous, options=self.options)  # fmt: skip
+            if self.settled is not None:
+                with self.metrics.solve_seconds.labels("certify").time():
+                    self.result = certified(self.fabric, self.taken.health, self.settled,
+                                            self.options)  # fmt: skip
+            else:
+                with self.metrics.solve_seconds.labels("solve").time():
+                    self.result = solve(self.fabric, self.taken.health, self.flows,
+                                        previous=self.previous, options=self.options)  # fmt: skip
             self.indexed.assignment = self.result.assignment
         except BaseException as err:  # noqa: BLE001 - handed to the worker
             self.error = err

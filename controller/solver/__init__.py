@@ -4,6 +4,8 @@ The face, what the service, the command line and the advisor take from the solve
 
 - a global solve: `solve(fabric, health, flows, previous=, options=SolveOptions())` ->
   `SolveResult` (an assignment, its MLU against the lower `Bound`, the certificate);
+  `certified(fabric, health, result, options)`: a result certified in full (a settled
+  repair whose certificate was deferred);
 - incremental reaction to link changes: `RouteIndex` of an installed assignment,
   `repair_indexed` (-> `AssignResult` and the new index), `follow_up` (settle it, or
   re-optimise within `REOPT_TRIES`), `bound_under` (the lower `Bound` under the new
@@ -26,7 +28,7 @@ from controller.solver.certificate import Certificate, CertifyOptions
 from controller.solver.greedy import AssignResult, warm_up
 from controller.solver.problem import Problem
 from controller.solver.repair import REOPT_TRIES, RouteIndex, bound_under, follow_up, repair_indexed
-from controller.solver.solve import SolveOptions, SolveResult, solve
+from controller.solver.solve import SolveOptions, SolveResult, certified, solve
 
 __all__ = [
     "REOPT_TRIES",
@@ -39,6 +41,7 @@ __all__ = [
     "SolveOptions",
     "SolveResult",
     "bound_under",
+    "certified",
     "follow_up",
     "repair_indexed",
     "solve",

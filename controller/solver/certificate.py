@@ -72,7 +72,7 @@ class CertifyOptions:
     enabled: bool = True
     # the reaction path: when the check would take more than this much work (input flows x
     # QPs x seeds), return the routing as it is with a certificate `pending` instead of
-    # checking it now (a global solve, which certifies in full, is to follow); None: never
+    # checking it now (a full certification is to follow, off the reaction path); None: never
     # deferred. Work, not seconds: the outcome depends only on the inputs
     defer_above: int | None = None
     # `compare` hashings are simulated only up to this many subflows (input flows x QPs):
@@ -177,8 +177,8 @@ class Certificate:
         )
         if self.pending:
             return (f"certificate: pending against {self.reference}: {self.jobs:,} jobs with "
-                    "flows not checked yet; the global solve that follows certifies in "
-                    "full")  # fmt: skip
+                    "flows not checked yet; it is certified in full next, off the reaction "
+                    "path")  # fmt: skip
         if self.not_compared:
             fell += (f"; {', '.join(self.not_compared)} not compared (more subflows than "
                      "CertifyOptions.compare_above)")  # fmt: skip

@@ -136,7 +136,7 @@ def test_adopt_stored_only_when_it_answers_to_the_inputs() -> None:
     ("then", "pending", "after"),
     [
         (Then.SETTLE, False, Then.SETTLE),
-        (Then.SETTLE, True, Then.SOLVE),  # jobs at risk, not compared: a full solve follows
+        (Then.SETTLE, True, Then.SETTLE),  # jobs at risk: the settle certifies in full
         (Then.SOLVE, True, Then.SOLVE),
         (Then.WAIT_SOLVE, True, Then.WAIT_SOLVE),  # the running one is re-checked anyway
     ],
