@@ -31,7 +31,7 @@ from controller.model.hashing import (
     QP_KEY_SPAN,
     Overrides,
     chooser,
-    eecmp_routes,
+    hashed_routes,
     overriding,
     route,
 )
@@ -124,17 +124,16 @@ def carried(
     demand = flows.demand[row] / np.where(np.repeat(whole, count), qps, 1)
     sub = FlowSet(flows.src_nic[row], flows.dst_nic[row], demand, flows.job[row],
                   flows.job_ids, qp)  # fmt: skip
-    # E-ECMP rows towards a host no TE entry steers walk exactly as hashed: compiled, per
-    # whole flow (model.kernels); the rest hop by hop through the entries. Each QP's walk
+    # Rows towards a host no TE entry steers walk exactly as hashed: compiled, per whole
+    # flow (model.kernels.walk); the rest hop by hop through the entries. Each QP's walk
     # depends only on its own packet, so splitting the rows changes no path.
-    plain = np.zeros(off.size, bool)
-    if kind == "eecmp":
-        steered = np.unique(fabric.host_of_nic(flows.dst_nic[te]))
-        plain = whole & ~np.isin(fabric.host_of_nic(flows.dst_nic[off]), steered)
+    steered = np.unique(fabric.host_of_nic(flows.dst_nic[te]))
+    plain = whole & ~np.isin(fabric.host_of_nic(flows.dst_nic[off]), steered)
     sub_arcs = np.empty((row.size, MAX_HOPS), np.int64)
     if plain.any():
         pos = (first[plain][:, None] + np.arange(qps)).ravel()
-        sub_arcs[pos] = eecmp_routes(fabric, flows.take(off[plain]), health, seed, qps)[1]
+        sub_arcs[pos] = hashed_routes(kind, fabric, flows.take(off[plain]), health, seed,
+                                      qps)[1]  # fmt: skip
     walk = np.flatnonzero(~np.repeat(plain, count))
     if walk.size:
         part, part_qp = sub.take(walk), qp[walk]

@@ -208,6 +208,29 @@ class _Bandwidth:
         b2 = np.minimum(agg_down.sum(axis=3)[pod], b3[:, :, None])  # [rack, C, A]
         return cls(rack_cap, rack_down, agg_up, agg_down, b3, b2)
 
+    def kernel_tables(self) -> tuple[np.ndarray, ...]:
+        """The tables model.kernels.walk weighs with, summed by the same numpy reductions
+        as wcmp_chooser sums them (so the weights are equal to the bit): rack_cap, its sum
+        over K, b3, the bandwidth behind each uplink of a cross-pod flow per (source pod,
+        destination rack, C), agg_up, its sum over L, b2, agg_down, rack_down."""
+        P, racks = self.agg_up.shape[0], self.b3.shape[0]
+        up = self.agg_up.sum(axis=3)  # [P, C, A]
+        has_up = np.asarray((self.agg_up > 0).any(axis=3))
+        has_down = np.asarray((self.agg_down > 0).any(axis=3))
+        dpod = np.arange(racks) // max(racks // max(P, 1), 1)
+        behind_x = np.zeros((P, racks, self.b3.shape[1]))
+        if self.agg_up.shape[2]:
+            for sp in range(P):
+                ok = has_up[sp][None] & has_down[dpod]  # [racks, C, A]
+                behind_x[sp] = np.where(ok, np.minimum(up[sp][None], self.b2), 0.0).sum(axis=2)
+        return tuple(np.ascontiguousarray(t, np.float64) for t in (
+            self.rack_cap, self.rack_cap.sum(axis=2), self.b3, behind_x, self.agg_up, up,
+            self.b2, self.agg_down, self.rack_down))  # fmt: skip
+
+
+# model.kernels.walk's tables when it does not weigh (E-ECMP): of the right ranks, unread
+_NO_TABLES = tuple(np.zeros((1,) * n) for n in (3, 2, 2, 3, 4, 3, 3, 4, 3))
+
 
 def _weighted(usable: np.ndarray, weight: np.ndarray, h: np.ndarray) -> np.ndarray:
     """The option whose cumulative weight first exceeds u * total (u from the hash); plain
@@ -371,39 +394,55 @@ def split_qps(flows: FlowSet, qps: int) -> tuple[FlowSet, np.ndarray, np.ndarray
     return sub, parent, qp
 
 
-def eecmp_routes(
-    fabric: Fabric, flows: FlowSet, health: LinkHealth, seed: int, qps: int
+def hashed_routes(
+    kind: str, fabric: Fabric, flows: FlowSet, health: LinkHealth, seed: int, qps: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """E-ECMP's (path index, arcs [F * qps, MAX_HOPS]) of QP q of flow f at row f * qps + q:
-    `route` with `hash_chooser` over `split_qps`' subflows, compiled (model.kernels)."""
-    if qps < 1:
-        raise InputError(f"qps must be >= 1, got {qps}")
-    n = len(flows) * qps
+    """The default routing `kind`'s (path index, arcs [F * qps, MAX_HOPS]) of QP q of flow
+    f at row f * qps + q: `route` with `chooser(kind, ...)` over `split_qps`' subflows,
+    compiled (model.kernels.walk)."""
+    n = len(flows) * _checked_qps(qps)
     path = np.empty(n, np.int64)
     arcs = np.empty((n, MAX_HOPS), np.int64)
-    kernels.eecmp(*_kernel_args(fabric, flows, health, seed, qps), path, arcs,
-                  np.zeros(len(flows)), np.zeros(0))  # fmt: skip
+    kernels.walk(*_kernel_args(fabric, flows, health, seed, qps), path, arcs,
+                 np.zeros(len(flows)), np.zeros(0), *_weighing(kind, fabric, health))  # fmt: skip
     return path, arcs
 
 
-def eecmp_load(
-    fabric: Fabric, flows: FlowSet, health: LinkHealth, seed: int, qps: int
+def hashed_load(
+    kind: str, fabric: Fabric, flows: FlowSet, health: LinkHealth, seed: int, qps: int
 ) -> np.ndarray:
-    """The offered load per arc of E-ECMP with `qps` QPs a flow (what eecmp_routes' arcs
-    carry), without a row per QP in memory."""
+    """The offered load per arc of the default routing `kind` with `qps` QPs a flow (what
+    hashed_routes' arcs carry), without a row per QP in memory."""
+    _checked_qps(qps)
+    load = np.zeros(fabric.num_arcs)
+    kernels.walk(*_kernel_args(fabric, flows, health, seed, qps), np.zeros(0, np.int64),
+                 np.zeros((0, MAX_HOPS), np.int64),
+                 np.ascontiguousarray(flows.demand, np.float64), load,
+                 *_weighing(kind, fabric, health))  # fmt: skip
+    return load
+
+
+def _checked_qps(qps: int) -> int:
     if qps < 1:
         raise InputError(f"qps must be >= 1, got {qps}")
-    load = np.zeros(fabric.num_arcs)
-    kernels.eecmp(*_kernel_args(fabric, flows, health, seed, qps), np.zeros(0, np.int64),
-                  np.zeros((0, MAX_HOPS), np.int64),
-                  np.ascontiguousarray(flows.demand, np.float64), load)  # fmt: skip
-    return load
+    return qps
+
+
+def _weighing(
+    kind: str, fabric: Fabric, health: LinkHealth
+) -> tuple[bool, tuple[np.ndarray, ...]]:
+    """(weighted, tables) of model.kernels.walk for the default routing `kind`."""
+    if kind == "eecmp":
+        return False, _NO_TABLES
+    if kind == "wcmp":
+        return True, _Bandwidth.of(fabric, health).kernel_tables()
+    raise InputError(f"unknown hashing {kind!r}; known: {', '.join(HASHINGS)}")
 
 
 def _kernel_args(
     fabric: Fabric, flows: FlowSet, health: LinkHealth, seed: int, qps: int
 ) -> tuple[np.ndarray, np.ndarray, np.uint64, int, np.ndarray, np.ndarray]:
-    """The fabric and flows as model.kernels.eecmp takes them."""
+    """The fabric and flows as model.kernels.walk takes them."""
     shape = np.array([fabric.pods, fabric.racks_per_pod, fabric.ctsws_per_pod,
                       fabric.rack_links, fabric.atsws_per_plane, fabric.agg_links,
                       fabric.nics_per_host * fabric.hosts_per_rack, fabric.rack_base,
@@ -420,11 +459,8 @@ def hashed(
     """The default routing `kind` with `qps` queue pairs per flow, each hashed on its own.
 
     Returns (subflows, their assignment, parent flow index of every subflow)."""
-    sub, parent, qp = split_qps(flows, qps)
-    if kind == "eecmp":
-        path, _ = eecmp_routes(fabric, flows, health, seed, qps)
-    else:
-        path = route(fabric, sub, health, chooser(kind, fabric, health, seed, sub, qp))
+    sub, parent, _ = split_qps(flows, qps)
+    path, _ = hashed_routes(kind, fabric, flows, health, seed, qps)
     return sub, Assignment(sub, path), parent
 
 
@@ -433,11 +469,8 @@ def hashed_arcs(
 ) -> tuple[FlowSet, np.ndarray, np.ndarray]:
     """`hashed` as (subflows, their arcs [F * qps, MAX_HOPS] (-1 padded, all -1 when
     unrouted), parent flow index of every subflow): what a simulation of it needs."""
-    if kind == "eecmp":
-        sub, parent, _ = split_qps(flows, qps)
-        return sub, eecmp_routes(fabric, flows, health, seed, qps)[1], parent
-    sub, routing, parent = hashed(kind, fabric, flows, health, seed, qps)
-    return sub, routing.arcs(fabric), parent
+    sub, parent, _ = split_qps(flows, qps)
+    return sub, hashed_routes(kind, fabric, flows, health, seed, qps)[1], parent
 
 
 def eecmp(

@@ -261,7 +261,28 @@ def _nth(usable: np.ndarray, size: int, h: np.uint64) -> int:
 
 
 @njit(cache=True, nogil=True)
-def eecmp(
+def _pick(usable: np.ndarray, weight: np.ndarray, size: int, h: np.uint64,
+          cum: np.ndarray) -> int:  # fmt: skip
+    """hashing._weighted: the option whose cumulative weight (usable ones, negative as 0)
+    first exceeds u x total, u = (h >> 11) / 2^53; plain ECMP among the usable where the
+    weights sum to 0."""
+    run = 0.0
+    for o in range(size):
+        w = weight[o] if usable[o] and weight[o] > 0.0 else 0.0
+        run = w if o == 0 else run + w
+        cum[o] = run
+    total = cum[size - 1]
+    if not total > 0.0:
+        return _nth(usable, size, h)
+    cut = np.float64(h >> np.uint64(11)) * (1.0 / 9007199254740992.0) * total
+    for o in range(size):
+        if cum[o] > cut:
+            return o
+    return 0
+
+
+@njit(cache=True, nogil=True)
+def walk(
     src: np.ndarray,
     dst: np.ndarray,
     seed: np.uint64,
@@ -272,15 +293,22 @@ def eecmp(
     arcs: np.ndarray,
     demand: np.ndarray,
     load: np.ndarray,
+    weighted: bool,
+    bw: tuple[np.ndarray, ...],
 ) -> None:
-    """E-ECMP (hashing.route with hash_chooser) for every QP of every flow: subflow
-    f * qps + q gets its path index in path[] and its arcs (-1 padded) in arcs[] when
-    path has a row per subflow (else nothing is stored); when load has an entry per arc,
-    each routed QP adds demand[f] / qps to every arc it crosses (the offered load, without
-    a row per subflow in memory).
+    """E-ECMP (hashing.route with hash_chooser), or with `weighted` capacity-aware WCMP
+    (wcmp_chooser), for every QP of every flow: subflow f * qps + q gets its path index in
+    path[] and its arcs (-1 padded) in arcs[] when path has a row per subflow (else nothing
+    is stored); when load has an entry per arc, each routed QP adds demand[f] / qps to every
+    arc it crosses (the offered load, without a row per subflow in memory).
 
     shape: (pods, racks per pod, CTSWs per pod, rack links, ATSWs per plane, agg links,
-    NICs per rack, rack_base, agg_base) of the fabric."""
+    NICs per rack, rack_base, agg_base) of the fabric. bw (WCMP only; hashing._Bandwidth):
+    rack_cap [rack, C, K], its sum over K [rack, C], b3 [rack, C], the bandwidth behind an
+    uplink of a cross-pod flow [source pod, destination rack, C], agg_up [pod, C, A, L],
+    its sum over L [pod, C, A], b2 [rack, C, A], agg_down [pod, C, A, L], rack_down
+    [rack, C, K], each summed by numpy as the chooser sums them."""
+    rack_cap, rack_total, b3, behind_x, agg_up, agg_total, b2, agg_down, rack_down = bw
     R, C, K = shape[1], shape[2], shape[3]
     A, L, per_rack = shape[4], shape[5], shape[6]
     rack_base, agg_base = shape[7], shape[8]
@@ -288,6 +316,9 @@ def eecmp(
     add = load.size > 0
     usable = np.zeros(max(C * K, A * L, L, K, 1), np.bool_)
     uplinks = np.zeros(max(C * K, 1), np.bool_)
+    weight = np.zeros(max(C * K, A * L, L, K, 1))
+    up_weight = np.zeros(max(C * K, 1))
+    cum = np.zeros(max(C * K, A * L, L, K, 1))
     reach = np.zeros(max(C, 1), np.bool_)
     buf = np.empty(6, np.int64)
     s0 = _splitmix64(seed)
@@ -342,11 +373,23 @@ def eecmp(
                 any_usable = any_usable or u
         if not any_usable:
             continue
+        if weighted:  # the uplinks' weights: capacity x min(1, bandwidth behind / parallel)
+            for c in range(C):
+                behind = behind_x[sp, dr, c] if cross else b3[dr, c]
+                total = rack_total[sr, c]
+                frac = behind / total if total > 0 else 0.0
+                frac = frac if frac < 1.0 else 1.0
+                for k in range(K):
+                    up_weight[c * K + k] = rack_cap[sr, c, k] * frac
         pair = _splitmix64(_splitmix64(s0 ^ np.uint64(s)) ^ np.uint64(d))
         for q in range(qps):
             row = first + q
             qph = np.uint64(q) << _S8
-            up = _nth(uplinks, C * K, _splitmix64(pair ^ (qph | np.uint64(0))))
+            h = _splitmix64(pair ^ (qph | np.uint64(0)))
+            if weighted:
+                up = _pick(uplinks, up_weight, C * K, h, cum)
+            else:
+                up = _nth(uplinks, C * K, h)
             c, ku = up // K, up % K
             j, mu, md = 0, 0, 0
             if cross:
@@ -356,16 +399,29 @@ def eecmp(
                         if alive[agg_base + ((dp * C + c) * A + jj) * L + m]:
                             ok = True
                     base = agg_base + (sp * C + c) * A * L + jj * L
+                    if weighted:
+                        total = agg_total[sp, c, jj]
+                        frac = b2[dr, c, jj] / total if total > 0 else 0.0
+                        frac = frac if frac < 1.0 else 1.0
                     for m in range(L):
                         usable[jj * L + m] = ok and alive[base + m]
-                ju = _nth(usable, A * L, _splitmix64(pair ^ (qph | np.uint64(1))))
+                        if weighted:
+                            weight[jj * L + m] = agg_up[sp, c, jj, m] * frac
+                h = _splitmix64(pair ^ (qph | np.uint64(1)))
+                ju = _pick(usable, weight, A * L, h, cum) if weighted else _nth(usable, A * L, h)
                 j, mu = ju // L, ju % L
                 for m in range(L):
                     usable[m] = alive[agg_base + ((dp * C + c) * A + j) * L + m]
-                md = _nth(usable, L, _splitmix64(pair ^ (qph | np.uint64(2))))
+                    if weighted:
+                        weight[m] = agg_down[dp, c, j, m]
+                h = _splitmix64(pair ^ (qph | np.uint64(2)))
+                md = _pick(usable, weight, L, h, cum) if weighted else _nth(usable, L, h)
             for k in range(K):
                 usable[k] = alive[rack_base + (dr * C + c) * K + k]
-            kd = _nth(usable, K, _splitmix64(pair ^ (qph | np.uint64(3))))
+                if weighted:
+                    weight[k] = rack_down[dr, c, k]
+            h = _splitmix64(pair ^ (qph | np.uint64(3)))
+            kd = _pick(usable, weight, K, h, cum) if weighted else _nth(usable, K, h)
             buf[0] = 2 * s
             buf[1] = 2 * (rack_base + (sr * C + c) * K + ku)
             if cross:

@@ -52,7 +52,7 @@ from controller.model.assignment import UNROUTED, Assignment
 from controller.model.dataplane import Carried, carried, overrides_of
 from controller.model.fabric import Fabric
 from controller.model.flows import ALL_QPS, FlowSet
-from controller.model.hashing import HASHINGS, eecmp_load, hashed_arcs
+from controller.model.hashing import HASHINGS, hashed_arcs, hashed_load
 from controller.model.health import LinkHealth
 from controller.model.rates import MODELS, REL_TOL, flow_shares
 
@@ -76,7 +76,7 @@ class CertifyOptions:
     # deferred. Work, not seconds: the outcome depends only on the inputs
     defer_above: int | None = None
     # `compare` hashings are simulated only up to this many subflows (input flows x QPs):
-    # they are reported, never enforced, and a hashed walk holds ~1 KB a subflow at its peak
+    # they are reported, never enforced, and each seed holds ~100 bytes a subflow
     compare_above: int = 4_000_000
     # threads the K hashed references run on at once (None: as many as cores, at most K);
     # the figures do not depend on it
@@ -429,18 +429,12 @@ def certify(
 def _reference_mlu(
     fabric: Fabric, health: LinkHealth, flows: FlowSet, qps: int, opts: CertifyOptions
 ) -> float:
-    """MLU of the reference routing of `flows`, the mean over the seeds (offered load only:
-    for E-ECMP without a row per QP in memory)."""
+    """MLU of the reference routing of `flows`, the mean over the seeds (offered load only,
+    without a row per QP in memory)."""
     cap = health.arc_capacity(fabric)
 
     def mlu(seed: int) -> float:
-        if opts.reference == "eecmp":
-            load = eecmp_load(fabric, flows, health, seed, qps)
-        else:
-            sub, arcs, _ = hashed_arcs(opts.reference, fabric, flows, health, seed, qps)
-            valid = arcs >= 0
-            load = np.bincount(arcs[valid], weights=np.repeat(sub.demand, arcs.shape[1])[
-                valid.ravel()], minlength=fabric.num_arcs)  # fmt: skip
+        load = hashed_load(opts.reference, fabric, flows, health, seed, qps)
         with np.errstate(divide="ignore", invalid="ignore"):
             util = np.where(cap > 0, load / np.where(cap > 0, cap, 1.0),
                             np.where(load > 0, np.inf, 0.0))  # fmt: skip

@@ -11,10 +11,10 @@ from controller.model.assignment import Assignment
 from controller.model.clos import ClosSpec, build
 from controller.model.flows import FlowSet
 from controller.model.hashing import (
-    eecmp_load,
-    eecmp_routes,
-    hash_chooser,
+    chooser,
     hashed_arcs,
+    hashed_load,
+    hashed_routes,
     route,
     split_qps,
 )
@@ -86,26 +86,29 @@ SHAPES = st.builds(
 )
 
 
-@settings(max_examples=120, deadline=None)
-@given(SHAPES, st.integers(0, 2**64 - 1), st.integers(1, 17), st.data())
-def test_eecmp_kernel_equals_the_hop_by_hop_numpy_walk(spec: ClosSpec, seed: int, qps: int,
-                                                       data: st.DataObject) -> None:  # fmt: skip
+@settings(max_examples=150, deadline=None)
+@given(SHAPES, st.integers(0, 2**64 - 1), st.integers(1, 17), st.sampled_from(["eecmp", "wcmp"]),
+       st.data())  # fmt: skip
+def test_the_compiled_walk_equals_the_hop_by_hop_numpy_walk(
+    spec: ClosSpec, seed: int, qps: int, kind: str, data: st.DataObject
+) -> None:
     fabric = build(spec)
     rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
     n = data.draw(st.integers(1, 60))
     flows = FlowSet.build(rng.integers(0, fabric.num_nics, n), rng.integers(0, fabric.num_nics, n),
                           100.0)  # fmt: skip
-    factor = rng.choice([0.0, 0.5, 1.0], size=fabric.num_links, p=[0.25, 0.15, 0.6])
+    factor = rng.choice([0.0, 0.1, 0.5, 0.7, 1.0], size=fabric.num_links,
+                        p=[0.25, 0.05, 0.1, 0.05, 0.55])  # fmt: skip
     health = LinkHealth(factor)
     sub, parent, qp = split_qps(flows, qps)
-    want = route(fabric, sub, health, hash_chooser(seed, sub, qp))
-    path, arcs = eecmp_routes(fabric, flows, health, seed, qps)
+    want = route(fabric, sub, health, chooser(kind, fabric, health, seed, sub, qp))
+    path, arcs = hashed_routes(kind, fabric, flows, health, seed, qps)
     assert path.tobytes() == want.tobytes()
     assert arcs.tobytes() == Assignment(sub, want).arcs(fabric).tobytes()
-    _, arcs2, parent2 = hashed_arcs("eecmp", fabric, flows, health, seed, qps)
+    _, arcs2, parent2 = hashed_arcs(kind, fabric, flows, health, seed, qps)
     assert arcs2.tobytes() == arcs.tobytes() and parent2.tobytes() == parent.tobytes()
     # the load form: what those rows offer each arc, summed in the same order
-    load = eecmp_load(fabric, flows, health, seed, qps)
+    load = hashed_load(kind, fabric, flows, health, seed, qps)
     want_load = np.zeros(fabric.num_arcs)
     valid = arcs >= 0
     for row, hop in zip(*np.nonzero(valid), strict=True):
