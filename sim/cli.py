@@ -528,9 +528,9 @@ def register(cli: Any) -> None:
     solve.add_argument(
         "--baselines", choices=("auto", "all"), default="auto",
         help="auto: simulate only the routings of at most "
-             f"{SIM_SUBFLOWS:,} subflows (a flow's QPs or spray paths each count; a hashed "
-             "walk holds ~1 KB a subflow), the others named as skipped; all: every one "
-             "(default auto)",
+             f"{SIM_SUBFLOWS:,} subflows (a flow's QPs or spray paths each count; each is "
+             "held in memory with its arcs while simulated), the others named as skipped; "
+             "all: every one (default auto)",
     )  # fmt: skip
     solve.add_argument(
         "--job-rounds", type=flag(int, 0, 2**31 - 1), default=None, metavar="N",
