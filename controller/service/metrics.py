@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
+from controller.model.fabric import SWITCH_TIERS, Fabric
+
 if TYPE_CHECKING:
     from controller.solver import Certificate
 
@@ -157,10 +159,12 @@ class Metrics:
             self.table_entries.labels(tier).set(sum(counts))
             self.table_entries_max.labels(tier).set(max(counts, default=0))
 
-    def set_table_budget(self, budget: Mapping[str, float]) -> None:
-        """The table budget per tier, for alerting on the fullest switch's share of it."""
-        for tier, entries in sorted(budget.items()):
-            self.table_budget.labels(tier).set(entries)
+    def set_table_budget(self, fabric: Fabric, option: int | None) -> None:
+        """The table budget per tier (the option's one number, else the fabric's per tier;
+        inf: unlimited), for alerting on the fullest switch's share of it."""
+        tiers = fabric.te_entries if option is None else (option,) * len(SWITCH_TIERS)
+        for tier, v in zip(SWITCH_TIERS, tiers, strict=True):
+            self.table_budget.labels(tier).set(float("inf") if v is None else float(v))
 
     def serve(self, port: int, address: str = "127.0.0.1") -> None:
         """Expose /metrics on `port`."""
