@@ -323,10 +323,7 @@ def certify(
             ref = _Reference(fabric, health, flows, qps, num_jobs, opts)
             te = ref.values(opts.reference)
             for kind in others:
-                base = ref.values(kind)
-                ok = has & np.isfinite(te) & np.isfinite(base) & (base > 0)
-                worst[kind] = float((te[ok] / base[ok]).min()) if ok.any() else None
-                below[kind] = int((te[ok] < base[ok] * (1 - REL_TOL)).sum())
+                worst[kind], below[kind] = _compared(te, ref.values(kind), has)
         mlu = _reference_mlu(fabric, health, flows, qps, opts)
         return assignment, Certificate(
             reference=opts.reference, seeds=opts.seeds, qps=qps, jobs=int(has.sum()),
@@ -410,11 +407,7 @@ def certify(
         if not need.any():
             worst[kind], below[kind] = None, 0
             continue
-        base = ref.values(kind)
-        ok = need & np.isfinite(te) & np.isfinite(base) & (base > 0)
-        ratio = te[ok] / base[ok]
-        worst[kind] = float(ratio.min()) if ratio.size else None
-        below[kind] = int((te[ok] < base[ok] * (1 - REL_TOL)).sum())
+        worst[kind], below[kind] = _compared(te, ref.values(kind), need)
     handed = np.unique(parent[(path == UNROUTED) & (assignment.path != UNROUTED)])
     cert = Certificate(
         reference=opts.reference, seeds=opts.seeds, qps=qps, jobs=int(has_flows.sum()),
@@ -424,6 +417,15 @@ def certify(
         reference_runs=ref.computed, walked=planes[0].walked, not_compared=tuple(skipped),
     )  # fmt: skip
     return out, cert
+
+
+def _compared(te: np.ndarray, base: np.ndarray, jobs: np.ndarray) -> tuple[float | None, int]:
+    """(least TE / reference over `jobs` with both values, None where none; jobs below the
+    reference by more than the tolerance)."""
+    ok = jobs & np.isfinite(te) & np.isfinite(base) & (base > 0)
+    ratio = te[ok] / base[ok]
+    return (float(ratio.min()) if ratio.size else None,
+            int((te[ok] < base[ok] * (1 - REL_TOL)).sum()))  # fmt: skip
 
 
 def _reference_mlu(
