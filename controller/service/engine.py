@@ -330,7 +330,9 @@ class Engine(RouteCommands):
             jobs_version=self._jobs_version,
         )
         repaired = self.repair_now(taken.health) if plan.repair else None
-        then = plan.then if repaired is None else rounds.after_repair(plan.then, _pending(repaired))
+        # a settle whose repair's certificate is pending is certified in full in the
+        # solve's thread (`_settle_health`); the round settles on that
+        then = plan.then
         if then is Then.SETTLE:
             assert repaired is not None and target is not None
             self._settle_health(repaired, target.health, taken)

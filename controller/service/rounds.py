@@ -152,15 +152,6 @@ def plan_round(
     return RoundPlan(repair, then)
 
 
-def after_repair(then: Then, pending: bool) -> Then:
-    """What follows a repair whose certificate is `pending` (jobs at risk, not compared on
-    the reaction path): the same as for any repair. A settle whose result is still pending
-    is certified in full in the solve's thread (the repair stays installed meanwhile, and
-    the round settles on that certificate); a solve certifies in full anyway."""
-    del pending
-    return then
-
-
 @dataclass(frozen=True)
 class FinishPlan:
     stale: bool  # the jobs changed while it ran: the latest are solved after it

@@ -12,7 +12,6 @@ from controller.service.rounds import (
     Then,
     Wake,
     adopt_stored,
-    after_repair,
     busy,
     index_beside,
     next_step,
@@ -130,16 +129,3 @@ def test_adopt_stored_only_when_it_answers_to_the_inputs() -> None:
     assert adopt_stored("abc", "abc")
     assert not adopt_stored("abc", "abd")
     assert not adopt_stored(None, "abc")
-
-
-@pytest.mark.parametrize(
-    ("then", "pending", "after"),
-    [
-        (Then.SETTLE, False, Then.SETTLE),
-        (Then.SETTLE, True, Then.SETTLE),  # jobs at risk: the settle certifies in full
-        (Then.SOLVE, True, Then.SOLVE),
-        (Then.WAIT_SOLVE, True, Then.WAIT_SOLVE),  # the running one is re-checked anyway
-    ],
-)
-def test_after_repair(then: Then, pending: bool, after: Then) -> None:
-    assert after_repair(then, pending) is after
