@@ -43,6 +43,7 @@ from controller.errors import InputError
 from controller.model.assignment import UNROUTED, Assignment, moved_pairs
 from controller.model.fabric import SWITCH_TIERS, Fabric
 from controller.model.flows import ALL_QPS, FlowSet, match_pairs, pair_keys
+from controller.model.hashing import hashed_routes
 from controller.model.health import LinkHealth
 from controller.model.paths import path_alive
 from controller.model.rates import REL_TOL
@@ -487,12 +488,15 @@ def _placed_around(
     names = {flows.job_ids[j]: why for j, why in unfit.items()}
     # the bound over every flow: the hashed ones load the links too
     bound = Problem(fabric, health, flows).bound()
+    # hashed flows with no healthy path at all (a NIC link down): unroutable, as reported
+    # for every other flow
+    stranded = rest[hashed_routes("eecmp", fabric, left, health, 1, 1)[0] < 0]
     return replace(
         inner,
         bound=bound if inner.lp is None else bound.with_lp(inner.lp),
         assignment=Assignment(joined, path),
         parent=np.concatenate([keep[np.asarray(inner.parent)], rest]),
-        unroutable=keep[inner.unroutable],
+        unroutable=np.concatenate([keep[inner.unroutable], stranded]),
         fallback_ecmp=keep[inner.fallback_ecmp],
         split_flows=keep[np.asarray(inner.split_flows)],
         churn=inner.churn,

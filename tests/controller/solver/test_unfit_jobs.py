@@ -77,3 +77,15 @@ def test_tectl_solve_names_the_job_and_why(tmp_path) -> None:  # type: ignore[no
     data = json.loads(out)
     assert list(data["hashed_jobs"]) == ["moe"] and "left to the fabric's hashing" in data[
         "hashed_jobs"]["moe"]
+
+
+def test_hashed_flows_with_no_healthy_path_are_reported_unroutable() -> None:
+    """A flow left to the hashing whose NIC link is down has no path at all: it is
+    reported unroutable like any other (the property search found it missing once, so
+    the MLU check against the bound, which holds where every flow has a path, ran)."""
+    flows = jobs_flows(POD, [_a2a(range(40))])
+    health = LinkHealth.all_up(POD).down([POD.access_link(0)])
+    res = solve(POD, health, flows, options=SolveOptions(table_budget=600))
+    assert list(res.hashed_jobs) == ["moe"]
+    dead = np.flatnonzero((flows.src_nic == 0) | (flows.dst_nic == 0))
+    assert dead.size and np.array_equal(np.sort(res.unroutable), dead)
