@@ -36,6 +36,7 @@ back only reproduces the routing the fabric actually runs.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import threading
 import time
@@ -57,6 +58,7 @@ from controller.model.health import LinkHealth
 from controller.model.rates import MODELS, REL_TOL, flow_shares
 
 DEFAULT_HASHES = 4  # K: hash seeds the reference is the mean over
+log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
@@ -393,6 +395,10 @@ def certify(
                 mine = te_rows
                 why = "last resort: everything back to " + opts.reference
         units = np.isin(unit_key, unit_key[mine]) & te_rows
+        log.debug("certificate round %d: %d job(s) below %s, %d TE row(s) handed back (%s)",
+                  rounds, int(failing.sum()), opts.reference, int(units.sum()),
+                  why.format(ratio=float(np.min(te[failing] / np.maximum(base[failing],
+                                                                          1e-300)))))  # fmt: skip
         for j in np.unique(rows.job[units]).tolist():
             name = job_ids[j] if j < len(job_ids) else f"job{j}"
             ratio = te[j] / base[j] if base[j] > 0 else float("inf")

@@ -43,7 +43,7 @@ from controller.errors import InputError
 from controller.model.assignment import UNROUTED, Assignment, moved_pairs
 from controller.model.fabric import SWITCH_TIERS, Fabric
 from controller.model.flows import ALL_QPS, FlowSet, match_pairs, pair_keys
-from controller.model.hashing import hashed_routes
+from controller.model.hashing import hashed_load, hashed_routes
 from controller.model.health import LinkHealth
 from controller.model.paths import path_alive
 from controller.model.rates import REL_TOL
@@ -475,9 +475,12 @@ def _placed_around(
     without a TE path (controller.solver.unfit_jobs): they ride the fabric's hashing."""
     hashed = np.isin(flows.job, np.fromiter(unfit, np.int64, len(unfit)))
     keep, rest = np.flatnonzero(~hashed), np.flatnonzero(hashed)
-    inner = _placed(fabric, health, flows.take(keep), previous, opts, start)
-    rows = inner.assignment.flows
     left = flows.take(rest)
+    planned = _left_over(fabric, health, left, opts) if keep.size else health
+    inner = _placed(fabric, planned, flows.take(keep), previous, opts, start)
+    if planned is not health:  # the MLU and collisions over what the hashed jobs leave
+        inner = replace(inner, bound=Problem(fabric, health, flows).bound())
+    rows = inner.assignment.flows
     joined = FlowSet(
         np.concatenate([rows.src_nic, left.src_nic]), np.concatenate([rows.dst_nic, left.dst_nic]),
         np.concatenate([rows.demand, left.demand]), np.concatenate([rows.job, left.job]),
@@ -503,6 +506,27 @@ def _placed_around(
         hashed_jobs=names,
         hashed_flows=rest,
     )
+
+
+# what the planning leaves of a link that the hashed jobs fill, as a fraction of it: the
+# placement then avoids such links as hard as a link degraded to this, never as a dead one
+LEFT_OVER_FLOOR = 0.01
+
+
+def _left_over(fabric: Fabric, health: LinkHealth, hashed: FlowSet, opts: SolveOptions
+               ) -> LinkHealth:
+    """The health the other jobs are planned on: each link's capacity less the load the
+    jobs left to the fabric's hashing are expected to put on it (the mean over the
+    certificate's hash seeds, the busier direction), never below LEFT_OVER_FLOOR of it."""
+    ref = opts.certify
+    load = np.mean([hashed_load(ref.reference, fabric, hashed, health, seed, opts.qps)
+                    for seed in ref.seeds], axis=0)  # fmt: skip
+    cap = fabric.capacity * np.repeat(health.factor, 2)
+    busy = np.maximum(load[0::2], load[1::2])
+    link_cap = np.maximum(cap[0::2], cap[1::2])
+    left = np.where(link_cap > 0, 1.0 - busy / np.where(link_cap > 0, link_cap, 1.0), 1.0)
+    factor = health.factor * np.clip(left, LEFT_OVER_FLOOR, 1.0)
+    return LinkHealth(np.where(health.factor > 0, factor, 0.0))
 
 
 def _placed(

@@ -89,3 +89,29 @@ def test_hashed_flows_with_no_healthy_path_are_reported_unroutable() -> None:
     assert list(res.hashed_jobs) == ["moe"]
     dead = np.flatnonzero((flows.src_nic == 0) | (flows.dst_nic == 0))
     assert dead.size and np.array_equal(np.sort(res.unroutable), dead)
+
+
+def test_the_others_are_planned_around_the_hashed_jobs_load(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # small, an all-to-all over a tight budget (hashed) beside a ring, links degraded: the
+    # hashing is capacity-blind, so planned without its load the ring crowds it and the
+    # certificate hands the ring back; planned around it, nothing is handed back
+    import sys
+
+    small = build(PRESETS["small"])
+    rng = np.random.default_rng(4)
+    hosts = rng.permutation(small.num_hosts)
+    jobs = [Job("moe", tuple(sorted(hosts[:12].tolist())), dp=48, collectives=("alltoall",)),
+            Job("ring", tuple(sorted(hosts[12:28].tolist())), dp=64)]  # fmt: skip
+    flows = jobs_flows(small, jobs)
+    links = rng.choice(np.arange(small.rack_base, small.num_links), 4, replace=False)
+    health = LinkHealth.all_up(small).with_factors(
+        {int(link): float(rng.choice([0.0, 0.25, 0.5])) for link in links})
+    opts = SolveOptions(table_budget=24)
+    around = solve(small, health, flows, options=opts)
+    assert list(around.hashed_jobs) == ["moe"]
+    assert around.certificate is not None and around.certificate.passed
+    assert around.certificate.fallback_flows == 0
+    module = sys.modules["controller.solver.solve"]
+    monkeypatch.setattr(module, "_left_over", lambda fabric, health, hashed, opts: health)
+    blind = solve(small, health, flows, options=opts)
+    assert blind.certificate is not None and blind.certificate.fallback_flows > 0
