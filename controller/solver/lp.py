@@ -272,6 +272,29 @@ def certified_bound(a: _Model, n_comm: int, price: np.ndarray) -> float:
     return max(total / denom * (1.0 - FLOAT_SHAVE), 0.0)
 
 
+def even_split(fabric: Fabric, health: LinkHealth, comm: Commodities) -> float:
+    """The MLU of one feasible point of the LP, each commodity split evenly over its alive
+    rack options and each plane group's traffic evenly over its aggregation options: an
+    upper bound on the optimum (a lower one, such as the cuts, meeting it settles the
+    optimum without solving). 0 when nothing leaves a rack."""
+    a = build_model(fabric, health, comm)
+    n_x, n_w = a.rack_comm.size, a.agg_group.size
+    if n_x == 0:
+        return 0.0
+    x = 1.0 / np.bincount(a.rack_comm, minlength=len(comm))[a.rack_comm]
+    n_g = a.group_key.shape[0]
+    w = np.zeros(n_w)
+    if n_g:
+        # each group's balance row: sum_q w = sum d x over its cross-pod x columns
+        balance = a.matrix[a.first_arc_row - n_g : a.first_arc_row, :n_x]
+        total = -(balance @ x)
+        w = total[a.agg_group] / np.bincount(a.agg_group, minlength=n_g)[a.agg_group]
+    arc = a.matrix[a.first_arc_row :]
+    load = arc[:, : n_x + n_w] @ np.concatenate([x, w])  # Gbps / scale per arc row
+    cap = -arc[:, -1].toarray().ravel()  # cap / scale
+    return float(np.max(load / cap))
+
+
 def _pick_backend(backend: str) -> str:
     name = DEFAULT_BACKEND if backend == "auto" else backend
     if name not in BACKENDS:

@@ -353,3 +353,38 @@ def test_solve_out_shows_the_write_on_stderr_and_reads_back(
     (a_json, r_json), (a_npz, r_npz) = (read_routes(path, small) for path in files)
     assert r_json == r_npz and (a_json.path == a_npz.path).all()
     assert files[1].stat().st_size < files[0].stat().st_size
+
+
+def test_routings_over_the_size_limit_are_named_not_simulated(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import sim.cli
+
+    monkeypatch.setattr(sim.cli, "SIM_SUBFLOWS", 100)
+    argv = ["solve", "--fabric", "small", "--jobs", "random", "--seed", "1"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "fabric-te not simulated (see below)" in out
+    assert "not simulated (over 100 subflows" in out and "eecmp (" in out
+    data = _json(capsys, [*argv, "--json"])
+    assert {"fabric-te", "eecmp", "wcmp"} <= set(data["not_simulated"])
+    assert "fabric-te" not in [r["method"] for r in data["rows"]]
+    monkeypatch.setattr(sim.cli, "SIM_SUBFLOWS", 10**9)
+    assert main(argv) == 0
+    assert "fabric-te not simulated" not in capsys.readouterr().out
+
+
+def test_the_optimum_needs_no_lp_when_the_even_split_meets_the_bound(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import controller.solver.lp
+
+    def no_lp(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the LP was solved")
+
+    monkeypatch.setattr(controller.solver.lp, "solve_lp", no_lp)
+    # small at full health: the even split's MLU is the cuts' bound, 0.5 on this mix
+    data = _json(capsys, ["solve", "--fabric", "small", "--jobs", "random", "--seed", "1",
+                          "--json"])  # fmt: skip
+    spray = next(r for r in data["rows"] if r["method"] == "adaptive-spray")
+    assert spray["mlu"] == data["bound"]["value"]

@@ -18,7 +18,7 @@ from controller.model.health import LinkHealth, parse_health
 from controller.model.paths import num_paths
 from controller.solver.bounds import lower_bound
 from controller.solver.commodities import commodities
-from controller.solver.lp import solve_lp
+from controller.solver.lp import even_split, solve_lp
 
 TOL = 2e-4  # PDLP's relative tolerance, and the bound's conservative shave
 
@@ -135,6 +135,26 @@ def test_lp_between_cheap_bounds_and_any_routing(random_alive_paths, case, seed:
     load = Assignment(flows, path).link_load(fabric)
     core = np.repeat(fabric.link_kind != 0, 2) & (cap > 0)
     assert sol.mlu <= (load[core] / cap[core]).max() + 1e-6
+
+
+@settings(max_examples=40, deadline=None)
+@given(random_flows())
+def test_the_even_split_is_a_feasible_point_above_the_optimum(case) -> None:  # type: ignore[no-untyped-def]
+    fabric, health, flows = case
+    comm = commodities(fabric, flows)
+    sol = solve_lp(fabric, health, comm, backend="glop")
+    if sol.unroutable.size:
+        return
+    assert even_split(fabric, health, comm) >= sol.mlu * (1 - 1e-6) - 1e-9
+
+
+def test_the_even_split_by_hand(pod2: Fabric) -> None:
+    """1200G out of rack 0 over its two uplinks: even is optimal while they are equal."""
+    flows = FlowSet.build([0, 1, 2], [4, 5, 6], 400.0)
+    comm = commodities(pod2, flows)
+    for specs, expected in [([], 1.5), (["rtsw-p0-r0:ctsw-p0-c1"], 3.0),
+                            (["rtsw-p0-r0:ctsw-p0-c1=0.5"], 3.0)]:  # fmt: skip
+        assert even_split(pod2, parse_health(pod2, specs), comm) == pytest.approx(expected)
 
 
 def test_deterministic(tiny: Fabric) -> None:
