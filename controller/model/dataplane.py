@@ -20,7 +20,7 @@ the same hashes, the same paths.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -29,6 +29,7 @@ from controller.model.fabric import Fabric
 from controller.model.flows import ALL_QPS, FlowSet
 from controller.model.hashing import (
     QP_KEY_SPAN,
+    Hashed,
     Overrides,
     chooser,
     hashed_routes,
@@ -48,6 +49,10 @@ class Carried:
     parent: np.ndarray  # row -> input flow index
     weight: np.ndarray  # QPs each row stands for
     walked: int  # rows that ride the defaults
+    # not expanded (carried(expand=False)): the whole path-less flows that hash exactly as
+    # the default routing does, walked wherever their QPs are needed; their QPs come after
+    # the rows (controller.model.hashing.Hashed)
+    hashed: Hashed | None = None
 
 
 def overrides_of(fabric: Fabric, assignment: Assignment) -> Overrides:
@@ -104,9 +109,13 @@ def carried(
     seed: int,
     qps: int,
     overrides: Overrides | None = None,
+    expand: bool = True,
 ) -> Carried:
     """The assignment's rows as carried (module docstring); `parent[i]` is row i's input
-    flow; `overrides`: overrides_of(fabric, assignment), if at hand."""
+    flow; `overrides`: overrides_of(fabric, assignment), if at hand. `expand=False`: the
+    whole path-less rows towards hosts no entry steers are not expanded into a row per QP
+    but kept as `Carried.hashed` after the other rows (a million QP rows of a hashed
+    all-to-all are 0.9 GB a seed; controller.model.rates takes them as they are)."""
     flows, path = assignment.flows, assignment.path
     parent = np.asarray(parent, np.int64)
     te = np.flatnonzero(path != UNROUTED)
@@ -116,6 +125,14 @@ def carried(
     if not off.size:
         return Carried(flows.take(te), te_arcs, parent[te], te_weight, 0)
     whole = flows.qp[off] == ALL_QPS
+    # Rows towards a host no TE entry steers walk exactly as hashed: compiled, per whole
+    # flow (model.kernels.walk); the rest hop by hop through the entries. Each QP's walk
+    # depends only on its own packet, so splitting the rows changes no path.
+    steered = np.unique(fabric.host_of_nic(flows.dst_nic[te]))
+    plain = whole & ~np.isin(fabric.host_of_nic(flows.dst_nic[off]), steered)
+    if not expand and plain.any():
+        return _hashed_apart(fabric, health, assignment, parent, off, plain, kind=kind,
+                             seed=seed, qps=qps, overrides=overrides)
     count = np.where(whole, qps, 1)
     row = np.repeat(off, count)
     first = np.cumsum(count) - count
@@ -124,11 +141,6 @@ def carried(
     demand = flows.demand[row] / np.where(np.repeat(whole, count), qps, 1)
     sub = FlowSet(flows.src_nic[row], flows.dst_nic[row], demand, flows.job[row],
                   flows.job_ids, qp)  # fmt: skip
-    # Rows towards a host no TE entry steers walk exactly as hashed: compiled, per whole
-    # flow (model.kernels.walk); the rest hop by hop through the entries. Each QP's walk
-    # depends only on its own packet, so splitting the rows changes no path.
-    steered = np.unique(fabric.host_of_nic(flows.dst_nic[te]))
-    plain = whole & ~np.isin(fabric.host_of_nic(flows.dst_nic[off]), steered)
     sub_arcs = np.empty((row.size, MAX_HOPS), np.int64)
     if plain.any():
         pos = (first[plain][:, None] + np.arange(qps)).ravel()
@@ -149,6 +161,30 @@ def carried(
         weight=np.concatenate([te_weight, np.ones(row.size)]),
         walked=int(row.size),
     )
+
+
+def _hashed_apart(
+    fabric: Fabric,
+    health: LinkHealth,
+    assignment: Assignment,
+    parent: np.ndarray,
+    off: np.ndarray,
+    plain: np.ndarray,
+    *,
+    kind: str,
+    seed: int,
+    qps: int,
+    overrides: Overrides | None,
+) -> Carried:
+    """`carried` with the plain whole rows kept as Hashed: the TE rows, then the other
+    path-less rows expanded and walked through the entries, then the hashed ones."""
+    flows, path = assignment.flows, assignment.path
+    rows = np.concatenate([np.flatnonzero(path != UNROUTED), off[~plain]])
+    head = carried(fabric, health, Assignment(flows.take(rows), path[rows]), parent[rows],
+                   kind=kind, seed=seed, qps=qps,
+                   overrides=overrides or overrides_of(fabric, assignment))  # fmt: skip
+    hashed = Hashed(kind, flows.take(off[plain]), parent[off[plain]], seed, qps)
+    return replace(head, hashed=hashed, walked=head.walked + int(plain.sum()) * qps)
 
 
 def _joined(a: FlowSet, b: FlowSet) -> FlowSet:

@@ -229,7 +229,8 @@ class _Bandwidth:
 
 
 # model.kernels.walk's tables when it does not weigh (E-ECMP): of the right ranks, unread
-_NO_TABLES = tuple(np.zeros((1,) * n) for n in (3, 2, 2, 3, 4, 3, 3, 4, 3))
+# the walk's WCMP tables when it hashes E-ECMP (unused, typed as the real ones)
+NO_TABLES = tuple(np.zeros((1,) * n) for n in (3, 2, 2, 3, 4, 3, 3, 4, 3))
 
 
 def _weighted(usable: np.ndarray, weight: np.ndarray, h: np.ndarray) -> np.ndarray:
@@ -404,7 +405,8 @@ def hashed_routes(
     path = np.empty(n, np.int64)
     arcs = np.empty((n, MAX_HOPS), np.int64)
     kernels.walk(*_kernel_args(fabric, flows, health, seed, qps), path, arcs,
-                 np.zeros(len(flows)), np.zeros(0), *_weighing(kind, fabric, health))  # fmt: skip
+                 read_only(np.zeros(len(flows)), np.float64), np.zeros(0),
+                 *_weighing(kind, fabric, health))  # fmt: skip
     return path, arcs
 
 
@@ -417,9 +419,68 @@ def hashed_load(
     load = np.zeros(fabric.num_arcs)
     kernels.walk(*_kernel_args(fabric, flows, health, seed, qps), np.zeros(0, np.int64),
                  np.zeros((0, MAX_HOPS), np.int64),
-                 np.ascontiguousarray(flows.demand, np.float64), load,
+                 read_only(flows.demand, np.float64), load,
                  *_weighing(kind, fabric, health))  # fmt: skip
     return load
+
+
+@dataclass(frozen=True)
+class Hashed:
+    """Whole flows ridden by a default routing with `qps` QPs each, kept as flows and walked
+    again wherever their QPs are needed (controller.model.kernels: `walk`, `hot_groups`,
+    `hashed_levels`, `hashed_crossing`) instead of held as a row per QP: a pod-wide
+    all-to-all is 19M QP rows, 0.9 GB of arcs per walk. QP q of flow i is row i * qps + q
+    after every other row, as `hashed_arcs` would list them."""
+
+    kind: str
+    flows: FlowSet
+    parent: np.ndarray  # input flow of each
+    seed: int
+    qps: int
+
+    def walk_args(self, fabric: Fabric, health: LinkHealth) -> tuple[
+        tuple[np.ndarray, np.ndarray, np.uint64, int, np.ndarray, np.ndarray],
+        tuple[bool, tuple[np.ndarray, ...]],
+    ]:
+        """(src, dst, seed, qps, alive, shape) and (weighted, tables) for the kernels."""
+        return (_kernel_args(fabric, self.flows, health, self.seed, self.qps),
+                _weighing(self.kind, fabric, health))  # fmt: skip
+
+    def load(self, fabric: Fabric, health: LinkHealth, onto: np.ndarray | None = None
+             ) -> np.ndarray:  # fmt: skip
+        """Offered load per arc of every QP, added in row order onto `onto` (copied)."""
+        load = np.zeros(fabric.num_arcs) if onto is None else np.array(onto, np.float64)
+        walk, weighing = self.walk_args(fabric, health)
+        kernels.walk(*walk, np.zeros(0, np.int64), np.zeros((0, MAX_HOPS), np.int64),
+                     read_only(self.flows.demand, np.float64), load,
+                     *weighing)  # fmt: skip
+        return load
+
+    def crossing(self, fabric: Fabric, health: LinkHealth, arcs: np.ndarray) -> np.ndarray:
+        """Which flows have a QP on an arc in the mask `arcs`."""
+        out = np.zeros(len(self.flows), bool)
+        walk, weighing = self.walk_args(fabric, health)
+        kernels.hashed_crossing(*walk, *weighing, np.ascontiguousarray(arcs, np.bool_), out)
+        return out
+
+    def arcs_of(self, fabric: Fabric, health: LinkHealth, which: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+        """(arcs [QPs, MAX_HOPS], their flow) of the QPs of the flows at `which`."""
+        which = np.asarray(which, np.int64)
+        arcs = hashed_routes(self.kind, fabric, self.flows.take(which), health, self.seed,
+                             self.qps)[1]  # fmt: skip
+        return arcs, np.repeat(which, self.qps)
+
+
+def read_only(a: np.ndarray, dtype: type) -> np.ndarray:
+    """`a` as a contiguous, read-only array of `dtype` (a view where it already is one): the
+    kernels take their inputs so, whoever made them, and compile once (numba types a
+    writable array apart from a read-only one)."""
+    out: np.ndarray = np.ascontiguousarray(a, dtype)
+    if out.flags.writeable:
+        out = out.view()
+        out.flags.writeable = False
+    return out
 
 
 def _checked_qps(qps: int) -> int:
@@ -433,7 +494,7 @@ def _weighing(
 ) -> tuple[bool, tuple[np.ndarray, ...]]:
     """(weighted, tables) of model.kernels.walk for the default routing `kind`."""
     if kind == "eecmp":
-        return False, _NO_TABLES
+        return False, NO_TABLES
     if kind == "wcmp":
         return True, _Bandwidth.of(fabric, health).kernel_tables()
     raise InputError(f"unknown hashing {kind!r}; known: {', '.join(HASHINGS)}")
@@ -448,8 +509,7 @@ def _kernel_args(
                       fabric.nics_per_host * fabric.hosts_per_rack, fabric.rack_base,
                       fabric.agg_base], np.int64)  # fmt: skip
     alive = np.ascontiguousarray(np.asarray(health.factor) > 0.0)
-    return (np.ascontiguousarray(flows.src_nic, np.int64),
-            np.ascontiguousarray(flows.dst_nic, np.int64),
+    return (read_only(flows.src_nic, np.int64), read_only(flows.dst_nic, np.int64),
             np.uint64(int(seed) & _MASK64), qps, alive, shape)  # fmt: skip
 
 

@@ -117,80 +117,6 @@ def fill(
 
 
 @njit(cache=True, nogil=True)
-def group_hot(
-    arcs: np.ndarray,
-    capacity: np.ndarray,
-    demand: np.ndarray,
-    weight: np.ndarray,
-    gid: np.ndarray,
-    g_arcs: np.ndarray,
-    g_dm: np.ndarray,
-    g_w: np.ndarray,
-) -> int:
-    """The reduced problem of controller.model.rates' docstring, grouped: subflows with
-    demand crossing some arc offered more than its capacity, keyed by those arcs (in path
-    order) and their per-QP demand; equal keys make one group, their weights summed (equal
-    subflows get equal rates). Writes gid[i] (-1: crosses no such arc, or no demand) and
-    the groups' arcs (-1 padded), per-QP demand and weight; returns the number of groups."""
-    n, hops = arcs.shape
-    num = capacity.size
-    load = np.zeros(num)
-    for i in range(n):
-        for h in range(hops):
-            e = arcs[i, h]
-            if e >= 0:
-                load[e] += demand[i]
-    over = np.empty(num, np.bool_)
-    for e in range(num):
-        over[e] = load[e] > (capacity[e] if capacity[e] > 0.0 else 0.0)
-    size = 2
-    while size < 2 * max(n, 1):
-        size *= 2
-    mask = np.uint64(size - 1)
-    table = np.full(size, -1, np.int64)
-    key = np.empty(hops, np.int64)
-    groups = 0
-    for i in range(n):
-        gid[i] = -1
-        if not demand[i] > 0:
-            continue
-        k = 0
-        for h in range(hops):
-            e = arcs[i, h]
-            if e >= 0 and over[e]:
-                key[k] = e
-                k += 1
-        if k == 0:
-            continue
-        dm = demand[i] / weight[i]
-        hv = _splitmix64(np.uint64(k))
-        for x in range(k):
-            hv = _splitmix64(hv ^ np.uint64(key[x]))
-        slot = np.int64(hv & mask)
-        while True:
-            g = table[slot]
-            if g < 0:
-                for x in range(hops):
-                    g_arcs[groups, x] = key[x] if x < k else -1
-                g_dm[groups] = dm
-                g_w[groups] = weight[i]
-                table[slot] = groups
-                gid[i] = groups
-                groups += 1
-                break
-            same = g_dm[g] == dm and (k == hops or g_arcs[g, k] < 0)
-            for x in range(k):
-                if same and g_arcs[g, x] != key[x]:
-                    same = False
-            if same:
-                g_w[g] += weight[i]
-                gid[i] = g
-                break
-            slot = (slot + 1) & (size - 1)
-    return groups
-
-
-@njit(cache=True, nogil=True)
 def per_parent(
     arcs: np.ndarray,
     capacity: np.ndarray,
@@ -199,6 +125,8 @@ def per_parent(
     weight: np.ndarray,
     parent: np.ndarray,
     striped: bool,
+    slowest: np.ndarray,
+    qps: np.ndarray,
     p_rate: np.ndarray,
     p_demand: np.ndarray,
     p_routed: np.ndarray,
@@ -206,14 +134,9 @@ def per_parent(
 ) -> None:
     """Sum subflows into their parent flows (controller.model.rates._parent_shares): rate
     (striped: QPs x the slowest QP's per-QP rate; else the sum), demand, routed (some
-    subflow has an arc) and on a dead arc (some arc with no capacity)."""
+    subflow has an arc) and on a dead arc (some arc with no capacity). Accumulates onto the
+    caller's starting values (slowest per-QP rate, QPs, rate, demand, routed, dead)."""
     num = p_rate.size
-    slowest = np.full(num, np.inf)
-    qps = np.zeros(num)
-    p_rate[:] = 0.0
-    p_demand[:] = 0.0
-    p_routed[:] = False
-    p_dead[:] = False
     for i in range(arcs.shape[0]):
         p = parent[i]
         if striped:
@@ -281,6 +204,143 @@ def _pick(usable: np.ndarray, weight: np.ndarray, size: int, h: np.uint64,
     return 0
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _flow_walk(
+    s: int,
+    d: int,
+    s0: np.uint64,
+    qps: int,
+    alive: np.ndarray,
+    shape: np.ndarray,
+    weighted: bool,
+    bw: tuple[np.ndarray, ...],
+    scratch: tuple[np.ndarray, ...],
+    qp_path: np.ndarray,
+    qp_arcs: np.ndarray,
+    qp_hops: np.ndarray,
+) -> None:
+    """Every QP q of the flow from NIC s to NIC d (`walk`): qp_path[q] its path index (-1:
+    no usable path) and its arcs qp_arcs[q, :qp_hops[q]]."""
+    rack_cap, rack_total, b3, behind_x, agg_up, agg_total, b2, agg_down, rack_down = bw
+    usable, uplinks, weight, up_weight, cum, reach = scratch
+    R, C, K = shape[1], shape[2], shape[3]
+    A, L, per_rack = shape[4], shape[5], shape[6]
+    rack_base, agg_base = shape[7], shape[8]
+    sr, dr = s // per_rack, d // per_rack
+    sp, dp = sr // R, dr // R
+    for q in range(qps):
+        qp_path[q] = -1
+        qp_hops[q] = 0
+    if not (alive[s] and alive[d]):
+        return
+    if sr == dr:
+        for q in range(qps):
+            qp_path[q] = 0
+            qp_arcs[q, 0] = 2 * s
+            qp_arcs[q, 1] = 2 * d + 1
+            qp_hops[q] = 2
+        return
+    cross = sp != dp
+    any_usable = False
+    for c in range(C):
+        ok = False
+        for k in range(K):
+            if alive[rack_base + (dr * C + c) * K + k]:
+                ok = True
+        if ok and cross:
+            both = False
+            for j in range(A):
+                a1 = False
+                a2 = False
+                for m in range(L):
+                    if alive[agg_base + ((sp * C + c) * A + j) * L + m]:
+                        a1 = True
+                    if alive[agg_base + ((dp * C + c) * A + j) * L + m]:
+                        a2 = True
+                if a1 and a2:
+                    both = True
+            ok = both
+        reach[c] = ok
+    for c in range(C):
+        for k in range(K):
+            u = reach[c] and alive[rack_base + (sr * C + c) * K + k]
+            uplinks[c * K + k] = u
+            any_usable = any_usable or u
+    if not any_usable:
+        return
+    if weighted:  # the uplinks' weights: capacity x min(1, bandwidth behind / parallel)
+        for c in range(C):
+            behind = behind_x[sp, dr, c] if cross else b3[dr, c]
+            total = rack_total[sr, c]
+            frac = behind / total if total > 0 else 0.0
+            frac = frac if frac < 1.0 else 1.0
+            for k in range(K):
+                up_weight[c * K + k] = rack_cap[sr, c, k] * frac
+    pair = _splitmix64(_splitmix64(s0 ^ np.uint64(s)) ^ np.uint64(d))
+    for q in range(qps):
+        qph = np.uint64(q) << _S8
+        h = _splitmix64(pair ^ (qph | np.uint64(0)))
+        if weighted:
+            up = _pick(uplinks, up_weight, C * K, h, cum)
+        else:
+            up = _nth(uplinks, C * K, h)
+        c, ku = up // K, up % K
+        j, mu, md = 0, 0, 0
+        if cross:
+            for jj in range(A):
+                ok = False
+                for m in range(L):
+                    if alive[agg_base + ((dp * C + c) * A + jj) * L + m]:
+                        ok = True
+                base = agg_base + (sp * C + c) * A * L + jj * L
+                if weighted:
+                    total = agg_total[sp, c, jj]
+                    frac = b2[dr, c, jj] / total if total > 0 else 0.0
+                    frac = frac if frac < 1.0 else 1.0
+                for m in range(L):
+                    usable[jj * L + m] = ok and alive[base + m]
+                    if weighted:
+                        weight[jj * L + m] = agg_up[sp, c, jj, m] * frac
+            h = _splitmix64(pair ^ (qph | np.uint64(1)))
+            ju = _pick(usable, weight, A * L, h, cum) if weighted else _nth(usable, A * L, h)
+            j, mu = ju // L, ju % L
+            for m in range(L):
+                usable[m] = alive[agg_base + ((dp * C + c) * A + j) * L + m]
+                if weighted:
+                    weight[m] = agg_down[dp, c, j, m]
+            h = _splitmix64(pair ^ (qph | np.uint64(2)))
+            md = _pick(usable, weight, L, h, cum) if weighted else _nth(usable, L, h)
+        for k in range(K):
+            usable[k] = alive[rack_base + (dr * C + c) * K + k]
+            if weighted:
+                weight[k] = rack_down[dr, c, k]
+        h = _splitmix64(pair ^ (qph | np.uint64(3)))
+        kd = _pick(usable, weight, K, h, cum) if weighted else _nth(usable, K, h)
+        qp_arcs[q, 0] = 2 * s
+        qp_arcs[q, 1] = 2 * (rack_base + (sr * C + c) * K + ku)
+        if cross:
+            qp_path[q] = ((((c * K + ku) * A + j) * L + mu) * L + md) * K + kd
+            qp_arcs[q, 2] = 2 * (agg_base + ((sp * C + c) * A + j) * L + mu)
+            qp_arcs[q, 3] = 2 * (agg_base + ((dp * C + c) * A + j) * L + md) + 1
+            qp_arcs[q, 4] = 2 * (rack_base + (dr * C + c) * K + kd) + 1
+            qp_arcs[q, 5] = 2 * d + 1
+            qp_hops[q] = 6
+        else:
+            qp_path[q] = (c * K + ku) * K + kd
+            qp_arcs[q, 2] = 2 * (rack_base + (dr * C + c) * K + kd) + 1
+            qp_arcs[q, 3] = 2 * d + 1
+            qp_hops[q] = 4
+
+
+@njit(cache=True, nogil=True)
+def _scratch(shape: np.ndarray) -> tuple[np.ndarray, ...]:
+    """`_flow_walk`'s work arrays for a fabric of `shape`."""
+    C, K, A, L = shape[2], shape[3], shape[4], shape[5]
+    n = max(C * K, A * L, L, K, 1)
+    return (np.zeros(n, np.bool_), np.zeros(max(C * K, 1), np.bool_), np.zeros(n),
+            np.zeros(max(C * K, 1)), np.zeros(n), np.zeros(max(C, 1), np.bool_))  # fmt: skip
+
+
 @njit(cache=True, nogil=True)
 def walk(
     src: np.ndarray,
@@ -300,7 +360,7 @@ def walk(
     (wcmp_chooser), for every QP of every flow: subflow f * qps + q gets its path index in
     path[] and its arcs (-1 padded) in arcs[] when path has a row per subflow (else nothing
     is stored); when load has an entry per arc, each routed QP adds demand[f] / qps to every
-    arc it crosses (the offered load, without a row per subflow in memory).
+    arc it crosses (the offered load, without a row per subflow in memory), in row order.
 
     shape: (pods, racks per pod, CTSWs per pod, rack links, ATSWs per plane, agg links,
     NICs per rack, rack_base, agg_base) of the fabric. bw (WCMP only; hashing._Bandwidth):
@@ -308,138 +368,266 @@ def walk(
     uplink of a cross-pod flow [source pod, destination rack, C], agg_up [pod, C, A, L],
     its sum over L [pod, C, A], b2 [rack, C, A], agg_down [pod, C, A, L], rack_down
     [rack, C, K], each summed by numpy as the chooser sums them."""
-    rack_cap, rack_total, b3, behind_x, agg_up, agg_total, b2, agg_down, rack_down = bw
-    R, C, K = shape[1], shape[2], shape[3]
-    A, L, per_rack = shape[4], shape[5], shape[6]
-    rack_base, agg_base = shape[7], shape[8]
     store = path.size == src.size * qps
     add = load.size > 0
-    usable = np.zeros(max(C * K, A * L, L, K, 1), np.bool_)
-    uplinks = np.zeros(max(C * K, 1), np.bool_)
-    weight = np.zeros(max(C * K, A * L, L, K, 1))
-    up_weight = np.zeros(max(C * K, 1))
-    cum = np.zeros(max(C * K, A * L, L, K, 1))
-    reach = np.zeros(max(C, 1), np.bool_)
-    buf = np.empty(6, np.int64)
+    scratch = _scratch(shape)
+    qp_path = np.empty(qps, np.int64)
+    qp_arcs = np.empty((qps, 6), np.int64)
+    qp_hops = np.empty(qps, np.int64)
     s0 = _splitmix64(seed)
     for f in range(src.size):
-        s, d = src[f], dst[f]
-        sr, dr = s // per_rack, d // per_rack
-        sp, dp = sr // R, dr // R
+        _flow_walk(src[f], dst[f], s0, qps, alive, shape, weighted, bw, scratch, qp_path,
+                   qp_arcs, qp_hops)  # fmt: skip
         first = f * qps
-        share = demand[f] / qps if add else 0.0
         if store:
             for q in range(qps):
-                path[first + q] = -1
+                path[first + q] = qp_path[q]
                 for x in range(arcs.shape[1]):
-                    arcs[first + q, x] = -1
-        if not (alive[s] and alive[d]):
-            continue
-        if sr == dr:
+                    arcs[first + q, x] = qp_arcs[q, x] if x < qp_hops[q] else -1
+        if add:
+            share = demand[f] / qps
             for q in range(qps):
-                if store:
-                    path[first + q] = 0
-                    arcs[first + q, 0] = 2 * s
-                    arcs[first + q, 1] = 2 * d + 1
-                if add:
-                    load[2 * s] += share
-                    load[2 * d + 1] += share
+                for x in range(qp_hops[q]):
+                    load[qp_arcs[q, x]] += share
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _slot(key: np.ndarray, k: int, dm: float, table: np.ndarray, g_arcs: np.ndarray,
+          g_dm: np.ndarray) -> tuple[int, int]:  # fmt: skip
+    """(slot, group) of the key (arcs key[:k], per-QP demand dm) in the open-addressing
+    table; group -1: not there, and slot is where it goes."""
+    mask = np.uint64(table.size - 1)
+    hv = _splitmix64(np.uint64(k))
+    for x in range(k):
+        hv = _splitmix64(hv ^ np.uint64(key[x]))
+    slot = np.int64(hv & mask)
+    hops = g_arcs.shape[1]
+    while True:
+        g = table[slot]
+        if g < 0:
+            return int(slot), -1
+        same = g_dm[g] == dm and (k == hops or g_arcs[g, k] < 0)
+        for x in range(k):
+            if same and g_arcs[g, x] != key[x]:
+                same = False
+        if same:
+            return int(slot), int(g)
+        slot = (slot + 1) & (table.size - 1)
+
+
+@njit(cache=True, nogil=True)
+def _rehashed(groups: int, g_arcs: np.ndarray, g_dm: np.ndarray, size: int) -> np.ndarray:
+    """A table of `size` slots holding groups 0..groups-1."""
+    table = np.full(size, -1, np.int64)
+    key = np.empty(g_arcs.shape[1], np.int64)
+    for g in range(groups):
+        k = 0
+        while k < g_arcs.shape[1] and g_arcs[g, k] >= 0:
+            key[k] = g_arcs[g, k]
+            k += 1
+        slot, _ = _slot(key, k, g_dm[g], table, g_arcs, g_dm)
+        table[slot] = g
+    return table
+
+
+@njit(cache=True, nogil=True)
+def _grown(a: np.ndarray) -> np.ndarray:
+    out = np.empty((2 * a.shape[0],) + a.shape[1:], a.dtype)
+    out[: a.shape[0]] = a
+    return out
+
+
+@njit(cache=True, nogil=True)
+def hot_groups(
+    arcs: np.ndarray,
+    demand: np.ndarray,
+    weight: np.ndarray,
+    over: np.ndarray,
+    src: np.ndarray,
+    dst: np.ndarray,
+    p_demand: np.ndarray,
+    seed: np.uint64,
+    qps: int,
+    alive: np.ndarray,
+    shape: np.ndarray,
+    weighted: bool,
+    bw: tuple[np.ndarray, ...],
+    gid: np.ndarray,
+) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The reduced problem of controller.model.rates' docstring, grouped, over the rows
+    [arcs (-1 padded), demand, weight], then every QP of every hashed flow f (src[f] to
+    dst[f], walked as `walk` does, demand p_demand[f] / qps, weight 1), in that order:
+    subflows with demand crossing an arc in `over`, keyed by those arcs (in path order) and
+    their per-QP demand; equal keys make one group, their weights summed in row order.
+    Writes gid[i] for the rows (-1: crosses no such arc, or no demand); returns (groups,
+    their arcs (-1 padded), per-QP demand, weight, and the lookup table `hashed_levels`
+    takes). The hashed QPs are never held in memory."""
+    n, width = arcs.shape
+    hops = max(width, 6) if src.size else width
+    cap = 1024
+    g_arcs = np.full((cap, hops), -1, np.int64)
+    g_dm, g_w = np.empty(cap), np.empty(cap)
+    table = np.full(2 * cap, -1, np.int64)
+    key = np.empty(hops, np.int64)
+    groups = 0
+    qp_path = np.empty(max(qps, 1), np.int64)
+    qp_arcs = np.empty((max(qps, 1), 6), np.int64)
+    qp_hops = np.empty(max(qps, 1), np.int64)
+    scratch = _scratch(shape)
+    s0 = _splitmix64(seed)
+    total = n + src.size * qps
+    i = 0
+    while i < total:
+        if i < n:  # a row
+            gid[i] = -1
+            dm_i, w_i, k = demand[i], weight[i], 0
+            for h in range(width):
+                e = arcs[i, h]
+                if e >= 0 and over[e]:
+                    key[k] = e
+                    k += 1
+            i += 1
+            if not dm_i > 0 or k == 0:
+                continue
+            dm = dm_i / w_i
+            slot, g = _slot(key, k, dm, table, g_arcs, g_dm)
+            if g < 0:
+                if groups == g_arcs.shape[0]:
+                    g_arcs, g_dm, g_w = _grown(g_arcs), _grown(g_dm), _grown(g_w)
+                    g_arcs[groups:] = -1
+                    table = _rehashed(groups, g_arcs, g_dm, 2 * g_arcs.shape[0])
+                    slot, g = _slot(key, k, dm, table, g_arcs, g_dm)
+                for x in range(k):
+                    g_arcs[groups, x] = key[x]
+                g_dm[groups] = dm
+                g_w[groups] = w_i
+                table[slot] = groups
+                gid[i - 1] = groups
+                groups += 1
+            else:
+                g_w[g] += w_i
+                gid[i - 1] = g
             continue
-        cross = sp != dp
-        any_usable = False
-        for c in range(C):
-            ok = False
-            for k in range(K):
-                if alive[rack_base + (dr * C + c) * K + k]:
-                    ok = True
-            if ok and cross:
-                both = False
-                for j in range(A):
-                    a1 = False
-                    a2 = False
-                    for m in range(L):
-                        if alive[agg_base + ((sp * C + c) * A + j) * L + m]:
-                            a1 = True
-                        if alive[agg_base + ((dp * C + c) * A + j) * L + m]:
-                            a2 = True
-                    if a1 and a2:
-                        both = True
-                ok = both
-            reach[c] = ok
-        for c in range(C):
-            for k in range(K):
-                u = reach[c] and alive[rack_base + (sr * C + c) * K + k]
-                uplinks[c * K + k] = u
-                any_usable = any_usable or u
-        if not any_usable:
+        f = (i - n) // qps  # a hashed flow: all its QPs at once
+        i += qps
+        share = p_demand[f] / qps
+        if not share > 0:
             continue
-        if weighted:  # the uplinks' weights: capacity x min(1, bandwidth behind / parallel)
-            for c in range(C):
-                behind = behind_x[sp, dr, c] if cross else b3[dr, c]
-                total = rack_total[sr, c]
-                frac = behind / total if total > 0 else 0.0
-                frac = frac if frac < 1.0 else 1.0
-                for k in range(K):
-                    up_weight[c * K + k] = rack_cap[sr, c, k] * frac
-        pair = _splitmix64(_splitmix64(s0 ^ np.uint64(s)) ^ np.uint64(d))
+        _flow_walk(src[f], dst[f], s0, qps, alive, shape, weighted, bw, scratch, qp_path,
+                   qp_arcs, qp_hops)  # fmt: skip
         for q in range(qps):
-            row = first + q
-            qph = np.uint64(q) << _S8
-            h = _splitmix64(pair ^ (qph | np.uint64(0)))
-            if weighted:
-                up = _pick(uplinks, up_weight, C * K, h, cum)
+            k = 0
+            for h in range(qp_hops[q]):
+                e = qp_arcs[q, h]
+                if over[e]:
+                    key[k] = e
+                    k += 1
+            if k == 0:
+                continue
+            slot, g = _slot(key, k, share, table, g_arcs, g_dm)
+            if g < 0:
+                if groups == g_arcs.shape[0]:
+                    g_arcs, g_dm, g_w = _grown(g_arcs), _grown(g_dm), _grown(g_w)
+                    g_arcs[groups:] = -1
+                    table = _rehashed(groups, g_arcs, g_dm, 2 * g_arcs.shape[0])
+                    slot, g = _slot(key, k, share, table, g_arcs, g_dm)
+                for x in range(k):
+                    g_arcs[groups, x] = key[x]
+                g_dm[groups] = share
+                g_w[groups] = 1.0
+                table[slot] = groups
+                groups += 1
             else:
-                up = _nth(uplinks, C * K, h)
-            c, ku = up // K, up % K
-            j, mu, md = 0, 0, 0
-            if cross:
-                for jj in range(A):
-                    ok = False
-                    for m in range(L):
-                        if alive[agg_base + ((dp * C + c) * A + jj) * L + m]:
-                            ok = True
-                    base = agg_base + (sp * C + c) * A * L + jj * L
-                    if weighted:
-                        total = agg_total[sp, c, jj]
-                        frac = b2[dr, c, jj] / total if total > 0 else 0.0
-                        frac = frac if frac < 1.0 else 1.0
-                    for m in range(L):
-                        usable[jj * L + m] = ok and alive[base + m]
-                        if weighted:
-                            weight[jj * L + m] = agg_up[sp, c, jj, m] * frac
-                h = _splitmix64(pair ^ (qph | np.uint64(1)))
-                ju = _pick(usable, weight, A * L, h, cum) if weighted else _nth(usable, A * L, h)
-                j, mu = ju // L, ju % L
-                for m in range(L):
-                    usable[m] = alive[agg_base + ((dp * C + c) * A + j) * L + m]
-                    if weighted:
-                        weight[m] = agg_down[dp, c, j, m]
-                h = _splitmix64(pair ^ (qph | np.uint64(2)))
-                md = _pick(usable, weight, L, h, cum) if weighted else _nth(usable, L, h)
-            for k in range(K):
-                usable[k] = alive[rack_base + (dr * C + c) * K + k]
-                if weighted:
-                    weight[k] = rack_down[dr, c, k]
-            h = _splitmix64(pair ^ (qph | np.uint64(3)))
-            kd = _pick(usable, weight, K, h, cum) if weighted else _nth(usable, K, h)
-            buf[0] = 2 * s
-            buf[1] = 2 * (rack_base + (sr * C + c) * K + ku)
-            if cross:
-                index = ((((c * K + ku) * A + j) * L + mu) * L + md) * K + kd
-                buf[2] = 2 * (agg_base + ((sp * C + c) * A + j) * L + mu)
-                buf[3] = 2 * (agg_base + ((dp * C + c) * A + j) * L + md) + 1
-                buf[4] = 2 * (rack_base + (dr * C + c) * K + kd) + 1
-                buf[5] = 2 * d + 1
-                hops = 6
-            else:
-                index = (c * K + ku) * K + kd
-                buf[2] = 2 * (rack_base + (dr * C + c) * K + kd) + 1
-                buf[3] = 2 * d + 1
-                hops = 4
-            if store:
-                path[row] = index
-                for x in range(hops):
-                    arcs[row, x] = buf[x]
-            if add:
-                for x in range(hops):
-                    load[buf[x]] += share
+                g_w[g] += 1.0
+    return groups, g_arcs, g_dm, g_w, table
+
+
+@njit(cache=True, nogil=True)
+def hashed_levels(
+    src: np.ndarray,
+    dst: np.ndarray,
+    p_demand: np.ndarray,
+    seed: np.uint64,
+    qps: int,
+    alive: np.ndarray,
+    shape: np.ndarray,
+    weighted: bool,
+    bw: tuple[np.ndarray, ...],
+    over: np.ndarray,
+    table: np.ndarray,
+    g_arcs: np.ndarray,
+    g_dm: np.ndarray,
+    g_level: np.ndarray,
+    slowest: np.ndarray,
+    summed: np.ndarray,
+    routed: np.ndarray,
+) -> None:
+    """Per hashed flow of `hot_groups`, its QPs' rates as `fill` gives them (the level of
+    the QP's group, g_level, for a QP in one; its demand for another routed QP with demand;
+    0 for a QP with no path or no demand): the slowest, their sum in QP order, and whether
+    some QP has a path."""
+    hops = g_arcs.shape[1]
+    key = np.empty(hops, np.int64)
+    qp_path = np.empty(max(qps, 1), np.int64)
+    qp_arcs = np.empty((max(qps, 1), 6), np.int64)
+    qp_hops = np.empty(max(qps, 1), np.int64)
+    scratch = _scratch(shape)
+    s0 = _splitmix64(seed)
+    for f in range(src.size):
+        _flow_walk(src[f], dst[f], s0, qps, alive, shape, weighted, bw, scratch, qp_path,
+                   qp_arcs, qp_hops)  # fmt: skip
+        share = p_demand[f] / qps
+        low = np.inf
+        total = 0.0
+        any_path = False
+        for q in range(qps):
+            r = 0.0
+            if qp_hops[q] > 0:
+                any_path = True
+                if share > 0:
+                    k = 0
+                    for h in range(qp_hops[q]):
+                        e = qp_arcs[q, h]
+                        if over[e]:
+                            key[k] = e
+                            k += 1
+                    r = share
+                    if k > 0:
+                        _, g = _slot(key, k, share, table, g_arcs, g_dm)
+                        r = g_level[g]
+            if r < low:
+                low = r
+            total += r
+        slowest[f] = low
+        summed[f] = total
+        routed[f] = any_path
+
+
+@njit(cache=True, nogil=True)
+def hashed_crossing(
+    src: np.ndarray,
+    dst: np.ndarray,
+    seed: np.uint64,
+    qps: int,
+    alive: np.ndarray,
+    shape: np.ndarray,
+    weighted: bool,
+    bw: tuple[np.ndarray, ...],
+    mask: np.ndarray,
+    out: np.ndarray,
+) -> None:
+    """out[f]: some QP of hashed flow f crosses an arc in `mask`."""
+    qp_path = np.empty(max(qps, 1), np.int64)
+    qp_arcs = np.empty((max(qps, 1), 6), np.int64)
+    qp_hops = np.empty(max(qps, 1), np.int64)
+    scratch = _scratch(shape)
+    s0 = _splitmix64(seed)
+    for f in range(src.size):
+        _flow_walk(src[f], dst[f], s0, qps, alive, shape, weighted, bw, scratch, qp_path,
+                   qp_arcs, qp_hops)  # fmt: skip
+        hit = False
+        for q in range(qps):
+            for h in range(qp_hops[q]):
+                if mask[qp_arcs[q, h]]:
+                    hit = True
+        out[f] = hit

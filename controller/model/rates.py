@@ -20,7 +20,7 @@ below its demand; the allocation of the reduced problem therefore meets the bott
 condition of the whole one, whose max-min allocation is unique. (Numerically the rounds
 differ, so rates may differ in the last bits from filling over every arc.) Subflows that
 then cross the same arcs with the same per-QP demand get the same rate, so they are filled
-as one group, their QPs summed (controller.model.kernels.group_hot): on a hashed meta-24k
+as one group, their QPs summed (controller.model.kernels.hot_groups): on a hashed meta-24k
 mix (16 QPs) two subflows in five cross no over-capacity arc and the rest keep half their
 arcs; a hashed all-to-all's millions of subflows become a few groups per such arc.
 
@@ -45,6 +45,7 @@ How a flow's rows make its rate is the `model`:
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -52,6 +53,7 @@ from controller.model import kernels
 from controller.model.assignment import Assignment
 from controller.model.fabric import TIER_NAMES, Fabric
 from controller.model.flows import FlowSet
+from controller.model.hashing import NO_TABLES, Hashed, read_only
 from controller.model.health import LinkHealth
 from controller.model.paths import flow_class, num_paths
 
@@ -68,7 +70,7 @@ def max_min_rates(
 ) -> np.ndarray:
     """Max-min fair rate of every flow on its fixed path (arc ids [F, H], -1 padded); a
     flow of `weight` w competes as w equal subflows on its path (default 1)."""
-    rates, _ = _max_min(arcs, capacity, demand, rel_tol, weight)
+    rates, _, _ = _max_min(arcs, capacity, demand, rel_tol, weight)
     return rates
 
 
@@ -78,8 +80,10 @@ def _max_min(
     demand: np.ndarray,
     rel_tol: float,
     weight: np.ndarray | None = None,
-) -> tuple[np.ndarray, int]:
-    """Progressive filling over per-subflow levels; returns (rates, rounds)."""
+    hashed: _Walked | None = None,
+) -> tuple[np.ndarray, int, _Groups]:
+    """Progressive filling over per-subflow levels; returns (rates, rounds, the groups the
+    hashed QPs' levels are read from: `_hashed_parents`)."""
     arcs = np.asarray(arcs, dtype=np.int64)
     if arcs.ndim == 1:
         arcs = arcs[:, None]
@@ -97,12 +101,18 @@ def _max_min(
     capacity = np.ascontiguousarray(capacity)
     demand = np.ascontiguousarray(demand)
     w = np.ascontiguousarray(w)
-    # the reduced problem (module docstring), equal subflows grouped
+    # the reduced problem (module docstring), equal subflows grouped; each arc's load summed
+    # row by row, then over the hashed QPs in turn, as if they were rows after the others
+    load = _row_load(arcs, demand, capacity.size)
+    if hashed is not None:
+        load = hashed.onto(load)
+    over = load > np.maximum(capacity, 0.0)
     gid = np.empty(num_flows, np.int64)
-    hot = int(np.count_nonzero(demand > 0))
-    g_arcs = np.empty((hot, arcs.shape[1]), np.int64)
-    g_dm, g_w = np.empty(hot), np.empty(hot)
-    groups = kernels.group_hot(arcs, capacity, demand, w, gid, g_arcs, g_dm, g_w)
+    src, dst, p_demand, seed, qps, alive, shape, weighted, tables = (
+        _NO_WALK if hashed is None else hashed.args)
+    groups, g_arcs, g_dm, g_w, table = kernels.hot_groups(
+        arcs, demand, w, over, src, dst, p_demand, seed, qps, alive, shape, weighted, tables,
+        gid)  # fmt: skip
     g_rates = np.empty(groups)
     rounds = kernels.fill(g_arcs[:groups], capacity, g_dm[:groups] * g_w[:groups],
                           g_w[:groups], 1.0 + rel_tol, g_rates)  # fmt: skip
@@ -111,7 +121,53 @@ def _max_min(
     grouped = gid >= 0
     g = gid[grouped]
     rates[grouped] = g_rates[g] / g_w[g] * w[grouped]
-    return rates, rounds
+    return rates, rounds, _Groups(over, table, g_arcs, g_dm, g_rates / g_w[:groups])
+
+
+def _row_load(arcs: np.ndarray, demand: np.ndarray, num_arcs: int) -> np.ndarray:
+    """Offered load per arc, each arc's sum taken row by row."""
+    valid = arcs >= 0
+    return np.bincount(arcs[valid], weights=np.repeat(demand, arcs.shape[1])[valid.ravel()],
+                       minlength=num_arcs)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _Groups:
+    """The grouped reduced problem of one fill: arcs over capacity, the groups' lookup
+    table, keys and per-QP demands, and each group's rate per QP."""
+
+    over: np.ndarray
+    table: np.ndarray
+    g_arcs: np.ndarray
+    g_dm: np.ndarray
+    level: np.ndarray
+
+
+@dataclass(frozen=True)
+class _Walked:
+    """Hashed flows with their walk under one health, as the kernels take it."""
+
+    hashed: Hashed
+    fabric: Fabric
+    health: LinkHealth
+    args: tuple[Any, ...]  # src, dst, demand, seed, qps, alive, shape, weighted, tables
+
+    @classmethod
+    def of(cls, fabric: Fabric, health: LinkHealth, hashed: Hashed) -> _Walked:
+        (src, dst, seed, qps, alive, shape), (weighted, tables) = hashed.walk_args(fabric, health)
+        demand = read_only(hashed.flows.demand, np.float64)
+        return cls(hashed, fabric, health,
+                   (src, dst, demand, seed, qps, alive, shape, weighted, tables))  # fmt: skip
+
+    def onto(self, load: np.ndarray) -> np.ndarray:
+        return self.hashed.load(self.fabric, self.health, onto=load)
+
+
+_NO_WALK: tuple[Any, ...] = (
+    read_only(np.zeros(0), np.int64), read_only(np.zeros(0), np.int64),
+    read_only(np.zeros(0), np.float64), np.uint64(0), 1,
+    np.zeros(1, np.bool_), np.zeros(9, np.int64), False, NO_TABLES,
+)  # fmt: skip
 
 
 def _parent_shares(
@@ -122,24 +178,66 @@ def _parent_shares(
     num_parents: int,
     w: np.ndarray,
     model: str,
+    hashed: _Walked | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
-    """(share, rate, demand, routed, on a dead arc) per parent flow, and the rounds taken."""
+    """(share, rate, demand, routed, on a dead arc) per parent flow, and the rounds taken.
+    `hashed`: whole flows whose QPs follow the rows without being rows (hashing.Hashed),
+    each the only part of its parent flow; their on-a-dead-arc flag is not computed."""
     arcs = np.ascontiguousarray(arcs, np.int64)
     cap = np.ascontiguousarray(cap, np.float64)
-    rates, rounds = _max_min(arcs, cap, demand, REL_TOL, w if model == "striped" else None)
+    rates, rounds, found = _max_min(arcs, cap, demand, REL_TOL,
+                                    w if model == "striped" else None, hashed)  # fmt: skip
     if parent.shape != (arcs.shape[0],) or (
         parent.size and not 0 <= parent.min() <= parent.max() < num_parents
     ):
         raise ValueError(f"parent must give each of {arcs.shape[0]} rows a flow in "
                          f"[0, {num_parents})")  # fmt: skip
-    p_rate, p_demand = np.empty(num_parents), np.empty(num_parents)
-    p_routed, p_dead = np.empty(num_parents, bool), np.empty(num_parents, bool)
+    slowest, qps = np.full(num_parents, np.inf), np.zeros(num_parents)
+    p_rate, p_demand = np.zeros(num_parents), np.zeros(num_parents)
+    p_routed, p_dead = np.zeros(num_parents, bool), np.zeros(num_parents, bool)
     kernels.per_parent(arcs, cap, np.ascontiguousarray(demand, np.float64), rates,
                        np.ascontiguousarray(w, np.float64),
-                       np.ascontiguousarray(parent, np.int64),
-                       model == "striped", p_rate, p_demand, p_routed, p_dead)  # fmt: skip
+                       np.ascontiguousarray(parent, np.int64), model == "striped", slowest,
+                       qps, p_rate, p_demand, p_routed, p_dead)  # fmt: skip
+    if hashed is not None:
+        _hashed_parents(hashed, found, model, num_parents, parent, p_rate, p_demand, p_routed)
     share = np.divide(p_rate, p_demand, out=np.ones(num_parents), where=p_demand > 0)
     return share, p_rate, p_demand, p_routed, p_dead, rounds
+
+
+def _hashed_parents(
+    walked: _Walked,
+    found: _Groups,
+    model: str,
+    num_parents: int,
+    rows_parent: np.ndarray,
+    p_rate: np.ndarray,
+    p_demand: np.ndarray,
+    p_routed: np.ndarray,
+) -> None:
+    """The hashed flows' parent sums, as kernels.per_parent makes them (to the bit) from a
+    row of weight 1 per QP: rate, demand and routed, written at their parent flows."""
+    hashed = walked.hashed
+    n, qps = len(hashed.flows), hashed.qps
+    parent = np.asarray(hashed.parent, np.int64)
+    if parent.shape != (n,) or (n and not 0 <= parent.min() <= parent.max() < num_parents):
+        raise ValueError(f"hashed flows need a parent flow in [0, {num_parents}) each")
+    if n and (np.unique(parent).size != n or np.isin(parent, rows_parent).any()):
+        raise ValueError("a hashed flow must be the only part of its parent flow")
+    slowest, summed, routed = np.empty(n), np.empty(n), np.empty(n, bool)
+    src, dst, demand, seed, _, alive, shape, weighted, tables = walked.args
+    kernels.hashed_levels(src, dst, demand, seed, qps, alive, shape, weighted, tables,
+                          found.over, found.table, found.g_arcs, found.g_dm, found.level,
+                          slowest, summed, routed)  # fmt: skip
+    per_qp = hashed.flows.demand / qps
+    total = np.zeros(n)
+    for _ in range(qps):  # per_parent's summation, QP by QP
+        total += per_qp
+    if model == "striped":
+        rate = np.where(np.isfinite(slowest), slowest * np.float64(qps), 0.0)
+    else:
+        rate = summed
+    p_rate[parent], p_demand[parent], p_routed[parent] = rate, total, routed
 
 
 def flow_shares(
@@ -152,15 +250,31 @@ def flow_shares(
     num_parents: int,
     weight: np.ndarray | None = None,
     model: str = "striped",
+    hashed: Hashed | None = None,
 ) -> np.ndarray:
-    """Rate / demand of every parent flow as `simulate` counts it (NaN: not routed)."""
+    """Rate / demand of every parent flow as `simulate` counts it (NaN: not routed).
+    `hashed`: whole flows whose QPs follow the rows, walked, not held (hashing.Hashed)."""
     w = np.ones(len(flows)) if weight is None else np.asarray(weight, dtype=np.float64)
     cap = health.arc_capacity(fabric)
+    walked = None if hashed is None else _Walked.of(fabric, health, hashed)
     share, _, _, routed, _, _ = _parent_shares(
         np.asarray(arcs, np.int64), cap, flows.demand, np.asarray(parent, np.int64),
-        num_parents, w, model,
+        num_parents, w, model, walked,
     )  # fmt: skip
     return np.where(routed, share, np.nan)
+
+
+def offered_load(
+    fabric: Fabric,
+    health: LinkHealth,
+    arcs: np.ndarray,
+    flows: FlowSet,
+    hashed: Hashed | None = None,
+) -> np.ndarray:
+    """Offered load per arc of the rows, then of the hashed flows' QPs, each arc's sum taken
+    in that order, as a max-min fill over them takes it."""
+    load = _row_load(np.asarray(arcs, np.int64), flows.demand, fabric.num_arcs)
+    return load if hashed is None else hashed.load(fabric, health, onto=load)
 
 
 @dataclass(frozen=True)

@@ -53,11 +53,14 @@ from controller.model.assignment import UNROUTED, Assignment
 from controller.model.dataplane import Carried, carried, overrides_of
 from controller.model.fabric import Fabric
 from controller.model.flows import ALL_QPS, FlowSet
-from controller.model.hashing import HASHINGS, hashed_arcs, hashed_load
+from controller.model.hashing import HASHINGS, Hashed, hashed_load
 from controller.model.health import LinkHealth
-from controller.model.rates import MODELS, REL_TOL, flow_shares
+from controller.model.paths import MAX_HOPS
+from controller.model.rates import MODELS, REL_TOL, flow_shares, offered_load
 
 DEFAULT_HASHES = 4  # K: hash seeds the reference is the mean over
+_NO_ARCS = np.zeros((0, MAX_HOPS), np.int64)
+_NO_ROWS = np.zeros(0, np.int64)
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
@@ -268,10 +271,11 @@ class _Reference:
             return hit
 
         def run(seed: int) -> np.ndarray:
-            sub, arcs, parent = hashed_arcs(kind, self.fabric, self.flows, self.health, seed,
-                                            self.qps)  # fmt: skip
-            share = flow_shares(self.fabric, self.health, arcs, sub, parent,
-                                num_parents=len(self.flows), model=self.opts.model)  # fmt: skip
+            # every flow hashed, walked where needed rather than held as a row per QP
+            everyone = Hashed(kind, self.flows, np.arange(len(self.flows)), seed, self.qps)
+            share = flow_shares(self.fabric, self.health, _NO_ARCS, FlowSet.empty(), _NO_ROWS,
+                                num_parents=len(self.flows), model=self.opts.model,
+                                hashed=everyone)  # fmt: skip
             return job_values(share, self.flows.job, self.num_jobs)
 
         runs = _each_seed(run, self.opts)  # the mean is in seed order
@@ -353,14 +357,17 @@ def certify(
         seeds = opts.seeds[:1] if deterministic else opts.seeds
         overrides = None if deterministic else overrides_of(fabric, current)
         planes = [carried(fabric, health, current, parent, kind=opts.reference, seed=s,
-                          qps=qps, overrides=overrides) for s in seeds]  # fmt: skip
+                          qps=qps, overrides=overrides, expand=False) for s in seeds]  # fmt: skip
         at_risk = np.zeros(num_jobs, bool)
         hot: list[np.ndarray] = []
         mlus = []
         for plane in planes:
-            load, over, util = _loads(fabric, plane, cap)
+            load, over, util = _loads(fabric, health, plane, cap)
             hit = ((plane.arcs >= 0) & over[np.maximum(plane.arcs, 0)]).any(axis=1)
             at_risk[np.unique(plane.flows.job[hit])] = True
+            if plane.hashed is not None:
+                crossing = plane.hashed.crossing(fabric, health, over)
+                at_risk[np.unique(plane.hashed.flows.job[crossing])] = True
             hot.append(over)
             mlus.append(util)
         checked |= at_risk
@@ -370,8 +377,8 @@ def certify(
             break
 
         shares = [flow_shares(fabric, health, plane.arcs, plane.flows, plane.parent,
-                              num_parents=len(flows), weight=plane.weight,
-                              model=opts.model) for plane in planes]  # fmt: skip
+                              num_parents=len(flows), weight=plane.weight, model=opts.model,
+                              hashed=plane.hashed) for plane in planes]  # fmt: skip
         share = np.mean(shares, axis=0)
         te = np.mean([job_values(x, flows.job, num_jobs) for x in shares], axis=0)
         te = np.where(at_risk, te, 1.0)
@@ -387,7 +394,7 @@ def certify(
         why = "{ratio:.4g} x " + opts.reference
         if not mine.any():
             # the failing flows ride the defaults already: hand back who crowds them
-            mine = _crowding(fabric, rows, path, planes, hot, low) & te_rows
+            mine = _crowding(fabric, health, rows, path, planes, hot, low) & te_rows
             why = "shares an over-capacity link with a job below " + opts.reference
             if mine.any() and whole_jobs:
                 mine = np.isin(rows.job, rows.job[mine]) & te_rows
@@ -462,11 +469,10 @@ def _each_seed(run: Callable[[int], T], opts: CertifyOptions) -> list[T]:
         return list(pool.map(run, seeds))
 
 
-def _loads(fabric: Fabric, plane: Carried, cap: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+def _loads(fabric: Fabric, health: LinkHealth, plane: Carried, cap: np.ndarray
+           ) -> tuple[np.ndarray, np.ndarray, float]:  # fmt: skip
     """(offered load per arc, arcs offered more than capacity, MLU) of a carried plane."""
-    valid = plane.arcs >= 0
-    weights = np.repeat(plane.flows.demand, plane.arcs.shape[1])[valid.ravel()]
-    load = np.bincount(plane.arcs[valid], weights=weights, minlength=fabric.num_arcs)
+    load = offered_load(fabric, health, plane.arcs, plane.flows, plane.hashed)
     over = load > cap * (1 + REL_TOL) + REL_TOL
     with np.errstate(divide="ignore", invalid="ignore"):
         util = np.where(cap > 0, load / np.where(cap > 0, cap, 1.0),
@@ -476,6 +482,7 @@ def _loads(fabric: Fabric, plane: Carried, cap: np.ndarray) -> tuple[np.ndarray,
 
 def _crowding(
     fabric: Fabric,
+    health: LinkHealth,
     rows: FlowSet,
     path: np.ndarray,
     planes: list[Carried],
@@ -488,6 +495,9 @@ def _crowding(
     crowded = np.zeros(fabric.num_arcs, bool)
     for plane, over in zip(planes, hot, strict=True):
         a = plane.arcs[low[plane.parent]]
+        if plane.hashed is not None:  # the hashed QPs of low flows, walked again
+            which = np.flatnonzero(low[plane.hashed.parent])
+            a = np.concatenate([a, plane.hashed.arcs_of(fabric, health, which)[0]])
         a = a[a >= 0]
         crowded[a[over[a]]] = True
     out = np.zeros(len(rows), bool)

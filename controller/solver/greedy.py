@@ -34,7 +34,7 @@ import numpy as np
 from controller.model.assignment import UNROUTED, Assignment
 from controller.model.fabric import ACCESS, Fabric
 from controller.model.flows import FlowSet, match_pairs
-from controller.model.hashing import hashed_arcs
+from controller.model.hashing import Hashed, hashed_arcs
 from controller.model.health import LinkHealth
 from controller.model.paths import CROSS_POD, SAME_POD, SAME_RACK, num_paths
 from controller.model.rates import REL_TOL, flow_shares
@@ -477,10 +477,15 @@ def warm_up() -> None:
     local_search(problem, path)
     relieve_arcs(problem, path)
     arc_csr(Assignment(flows, path).arcs(fabric), flows.demand, fabric.num_arcs)
-    # the model's kernels the certificate runs: E-ECMP hashing, max-min rates, parent sums
+    # the model's kernels the certificate runs: E-ECMP hashing, max-min rates, parent sums,
+    # over rows and over hashed flows walked where needed
     sub, arcs, parent = hashed_arcs("eecmp", fabric, flows, health, 1, 2)
     flow_shares(fabric, health, arcs, sub, parent, num_parents=len(flows),
                 weight=np.ones(len(sub)))  # fmt: skip
+    hashed = Hashed("eecmp", flows, np.arange(len(flows)), 1, 2)
+    flow_shares(fabric, health, arcs[:0], sub.take(np.zeros(0, np.int64)), parent[:0],
+                num_parents=len(flows), hashed=hashed)  # fmt: skip
+    hashed.crossing(fabric, health, np.ones(fabric.num_arcs, bool))
 
 
 def _alike(

@@ -195,3 +195,39 @@ def test_the_carried_plane_walks_every_row_as_the_entries_and_hashes_do(
     te = int((path != -1).sum())
     assert plane.arcs[te:].tobytes() == want.tobytes()
     assert plane.walked == row.size
+
+
+@settings(max_examples=120, deadline=None)
+@given(SHAPES, st.integers(0, 2**32 - 1), st.sampled_from(["eecmp", "wcmp"]),
+       st.sampled_from(["striped", "summed"]), st.data())  # fmt: skip
+def test_hashed_flows_walked_where_needed_share_as_their_rows_would(
+    spec: ClosSpec, seed: int, kind: str, model: str, data: st.DataObject
+) -> None:
+    """Whole flows kept as hashing.Hashed (walked by the kernels, never a row per QP) get
+    the shares, loads and flags the same QPs get as rows after the others, to the bit."""
+    from controller.model.hashing import Hashed
+    from controller.model.rates import flow_shares, offered_load
+
+    fabric = build(spec)
+    rng = np.random.default_rng(seed)
+    n = data.draw(st.integers(1, 60))
+    flows = FlowSet.build(rng.integers(0, fabric.num_nics, n), rng.integers(0, fabric.num_nics, n),
+                          rng.choice([0.0, 50.0, 100.0, 400.0 / 3], n))  # fmt: skip
+    health = LinkHealth(rng.choice([0.0, 0.3, 1.0], size=fabric.num_links, p=[0.15, 0.1, 0.75]))
+    qps = data.draw(st.integers(1, 6))
+    cut = data.draw(st.integers(0, n))  # flows [0, cut) as rows, the rest hashed
+    sub, arcs, parent = hashed_arcs(kind, fabric, flows, health, seed, qps)
+    want = flow_shares(fabric, health, arcs, sub, parent, num_parents=n, model=model)
+    rows = np.arange(cut * qps)
+    rest = np.arange(cut, n)
+    hashed = Hashed(kind, flows.take(rest), rest, seed, qps)
+    got = flow_shares(fabric, health, arcs[rows], sub.take(rows), parent[rows], num_parents=n,
+                      model=model, hashed=hashed)  # fmt: skip
+    assert got.tobytes() == want.tobytes()
+    load = offered_load(fabric, health, arcs[rows], sub.take(rows), hashed)
+    assert load.tobytes() == offered_load(fabric, health, arcs, sub).tobytes()
+    mask = rng.random(fabric.num_arcs) < 0.2
+    crossing = (mask[np.maximum(arcs, 0)] & (arcs >= 0)).any(axis=1).reshape(n, qps).any(axis=1)
+    assert (hashed.crossing(fabric, health, mask) == crossing[cut:]).all()
+    back, of = hashed.arcs_of(fabric, health, np.arange(rest.size))
+    assert back.tobytes() == arcs[cut * qps :].tobytes() and (rest[of] == parent[cut * qps :]).all()
