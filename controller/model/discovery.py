@@ -139,6 +139,8 @@ def discover(tables: Mapping[str, Iterable[Neighbour]], default_gbps: float,
                 ((device, ""),)))  # fmt: skip
     twice = set()
     for (device, port), records in heard.items():
+        if len(records) == 1:
+            continue
         seen = sorted({_end(p, n.peer_port) for p, n in records}, key=natural_key)
         if len(seen) > 1:
             twice.add((device, port))
@@ -155,8 +157,7 @@ def discover(tables: Mapping[str, Iterable[Neighbour]], default_gbps: float,
     bad_speed = set()
     named: set[tuple[str, str]] = set()  # ends whose view a `ports` problem told already
     from_lldp = from_default = 0
-    for (a, pa), records in sorted(heard.items(), key=lambda kv: (natural_key(kv[0][0]),
-                                                                   natural_key(kv[0][1]))):
+    for (a, pa), records in heard.items():  # in device order, then each table's own
         if (a, pa) in twice:
             continue
         b, n = records[0]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 ROLES = ("host", "rtsw", "ctsw", "atsw")  # bottom to top
 
@@ -32,6 +33,7 @@ class Cable:
 _DIGITS = re.compile(r"(\d+)")
 
 
+@lru_cache(maxsize=1 << 18)  # names repeat: every device and port is sorted many times
 def natural_key(name: str) -> tuple[tuple[int, int | str], ...]:
     """Sort key that orders digit runs by value: eth2 before eth10, Ethernet4 before
     Ethernet48."""

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from controller.drivers.linux_plan import LabPlan
 from controller.errors import FabricError
@@ -158,3 +160,13 @@ def test_the_document_is_the_neutral_cable_list_byte_for_byte_stable(tiny: Fabri
     assert [d["role"] for d in doc["devices"]] == ["host"] * 8 + ["rtsw"] * 4 + ["ctsw"] * 8 + [
         "atsw"] * 4
     assert all(c["a"].split("-")[0] in ("host", "rtsw", "ctsw") for c in doc["cables"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(min_size=1, max_size=12), st.text(max_size=12),
+       st.floats(min_value=0.001, max_value=1e5) | st.integers(1, 10**5))  # fmt: skip
+def test_any_names_round_trip_through_the_yaml_document(name: str, port: str, gbps: float):
+    doc = {"name": name, "devices": [{"name": name, "role": "host"}],
+           "cables": [{"a": name, "a_port": port, "b": port + "x", "b_port": name,
+                       "gbps": gbps}]}  # fmt: skip
+    assert yaml.safe_load(dump(doc)) == doc
