@@ -9,11 +9,11 @@ PROTOS := $(wildcard protos/fabric_te/v1/*.proto)
 GEN    := controller/api/fabric_te/v1/te_pb2.py
 
 # Debian packages of the real components the tests start (FRR, etcd, slurmctld, Prometheus,
-# Redis as SONiC's CONFIG_DB, Open vSwitch), and libyang2-dev, which the sonic extra's
+# Redis as SONiC's CONFIG_DB, Open vSwitch, lldpd for LLDP discovery), and libyang2-dev, which the sonic extra's
 # libyang builds on. Installed when running as root and missing (CI runs as root); otherwise
 # the tests that need them skip and say why. Services are not started by the install
 # (policy-rc.d).
-DEBS := iproute2 nftables frr etcd-server slurmctld prometheus redis-server libyang2-dev openvswitch-switch
+DEBS := iproute2 nftables frr etcd-server slurmctld prometheus redis-server libyang2-dev openvswitch-switch lldpd
 
 .PHONY: demo test fuzz bench check protos clean system-deps sonic-extra certs
 

@@ -944,6 +944,18 @@ def bench_state(cfg: Config) -> Iterator[Section]:
         yield sec
 
 
+def bench_discover(cfg: Config) -> Iterator[Section]:
+    """LLDP discovery at cluster scale from synthetic tables, and on a lab (sim.bench_discover)."""
+    from sim.bench_discover import bench_discover as run
+
+    for title, text, head, rows in run(cfg.quick):
+        sec = Section(title)
+        sec.text(text)
+        sec.text("")
+        sec.table(head, rows)
+        yield sec
+
+
 def replace_job(job: Any, hosts: tuple[int, ...]) -> Any:
     from dataclasses import replace
 
@@ -1425,6 +1437,7 @@ SECTIONS: dict[str, Callable[[Config], Iterator[Section]]] = {
     "lab-failure": bench_lab_failure,
     "security": bench_security,
     "state": bench_state,
+    "discover": bench_discover,
     "alltoall": bench_alltoall,
     "alltoall-targets": bench_alltoall_targets,
     "certificate": bench_certificate,

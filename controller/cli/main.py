@@ -35,7 +35,7 @@ def version() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from controller.cli import advise, certs, completion, offline, service
+    from controller.cli import advise, certs, completion, discover, offline, service
 
     parser = argparse.ArgumentParser(
         prog="tectl", description="fabric-te: traffic engineering for AI-training fabrics"
@@ -44,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli = Commands(parser.add_subparsers(dest="command", required=True, metavar="COMMAND"),
                    root=parser)  # fmt: skip
     offline.register(cli)
+    discover.register(cli)
     service.register(cli)
     advise.register(cli)
     certs.register(cli)

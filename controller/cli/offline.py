@@ -65,6 +65,7 @@ def register(cli: Commands) -> None:
     """Add `fabric show` and the `routes` group with `routes diff` to `tectl`."""
     fabric = cli.sub.add_parser("fabric", help="inspect fabrics")
     fsub = fabric.add_subparsers(dest="fabric_command", required=True, metavar="SUBCOMMAND")
+    cli.groups["fabric"] = fsub
     show = fsub.add_parser("show", help="summary of a preset or fabric file")
     show.add_argument("fabric", help="preset name or fabric file")
     show.add_argument("--json", action="store_true", help="machine-readable output")

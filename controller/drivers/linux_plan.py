@@ -18,6 +18,8 @@ One place for every name and number the `linux` driver and the lab builder must 
                 through to the main table, which holds the underlay's ECMP routes
     QP bucket   q is sent from UDP source ports SPORT_BASE + q*SPORT_WIDTH .. + SPORT_WIDTH-1
     routes      TE routes carry protocol ROUTE_PROTO; an entry's owner is its route realm
+    LLDP        (lab up --lldp) lldpd per namespace, system name = the node's fabric name,
+                control socket lldp_dir(lab)/<node>.sock
 
 The driver touches only tables in [TABLE_BASE, TABLE_END), rules at the two priorities
 pointing at them, and routes of protocol ROUTE_PROTO in them.
@@ -57,6 +59,12 @@ LAB_STATE_ROOT = Path(os.environ.get("FABRIC_TE_LAB_ROOT", "/run/fabric-te/labs"
 
 def lab_dir(lab: str) -> Path:
     return LAB_STATE_ROOT / check_lab_name(lab)
+
+
+def lldp_dir(lab: str) -> Path:
+    """Where a lab run with LLDP keeps each node's lldpd files: NODE.sock (its control
+    socket, for `lldpcli -u`), NODE.pid, NODE.conf."""
+    return lab_dir(lab) / "lldp"
 
 
 def check_lab_name(name: str) -> str:

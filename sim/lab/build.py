@@ -67,6 +67,7 @@ class LabRecord:
     owner: dict[str, int] | None = None  # {"pid", "start"} of the building process; None: kept
     restorer: dict[str, int] | None = None  # {"pid", "start"} of its restorer (sim.lab.restorer)
     switch: str = "linux"  # linux: switches are namespaces; ovs: Open vSwitch bridges
+    lldp: bool = False  # lldpd runs in every namespace (sim.lab.lldp)
 
     def save(self) -> None:
         path = lab_dir(self.lab) / "lab.json"
@@ -173,15 +174,25 @@ def veth_lines(plan: LabPlan) -> list[str]:
 
 def up(fabric: Fabric, lab: str, source: str, underlay: str = "static",
        owner: int | None = -1, switch: str = "linux",
-       health: LinkHealth | None = None) -> LabRecord:  # fmt: skip
+       health: LinkHealth | None = None, lldp: bool = False) -> LabRecord:  # fmt: skip
     """Build `fabric` as lab `lab`; on any failure remove what was made and raise. `owner`:
     the pid the lab lives and dies with (default this process; None: kept until `down`).
     `switch`: linux (every switch a namespace) or ovs (every switch an Open vSwitch bridge,
-    the underlay select groups weighted by `health`; `sim.lab.ovs`)."""
+    the underlay select groups weighted by `health`; `sim.lab.ovs`). `lldp`: lldpd in every
+    namespace (`sim.lab.lldp`), returning once every node hears its planned neighbours."""
     check_lab_name(lab)
     require_root()
     if switch not in ("linux", "ovs"):
         raise LabError(f"unknown switch kind {switch!r}: linux or ovs")
+    if lldp:
+        from sim.lab import lldp as lldpd
+
+        if switch != "linux":
+            raise LabError("--lldp: needs switches as namespaces (--switch linux); Open "
+                           "vSwitch bridges do not speak LLDP here")  # fmt: skip
+        reason = lldpd.missing()
+        if reason:
+            raise LabError(f"--lldp: {reason}")
     if switch == "ovs":
         from controller.drivers.ovs_daemons import missing
 
@@ -208,7 +219,7 @@ def up(fabric: Fabric, lab: str, source: str, underlay: str = "static",
     owned = owner_of(os.getpid() if owner == -1 else owner) if owner is not None else None
     directory.mkdir(parents=True)
     record = LabRecord(lab, source, underlay, names, fabric.num_links, owner=owned,
-                       switch=switch)  # fmt: skip
+                       switch=switch, lldp=lldp)  # fmt: skip
     record.save()
     start = time.perf_counter()
     try:
@@ -239,6 +250,12 @@ def up(fabric: Fabric, lab: str, source: str, underlay: str = "static",
 
             frr.start(plan, directory)
         record.phases["underlay"] = time.perf_counter() - start
+        if lldp:
+            from sim.lab import lldp as lldpd
+
+            lldpd.start(plan)
+            lldpd.wait_neighbours(plan)
+            record.phases["lldp"] = time.perf_counter() - start
         from sim.lab import restorer
 
         record.restorer = restorer.start(lab, source, underlay)  # flapped ports get routes back
@@ -265,6 +282,10 @@ def _remove(record: LabRecord) -> None:
         from sim.lab import frr
 
         frr.stop(lab_dir(record.lab))
+    if record.lldp:
+        from sim.lab import lldp
+
+        lldp.stop(record.lab)
     present = netns.existing()
     doomed = [ns for ns in record.namespaces if ns in present]
     if doomed:

@@ -59,7 +59,7 @@ def cmd_up(args: argparse.Namespace) -> int:
 
         raise LabError("--switch ovs: the underlay is OpenFlow select groups (no --underlay)")
     record = up(fabric, args.name, source, underlay=underlay, owner=args.owner,
-                switch=args.switch, health=health)  # fmt: skip
+                switch=args.switch, health=health, lldp=args.lldp)  # fmt: skip
     try:
         if args.switch == "linux":
             apply_health(LabPlan(fabric, args.name), health, args.link_gbit)
@@ -67,6 +67,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         down(args.name)
         raise
     kind = "" if record.switch == "linux" else ", switches Open vSwitch bridges"
+    kind += ", lldpd in every namespace" if record.lldp else ""
     text = (f"lab {record.lab}: fabric {record.fabric}{kind}, {len(record.namespaces)} "
             f"namespaces, {record.links} links, underlay {record.underlay}, built in "
             f"{record.build_seconds:.2f} s; {health.down_links().size} links down, "
@@ -384,6 +385,10 @@ def register(cli: Any) -> None:
                     help="switches as Linux namespaces (linux) or Open vSwitch bridges on the "
                     "userspace datapath (ovs: underlay as OpenFlow select groups, TE entries "
                     "through the ovs driver)")  # fmt: skip
+    up.add_argument("--lldp", action="store_true",
+                    help="run lldpd in every namespace (1 s interval, port ids = interface "
+                    "names), for `tectl fabric discover --lab NAME`; needs the lldpd "
+                    "package")  # fmt: skip
     up.add_argument("--fail", action="append", default=[], metavar="LINK[=STATE]",
                     help="link down (or =0.5 degraded: a tc rate limit); repeatable")
     up.add_argument("--link-gbit", type=float, default=10.0,

@@ -1,0 +1,113 @@
+"""Discovery on a real lab: lldpd in every namespace of a `tiny` lab, `tectl fabric discover
+--lab` reads them, and the result is the lab's own plan; then LLDP is broken on purpose and
+the report names the devices and ports. Needs root and the lldpd package (CI has both)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from controller.cli.discover import from_lab
+from controller.cli.main import main
+from controller.drivers.linux_plan import LabPlan, lldp_dir
+from controller.model.discovery import Discovery, discover
+from controller.model.fabric import Fabric
+from sim.lab import build as lab
+from sim.lab import lldp
+from sim.lab.shared import unique_name
+
+pytestmark = [
+    pytest.mark.skipif(os.geteuid() != 0, reason="lab tests need root to make network "
+                       "namespaces (CI runs as root)"),  # fmt: skip
+    pytest.mark.skipif(lldp.missing() is not None, reason=f"{lldp.missing()} (CI installs "
+                       "it: the Makefile's DEBS)"),  # fmt: skip
+]
+HOST, NIC, RTSW, PORT = "host-p0-r0-h0", "nic0", "rtsw-p0-r0", "h0n0"
+
+
+def until(check: Callable[[], Discovery | None], what: str, timeout: float = 20.0) -> Discovery:
+    """Poll `check` until it returns a discovery, with a deadline (LLDP ages out by TTL)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = check()
+        if found is not None:
+            return found
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not seen in {timeout:g} s")
+        time.sleep(0.25)
+
+
+def now(name: str) -> Discovery:
+    """What the lab's tables say at this moment."""
+    tables, unreadable = from_lab(name, 10, 8)
+    return discover(tables, 400, unreadable)
+
+
+def lldpcli(name: str, node: str, *words: str) -> None:
+    import subprocess
+
+    subprocess.run(["lldpcli", "-u", str(lldp.socket(name, node)), *words], check=True,
+                   capture_output=True)  # fmt: skip
+
+
+def test_discover_reproduces_the_lab_and_names_what_breaks(tiny: Fabric, capsys):
+    name = unique_name("ld")
+    record = lab.up(tiny, name, "tiny", underlay="static", lldp=True)
+    pids = [int(p.read_text()) for p in lldp_dir(name).glob("*.pid")]
+    try:
+        assert record.lldp and len(pids) == 24 and "lldp" in record.phases
+        plan = LabPlan(tiny, name)
+        # every cable, both port names, every role, as the lab's plan has them
+        assert main(["fabric", "discover", "--lab", name, "--json", "--force-gbps",
+                     "--name", "tiny"]) == 0  # fmt: skip
+        out, err = capsys.readouterr()
+        doc = json.loads(out)
+        want = {}
+        for link in range(tiny.num_links):
+            lower, upper = plan.ends(link)
+            want[(lower.node, lower.ifname, upper.node, upper.ifname)] = float(
+                tiny.capacity[2 * link])
+        got = {(c["a"], c["a_port"], c["b"], c["b_port"]): float(c["gbps"])
+               for c in doc["cables"]}  # fmt: skip
+        assert got == want and len(doc["cables"]) == tiny.num_links
+        roles = {d["name"]: d["role"] for d in doc["devices"]}
+        assert roles == {**{h: "host" for h in plan.hosts},
+                         **{s: s.split("-")[0] for s in plan.switches}}  # fmt: skip
+        assert ("40 cables agreed from 24 devices' tables; 24 devices (8 hosts, 4 rtsw, 8 ctsw, "
+                "4 atsw)") in err
+        # the speeds lldpd advertises are the veth ports' own
+        found = now(name)
+        assert found.ok and found.speed_from_lldp == 40 and {c.gbps for c in found.cables} == {10}
+
+        # the host stops sending on one NIC: once the RTSW's entry ages out, one-sided
+        lldpcli(name, HOST, "configure", "ports", NIC, "lldp", "status", "rx-only")
+        found = until(lambda: (f := now(name)).problems and f or None,
+                      "a one-sided cable")  # fmt: skip
+        assert [(p.kind, p.message) for p in found.problems] == [(
+            "one-sided", f"{HOST}:{NIC} hears {RTSW}:{PORT}, but {RTSW} (which speaks LLDP) "
+            f"hears no neighbour on {PORT}")]  # fmt: skip
+        assert main(["fabric", "discover", "--lab", name]) == 1
+        out, err = capsys.readouterr()
+        assert out == "" and f"one-sided: {HOST}:{NIC} hears {RTSW}:{PORT}" in err
+        lldpcli(name, HOST, "configure", "ports", NIC, "lldp", "status", "rx-and-tx")
+        until(lambda: (f := now(name)).ok and f or None,
+              "the cable back")  # fmt: skip
+
+        # an ATSW's lldpd dies: its table is missing, and it is named
+        atsw = "atsw-c0-a0"
+        os.kill(int((lldp_dir(name) / f"{atsw}.pid").read_text()), 15)
+        found = until(lambda: (f := now(name)).problems and f or None,
+                      "the missing table")  # fmt: skip
+        assert found.problems[0].kind == "missing"
+        assert found.problems[0].message.startswith(f"{atsw}: no neighbour table (`lldpcli -u ")
+        assert len(found.cables) == tiny.num_links - 2  # its two CTSWs' cables
+    finally:
+        lab.down(name)
+    assert not [p for p in pids if Path(f"/proc/{p}").exists()
+                and Path(f"/proc/{p}/comm").read_text().strip() == "lldpd"
+                and Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"]
