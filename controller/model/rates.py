@@ -81,9 +81,11 @@ def _max_min(
     rel_tol: float,
     weight: np.ndarray | None = None,
     hashed: _Walked | None = None,
+    load: np.ndarray | None = None,
 ) -> tuple[np.ndarray, int, _Groups]:
     """Progressive filling over per-subflow levels; returns (rates, rounds, the groups the
-    hashed QPs' levels are read from: `_hashed_parents`)."""
+    hashed QPs' levels are read from: `_hashed_parents`). `load`: the offered load as
+    `offered_load` sums it, if at hand."""
     arcs = np.asarray(arcs, dtype=np.int64)
     if arcs.ndim == 1:
         arcs = arcs[:, None]
@@ -103,9 +105,10 @@ def _max_min(
     w = np.ascontiguousarray(w)
     # the reduced problem (module docstring), equal subflows grouped; each arc's load summed
     # row by row, then over the hashed QPs in turn, as if they were rows after the others
-    load = _row_load(arcs, demand, capacity.size)
-    if hashed is not None:
-        load = hashed.onto(load)
+    if load is None:
+        load = _row_load(arcs, demand, capacity.size)
+        if hashed is not None:
+            load = hashed.onto(load)
     over = load > np.maximum(capacity, 0.0)
     gid = np.empty(num_flows, np.int64)
     src, dst, p_demand, seed, qps, alive, shape, weighted, tables = (
@@ -179,6 +182,7 @@ def _parent_shares(
     w: np.ndarray,
     model: str,
     hashed: _Walked | None = None,
+    load: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
     """(share, rate, demand, routed, on a dead arc) per parent flow, and the rounds taken.
     `hashed`: whole flows whose QPs follow the rows without being rows (hashing.Hashed),
@@ -186,7 +190,7 @@ def _parent_shares(
     arcs = np.ascontiguousarray(arcs, np.int64)
     cap = np.ascontiguousarray(cap, np.float64)
     rates, rounds, found = _max_min(arcs, cap, demand, REL_TOL,
-                                    w if model == "striped" else None, hashed)  # fmt: skip
+                                    w if model == "striped" else None, hashed, load)  # fmt: skip
     if parent.shape != (arcs.shape[0],) or (
         parent.size and not 0 <= parent.min() <= parent.max() < num_parents
     ):
@@ -222,7 +226,8 @@ def _hashed_parents(
     parent = np.asarray(hashed.parent, np.int64)
     if parent.shape != (n,) or (n and not 0 <= parent.min() <= parent.max() < num_parents):
         raise ValueError(f"hashed flows need a parent flow in [0, {num_parents}) each")
-    if n and (np.unique(parent).size != n or np.isin(parent, rows_parent).any()):
+    parts = np.bincount(parent, minlength=num_parents)
+    if n and (parts.max() > 1 or parts[rows_parent].any()):
         raise ValueError("a hashed flow must be the only part of its parent flow")
     slowest, summed, routed = np.empty(n), np.empty(n), np.empty(n, bool)
     src, dst, demand, seed, _, alive, shape, weighted, tables = walked.args
@@ -251,15 +256,17 @@ def flow_shares(
     weight: np.ndarray | None = None,
     model: str = "striped",
     hashed: Hashed | None = None,
+    load: np.ndarray | None = None,
 ) -> np.ndarray:
     """Rate / demand of every parent flow as `simulate` counts it (NaN: not routed).
-    `hashed`: whole flows whose QPs follow the rows, walked, not held (hashing.Hashed)."""
+    `hashed`: whole flows whose QPs follow the rows, walked, not held (hashing.Hashed);
+    `load`: their offered load as `offered_load` gives it, if at hand (saves a walk)."""
     w = np.ones(len(flows)) if weight is None else np.asarray(weight, dtype=np.float64)
     cap = health.arc_capacity(fabric)
     walked = None if hashed is None else _Walked.of(fabric, health, hashed)
     share, _, _, routed, _, _ = _parent_shares(
         np.asarray(arcs, np.int64), cap, flows.demand, np.asarray(parent, np.int64),
-        num_parents, w, model, walked,
+        num_parents, w, model, walked, load,
     )  # fmt: skip
     return np.where(routed, share, np.nan)
 

@@ -53,7 +53,7 @@ from controller.model.assignment import UNROUTED, Assignment
 from controller.model.dataplane import Carried, carried, overrides_of
 from controller.model.fabric import Fabric
 from controller.model.flows import ALL_QPS, FlowSet
-from controller.model.hashing import HASHINGS, Hashed, hashed_load
+from controller.model.hashing import HASHINGS, Hashed, Overrides, hashed_load
 from controller.model.health import LinkHealth
 from controller.model.paths import MAX_HOPS
 from controller.model.rates import MODELS, REL_TOL, flow_shares, offered_load
@@ -356,29 +356,29 @@ def certify(
         deterministic = bool(te_rows.all())
         seeds = opts.seeds[:1] if deterministic else opts.seeds
         overrides = None if deterministic else overrides_of(fabric, current)
-        planes = [carried(fabric, health, current, parent, kind=opts.reference, seed=s,
-                          qps=qps, overrides=overrides, expand=False) for s in seeds]  # fmt: skip
-        at_risk = np.zeros(num_jobs, bool)
-        hot: list[np.ndarray] = []
-        mlus = []
-        for plane in planes:
-            load, over, util = _loads(fabric, health, plane, cap)
-            hit = ((plane.arcs >= 0) & over[np.maximum(plane.arcs, 0)]).any(axis=1)
-            at_risk[np.unique(plane.flows.job[hit])] = True
-            if plane.hashed is not None:
-                crossing = plane.hashed.crossing(fabric, health, over)
-                at_risk[np.unique(plane.hashed.flows.job[crossing])] = True
-            hot.append(over)
-            mlus.append(util)
+        def loaded(seed: int, current: Assignment = current,
+                   overrides: Overrides | None = overrides) -> _Plane:  # fmt: skip
+            plane = carried(fabric, health, current, parent, kind=opts.reference, seed=seed,
+                            qps=qps, overrides=overrides, expand=False)  # fmt: skip
+            return _Plane.of(fabric, health, plane, cap, num_jobs)
+
+        planes = _each_seed(loaded, opts, seeds)
+        at_risk = np.logical_or.reduce([p.at_risk for p in planes])
+        hot = [p.over for p in planes]
+        mlus = [p.mlu for p in planes]
         checked |= at_risk
         share = np.ones(len(flows))
         if not at_risk.any():
             te = np.ones(num_jobs)
             break
 
-        shares = [flow_shares(fabric, health, plane.arcs, plane.flows, plane.parent,
-                              num_parents=len(flows), weight=plane.weight, model=opts.model,
-                              hashed=plane.hashed) for plane in planes]  # fmt: skip
+        def shared(i: int, planes: list[_Plane] = planes) -> np.ndarray:
+            p = planes[i]
+            return flow_shares(fabric, health, p.plane.arcs, p.plane.flows, p.plane.parent,
+                               num_parents=len(flows), weight=p.plane.weight,
+                               model=opts.model, hashed=p.plane.hashed, load=p.load)  # fmt: skip
+
+        shares = _each_seed(shared, opts, tuple(range(len(planes))))
         share = np.mean(shares, axis=0)
         te = np.mean([job_values(x, flows.job, num_jobs) for x in shares], axis=0)
         te = np.where(at_risk, te, 1.0)
@@ -394,7 +394,8 @@ def certify(
         why = "{ratio:.4g} x " + opts.reference
         if not mine.any():
             # the failing flows ride the defaults already: hand back who crowds them
-            mine = _crowding(fabric, health, rows, path, planes, hot, low) & te_rows
+            mine = _crowding(fabric, health, rows, path, [p.plane for p in planes], hot,
+                             low) & te_rows  # fmt: skip
             why = "shares an over-capacity link with a job below " + opts.reference
             if mine.any() and whole_jobs:
                 mine = np.isin(rows.job, rows.job[mine]) & te_rows
@@ -427,7 +428,7 @@ def certify(
         jobs_checked=int(need.sum()), passed=below[opts.reference] == 0,
         worst_ratio=worst, below=below, fallback_jobs=fallback, fallback_flows=int(handed.size),
         rounds=rounds, seconds=time.perf_counter() - start, mlu=float(np.mean(mlus)),
-        reference_runs=ref.computed, walked=planes[0].walked, not_compared=tuple(skipped),
+        reference_runs=ref.computed, walked=planes[0].plane.walked, not_compared=tuple(skipped),
     )  # fmt: skip
     return out, cert
 
@@ -458,10 +459,11 @@ def _reference_mlu(
     return float(np.mean(_each_seed(mlu, opts)))
 
 
-def _each_seed(run: Callable[[int], T], opts: CertifyOptions) -> list[T]:
-    """`run` for every seed, in seed order, on up to `opts.workers` threads (the compiled
-    loops release the GIL)."""
-    seeds = opts.seeds
+def _each_seed(run: Callable[[int], T], opts: CertifyOptions,
+               seeds: tuple[int, ...] | None = None) -> list[T]:  # fmt: skip
+    """`run` for every seed (`opts.seeds` unless given), in seed order, on up to
+    `opts.workers` threads (the compiled loops release the GIL)."""
+    seeds = opts.seeds if seeds is None else seeds
     workers = min(len(seeds), opts.workers or os.cpu_count() or 1)
     if workers <= 1:
         return [run(seed) for seed in seeds]
@@ -469,15 +471,31 @@ def _each_seed(run: Callable[[int], T], opts: CertifyOptions) -> list[T]:
         return list(pool.map(run, seeds))
 
 
-def _loads(fabric: Fabric, health: LinkHealth, plane: Carried, cap: np.ndarray
-           ) -> tuple[np.ndarray, np.ndarray, float]:  # fmt: skip
-    """(offered load per arc, arcs offered more than capacity, MLU) of a carried plane."""
-    load = offered_load(fabric, health, plane.arcs, plane.flows, plane.hashed)
-    over = load > cap * (1 + REL_TOL) + REL_TOL
-    with np.errstate(divide="ignore", invalid="ignore"):
-        util = np.where(cap > 0, load / np.where(cap > 0, cap, 1.0),
-                        np.where(load > 0, np.inf, 0.0))  # fmt: skip
-    return load, over, float(util.max(initial=0.0))
+@dataclass(frozen=True)
+class _Plane:
+    """A carried plane of one seed with its offered load, the arcs offered more than their
+    capacity, its MLU and the jobs with a row or QP on one of those."""
+
+    plane: Carried
+    load: np.ndarray
+    over: np.ndarray
+    mlu: float
+    at_risk: np.ndarray
+
+    @classmethod
+    def of(cls, fabric: Fabric, health: LinkHealth, plane: Carried, cap: np.ndarray,
+           num_jobs: int) -> _Plane:  # fmt: skip
+        load = offered_load(fabric, health, plane.arcs, plane.flows, plane.hashed)
+        over = load > cap * (1 + REL_TOL) + REL_TOL
+        with np.errstate(divide="ignore", invalid="ignore"):
+            util = np.where(cap > 0, load / np.where(cap > 0, cap, 1.0),
+                            np.where(load > 0, np.inf, 0.0))  # fmt: skip
+        at_risk = np.zeros(num_jobs, bool)
+        hit = ((plane.arcs >= 0) & over[np.maximum(plane.arcs, 0)]).any(axis=1)
+        at_risk[plane.flows.job[hit]] = True
+        if plane.hashed is not None:
+            at_risk[plane.hashed.flows.job[plane.hashed.crossing(fabric, health, over)]] = True
+        return cls(plane, load, over, float(util.max(initial=0.0)), at_risk)
 
 
 def _crowding(

@@ -478,8 +478,16 @@ def _placed_around(
     left = flows.take(rest)
     planned = _left_over(fabric, health, left, opts) if keep.size else health
     inner = _placed(fabric, planned, flows.take(keep), previous, opts, start)
-    if planned is not health:  # the MLU and collisions over what the hashed jobs leave
-        inner = replace(inner, bound=Problem(fabric, health, flows).bound())
+    if planned is not health:
+        # planned on what the hashed jobs leave: its MLU, collisions and LP are of those
+        # capacities, not the fabric's; counted again on the fabric (the LP is no bound
+        # of it and is dropped)
+        placed = inner.assignment
+        inner = replace(
+            inner, lp=None,
+            mlu=float(utilisation(fabric, health, placed).max(initial=0.0)),
+            collided_links=int(collided_arcs(fabric, health, placed).size),
+        )  # fmt: skip
     rows = inner.assignment.flows
     joined = FlowSet(
         np.concatenate([rows.src_nic, left.src_nic]), np.concatenate([rows.dst_nic, left.dst_nic]),
