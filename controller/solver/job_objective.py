@@ -24,7 +24,8 @@ within capacity. Where the value is a mean over hash seeds, the mean of those fr
 routings is one too. So the worst job's value is at most min(1, 1 / lambda*) (the demand caps
 give the 1), and, over a priority class's flows alone, the class's worst job is at most
 min(1, 1 / lambda*_class). lambda* is the LP's when the solve ran it (and every flow is
-delivered), else the largest of the cut bounds that hold for fractional routings
+delivered); lambda*_class the class's own LP when it has at most CLASS_LP_COMMODITIES RTSW
+pairs (the cut bounds beyond); else the largest of the cut bounds that hold for fractional routings
 (controller.solver.bounds: access, rack- and pod-egress/ingress): a lower bound on lambda*,
 so still a valid (looser) upper bound on the value. The bounds for flows in at most `qps`
 buckets (rack-egress-16qp, largest-flow, ...) are not used: they bound one routing, not the
@@ -56,6 +57,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from controller.errors import LpError
 from controller.model.assignment import UNROUTED, Assignment
 from controller.model.dataplane import carried, overrides_of
 from controller.model.fabric import ACCESS, Fabric
@@ -68,6 +70,8 @@ from controller.routes.entries import align_entries
 from controller.solver.bounds import lower_bound
 from controller.solver.candidates import Candidates, candidates
 from controller.solver.certificate import job_values
+from controller.solver.commodities import commodities
+from controller.solver.lp import solve_lp
 
 ROUNDS = 32  # kept moves at most
 TRIES = 64  # candidate routings predicted at most
@@ -291,8 +295,27 @@ def class_bounds(
     out = {}
     for p in classes[::-1].tolist():
         rows = np.flatnonzero(delivered & (priority[flows.job] == p))
-        out[int(p)] = worst_job_bound(fabric, health, flows.take(rows))[0]
+        mine = flows.take(rows)
+        out[int(p)] = worst_job_bound(fabric, health, mine, _class_lp(fabric, health, mine))[0]
     return out, overall, source
+
+
+# a priority class's own LP (its max-concurrent-flow bound) is solved up to this many
+# commodities (RTSW pairs); beyond, its cut bounds stand in (work, not time)
+CLASS_LP_COMMODITIES = 4096
+
+
+def _class_lp(fabric: Fabric, health: LinkHealth, flows: FlowSet) -> float | None:
+    """The fractional min-MLU optimum of a class's flows alone (lambda*_class, module
+    docstring), when small enough and solvable; None: the cut bounds serve."""
+    comm = commodities(fabric, flows)
+    if not 0 < len(comm) <= CLASS_LP_COMMODITIES:
+        return None
+    try:
+        lp = solve_lp(fabric, health, comm)
+    except LpError:
+        return None
+    return None if lp.unroutable.size else float(lp.mlu)
 
 
 # ---- the pass -----------------------------------------------------------------------------

@@ -303,3 +303,32 @@ def test_on_the_issue_case_the_certificate_has_nothing_to_hand_back() -> None:
         cert = res.certificate
         assert cert is not None and cert.passed and not cert.fallback_jobs
         assert res.handed_back.size == 0 and cert.below[kind] == 0
+
+
+def test_a_small_priority_class_is_bounded_by_its_own_lp() -> None:
+    """Each class's bound takes its own LP optimum when the class is small: never looser
+    than its cut bounds, and tighter where they are loose."""
+    from controller.solver.commodities import commodities
+    from controller.solver.job_objective import class_bounds, worst_job_bound
+    from controller.solver.lp import solve_lp
+
+    fabric = build(PRESETS["small"])
+    rng = np.random.default_rng(6)  # 20 switch links down or degraded: the cuts are loose
+    factor = np.ones(fabric.num_links)
+    hurt = rng.choice(np.arange(fabric.rack_base, fabric.num_links), 20, replace=False)
+    factor[hurt] = rng.choice([0.0, 0.25, 0.5], 20)
+    health = LinkHealth(factor)
+    flows = jobs_flows(fabric, random_jobs(fabric, seed=6))
+    priority = np.arange(len(flows.job_ids)) % 2  # two classes
+    per_class, _, _ = class_bounds(fabric, health, flows, np.ones(len(flows), bool), priority,
+                                   None)  # fmt: skip
+    assert sorted(per_class) == [0, 1]
+    tighter = 0
+    for p, bound in per_class.items():
+        mine = flows.take(np.flatnonzero(priority[flows.job] == p))
+        lp = solve_lp(fabric, health, commodities(fabric, mine)).mlu
+        assert bound == worst_job_bound(fabric, health, mine, lp)[0]
+        cuts = worst_job_bound(fabric, health, mine)[0]
+        assert bound <= cuts
+        tighter += bound < cuts
+    assert tighter  # class 0: 0.8125 by its LP, 1 by its cuts
