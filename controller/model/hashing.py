@@ -428,7 +428,7 @@ def hashed_load(
 class Hashed:
     """Whole flows ridden by a default routing with `qps` QPs each, kept as flows and walked
     again wherever their QPs are needed (controller.model.kernels: `walk`, `hot_groups`,
-    `hashed_levels`, `hashed_crossing`) instead of held as a row per QP: a pod-wide
+    `hashed_crossing`) instead of held as a row per QP: a pod-wide
     all-to-all is 19M QP rows, 0.9 GB of arcs per walk. QP q of flow i is row i * qps + q
     after every other row, as `hashed_arcs` would list them."""
 

@@ -453,15 +453,18 @@ def hot_groups(
     weighted: bool,
     bw: tuple[np.ndarray, ...],
     gid: np.ndarray,
+    qp_gid: np.ndarray,
 ) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The reduced problem of controller.model.rates' docstring, grouped, over the rows
     [arcs (-1 padded), demand, weight], then every QP of every hashed flow f (src[f] to
     dst[f], walked as `walk` does, demand p_demand[f] / qps, weight 1), in that order:
     subflows with demand crossing an arc in `over`, keyed by those arcs (in path order) and
     their per-QP demand; equal keys make one group, their weights summed in row order.
+    qp_gid[f * qps + q] gets QP q of hashed flow f's group, -1 when it has a path but no
+    group (its rate is its demand, 0 without demand), -2 when it has no path.
     Writes gid[i] for the rows (-1: crosses no such arc, or no demand); returns (groups,
-    their arcs (-1 padded), per-QP demand, weight, and the lookup table `hashed_levels`
-    takes). The hashed QPs are never held in memory."""
+    their arcs (-1 padded), per-QP demand, weight, and the lookup table). The hashed QPs'
+    arcs are never held in memory, only their group (4 bytes a QP)."""
     n, width = arcs.shape
     hops = max(width, 6) if src.size else width
     cap = 1024
@@ -511,11 +514,12 @@ def hot_groups(
         f = (i - n) // qps  # a hashed flow: all its QPs at once
         i += qps
         share = p_demand[f] / qps
-        if not share > 0:
-            continue
         _flow_walk(src[f], dst[f], s0, qps, alive, shape, weighted, bw, scratch, qp_path,
                    qp_arcs, qp_hops)  # fmt: skip
         for q in range(qps):
+            qp_gid[f * qps + q] = -1 if qp_hops[q] > 0 else -2
+            if not share > 0:
+                continue
             k = 0
             for h in range(qp_hops[q]):
                 e = qp_arcs[q, h]
@@ -536,71 +540,12 @@ def hot_groups(
                 g_dm[groups] = share
                 g_w[groups] = 1.0
                 table[slot] = groups
+                qp_gid[f * qps + q] = groups
                 groups += 1
             else:
                 g_w[g] += 1.0
+                qp_gid[f * qps + q] = g
     return groups, g_arcs, g_dm, g_w, table
-
-
-@njit(cache=True, nogil=True)
-def hashed_levels(
-    src: np.ndarray,
-    dst: np.ndarray,
-    p_demand: np.ndarray,
-    seed: np.uint64,
-    qps: int,
-    alive: np.ndarray,
-    shape: np.ndarray,
-    weighted: bool,
-    bw: tuple[np.ndarray, ...],
-    over: np.ndarray,
-    table: np.ndarray,
-    g_arcs: np.ndarray,
-    g_dm: np.ndarray,
-    g_level: np.ndarray,
-    slowest: np.ndarray,
-    summed: np.ndarray,
-    routed: np.ndarray,
-) -> None:
-    """Per hashed flow of `hot_groups`, its QPs' rates as `fill` gives them (the level of
-    the QP's group, g_level, for a QP in one; its demand for another routed QP with demand;
-    0 for a QP with no path or no demand): the slowest, their sum in QP order, and whether
-    some QP has a path."""
-    hops = g_arcs.shape[1]
-    key = np.empty(hops, np.int64)
-    qp_path = np.empty(max(qps, 1), np.int64)
-    qp_arcs = np.empty((max(qps, 1), 6), np.int64)
-    qp_hops = np.empty(max(qps, 1), np.int64)
-    scratch = _scratch(shape)
-    s0 = _splitmix64(seed)
-    for f in range(src.size):
-        _flow_walk(src[f], dst[f], s0, qps, alive, shape, weighted, bw, scratch, qp_path,
-                   qp_arcs, qp_hops)  # fmt: skip
-        share = p_demand[f] / qps
-        low = np.inf
-        total = 0.0
-        any_path = False
-        for q in range(qps):
-            r = 0.0
-            if qp_hops[q] > 0:
-                any_path = True
-                if share > 0:
-                    k = 0
-                    for h in range(qp_hops[q]):
-                        e = qp_arcs[q, h]
-                        if over[e]:
-                            key[k] = e
-                            k += 1
-                    r = share
-                    if k > 0:
-                        _, g = _slot(key, k, share, table, g_arcs, g_dm)
-                        r = g_level[g]
-            if r < low:
-                low = r
-            total += r
-        slowest[f] = low
-        summed[f] = total
-        routed[f] = any_path
 
 
 @njit(cache=True, nogil=True)

@@ -113,9 +113,10 @@ def _max_min(
     gid = np.empty(num_flows, np.int64)
     src, dst, p_demand, seed, qps, alive, shape, weighted, tables = (
         _NO_WALK if hashed is None else hashed.args)
+    qp_gid = np.empty(src.size * qps, np.int32)  # 4 bytes a hashed QP
     groups, g_arcs, g_dm, g_w, table = kernels.hot_groups(
         arcs, demand, w, over, src, dst, p_demand, seed, qps, alive, shape, weighted, tables,
-        gid)  # fmt: skip
+        gid, qp_gid)  # fmt: skip
     g_rates = np.empty(groups)
     rounds = kernels.fill(g_arcs[:groups], capacity, g_dm[:groups] * g_w[:groups],
                           g_w[:groups], 1.0 + rel_tol, g_rates)  # fmt: skip
@@ -124,7 +125,7 @@ def _max_min(
     grouped = gid >= 0
     g = gid[grouped]
     rates[grouped] = g_rates[g] / g_w[g] * w[grouped]
-    return rates, rounds, _Groups(over, table, g_arcs, g_dm, g_rates / g_w[:groups])
+    return rates, rounds, _Groups(qp_gid, g_rates / g_w[:groups])
 
 
 def _row_load(arcs: np.ndarray, demand: np.ndarray, num_arcs: int) -> np.ndarray:
@@ -136,13 +137,10 @@ def _row_load(arcs: np.ndarray, demand: np.ndarray, num_arcs: int) -> np.ndarray
 
 @dataclass(frozen=True)
 class _Groups:
-    """The grouped reduced problem of one fill: arcs over capacity, the groups' lookup
-    table, keys and per-QP demands, and each group's rate per QP."""
+    """What the hashed QPs' rates are read from: each QP's group (kernels.hot_groups'
+    qp_gid) and each group's rate per QP."""
 
-    over: np.ndarray
-    table: np.ndarray
-    g_arcs: np.ndarray
-    g_dm: np.ndarray
+    qp_gid: np.ndarray
     level: np.ndarray
 
 
@@ -229,12 +227,17 @@ def _hashed_parents(
     parts = np.bincount(parent, minlength=num_parents)
     if n and (parts.max() > 1 or parts[rows_parent].any()):
         raise ValueError("a hashed flow must be the only part of its parent flow")
-    slowest, summed, routed = np.empty(n), np.empty(n), np.empty(n, bool)
-    src, dst, demand, seed, _, alive, shape, weighted, tables = walked.args
-    kernels.hashed_levels(src, dst, demand, seed, qps, alive, shape, weighted, tables,
-                          found.over, found.table, found.g_arcs, found.g_dm, found.level,
-                          slowest, summed, routed)  # fmt: skip
+    # each QP's rate as fill gives it: its group's level, its demand when it has a path and
+    # no group (0 without demand), 0 without a path
     per_qp = hashed.flows.demand / qps
+    gq = found.qp_gid.reshape(n, qps)
+    rate_qp = np.where(gq >= 0, found.level[np.maximum(gq, 0)] if found.level.size else 0.0,
+                       np.where(gq == -1, per_qp[:, None], 0.0))  # fmt: skip
+    slowest = rate_qp.min(axis=1, initial=np.inf)
+    summed = np.zeros(n)
+    for q in range(qps):  # per_parent's summation, QP by QP
+        summed += rate_qp[:, q]
+    routed = (gq != -2).any(axis=1)
     total = np.zeros(n)
     for _ in range(qps):  # per_parent's summation, QP by QP
         total += per_qp

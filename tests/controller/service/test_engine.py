@@ -510,7 +510,7 @@ from sim.jobmix import random_jobs
 fabric = build(PRESETS["small"])
 engine = Engine(fabric, EmulatedDriver(fabric), debounce=0.0)
 names = ("relieve", "search", "place", "arc_csr", "chosen_arcs")
-model_names = ("fill", "per_parent", "walk", "hot_groups", "hashed_levels", "hashed_crossing")
+model_names = ("fill", "per_parent", "walk", "hot_groups", "hashed_crossing")
 def signatures():
     return {**{n: len(getattr(kernels, n).signatures) for n in names},
             **{n: len(getattr(model_kernels, n).signatures) for n in model_names}}
