@@ -85,7 +85,7 @@ class EngineReads:
     def links_not_up(self) -> list[tuple[int, float]]:
         """(link id, capacity factor) of every link not fully up, as the inputs say."""
         health = self.health
-        links = np.flatnonzero(health.factor != 1.0)
+        links = health.changed(self.fabric)  # a link without a cable is not news
         return [(int(k), float(health.factor[k])) for k in links]
 
     @property
