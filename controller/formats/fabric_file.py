@@ -96,7 +96,8 @@ def read_cable_csv(text: str, source: str) -> tuple[list[Cable], dict[str, str]]
     if missing or unknown or len(set(header)) != len(header):
         raise FabricError(f"{source}: the header must name the columns {', '.join(CABLE_KEYS)} "
                           f"(and optionally a_role, b_role) once each; got {','.join(header)}")
-    cables, roles = [], {}
+    cables: list[Cable] = []
+    roles: dict[str, str] = {}
     for line, row in enumerate(rows, start=2):
         if not any(cell.strip() for cell in row):
             continue
@@ -111,8 +112,9 @@ def read_cable_csv(text: str, source: str) -> tuple[list[Cable], dict[str, str]]
             gbps = float(cell["gbps"])
         except ValueError:
             raise FabricError(f"{where}: gbps {cell['gbps']!r} is not a number") from None
-        cables.append(Cable(*(validation.text(cell[k], f"{where}: {k}", FabricError)
-                              for k in CABLE_KEYS[:4]),  # fmt: skip
+        a, a_port, b, b_port = (validation.text(cell[k], f"{where}: {k}", FabricError)
+                                for k in CABLE_KEYS[:4])  # fmt: skip
+        cables.append(Cable(a, a_port, b, b_port,
                             validation.gbps(gbps, f"{where}: gbps", FabricError)))
         for end in ("a", "b"):
             role = cell.get(f"{end}_role", "")

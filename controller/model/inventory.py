@@ -135,39 +135,39 @@ def fabric_from_cables(name: str, devices: Sequence[Device], cables: Sequence[Ca
     problems = _Problems()
     role: dict[str, str] = {}
     budget: dict[str, int] = {}
-    for i, d in enumerate(devices):
+    for i, item in enumerate(devices):
         where = f"devices[{i}]"
-        if not _device_name(d.name, f"{where}.name", problems):
+        if not _device_name(item.name, f"{where}.name", problems):
             continue
-        if d.role not in ROLES:
-            problems.add(f"{where}: device {d.name} has role {d.role!r}; roles: "
+        if item.role not in ROLES:
+            problems.add(f"{where}: device {item.name} has role {item.role!r}; roles: "
                          f"{', '.join(ROLES)}")  # fmt: skip
             continue
-        if d.name in role:
-            problems.add(f"{where}: device {d.name} is listed twice")
+        if item.name in role:
+            problems.add(f"{where}: device {item.name} is listed twice")
             continue
-        role[d.name] = d.role
-        if d.te_entries is not None:
-            if d.role == "host":
-                problems.add(f"{where}: host {d.name} has te_entries; only switches hold TE "
+        role[item.name] = item.role
+        if item.te_entries is not None:
+            if item.role == "host":
+                problems.add(f"{where}: host {item.name} has te_entries; only switches hold TE "
                              "entries")  # fmt: skip
-            elif (isinstance(d.te_entries, bool) or not isinstance(d.te_entries, int)
-                  or d.te_entries < 0):  # fmt: skip
-                problems.add(f"{where}: te_entries of {d.name} must be an integer >= 0, got "
-                             f"{d.te_entries!r}")  # fmt: skip
+            elif (isinstance(item.te_entries, bool) or not isinstance(item.te_entries, int)
+                  or item.te_entries < 0):  # fmt: skip
+                problems.add(f"{where}: te_entries of {item.name} must be an integer >= 0, got "
+                             f"{item.te_entries!r}")  # fmt: skip
             else:
-                budget[d.name] = d.te_entries
+                budget[item.name] = item.te_entries
     problems.raise_any(f"fabric {name}: bad devices")
 
     # every cable with its lower tier's end first: (lower, lower port, upper, upper port, gbps)
     ends: dict[tuple[str, str], int] = {}
     up: dict[str, list[tuple[str, str, str, float]]] = {d: [] for d in role}
     down: dict[str, set[str]] = {d: set() for d in role}
-    for i, c in enumerate(cables):
+    for i, cab in enumerate(cables):
         where = f"cables[{i}]"
-        shown = f"{c.a}:{c.a_port} - {c.b}:{c.b_port}"
+        shown = f"{cab.a}:{cab.a_port} - {cab.b}:{cab.b_port}"
         ok = True
-        for dev, port, side in ((c.a, c.a_port, "a"), (c.b, c.b_port, "b")):
+        for dev, port, side in ((cab.a, cab.a_port, "a"), (cab.b, cab.b_port, "b")):
             if not isinstance(dev, str) or dev not in role:
                 problems.add(f"{where} ({shown}): unknown device {dev!r} (not in devices)")
                 ok = False
@@ -184,26 +184,26 @@ def fabric_from_cables(name: str, devices: Sequence[Device], cables: Sequence[Ca
             else:
                 ends[(dev, port)] = i
         try:
-            gbps = validation.gbps(c.gbps, f"{where}.gbps", FabricError)
+            gbps = validation.gbps(cab.gbps, f"{where}.gbps", FabricError)
         except FabricError as err:
             problems.add(f"{err} ({shown})")
             ok = False
         if not ok:
             continue
-        ra, rb = role[c.a], role[c.b]
+        ra, rb = role[cab.a], role[cab.b]
         if ra == rb == "host":
-            problems.add(f"{where}: a cable between two hosts, {c.a}:{c.a_port} and "
-                         f"{c.b}:{c.b_port}")  # fmt: skip
+            problems.add(f"{where}: a cable between two hosts, {cab.a}:{cab.a_port} and "
+                         f"{cab.b}:{cab.b_port}")  # fmt: skip
             continue
-        if c.a == c.b:
-            problems.add(f"{where}: {c.a}:{c.a_port} is cabled to its own port {c.b_port}")
+        if cab.a == cab.b:
+            problems.add(f"{where}: {cab.a}:{cab.a_port} is cabled to its own port {cab.b_port}")
             continue
         if abs(RANK[ra] - RANK[rb]) != 1:
             problems.add(f"{where} ({shown}) joins a {ra} and a {rb}: cables join host-rtsw, "
                          "rtsw-ctsw or ctsw-atsw")  # fmt: skip
             continue
-        lo, lo_port, hi, hi_port = ((c.a, c.a_port, c.b, c.b_port) if RANK[ra] < RANK[rb]
-                                    else (c.b, c.b_port, c.a, c.a_port))  # fmt: skip
+        lo, lo_port, hi, hi_port = ((cab.a, cab.a_port, cab.b, cab.b_port) if RANK[ra] < RANK[rb]
+                                    else (cab.b, cab.b_port, cab.a, cab.a_port))  # fmt: skip
         up[lo].append((lo_port, hi, hi_port, gbps))
         down[hi].add(lo)
     problems.raise_any(f"fabric {name}: bad cables")
@@ -220,8 +220,10 @@ def fabric_from_cables(name: str, devices: Sequence[Device], cables: Sequence[Ca
         if not above:
             problems.add(f"host {h} has no cable to an RTSW")
         elif len(above) > 1:
-            ports = [f"{hi} ({', '.join(sorted((p for p, x, _, _ in up[h] if x == hi), key=natural_key))})"
-                     for hi in above]  # fmt: skip
+            ports = []
+            for hi in above:
+                mine = sorted((p for p, x, _, _ in up[h] if x == hi), key=natural_key)
+                ports.append(f"{hi} ({', '.join(mine)})")
             problems.add(f"host {h} is cabled to {len(above)} RTSWs: {', '.join(ports)}; a "
                          "host sits in one rack")  # fmt: skip
         else:
@@ -327,9 +329,6 @@ def fabric_from_cables(name: str, devices: Sequence[Device], cables: Sequence[Ca
         return out
 
     rack_pairs, agg_pairs = parallel(rtsws), parallel(ctsws)
-    for (r, c), members in rack_pairs.items():
-        if pod_of[c] != pod_of[r]:  # cannot happen: a pod is the RTSWs that share CTSWs
-            problems.add(f"rtsw {r} and ctsw {c} are cabled but in different pods")
     dims = {
         "pods": len(pods), "racks_per_pod": racks_per_pod, "hosts_per_rack": hosts_per_rack,
         "nics_per_host": nics_per_host, "ctsws_per_pod": ctsws_per_pod,
@@ -358,30 +357,30 @@ def fabric_from_cables(name: str, devices: Sequence[Device], cables: Sequence[Ca
             names[base[kind] + slot] = d
             present[base[kind] + slot] = True
     N = nics_per_host
-    for h, ports in nic_ports.items():
-        for n, (port, _, hi_port, gbps) in enumerate(ports):
+    for h, nic_list in nic_ports.items():
+        for n, (port, _, hi_port, gbps) in enumerate(nic_list):
             nic = host_slot[h] * N + n
             names[base["nic"] + nic] = f"{h}/{port}"
             present[base["nic"] + nic] = True
             installed[nic], gbps_of[nic] = True, gbps
             lower_ports[nic], upper_ports[nic] = port, hi_port
-        for n in range(len(ports), N):
+        for n in range(len(nic_list), N):
             names[base["nic"] + host_slot[h] * N + n] = f"{h}/{ABSENT}nic{n}"
-    for (r, c), members in rack_pairs.items():
-        for k, (port, hi_port, gbps) in enumerate(members):
+    for (r, c), bundle in rack_pairs.items():
+        for k, (port, hi_port, gbps) in enumerate(bundle):
             link = shape.rack_link(rack_slot[r], plane_of[c], k)
             installed[link], gbps_of[link] = True, gbps
             lower_ports[link], upper_ports[link] = port, hi_port
-    for (c, a), members in agg_pairs.items():
+    for (c, a), bundle in agg_pairs.items():
         j = atsw_slot[a] % atsws_per_plane
-        for m, (port, hi_port, gbps) in enumerate(members):
+        for m, (port, hi_port, gbps) in enumerate(bundle):
             link = shape.agg_link(pod_of[c], plane_of[c], j, m)
             installed[link], gbps_of[link] = True, gbps
             lower_ports[link], upper_ports[link] = port, hi_port
     # a link without a cable keeps a nominal speed (its kind's fastest) and is never up
-    kind = shape.link_kind
-    for k in np.unique(kind):
-        block = (kind == k)
+    link_kind = shape.link_kind
+    for k in np.unique(link_kind):
+        block = link_kind == k
         speeds = gbps_of[block & installed]
         gbps_of[block & ~installed] = speeds.max() if speeds.size else 1.0
     node_budgets = tuple(sorted(

@@ -9,8 +9,6 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-import numpy as np
-
 from controller.drivers.reconcile import Reconciler
 from controller.model.fabric import Fabric
 from controller.model.health import LinkHealth
