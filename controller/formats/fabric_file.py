@@ -153,8 +153,9 @@ def _with_roles(devices: list[Device], cables: Sequence[Cable], given: Mapping[s
     if unknown:
         shown = ", ".join(unknown[:8]) + (f" and {len(unknown) - 8} more" if len(unknown) > 8
                                           else "")  # fmt: skip
-        raise FabricError(f"devices with no role (list them under devices, give a_role/b_role "
-                          f"columns or roles: {{PATTERN: ROLE}}): {shown}")  # fmt: skip
+        raise FabricError(f"unknown device(s) in cables, so with no role (list them under "
+                          f"devices, give a_role/b_role columns or roles: {{PATTERN: ROLE}}): "
+                          f"{shown}")  # fmt: skip
     return out
 
 

@@ -184,6 +184,20 @@ class Fabric:
         lower, upper = self.wiring.lower_ports[int(link)], self.wiring.upper_ports[int(link)]
         return (lower, upper) if lower or upper else None
 
+    def port_at(self, switch: str, link: int) -> str | None:
+        """The name of `switch`'s port on `link` as the inventory gives it; None when the
+        fabric names no ports (a preset) or the link does not end at `switch`."""
+        ports = self.ports(link)
+        if ports is None:
+            return None
+        lo, hi = self.link_ends
+        node = self._node_index.get(switch)
+        if node == int(lo[int(link)]):
+            return ports[0] or None
+        if node == int(hi[int(link)]):
+            return ports[1] or None
+        return None
+
     def check_installed(self, links: Iterable[int]) -> None:
         """FabricError naming the first link that has no cable (it cannot be brought up)."""
         installed = self.installed
