@@ -119,3 +119,20 @@ def test_object_names_are_made_valid() -> None:
     assert k8s_name("DC1_Cluster 3") == "dc1-cluster-3"
     assert k8s_name("meta-24k") == "meta-24k"
     assert k8s_name("__") == "fabric"
+
+
+def test_an_inventorys_exports_are_valid() -> None:
+    """A cable-list fabric: the Kueue objects, Volcano HyperNodes and node labels of its own
+    host names pass the same schemas."""
+    from controller.formats.fabric_file import load_fabric
+
+    fabric = load_fabric(str(Path(__file__).parents[3] / "docs" / "examples" / "tiny-cables.yaml"))
+    check_kueue(fabric)
+    nodes = set(json.loads(export(fabric, "k8s-labels")))
+    assert "gpu-a00" in nodes
+    for doc in yaml.safe_load_all(export(fabric, "volcano")):
+        validate(doc, "topology.volcano.sh/v1alpha1/HyperNode")
+        volcano_rules(doc)
+        for m in doc["spec"]["members"]:
+            if m["type"] == "Node":
+                assert m["selector"]["exactMatch"]["name"] in nodes
