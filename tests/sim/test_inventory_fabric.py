@@ -94,8 +94,9 @@ def test_simulate_advise_and_the_drivers(partial_file: Path, tmp_path: Path,
     assert applied["apply"]["verify_ok"]
 
 
-def test_a_missing_cable_cannot_be_brought_up(partial_file: Path,
-                                              capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_a_missing_cable_cannot_be_brought_up(
+    partial_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["solve", "--fabric", str(partial_file), "--fail", "spine-b1:super-1=up"]) == 2
     assert "spine-b1:super-1 is not installed" in capsys.readouterr().err
 
