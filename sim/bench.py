@@ -34,6 +34,7 @@ from controller.solver.solve import repair, solve
 from sim.bench_alltoall import bench_alltoall, bench_alltoall_targets
 from sim.bench_base import Config, Section, log, timed
 from sim.bench_certificate import bench_certificate
+from sim.bench_inventory import bench_inventory
 from sim.compare import baseline, routed
 from sim.jobmix import random_jobs, ring_jobs
 
@@ -1438,6 +1439,7 @@ SECTIONS: dict[str, Callable[[Config], Iterator[Section]]] = {
     "security": bench_security,
     "state": bench_state,
     "discover": bench_discover,
+    "inventory": bench_inventory,
     "alltoall": bench_alltoall,
     "alltoall-targets": bench_alltoall_targets,
     "certificate": bench_certificate,

@@ -124,10 +124,14 @@ def _describe(inputs: Inputs) -> str:
     from controller.model.counts import Counts
 
     f = inputs.fabric
+    down = inputs.health.down_links()
+    missing = int((~f.installed).sum())
+    gpus = int(f.installed[: f.num_access_links].sum())
     return (
-        f"fabric {f.name}: {f.num_nics:,} GPUs in {f.pods} pod(s); "
-        f"{Counts.of(inputs.flows).text()}; {inputs.health.down_links().size} links down, "
+        f"fabric {f.name}: {gpus:,} GPUs in {f.pods} pod(s); "
+        f"{Counts.of(inputs.flows).text()}; {down.size - missing} links down, "
         f"{inputs.health.degraded_links().size} degraded"
+        + (f", {missing} not installed" if missing else "")
     )
 
 
@@ -144,7 +148,8 @@ def counts_of(result: Any, entries: int) -> tuple[str, dict[str, Any]]:
 def health_report(inputs: Inputs) -> tuple[list[str], dict[str, object]]:
     """The links down and degraded, by name: lines for people, fields for --json."""
     names, factor = inputs.fabric.link_names, inputs.health.factor
-    down = [names[link] for link in inputs.health.down_links().tolist()]
+    down = [names[link] for link in inputs.health.down_links().tolist()
+            if inputs.fabric.installed[link]]  # a link without a cable is not a failure
     degraded = {names[link]: float(factor[link]) for link in inputs.health.degraded_links()}
     lines = [f"links down: {' '.join(down)}"] if down else []
     if degraded:

@@ -107,7 +107,8 @@ def random_jobs(
         DEFAULT_PATTERNS if patterns is None else patterns, "patterns", lambda k: k in KINDS
     )
     rng = np.random.default_rng(seed)
-    total = fabric.num_hosts
+    usable = fabric.usable_hosts  # every host of a preset; an inventory's cabled ones
+    total = int(usable.size)
     target = int(round(fill * total))
 
     # 1. Job kinds and sizes until the target is met (the last job is cut to fit).
@@ -142,7 +143,7 @@ def random_jobs(
     start = 0
     for index in order:
         tag, size = segments[index]
-        block = np.arange(start, start + size, dtype=np.int64)
+        block = usable[start : start + size].astype(np.int64)
         if tag >= 0:
             assigned[tag] = block
         elif tag == -2:
@@ -175,11 +176,11 @@ def ring_jobs(
     smaller): contiguous in host order, or with `seed` hosts dealt out at random (scattered)."""
     if isinstance(hosts_per_job, bool) or not isinstance(hosts_per_job, int) or hosts_per_job < 1:
         raise JobError(f"must be a positive integer, got {hosts_per_job!r}", "hosts_per_job")
-    hosts = np.arange(fabric.num_hosts, dtype=np.int64)
+    hosts = fabric.usable_hosts.astype(np.int64)
     if seed is not None:
         hosts = np.random.default_rng(seed).permutation(hosts)
     g = fabric.nics_per_host
-    count = -(-fabric.num_hosts // hosts_per_job)
+    count = -(-hosts.size // hosts_per_job)
     width = len(str(max(count - 1, 0)))
     jobs = []
     for k in range(count):

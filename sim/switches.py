@@ -186,7 +186,7 @@ class EmulatedFabric:
         self._lock = threading.Lock()
         self._version = 0
         self._cache: tuple[int, tuple[np.ndarray, ...]] | None = None
-        self.alive = np.ones(fabric.num_links, dtype=bool)
+        self.alive = fabric.installed.copy()  # a cable never installed is never up
         self.alive[list(down_links)] = False
         ports = switch_ports(fabric)
         self.switches: dict[str, EmulatedSwitch] = {}
@@ -391,9 +391,10 @@ class EmulatedFabric:
             self._version += 1
 
     def set_links(self, links: Iterable[int], up: bool) -> None:
-        """Take links down or bring them up."""
+        """Take links down or bring them up (a link without a cable stays down)."""
         with self._lock:
             self.alive[list(links)] = up
+            self.alive &= self.fabric.installed
             self._version += 1
 
     def routes(self) -> RouteSet:

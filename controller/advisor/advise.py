@@ -200,7 +200,8 @@ def _context(
 
 
 def _free_hosts(fabric: Fabric, jobs: Sequence[Job], avoid: Sequence[int]) -> np.ndarray:
-    free = np.ones(fabric.num_hosts, dtype=bool)
+    free = np.zeros(fabric.num_hosts, dtype=bool)
+    free[fabric.usable_hosts] = True  # a host the inventory lacks, or with a NIC uncabled: never
     for job in jobs:
         free[list(job.hosts)] = False
     free[list(avoid)] = False

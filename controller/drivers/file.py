@@ -4,9 +4,11 @@
       "fabric": "pod", "fingerprint": "sha256:...",
       "entries": [
         {"in_port": 3, "dst_host": 12, "next_hop": 41, "owner": "fabric-te", "qp": -1,
-         "in_port_name": "...", "dst_host_name": "...", "next_hop_name": "..."}, ...]}
+         "in_port_name": "...", "dst_host_name": "...", "next_hop_name": "...",
+         "in_port_port": "Ethernet0", "next_hop_port": "Ethernet48"}, ...]}
 
-`qp` is the QP bucket an entry matches (-1, or absent: every bucket).
+`qp` is the QP bucket an entry matches (-1, or absent: every bucket). The *_port fields are
+the switch's own port names, written when the fabric's inventory names its ports.
 
 The fabric's name and fingerprint and the *_name fields are written when the driver knows
 the fabric, and checked on reading with one: a table written for another fabric is refused
@@ -41,7 +43,8 @@ from controller.routes.plan import Op
 from controller.routes.tables import Entry
 
 FIELDS = ("in_port", "dst_host", "next_hop", "owner", "qp")
-ROW_KEYS = FIELDS + ("in_port_name", "dst_host_name", "next_hop_name")
+ROW_KEYS = FIELDS + ("in_port_name", "dst_host_name", "next_hop_name", "in_port_port",
+                     "next_hop_port")
 TABLE_KEYS = ("switch", "fabric", "fingerprint", "entries")
 
 
@@ -202,6 +205,10 @@ class FileDriver(Driver):
             row["in_port_name"] = self.fabric.link_name(entry.in_port)
             row["dst_host_name"] = self.fabric.host_name(entry.dst_host)
             row["next_hop_name"] = self.fabric.link_name(entry.next_hop)
+            for key in ("in_port", "next_hop"):
+                port = self.fabric.port_at(entry.switch, getattr(entry, key))
+                if port:
+                    row[f"{key}_port"] = port
         return row
 
     def apply(self, switch: str, ops: Sequence[Op], timeout: float | None = None) -> None:

@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
+import numpy as np
+
 from controller.errors import DriverRejected
 from controller.model.fabric import ACCESS, AGG, RACK, Fabric
 from controller.model.flows import ALL_QPS
@@ -104,16 +106,15 @@ class LabPlan:
 
     @cached_property
     def hosts(self) -> tuple[str, ...]:
-        return tuple(self.fabric.host_name(h) for h in range(self.fabric.num_hosts))
+        """The hosts that exist (every host of a preset), by id."""
+        f = self.fabric
+        present = f.present[f.node_id("host", 0) : f.node_id("nic", 0)]
+        return tuple(f.host_name(h) for h in range(f.num_hosts) if present[h])
 
     @cached_property
     def switches(self) -> tuple[str, ...]:
-        f = self.fabric
-        return (
-            tuple(f.rtsw_name(i) for i in range(f.num_rtsws))
-            + tuple(f.ctsw_name(i) for i in range(f.num_ctsws))
-            + tuple(f.atsw_name(i) for i in range(f.num_atsws))
-        )
+        """The switches that exist: RTSWs, CTSWs, ATSWs, by id."""
+        return self.fabric.switch_names()
 
     def namespaces(self) -> tuple[str, ...]:
         return tuple(self.netns(n) for n in self.hosts + self.switches)
@@ -190,7 +191,7 @@ class LabPlan:
     def node_links(self) -> dict[str, tuple[int, ...]]:
         """Every node's links, ascending: a switch's port slots are ranks in this list."""
         out: dict[str, list[int]] = {n: [] for n in self.hosts + self.switches}
-        for link in range(self.fabric.num_links):
+        for link in np.flatnonzero(self.fabric.installed).tolist():  # the cabled links
             lower, upper = self.ends(link)
             out[lower.node].append(link)
             out[upper.node].append(link)

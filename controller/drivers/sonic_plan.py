@@ -8,7 +8,8 @@ from a fabric's addressing plan, and back.
                 {PRIORITY, IP_TYPE: IPV4, IN_PORTS, DST_IP: <host loopback>/32,
                  [IP_PROTOCOL: 17, L4_DST_PORT: 4791, L4_SRC_PORT_RANGE: <first>-<last>],
                  REDIRECT_ACTION: <next hop address>@<next hop port>}
-    port        Ethernet<4 x slot>, slot = the link's rank among the switch's links
+    port        the inventory's name of the switch's port (a fabric from a cable list), else
+                Ethernet<4 x slot>, slot = the link's rank among the switch's links
     addresses   the lab's plan (controller.drivers.linux_plan): host loopbacks 10.1.0.0/16,
                 each link a /31 of 10.128.0.0/9; the next hop is the far end of the link
 
@@ -38,7 +39,8 @@ DEFAULT_PRIORITY = 10_000  # whole-flow rules; a bucket's rule is one above
 PORT_STRIDE = 4  # Ethernet0, Ethernet4, ...: the usual one name per 4 lanes
 UDP = 17
 _OWNER = re.compile(r"[A-Za-z0-9_.-]{1,64}")
-_RULE = re.compile(r"([A-Za-z0-9_.-]{1,64}):(Ethernet[0-9]+):H([0-9]+):(ALL|Q[0-9]+)")
+_RULE = re.compile(r"([A-Za-z0-9_.-]{1,64}):([A-Za-z0-9_./-]+):H([0-9]+):(ALL|Q[0-9]+)")
+_PORT = re.compile(r"[A-Za-z0-9_./-]{1,64}")
 
 Fields = dict[str, str]
 
@@ -64,12 +66,19 @@ class SonicPlan:
     # ---- ports ---------------------------------------------------------------------
     @cached_property
     def _ports(self) -> dict[str, dict[int, str]]:
-        """Every switch's link id -> port name."""
-        links = self.lab.node_links
-        return {
-            sw: {link: f"Ethernet{PORT_STRIDE * slot}" for slot, link in enumerate(links[sw])}
-            for sw in self.lab.switches
-        }
+        """Every switch's link id -> port name (the inventory's, else by slot)."""
+        links, f = self.lab.node_links, self.fabric
+        out = {}
+        for sw in self.lab.switches:
+            ports = {}
+            for slot, link in enumerate(links[sw]):
+                name = f.port_at(sw, link) or f"Ethernet{PORT_STRIDE * slot}"
+                if not _PORT.fullmatch(name):
+                    raise DriverRejected(f"{sw}: port {name!r} (link {f.link_name(link)}) cannot "
+                                         "name a SONiC port in an ACL rule")  # fmt: skip
+                ports[link] = name
+            out[sw] = ports
+        return out
 
     @cached_property
     def _links(self) -> dict[str, dict[str, int]]:

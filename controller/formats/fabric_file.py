@@ -1,4 +1,25 @@
-"""Fabric files: YAML or JSON descriptions of a Clos fabric, loaded all or nothing.
+"""Fabric files: YAML, JSON or CSV descriptions of a Clos fabric, loaded all or nothing.
+
+Three forms (docs/inventory.md). The cable list, the operator's devices and cables:
+
+    name: dc1-cluster3
+    te_entries: {rtsw: 2048, ctsw: 2048, atsw: 2048}
+    devices:
+      - {name: gpu-a01, role: host}
+      - {name: leaf-a, role: rtsw, te_entries: 1024}
+    cables:                   # or the path of a CSV cable list, relative to this file
+      - {a: gpu-a01, a_port: eth0, b: leaf-a, b_port: Ethernet0, gbps: 400}
+    roles: {"gpu-*": host}    # optional: roles of devices `devices` does not list
+
+or that CSV alone (header `a,a_port,b,b_port,gbps` and optional `a_role,b_role`). A preset
+shape with the operator's names (controller.model.name_templates):
+
+    preset: tiny
+    names: {host: "gpu-{pod_letter}{rack}-{host}", rtsw: "leaf-{pod_letter}{rack}"}
+    ports: {host: "eth{nic}"}
+    rename: {"ctsw-p0-c0": "spine-00"}
+
+And the shape alone, with the index model's names:
 
     preset: meta-24k          # optional: start from a preset, then override fields
     name: dc1-cluster3
@@ -14,23 +35,158 @@ error names the file and the field at fault.
 
 from __future__ import annotations
 
+import csv
+import io
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
 from controller.errors import FabricError
 from controller.model import validation
-from controller.model.clos import PRESETS, SPEC_FIELDS, ClosSpec, build, preset
+from controller.model.clos import PRESETS, SPEC_FIELDS, ClosSpec, build, preset, te_entries
 from controller.model.documents import read_document
 from controller.model.fabric import Fabric
+from controller.model.inventory import ROLES, Cable, Device, fabric_from_cables
+from controller.model.name_templates import named_cable_list
 
-TOP_KEYS = SPEC_FIELDS | {"preset", "links"}
+TOP_KEYS = SPEC_FIELDS | {"preset", "links", "names", "ports", "rename"}
+CABLE_LIST_KEYS = ("name", "te_entries", "devices", "cables", "roles")
+DEVICE_KEYS = ("name", "role", "te_entries")
+CABLE_KEYS = ("a", "a_port", "b", "b_port", "gbps")
+CSV_COLUMNS = (*CABLE_KEYS, "a_role", "b_role")
+MAX_ITEMS = validation.MAX_LINKS + validation.MAX_SWITCHES + validation.MAX_GPUS
 
 
-def parse_fabric(data: Any, source: str = "<fabric>") -> Fabric:
-    """Validate a decoded fabric document and build it; errors name `source` and the field."""
+def _devices(items: Any) -> list[Device]:
+    out = []
+    for i, item in enumerate(validation.listing(items, "devices", MAX_ITEMS, FabricError)):
+        d = validation.mapping(item, f"devices[{i}]", FabricError)
+        validation.keys(d, f"devices[{i}]", DEVICE_KEYS, ("name", "role"), FabricError)
+        budget = d.get("te_entries")
+        if budget is not None:
+            budget = validation.integer(budget, f"devices[{i}].te_entries", 0, 1 << 31,
+                                        FabricError)  # fmt: skip
+        out.append(Device(validation.text(d["name"], f"devices[{i}].name", FabricError),
+                          validation.text(d["role"], f"devices[{i}].role", FabricError),
+                          budget))  # fmt: skip
+    return out
+
+
+def _cables(items: Any) -> list[Cable]:
+    out = []
+    for i, item in enumerate(validation.listing(items, "cables", MAX_ITEMS, FabricError)):
+        c = validation.mapping(item, f"cables[{i}]", FabricError)
+        validation.keys(c, f"cables[{i}]", CABLE_KEYS, CABLE_KEYS, FabricError)
+        a, a_port, b, b_port = (validation.text(c[k], f"cables[{i}].{k}", FabricError)
+                                for k in CABLE_KEYS[:4])  # fmt: skip
+        out.append(Cable(a, a_port, b, b_port,
+                         validation.gbps(c["gbps"], f"cables[{i}].gbps", FabricError)))
+    return out
+
+
+def read_cable_csv(text: str, source: str) -> tuple[list[Cable], dict[str, str]]:
+    """The cables of a CSV cable list (header a,a_port,b,b_port,gbps[,a_role,b_role]) and the
+    roles its role columns give; FabricError names the row and column."""
+    rows = csv.reader(io.StringIO(text))
+    header = [h.strip() for h in next(rows, [])]
+    missing = [c for c in CABLE_KEYS if c not in header]
+    unknown = [c for c in header if c not in CSV_COLUMNS]
+    if missing or unknown or len(set(header)) != len(header):
+        raise FabricError(f"{source}: the header must name the columns {', '.join(CABLE_KEYS)} "
+                          f"(and optionally a_role, b_role) once each; got {','.join(header)}")
+    cables: list[Cable] = []
+    roles: dict[str, str] = {}
+    for line, row in enumerate(rows, start=2):
+        if not any(cell.strip() for cell in row):
+            continue
+        if len(row) != len(header):
+            raise FabricError(f"{source}: row {line} has {len(row)} cells, the header "
+                              f"{len(header)}")  # fmt: skip
+        cell = {h: v.strip() for h, v in zip(header, row, strict=True)}
+        where = f"{source}: row {line}"
+        if len(cables) >= MAX_ITEMS:
+            raise FabricError(f"{where}: more than {MAX_ITEMS:,} cables")
+        try:
+            gbps = float(cell["gbps"])
+        except ValueError:
+            raise FabricError(f"{where}: gbps {cell['gbps']!r} is not a number") from None
+        a, a_port, b, b_port = (validation.text(cell[k], f"{where}: {k}", FabricError)
+                                for k in CABLE_KEYS[:4])  # fmt: skip
+        cables.append(Cable(a, a_port, b, b_port,
+                            validation.gbps(gbps, f"{where}: gbps", FabricError)))
+        for end in ("a", "b"):
+            role = cell.get(f"{end}_role", "")
+            if not role:
+                continue
+            if role not in ROLES:
+                raise FabricError(f"{where}: {end}_role {role!r}; roles: {', '.join(ROLES)}")
+            device = cell[end]
+            if roles.setdefault(device, role) != role:
+                raise FabricError(f"{where}: {device} is a {roles[device]} in an earlier row, "
+                                  f"a {role} here")  # fmt: skip
+    return cables, roles
+
+
+def _with_roles(devices: list[Device], cables: Sequence[Cable], given: Mapping[str, str],
+                patterns: Mapping[str, Any]) -> list[Device]:  # fmt: skip
+    """`devices` and every other cabled device, its role from `given` (CSV role columns) or
+    the first pattern it matches; FabricError lists the devices with no role."""
+    listed = {d.name for d in devices}
+    for pattern, role in patterns.items():
+        if role not in ROLES:
+            raise FabricError(f"roles.{pattern}: {role!r} is not a role; roles: "
+                              f"{', '.join(ROLES)}")  # fmt: skip
+    out = list(devices)
+    unknown = []
+    for name in dict.fromkeys(d for c in cables for d in (c.a, c.b)):
+        if name in listed:
+            continue
+        role = given.get(name) or next((r for p, r in patterns.items() if fnmatchcase(name, p)),
+                                       None)  # fmt: skip
+        if role is None:
+            unknown.append(name)
+            continue
+        out.append(Device(name, role))
+        listed.add(name)
+    if unknown:
+        shown = ", ".join(unknown[:8]) + (f" and {len(unknown) - 8} more" if len(unknown) > 8
+                                          else "")  # fmt: skip
+        raise FabricError(f"unknown device(s) in cables, so with no role (list them under "
+                          f"devices, give a_role/b_role columns or roles: {{PATTERN: ROLE}}): "
+                          f"{shown}")  # fmt: skip
+    return out
+
+
+def _cable_list(doc: Mapping[str, Any], base: Path | None, source: str) -> Fabric:
+    validation.keys(doc, "top level", CABLE_LIST_KEYS, ("cables",), FabricError)
+    name = validation.text(doc.get("name", Path(source).stem or "fabric"), "name", FabricError)
+    budgets = te_entries(doc.get("te_entries", {}))
+    devices = _devices(doc.get("devices", []))
+    roles = validation.mapping(doc.get("roles", {}), "roles", FabricError)
+    given: dict[str, str] = {}
+    if isinstance(doc["cables"], str):
+        if base is None:
+            raise FabricError("cables: a CSV path needs a fabric file to be relative to")
+        path = base / doc["cables"]
+        try:
+            text = path.read_text()
+        except (OSError, UnicodeDecodeError) as err:
+            raise FabricError(f"cables: cannot read {path}: {err}") from None
+        cables, given = read_cable_csv(text, str(path))
+    else:
+        cables = _cables(doc["cables"])
+    return fabric_from_cables(name, _with_roles(devices, cables, given, roles), cables, budgets)
+
+
+def parse_fabric(data: Any, source: str = "<fabric>", base: Path | None = None) -> Fabric:
+    """Validate a decoded fabric document and build it; errors name `source` and the field.
+    `base`: the directory a cable list's CSV path is relative to."""
     try:
         doc = validation.mapping(data, "", FabricError)
+        if "cables" in doc or "devices" in doc:
+            return _cable_list(doc, base, source)
         validation.keys(doc, "top level", sorted(TOP_KEYS), err=FabricError)
         spec = ClosSpec()
         if "preset" in doc:
@@ -46,13 +202,32 @@ def parse_fabric(data: Any, source: str = "<fabric>") -> Fabric:
             overrides["taper"] = None
         links = doc.get("links")
         links = {} if links is None else validation.mapping(links, "links", FabricError)
-        return build(replace(spec, **overrides), links)
+        if not any(k in doc for k in ("names", "ports", "rename")):
+            return build(replace(spec, **overrides), links)
+        shaped = build(replace(spec, **overrides))
+        devices, cables = named_cable_list(
+            shaped, *(validation.mapping(doc.get(k, {}), k, FabricError)
+                      for k in ("names", "ports", "rename")))  # fmt: skip
+        fabric = fabric_from_cables(shaped.name, devices, cables, shaped.te_entries)
+        return _with_speeds(fabric, links)
     except FabricError as err:
         raise FabricError(f"{source}: {err}") from None
 
 
+def _with_speeds(fabric: Fabric, links: Mapping[str, Any]) -> Fabric:
+    """`links` (link name -> Gbps) set on the fabric's own link names."""
+    capacity = fabric.capacity.copy()
+    for name, gbps in sorted(links.items()):
+        try:
+            link = fabric.link_by_name(name)
+        except FabricError as err:
+            raise FabricError(f"links.{name}: {err}") from None
+        capacity[2 * link : 2 * link + 2] = validation.gbps(gbps, f"links.{name}", FabricError)
+    return replace(fabric, capacity=capacity)
+
+
 def load_fabric(ref: str) -> Fabric:
-    """A preset name, or a path to a .yaml/.yml/.json fabric file."""
+    """A preset name, or a path to a .yaml/.yml/.json fabric file or a .csv cable list."""
     if ref in PRESETS:
         return build(PRESETS[ref])
     path = Path(ref)
@@ -60,4 +235,16 @@ def load_fabric(ref: str) -> Fabric:
         raise FabricError(
             f"{ref!r} is neither a fabric preset ({', '.join(sorted(PRESETS))}) nor a file"
         )
-    return parse_fabric(read_document(path, FabricError, "fabric file"), str(path))
+    if path.suffix.lower() == ".csv":
+        try:
+            text = path.read_text()
+        except (OSError, UnicodeDecodeError) as err:
+            raise FabricError(f"{path}: cannot read: {err}") from None
+        if len(text) > validation.MAX_DOCUMENT_BYTES:
+            raise FabricError(f"{path}: larger than {validation.MAX_DOCUMENT_BYTES:,} bytes")
+        cables, roles = read_cable_csv(text, str(path))
+        try:
+            return fabric_from_cables(path.stem, _with_roles([], cables, roles, {}), cables)
+        except FabricError as err:
+            raise FabricError(f"{path}: {err}") from None
+    return parse_fabric(read_document(path, FabricError, "fabric file"), str(path), path.parent)

@@ -7,15 +7,21 @@ slurm-block-conf  Slurm topology.conf for topology/block (Slurm 23.11 and later)
 slurm-yaml        Slurm topology.yaml (25.05 and later): a list of named topologies, each
                   with exactly one of tree/block/flat: `tree` (the cluster default) and
                   `block` as above
-k8s-labels        node -> labels: fabric-te.io/pod, fabric-te.io/rack, fabric-te.io/host and
-                  kubernetes.io/hostname
-kueue             a Kueue Topology, kueue.x-k8s.io/v1beta2 (served from Kueue 0.15, the
-                  storage version from 0.16), levels pod, rack, kubernetes.io/hostname
-                  (outermost first; Kueue wants the hostname label as the lowest level)
+k8s-labels        node name -> labels: fabric-te.io/fabric, fabric-te.io/pod, fabric-te.io/rack,
+                  fabric-te.io/host (never kubernetes.io/hostname: the kubelet owns it)
+kueue             kubectl-appliable YAML, one document each: a Kueue Topology,
+                  kueue.x-k8s.io/v1beta2 (served from Kueue 0.15, the storage version from
+                  0.16), levels pod, rack, kubernetes.io/hostname (outermost first; Kueue
+                  wants the hostname label, which the kubelet sets, as the lowest level); a
+                  ResourceFlavor with that topologyName and the fabric's node label; and a
+                  Node per host carrying the labels of k8s-labels (applied as a patch)
 volcano           Volcano HyperNodes, topology.volcano.sh/v1alpha1 (Volcano 1.12 and later):
                   tier 1 per rack (nodes), tier 2 per pod (rack hypernodes), tier 3 for the
                   cluster (pod hypernodes) when there is more than one pod
 json              pods -> racks -> hosts, with switch names
+
+Every host and switch is named as the fabric names it (the inventory's names for a fabric
+loaded from one); hosts and racks an inventory does not have are left out.
 """
 
 from __future__ import annotations
@@ -41,6 +47,8 @@ POD_LABEL, RACK_LABEL, HOST_LABEL = (
     "fabric-te.io/pod", "fabric-te.io/rack", "kubernetes.io/hostname",
 )  # fmt: skip
 FABRIC_HOST_LABEL = "fabric-te.io/host"
+FABRIC_LABEL = "fabric-te.io/fabric"  # the ResourceFlavor's nodeLabels select on it
+_NUMBERED = re.compile(r"^(.*?)(\d+)$")
 
 
 def hostlist(prefix: str, numbers: Iterable[int]) -> str:
@@ -58,32 +66,86 @@ def hostlist(prefix: str, numbers: Iterable[int]) -> str:
     return f"{prefix}[{','.join(parts)}]"
 
 
+def hostlist_of(names: Iterable[str]) -> str:
+    """Names in Slurm hostlist form, runs of a numbered name folded: gpu-a[01-03],leaf7
+    (zero padding kept; names without a trailing number listed as they are)."""
+    groups: dict[tuple[str, int], list[int]] = {}  # (prefix, padded width or 0) -> numbers
+    for name in names:
+        m = _NUMBERED.match(name)
+        if m is None:
+            groups.setdefault((name, -1), [])
+            continue
+        prefix, digits = m.groups()
+        width = len(digits) if digits[0] == "0" and len(digits) > 1 else 0
+        if not width and (prefix, len(digits)) in groups:
+            width = len(digits)  # 10 joins 01-09 as a two-digit number
+        groups.setdefault((prefix, width), []).append(int(digits))
+    out = []
+    for (prefix, width), numbers in groups.items():
+        if width < 0:
+            out.append(prefix)
+            continue
+        nums = sorted(set(numbers))
+        runs: list[tuple[int, int]] = []
+        for n in nums:
+            if runs and n == runs[-1][1] + 1:
+                runs[-1] = (runs[-1][0], n)
+            else:
+                runs.append((n, n))
+        fmt = f"{{:0{width}d}}"
+        parts = [fmt.format(a) if a == b else f"{fmt.format(a)}-{fmt.format(b)}" for a, b in runs]
+        out.append(f"{prefix}{parts[0]}" if len(nums) == 1 else f"{prefix}[{','.join(parts)}]")
+    return ",".join(out)
+
+
 def _pod_name(p: int) -> str:
     return f"pod{p}"
 
 
+def _hosts_of_rack(fabric: Fabric, rack: int) -> list[int]:
+    """The host ids of a rack that exist (all of a preset's)."""
+    lo = rack * fabric.hosts_per_rack
+    present = fabric.present[fabric.node_id("host", lo) : fabric.node_id("host", lo)
+                             + fabric.hosts_per_rack]  # fmt: skip
+    return [lo + h for h in range(fabric.hosts_per_rack) if present[h]]
+
+
+def _racks(fabric: Fabric) -> list[int]:
+    """The rack (RTSW) ids that exist and hold a host."""
+    return [r for r in range(fabric.num_racks)
+            if fabric.present[fabric.node_id("rtsw", r)] and _hosts_of_rack(fabric, r)]
+
+
+def _pods(fabric: Fabric) -> dict[int, list[int]]:
+    """pod -> its racks (of `_racks`), pods without one left out."""
+    out: dict[int, list[int]] = {}
+    for r in _racks(fabric):
+        out.setdefault(int(fabric.pod_of_rack(r)), []).append(r)
+    return out
+
+
 def _rack_hosts(fabric: Fabric, rack: int) -> str:
-    pod, r = divmod(rack, fabric.racks_per_pod)
-    return hostlist(f"host-p{pod}-r{r}-h", range(fabric.hosts_per_rack))
+    return hostlist_of(fabric.host_name(h) for h in _hosts_of_rack(fabric, rack))
 
 
 def slurm_conf(fabric: Fabric) -> str:
     """topology.conf for the tree plugin: rack switches, pod switches, one top switch."""
     lines = [f"# Slurm topology.conf (tree) for fabric {fabric.name}, by fabric-te"]
-    for rack in range(fabric.num_racks):
+    for rack in _racks(fabric):
         lines.append(f"SwitchName={fabric.rtsw_name(rack)} Nodes={_rack_hosts(fabric, rack)}")
-    for p in range(fabric.pods):
-        racks = hostlist(f"rtsw-p{p}-r", range(fabric.racks_per_pod))
-        lines.append(f"SwitchName={_pod_name(p)} Switches={racks}")
-    if fabric.pods > 1:
-        lines.append(f"SwitchName=cluster Switches={hostlist('pod', range(fabric.pods))}")
+    pods = _pods(fabric)
+    for p, racks in pods.items():
+        lines.append(f"SwitchName={_pod_name(p)} "
+                     f"Switches={hostlist_of(fabric.rtsw_name(r) for r in racks)}")  # fmt: skip
+    if len(pods) > 1:
+        lines.append(f"SwitchName=cluster Switches={hostlist('pod', pods)}")
     return "\n".join(lines) + "\n"
 
 
 def slurm_block_conf(fabric: Fabric) -> str:
     """topology.conf for the block plugin (Slurm 23.11+): a base block per rack."""
     lines = [f"# Slurm topology.conf (block) for fabric {fabric.name}, by fabric-te"]
-    for rack in range(fabric.num_racks):
+    for rack in _racks(fabric):
         lines.append(f"BlockName={fabric.rtsw_name(rack)} Nodes={_rack_hosts(fabric, rack)}")
     lines.append("BlockSizes=" + ",".join(str(n) for n in block_sizes(fabric)))
     return "\n".join(lines) + "\n"
@@ -111,20 +173,17 @@ def check_slurm_version(fmt: str, version: str) -> None:
 
 def slurm_yaml(fabric: Fabric) -> str:
     """topology.yaml (Slurm 25.05+): a default `tree` topology and a `block` one (racks)."""
+    racks, pods = _racks(fabric), _pods(fabric)
     switches: list[dict[str, Any]] = [
-        {"switch": fabric.rtsw_name(r), "nodes": _rack_hosts(fabric, r)}
-        for r in range(fabric.num_racks)
+        {"switch": fabric.rtsw_name(r), "nodes": _rack_hosts(fabric, r)} for r in racks
     ]
     switches += [
-        {"switch": _pod_name(p), "children": hostlist(f"rtsw-p{p}-r", range(fabric.racks_per_pod))}
-        for p in range(fabric.pods)
+        {"switch": _pod_name(p), "children": hostlist_of(fabric.rtsw_name(r) for r in members)}
+        for p, members in pods.items()
     ]
-    if fabric.pods > 1:
-        switches.append({"switch": "cluster", "children": hostlist("pod", range(fabric.pods))})
-    blocks = [
-        {"block": fabric.rtsw_name(r), "nodes": _rack_hosts(fabric, r)}
-        for r in range(fabric.num_racks)
-    ]
+    if len(pods) > 1:
+        switches.append({"switch": "cluster", "children": hostlist("pod", pods)})
+    blocks = [{"block": fabric.rtsw_name(r), "nodes": _rack_hosts(fabric, r)} for r in racks]
     doc = [
         {"topology": "tree", "cluster_default": True, "tree": {"switches": switches}},
         {"topology": "block", "cluster_default": False,
@@ -142,15 +201,25 @@ def block_sizes(fabric: Fabric) -> list[int]:
     return sizes
 
 
+def _label_value(text: str) -> str:
+    """`text` as a label value (at most 63 of letters, digits, '-', '_', '.'; alphanumeric
+    at both ends)."""
+    out = re.sub(r"[^A-Za-z0-9_.-]+", "-", text)[:63]
+    return re.sub(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$", "", out)
+
+
 def k8s_labels(fabric: Fabric) -> dict[str, dict[str, str]]:
-    """Node name -> the labels to put on it (pod, rack, host)."""
+    """Node name (the host's name as a Kubernetes object name, `k8s_name`) -> the labels
+    fabric-te puts on it (fabric, pod, rack, host: fabric-te.io/* only; kubernetes.io/hostname
+    is the kubelet's)."""
     out = {}
-    for host in range(fabric.num_hosts):
-        rack = int(fabric.rack_of_host(host))
+    fabric_value = _label_value(k8s_name(fabric.name))
+    for rack in _racks(fabric):
         pod, r = divmod(rack, fabric.racks_per_pod)
-        name = fabric.host_name(host)
-        out[name] = {POD_LABEL: f"p{pod}", RACK_LABEL: f"p{pod}-r{r}",
-                     FABRIC_HOST_LABEL: name, HOST_LABEL: name}  # fmt: skip
+        for host in _hosts_of_rack(fabric, rack):
+            name = fabric.host_name(host)
+            out[k8s_name(name)] = {FABRIC_LABEL: fabric_value, POD_LABEL: f"p{pod}",
+                         RACK_LABEL: f"p{pod}-r{r}", FABRIC_HOST_LABEL: _label_value(name)}
     return out
 
 
@@ -161,36 +230,42 @@ def k8s_name(name: str) -> str:
 
 
 def kueue(fabric: Fabric) -> str:
-    """A Kueue Topology object over the labels of `k8s_labels`."""
-    doc = {
-        "apiVersion": KUEUE_API,
-        "kind": "Topology",
-        "metadata": {"name": k8s_name(fabric.name)},
-        "spec": {"levels": [{"nodeLabel": k} for k in (POD_LABEL, RACK_LABEL, HOST_LABEL)]},
-    }
-    return yaml.safe_dump(doc, sort_keys=False)
+    """kubectl-appliable YAML: a Kueue Topology over the labels of `k8s_labels`, the
+    ResourceFlavor that uses it, and every host's Node with those labels (a patch)."""
+    name = k8s_name(fabric.name)
+    docs: list[dict[str, Any]] = [
+        {"apiVersion": KUEUE_API, "kind": "Topology", "metadata": {"name": name},
+         "spec": {"levels": [{"nodeLabel": k} for k in (POD_LABEL, RACK_LABEL, HOST_LABEL)]}},
+        {"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": {"name": name},
+         "spec": {"nodeLabels": {FABRIC_LABEL: _label_value(name)}, "topologyName": name}},
+    ]  # fmt: skip
+    docs += [{"apiVersion": "v1", "kind": "Node", "metadata": {"name": node, "labels": labels}}
+             for node, labels in k8s_labels(fabric).items()]  # fmt: skip
+    return yaml.safe_dump_all(docs, sort_keys=False)
 
 
 def volcano(fabric: Fabric) -> str:
     """Volcano HyperNodes, one YAML document each: racks (tier 1), then pods (tier 2)."""
     docs = []
-    for rack in range(fabric.num_racks):
+    pods = _pods(fabric)
+    for rack in _racks(fabric):
         pod, r = divmod(rack, fabric.racks_per_pod)
         members = [
-            {"type": "Node", "selector": {"exactMatch": {"name": fabric.host_name(h)}}}
-            for h in range(rack * fabric.hosts_per_rack, (rack + 1) * fabric.hosts_per_rack)
+            {"type": "Node", "selector": {"exactMatch": {"name": k8s_name(fabric.host_name(h))}}}
+            for h in _hosts_of_rack(fabric, rack)
         ]
         docs.append(_hypernode(f"rack-p{pod}-r{r}", 1, members))
-    for p in range(fabric.pods):
+    for p, racks in pods.items():
         members = [
-            {"type": "HyperNode", "selector": {"exactMatch": {"name": f"rack-p{p}-r{r}"}}}
-            for r in range(fabric.racks_per_pod)
-        ]
+            {"type": "HyperNode", "selector": {"exactMatch": {
+                "name": f"rack-p{p}-r{r - p * fabric.racks_per_pod}"}}}
+            for r in racks
+        ]  # fmt: skip
         docs.append(_hypernode(f"pod-p{p}", 2, members))
-    if fabric.pods > 1:
+    if len(pods) > 1:
         members = [
             {"type": "HyperNode", "selector": {"exactMatch": {"name": f"pod-p{p}"}}}
-            for p in range(fabric.pods)
+            for p in pods
         ]
         docs.append(_hypernode("cluster", 3, members))
     return yaml.safe_dump_all(docs, sort_keys=False)
@@ -208,13 +283,12 @@ def _hypernode(name: str, tier: int, members: list[dict[str, Any]]) -> dict[str,
 def as_json(fabric: Fabric) -> str:
     """pods -> racks -> hosts with switch names, as JSON."""
     pods = []
-    for p in range(fabric.pods):
+    for p, members in _pods(fabric).items():
         racks = []
-        for r in range(fabric.racks_per_pod):
-            rack = p * fabric.racks_per_pod + r
-            hosts = range(rack * fabric.hosts_per_rack, (rack + 1) * fabric.hosts_per_rack)
+        for rack in members:
+            r = rack - p * fabric.racks_per_pod
             racks.append({"name": f"p{p}-r{r}", "switch": fabric.rtsw_name(rack),
-                          "hosts": [fabric.host_name(h) for h in hosts]})  # fmt: skip
+                          "hosts": [fabric.host_name(h) for h in _hosts_of_rack(fabric, rack)]})
         pods.append({"name": _pod_name(p), "racks": racks})
     return to_json({"fabric": fabric.name, "gpus_per_host": fabric.nics_per_host, "pods": pods})
 

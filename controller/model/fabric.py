@@ -13,12 +13,18 @@ Links are physical cables, numbered in three blocks (access, rack-cluster, clust
 Each link has two directed arcs: arc 2*l goes up (towards the ATSWs), arc 2*l+1 goes down.
 Arc capacities are in Gbps. Every index formula lives here so that path enumeration,
 hashing and simulation can work on whole arrays at once.
+
+A fabric loaded from an inventory (controller.model.inventory) keeps the same index model,
+sized to hold every device, and carries a `Wiring`: the operator's names by node id, the
+switch ports at both ends of every link, which links have a cable (the rest are "not
+installed": `LinkHealth.all_up` gives them factor 0) and per-switch TE budgets. Presets have
+no wiring and keep the names below.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -43,6 +49,25 @@ DEFAULT_TE_ENTRIES = 2048
 TeEntries = tuple[int | None, int | None, int | None]  # per SWITCH_TIERS; None = unlimited
 
 
+ABSENT = "?"  # prefix of the index model's name of a slot no device fills
+
+
+@dataclass(frozen=True, eq=False)
+class Wiring:
+    """What an inventory adds to the index model: names, ports, cables, per-switch budgets."""
+
+    node_names: tuple[str, ...]  # by node id; a slot no device fills is ABSENT + its index name
+    lower_ports: tuple[str, ...]  # per link: the port at its lower end ("" when none)
+    upper_ports: tuple[str, ...]  # per link: the port at its upper end
+    installed: np.ndarray = field(repr=False)  # bool [num_links]: a cable exists
+    present: np.ndarray = field(repr=False)  # bool [num_nodes]: a device (a cabled NIC) exists
+    budgets: tuple[tuple[int, int], ...] = ()  # (node id, TE entries): a device's own budget
+
+    def __post_init__(self) -> None:
+        self.installed.setflags(write=False)
+        self.present.setflags(write=False)
+
+
 @dataclass(frozen=True)
 class Fabric:
     """An immutable 3-tier Clos fabric with per-arc capacities (Gbps)."""
@@ -59,6 +84,7 @@ class Fabric:
     capacity: np.ndarray = field(repr=False)  # float64 [num_arcs], Gbps, as built
     # TE entries each switch of a tier can hold (RTSW, CTSW, ATSW); None = unlimited
     te_entries: TeEntries = (DEFAULT_TE_ENTRIES,) * 3
+    wiring: Wiring | None = field(default=None, repr=False)  # None: a preset's regular Clos
 
     def __post_init__(self) -> None:
         if self.capacity.shape != (self.num_arcs,):
@@ -75,6 +101,13 @@ class Fabric:
                 raise FabricError(
                     f"te_entries.{tier} must be an integer >= 0 or null, got {value!r}"
                 )
+        w = self.wiring
+        if w is not None and not (
+            len(w.node_names) == self.num_nodes and w.present.shape == (self.num_nodes,)
+            and len(w.lower_ports) == len(w.upper_ports) == self.num_links
+            and w.installed.shape == (self.num_links,)
+        ):  # fmt: skip
+            raise FabricError("wiring: its names, ports and masks do not fit the fabric's shape")
 
     def table_budget(self) -> np.ndarray:
         """TE entries each node can hold, by node id (float64; inf = unlimited or not a
@@ -84,6 +117,9 @@ class Fabric:
             if value is not None:
                 lo = self._node_base[tier]
                 out[lo : lo + self._tier_size(tier)] = value
+        if self.wiring is not None:
+            for node, value in self.wiring.budgets:
+                out[node] = value
         return out
 
     def _tier_size(self, tier: str) -> int:
@@ -98,7 +134,79 @@ class Fabric:
             for k in ("pods", "racks_per_pod", "hosts_per_rack", "nics_per_host",
                       "ctsws_per_pod", "rack_links", "atsws_per_plane", "agg_links")
         )  # fmt: skip
-        return "sha256:" + hashlib.sha256(shape.encode()).hexdigest()[:16]
+        digest = hashlib.sha256(shape.encode())
+        w = self.wiring
+        if w is not None:  # the names and the cables too: presets keep their fingerprints
+            for part in (w.node_names, w.lower_ports, w.upper_ports):
+                digest.update(b"\0" + "\n".join(part).encode())
+            digest.update(b"\0" + np.packbits(w.installed).tobytes())
+        return "sha256:" + digest.hexdigest()[:16]
+
+    # ---- what is installed ----------------------------------------------------------
+    @cached_property
+    def installed(self) -> np.ndarray:
+        """bool [num_links]: the links whose cable exists (all of a preset's)."""
+        if self.wiring is not None:
+            return self.wiring.installed
+        out = np.ones(self.num_links, dtype=bool)
+        out.setflags(write=False)
+        return out
+
+    @cached_property
+    def present(self) -> np.ndarray:
+        """bool [num_nodes]: the nodes a device (or a cabled NIC) fills (all of a preset's)."""
+        if self.wiring is not None:
+            return self.wiring.present
+        out = np.ones(self.num_nodes, dtype=bool)
+        out.setflags(write=False)
+        return out
+
+    @cached_property
+    def usable_hosts(self) -> np.ndarray:
+        """Host ids that exist with every NIC cabled: the hosts a job can be placed on."""
+        present = self.present[self._node_base["host"] : self._node_base["nic"]]
+        nics = self.installed[: self.num_access_links].reshape(self.num_hosts, -1).all(axis=1)
+        out = np.flatnonzero(present & nics)
+        out.setflags(write=False)
+        return out
+
+    def switch_names(self) -> tuple[str, ...]:
+        """The names of the switches that exist (RTSWs, CTSWs, ATSWs, by node id)."""
+        lo = self._node_base["rtsw"]
+        names, present = self.node_names, self.present
+        return tuple(names[n] for n in range(lo, self.num_nodes) if present[n])
+
+    def ports(self, link: int) -> tuple[str, str] | None:
+        """(lower end, upper end) port names of a link as the inventory gives them, or None
+        (a preset, or a link the inventory names no port for)."""
+        if self.wiring is None:
+            return None
+        lower, upper = self.wiring.lower_ports[int(link)], self.wiring.upper_ports[int(link)]
+        return (lower, upper) if lower or upper else None
+
+    def port_at(self, switch: str, link: int) -> str | None:
+        """The name of `switch`'s port on `link` as the inventory gives it; None when the
+        fabric names no ports (a preset) or the link does not end at `switch`."""
+        ports = self.ports(link)
+        if ports is None:
+            return None
+        lo, hi = self.link_ends
+        node = self._node_index.get(switch)
+        if node == int(lo[int(link)]):
+            return ports[0] or None
+        if node == int(hi[int(link)]):
+            return ports[1] or None
+        return None
+
+    def check_installed(self, links: Iterable[int]) -> None:
+        """FabricError naming the first link that has no cable (it cannot be brought up)."""
+        installed = self.installed
+        for link in links:
+            if not installed[int(link)]:
+                raise FabricError(
+                    f"link {self.link_name(int(link))} is not installed in fabric "
+                    f"{self.name!r} (no such cable in its inventory): it cannot come up"
+                )
 
     # ---- counts -------------------------------------------------------------------
     @property
@@ -287,27 +395,40 @@ class Fabric:
         return self._node_base[kind] + int(index)
 
     def host_name(self, host: int) -> str:
+        if self.wiring is not None:
+            return self.wiring.node_names[self._node_base["host"] + int(host)]
         rack, h = divmod(int(host), self.hosts_per_rack)
         p, r = divmod(rack, self.racks_per_pod)
         return f"host-p{p}-r{r}-h{h}"
 
     def rtsw_name(self, rtsw: int) -> str:
+        if self.wiring is not None:
+            return self.wiring.node_names[self._node_base["rtsw"] + int(rtsw)]
         p, r = divmod(int(rtsw), self.racks_per_pod)
         return f"rtsw-p{p}-r{r}"
 
     def ctsw_name(self, ctsw: int) -> str:
+        if self.wiring is not None:
+            return self.wiring.node_names[self._node_base["ctsw"] + int(ctsw)]
         p, c = divmod(int(ctsw), self.ctsws_per_pod)
         return f"ctsw-p{p}-c{c}"
 
     def atsw_name(self, atsw: int) -> str:
+        if self.wiring is not None:
+            return self.wiring.node_names[self._node_base["atsw"] + int(atsw)]
         c, j = divmod(int(atsw), self.atsws_per_plane)
         return f"atsw-c{c}-a{j}"
 
     def nic_name(self, nic: int) -> str:
+        if self.wiring is not None:
+            return self.wiring.node_names[self._node_base["nic"] + int(nic)]
         host, n = divmod(int(nic), self.nics_per_host)
         return f"{self.host_name(host)}/nic{n}"
 
     def node_name(self, node: int) -> str:
+        if self.wiring is not None:
+            self.node_kind(node)  # the range check
+            return self.wiring.node_names[int(node)]
         kind = self.node_kind(node)
         index = int(node) - self._node_base[kind]
         return getattr(self, f"{kind}_name")(index)
@@ -334,6 +455,8 @@ class Fabric:
     @cached_property
     def node_names(self) -> tuple[str, ...]:
         """The name of every node, by node id (hosts, NICs, RTSWs, CTSWs, ATSWs)."""
+        if self.wiring is not None:
+            return self.wiring.node_names
         hosts = [self.host_name(h) for h in range(self.num_hosts)]
         nics = [f"{host}/nic{n}" for host in hosts for n in range(self.nics_per_host)]
         return (
@@ -362,6 +485,9 @@ class Fabric:
 
     @cached_property
     def _node_index(self) -> dict[str, int]:
+        if self.wiring is not None:  # a slot no device fills has no name to look up
+            present = self.present
+            return {name: node for node, name in enumerate(self.node_names) if present[node]}
         return {name: node for node, name in enumerate(self.node_names)}
 
     def link_index(self) -> Mapping[str, int]:
@@ -431,26 +557,34 @@ class Fabric:
 
     def summary(self) -> dict[str, object]:
         """Counts and capacities an operator wants at a glance."""
-        cap = self.capacity
+        cap = self.capacity * np.repeat(self.installed, 2)  # a missing cable carries nothing
         kind = np.repeat(self.link_kind, 2)
         rack_up = cap[0::2][self.link_kind == RACK].sum() / max(self.num_racks, 1)
         nic_up = cap[0::2][self.link_kind == ACCESS].sum() / max(self.num_racks, 1)
+        base, present = self._node_base, self.present
+
+        def count(kind: str, end: str) -> int:
+            return int(present[base[kind] : base[end]].sum())
+
         out: dict[str, object] = {
             "name": self.name,
             "pods": self.pods,
-            "racks": self.num_racks,
-            "hosts": self.num_hosts,
-            "gpus": self.num_nics,
-            "rtsws": self.num_rtsws,
-            "ctsws": self.num_ctsws,
-            "atsws": self.num_atsws,
-            "links": self.num_links,
+            "racks": count("rtsw", "ctsw"),
+            "hosts": count("host", "nic"),
+            "gpus": count("nic", "rtsw"),
+            "rtsws": count("rtsw", "ctsw"),
+            "ctsws": count("ctsw", "atsw"),
+            "atsws": count("atsw", "end"),
+            "links": int(self.installed.sum()),
             "access_gbps_total": float(cap[0::2][kind[0::2] == ACCESS].sum()),
             "rack_uplink_ratio": float(rack_up / nic_up) if nic_up else 0.0,
         }
         for tier, value in zip(SWITCH_TIERS, self.te_entries, strict=True):
             out[f"{tier}_te_entries"] = "unlimited" if value is None else value
-        if self.num_agg_links:
+        if self.wiring is not None:
+            out["links_not_installed"] = int(self.num_links - out["links"])  # type: ignore[operator]
+            out["switches_with_own_te_entries"] = len(self.wiring.budgets)
+        if self.num_agg_links and cap[0::2][self.link_kind == AGG].any():
             per_ctsw_down = cap[0::2][self.link_kind == RACK].sum() / self.num_ctsws
             per_ctsw_up = cap[0::2][self.link_kind == AGG].sum() / self.num_ctsws
             out["agg_taper"] = float(per_ctsw_down / per_ctsw_up)

@@ -2,7 +2,8 @@
 
 Health is one float per physical link: 1.0 up, 0.0 down, anything between is the fraction
 of capacity a degraded link still carries. Both directions of a cable share its state.
-A drained switch is all of its links set to 0.
+A drained switch is all of its links set to 0. A link whose cable the fabric's inventory
+does not have (not installed) is 0 in every health, `all_up` included, and cannot be set up.
 """
 
 from __future__ import annotations
@@ -28,7 +29,13 @@ class LinkHealth:
 
     @classmethod
     def all_up(cls, fabric: Fabric) -> LinkHealth:
-        return cls(np.ones(fabric.num_links))
+        """Every installed link up; a link without a cable is 0 (see `Fabric.installed`)."""
+        return cls(fabric.installed.astype(np.float64))
+
+    def changed(self, fabric: Fabric) -> np.ndarray:
+        """Link ids whose factor differs from `all_up`: the ones down, degraded or (wrongly)
+        up against the fabric's cables."""
+        return np.flatnonzero(self.factor != fabric.installed)
 
     def with_factors(self, updates: Mapping[int, float]) -> LinkHealth:
         """A new state with some links set to a factor (0 down, 1 up, between degraded)."""
@@ -134,6 +141,7 @@ def parse_health(
             continue
         link = fabric.link_by_name(name)
         updates[link] = link_factor(name, state.removeprefix("degrade:"))
+    fabric.check_installed(link for link, value in updates.items() if value > 0)
     return health.with_factors(updates)
 
 

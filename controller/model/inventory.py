@@ -8,8 +8,14 @@ natural-sort order of the port name (eth0, eth1, ..., eth10).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
 from functools import lru_cache
+
+import numpy as np
+
+from controller.errors import FabricError
+from controller.model.fabric import ABSENT, DEFAULT_TE_ENTRIES, Fabric, TeEntries, Wiring
 
 ROLES = ("host", "rtsw", "ctsw", "atsw")  # bottom to top
 
@@ -39,3 +45,355 @@ def natural_key(name: str) -> tuple[tuple[int, int | str], ...]:
     Ethernet48."""
     return tuple((1, int(part)) if part.isdigit() else (0, part)
                  for part in _DIGITS.split(name) if part)  # fmt: skip
+
+
+# ---- from the cable list to the index model ------------------------------------------------
+# The inference (docs/inventory.md): a host's RTSW is its rack; pods are the groups of RTSWs
+# that share CTSWs (connected by RTSW-CTSW cables); planes are the groups of CTSWs that share
+# ATSWs, at most one CTSW of each pod in a plane; everything is numbered in natural order of
+# the names (pods by their first RTSW, planes by their first ATSW). What the cables do not
+# fill (a rack with fewer hosts, a pod with fewer racks, a cable never installed) stays in
+# the index model as a slot without a device or a link without a cable.
+
+FORBIDDEN = (":", "#", ">", "/")  # they separate the parts of link, arc and NIC names
+RANK = {role: i for i, role in enumerate(ROLES)}
+
+
+class _Problems:
+    """Problems collected while reading, raised together (up to validation.MAX_REPORTED)."""
+
+    def __init__(self) -> None:
+        self.items: list[str] = []
+
+    def add(self, message: str) -> None:
+        self.items.append(message)
+
+    def raise_any(self, what: str) -> None:
+        from controller.model import validation
+
+        if self.items:
+            raise FabricError(f"{what}:\n  " + validation.report(self.items))
+
+
+def _device_name(name: object, where: str, problems: _Problems) -> bool:
+    from controller.model import validation
+
+    try:
+        validation.text(name, where, FabricError)
+    except FabricError as err:
+        problems.add(str(err))
+        return False
+    assert isinstance(name, str)
+    bad = [ch for ch in FORBIDDEN if ch in name]
+    if bad or name.startswith(ABSENT) or name != name.strip():
+        problems.add(f"{where}: {name!r} cannot name a device (no {' '.join(FORBIDDEN)}, no "
+                     f"leading {ABSENT!r} or surrounding spaces)")  # fmt: skip
+        return False
+    return True
+
+
+class _Groups:
+    """Union-find over names, for pods (RTSWs sharing CTSWs) and planes (CTSWs sharing
+    ATSWs)."""
+
+    def __init__(self) -> None:
+        self.parent: dict[str, str] = {}
+
+    def find(self, x: str) -> str:
+        parent = self.parent.setdefault(x, x)
+        while parent != x:
+            grand = self.parent[parent]
+            self.parent[x] = grand
+            x, parent = parent, grand
+        return x
+
+    def join(self, a: str, b: str) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self.parent[rb] = ra
+
+    def groups(self, members: Iterable[str]) -> list[list[str]]:
+        """The groups of `members`, each in natural order, ordered by their first member."""
+        by_root: dict[str, list[str]] = {}
+        for m in members:
+            by_root.setdefault(self.find(m), []).append(m)
+        out = [sorted(g, key=natural_key) for g in by_root.values()]
+        return sorted(out, key=lambda g: natural_key(g[0]))
+
+
+def _listing(names: Sequence[str], shown: int = 6) -> str:
+    head = ", ".join(names[:shown])
+    return head + (f" and {len(names) - shown} more" if len(names) > shown else "")
+
+
+def fabric_from_cables(name: str, devices: Sequence[Device], cables: Sequence[Cable],
+                       te_entries: TeEntries = (DEFAULT_TE_ENTRIES,) * 3) -> Fabric:  # fmt: skip
+    """The fabric a cable list describes, with the operator's names and ports; FabricError
+    listing every device and port that does not make a 3-tier (or 2-tier) Clos."""
+    from controller.model import validation
+
+    problems = _Problems()
+    role: dict[str, str] = {}
+    budget: dict[str, int] = {}
+    for i, item in enumerate(devices):
+        where = f"devices[{i}]"
+        if not _device_name(item.name, f"{where}.name", problems):
+            continue
+        if item.role not in ROLES:
+            problems.add(f"{where}: device {item.name} has role {item.role!r}; roles: "
+                         f"{', '.join(ROLES)}")  # fmt: skip
+            continue
+        if item.name in role:
+            problems.add(f"{where}: device {item.name} is listed twice")
+            continue
+        role[item.name] = item.role
+        if item.te_entries is not None:
+            if item.role == "host":
+                problems.add(f"{where}: host {item.name} has te_entries; only switches hold TE "
+                             "entries")  # fmt: skip
+            elif (isinstance(item.te_entries, bool) or not isinstance(item.te_entries, int)
+                  or item.te_entries < 0):  # fmt: skip
+                problems.add(f"{where}: te_entries of {item.name} must be an integer >= 0, got "
+                             f"{item.te_entries!r}")  # fmt: skip
+            else:
+                budget[item.name] = item.te_entries
+    problems.raise_any(f"fabric {name}: bad devices")
+
+    # every cable with its lower tier's end first: (lower, lower port, upper, upper port, gbps)
+    ends: dict[tuple[str, str], int] = {}
+    up: dict[str, list[tuple[str, str, str, float]]] = {d: [] for d in role}
+    down: dict[str, set[str]] = {d: set() for d in role}
+    for i, cab in enumerate(cables):
+        where = f"cables[{i}]"
+        shown = f"{cab.a}:{cab.a_port} - {cab.b}:{cab.b_port}"
+        ok = True
+        for dev, port, side in ((cab.a, cab.a_port, "a"), (cab.b, cab.b_port, "b")):
+            if not isinstance(dev, str) or dev not in role:
+                problems.add(f"{where} ({shown}): unknown device {dev!r} (not in devices)")
+                ok = False
+                continue
+            if not isinstance(port, str) or not port or not port.isprintable():
+                problems.add(f"{where} ({shown}): {side}_port must name {dev}'s port")
+                ok = False
+                continue
+            first = ends.get((dev, port))
+            if first is not None:
+                problems.add(f"{where} ({shown}): port {dev}:{port} is used twice (also by "
+                             f"cables[{first}])")  # fmt: skip
+                ok = False
+            else:
+                ends[(dev, port)] = i
+        try:
+            gbps = validation.gbps(cab.gbps, f"{where}.gbps", FabricError)
+        except FabricError as err:
+            problems.add(f"{err} ({shown})")
+            ok = False
+        if not ok:
+            continue
+        ra, rb = role[cab.a], role[cab.b]
+        if ra == rb == "host":
+            problems.add(f"{where}: a cable between two hosts, {cab.a}:{cab.a_port} and "
+                         f"{cab.b}:{cab.b_port}")  # fmt: skip
+            continue
+        if cab.a == cab.b:
+            problems.add(f"{where}: {cab.a}:{cab.a_port} is cabled to its own port {cab.b_port}")
+            continue
+        if abs(RANK[ra] - RANK[rb]) != 1:
+            problems.add(f"{where} ({shown}) joins a {ra} and a {rb}: cables join host-rtsw, "
+                         "rtsw-ctsw or ctsw-atsw")  # fmt: skip
+            continue
+        lo, lo_port, hi, hi_port = ((cab.a, cab.a_port, cab.b, cab.b_port) if RANK[ra] < RANK[rb]
+                                    else (cab.b, cab.b_port, cab.a, cab.a_port))  # fmt: skip
+        up[lo].append((lo_port, hi, hi_port, gbps))
+        down[hi].add(lo)
+    problems.raise_any(f"fabric {name}: bad cables")
+
+    by_role: dict[str, list[str]] = {r: [] for r in ROLES}
+    for d in sorted(role, key=natural_key):
+        by_role[role[d]].append(d)
+    hosts, rtsws, ctsws, atsws = (by_role[r] for r in ROLES)
+
+    # racks: a host's RTSW
+    rack_of: dict[str, str] = {}
+    for h in hosts:
+        above = sorted({hi for _, hi, _, _ in up[h]}, key=natural_key)
+        if not above:
+            problems.add(f"host {h} has no cable to an RTSW")
+        elif len(above) > 1:
+            ports = []
+            for hi in above:
+                mine = sorted((p for p, x, _, _ in up[h] if x == hi), key=natural_key)
+                ports.append(f"{hi} ({', '.join(mine)})")
+            problems.add(f"host {h} is cabled to {len(above)} RTSWs: {', '.join(ports)}; a "
+                         "host sits in one rack")  # fmt: skip
+        else:
+            rack_of[h] = above[0]
+    for r in rtsws:
+        if not up[r]:
+            problems.add(f"rtsw {r} has no cable to a CTSW, so its pod cannot be told")
+    for c in ctsws:
+        if not down[c]:
+            problems.add(f"ctsw {c} has no cable to an RTSW")
+    for a in atsws:
+        if not down[a]:
+            problems.add(f"atsw {a} has no cable to a CTSW")
+    if not hosts:
+        problems.add("no device has role host")
+    if not rtsws:
+        problems.add("no device has role rtsw")
+    if not ctsws:
+        problems.add("no device has role ctsw (a fabric has at least RTSWs and CTSWs)")
+    problems.raise_any(f"fabric {name}: not a Clos")
+
+    # pods: RTSWs that share CTSWs
+    pods_uf = _Groups()
+    for r in rtsws:
+        pods_uf.find(r)
+        for _, c, _, _ in up[r]:
+            pods_uf.join(r, c)
+    groups = [([d for d in g if role[d] == "rtsw"], g) for g in pods_uf.groups(rtsws + ctsws)]
+    groups.sort(key=lambda rg: natural_key(rg[0][0]))  # pods by their first RTSW
+    pods = [r for r, _ in groups]
+    pod_of = {d: p for p, (_, members) in enumerate(groups) for d in members}
+    pod_ctsws: list[list[str]] = [[d for d in members if role[d] == "ctsw"]
+                                  for _, members in groups]  # fmt: skip
+
+    # planes: CTSWs that share ATSWs; CTSW index c in its pod = its plane
+    plane_of: dict[str, int] = {}
+    if atsws:
+        planes_uf = _Groups()
+        for c in ctsws:
+            for _, a, _, _ in up[c]:
+                planes_uf.join(a, c)
+        planes = planes_uf.groups(atsws)  # groups of ATSWs (a plane's first ATSW orders it)
+        plane_atsws = [list(g) for g in planes]
+        roots = {planes_uf.find(g[0]): i for i, g in enumerate(planes)}
+        for c in ctsws:
+            if up[c]:
+                plane_of[c] = roots[planes_uf.find(c)]
+        for a_list in plane_atsws:
+            for a in a_list:
+                plane_of[a] = roots[planes_uf.find(a)]
+        ctsws_per_pod = len(plane_atsws)
+        for p, members in enumerate(pod_ctsws):
+            taken: dict[int, str] = {}
+            for c in members:
+                if c not in plane_of:
+                    continue
+                if plane_of[c] in taken:
+                    plane = plane_atsws[plane_of[c]]
+                    problems.add(f"ctsw {taken[plane_of[c]]} and ctsw {c} of one pod (RTSWs "
+                                 f"{_listing(pods[p])}) both reach the ATSW plane of "
+                                 f"{_listing(plane)}: each plane meets one CTSW of each pod")
+                else:
+                    taken[plane_of[c]] = c
+            loose = [c for c in members if c not in plane_of]  # no ATSW cable: a free plane
+            free = [i for i in range(ctsws_per_pod) if i not in taken]
+            if len(loose) > len(free):
+                problems.add(f"ctsw {_listing(loose)} have no cable to an ATSW and pod of RTSWs "
+                             f"{_listing(pods[p])} has only {len(free)} plane(s) left for them")
+            for c, i in zip(loose, free, strict=False):
+                plane_of[c] = i
+        atsws_per_plane = max(len(g) for g in plane_atsws)
+        atsw_slot = {a: plane_of[a] * atsws_per_plane + j
+                     for g in plane_atsws for j, a in enumerate(g)}  # fmt: skip
+    else:
+        if len(pods) > 1:
+            problems.add(f"{len(pods)} groups of RTSWs share no CTSW and no ATSW joins them: "
+                         f"pods of {', '.join(g[0] for g in pods)}")  # fmt: skip
+        ctsws_per_pod = max(len(m) for m in pod_ctsws)
+        for members in pod_ctsws:
+            for i, c in enumerate(members):
+                plane_of[c] = i
+        atsws_per_plane = 0
+        atsw_slot = {}
+    problems.raise_any(f"fabric {name}: not a 3-tier (or 2-tier) Clos")
+
+    racks_per_pod = max(len(g) for g in pods)
+    rack_slot = {r: p * racks_per_pod + i for p, g in enumerate(pods) for i, r in enumerate(g)}
+    rack_hosts: dict[str, list[str]] = {r: [] for r in rtsws}
+    for h in hosts:  # natural order
+        rack_hosts[rack_of[h]].append(h)
+    hosts_per_rack = max(len(v) for v in rack_hosts.values())
+    host_slot = {h: rack_slot[r] * hosts_per_rack + i
+                 for r, members in rack_hosts.items() for i, h in enumerate(members)}  # fmt: skip
+    nic_ports = {h: sorted(up[h], key=lambda e: natural_key(e[0])) for h in hosts}
+    nics_per_host = max(len(v) for v in nic_ports.values())
+    ctsw_slot = {c: pod_of[c] * ctsws_per_pod + plane_of[c] for c in ctsws}
+
+    def parallel(switches: list[str]) -> dict[tuple[str, str], list[tuple[str, str, float]]]:
+        out: dict[tuple[str, str], list[tuple[str, str, float]]] = {}
+        for s in switches:
+            for port, hi, hi_port, gbps in sorted(up[s], key=lambda e: natural_key(e[0])):
+                out.setdefault((s, hi), []).append((port, hi_port, gbps))
+        return out
+
+    rack_pairs, agg_pairs = parallel(rtsws), parallel(ctsws)
+    dims = {
+        "pods": len(pods), "racks_per_pod": racks_per_pod, "hosts_per_rack": hosts_per_rack,
+        "nics_per_host": nics_per_host, "ctsws_per_pod": ctsws_per_pod,
+        "rack_links": max(len(v) for v in rack_pairs.values()),
+        "atsws_per_plane": atsws_per_plane,
+        "agg_links": max((len(v) for v in agg_pairs.values()), default=1),
+    }  # fmt: skip
+    try:
+        validation.dimensions(dims, FabricError)
+    except FabricError as err:
+        problems.add(f"the inferred shape is too large: {err}")
+    problems.raise_any(f"fabric {name}")
+
+    shape = Fabric(name=name, capacity=np.ones(2 * _links(dims)), te_entries=te_entries,
+                   **dims)  # type: ignore[arg-type]  # fmt: skip
+    base = {k: shape.node_id(k, 0) for k in ("host", "nic", "rtsw", "ctsw", "atsw")}
+    names = [ABSENT + n for n in shape.node_names]
+    present = np.zeros(shape.num_nodes, dtype=bool)
+    installed = np.zeros(shape.num_links, dtype=bool)
+    gbps_of = np.zeros(shape.num_links)
+    lower_ports = [""] * shape.num_links
+    upper_ports = [""] * shape.num_links
+    for kind, slots in (("host", host_slot), ("rtsw", rack_slot), ("ctsw", ctsw_slot),
+                        ("atsw", atsw_slot)):  # fmt: skip
+        for d, slot in slots.items():
+            names[base[kind] + slot] = d
+            present[base[kind] + slot] = True
+    N = nics_per_host
+    for h, nic_list in nic_ports.items():
+        for n, (port, _, hi_port, gbps) in enumerate(nic_list):
+            nic = host_slot[h] * N + n
+            names[base["nic"] + nic] = f"{h}/{port}"
+            present[base["nic"] + nic] = True
+            installed[nic], gbps_of[nic] = True, gbps
+            lower_ports[nic], upper_ports[nic] = port, hi_port
+        for n in range(len(nic_list), N):
+            names[base["nic"] + host_slot[h] * N + n] = f"{h}/{ABSENT}nic{n}"
+    for (r, c), bundle in rack_pairs.items():
+        for k, (port, hi_port, gbps) in enumerate(bundle):
+            link = shape.rack_link(rack_slot[r], plane_of[c], k)
+            installed[link], gbps_of[link] = True, gbps
+            lower_ports[link], upper_ports[link] = port, hi_port
+    for (c, a), bundle in agg_pairs.items():
+        j = atsw_slot[a] % atsws_per_plane
+        for m, (port, hi_port, gbps) in enumerate(bundle):
+            link = shape.agg_link(pod_of[c], plane_of[c], j, m)
+            installed[link], gbps_of[link] = True, gbps
+            lower_ports[link], upper_ports[link] = port, hi_port
+    # a link without a cable keeps a nominal speed (its kind's fastest) and is never up
+    link_kind = shape.link_kind
+    for k in np.unique(link_kind):
+        block = link_kind == k
+        speeds = gbps_of[block & installed]
+        gbps_of[block & ~installed] = speeds.max() if speeds.size else 1.0
+    node_budgets = tuple(sorted(
+        (base[role[d]] + {"rtsw": rack_slot, "ctsw": ctsw_slot, "atsw": atsw_slot}[role[d]][d], v)
+        for d, v in budget.items()))  # fmt: skip
+    wiring = Wiring(tuple(names), tuple(lower_ports), tuple(upper_ports), installed, present,
+                    node_budgets)  # fmt: skip
+    return replace(shape, capacity=np.repeat(gbps_of, 2), wiring=wiring)
+
+
+def _links(dims: dict[str, int]) -> int:
+    racks = dims["pods"] * dims["racks_per_pod"]
+    ctsws = dims["pods"] * dims["ctsws_per_pod"]
+    return (racks * dims["hosts_per_rack"] * dims["nics_per_host"]
+            + racks * dims["ctsws_per_pod"] * dims["rack_links"]
+            + ctsws * dims["atsws_per_plane"] * dims["agg_links"])  # fmt: skip

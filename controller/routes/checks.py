@@ -15,12 +15,13 @@ from controller.routes.tables import MAX_QP_BUCKETS, Entry
 
 
 def switch_ports(fabric: Fabric) -> dict[str, frozenset[int]]:
-    """Link ids attached to every switch, by switch name."""
+    """Link ids attached to every switch, by switch name (the cabled links of the switches
+    that exist, for a fabric from an inventory)."""
     lo, hi = fabric.link_ends
     first_switch = fabric.node_id("rtsw", 0)
     ends = np.concatenate([lo, hi])
     links = np.concatenate([np.arange(fabric.num_links)] * 2)
-    keep = ends >= first_switch
+    keep = (ends >= first_switch) & fabric.present[ends] & fabric.installed[links]
     ends, links = ends[keep], links[keep]
     order = np.argsort(ends, kind="stable")
     ends, links = ends[order], links[order]

@@ -77,7 +77,7 @@ class Intake:
         state = self.state
         for job, generation in stored.jobs.values():
             state.set_job(job, generation)
-        if stored.health is not None and (stored.health.factor != 1.0).any():
+        if stored.health is not None and stored.health.changed(self.fabric).size:
             state.set_health(stored.health)
         if stored.assignment is None:
             return False

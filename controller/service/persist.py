@@ -124,7 +124,7 @@ class Persistence:
         )
 
     def encode_health(self, health: LinkHealth) -> bytes:
-        changed = np.flatnonzero(health.factor != 1.0)
+        changed = health.changed(self.fabric)
         factors = {self.fabric.link_name(int(i)): float(health.factor[i]) for i in changed}
         return _doc({"factors": factors})
 

@@ -9,8 +9,6 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-import numpy as np
-
 from controller.drivers.reconcile import Reconciler
 from controller.model.fabric import Fabric
 from controller.model.health import LinkHealth
@@ -85,7 +83,7 @@ class EngineReads:
     def links_not_up(self) -> list[tuple[int, float]]:
         """(link id, capacity factor) of every link not fully up, as the inputs say."""
         health = self.health
-        links = np.flatnonzero(health.factor != 1.0)
+        links = health.changed(self.fabric)  # a link without a cable is not news
         return [(int(k), float(health.factor[k])) for k in links]
 
     @property

@@ -178,7 +178,7 @@ class RouteCommands(EngineReads):
         up = LinkHealth.all_up(self.fabric)
         self.installer.install(Target(point, point.flows.job_ids, up),
                                RouteIndex.build(self.fabric, point))  # fmt: skip
-        if (health.factor != 1.0).any():  # links down or degraded since: repaired first
+        if health.changed(self.fabric).size:  # links down or degraded since: repaired first
             self.repair_now(health)
             target = self.installer.target
             assert target is not None

@@ -118,6 +118,7 @@ class DesiredState:
         """The health `report_links` would set; changes nothing."""
         base = LinkHealth.all_up(self.fabric) if replace_all else self.health
         assert base is not None
+        self.fabric.check_installed(link for link, value in updates.items() if value > 0)
         return base.with_factors(updates)
 
     def set_health(self, health: LinkHealth) -> None:

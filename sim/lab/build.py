@@ -25,6 +25,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from controller.drivers.linux_plan import LabPlan, check_lab_name, lab_dir
 from controller.errors import LabError
 from controller.model.fabric import Fabric
@@ -114,6 +116,13 @@ def require_root() -> None:
 
 
 def check_size(fabric: Fabric, underlay: str) -> None:
+    missing = int((~fabric.installed).sum())
+    if missing:
+        raise LabError(
+            f"fabric {fabric.name} has {missing} links not installed (e.g. "
+            f"{fabric.link_name(int(np.flatnonzero(~fabric.installed)[0]))}): a lab builds "
+            "complete fabrics only"
+        )
     nodes = fabric.num_hosts + fabric.num_rtsws + fabric.num_ctsws + fabric.num_atsws
     if nodes > MAX_NAMESPACES or fabric.num_links > MAX_LINKS:
         raise LabError(

@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
+import yaml
 
 from controller.errors import FabricError
 from controller.formats.fabric_file import load_fabric, parse_fabric
@@ -137,3 +140,76 @@ def test_taper_without_an_aggregation_layer_is_harmless() -> None:
     # found by fuzzing: a taper with atsws_per_plane 0 divided by zero while building
     fabric = parse_fabric({"taper": 2.0, "racks_per_pod": 3}, "f.json")
     assert fabric.num_agg_links == 0 and fabric.num_racks == 3
+
+
+# ---- the cable-list and template forms (docs/inventory.md) ----------------------------------
+EXAMPLE = Path(__file__).parents[3] / "docs" / "examples" / "tiny-cables.yaml"
+
+
+def test_the_example_cable_list_loads() -> None:
+    fabric = load_fabric(str(EXAMPLE))
+    assert fabric.name == "dc1-tiny" and fabric.host_name(0) == "gpu-a00"
+    missing = [fabric.link_name(int(k)) for k in np.flatnonzero(~fabric.installed)]
+    assert missing == ["leaf-a1:spine-a2"]
+    assert fabric.summary()["hosts"] == 8
+
+
+def test_csv_cable_list_with_roles(tmp_path: Path) -> None:
+    """The CSV a spreadsheet gives: role columns, or roles from the YAML that names it."""
+    doc = yaml.safe_load(EXAMPLE.read_text())
+    roles = {d["name"]: d["role"] for d in doc["devices"]}
+    rows = ["a,a_port,b,b_port,gbps,a_role,b_role"] + [
+        f"{c['a']},{c['a_port']},{c['b']},{c['b_port']},{c['gbps']},{roles[c['a']]},"
+        f"{roles[c['b']]}" for c in doc["cables"]]  # fmt: skip
+    (tmp_path / "dc1.csv").write_text("\n".join(rows) + "\n")
+    from_csv = load_fabric(str(tmp_path / "dc1.csv"))
+    reference = load_fabric(str(EXAMPLE))
+    assert from_csv.link_names == reference.link_names and from_csv.name == "dc1"
+    plain = ["a,a_port,b,b_port,gbps"] + [r.rsplit(",", 2)[0] for r in rows[1:]]
+    (tmp_path / "plain.csv").write_text("\n".join(plain) + "\n")
+    with pytest.raises(FabricError, match="unknown device.*no role.*gpu-a00"):
+        load_fabric(str(tmp_path / "plain.csv"))
+    (tmp_path / "f.yaml").write_text(
+        "name: dc1-tiny\ncables: plain.csv\nroles: {'gpu-*': host, 'leaf-*': rtsw, "
+        "'spine-*': ctsw, 'super-*': atsw}\n")  # fmt: skip
+    via_yaml = load_fabric(str(tmp_path / "f.yaml"))
+    assert via_yaml.fingerprint == reference.fingerprint
+    (tmp_path / "bad.csv").write_text("a,b,gbps\nx,y,1\n")
+    with pytest.raises(FabricError, match="the header must name the columns"):
+        load_fabric(str(tmp_path / "bad.csv"))
+    (tmp_path / "speed.csv").write_text(rows[0] + "\n" + rows[1].replace(",400,", ",fast,") + "\n")
+    with pytest.raises(FabricError, match=r"speed.csv: row 2: gbps 'fast' is not a number"):
+        load_fabric(str(tmp_path / "speed.csv"))
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda d: d["cables"].append(dict(d["cables"][0])), "port gpu-a00:eth0 is used twice"),
+        (lambda d: d["devices"].append({"name": "x", "role": "spine"}), "role 'spine'"),
+        (lambda d: d["cables"][0].update(b="nowhere"), "unknown device.*: nowhere"),
+        (lambda d: d["cables"][0].pop("gbps"), r"cables\[0\]: missing required key 'gbps'"),
+        (lambda d: d.update(pods=2), "unknown key.*pods"),
+    ],
+)
+def test_bad_cable_lists(tmp_path: Path, edit: Any, message: str) -> None:
+    doc = yaml.safe_load(EXAMPLE.read_text())
+    edit(doc)
+    path = tmp_path / "f.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    with pytest.raises(FabricError, match=message):
+        load_fabric(str(path))
+
+
+def test_preset_with_name_templates() -> None:
+    fabric = parse_fabric({"preset": "tiny", "names": {"host": "gpu-{pod_letter}{rack}{host}",
+                           "rtsw": "leaf-{pod_letter}{rack}"}, "ports": {"host": "eth{nic}"},
+                           "rename": {"ctsw-p0-c0": "spine-zero"},
+                           "links": {"leaf-a0:spine-zero": 100}})  # fmt: skip
+    assert fabric.host_name(2) == "gpu-a10" and fabric.ctsw_name(0) == "spine-zero"
+    assert fabric.ports(0) == ("eth0", "h0n0")
+    assert fabric.capacity[2 * fabric.link_by_name("leaf-a0:spine-zero")] == 100
+    plain = parse_fabric({"preset": "tiny"})
+    assert plain.wiring is None and plain.fingerprint == build(PRESETS["tiny"]).fingerprint
+    with pytest.raises(FabricError, match="names: unknown kind 'leaf'"):
+        parse_fabric({"preset": "tiny", "names": {"leaf": "x{rack}"}})

@@ -33,6 +33,14 @@ def kueue_rules(doc: dict[str, Any]) -> None:
         assert labels[-1] == "kubernetes.io/hostname", "hostname only at the lowest level"
 
 
+def flavor_rules(doc: dict[str, Any]) -> None:
+    """ResourceFlavor v1beta2 CEL: "at least one nodeLabel is required when topology is
+    set"."""
+    spec = doc["spec"]
+    if "topologyName" in spec:
+        assert len(spec.get("nodeLabels", {})) >= 1, "at least one nodeLabel"
+
+
 def volcano_rules(doc: dict[str, Any]) -> None:
     """HyperNode v1alpha1 CEL on every member selector: "Either ExactMatch or RegexMatch or
     LabelMatch must be specified" and "Only one of ... can be specified"."""
@@ -44,13 +52,28 @@ def volcano_rules(doc: dict[str, Any]) -> None:
 @pytest.mark.parametrize("preset", ["tiny", "small"])
 def test_kueue_topology_is_valid_v1beta2(preset: str, request: pytest.FixtureRequest) -> None:
     fabric: Fabric = request.getfixturevalue(preset)
-    doc = yaml.safe_load(export(fabric, "kueue"))
+    check_kueue(fabric)
+
+
+def check_kueue(fabric: Fabric) -> None:
+    """The Topology, the ResourceFlavor and every Node patch of the kueue export are valid,
+    and the flavor and the levels select what the nodes carry."""
+    doc, flavor, *nodes = yaml.safe_load_all(export(fabric, "kueue"))
     assert doc["apiVersion"] == KUEUE_API == "kueue.x-k8s.io/v1beta2"
     validate(doc, "kueue.x-k8s.io/v1beta2/Topology")
     kueue_rules(doc)
+    validate(flavor, "kueue.x-k8s.io/v1beta2/ResourceFlavor")
+    flavor_rules(flavor)
+    assert flavor["spec"]["topologyName"] == doc["metadata"]["name"]
     labels = json.loads(export(fabric, "k8s-labels"))
-    for node_labels in labels.values():  # every level is a label each node carries
-        assert {lvl["nodeLabel"] for lvl in doc["spec"]["levels"]} <= set(node_labels)
+    assert [n["metadata"]["name"] for n in nodes] == list(labels)
+    levels = {lvl["nodeLabel"] for lvl in doc["spec"]["levels"]} - {"kubernetes.io/hostname"}
+    for node in nodes:  # every level but the kubelet's hostname is a label each node carries
+        validate(node, "v1/Node")
+        node_labels = node["metadata"]["labels"]
+        assert "kubernetes.io/hostname" not in node_labels
+        assert levels <= set(node_labels)
+        assert flavor["spec"]["nodeLabels"].items() <= node_labels.items()
 
 
 def test_volcano_hypernodes_are_valid_and_closed(small: Fabric) -> None:
@@ -76,7 +99,7 @@ def test_node_labels_follow_kubernetes_label_syntax(small: Fabric) -> None:
 
 
 def test_the_schemas_reject_what_a_cluster_rejects(tiny: Fabric) -> None:
-    doc = yaml.safe_load(export(tiny, "kueue"))
+    doc = next(yaml.safe_load_all(export(tiny, "kueue")))
     old = dict(doc, apiVersion="kueue.x-k8s.io/v1alpha1")  # removed from Kueue
     with pytest.raises(jsonschema.ValidationError):
         validate(old, "kueue.x-k8s.io/v1beta2/Topology")
@@ -96,3 +119,20 @@ def test_object_names_are_made_valid() -> None:
     assert k8s_name("DC1_Cluster 3") == "dc1-cluster-3"
     assert k8s_name("meta-24k") == "meta-24k"
     assert k8s_name("__") == "fabric"
+
+
+def test_an_inventorys_exports_are_valid() -> None:
+    """A cable-list fabric: the Kueue objects, Volcano HyperNodes and node labels of its own
+    host names pass the same schemas."""
+    from controller.formats.fabric_file import load_fabric
+
+    fabric = load_fabric(str(Path(__file__).parents[3] / "docs" / "examples" / "tiny-cables.yaml"))
+    check_kueue(fabric)
+    nodes = set(json.loads(export(fabric, "k8s-labels")))
+    assert "gpu-a00" in nodes
+    for doc in yaml.safe_load_all(export(fabric, "volcano")):
+        validate(doc, "topology.volcano.sh/v1alpha1/HyperNode")
+        volcano_rules(doc)
+        for m in doc["spec"]["members"]:
+            if m["type"] == "Node":
+                assert m["selector"]["exactMatch"]["name"] in nodes

@@ -19,7 +19,14 @@ from pathlib import Path
 
 import pytest
 
-from controller.formats.topology import SLURM_MIN_VERSION, export, parse_slurm_version
+from controller.formats.topology import (
+    SLURM_MIN_VERSION,
+    _hosts_of_rack,
+    _rack_hosts,
+    _racks,
+    export,
+    parse_slurm_version,
+)
 from controller.model.fabric import Fabric
 from sim.processes import free_port, stop
 
@@ -44,10 +51,7 @@ def _version() -> tuple[int, int]:
 
 
 def _slurm_conf(fabric: Fabric, d: Path, plugin: str) -> str:
-    nodes = ",".join(
-        f"host-p{p}-r{r}-h[0-{fabric.hosts_per_rack - 1}]"
-        for p in range(fabric.pods) for r in range(fabric.racks_per_pod)
-    )  # fmt: skip
+    nodes = ",".join(_rack_hosts(fabric, r) for r in _racks(fabric))
     return "\n".join([
         f"ClusterName=fabte{os.getpid() % 100000}",
         "SlurmctldHost=localhost(127.0.0.1)",
@@ -104,7 +108,8 @@ def expand(spec: str) -> list[str]:
             continue
         for part in body.split(","):
             a, _, b = part.partition("-")
-            out += [f"{prefix}{i}" for i in range(int(a), int(b or a) + 1)]
+            width = len(a) if a.startswith("0") else 0  # zero padding, as Slurm keeps it
+            out += [f"{prefix}{i:0{width}d}" for i in range(int(a), int(b or a) + 1)]
     return out
 
 
@@ -145,3 +150,26 @@ def test_slurmctld_loads_the_block_topology(small: Fabric) -> None:
                                text=True, timeout=10, check=True).stdout  # fmt: skip
     for rack in range(small.num_racks):
         assert f"BlockName={small.rtsw_name(rack)}" in shown
+
+
+def test_slurmctld_loads_an_inventorys_names(tmp_path: Path) -> None:
+    """A cable-list fabric with operator names, zero-padded numbers and a partial rack: the
+    tree slurmctld loads has exactly the inventory's hosts under its leaves."""
+    from controller.formats.fabric_file import load_fabric
+
+    example = Path(__file__).parents[3] / "docs" / "examples" / "tiny-cables.yaml"
+    text = example.read_text()
+    lines = [ln for ln in text.splitlines() if "gpu-b11" not in ln]  # never racked
+    (tmp_path / "f.yaml").write_text("\n".join(lines) + "\n")
+    fabric = load_fabric(str(tmp_path / "f.yaml"))
+    with slurmctld(fabric, "tree", export(fabric, "slurm-conf")) as env:
+        shown = subprocess.run([SCONTROL, "show", "topology"], env=env, capture_output=True,
+                               text=True, timeout=10, check=True).stdout  # fmt: skip
+    leaves = {}
+    for line in shown.splitlines():
+        fields = dict(kv.split("=", 1) for kv in line.split() if "=" in kv)
+        if fields.get("SwitchName", "").startswith("leaf-"):
+            leaves[fields["SwitchName"]] = expand(fields["Nodes"])
+    assert leaves == {fabric.rtsw_name(r): [fabric.host_name(h) for h in _hosts_of_rack(fabric, r)]
+                      for r in _racks(fabric)}  # fmt: skip
+    assert leaves["leaf-b1"] == ["gpu-b10"] and leaves["leaf-a0"] == ["gpu-a00", "gpu-a01"]

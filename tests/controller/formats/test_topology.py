@@ -59,10 +59,10 @@ def test_slurm_yaml_tree_and_blocks(small: Fabric) -> None:
 def test_k8s_kueue_volcano(small: Fabric) -> None:
     labels = json.loads(export(small, "k8s-labels"))
     assert labels["host-p1-r3-h1"] == {
-        "fabric-te.io/pod": "p1", "fabric-te.io/rack": "p1-r3",
-        "fabric-te.io/host": "host-p1-r3-h1", "kubernetes.io/hostname": "host-p1-r3-h1",
-    }  # fmt: skip
-    kueue = yaml.safe_load(export(small, "kueue"))
+        "fabric-te.io/fabric": "small", "fabric-te.io/pod": "p1", "fabric-te.io/rack": "p1-r3",
+        "fabric-te.io/host": "host-p1-r3-h1",
+    }  # the kubelet's own kubernetes.io/hostname is never set  # fmt: skip
+    kueue = next(yaml.safe_load_all(export(small, "kueue")))
     assert [lvl["nodeLabel"] for lvl in kueue["spec"]["levels"]] == [
         "fabric-te.io/pod", "fabric-te.io/rack", "kubernetes.io/hostname"]  # fmt: skip
     docs = list(yaml.safe_load_all(export(small, "volcano")))
@@ -95,11 +95,18 @@ def test_slurm_yaml_blocks_are_racks_and_tree_nests(small: Fabric) -> None:
 
 
 def test_kueue_and_volcano_objects(tiny: Fabric) -> None:
-    kueue = yaml.safe_load(export(tiny, "kueue"))
+    kueue, flavor, *nodes = yaml.safe_load_all(export(tiny, "kueue"))
     assert (kueue["apiVersion"], kueue["kind"]) == ("kueue.x-k8s.io/v1beta2", "Topology")
     labels = json.loads(export(tiny, "k8s-labels"))
     assert set(labels) == {tiny.host_name(h) for h in range(tiny.num_hosts)}
-    assert all(lvl["nodeLabel"] in labels["host-p0-r0-h0"] for lvl in kueue["spec"]["levels"])
+    levels = [lvl["nodeLabel"] for lvl in kueue["spec"]["levels"]]
+    assert levels[-1] == "kubernetes.io/hostname"  # the kubelet's label, the lowest level
+    assert all(level in labels["host-p0-r0-h0"] for level in levels[:-1])
+    assert (flavor["kind"], flavor["spec"]["topologyName"]) == ("ResourceFlavor", "tiny")
+    assert {(n["kind"], n["metadata"]["name"]) for n in nodes} == {("Node", h) for h in labels}
+    for node in nodes:  # the flavor's node labels select every node of the fabric
+        assert flavor["spec"]["nodeLabels"].items() <= node["metadata"]["labels"].items()
+        assert node["metadata"]["labels"] == labels[node["metadata"]["name"]]
     docs = list(yaml.safe_load_all(export(tiny, "volcano")))
     assert {d["apiVersion"] for d in docs} == {"topology.volcano.sh/v1alpha1"}
     assert {d["kind"] for d in docs} == {"HyperNode"}

@@ -1,0 +1,183 @@
+"""A preset's shape with the operator's names: name and port templates, explicit renames.
+
+    names: {host: "gpu-{pod_letter}{rack:02}-{host}", rtsw: "leaf-{pod}-{rack}"}
+    ports: {host: "eth{nic}", rtsw_down: "Ethernet{i}"}
+    rename: {"ctsw-p0-c0": "spine-00"}     # by the preset's name; wins over a template
+
+turn a regular Clos into the cable list it would be (every device, every cable, with ports),
+which then loads as any inventory does (controller.model.inventory), so both forms give the
+same fabric for the same wiring. Fields a template may use:
+
+    host       pod, pod_letter, rack, host, rack_id, host_id
+    rtsw       pod, pod_letter, rack, rack_id
+    ctsw       pod, pod_letter, ctsw, ctsw_id        (ctsw: its index in the pod = its plane)
+    atsw       plane, atsw, atsw_id                  (atsw: its index in the plane)
+    host port  (ports.host)      nic, i
+    rtsw_down  host, nic, i      rtsw_up    ctsw, member, i
+    ctsw_down  rack, member, i   ctsw_up    atsw, member, i
+    atsw_down  pod, member, i
+
+`i` is the port's index on its device, down ports first, then up ports (a host's: its NIC;
+an RTSW's uplinks follow its host ports), so `Ethernet{i}` names a whole switch. Names a
+template does not give are the preset's; ports default to the lab's interface names (nic0,
+h0n0, c0, r0, a0, p0, with k/m and the member for parallel links).
+"""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Mapping
+
+from controller.errors import FabricError
+from controller.model.fabric import ACCESS, RACK, Fabric
+from controller.model.inventory import Cable, Device
+
+NAME_FIELDS = {
+    "host": ("pod", "pod_letter", "rack", "host", "rack_id", "host_id"),
+    "rtsw": ("pod", "pod_letter", "rack", "rack_id"),
+    "ctsw": ("pod", "pod_letter", "ctsw", "ctsw_id"),
+    "atsw": ("plane", "atsw", "atsw_id"),
+}
+PORT_FIELDS = {
+    "host": ("nic", "i"),
+    "rtsw_down": ("host", "nic", "i"),
+    "rtsw_up": ("ctsw", "member", "i"),
+    "ctsw_down": ("rack", "member", "i"),
+    "ctsw_up": ("atsw", "member", "i"),
+    "atsw_down": ("pod", "member", "i"),
+}
+
+
+def _letters(n: int) -> str:
+    """0 -> a, 25 -> z, 26 -> aa: a pod's letter."""
+    out = ""
+    n += 1
+    while n:
+        n, r = divmod(n - 1, 26)
+        out = chr(ord("a") + r) + out
+    return out
+
+
+def _check(template: object, where: str, allowed: tuple[str, ...]) -> str:
+    if not isinstance(template, str) or not template:
+        raise FabricError(f"{where}: must be a non-empty template string, got {template!r}")
+    try:
+        parsed = list(string.Formatter().parse(template))
+    except ValueError as err:
+        raise FabricError(f"{where}: {template!r} is not a template ({err})") from None
+    for _, field, _, conversion in parsed:
+        if field is None:
+            continue
+        if field not in allowed or conversion:
+            raise FabricError(f"{where}: unknown field {{{field}}} in {template!r}; fields: "
+                              f"{', '.join(allowed)}")  # fmt: skip
+    return template
+
+
+def _fill(template: str, where: str, **fields: object) -> str:
+    try:
+        return template.format(**fields)
+    except (ValueError, TypeError) as err:
+        raise FabricError(f"{where}: {template!r}: {err}") from None
+
+
+def named_cable_list(fabric: Fabric, names: Mapping[str, object] | None = None,
+                     ports: Mapping[str, object] | None = None,
+                     rename: Mapping[str, object] | None = None,
+                     ) -> tuple[list[Device], list[Cable]]:  # fmt: skip
+    """Every device and cable of the preset-built `fabric`, named by the templates and the
+    renames (preset name -> operator name); FabricError names the template or rename at
+    fault."""
+    names, ports, rename = dict(names or {}), dict(ports or {}), dict(rename or {})
+    for key in names:
+        if key not in NAME_FIELDS:
+            raise FabricError(f"names: unknown kind {key!r}; kinds: {', '.join(NAME_FIELDS)}")
+    for key in ports:
+        if key not in PORT_FIELDS:
+            raise FabricError(f"ports: unknown kind {key!r}; kinds: {', '.join(PORT_FIELDS)}")
+    name_t = {k: _check(v, f"names.{k}", NAME_FIELDS[k]) for k, v in names.items()}
+    port_t = {k: _check(v, f"ports.{k}", PORT_FIELDS[k]) for k, v in ports.items()}
+    f = fabric
+    R, H, N, C, A = (f.racks_per_pod, f.hosts_per_rack, f.nics_per_host, f.ctsws_per_pod,
+                     f.atsws_per_plane)  # fmt: skip
+    K, L = f.rack_links, f.agg_links
+
+    def node(kind: str, index: int, preset: str, **fields: object) -> str:
+        if preset in rename:  # an explicit name wins over the template
+            new = rename[preset]
+            if not isinstance(new, str):
+                raise FabricError(f"rename.{preset}: must be a string, got {new!r}")
+            return new
+        t = name_t.get(kind)
+        return preset if t is None else _fill(t, f"names.{kind}", **fields)
+
+    host_names = []
+    for h in range(f.num_hosts):
+        rack, hh = divmod(h, H)
+        p, r = divmod(rack, R)
+        host_names.append(node("host", h, f.host_name(h), pod=p, pod_letter=_letters(p),
+                               rack=r, host=hh, rack_id=rack, host_id=h))  # fmt: skip
+    rtsw_names = []
+    for rack in range(f.num_rtsws):
+        p, r = divmod(rack, R)
+        rtsw_names.append(node("rtsw", rack, f.rtsw_name(rack), pod=p, pod_letter=_letters(p),
+                               rack=r, rack_id=rack))  # fmt: skip
+    ctsw_names = []
+    for i in range(f.num_ctsws):
+        p, c = divmod(i, C)
+        ctsw_names.append(node("ctsw", i, f.ctsw_name(i), pod=p, pod_letter=_letters(p), ctsw=c,
+                               ctsw_id=i))  # fmt: skip
+    atsw_names = []
+    for i in range(f.num_atsws):
+        c, j = divmod(i, A)
+        atsw_names.append(node("atsw", i, f.atsw_name(i), plane=c, atsw=j, atsw_id=i))
+    devices = ([Device(n, "host") for n in host_names] + [Device(n, "rtsw") for n in rtsw_names]
+               + [Device(n, "ctsw") for n in ctsw_names]
+               + [Device(n, "atsw") for n in atsw_names])  # fmt: skip
+    known = set(rename) - {d for d in f.node_names}
+    if known:
+        raise FabricError(f"rename: no device {sorted(known)[0]!r} in the preset (rename "
+                          "takes the preset's names, e.g. rtsw-p0-r0)")  # fmt: skip
+    seen: dict[str, str] = {}
+    for d in devices:
+        if d.name in seen:
+            raise FabricError(f"names: two devices are both named {d.name!r}: make the "
+                              "templates or renames tell them apart")  # fmt: skip
+        seen[d.name] = d.role
+
+    def port(kind: str, default: str, **fields: object) -> str:
+        t = port_t.get(kind)
+        return default if t is None else _fill(t, f"ports.{kind}", **fields)
+
+    kinds = f.link_kind
+    cables = []
+    for link in range(f.num_links):
+        gbps = float(f.capacity[2 * link])
+        if kinds[link] == ACCESS:
+            host, n = divmod(link, N)
+            hh = host % H
+            rack = host // H
+            cables.append(Cable(
+                host_names[host], port("host", f"nic{n}", nic=n, i=n), rtsw_names[rack],
+                port("rtsw_down", f"h{hh}n{n}", host=hh, nic=n, i=hh * N + n), gbps))
+        elif kinds[link] == RACK:
+            rel = link - f.rack_base
+            rack, rest = divmod(rel, C * K)
+            c, k = divmod(rest, K)
+            p, r = divmod(rack, R)
+            km = f"k{k}" if K > 1 else ""
+            cables.append(Cable(
+                rtsw_names[rack], port("rtsw_up", f"c{c}{km}", ctsw=c, member=k, i=H * N + rest),
+                ctsw_names[p * C + c],
+                port("ctsw_down", f"r{r}{km}", rack=r, member=k, i=r * K + k), gbps))
+        else:
+            rel = link - f.agg_base
+            ctsw, rest = divmod(rel, A * L)
+            j, m = divmod(rest, L)
+            p, c = divmod(ctsw, C)
+            mm = f"m{m}" if L > 1 else ""
+            cables.append(Cable(
+                ctsw_names[ctsw], port("ctsw_up", f"a{j}{mm}", atsw=j, member=m, i=R * K + rest),
+                atsw_names[c * A + j],
+                port("atsw_down", f"p{p}{mm}", pod=p, member=m, i=p * L + m), gbps))
+    return devices, cables

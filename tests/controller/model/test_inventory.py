@@ -1,0 +1,194 @@
+"""Cable lists become fabrics: the Clos shape inferred, the operator's names kept, irregular
+wiring as data, and every wiring that is not a Clos refused by device and port."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from controller.errors import FabricError
+from controller.model.clos import PRESETS, build
+from controller.model.fabric import ABSENT, Fabric
+from controller.model.health import LinkHealth, parse_health
+from controller.model.inventory import Cable, Device, fabric_from_cables
+from controller.model.name_templates import named_cable_list
+
+NAMES = {"host": "gpu-{pod_letter}{rack}{host}", "rtsw": "leaf-{pod_letter}{rack}",
+         "ctsw": "spine-{pod_letter}{ctsw}", "atsw": "super-{plane}{atsw}"}  # fmt: skip
+PORTS = {k: "Ethernet{i}" for k in ("rtsw_down", "rtsw_up", "ctsw_down", "ctsw_up", "atsw_down")}
+
+
+def cables_of(preset: str, names: dict[str, str] | None = None,
+              ) -> tuple[Fabric, list[Device], list[Cable]]:  # fmt: skip
+    shape = build(PRESETS[preset])
+    devices, cables = named_cable_list(shape, names, {"host": "eth{nic}", **PORTS})
+    return shape, devices, cables
+
+
+def load(devices: list[Device], cables: list[Cable], name: str = "dc1") -> Fabric:
+    return fabric_from_cables(name, devices, cables)
+
+
+@pytest.mark.parametrize("preset", ["tiny", "small", "wide"])
+def test_a_preset_as_cables_is_the_preset(preset: str) -> None:
+    """The preset's own names as a cable list give back its shape, names, links, speeds."""
+    shape, devices, cables = cables_of(preset)
+    fabric = load(devices, cables, preset)
+    dims = ("pods", "racks_per_pod", "hosts_per_rack", "nics_per_host", "ctsws_per_pod",
+            "rack_links", "atsws_per_plane", "agg_links")  # fmt: skip
+    assert [getattr(fabric, d) for d in dims] == [getattr(shape, d) for d in dims]
+    hosts = slice(0, shape.num_hosts)
+    assert fabric.node_names[hosts] == shape.node_names[hosts]
+    assert fabric.link_names[shape.rack_base :] == shape.link_names[shape.rack_base :]
+    assert np.array_equal(fabric.capacity, shape.capacity) and fabric.installed.all()
+    assert fabric.fingerprint != shape.fingerprint  # names and ports are covered
+    assert fabric.ports(0) == ("eth0", "Ethernet0")
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), flip=st.lists(st.booleans(), min_size=40, max_size=40))
+def test_order_and_orientation_do_not_matter(seed: int, flip: list[bool]) -> None:
+    """Devices and cables in any order, cables in either orientation: the same fabric."""
+    _, devices, cables = cables_of("tiny", NAMES)
+    reference = load(devices, cables)
+    rng = np.random.default_rng(seed)
+    shuffled = [cables[i] for i in rng.permutation(len(cables))]
+    turned = [Cable(c.b, c.b_port, c.a, c.a_port, c.gbps) if f else c
+              for c, f in zip(shuffled, flip, strict=True)]  # fmt: skip
+    again = load([devices[i] for i in rng.permutation(len(devices))], turned)
+    assert again.fingerprint == reference.fingerprint
+    assert again.link_names == reference.link_names
+    assert np.array_equal(again.capacity, reference.capacity)
+
+
+def test_the_operators_names_everywhere() -> None:
+    _, devices, cables = cables_of("tiny", NAMES)
+    f = load(devices, cables)
+    assert f.host_name(0) == "gpu-a00" and f.rtsw_name(3) == "leaf-b1"
+    assert f.link_name(f.rack_link(1, 2)) == "leaf-a1:spine-a2"
+    assert f.nic_name(3) == "gpu-a01/eth1"
+    assert f.host_by_name("gpu-b10") == 6 and f.switch_kind("super-20") == "atsw"
+    assert f.link_by_name("spine-b3:leaf-b0") == f.rack_link(2, 3)  # either orientation
+    assert f.port_at("leaf-a0", f.rack_link(0, 1)) == "Ethernet5"  # after 4 host ports
+    assert f.port_at("spine-a1", f.rack_link(0, 1)) == "Ethernet0"
+
+
+def test_missing_cables_and_a_partial_rack_are_data() -> None:
+    _, devices, cables = cables_of("tiny", NAMES)
+    devices = [d for d in devices if d.name != "gpu-b11"]  # never racked
+    cables = [c for c in cables if c.a != "gpu-b11" and (c.a, c.b) != ("leaf-a1", "spine-a2")
+              and (c.a, c.a_port) != ("gpu-a00", "eth1")]  # fmt: skip
+    f = load(devices, cables)
+    assert (f.hosts_per_rack, f.nics_per_host, f.num_hosts) == (2, 2, 8)  # the regular model
+    missing = {f.link_name(int(k)) for k in np.flatnonzero(~f.installed)}
+    # a NIC without a cable has no port to be named by: its slot keeps an index name
+    assert "leaf-a1:spine-a2" in missing and f"gpu-a00/{ABSENT}nic1:leaf-a0" in missing
+    assert len(missing) == 1 + 1 + 2  # the uplink, the NIC, the absent host's two NICs
+    assert f.host_name(7).startswith(ABSENT) and not f.present[f.node_id("host", 7)]
+    with pytest.raises(FabricError, match="unknown node"):
+        f.node_by_name(f.host_name(7))
+    assert f.usable_hosts.tolist() == [1, 2, 3, 4, 5, 6]  # gpu-a00 lacks a NIC, gpu-b11 is gone
+    health = LinkHealth.all_up(f)
+    assert np.array_equal(health.factor, f.installed.astype(float))
+    assert health.changed(f).size == 0
+    assert (health.arc_capacity(f)[np.repeat(~f.installed, 2)] == 0).all()
+    summary = f.summary()
+    assert (summary["hosts"], summary["gpus"], summary["links_not_installed"]) == (7, 13, 4)
+    with pytest.raises(FabricError, match="leaf-a1:spine-a2 is not installed"):
+        parse_health(f, ["leaf-a1:spine-a2=up"])
+    assert parse_health(f, ["leaf-a1:spine-a2=down"]).changed(f).size == 0
+
+
+def test_a_pod_with_fewer_racks_and_mixed_speeds() -> None:
+    _, devices, cables = cables_of("small", NAMES)
+    gone = {"leaf-b7"} | {c.a for c in cables if c.b == "leaf-b7"}
+    devices = [d for d in devices if d.name not in gone]
+    cables = [replace(c, gbps=200.0) if c.a == "leaf-a0" else c for c in cables
+              if c.a not in gone and c.b not in gone]  # fmt: skip
+    f = load(devices, cables)
+    assert (f.pods, f.racks_per_pod) == (2, 8)
+    assert not f.present[f.node_id("rtsw", 15)] and f.summary()["racks"] == 15
+    link = f.link_by_name("leaf-a0:spine-a3")
+    assert f.capacity[2 * link] == 200.0 and f.capacity[2 * f.rack_link(1, 3)] == 400.0
+
+
+def test_a_switch_budget_overrides_its_tier() -> None:
+    _, devices, cables = cables_of("tiny", NAMES)
+    devices = [replace(d, te_entries=100) if d.name == "spine-b2" else d for d in devices]
+    f = fabric_from_cables("dc1", devices, cables, (2048, 512, None))
+    budget = f.table_budget()
+    assert budget[f.node_by_name("spine-b2")] == 100
+    assert budget[f.node_by_name("spine-b1")] == 512 and budget[f.node_by_name("leaf-a0")] == 2048
+    assert np.isinf(budget[f.node_by_name("super-00")])
+
+
+def test_two_tier_without_atsws() -> None:
+    shape = build(replace(PRESETS["tiny"], pods=1, atsws_per_plane=0, taper=None))
+    devices, cables = named_cable_list(shape, NAMES)
+    f = load(devices, cables)
+    assert (f.pods, f.atsws_per_plane, f.num_agg_links) == (1, 0, 0)
+    assert f.host_name(3) == "gpu-a11"
+
+
+def test_renamed_fabrics_do_not_share_a_fingerprint() -> None:
+    _, devices, cables = cables_of("tiny", NAMES)
+    a = load(devices, cables)
+    swap = {"gpu-a00": "gpu-x00"}
+    b = load([replace(d, name=swap.get(d.name, d.name)) for d in devices],
+             [replace(c, a=swap.get(c.a, c.a)) for c in cables])  # fmt: skip
+    c = load(devices, [replace(x, a_port="p9") if (x.a, x.a_port) == ("gpu-a00", "eth0") else x
+                       for x in cables])  # fmt: skip
+    d = load(devices, cables[:-1])
+    assert len({a.fingerprint, b.fingerprint, c.fingerprint, d.fingerprint}) == 4
+    assert a.fingerprint == load(devices, cables).fingerprint
+
+
+def bad(devices: list[Device], cables: list[Cable], match: str) -> None:
+    with pytest.raises(FabricError, match=match):
+        load(devices, cables)
+
+
+def test_what_is_not_a_clos_is_refused_by_device_and_port() -> None:
+    _, devices, cables = cables_of("tiny", NAMES)
+    extra = Device("gpu-z", "host")
+    bad(devices, cables + [cables[0]], r"port gpu-a00:eth0 is used twice \(also by cables\[0\]\)")
+    bad(devices + [extra], cables + [Cable("gpu-z", "eth0", "gpu-a00", "eth9", 400)],
+        "a cable between two hosts, gpu-z:eth0 and gpu-a00:eth9")
+    bad(devices, cables + [Cable("gpu-a00", "eth2", "leaf-b0", "Ethernet99", 400)],
+        r"host gpu-a00 is cabled to 2 RTSWs: leaf-a0 \(eth0, eth1\), leaf-b0 \(eth2\)")
+    bad(devices, cables + [Cable("gpu-a00", "eth2", "mystery", "p1", 400)],
+        "unknown device 'mystery'")
+    bad(devices + [Device("odd", "router")], cables, "device odd has role 'router'")
+    bad(devices, cables + [Cable("gpu-a00", "eth2", "spine-a0", "Ethernet99", 400)],
+        "joins a host and a ctsw")
+    bad(devices + [extra], cables, "host gpu-z has no cable to an RTSW")
+    bad(devices + [Device("a:b", "host")], cables, "'a:b' cannot name a device")
+    bad(devices + [devices[0]], cables, "device gpu-a00 is listed twice")
+    # a CTSW of pod a wired into pod b's plane 0 as well as its own plane: two CTSWs of a
+    # pod in one plane
+    bad(devices, cables + [Cable("spine-a1", "Ethernet99", "super-00", "Ethernet99", 400)],
+        "ctsw spine-a0 and ctsw spine-a1 of one pod")
+    two_tier = [c for c in cables if not c.b.startswith("super")]
+    bad([d for d in devices if d.role != "atsw"], two_tier,
+        "2 groups of RTSWs share no CTSW and no ATSW joins them")
+    lonely = [c for c in cables if c.a != "leaf-a0" or not c.b.startswith("spine")]
+    bad(devices, lonely, "rtsw leaf-a0 has no cable to a CTSW")
+
+
+def test_name_templates_and_their_errors() -> None:
+    shape = build(PRESETS["tiny"])
+    devices, cables = named_cable_list(shape, {"rtsw": "tor-{rack_id:03}"},
+                                       rename={"ctsw-p1-c0": "spine-x"})  # fmt: skip
+    names = [d.name for d in devices]
+    assert "tor-003" in names and "spine-x" in names and "host-p0-r0-h0" in names
+    assert cables[0] == Cable("host-p0-r0-h0", "nic0", "tor-000", "h0n0", 400.0)
+    with pytest.raises(FabricError, match=r"names.host: unknown field \{gpu\}"):
+        named_cable_list(shape, {"host": "n{gpu}"})
+    with pytest.raises(FabricError, match="two devices are both named 'leaf'"):
+        named_cable_list(shape, {"rtsw": "leaf"})
+    with pytest.raises(FabricError, match="rename: no device 'nope'"):
+        named_cable_list(shape, rename={"nope": "x"})
