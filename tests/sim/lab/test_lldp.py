@@ -80,6 +80,17 @@ def test_discover_reproduces_the_lab_and_names_what_breaks(tiny: Fabric, capsys)
                          **{s: s.split("-")[0] for s in plan.switches}}  # fmt: skip
         assert ("40 cables agreed from 24 devices' tables; 24 devices (8 hosts, 4 rtsw, 8 ctsw, "
                 "4 atsw)") in err
+        # the document is a fabric file: it loads as the lab's fabric, name for name
+        from controller.formats.fabric_file import parse_fabric
+
+        found_fabric = parse_fabric(doc, "discovered")
+        for dim in ("pods", "racks_per_pod", "hosts_per_rack", "nics_per_host", "ctsws_per_pod",
+                    "rack_links", "atsws_per_plane", "agg_links"):  # fmt: skip
+            assert getattr(found_fabric, dim) == getattr(tiny, dim), dim
+        assert found_fabric.node_names == tiny.node_names
+        assert found_fabric.link_names == tiny.link_names
+        assert found_fabric.capacity.tobytes() == tiny.capacity.tobytes()
+        assert found_fabric.wiring is not None and found_fabric.wiring.installed.all()
         # the speeds lldpd advertises are the veth ports' own
         found = now(name)
         assert found.ok and found.speed_from_lldp == 40 and {c.gbps for c in found.cables} == {10}
