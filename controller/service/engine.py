@@ -364,13 +364,15 @@ class Engine(RouteCommands):
             return self.repair_now(health)
         assert target is not None and found.index is not None
         hit, start = found.repair, time.perf_counter()
-        res, index = hit.applied(found.index)
-        self.installer.install(Target(res.assignment, target.ids, health), index)
-        planned = hit.planned is not None and self.installer.push_planned(res.assignment,
+        index = hit.index_from(found.index)
+        assignment = index.assignment
+        self.installer.install(Target(assignment, target.ids, health), index)
+        planned = hit.planned is not None and self.installer.push_planned(assignment,
                                                                            hit.planned)
         if not planned:  # the routes installed changed since it was planned: plan now
-            self.installer.push(res.assignment)
+            self.installer.push(assignment)
         self.latency.installed(self._clock())
+        res = hit.result_of(index)  # after the push: its figures wait for nothing
         self.metrics.solve_seconds.labels("precomputed").observe(time.perf_counter() - start)
         self.metrics.precomputed.report("precomputed", "" if planned else "replanned")
         self.metrics.precomputed.moved(hit.rows_moved, hit.rows_off_element, hit.jobs_moved)

@@ -11,7 +11,7 @@ docs/monitoring/fabric-te.json graphs them.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
@@ -213,11 +213,11 @@ class PrecomputeMetrics:
             "fabric_te_repair_jobs_moved", "Jobs with a row the last repair applied moved",
             registry=r)  # fmt: skip
 
-    def publish(self, fields: dict[str, object]) -> None:
-        self.generation.set(float(fields["generation"]))  # type: ignore[arg-type]
-        self.elements.labels("ready").set(float(fields["ready"]))  # type: ignore[arg-type]
-        self.elements.labels("total").set(float(fields["total"]))  # type: ignore[arg-type]
-        self.bytes.set(float(fields["bytes"]))  # type: ignore[arg-type]
+    def publish(self, fields: Mapping[str, Any]) -> None:
+        self.generation.set(float(fields["generation"]))
+        self.elements.labels("ready").set(float(fields["ready"]))
+        self.elements.labels("total").set(float(fields["total"]))
+        self.bytes.set(float(fields["bytes"]))
 
     def refreshed(self, seconds: float) -> None:
         self.refresh_seconds.observe(seconds)

@@ -18,23 +18,31 @@ computed for the old one is never used). Anything else takes the on-demand repai
 degradation (factor between 0 and 1), a restore, two elements at once, an element not
 ready yet, routes held from a file.
 
-Order: links before switches, each by the TE rows they carry, most first (ties by element
-id): a link is the common failure and its repair costs milliseconds, where a CTSW's costs
-seconds (it re-places thousands of rows). `budget` bounds the TE rows the elements computed
-may carry in all (work, not seconds: which elements are ready depends only on the inputs).
+Order: links before switches, each by the TE rows they carry, fewest first (ties by
+element id). A repair costs in proportion to the rows it re-places, so this readies the most
+failures per second of background work, and the common failure first: on the meta-24k mix
+an RTSW-CTSW link (24,576 of the 26,816 elements) carries ~16 TE rows and is repaired in
+milliseconds, a CTSW-ATSW link ~480 rows (~0.6 s), a CTSW ~18,000 (~10 s). Most rows first
+would keep every RTSW-CTSW link waiting behind minutes of the others. An element carrying
+no TE row still gets its repair and certificate (hashed rows shift when it fails; see
+docs/failures.md). `budget` bounds the TE rows the elements computed may carry in all
+(work, not seconds: which elements are ready depends only on the inputs).
 
-The thread pauses between elements while the engine has a round to answer or a solve
-runs (`busy`), and drops the base as soon as it is superseded; it never holds the
-engine's lock while it computes.
+The repairs kept are frozen for the cyclic collector as they are made
+(controller.service.frozen). The thread pauses between elements while the engine has a
+round to answer or a solve runs (`busy`), and drops the base as soon as it is superseded;
+it never holds the engine's lock while it computes.
 """
 
 from __future__ import annotations
 
+import gc
 import logging
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
@@ -50,6 +58,9 @@ from controller.solver import AssignResult, CertifyOptions, RouteIndex
 
 log = logging.getLogger("fabric_te.engine")
 PAUSE = 0.005  # s between looks while the engine is busy
+# the repairs kept are moved out of the cyclic collector's sight every this many (see
+# controller.service.frozen): a full collection over them fell inside a report's push
+FREEZE_EVERY = 64
 MISS_REASONS = ("not single", "not ready", "stale", "held", "off")
 
 
@@ -103,6 +114,11 @@ class PrecomputedRepair:
     def applied(self, base: RouteIndex) -> tuple[AssignResult, RouteIndex]:
         """The repaired result and its index, from the base's index (as `repair_indexed`
         returned them)."""
+        index = self.index_from(base)
+        return self.result_of(index), index
+
+    def index_from(self, base: RouteIndex) -> RouteIndex:
+        """The repaired assignment's index, from the base's (what a push needs first)."""
         path = base.assignment.path.copy()
         path[self.rows] = self.paths
         load, count = base.load.copy(), base.count.copy()
@@ -112,9 +128,11 @@ class PrecomputedRepair:
         if self.usage is not None:
             usage = base.usage.copy()
             usage[self.usage[0]] = self.usage[1]
-        index = base.moved(path, self.rows, load, count, usage)
-        result = replace(self.result, assignment=index.assignment, unroutable=index.unrouted())
-        return result, index
+        return base.moved(path, self.rows, load, count, usage)
+
+    def result_of(self, index: RouteIndex) -> AssignResult:
+        """The repair's result, of the assignment `index` (from `index_from`) indexes."""
+        return replace(self.result, assignment=index.assignment, unroutable=index.unrouted())
 
 
 def compact(
@@ -164,14 +182,14 @@ def lost_arcs(fabric: Fabric, before: LinkHealth, after: LinkHealth) -> np.ndarr
 
 def priority(failures: SingleFailures, index: RouteIndex) -> np.ndarray:
     """Element ids in compute order: links, then switches, each by the TE rows they carry
-    (most first), ties by id (module docstring)."""
+    (fewest first), ties by id (module docstring)."""
     per_link = index.count[0::2] + index.count[1::2]
     sums = np.add.reduceat(per_link[failures.links], failures.start[:-1]) if len(
         failures) else np.zeros(0, np.int64)  # fmt: skip
     sizes = np.diff(failures.start)
     sums = np.where(sizes > 0, sums, 0)
     ids = np.arange(len(failures))
-    return np.lexsort((ids, -sums, failures.kind != 0))
+    return np.lexsort((ids, sums, failures.kind != 0))
 
 
 @dataclass
@@ -294,7 +312,7 @@ class Precomputer:
             self._thread.join(timeout=30)
 
     # ---- what is ready --------------------------------------------------------------
-    def fields(self) -> dict[str, object]:
+    def fields(self) -> dict[str, Any]:
         """Generation, elements ready / total, memory and whether the refresh is done."""
         with self._lock:
             s = self._set
@@ -310,7 +328,7 @@ class Precomputer:
             s = self._set
             return [] if s is None else [s.ready[k] for k in sorted(s.ready)]
 
-    def wait(self, pred: Callable[[dict[str, object]], bool], timeout: float) -> bool:
+    def wait(self, pred: Callable[[dict[str, Any]], bool], timeout: float) -> bool:
         """Wait until `pred(fields())` holds (tests and the benchmark)."""
         deadline = time.monotonic() + timeout
         while not pred(self.fields()):
@@ -389,7 +407,10 @@ class Precomputer:
                 s.ready[i] = one
                 s.nbytes += one.nbytes
                 s.seconds = time.perf_counter() - start
+            if len(s.ready) % FREEZE_EVERY == 0:
+                gc.freeze()
             self.metrics.publish(self.fields())
+        gc.freeze()
         with self._lock:
             s.done = True
             s.seconds = time.perf_counter() - start
