@@ -199,6 +199,7 @@ class _Set:
     generation: int
     failures: SingleFailures
     keys: dict[bytes, int]  # the links an element takes down (that are up) -> element
+    by_name: dict[str, int] = field(default_factory=dict)
     ready: dict[int, PrecomputedRepair] = field(default_factory=dict)
     nbytes: int = 0
     done: bool = False
@@ -322,6 +323,15 @@ class Precomputer:
             return {"generation": s.generation, "ready": len(s.ready), "total": len(s.failures),
                     "bytes": s.nbytes, "done": s.done, "seconds": s.seconds}  # fmt: skip
 
+    def has(self, name: str) -> bool:
+        """Whether the repair of the element named `name` is ready in the set."""
+        with self._lock:
+            s = self._set
+            if s is None:
+                return False
+            element = s.by_name.get(name)
+            return element is not None and element in s.ready
+
     def ready(self) -> list[PrecomputedRepair]:
         """The repairs ready, by element id."""
         with self._lock:
@@ -374,7 +384,8 @@ class Precomputer:
         for i in range(len(failures)):
             links = failures.links_of(i)
             keys.setdefault(links[up[links]].astype(np.int64).tobytes(), i)
-        s = _Set(base, index, generation, failures, keys)
+        by_name = {name: i for i, name in enumerate(failures.names)}
+        s = _Set(base, index, generation, failures, keys, by_name)
         with self._lock:
             if self.generation != generation:
                 return
