@@ -35,6 +35,7 @@ from sim.bench_alltoall import bench_alltoall, bench_alltoall_targets
 from sim.bench_base import Config, Section, log, timed
 from sim.bench_certificate import bench_certificate
 from sim.bench_inventory import bench_inventory
+from sim.bench_precomputed import bench_precomputed
 from sim.compare import baseline, routed
 from sim.jobmix import random_jobs, ring_jobs
 
@@ -1432,6 +1433,7 @@ SECTIONS: dict[str, Callable[[Config], Iterator[Section]]] = {
     "service": bench_service,
     "routes-api": bench_routes_api,
     "service-mix": bench_service_mix,
+    "precomputed": bench_precomputed,
     "advisor": bench_advisor,
     "lab-scale": bench_lab_scale,
     "lab-install": bench_lab_install,

@@ -43,6 +43,7 @@ from controller.service.intake import Intake
 from controller.service.latency import ReportLatency
 from controller.service.metrics import Metrics
 from controller.service.persist import inputs_digest
+from controller.service.precomputed import Base, Precomputer, lost_arcs, moved_counts
 from controller.service.predictor import Predictor
 from controller.service.replica import Replica
 from controller.service.rounds import Step, Taken, Target, Then, Wake
@@ -86,6 +87,8 @@ class Engine(RouteCommands):
         reconciler: Reconciler | None = None,
         replica: Replica | None = None,
         clock: Callable[[], float] = time.monotonic,
+        precompute: bool = True,
+        precompute_budget: int | None = None,
     ) -> None:
         warm_up()  # the solver's compiled kernels, before the first solve needs them
         self.fabric = fabric
@@ -143,6 +146,12 @@ class Engine(RouteCommands):
         self.rebased = 0  # global results re-based on a link change that came meanwhile
         self.dropped = 0  # global results dropped unpushed: stale when they ended
         self.solve_hook: Callable[[LinkHealth], None] = lambda health: None  # before a solve
+        # the repair of every single failure of what is installed, computed beside
+        # (controller.service.precomputed); a report that matches one uses it
+        self.precomputer = Precomputer(fabric, repair=self._repair_of, busy=self._precompute_paused,
+                                       metrics=self.metrics.precomputed,
+                                       budget=precompute_budget, enabled=precompute)  # fmt: skip
+        self.precomputed_hits = 0  # link reports repaired from a precomputed repair
         self._load()
         self.installer.reconcile(None)  # fail-static: adopt what is there
         self._swept = clock()  # that was a full reconcile
@@ -224,6 +233,7 @@ class Engine(RouteCommands):
             self._stop = True
             self._cond.notify_all()
         self._thread.join(timeout=timeout)
+        self.precomputer.close()
         self.replica.close()
 
     # ---- the worker -------------------------------------------------------------------
@@ -244,6 +254,7 @@ class Engine(RouteCommands):
 
     def _run(self) -> None:
         while True:
+            self._precompute_maybe()
             with self._cond:
                 wake = self._wake()
                 while (left := rounds.wait_seconds(wake)) is not None:
@@ -281,6 +292,7 @@ class Engine(RouteCommands):
             self._taken = inputs.version
             if not inputs.health_only:
                 self._jobs_version = inputs.version
+                self.precomputer.drop()  # computed for the jobs before: never used again
             self.latency.taken()
             digest = inputs_digest(self._state.jobs, inputs.health)
             self._round = Taken(inputs.jobs, inputs.health, inputs.version, digest)
@@ -329,7 +341,7 @@ class Engine(RouteCommands):
             settled_jobs=None if baseline is None else baseline.jobs_version,
             jobs_version=self._jobs_version,
         )
-        repaired = self.repair_now(taken.health) if plan.repair else None
+        repaired = self.repair_for(taken.health) if plan.repair else None
         # a settle whose repair's certificate is pending is certified in full in the
         # solve's thread (`_settle_health`); the round settles on that
         then = plan.then
@@ -339,6 +351,38 @@ class Engine(RouteCommands):
         elif then is Then.SOLVE:
             self._start_solve()
 
+    def repair_for(self, health: LinkHealth) -> AssignResult:
+        """Repair the installed routes for `health`: from the precomputed repair when the
+        change is one single failure whose repair is ready for what is installed now, else
+        on demand (`repair_now`). Logs and counts which."""
+        target = self.installer.target
+        found = self.precomputer.lookup(target, self._jobs_version, self.react, health,
+                                        held=self.intake.held is not None)  # fmt: skip
+        if found.repair is None:
+            self.metrics.precomputed.report("on_demand", found.reason)
+            log.info("link report repaired on demand", extra={"reason": found.reason})
+            return self.repair_now(health)
+        assert target is not None and found.index is not None
+        hit, start = found.repair, time.perf_counter()
+        index = hit.index_from(found.index)
+        assignment = index.assignment
+        self.installer.install(Target(assignment, target.ids, health), index)
+        planned = hit.planned is not None and self.installer.push_planned(assignment,
+                                                                           hit.planned)
+        if not planned:  # the routes installed changed since it was planned: plan now
+            self.installer.push(assignment)
+        self.latency.installed(self._clock())
+        res = hit.result_of(index)  # after the push: its figures wait for nothing
+        self.metrics.solve_seconds.labels("precomputed").observe(time.perf_counter() - start)
+        self.metrics.precomputed.report("precomputed", "" if planned else "replanned")
+        self.metrics.precomputed.moved(hit.rows_moved, hit.rows_off_element, hit.jobs_moved)
+        log.info("link report repaired from the precomputed repair", extra={
+            "element": hit.name, "rows_moved": hit.rows_moved, "jobs_moved": hit.jobs_moved,
+            "planned": planned})  # fmt: skip
+        self._repaired(res)
+        self.precomputed_hits += 1
+        return res
+
     def repair_now(self, health: LinkHealth) -> AssignResult:
         """Re-place the flows the change from the installed health to `health` hit; push
         only the racks they leave. Costs the rows the change hits (the installed
@@ -347,18 +391,57 @@ class Engine(RouteCommands):
         assert target is not None
         index = self.installer.index_of(target.assignment)
         with self.metrics.solve_seconds.labels("repair").time():
-            res, index = repair_indexed(
-                health, index, old_health=target.health, table_budget=self.options.table_budget,
-                certify_options=self.react, qps=self.options.qps)  # fmt: skip
+            res, repaired = self._repair_of(health, index, target.health)
         if res.fallback_ecmp.size:
             log.info("repair: %d re-placed rows over the table budget ride ECMP",
                      res.fallback_ecmp.size)  # fmt: skip
-        self._install(Target(res.assignment, target.ids, health), index)
+        self._install(Target(res.assignment, target.ids, health), repaired)
+        lost = lost_arcs(self.fabric, target.health, health)
+        self.metrics.precomputed.moved(*moved_counts(index, res.churn, lost))
+        self._repaired(res)
+        return res
+
+    def _repair_of(
+        self, health: LinkHealth, index: RouteIndex, before: LinkHealth
+    ) -> tuple[AssignResult, RouteIndex]:
+        """The repair of `index`'s assignment from `before` to `health`, certified as the
+        reaction path certifies (the one function both paths run)."""
+        return repair_indexed(health, index, old_health=before,
+                              table_budget=self.options.table_budget,
+                              certify_options=self.react, qps=self.options.qps)  # fmt: skip
+
+    def _repaired(self, res: AssignResult) -> None:
         if _pending(res):  # installed: Status and /metrics say its certificate is pending
             self._deferred = res.certificate
             self.metrics.set_certificate(res.certificate)
         self.repairs += 1
-        return res
+
+    def _precompute_paused(self) -> bool:
+        """The precomputing thread waits while the worker has a round or a solve runs."""
+        return self._busy or self._solve is not None or self._taken < self._state.version
+
+    def _precompute_maybe(self) -> None:
+        """When idle with a target the precomputed set does not answer to, start its
+        refresh (the thread builds what is missing; nothing heavy here)."""
+        pc = self.precomputer
+        if not pc.enabled:
+            return
+        if self.intake.held is not None or not self.replica.is_leader():
+            pc.drop()  # held routes are repaired on demand; a follower repairs nothing
+            return
+        with self._cond:
+            if self._precompute_paused() or self._commands or self._solve_ended:
+                return
+            jobs_version = self._jobs_version
+            installed, version = self.installer.routes.installed, self.installer.routes.version
+        target = self.installer.target
+        if target is None or pc.answers_to(target, jobs_version, self.react):
+            return
+        index = self.installer.index
+        if index is not None and index.assignment is not target.assignment:
+            index = None
+        pc.refresh(Base(target, index, jobs_version, self.installer.pushed, installed,
+                        self.installer.wanted_built(), version, self.react))  # fmt: skip
 
     def _install(self, target: Target, index: RouteIndex) -> None:
         self.installer.install(target, index)
@@ -524,6 +607,7 @@ class Engine(RouteCommands):
             digest = inputs_digest(self._state.jobs, now.health)
         version = now.version
         self.last_result, self._baseline = None, None
+        self.precomputer.drop()
         self.installer.forget(pushed=stored is not None)
         adopt = rounds.adopt_stored(None if stored is None else stored.digest, digest) or (
             stored is not None and self.intake.held is not None)  # held: whatever the inputs

@@ -36,9 +36,9 @@ from controller.errors import DriverError
 from controller.model.assignment import Assignment
 from controller.model.fabric import Fabric
 from controller.routes.entries import build_routes
-from controller.routes.plan import plan_update
+from controller.routes.plan import Plan, plan_update
 from controller.routes.tables import Entry, RouteSet, Table
-from controller.service.metrics import Metrics
+from controller.service.metrics import Metrics, TierCounts
 from controller.service.rounds import Target
 from controller.service.route_query import SWITCH_TIERS
 from controller.service.state import RouteLog
@@ -120,6 +120,7 @@ class Installer:
         self._sweep: list[str] = []  # switches a periodic reconcile has still to check
         self._sweep_ok = True
         self._sweep_pace: float | None = None  # s per switch of the last sweep step
+        self._tiers = TierCounts(SWITCH_TIERS)  # installed entries per switch, by tier
 
     # ---- wanted routes ---------------------------------------------------------------
     @property
@@ -138,6 +139,10 @@ class Installer:
         if w.routes is None and w.assignment is not None:
             w.routes = build_routes(self.fabric, w.assignment)
         return w.routes
+
+    def wanted_built(self) -> RouteSet | None:
+        """The wanted routes if built already (never builds them)."""
+        return self._wanted.routes
 
     def want(self, assignment: Assignment | None, target: Target | None = None) -> None:
         """Want `assignment`'s routes (built now; None: nothing) with `target` told to hold,
@@ -212,31 +217,59 @@ class Installer:
     def push(self, assignment: Assignment) -> None:
         """Plan against what is installed and push. Only the racks whose flows changed
         (against the assignment pushed last) are planned, built and read back (see
-        `_scope`); the wanted routes of the others are kept as they were."""
-        previous = self._wanted.assignment
-        racks = None  # None: plan every rack (most changed: scoping would not pay)
-        if previous is not None and (
-            len(previous.flows) == len(assignment.flows)  # a repair (same rows): cheap
-            or not _most_racks_resized(self.fabric, previous, assignment)
-        ):
-            racks = changed_racks(self.fabric, previous, assignment)
-        scope = None
-        most = racks is not None and racks.size * 2 > self.fabric.num_racks
-        if racks is not None and not most and self.wanted() is not None:
-            scope = self._scope(assignment, racks)
-        if scope is not None and not scope[1].size and not scope[0]:
+        `plan_push`); the wanted routes of the others are kept as they were."""
+        planned = plan_push(self.fabric, assignment, self._wanted.assignment, self.installed,
+                            self.wanted)  # fmt: skip
+        if planned.plan is None:
             self._wanted.assignment = assignment  # nothing moved: nothing to plan or push,
             if self.marks.differing:  # but the switches that differ are repaired
                 self.push_ok = self.reconcile(set(self.marks.differing)).in_sync
             return
-        installed, target = self.installed, assignment
-        if scope is not None:
-            installed, keep, switches, in_scope = scope
-            target = Assignment(assignment.flows.take(keep), assignment.path[keep])
-        plan, wanted = plan_update(self.fabric, installed, target)
-        if scope is not None:
-            wanted = self._merge_wanted(wanted, switches, in_scope)
-        self._wanted = _Wanted(assignment, wanted)
+        assert planned.wanted is not None
+        self._wanted = _Wanted(assignment, planned.wanted)
+        self._send(planned.plan)
+
+    def push_planned(self, assignment: Assignment, planned: Planned) -> bool:
+        """Push `assignment` by a plan made earlier (`plan_push`, its `wanted` left out)
+        against the routes installed at `planned.routes_version` with `planned.previous`
+        pushed; its wanted routes are the wanted ones with the plan's batches applied.
+        False, and nothing done, unless the installed routes, the assignment pushed and
+        the switches' agreement with it are as they were then (the caller plans afresh)."""
+        with self._cond:
+            version = self.routes.version
+        wanted = self.wanted() if self._wanted.assignment is not None else None
+        if (
+            wanted is None or planned.previous is not self._wanted.assignment
+            or planned.routes_version != version or self.marks.differing
+        ):  # fmt: skip
+            return False
+        if planned.plan is None:
+            self._wanted.assignment = assignment
+            return True
+        # every switch agrees with the wanted routes (no mark): our entries installed are
+        # the wanted ones, so the batches, planned against the installed, take the wanted
+        # tables to the new assignment's
+        tables = dict(wanted.tables)
+        for _, batch in planned.plan.batches():
+            sw = batch.switch
+            table = tables.get(sw, Table.empty(sw)).updated(batch.put, batch.drop)
+            if table:
+                tables[sw] = table
+            else:
+                tables.pop(sw, None)
+        self._wanted = _Wanted(assignment, RouteSet(tables))
+        self._send(planned.plan)
+        return True
+
+    @property
+    def routes_version(self) -> int:
+        """The version of the installed routes (bumped by every change read back)."""
+        with self._cond:
+            return self.routes.version
+
+    def _send(self, plan: Plan) -> None:
+        """Push `plan`, read back what it touched (and any switch marked before) and
+        repair it."""
         planned, start = plan.switches(), time.perf_counter()
         with self.metrics.push_seconds.time():
             report = push(self.push_driver, plan, timeout=self.push_timeout)
@@ -258,62 +291,6 @@ class Installer:
     def _count_ops(self, ops: int) -> None:
         self.ops_pushed += ops
         self.metrics.ops_pushed.inc(ops)
-
-    def _merge_wanted(
-        self, scoped: RouteSet, switches: list[str], in_scope: Callable[[np.ndarray], np.ndarray]
-    ) -> RouteSet:
-        """The wanted routes with the scoped switches' in-scope entries replaced."""
-        old = self.wanted()
-        assert old is not None
-        tables = dict(old.tables)
-        for sw in switches:
-            before = old.table(sw)
-            kept = before.take(~in_scope(before.in_port))
-            table = kept.updated(scoped.table(sw), Table(sw))
-            if table:
-                tables[sw] = table
-            else:
-                tables.pop(sw, None)
-        return RouteSet(tables)
-
-    def _scope(
-        self, assignment: Assignment, racks: np.ndarray
-    ) -> tuple[RouteSet, np.ndarray, list[str], Callable[[np.ndarray], np.ndarray]] | None:
-        """(installed entries, flow indices, switches, in_port test) of `racks`: the racks
-        whose flows' routes changed.
-
-        With one member per link, TE entries live only at the source RTSW (keyed on a NIC's
-        access link) and the source CTSW (keyed on the rack's uplink), so every entry
-        belongs to the rack its in_port leads from: planning those racks' flows against
-        those racks' entries is exact. Other fabrics get the full plan (None)."""
-        f = self.fabric
-        if f.rack_links != 1 or f.agg_links != 1:
-            return None
-        flows = assignment.flows
-        keep = np.flatnonzero(np.isin(f.rack_of_nic(flows.src_nic), racks))
-        rack_base, per_pod = f.rack_base, f.ctsws_per_pod
-
-        def in_scope(port: np.ndarray) -> np.ndarray:
-            """Whether each in_port leads from one of the racks."""
-            access = port < rack_base
-            rack = np.where(access, 0, (port - rack_base) // per_pod)
-            if access.any():
-                rack[access] = f.rack_of_nic(port[access])
-            return np.isin(rack, racks)
-
-        rack_list = sorted(set(racks.tolist()))
-        pods = sorted({int(f.pod_of_rack(r)) for r in rack_list})
-        switches = [f.rtsw_name(r) for r in rack_list] + [
-            f.ctsw_name(p * f.ctsws_per_pod + c) for p in pods for c in range(f.ctsws_per_pod)
-        ]
-        installed = self.installed
-        tables = {}
-        for sw in switches:
-            table = installed.table(sw)
-            part = table.take(in_scope(table.in_port))
-            if part:
-                tables[sw] = part
-        return RouteSet(tables), keep, switches, in_scope
 
     # ---- read back -----------------------------------------------------------------
     def reconcile(
@@ -341,18 +318,22 @@ class Installer:
             stop = lambda: self._stopped() or not self._is_leader()  # noqa: E731
             result = self.reconciler.run(wanted, switches, stop=stop, repair=leader, prior=prior)
         self._count_ops(result.ops)
-        tables = dict(self.installed.tables)
+        tables = dict(self.installed.tables)  # only the switches read change
         for sw in result.checked:
-            tables[sw] = result.installed.table(sw)
-        installed = RouteSet({sw: t for sw, t in sorted(tables.items()) if t})
+            table = result.installed.table(sw)
+            if table:
+                tables[sw] = table
+            else:
+                tables.pop(sw, None)
+        installed = RouteSet(tables)
         with self._cond:
             self.marks.update(result, loud=leader, count=count)
             if switches is None and result.in_sync:
                 self.push_ok = True
             if self.routes.record(installed, list(result.checked)) is not None:
                 self._cond.notify_all()
-            counts = self.routes.installed.counts()
-        self.metrics.set_tables(counts, SWITCH_TIERS)
+            self._tiers.update(installed, result.checked)
+        self.metrics.set_tier_tables(self._tiers.totals())
         return result
 
     def sweep_step(self) -> None:
@@ -424,6 +405,110 @@ class Installer:
                 continue
             for d in pending:
                 yield RouteEvent("delta", d.version, d.added, d.removed)
+
+
+@dataclass(frozen=True)
+class Planned:
+    """A push planned against the routes installed at `routes_version` (see `plan_push`):
+    `plan` None when nothing moved; `wanted` the wanted routes after it (None when left
+    out, as a precomputed repair leaves it: `Installer.push_planned` derives them)."""
+
+    plan: Plan | None
+    wanted: RouteSet | None = None
+    previous: Assignment | None = None  # the assignment pushed when it was planned
+    routes_version: int = 0
+
+
+def plan_push(
+    fabric: Fabric,
+    assignment: Assignment,
+    previous: Assignment | None,
+    installed: RouteSet,
+    wanted: Callable[[], RouteSet | None],
+) -> Planned:
+    """The plan taking `installed` to `assignment`'s routes, and the wanted routes after
+    it. Only the racks whose flows changed against `previous` (the assignment the
+    `wanted` routes answer to) are planned and built (see `_scope`), when few changed."""
+    racks = None  # None: plan every rack (most changed: scoping would not pay)
+    if previous is not None and (
+        len(previous.flows) == len(assignment.flows)  # a repair (same rows): cheap
+        or not _most_racks_resized(fabric, previous, assignment)
+    ):
+        racks = changed_racks(fabric, previous, assignment)
+    scope = None
+    most = racks is not None and racks.size * 2 > fabric.num_racks
+    if racks is not None and not most:
+        old = wanted()
+        if old is not None:
+            scope = _scope(fabric, installed, assignment, racks)
+            if scope is not None and not scope[1].size and not scope[0]:
+                return Planned(None, old, previous)
+    target = assignment
+    if scope is not None:
+        installed, keep, switches, in_scope = scope
+        target = Assignment(assignment.flows.take(keep), assignment.path[keep])
+    plan, routes = plan_update(fabric, installed, target)
+    if scope is not None:
+        old = wanted()
+        assert old is not None
+        routes = _merge_wanted(old, routes, switches, in_scope)
+    return Planned(plan, routes, previous)
+
+
+def _merge_wanted(
+    old: RouteSet, scoped: RouteSet, switches: list[str],
+    in_scope: Callable[[np.ndarray], np.ndarray],
+) -> RouteSet:  # fmt: skip
+    """The wanted routes `old` with the scoped switches' in-scope entries replaced."""
+    tables = dict(old.tables)
+    for sw in switches:
+        before = old.table(sw)
+        kept = before.take(~in_scope(before.in_port))
+        table = kept.updated(scoped.table(sw), Table(sw))
+        if table:
+            tables[sw] = table
+        else:
+            tables.pop(sw, None)
+    return RouteSet(tables)
+
+
+def _scope(
+    fabric: Fabric, installed: RouteSet, assignment: Assignment, racks: np.ndarray
+) -> tuple[RouteSet, np.ndarray, list[str], Callable[[np.ndarray], np.ndarray]] | None:
+    """(installed entries, flow indices, switches, in_port test) of `racks`: the racks
+    whose flows' routes changed.
+
+    With one member per link, TE entries live only at the source RTSW (keyed on a NIC's
+    access link) and the source CTSW (keyed on the rack's uplink), so every entry
+    belongs to the rack its in_port leads from: planning those racks' flows against
+    those racks' entries is exact. Other fabrics get the full plan (None)."""
+    f = fabric
+    if f.rack_links != 1 or f.agg_links != 1:
+        return None
+    flows = assignment.flows
+    keep = np.flatnonzero(np.isin(f.rack_of_nic(flows.src_nic), racks))
+    rack_base, per_pod = f.rack_base, f.ctsws_per_pod
+
+    def in_scope(port: np.ndarray) -> np.ndarray:
+        """Whether each in_port leads from one of the racks."""
+        access = port < rack_base
+        rack = np.where(access, 0, (port - rack_base) // per_pod)
+        if access.any():
+            rack[access] = f.rack_of_nic(port[access])
+        return np.isin(rack, racks)
+
+    rack_list = sorted(set(racks.tolist()))
+    pods = sorted({int(f.pod_of_rack(r)) for r in rack_list})
+    switches = [f.rtsw_name(r) for r in rack_list] + [
+        f.ctsw_name(p * f.ctsws_per_pod + c) for p in pods for c in range(f.ctsws_per_pod)
+    ]
+    tables = {}
+    for sw in switches:
+        table = installed.table(sw)
+        part = table.take(in_scope(table.in_port))
+        if part:
+            tables[sw] = part
+    return RouteSet(tables), keep, switches, in_scope
 
 
 def changed_racks(fabric: Fabric, old: Assignment, new: Assignment) -> np.ndarray | None:

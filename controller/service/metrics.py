@@ -10,14 +10,15 @@ docs/monitoring/fabric-te.json graphs them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 from controller.model.fabric import SWITCH_TIERS, Fabric
 
 if TYPE_CHECKING:
+    from controller.routes.tables import RouteSet
     from controller.solver import Certificate
 
 PREFIX = "fabric_te_"
@@ -130,6 +131,9 @@ class Metrics:
             PREFIX + "pending_changes", "Accepted input changes not yet applied", registry=r
         )
 
+        # ---- precomputed repairs of single failures ----------------------------------
+        self.precomputed = PrecomputeMetrics(r)
+
     def set_certificate(self, cert: Certificate | None) -> None:
         """The gauges of the certificate of the routing just installed (None: not run)."""
         self.certificate_worst.clear()
@@ -159,6 +163,12 @@ class Metrics:
             self.table_entries.labels(tier).set(sum(counts))
             self.table_entries_max.labels(tier).set(max(counts, default=0))
 
+    def set_tier_tables(self, totals: Mapping[str, tuple[int, int]]) -> None:
+        """Entries per tier: (total, fullest switch), as `TierCounts.totals` gives them."""
+        for tier, (total, most) in totals.items():
+            self.table_entries.labels(tier).set(total)
+            self.table_entries_max.labels(tier).set(most)
+
     def set_table_budget(self, fabric: Fabric, option: int | None) -> None:
         """The table budget per tier (the option's one number, else the fabric's per tier;
         inf: unlimited), for alerting on the fullest switch's share of it."""
@@ -169,6 +179,82 @@ class Metrics:
     def serve(self, port: int, address: str = "127.0.0.1") -> None:
         """Expose /metrics on `port`."""
         start_http_server(port, addr=address, registry=self.registry)
+
+
+class PrecomputeMetrics:
+    """The series of the precomputed repairs (controller.service.precomputed)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        r = registry
+        self.generation = Gauge(
+            "fabric_te_precomputed_generation",
+            "Generation of the precomputed repairs set (bumped by every change of jobs, "
+            "health or installed routing)", registry=r)  # fmt: skip
+        self.elements = Gauge(
+            "fabric_te_precomputed_elements",
+            "Single failures (links, switches) of the installed routing: listed, and with "
+            "their repair ready", ["state"], registry=r)  # fmt: skip
+        self.bytes = Gauge(
+            "fabric_te_precomputed_bytes", "Memory of the precomputed repairs kept",
+            registry=r)  # fmt: skip
+        self.refresh_seconds = Histogram(
+            "fabric_te_precomputed_refresh_duration_seconds",
+            "Wall time of a full refresh of the precomputed repairs", registry=r,
+            buckets=(0.1, 0.5, 1, 5, 10, 30, 60, 300, 600, 1800, 3600))  # fmt: skip
+        self.reports = Counter(
+            "fabric_te_precomputed_reports",
+            "Link reports repaired: from a precomputed repair (hit) or on demand (miss, "
+            "by reason)", ["path", "reason"], registry=r)  # fmt: skip
+        self.rows_moved = Gauge(
+            "fabric_te_repair_rows_moved",
+            "Rows (flows' QP buckets) the last repair applied moved: all, and those whose "
+            "path did not cross the failed element", ["which"], registry=r)  # fmt: skip
+        self.jobs_moved = Gauge(
+            "fabric_te_repair_jobs_moved", "Jobs with a row the last repair applied moved",
+            registry=r)  # fmt: skip
+
+    def publish(self, fields: Mapping[str, Any]) -> None:
+        self.generation.set(float(fields["generation"]))
+        self.elements.labels("ready").set(float(fields["ready"]))
+        self.elements.labels("total").set(float(fields["total"]))
+        self.bytes.set(float(fields["bytes"]))
+
+    def refreshed(self, seconds: float) -> None:
+        self.refresh_seconds.observe(seconds)
+
+    def report(self, path: str, reason: str = "") -> None:
+        self.reports.labels(path, reason).inc()
+
+    def moved(self, rows: int, off_element: int, jobs: int) -> None:
+        self.rows_moved.labels("all").set(rows)
+        self.rows_moved.labels("off_element").set(off_element)
+        self.jobs_moved.set(jobs)
+
+
+class TierCounts:
+    """Entries per switch, grouped by tier, changed one switch at a time: a push that reads
+    back a few switches updates their tiers' figures without counting the others."""
+
+    def __init__(self, tiers: tuple[str, ...]) -> None:
+        self._by_tier: dict[str, dict[str, int]] = {t: {} for t in tiers}
+        self._prefixes = tuple((t + "-", t) for t in tiers)
+
+    def update(self, routes: RouteSet, switches: Iterable[str]) -> None:
+        """Take the entry counts of `switches` from `routes` (absent: none)."""
+        for sw in switches:
+            tier = next((t for prefix, t in self._prefixes if sw.startswith(prefix)), None)
+            if tier is None:
+                continue
+            n = len(routes.table(sw))
+            if n:
+                self._by_tier[tier][sw] = n
+            else:
+                self._by_tier[tier].pop(sw, None)
+
+    def totals(self) -> dict[str, tuple[int, int]]:
+        """Per tier, (entries, entries on its fullest switch)."""
+        return {t: (sum(c.values()), max(c.values(), default=0))
+                for t, c in self._by_tier.items()}  # fmt: skip
 
 
 class RpcMetrics:

@@ -49,6 +49,7 @@ class RouteCommands(EngineReads):
     _commands: list[Command]
     metrics: Metrics
     repair_now: Callable[[LinkHealth], AssignResult]
+    repair_for: Callable[[LinkHealth], AssignResult]
     _push: Callable[[Target], None]
     _settle: Callable[[int], None]
 
@@ -211,7 +212,7 @@ class RouteCommands(EngineReads):
         a restart adopts the repaired ones); job changes move nothing."""
         target = self.installer.target
         if target is not None and not np.array_equal(target.health.factor, taken.health.factor):
-            res = self.repair_now(taken.health)
+            res = self.repair_for(taken.health)  # on demand: nothing is precomputed while held
             self.intake.store_assignment(res.assignment, taken.digest)
             self.installer.previous = res.assignment
         self._settle(taken.version)

@@ -1,0 +1,433 @@
+"""Precomputed repairs: for the installed routing, the repair of every single link and
+switch failure (`controller.model.failures.single_failures`), computed before it happens.
+
+A background thread takes a base (the target installed, its RouteIndex, the jobs version,
+the routes installed and wanted) and, element by element in priority order, runs the very
+repair the engine would run on demand (`repair_indexed`, same options: the same certified
+outcome, its certificate included) and keeps it compact (`PrecomputedRepair`): the rows
+whose path changes and their new paths, the arcs whose load or count changes and their new
+values, the table usage of the nodes that change, and the push planned against the routes
+installed then (per-switch batches only; the wanted tables are derived at use). At 614K
+rows that is kilobytes per element where the repaired assignment and its index are ~10 MB.
+
+Use: a link report whose health is the base health with exactly one listed element failed
+(every up link of it down, nothing else changed) takes the element's repair, if ready, and
+only while the base is still the one installed: the same target object, the same jobs
+version (any change of jobs, health or installed routing makes a new base, and the set
+computed for the old one is never used). Anything else takes the on-demand repair: a
+degradation (factor between 0 and 1), a restore, two elements at once, an element not
+ready yet, routes held from a file.
+
+Order: links before switches, each by the TE rows they carry, fewest first (ties by
+element id). A repair costs in proportion to the rows it re-places, so this readies the most
+failures per second of background work, and the common failure first: on the meta-24k mix
+an RTSW-CTSW link (24,576 of the 26,816 elements) carries ~16 TE rows and is repaired in
+milliseconds, a CTSW-ATSW link ~480 rows (~0.6 s), a CTSW ~18,000 (~10 s). Most rows first
+would keep every RTSW-CTSW link waiting behind minutes of the others. An element carrying
+no TE row still gets its repair and certificate (hashed rows shift when it fails; see
+docs/failures.md). `budget` bounds the TE rows the elements computed may carry in all
+(work, not seconds: which elements are ready depends only on the inputs).
+
+The repairs kept are frozen for the cyclic collector as they are made
+(controller.service.frozen). The thread pauses between elements while the engine has a
+round to answer or a solve runs (`busy`), and drops the base as soon as it is superseded;
+it never holds the engine's lock while it computes.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from controller.model.assignment import Assignment
+from controller.model.fabric import Fabric
+from controller.model.failures import ELEMENT_KINDS, SingleFailures, single_failures
+from controller.model.health import LinkHealth
+from controller.routes.tables import RouteSet
+from controller.service.installer import Planned, plan_push
+from controller.service.metrics import PrecomputeMetrics
+from controller.service.rounds import Target
+from controller.solver import AssignResult, CertifyOptions, RouteIndex
+
+log = logging.getLogger("fabric_te.engine")
+PAUSE = 0.005  # s between looks while the engine is busy
+# the repairs kept are moved out of the cyclic collector's sight every this many (see
+# controller.service.frozen): a full collection over them fell inside a report's push
+FREEZE_EVERY = 64
+MISS_REASONS = ("not single", "not ready", "stale", "held", "off")
+
+
+@dataclass(frozen=True)
+class Base:
+    """What a set of precomputed repairs answers to."""
+
+    target: Target  # the installed target (compared by identity)
+    index: RouteIndex | None  # of target.assignment (None: built by the thread)
+    jobs_version: int
+    previous: Assignment | None  # the assignment the wanted routes answer to
+    installed: RouteSet  # the routes installed (read back) at routes_version
+    wanted: RouteSet | None  # the wanted routes (None: not built; no push is planned)
+    routes_version: int
+    options: CertifyOptions  # the reaction path's certify options it repairs with
+
+
+@dataclass(frozen=True)
+class PrecomputedRepair:
+    """One element's repair, compact (module docstring)."""
+
+    element: int
+    name: str
+    kind: str  # ELEMENT_KINDS
+    rows: np.ndarray  # rows whose path differs from the base's, sorted
+    paths: np.ndarray  # their paths after the repair
+    arcs: np.ndarray  # arcs whose load or count differs
+    load: np.ndarray  # their load after
+    count: np.ndarray  # their count after
+    usage: tuple[np.ndarray, np.ndarray] | None  # (nodes, entries) that differ; None: not counted
+    result: AssignResult  # the repair's figures (its assignment and unroutable left out)
+    planned: Planned | None  # the push, planned against Base.installed (None: plan at use)
+    rows_moved: int  # the repair's churn, in rows
+    rows_off_element: int  # of them, rows whose path did not cross the element
+    jobs_moved: int
+    seconds: float  # background time it took
+
+    @property
+    def nbytes(self) -> int:
+        arrays = [self.rows, self.paths, self.arcs, self.load, self.count,
+                  self.result.churn, self.result.collided_links, self.result.fallback_ecmp]
+        if self.usage is not None:
+            arrays += list(self.usage)
+        plan = 0
+        if self.planned is not None and self.planned.plan is not None:
+            for _, b in self.planned.plan.batches():
+                for t in (b.put, b.drop, b.old):
+                    plan += sum(c.nbytes for c in t.columns())
+        return sum(a.nbytes for a in arrays) + plan
+
+    def applied(self, base: RouteIndex) -> tuple[AssignResult, RouteIndex]:
+        """The repaired result and its index, from the base's index (as `repair_indexed`
+        returned them)."""
+        index = self.index_from(base)
+        return self.result_of(index), index
+
+    def index_from(self, base: RouteIndex) -> RouteIndex:
+        """The repaired assignment's index, from the base's (what a push needs first)."""
+        path = base.assignment.path.copy()
+        path[self.rows] = self.paths
+        load, count = base.load.copy(), base.count.copy()
+        load[self.arcs] = self.load
+        count[self.arcs] = self.count
+        usage = None
+        if self.usage is not None:
+            usage = base.usage.copy()
+            usage[self.usage[0]] = self.usage[1]
+        return base.moved(path, self.rows, load, count, usage)
+
+    def result_of(self, index: RouteIndex) -> AssignResult:
+        """The repair's result, of the assignment `index` (from `index_from`) indexes."""
+        return replace(self.result, assignment=index.assignment, unroutable=index.unrouted())
+
+
+def compact(
+    element: int, failures: SingleFailures, base: RouteIndex, res: AssignResult,
+    index: RouteIndex, planned: Planned | None, seconds: float,
+) -> PrecomputedRepair:  # fmt: skip
+    """`res` (repaired from `base`, indexed by `index`) kept as what differs from `base`."""
+    rows = np.flatnonzero(index.assignment.path != base.assignment.path)
+    arcs = np.flatnonzero((index.load != base.load) | (index.count != base.count))
+    usage = None
+    if index._usage is not None:  # counted by the repair's table fitting
+        nodes = np.flatnonzero(index.usage != base.usage)
+        usage = (nodes, index.usage[nodes])
+    moved, off, jobs = moved_counts(base, res.churn, dead_arcs(base, failures.links_of(element)))
+    kept = replace(res, assignment=base.assignment, unroutable=np.zeros(0, np.int64))
+    return PrecomputedRepair(
+        element=element, name=failures.names[element],
+        kind=ELEMENT_KINDS[int(failures.kind[element])], rows=rows,
+        paths=index.assignment.path[rows],
+        arcs=arcs, load=index.load[arcs], count=index.count[arcs], usage=usage, result=kept,
+        planned=planned, rows_moved=moved, rows_off_element=off, jobs_moved=jobs,
+        seconds=seconds,
+    )  # fmt: skip
+
+
+def dead_arcs(index: RouteIndex, links: np.ndarray) -> np.ndarray:
+    """Mask over arcs: both arcs of `links`."""
+    dead = np.zeros(index.fabric.num_arcs, bool)
+    dead[2 * links] = True
+    dead[2 * links + 1] = True
+    return dead
+
+
+def moved_counts(index: RouteIndex, churn: np.ndarray, lost: np.ndarray) -> tuple[int, int, int]:
+    """A repair's blast radius: (rows moved, of them rows whose path in `index` crossed no
+    arc of `lost` (a mask: the arcs that lost capacity), jobs with a row moved)."""
+    arcs = index.arcs_of(churn)
+    crossed = np.where(arcs >= 0, lost[np.maximum(arcs, 0)], False).any(axis=1)
+    jobs = index.assignment.flows.job[churn]
+    return int(churn.size), int((~crossed).sum()), int(np.count_nonzero(np.bincount(jobs)))
+
+
+def lost_arcs(fabric: Fabric, before: LinkHealth, after: LinkHealth) -> np.ndarray:
+    """Mask over arcs: those with less capacity `after` than `before`."""
+    return after.arc_capacity(fabric) < before.arc_capacity(fabric)
+
+
+def priority(failures: SingleFailures, index: RouteIndex) -> np.ndarray:
+    """Element ids in compute order: links, then switches, each by the TE rows they carry
+    (fewest first), ties by id (module docstring)."""
+    per_link = index.count[0::2] + index.count[1::2]
+    sums = np.add.reduceat(per_link[failures.links], failures.start[:-1]) if len(
+        failures) else np.zeros(0, np.int64)  # fmt: skip
+    sizes = np.diff(failures.start)
+    sums = np.where(sizes > 0, sums, 0)
+    ids = np.arange(len(failures))
+    return np.lexsort((ids, sums, failures.kind != 0))
+
+
+@dataclass
+class _Set:
+    base: Base
+    index: RouteIndex  # the base's (built by the thread when the base had none)
+    generation: int
+    failures: SingleFailures
+    keys: dict[bytes, int]  # the links an element takes down (that are up) -> element
+    by_name: dict[str, int] = field(default_factory=dict)
+    ready: dict[int, PrecomputedRepair] = field(default_factory=dict)
+    nbytes: int = 0
+    done: bool = False
+    seconds: float = 0.0  # wall time of the refresh so far (until done)
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """What a report found: the repair to use, or why not (MISS_REASONS)."""
+
+    repair: PrecomputedRepair | None
+    reason: str = ""
+    index: RouteIndex | None = None  # the base index the repair applies to
+
+
+class Precomputer:
+    """The set of precomputed repairs and the thread that refreshes it."""
+
+    def __init__(
+        self,
+        fabric: Fabric,
+        *,
+        repair: Callable[[LinkHealth, RouteIndex, LinkHealth], tuple[AssignResult, RouteIndex]],
+        busy: Callable[[], bool],
+        metrics: PrecomputeMetrics,
+        budget: int | None = None,
+        enabled: bool = True,
+    ) -> None:
+        self.fabric = fabric
+        self._repair = repair  # the engine's on-demand repair, as a function
+        self._busy = busy
+        self.metrics = metrics
+        self.budget = budget
+        self.enabled = enabled
+        self._lock = threading.Condition()
+        self._set: _Set | None = None
+        self._pending: Base | None = None
+        self.generation = 0
+        self._stop = False
+        self._thread: threading.Thread | None = None
+        self.refreshes = 0  # full refreshes finished
+
+    # ---- the engine's worker --------------------------------------------------------
+    def answers_to(
+        self, target: Target | None, jobs_version: int, options: CertifyOptions
+    ) -> bool:
+        """Whether the set (being) computed answers to this target, jobs version and
+        certify options."""
+        with self._lock:
+            base = self._pending or (self._set.base if self._set is not None else None)
+            return base is not None and base.target is target and (
+                base.jobs_version == jobs_version and base.options == options)  # fmt: skip
+
+    def refresh(self, base: Base) -> None:
+        """Compute the set for `base` from now, the set of any older base dropped at once."""
+        if not self.enabled:
+            return
+        with self._lock:
+            self.generation += 1
+            self._set, self._pending = None, base
+            self._lock.notify_all()
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="fabric-te-precompute",
+                                                daemon=True)  # fmt: skip
+                self._thread.start()
+        self._publish()
+
+    def drop(self) -> None:
+        """No set answers to what is installed now (routes held, a takeover)."""
+        with self._lock:
+            if self._set is None and self._pending is None:
+                return
+            self.generation += 1
+            self._set, self._pending = None, None
+            self._lock.notify_all()
+        self._publish()
+
+    def lookup(
+        self, target: Target | None, jobs_version: int, options: CertifyOptions,
+        health: LinkHealth, held: bool,
+    ) -> Lookup:  # fmt: skip
+        """The precomputed repair of the change from `target`'s health to `health`, if one
+        answers to it now (module docstring); else why not."""
+        if not self.enabled:
+            return Lookup(None, "off")
+        if held:
+            return Lookup(None, "held")
+        with self._lock:
+            s = self._set
+        if s is None or target is None or s.base.target is not target or (
+                s.base.jobs_version != jobs_version or s.base.options != options):  # fmt: skip
+            return Lookup(None, "stale")
+        before = s.base.target.health.factor
+        changed = np.flatnonzero(health.factor != before)
+        if not changed.size or (health.factor[changed] != 0.0).any():
+            return Lookup(None, "not single")
+        element = s.keys.get(changed.astype(np.int64).tobytes())
+        if element is None:
+            return Lookup(None, "not single")
+        with self._lock:
+            found = s.ready.get(element)
+        if found is None:
+            return Lookup(None, "not ready")
+        return Lookup(found, "", s.index)
+
+    def close(self) -> None:
+        with self._lock:
+            self._stop = True
+            self._lock.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+
+    # ---- what is ready --------------------------------------------------------------
+    def fields(self) -> dict[str, Any]:
+        """Generation, elements ready / total, memory and whether the refresh is done."""
+        with self._lock:
+            s = self._set
+            if s is None:
+                return {"generation": self.generation, "ready": 0, "total": 0, "bytes": 0,
+                        "done": False, "seconds": 0.0}  # fmt: skip
+            return {"generation": s.generation, "ready": len(s.ready), "total": len(s.failures),
+                    "bytes": s.nbytes, "done": s.done, "seconds": s.seconds}  # fmt: skip
+
+    def has(self, name: str) -> bool:
+        """Whether the repair of the element named `name` is ready in the set."""
+        with self._lock:
+            s = self._set
+            if s is None:
+                return False
+            element = s.by_name.get(name)
+            return element is not None and element in s.ready
+
+    def ready(self) -> list[PrecomputedRepair]:
+        """The repairs ready, by element id."""
+        with self._lock:
+            s = self._set
+            return [] if s is None else [s.ready[k] for k in sorted(s.ready)]
+
+    def wait(self, pred: Callable[[dict[str, Any]], bool], timeout: float) -> bool:
+        """Wait until `pred(fields())` holds (tests and the benchmark)."""
+        deadline = time.monotonic() + timeout
+        while not pred(self.fields()):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.002)
+        return True
+
+    def _publish(self) -> None:
+        f = self.fields()
+        self.metrics.publish(f)
+
+    # ---- the thread ------------------------------------------------------------------
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                while self._pending is None and not self._stop:
+                    self._lock.wait()
+                if self._stop:
+                    return
+                base, self._pending = self._pending, None
+                generation = self.generation
+            assert base is not None
+            try:
+                self._compute(base, generation)
+            except Exception:  # noqa: BLE001 - the on-demand path stays
+                log.exception("precomputing repairs failed")
+
+    def _current(self, generation: int) -> bool:
+        with self._lock:
+            return self.generation == generation and not self._stop
+
+    def _compute(self, base: Base, generation: int) -> None:
+        start = time.perf_counter()
+        health = base.target.health
+        index = base.index
+        if index is None:
+            index = RouteIndex.build(self.fabric, base.target.assignment)
+        index.usage  # noqa: B018 - counted here, once, for every repair's table fitting
+        failures = single_failures(self.fabric, health)
+        up = health.factor > 0.0
+        keys: dict[bytes, int] = {}
+        for i in range(len(failures)):
+            links = failures.links_of(i)
+            keys.setdefault(links[up[links]].astype(np.int64).tobytes(), i)
+        by_name = {name: i for i, name in enumerate(failures.names)}
+        s = _Set(base, index, generation, failures, keys, by_name)
+        with self._lock:
+            if self.generation != generation:
+                return
+            self._set = s
+        self._publish()
+        order = priority(failures, index)
+        per_link = index.count[0::2] + index.count[1::2]
+        wanted = base.wanted
+        carried = 0
+        for i in order.tolist():
+            carried += int(per_link[failures.links_of(i)].sum())
+            if self.budget is not None and carried > self.budget:
+                break
+            while self._busy() and self._current(generation):
+                time.sleep(PAUSE)
+            if not self._current(generation):
+                return
+            t0 = time.perf_counter()
+            res, repaired = self._repair(failures.health_after(health, i), index, health)
+            planned = None
+            if wanted is not None:
+                made = plan_push(self.fabric, res.assignment, base.previous, base.installed,
+                                 lambda: wanted)  # fmt: skip
+                planned = Planned(made.plan, None, base.previous, base.routes_version)
+            one = compact(i, failures, index, res, repaired, planned,
+                          time.perf_counter() - t0)  # fmt: skip
+            with self._lock:
+                if self.generation != generation:
+                    return
+                s.ready[i] = one
+                s.nbytes += one.nbytes
+                s.seconds = time.perf_counter() - start
+            if len(s.ready) % FREEZE_EVERY == 0:
+                gc.freeze()
+            self.metrics.publish(self.fields())
+        gc.freeze()
+        with self._lock:
+            s.done = True
+            s.seconds = time.perf_counter() - start
+        self.refreshes += 1
+        self.metrics.refreshed(s.seconds)
+        self._publish()
+        log.info("precomputed repairs ready", extra={
+            "generation": generation, "elements": len(s.ready), "of": len(failures),
+            "megabytes": round(s.nbytes / 1e6, 3), "seconds": round(s.seconds, 3)})  # fmt: skip

@@ -1,0 +1,280 @@
+"""Precomputed repairs in the running engine: each equals the on-demand repair's certified
+outcome, a report that matches one uses it, and a set computed for older jobs, health or
+routes is never used (the on-demand path runs until the refresh is done)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+from controller.model.clos import PRESETS, build
+from controller.model.fabric import Fabric
+from controller.model.failures import single_failures
+from controller.model.health import LinkHealth
+from controller.model.jobs import Job
+from controller.routes.entries import build_routes
+from controller.service.engine import Engine
+from controller.service.precomputed import priority
+from controller.solver import RouteIndex, repair_indexed
+from sim.driver import EmulatedDriver
+
+FABRIC: Fabric = build(PRESETS["small"])
+WAIT = 60.0
+
+
+def _jobs() -> list[Job]:
+    # small: 32 hosts; three jobs of 8 hosts over several racks
+    return [Job(f"j{i}", tuple(range(i, 32, 4))[:8], dp=8, tp=4) for i in range(3)]
+
+
+def _engine(precompute: bool = True) -> Engine:
+    engine = Engine(FABRIC, EmulatedDriver(FABRIC), debounce=0.0, reconcile_interval=60.0,
+                    precompute=precompute)  # fmt: skip
+    for job in _jobs():
+        engine.put_job(job, 0)
+    assert engine.wait_idle(WAIT)
+    return engine
+
+
+@pytest.fixture
+def engine() -> Iterator[Engine]:
+    e = _engine()
+    yield e
+    e.close()
+
+
+def _done(engine: Engine) -> None:
+    """Wait until the set answers to what is installed and is complete."""
+    target = engine.installer.target
+    assert engine.precomputer.wait(
+        lambda f: bool(f["done"]) and engine.precomputer.answers_to(
+            target, engine._jobs_version, engine.react), WAIT)  # fmt: skip
+
+
+def _reports(engine: Engine, path: str, reason: str = "") -> float:
+    value = engine.metrics.registry.get_sample_value(
+        "fabric_te_precomputed_reports_total", {"path": path, "reason": reason})
+    return value or 0.0
+
+
+def _used_link(engine: Engine, skip: int = 0) -> int:
+    """A RTSW-CTSW link the installed routing uses (the skip-th)."""
+    target = engine.installer.target
+    assert target is not None
+    arcs = target.assignment.arcs(FABRIC)
+    used = np.unique(arcs[:, 1][arcs[:, 1] >= 0] // 2)
+    return int(used[skip])
+
+
+def _cert(c: object) -> tuple:
+    assert c is not None
+    return (c.passed, c.pending, c.worst_ratio, c.below, c.fallback_jobs,  # type: ignore[attr-defined]
+            c.fallback_flows, c.jobs, c.jobs_checked, round(c.mlu, 12))  # type: ignore[attr-defined]
+
+
+def test_every_precomputed_repair_equals_the_on_demand_repair(engine: Engine) -> None:
+    _done(engine)
+    target = engine.installer.target
+    assert target is not None
+    failures = single_failures(FABRIC, target.health)
+    ready = engine.precomputer.ready()
+    assert len(ready) == len(failures) > 0
+    index = RouteIndex.build(FABRIC, target.assignment)
+    base = engine.precomputer.lookup(target, engine._jobs_version, engine.react,
+                                     failures.health_after(target.health, 0), False).index
+    assert base is not None
+    for hit in ready:
+        health = failures.health_after(target.health, hit.element)
+        want, want_index = repair_indexed(health, index, old_health=target.health,
+                                          certify_options=engine.react, qps=engine.options.qps)
+        got, got_index = hit.applied(base)
+        assert got.certificate is not None and not got.certificate.pending
+        assert _cert(got.certificate) == _cert(want.certificate)  # verdict, per-job values
+        np.testing.assert_array_equal(got.assignment.path, want.assignment.path)
+        np.testing.assert_array_equal(got.churn, want.churn)
+        np.testing.assert_array_equal(got.unroutable, want.unroutable)
+        np.testing.assert_array_equal(got_index.load, want_index.load)
+        np.testing.assert_array_equal(got_index.count, want_index.count)
+        assert got.mlu == want.mlu
+        # blast radius: a moved row crossed the element, or had no path (retried), or was
+        # handed back to the hashing (the certificate, or a table over its budget)
+        moved = want.churn
+        assert hit.rows_moved == moved.size
+        links = failures.links_of(hit.element)
+        arcs = index.arcs_of(moved)
+        crossed = np.isin(arcs // 2, links) & (arcs >= 0)
+        off = moved[~crossed.any(axis=1)]
+        assert hit.rows_off_element == off.size
+        assert ((target.assignment.path[off] < 0) | (want.assignment.path[off] < 0)).all()
+        assert hit.jobs_moved == np.unique(target.assignment.flows.job[moved]).size
+
+
+def test_a_single_link_down_uses_the_precomputed_repair_with_the_same_outcome(
+    engine: Engine,
+) -> None:
+    other = _engine(precompute=False)
+    try:
+        _done(engine)
+        link = _used_link(engine)
+        for e in (engine, other):
+            e.report_links({link: 0.0})
+            assert e.wait_idle(WAIT)
+        assert engine.precomputed_hits == 1 and other.precomputed_hits == 0
+        assert _reports(engine, "precomputed") == 1
+        assert _reports(other, "on_demand", "off") == 1
+        assert engine.installed == other.installed  # the same routes installed
+        assert _cert(engine.certificate) == _cert(other.certificate)
+        assert engine.marks.ok
+        hops = {h for sw in engine.installed.switches()
+                for h in engine.installed.table(sw).next_hop.tolist()}  # fmt: skip
+        assert link not in hops
+        # the restore is not a single failure: on demand; and both engines agree again
+        for e in (engine, other):
+            e.report_links({link: 1.0})
+            assert e.wait_idle(WAIT)
+        assert _reports(engine, "on_demand", "not single") == 1
+        assert engine.installed == other.installed
+    finally:
+        other.close()
+
+
+def test_a_switch_down_uses_the_precomputed_repair(engine: Engine) -> None:
+    _done(engine)
+    target = engine.installer.target
+    assert target is not None
+    failures = single_failures(FABRIC, target.health, ("ctsw",))
+    ctsw = failures.links_of(0)
+    engine.report_links(dict.fromkeys(ctsw.tolist(), 0.0))
+    assert engine.wait_idle(WAIT)
+    assert engine.precomputed_hits == 1
+
+
+def test_degradations_and_double_failures_go_on_demand(engine: Engine) -> None:
+    _done(engine)
+    a, b = _used_link(engine, 0), _used_link(engine, 1)
+    engine.report_links({a: 0.5})
+    assert engine.wait_idle(WAIT)
+    _done(engine)
+    engine.report_links({a: 1.0})
+    assert engine.wait_idle(WAIT)
+    _done(engine)
+    engine.report_links({a: 0.0, b: 0.0})
+    assert engine.wait_idle(WAIT)
+    assert engine.precomputed_hits == 0
+    assert _reports(engine, "on_demand", "not single") == 3
+
+
+class _Gate:
+    """Holds the precomputing thread before each repair until opened."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.open = threading.Event()
+        inner = engine.precomputer._repair
+
+        def gated(*args):  # type: ignore[no-untyped-def]
+            assert self.open.wait(WAIT)
+            return inner(*args)
+
+        engine.precomputer._repair = gated
+
+
+def test_after_a_job_change_reports_go_on_demand_until_the_refresh_is_done(
+    engine: Engine,
+) -> None:
+    _done(engine)
+    gate = _Gate(engine)
+    engine.delete_job("j2")  # the set answers to the jobs before: stale from now
+    assert engine.wait_idle(WAIT)
+    engine.report_links({_used_link(engine): 0.0})
+    assert engine.wait_idle(WAIT)
+    assert engine.precomputed_hits == 0
+    assert _reports(engine, "on_demand", "stale") + _reports(engine, "on_demand", "not ready") == 1
+    gate.open.set()
+    _done(engine)
+    engine.report_links({_used_link(engine, 1): 0.0})
+    assert engine.wait_idle(WAIT)
+    assert engine.precomputed_hits == 1
+
+
+def test_a_report_while_jobs_change_goes_on_demand(engine: Engine) -> None:
+    """A job put and a link report taken in one round: the set (for the jobs before) is
+    not used, even though the installed routing is still the one it was computed for."""
+    _done(engine)
+    with engine._cond:  # both land before the worker takes them
+        engine.intake.put_job(Job("late", (3, 7, 11, 15), dp=4, tp=4), 0)
+        engine.intake.report_links({_used_link(engine): 0.0}, False)
+    assert engine.wait_idle(WAIT)
+    assert engine.precomputed_hits == 0 and _reports(engine, "on_demand", "stale") == 1
+
+
+def test_after_a_health_change_a_second_failure_goes_on_demand_until_refreshed(
+    engine: Engine,
+) -> None:
+    _done(engine)
+    gate = _Gate(engine)
+    engine.report_links({_used_link(engine, 0): 0.0})
+    assert engine.wait_idle(WAIT)
+    assert engine.precomputed_hits == 1  # the set of the routes before
+    second = _used_link(engine, 1)
+    engine.report_links({second: 0.0})  # the set now is for the repaired routes: not ready
+    assert engine.wait_idle(WAIT)
+    assert engine.precomputed_hits == 1
+    gate.open.set()
+    _done(engine)
+    third = _used_link(engine, 2)
+    engine.report_links({third: 0.0})
+    assert engine.wait_idle(WAIT)
+    assert engine.precomputed_hits == 2
+
+
+def test_routes_applied_from_a_file_and_rolled_back_are_never_served_by_an_old_set(
+    engine: Engine,
+) -> None:
+    _done(engine)
+    target = engine.installer.target
+    assert target is not None
+    own = target.assignment
+    engine.apply_routes(own, build_routes(FABRIC, own), "same.npz")
+    assert engine.wait_idle(WAIT)
+    engine.report_links({_used_link(engine, 0): 0.0})  # held: repaired on demand
+    assert engine.wait_idle(WAIT)
+    assert engine.precomputed_hits == 0 and _reports(engine, "on_demand", "held") == 1
+    gate = _Gate(engine)
+    engine.rollback_routes()
+    assert engine.wait_idle(WAIT)
+    engine.report_links({_used_link(engine, 1): 0.0})
+    assert engine.wait_idle(WAIT)
+    assert engine.precomputed_hits == 0
+    gate.open.set()
+    _done(engine)
+    engine.report_links({_used_link(engine, 2): 0.0})
+    assert engine.wait_idle(WAIT)
+    assert engine.precomputed_hits == 1
+
+
+def test_the_compute_order_puts_links_first_fewest_rows_first(engine: Engine) -> None:
+    target = engine.installer.target
+    assert target is not None
+    index = RouteIndex.build(FABRIC, target.assignment)
+    failures = single_failures(FABRIC, LinkHealth.all_up(FABRIC))
+    order = priority(failures, index)
+    assert sorted(order.tolist()) == list(range(len(failures)))
+    kinds = failures.kind[order]
+    assert (np.diff((kinds != 0).astype(int)) >= 0).all()  # links, then switches
+    per_link = index.count[0::2] + index.count[1::2]
+    rows = np.array([per_link[failures.links_of(i)].sum() for i in order.tolist()])
+    links = kinds == 0
+    assert (np.diff(rows[links]) >= 0).all() and (np.diff(rows[~links]) >= 0).all()
+
+
+def test_metrics_say_what_is_ready(engine: Engine) -> None:
+    _done(engine)
+    get = engine.metrics.registry.get_sample_value
+    fields = engine.precomputer.fields()
+    assert get("fabric_te_precomputed_elements", {"state": "ready"}) == fields["ready"]
+    assert get("fabric_te_precomputed_elements", {"state": "total"}) == fields["total"] > 0
+    assert get("fabric_te_precomputed_generation") == fields["generation"] >= 1
+    assert get("fabric_te_precomputed_bytes") == fields["bytes"] > 0
