@@ -474,7 +474,8 @@ def refill(
     local_rates' docstring): rows `changed` take paths `changed_arcs`, arcs take capacity
     `cap` (those whose capacity changed listed in `lost`). Writes the rows whose rate was
     filled again (out_rows) and their rates (out_rates); returns how many, or -1 when more
-    than `most` would be needed (fill the whole plane instead).
+    than `most` would be needed, -2 when a row of D has no bottleneck and no row outside D
+    explains it (either way: fill the whole plane instead).
 
     Base: row i crossed arcs[i] at rate[i] (demand[i] for weight[i] QPs), rows per arc in
     the CSR (start, rows), per arc the sum of rates (base_sum) and the highest per-QP level
@@ -652,7 +653,7 @@ def refill(
                         d += 1
                         added += 1
         if added == 0:
-            return -1 if unsat else d
+            return -2 if unsat else d
         if d > most:
             return -1
         for s in range(filled, d):

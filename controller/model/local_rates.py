@@ -58,6 +58,7 @@ class Plane:
     base_sum: np.ndarray = field(init=False, repr=False)  # rates per arc
     base_max: np.ndarray = field(init=False, repr=False)  # highest per-QP level per arc
     refills: int = 0  # changes that took the whole plane
+    unexplained: int = 0  # of them, those where a row of D had no bottleneck to blame
     _epoch: int = 0
 
     def __post_init__(self) -> None:
@@ -121,6 +122,7 @@ class Plane:
         if d >= 0:
             return out_rows[:d].copy(), out_rates[:d].copy()
         self.refills += 1
+        self.unexplained += d == -2
         arcs = self.arcs.copy()
         arcs[changed] = changed_arcs
         rates = max_min_rates(arcs, cap, self.demand, weight=self.weight)

@@ -36,7 +36,7 @@ from controller.model.dataplane import carried
 from controller.model.fabric import ACCESS, AGG, RACK, Fabric
 from controller.model.failures import ELEMENT_KINDS, SingleFailures, single_failures
 from controller.model.flows import ALL_QPS, FlowSet
-from controller.model.hashing import hashed_routes
+from controller.model.hashing import hashed_arcs_seeds, hashed_routes
 from controller.model.health import LinkHealth
 from controller.model.local_rates import Plane
 from controller.model.paths import CROSS_POD, flow_class
@@ -446,10 +446,11 @@ class Sweep:
         for kind, planes in self.hashed.items():
             runs, stalled = [], np.zeros(self.num_jobs, bool)
             sub = self.flows.take(walked)
-            for seed, par in zip(opts.seeds, planes, strict=True):
+            walks = (hashed_arcs_seeds(kind, fabric, sub, health, opts.seeds, qps)
+                     if walked.size else [None] * len(planes))  # fmt: skip
+            for new, par in zip(walks, planes, strict=True):
                 plane = par.plane
-                if walked.size:
-                    new = hashed_routes(kind, fabric, sub, health, seed, qps)[1]
+                if new is not None:
                     rows = (walked[:, None] * qps + np.arange(qps)).ravel()
                     diff = (new != plane.arcs[rows]).any(axis=1)
                     rows, new = rows[diff], new[diff]
@@ -541,6 +542,13 @@ class Sweep:
         values = np.stack([reported(te, stalled), reported(ee, stalled), reported(wc, stalled)])
         return _outcome(values, self.index, self.parent, churn, lost, handed)
 
+    def header(self) -> Header:
+        rows = self.inputs.assignment.flows
+        job_ids = tuple(rows.job_ids[j] if j < len(rows.job_ids) else f"job{j}"
+                        for j in range(self.num_jobs))  # fmt: skip
+        has = np.bincount(self.flows.job, minlength=self.num_jobs) > 0
+        return Header(self.failures.names, self.failures.kind, job_ids, has, self.before)
+
     def run(self, elements: np.ndarray) -> list[Outcome]:
         return [self.outcome(int(i)) for i in elements]
 
@@ -560,31 +568,37 @@ class _Csr:
         return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
 
-def assemble(sweep: Sweep, elements: np.ndarray, outcomes: list[Outcome]) -> Resilience:
-    """The Resilience of `outcomes` (of `elements`, in that order)."""
-    f = sweep.failures
-    elements = np.asarray(elements, np.int64)
-    rows = sweep.inputs.assignment.flows
-    has = np.bincount(sweep.flows.job, minlength=sweep.num_jobs) > 0
-    job_ids = tuple(rows.job_ids[j] if j < len(rows.job_ids) else f"job{j}"
-                    for j in range(sweep.num_jobs))  # fmt: skip
+@dataclass(frozen=True)
+class Header:
+    """What every element's figures are assembled with: the elements, jobs and the values
+    before any failure (small: sent back by a worker once)."""
 
-    def col(name: str, dtype: type) -> np.ndarray:
-        return np.array([getattr(o, name) for o in outcomes], dtype=dtype)
+    names: tuple[str, ...]
+    kind: np.ndarray
+    job_ids: tuple[str, ...]
+    has_flows: np.ndarray
+    before: np.ndarray
 
-    after = (np.stack([o.values for o in outcomes]) if outcomes
-             else np.zeros((0, 3, sweep.num_jobs)))  # fmt: skip
-    return Resilience(
-        names=tuple(f.names[i] for i in elements.tolist()), kind=f.kind[elements],
-        job_ids=job_ids, has_flows=has, before=sweep.before, after=after,
-        moved_flows=col("moved_flows", np.int64), moved_jobs=col("moved_jobs", np.int64),
-        crossed_flows=col("crossed_flows", np.int64), crossed_jobs=col("crossed_jobs", np.int64),
-        handed_back=col("handed_back", np.int64),
-    )  # fmt: skip
+    def assemble(self, elements: np.ndarray, outcomes: list[Outcome]) -> Resilience:
+        """The Resilience of `outcomes` (of `elements`, in that order)."""
+        elements = np.asarray(elements, np.int64)
+
+        def col(name: str) -> np.ndarray:
+            return np.array([getattr(o, name) for o in outcomes], dtype=np.int64)
+
+        after = (np.stack([o.values for o in outcomes]) if outcomes
+                 else np.zeros((0, 3, len(self.job_ids))))  # fmt: skip
+        return Resilience(
+            names=tuple(self.names[i] for i in elements.tolist()), kind=self.kind[elements],
+            job_ids=self.job_ids, has_flows=self.has_flows, before=self.before, after=after,
+            moved_flows=col("moved_flows"), moved_jobs=col("moved_jobs"),
+            crossed_flows=col("crossed_flows"), crossed_jobs=col("crossed_jobs"),
+            handed_back=col("handed_back"),
+        )  # fmt: skip
 
 
 def sweep(inputs: SweepInputs, elements: np.ndarray | None = None) -> Resilience:
     """The fast sweep of every element (or of `elements`), in this process."""
     s = Sweep(inputs)
     ids = np.arange(len(s.failures)) if elements is None else np.asarray(elements, np.int64)
-    return assemble(s, ids, s.run(ids))
+    return s.header().assemble(ids, s.run(ids))
