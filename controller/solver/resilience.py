@@ -47,6 +47,7 @@ from controller.solver.qp_buckets import DEFAULT_QPS
 from controller.solver.repair import RouteIndex, certified, repair_indexed
 
 ROUTINGS = ("fabric-te", "eecmp", "wcmp")
+KINDS = (*ELEMENT_KINDS, "double")  # element kinds of a sweep: the singles', then pairs
 KEEP = 0.5  # a repair is not good for a job left below this share of its value before
 
 
@@ -61,6 +62,8 @@ class SweepInputs:
     table_budget: TableBudget | None = None
     certify: CertifyOptions = field(default_factory=CertifyOptions)
     kinds: tuple[str, ...] = ELEMENT_KINDS
+    # double failures to evaluate after the single ones: pairs of single-failure ids
+    doubles: tuple[tuple[int, int], ...] = ()
 
     def __post_init__(self) -> None:
         if self.qps < 1:
@@ -81,11 +84,11 @@ class Outcome:
 
 @dataclass(frozen=True)
 class Resilience:
-    """The sweep's result as arrays: element i is names[i] (kind ELEMENT_KINDS[kind[i]]),
+    """The sweep's result as arrays: element i is names[i] (kind KINDS[kind[i]]),
     routing r is ROUTINGS[r], job j is job_ids[j]."""
 
     names: tuple[str, ...]
-    kind: np.ndarray  # int8 [elements]
+    kind: np.ndarray  # int8 [elements], index into KINDS
     job_ids: tuple[str, ...]
     has_flows: np.ndarray  # bool [jobs]
     before: np.ndarray  # [3, jobs] each routing's job values with nothing failed
@@ -99,19 +102,23 @@ class Resilience:
 
     @property
     def loss(self) -> np.ndarray:
-        """[elements, 3, jobs]: value before minus after, per routing (0 for no flows)."""
+        """[elements, 3, jobs]: value before minus after, per routing (0 for jobs without
+        flows and for stalled jobs, which no routing can help: see `stalled`)."""
         out = self.before[None] - self.after
-        return np.where(self.has_flows[None, None], np.nan_to_num(out, nan=0.0), 0.0)
+        keep = self.has_flows[None, None] & ~self.stalled[:, None, :]
+        return np.where(keep, np.nan_to_num(out, nan=0.0), 0.0)
 
     @property
     def worst_loss(self) -> np.ndarray:
-        """[elements, 3]: the largest job loss per routing."""
+        """[elements, 3]: the largest job loss per routing (stalled jobs left out)."""
         return self.loss.max(axis=2, initial=0.0)
 
     @property
     def ranking(self) -> np.ndarray:
-        """Element ids by fabric-te's worst job loss, largest first (ties: by id)."""
-        return np.lexsort((np.arange(len(self.names)), -self.worst_loss[:, 0]))
+        """Element ids by fabric-te's worst job loss, largest first (ties: by E-ECMP's, then
+        WCMP's, then by id)."""
+        w = self.worst_loss
+        return np.lexsort((np.arange(len(self.names)), -w[:, 2], -w[:, 1], -w[:, 0]))
 
     @property
     def stalled(self) -> np.ndarray:
@@ -387,6 +394,10 @@ class Sweep:
         self.by_dst_rack = _Csr(self.dst_rack, fabric.num_racks)
         self.by_src_pod = _Csr(self.src_pod, fabric.pods)
         self.by_dst_pod = _Csr(self.dst_pod, fabric.pods)
+        n = len(self.failures)
+        for a, b in inputs.doubles:
+            if not (0 <= a < n and 0 <= b < n and a != b):
+                raise InputError(f"double failure ({a}, {b}): two distinct ids in [0, {n})")
         self.before = self._before()
         self.full_certificates = 0
         self.full_te = 0
@@ -432,12 +443,25 @@ class Sweep:
                  self.by_src_pod.of(pods), self.by_dst_pod.of(pods)]  # fmt: skip
         return np.unique(np.concatenate(parts))
 
+    def links_of(self, i: int) -> np.ndarray:
+        """The links element i takes down (a single failure's, or a pair's)."""
+        n = len(self.failures)
+        if i < n:
+            return self.failures.links_of(i)
+        a, b = self.inputs.doubles[i - n]
+        return np.union1d(self.failures.links_of(a), self.failures.links_of(b))
+
+    def health_after(self, i: int) -> LinkHealth:
+        factor = self.inputs.health.factor.copy()
+        factor[self.links_of(i)] = 0.0
+        return LinkHealth(factor)
+
     def outcome(self, i: int) -> Outcome:
         """Element i's figures (equal to sweep_one's, to local_rates' tolerance)."""
         inputs, fabric, opts, qps = self.inputs, self.inputs.fabric, self.inputs.certify, \
             self.inputs.qps  # fmt: skip
-        health = self.failures.health_after(inputs.health, i)
-        links = self.failures.links_of(i)
+        health = self.health_after(i)
+        links = self.links_of(i)
         lost = np.sort(np.concatenate([2 * links, 2 * links + 1])).astype(np.int64)
         cap = health.arc_capacity(fabric)
         # hashed routings: the flows whose walk reads the element, walked again
@@ -543,11 +567,16 @@ class Sweep:
         return _outcome(values, self.index, self.parent, churn, lost, handed)
 
     def header(self) -> Header:
+        """The elements (singles, then the pairs as "a+b" of kind "double"), jobs, and the
+        values before."""
+        f, pairs = self.failures, self.inputs.doubles
+        names = f.names + tuple(f"{f.names[a]}+{f.names[b]}" for a, b in pairs)
+        kind = np.concatenate([f.kind, np.full(len(pairs), len(ELEMENT_KINDS), np.int8)])
         rows = self.inputs.assignment.flows
         job_ids = tuple(rows.job_ids[j] if j < len(rows.job_ids) else f"job{j}"
                         for j in range(self.num_jobs))  # fmt: skip
         has = np.bincount(self.flows.job, minlength=self.num_jobs) > 0
-        return Header(self.failures.names, self.failures.kind, job_ids, has, self.before)
+        return Header(names, kind, job_ids, has, self.before)
 
     def run(self, elements: np.ndarray) -> list[Outcome]:
         return [self.outcome(int(i)) for i in elements]
@@ -600,5 +629,27 @@ class Header:
 def sweep(inputs: SweepInputs, elements: np.ndarray | None = None) -> Resilience:
     """The fast sweep of every element (or of `elements`), in this process."""
     s = Sweep(inputs)
-    ids = np.arange(len(s.failures)) if elements is None else np.asarray(elements, np.int64)
+    total = len(s.failures) + len(inputs.doubles)
+    ids = np.arange(total) if elements is None else np.asarray(elements, np.int64)
     return s.header().assemble(ids, s.run(ids))
+
+
+def sample_doubles(failures: SingleFailures, count: int, seed: int) -> tuple[tuple[int, int], ...]:
+    """`count` distinct pairs of single failures (a < b), drawn with `seed`, in the order
+    drawn (all pairs when there are no more)."""
+    n = len(failures)
+    total = n * (n - 1) // 2
+    if count < 0:
+        raise InputError(f"doubles must be >= 0, got {count}")
+    rng = np.random.default_rng(seed)
+    if count >= total:
+        a, b = np.triu_indices(n, 1)
+        return tuple(zip(a.tolist(), b.tolist(), strict=True))
+    seen: set[tuple[int, int]] = set()
+    out: list[tuple[int, int]] = []
+    while len(out) < count:
+        a, b = sorted(rng.choice(n, size=2, replace=False).tolist())
+        if (a, b) not in seen:
+            seen.add((a, b))
+            out.append((a, b))
+    return tuple(out)
