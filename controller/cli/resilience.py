@@ -31,6 +31,13 @@ def _inputs(args: argparse.Namespace, progress: Progress) -> Any:
     from controller.solver import CertifyOptions, SolveOptions, solve, warm_up
     from controller.solver.resilience import SweepInputs, sample_doubles
 
+    from controller.model.failures import ELEMENT_KINDS, single_failures
+
+    kinds = tuple(k.strip() for k in args.kinds.split(",")) if args.kinds else ELEMENT_KINDS
+    unknown = sorted(set(kinds) - set(ELEMENT_KINDS))
+    if unknown or not kinds:
+        raise InputError(f"--kinds: unknown element kind(s) {unknown}; known: "
+                         f"{', '.join(ELEMENT_KINDS)}")  # fmt: skip
     with progress.stage("loading inputs"):
         fabric = load_fabric(args.fabric)
         health = parse_health(fabric, args.fail)
@@ -50,10 +57,6 @@ def _inputs(args: argparse.Namespace, progress: Progress) -> Any:
         options = SolveOptions(qps=args.qps, table_budget=args.table_budget, certify=certify)
         with progress.stage("TE solve"):
             assignment = solve(fabric, health, flows, options=options).assignment
-    kinds = tuple(args.kinds.split(",")) if args.kinds else None
-    from controller.model.failures import ELEMENT_KINDS, single_failures
-
-    kinds = kinds or ELEMENT_KINDS
     doubles: tuple[tuple[int, int], ...] = ()
     if args.doubles:
         doubles = sample_doubles(single_failures(fabric, health, kinds), args.doubles,

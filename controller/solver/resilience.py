@@ -68,6 +68,10 @@ class SweepInputs:
     def __post_init__(self) -> None:
         if self.qps < 1:
             raise InputError(f"qps must be >= 1, got {self.qps}")
+        unknown = sorted(set(self.kinds) - set(ELEMENT_KINDS))
+        if unknown or not self.kinds:
+            raise InputError(f"unknown element kind(s) {unknown or self.kinds}; known: "
+                             f"{', '.join(ELEMENT_KINDS)}")  # fmt: skip
 
 
 @dataclass(frozen=True)
