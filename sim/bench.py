@@ -34,6 +34,7 @@ from controller.solver.solve import repair, solve
 from sim.bench_alltoall import bench_alltoall, bench_alltoall_targets
 from sim.bench_base import Config, Section, log, timed
 from sim.bench_certificate import bench_certificate
+from sim.bench_resilience import bench_resilience
 from sim.compare import baseline, routed
 from sim.jobmix import random_jobs, ring_jobs
 
@@ -1428,6 +1429,7 @@ SECTIONS: dict[str, Callable[[Config], Iterator[Section]]] = {
     "alltoall": bench_alltoall,
     "alltoall-targets": bench_alltoall_targets,
     "certificate": bench_certificate,
+    "resilience": bench_resilience,
     "sonic": bench_sonic,
     "ovs": bench_ovs,
 }

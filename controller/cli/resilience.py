@@ -26,12 +26,11 @@ def _inputs(args: argparse.Namespace, progress: Progress) -> Any:
     """The fabric, health and installed routing: a route file, or a solve of the jobs."""
     from controller.formats.fabric_file import load_fabric
     from controller.formats.placement import load_jobs
+    from controller.model.failures import ELEMENT_KINDS, single_failures
     from controller.model.health import parse_health
     from controller.model.jobs import jobs_flows
     from controller.solver import CertifyOptions, SolveOptions, solve, warm_up
     from controller.solver.resilience import SweepInputs, sample_doubles
-
-    from controller.model.failures import ELEMENT_KINDS, single_failures
 
     kinds = tuple(k.strip() for k in args.kinds.split(",")) if args.kinds else ELEMENT_KINDS
     unknown = sorted(set(kinds) - set(ELEMENT_KINDS))
@@ -159,13 +158,16 @@ def report_text(r: Resilience, fabric_name: str, top: int = TOP) -> str:
             continue
         krows.append([KINDS[k], int(m.sum())]
                      + [f"{_pct(worst[m, x].mean())} / {_pct(worst[m, x].max())}" for x in range(3)]
-                     + [int((worst[m, 0] > 1e-9).sum()), int(r.stalled[m].any(axis=1).sum())])  # fmt: skip
-    lines.append(format_table(["kind", "elements", "fabric-te", "eecmp", "wcmp",
-                               "hurting a job (te)", "stalling a job"], krows).rstrip("\n"))  # fmt: skip
+                     + [int((worst[m, 0] > 1e-9).sum()),
+                        int(r.stalled[m].any(axis=1).sum())])  # fmt: skip
+    head = ["kind", "elements", "fabric-te", "eecmp", "wcmp", "hurting a job (te)",
+            "stalling a job"]
+    lines.append(format_table(head, krows).rstrip("\n"))
     bad = np.argwhere(r.no_good)
     lines += ["", f"jobs with no good repair (fabric-te below E-ECMP or WCMP after the same "
                   f"failure, or below {r.keep:.0%} of its value before): "
-                  f"{plural(len(bad), 'case')} in {plural(len(np.unique(bad[:, 0])) if len(bad) else 0, 'element')}"]  # fmt: skip
+                  f"{plural(len(bad), 'case')} in "
+                  f"{plural(len(np.unique(bad[:, 0])) if len(bad) else 0, 'element')}"]  # fmt: skip
     if len(bad):
         order = np.lexsort((bad[:, 1], bad[:, 0], r.after[bad[:, 0], 0, bad[:, 1]]))
         brows = [[r.names[e], r.job_ids[j], _pct(r.before[0, j]), _pct(r.after[e, 0, j]),

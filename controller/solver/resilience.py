@@ -141,7 +141,8 @@ class Resilience:
     def digest_arrays(self) -> list[np.ndarray]:
         """Every array of the result, for byte-for-byte comparisons."""
         return [self.kind, self.has_flows, self.before, self.after, self.moved_flows,
-                self.moved_jobs, self.crossed_flows, self.crossed_jobs, self.handed_back]  # fmt: skip
+                self.moved_jobs, self.crossed_flows, self.crossed_jobs,
+                self.handed_back]  # fmt: skip
 
 
 def _stalled_jobs(share: np.ndarray, job: np.ndarray, num_jobs: int) -> np.ndarray:
@@ -178,8 +179,8 @@ def te_values(
         plane = carried(fabric, health, assignment, parent, kind=opts.reference, seed=seed,
                         qps=qps)  # fmt: skip
         valid = plane.arcs >= 0
-        load = np.bincount(plane.arcs[valid], np.repeat(plane.flows.demand,
-                           plane.arcs.shape[1])[valid.ravel()], minlength=fabric.num_arcs)  # fmt: skip
+        weights = np.repeat(plane.flows.demand, plane.arcs.shape[1])[valid.ravel()]
+        load = np.bincount(plane.arcs[valid], weights, minlength=fabric.num_arcs)
         over = load > cap * (1 + REL_TOL) + REL_TOL
         hit = (valid & over[np.maximum(plane.arcs, 0)]).any(axis=1)
         at_risk[np.unique(plane.flows.job[hit])] = True
@@ -315,10 +316,19 @@ class _Parents:
               routed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
         """(job values, stalled jobs) once `rows` have `rates` and `routed_rows` are routed
         or not (`routed`); every other row as in the plane."""
-        touched = np.union1d(rows, routed_rows)
+        touched = _ids(np.concatenate([rows, routed_rows]), self.plane.arcs.shape[0])
         if not touched.size:
             return self.values, self.stalled
-        parents = np.unique(self.parent[touched])
+        n = self.plane.arcs.shape[0]
+        if touched.size * 8 > n:  # most of the plane: every flow again, vectorised
+            rate = self.plane.rate.copy()
+            rate[rows] = rates
+            ok = self.plane.arcs[:, 0] >= 0
+            ok[routed_rows] = routed
+            share = self._shares(np.arange(self.n), rate, ok, None)
+            return (job_values(share, self.job, self.num_jobs),
+                    _stalled_jobs(share, self.job, self.num_jobs))  # fmt: skip
+        parents = _ids(self.parent[touched], self.n)
         prow = self.rows_of(parents)
         rate = self.plane.rate[prow]
         pos = np.searchsorted(rows, prow)
@@ -334,7 +344,7 @@ class _Parents:
         share = self._shares(parents, rate, ok, prow)
         full = self.share.copy()  # O(parents): the jobs' minima need every flow of them
         full[parents] = share
-        jobs = np.unique(self.job[parents])
+        jobs = _ids(self.job[parents], self.num_jobs)
         values = self.values.copy()
         stalled = self.stalled.copy()
         for j in jobs.tolist():
@@ -344,6 +354,15 @@ class _Parents:
             values[j] = fin.min() if fin.size else np.nan
             stalled[j] = bool(np.isnan(s).any())
         return values, stalled
+
+
+def _ids(x: np.ndarray, n: int) -> np.ndarray:
+    """Sorted distinct ids of `x` (all below `n`): a mask when there are many."""
+    if x.size * 16 < n:
+        return np.unique(x)
+    mask = np.zeros(n, bool)
+    mask[x] = True
+    return np.flatnonzero(mask)
 
 
 def _sorted_rows(rows: np.ndarray, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -549,7 +568,8 @@ class Sweep:
         return bool((path >= 0).any())
 
     def _full(self, health: LinkHealth, res: object, fresh: RouteIndex,
-              hashed: dict[str, tuple[np.ndarray, np.ndarray]], lost: np.ndarray) -> Outcome:  # fmt: skip
+              hashed: dict[str, tuple[np.ndarray, np.ndarray]],
+              lost: np.ndarray) -> Outcome:  # fmt: skip
         """fabric-te's side of an element computed in full: the certificate run on the
         repair (handing jobs back where it must), every TE plane carried and filled."""
         inputs = self.inputs

@@ -69,8 +69,8 @@ def test_the_ranking_on_the_tiny_fabric_is_the_hand_derived_one(tiny: Fabric) ->
         else:
             assert r.worst_loss[i, 0] == 0.0, name
     for rack, job in (("rtsw-p0-r0", "a"), ("rtsw-p0-r1", "a"), ("rtsw-p1-r0", "b")):
-        i = names.index(rack)
-        assert r.stalled[i, r.job_ids.index(job)] and (r.after[i, :, r.job_ids.index(job)] == 0).all()
+        i, j = names.index(rack), r.job_ids.index(job)
+        assert r.stalled[i, j] and (r.after[i, :, j] == 0).all()
     # blast radius: a pod-0 uplink of rack 0 carries job a's flows; only they move
     i = names.index("rtsw-p0-r0:ctsw-p0-c0")
     assert r.crossed_flows[i] >= 1 and r.moved_jobs[i] == 1

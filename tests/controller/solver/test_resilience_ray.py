@@ -5,72 +5,24 @@ byte. Needs root (the namespace) and Ray (the `ray` extra); skips and says why o
 from __future__ import annotations
 
 import os
-import secrets
-import shutil
-import signal
-import subprocess
 import sys
-import tempfile
 import textwrap
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from controller.solver.sweep_runners import ray_available
+from sim.ray_cluster import in_ns, local_cluster, usable
 
 ROOT = Path(__file__).resolve().parents[3]
-RAY = Path(sys.executable).with_name("ray")
-pytestmark = [
-    pytest.mark.skipif(os.geteuid() != 0, reason="needs root to make a network namespace"),
-    pytest.mark.skipif(not ray_available() or not RAY.exists(),
-                       reason="needs Ray (pip install 'fabric-te[ray]'; make test installs it)"),
-]  # fmt: skip
-
-PORT = 6390
-
-
-def _ns_run(ns: str, *cmd: str, **kw: object) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["ip", "netns", "exec", ns, *cmd], text=True, capture_output=True,
-                          **kw)  # type: ignore[call-overload]  # fmt: skip
-
-
-def _stop(ns: str) -> None:
-    """Every process of the namespace (the cluster's), by PID, then the namespace."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        pids = subprocess.run(["ip", "netns", "pids", ns], text=True,
-                              capture_output=True).stdout.split()  # fmt: skip
-        for pid in pids:
-            try:
-                os.kill(int(pid), sig)
-            except ProcessLookupError:
-                pass
-        if pids:
-            time.sleep(1.0)
-    subprocess.run(["ip", "netns", "del", ns], check=False)
+pytestmark = pytest.mark.skipif(usable() is not None, reason=str(usable()))
 
 
 @pytest.fixture
 def cluster() -> Iterator[tuple[str, str]]:
     """(namespace, address) of a two-node Ray cluster started for this test."""
-    ns = f"tray{secrets.token_hex(3)}"
-    temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")
-    subprocess.run(["ip", "netns", "add", ns], check=True)
-    try:
-        subprocess.run(["ip", "-n", ns, "link", "set", "lo", "up"], check=True)
-        common = ["--num-cpus=1", "--disable-usage-stats", "--object-store-memory=200000000"]
-        head = _ns_run(ns, str(RAY), "start", "--head", "--node-ip-address=127.0.0.1",
-                       f"--port={PORT}", "--include-dashboard=false", f"--temp-dir={temp}",
-                       *common, timeout=120)  # fmt: skip
-        assert head.returncode == 0, head.stderr[-2000:]
-        node = _ns_run(ns, str(RAY), "start", f"--address=127.0.0.1:{PORT}",
-                       "--node-ip-address=127.0.0.1", *common, timeout=120)  # fmt: skip
-        assert node.returncode == 0, node.stderr[-2000:]
-        yield ns, f"127.0.0.1:{PORT}"
-    finally:
-        _stop(ns)
-        shutil.rmtree(temp, ignore_errors=True)
+    with local_cluster(nodes=2, cpus=1, object_store=200_000_000) as where:
+        yield where
 
 
 DRIVER = textwrap.dedent("""
@@ -102,7 +54,7 @@ DRIVER = textwrap.dedent("""
 def test_the_ray_sweep_equals_the_local_one_byte_for_byte(cluster: tuple[str, str]) -> None:
     ns, address = cluster
     env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_DISABLE_USAGE_STATS": "1"}
-    out = _ns_run(ns, sys.executable, "-c", DRIVER, address, env=env, timeout=600)
+    out = in_ns(ns, [sys.executable, "-c", DRIVER, address], env=env, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "SAME" in out.stdout, out.stdout
     assert "workers 2" in out.stdout  # one actor per node's CPU: both nodes took part
