@@ -144,18 +144,24 @@ def bench_resilience(cfg: Config) -> Iterator[Section]:
         sample = np.sort(np.concatenate(sample_parts))
         full = sweep.header().names
         del sweep
+        load1 = os.getloadavg()[0]
         one, s1 = run_local(inputs, workers=1, elements=sample)
+        load2 = os.getloadavg()[0]
         two, s2 = run_local(inputs, workers=2, elements=sample)
+        load3 = os.getloadavg()[0]
         same = all(a.tobytes() == b.tobytes() for a, b in zip(
             one.digest_arrays(), two.digest_arrays(), strict=True))  # fmt: skip
         run: list[list[object]] = [[name, "local, 1 worker", int(sample.size), round(s1.seconds, 1),
-                round(s1.build_seconds, 1), "-"],
+                round(s1.build_seconds, 1), f"{load1:.1f}-{load2:.1f}", "-"],
                [name, "local, 2 workers", int(sample.size), round(s2.seconds, 1),
-                round(s2.build_seconds, 1), "same" if same else "DIFFERENT"]]  # fmt: skip
+                round(s2.build_seconds, 1), f"{load2:.1f}-{load3:.1f}",
+                "same" if same else "DIFFERENT"]]  # fmt: skip
         with tempfile.TemporaryDirectory() as tmp:
             got = _ray_run(inputs, sample, Path(tmp))
+        load4 = os.getloadavg()[0]
         if isinstance(got, str):
-            run.append([name, "Ray, 2 nodes", int(sample.size), "-", "-", f"skipped: {got}"])
+            run.append([name, "Ray, 2 nodes", int(sample.size), "-", "-", "-",
+                        f"skipped: {got}"])  # fmt: skip
         else:
             r_res, r_stats = got
             r_same = all(a.tobytes() == b.tobytes() for a, b in zip(
@@ -164,7 +170,7 @@ def bench_resilience(cfg: Config) -> Iterator[Section]:
             run.append([name, "Ray, 2 nodes", int(sample.size),
                         round(r_stats.seconds, 1),  # type: ignore[attr-defined]
                         round(r_stats.build_seconds, 1),  # type: ignore[attr-defined]
-                        "same" if r_same else "DIFFERENT"])  # fmt: skip
+                        f"{load3:.1f}-{load4:.1f}", "same" if r_same else "DIFFERENT"])  # fmt: skip
         rows_run += run
         work1 = s1.seconds - s1.build_seconds
         work2 = s2.seconds - s2.build_seconds
@@ -172,9 +178,10 @@ def bench_resilience(cfg: Config) -> Iterator[Section]:
         for machines in MACHINES:
             workers = 2 * machines
             wall = t_build + total / (workers * eff)
+            ideal = t_build + total / workers
             rows_proj.append([name, len(full), machines, workers, round(eff, 2),
-                              round(wall / 60, 1)])  # fmt: skip
-        rows_proj.append([name, len(full), "-", "(solve)", "-", round(t_solve / 60, 2)])
+                              round(wall / 60, 1), round(ideal / 60, 1)])  # fmt: skip
+        rows_proj.append([name, len(full), "-", "(solve)", "-", "-", round(t_solve / 60, 2)])
         rows_cost.append([name, "worker memory (RSS of one Sweep)", "-", "-", "-", "-",
                           f"{rss:,.0f} MB"])  # fmt: skip
         rows_cost.append([name, "worker build (index, 8 hashed planes, TE plane)", "-", "-",
@@ -185,13 +192,18 @@ def bench_resilience(cfg: Config) -> Iterator[Section]:
     sec.table(["fabric", "group", "elements", "sampled", "s/element (mean)", "max s",
                "elements x s"], rows_cost)  # fmt: skip
     sec.text("")
-    sec.text("The same sample on each runner (wall s includes each worker's build; `result`: "
-             "the arrays against 1 local worker, byte for byte):")  # fmt: skip
+    sec.text("The same sample on each runner (wall s includes each worker's build; load: the "
+             "machine's 1-minute load average before and after, other helpers' work included; "
+             "`result`: the arrays against 1 local worker, byte for byte):")  # fmt: skip
     sec.text("")
-    sec.table(["fabric", "runner", "elements", "wall s", "build s", "result"], rows_run)
+    sec.table(["fabric", "runner", "elements", "wall s", "build s", "load", "result"], rows_run)
     sec.text("")
-    sec.text("The full sweep projected on N 2-core machines (2 workers each; efficiency: "
-             "measured on 2 local workers; minutes):")  # fmt: skip
+    sec.text("The full sweep projected on N 2-core machines (2 workers each; minutes): with the "
+             "parallel efficiency measured on 2 local workers here (work seconds on 1 worker / "
+             "(2 x on 2), at most 1; on a machine shared with other work it is low), and with "
+             "ideal scaling. Either way the floor is the worker build plus the slowest element "
+             "(see `max s`).")  # fmt: skip
     sec.text("")
-    sec.table(["fabric", "elements", "machines", "workers", "efficiency", "wall min"], rows_proj)
+    sec.table(["fabric", "elements", "machines", "workers", "efficiency", "wall min",
+               "wall min (ideal)"], rows_proj)  # fmt: skip
     yield sec
