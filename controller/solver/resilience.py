@@ -423,7 +423,6 @@ class Sweep:
                 raise InputError(f"double failure ({a}, {b}): two distinct ids in [0, {n})")
         self.before = self._before()
         self.full_certificates = 0
-        self.full_te = 0
 
     def _over(self, load: np.ndarray) -> np.ndarray:
         return load > self.cap * (1 + REL_TOL) + REL_TOL
