@@ -15,7 +15,7 @@ GEN    := controller/api/fabric_te/v1/te_pb2.py
 # (policy-rc.d).
 DEBS := iproute2 nftables frr etcd-server slurmctld prometheus redis-server libyang2-dev openvswitch-switch lldpd
 
-.PHONY: demo test fuzz bench check protos clean system-deps sonic-extra certs
+.PHONY: demo test fuzz bench check protos clean system-deps sonic-extra ray-extra certs
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,13 @@ sonic-extra: $(STAMP) system-deps
 	@$(BIN)/python -c "import libyang, redis" 2>/dev/null || \
 		$(BIN)/python -m pip install --quiet -e '.[dev,sonic]' || \
 		echo "the sonic extra did not install (libyang2-dev missing?): the sonic tests will skip"
+
+# Ray for `tectl resilience --ray` and its test on a local two-node cluster (the `ray`
+# extra); without it that test skips and says why.
+ray-extra: $(STAMP)
+	@$(BIN)/python -c "import ray" 2>/dev/null || \
+		$(BIN)/python -m pip install --quiet -e '.[dev,ray]' || \
+		echo "the ray extra did not install: the Ray test will skip"
 
 # gRPC code is generated, not committed; the virtual path makes it import as
 # controller.api.fabric_te.v1.
@@ -63,7 +70,7 @@ system-deps:
 	fi
 
 ## test: the whole test suite
-test: $(GEN) system-deps sonic-extra
+test: $(GEN) system-deps sonic-extra ray-extra
 	$(BIN)/python -m pytest
 
 ## fuzz: every fuzz test (modules or tests named *fuzz*) with many more examples
@@ -76,7 +83,7 @@ certs: $(STAMP)
 	$(BIN)/tectl certs certs --force
 
 ## bench: scale benchmarks; writes docs/benchmarks.md
-bench: $(GEN) sonic-extra
+bench: $(GEN) sonic-extra ray-extra
 	$(BIN)/python -m sim.bench --out docs/benchmarks.md
 
 ## check: lint and type-check

@@ -36,6 +36,7 @@ from sim.bench_base import Config, Section, log, timed
 from sim.bench_certificate import bench_certificate
 from sim.bench_inventory import bench_inventory
 from sim.bench_precomputed import bench_precomputed
+from sim.bench_resilience import bench_resilience
 from sim.compare import baseline, routed
 from sim.jobmix import random_jobs, ring_jobs
 
@@ -1445,6 +1446,7 @@ SECTIONS: dict[str, Callable[[Config], Iterator[Section]]] = {
     "alltoall": bench_alltoall,
     "alltoall-targets": bench_alltoall_targets,
     "certificate": bench_certificate,
+    "resilience": bench_resilience,
     "sonic": bench_sonic,
     "ovs": bench_ovs,
 }

@@ -35,7 +35,7 @@ def version() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from controller.cli import advise, certs, completion, discover, offline, service
+    from controller.cli import advise, certs, completion, discover, offline, resilience, service
 
     parser = argparse.ArgumentParser(
         prog="tectl", description="fabric-te: traffic engineering for AI-training fabrics"
@@ -47,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     discover.register(cli)
     service.register(cli)
     advise.register(cli)
+    resilience.register(cli)
     certs.register(cli)
     completion.register(cli)
     for ep in sorted(entry_points(group=COMMANDS_GROUP), key=lambda ep: ep.name):

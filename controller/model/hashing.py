@@ -410,6 +410,22 @@ def hashed_routes(
     return path, arcs
 
 
+def hashed_arcs_seeds(
+    kind: str, fabric: Fabric, flows: FlowSet, health: LinkHealth, seeds: tuple[int, ...],
+    qps: int,
+) -> list[np.ndarray]:  # fmt: skip
+    """hashed_routes' arcs for each of `seeds`, the weights (WCMP) computed once."""
+    n = len(flows) * _checked_qps(qps)
+    weighing = _weighing(kind, fabric, health)
+    out = []
+    for seed in seeds:
+        arcs = np.empty((n, MAX_HOPS), np.int64)
+        kernels.walk(*_kernel_args(fabric, flows, health, seed, qps), np.empty(n, np.int64),
+                     arcs, np.zeros(len(flows)), np.zeros(0), *weighing)  # fmt: skip
+        out.append(arcs)
+    return out
+
+
 def hashed_load(
     kind: str, fabric: Fabric, flows: FlowSet, health: LinkHealth, seed: int, qps: int
 ) -> np.ndarray:

@@ -576,3 +576,218 @@ def hashed_crossing(
                 if mask[qp_arcs[q, h]]:
                     hit = True
         out[f] = hit
+
+
+@njit(cache=True, nogil=True)
+def refill(
+    arcs: np.ndarray,
+    rate: np.ndarray,
+    demand: np.ndarray,
+    weight: np.ndarray,
+    start: np.ndarray,
+    rows: np.ndarray,
+    base_sum: np.ndarray,
+    base_max: np.ndarray,
+    cap: np.ndarray,
+    changed: np.ndarray,
+    changed_arcs: np.ndarray,
+    lost: np.ndarray,
+    mark: np.ndarray,
+    where: np.ndarray,
+    arc_mark: np.ndarray,
+    arc_slot: np.ndarray,
+    epoch: int,
+    most: int,
+    tol: float,
+    slack: float,
+    out_rows: np.ndarray,
+    out_rates: np.ndarray,
+) -> int:
+    """Max-min rates after a local change, from the rates before (controller.model.
+    local_rates' docstring): rows `changed` take paths `changed_arcs`, arcs take capacity
+    `cap` (those whose capacity changed listed in `lost`). Writes the rows whose rate was
+    filled again (out_rows) and their rates (out_rates); returns how many, or -1 when more
+    than `most` would be needed, -2 when a row of D has no bottleneck and no row outside D
+    explains it (either way: fill the whole plane instead).
+
+    Base: row i crossed arcs[i] at rate[i] (demand[i] for weight[i] QPs), rows per arc in
+    the CSR (start, rows), per arc the sum of rates (base_sum) and the highest per-QP level
+    (base_max). Scratch: mark/where per row and arc_mark/arc_slot per arc, stamped with
+    `epoch` (a number never used before with them), so nothing is cleared per call."""
+    n, hops = arcs.shape
+    if changed.size > most:
+        return -1
+    d = 0
+    for x in range(changed.size):  # D starts as the changed rows
+        i = changed[x]
+        mark[i] = epoch
+        where[i] = d
+        out_rows[d] = i
+        d += 1
+    # for row i in D: its current arcs (changed_arcs for the changed rows, else its own)
+    cur_of = np.full(most, -1, np.int64)  # slot in D -> index into changed (-1: base)
+    for x in range(changed.size):
+        cur_of[x] = x
+    arc_ids = np.empty(max(16, 4 * most * hops + lost.size), np.int64)
+    local = np.empty((most, hops), np.int64)
+    resid = np.empty(arc_ids.size)
+    total = np.empty(arc_ids.size)
+    top = np.empty(arc_ids.size)
+    sat = np.empty(arc_ids.size, np.bool_)
+    r_dm = np.empty(most)
+    r_w = np.empty(most)
+    r_rate = np.empty(most)
+    stamp = epoch
+    while True:
+        if d > most:
+            return -1
+        stamp += 1  # a fresh arc stamp for this round's arc set
+        na = 0
+        for x in range(lost.size):
+            e = lost[x]
+            if arc_mark[e] != stamp:
+                arc_mark[e] = stamp
+                arc_slot[e] = na
+                arc_ids[na] = e
+                na += 1
+        for s in range(d):
+            i = out_rows[s]
+            for h in range(hops):
+                for side in range(2):
+                    if side == 0:
+                        e = arcs[i, h]
+                    elif cur_of[s] >= 0:
+                        e = changed_arcs[cur_of[s], h]
+                    else:
+                        e = -1
+                    if e >= 0 and arc_mark[e] != stamp:
+                        if na >= arc_ids.size:
+                            return -1
+                        arc_mark[e] = stamp
+                        arc_slot[e] = na
+                        arc_ids[na] = e
+                        na += 1
+        # what the rows outside D leave of each arc
+        for a in range(na):
+            e = arc_ids[a]
+            c = cap[e] if cap[e] > 0.0 else 0.0
+            resid[a] = c - base_sum[e]
+        for s in range(d):
+            i = out_rows[s]
+            for h in range(hops):
+                e = arcs[i, h]
+                if e >= 0:
+                    resid[arc_slot[e]] += rate[i]
+        for s in range(d):
+            i = out_rows[s]
+            for h in range(hops):
+                e = changed_arcs[cur_of[s], h] if cur_of[s] >= 0 else arcs[i, h]
+                local[s, h] = arc_slot[e] if e >= 0 else -1
+            r_dm[s] = demand[i]
+            r_w[s] = weight[i]
+        fill(local[:d], resid[:na], r_dm[:d], r_w[:d], slack, r_rate[:d])
+        filled = d
+        for s in range(d):
+            out_rates[s] = r_rate[s]
+        # sums and highest per-QP levels over the arc set, now
+        for a in range(na):
+            e = arc_ids[a]
+            c = cap[e] if cap[e] > 0.0 else 0.0
+            total[a] = c - resid[a]
+            top[a] = 0.0
+            for k in range(start[e], start[e + 1]):
+                g = rows[k]
+                if mark[g] != epoch:
+                    lv = rate[g] / weight[g]
+                    if lv > top[a]:
+                        top[a] = lv
+        for s in range(d):
+            lv = r_rate[s] / r_w[s]
+            for h in range(hops):
+                a = local[s, h]
+                if a >= 0:
+                    total[a] += r_rate[s]
+                    if lv > top[a]:
+                        top[a] = lv
+        added = 0
+        unsat = 0
+        for a in range(na):
+            e = arc_ids[a]
+            c = cap[e] if cap[e] > 0.0 else 0.0
+            sat[a] = total[a] >= c * (1.0 - tol) - tol
+            if total[a] > c * (1.0 + tol) + tol:  # over: its rows outside D join
+                for k in range(start[e], start[e + 1]):
+                    g = rows[k]
+                    if mark[g] != epoch:
+                        mark[g] = epoch
+                        if d < most:
+                            where[g] = d
+                            out_rows[d] = g
+                        d += 1
+                        added += 1
+        # every row on the arc set needs a bottleneck: at its demand, or on a saturated arc
+        # where no row has a higher per-QP level
+        for a in range(na):
+            e = arc_ids[a]
+            for k in range(start[e], start[e + 1]):
+                g = rows[k]
+                if mark[g] == epoch or rate[g] >= demand[g] * (1.0 - tol):
+                    continue
+                lv = rate[g] / weight[g]
+                ok = False
+                for h in range(hops):
+                    f = arcs[g, h]
+                    if f < 0:
+                        continue
+                    if arc_mark[f] == stamp:
+                        b = arc_slot[f]
+                        if sat[b] and lv >= top[b] * (1.0 - tol):
+                            ok = True
+                    else:
+                        c = cap[f] if cap[f] > 0.0 else 0.0
+                        if base_sum[f] >= c * (1.0 - tol) - tol and lv >= base_max[f] * (1.0 - tol):
+                            ok = True
+                if not ok:
+                    mark[g] = epoch
+                    if d < most:
+                        where[g] = d
+                        out_rows[d] = g
+                    d += 1
+                    added += 1
+        for s in range(filled):
+            i = out_rows[s]
+            if r_rate[s] >= demand[i] * (1.0 - tol):
+                continue
+            lv = r_rate[s] / r_w[s]
+            ok = True
+            for h in range(hops):
+                a = local[s, h]
+                if a >= 0:
+                    ok = False
+            for h in range(hops):
+                a = local[s, h]
+                if a >= 0 and sat[a] and lv >= top[a] * (1.0 - tol):
+                    ok = True
+            if ok:
+                continue
+            unsat += 1
+            for h in range(hops):  # the rows above it on its arcs, outside D, join
+                a = local[s, h]
+                if a < 0:
+                    continue
+                e = arc_ids[a]
+                for k in range(start[e], start[e + 1]):
+                    g = rows[k]
+                    if mark[g] != epoch and rate[g] / weight[g] > lv * (1.0 + tol):
+                        mark[g] = epoch
+                        if d < most:
+                            where[g] = d
+                            out_rows[d] = g
+                        d += 1
+                        added += 1
+        if added == 0:
+            return -2 if unsat else d
+        if d > most:
+            return -1
+        for s in range(filled, d):
+            cur_of[s] = -1

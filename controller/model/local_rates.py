@@ -1,0 +1,130 @@
+"""Max-min rates after a local change, from the rates before: some rows take other paths,
+some arcs lose capacity, and only the rows the change reaches are filled again.
+
+A `Plane` is rows on fixed paths (arc ids, -1 padded; demand for `weight` QPs each) with
+their max-min fair rates (controller.model.rates.max_min_rates) and the rows per arc. After
+a change (`Plane.after`), the set D starts as the changed rows; the rows outside D keep
+their rates, D is filled (controller.model.kernels.fill) on what they leave of each arc,
+and the result is checked on every arc D touches (before or after): an allocation is the
+max-min fair one, which is unique, exactly when it is feasible and every row is at its
+demand or crosses a saturated arc on which no row has a higher per-QP level (its
+bottleneck). Rows outside D away from D's arcs keep their bottleneck (nothing on their arcs
+changed); a row that fails the check joins D (for a row of D, the rows above it on its
+arcs join), an over-full arc's rows join, and D is filled again, until the check passes or
+D grows beyond `most` rows (then the whole plane is filled again: on a hashed meta-24k
+plane, a million rows, that costs about what a cascade of 100,000 rows does).
+
+Exactness: the rates are the max-min allocation to the checks' tolerance (relative 1e-7),
+not to the bit: filling D alone adds in another order than filling the whole plane.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from controller.model import kernels
+from controller.model.rates import max_min_rates
+
+TOL = 1e-7  # relative tolerance of the bottleneck checks
+SLACK = 1.0 + 1e-9  # progressive filling's, as controller.model.rates fills
+
+
+def arcs_csr(arcs: np.ndarray, num_arcs: int) -> tuple[np.ndarray, np.ndarray]:
+    """(start, rows): the rows on each arc, arc a's at rows[start[a]:start[a + 1]], sorted."""
+    hops = arcs.shape[1]
+    flat = arcs.ravel()
+    valid = np.flatnonzero(flat >= 0)
+    order = np.argsort(flat[valid], kind="stable")
+    rows = (valid // hops)[order].astype(np.int64)
+    start = np.zeros(num_arcs + 1, np.int64)
+    np.cumsum(np.bincount(flat[valid], minlength=num_arcs), out=start[1:])
+    # within an arc the rows come in flat order, i.e. by row (a row crosses an arc once)
+    return start, rows
+
+
+@dataclass
+class Plane:
+    """Rows on fixed paths and their max-min rates, indexed for local changes."""
+
+    arcs: np.ndarray  # int64 [rows, hops]
+    demand: np.ndarray  # per row, for all its QPs
+    weight: np.ndarray  # QPs a row stands for
+    cap: np.ndarray  # capacity per arc the rates were filled on
+    rate: np.ndarray = field(init=False)
+    start: np.ndarray = field(init=False, repr=False)
+    rows: np.ndarray = field(init=False, repr=False)
+    load: np.ndarray = field(init=False, repr=False)  # offered load per arc
+    base_sum: np.ndarray = field(init=False, repr=False)  # rates per arc
+    base_max: np.ndarray = field(init=False, repr=False)  # highest per-QP level per arc
+    refills: int = 0  # changes that took the whole plane
+    unexplained: int = 0  # of them, those where a row of D had no bottleneck to blame
+    _epoch: int = 0
+
+    def __post_init__(self) -> None:
+        self.arcs = np.ascontiguousarray(self.arcs, np.int64)
+        self.demand = np.ascontiguousarray(self.demand, np.float64)
+        self.weight = np.ascontiguousarray(self.weight, np.float64)
+        self.cap = np.ascontiguousarray(self.cap, np.float64)
+        self.rate = max_min_rates(self.arcs, self.cap, self.demand, weight=self.weight)
+        num = self.cap.size
+        self.start, self.rows = arcs_csr(self.arcs, num)
+        valid = self.arcs >= 0
+        hops = self.arcs.shape[1]
+        self.load = np.bincount(self.arcs[valid], np.repeat(self.demand, hops)[valid.ravel()],
+                                minlength=num)  # fmt: skip
+        self.base_sum = np.bincount(self.arcs[valid], np.repeat(self.rate, hops)[valid.ravel()],
+                                    minlength=num)  # fmt: skip
+        level = (self.rate / self.weight)[self.rows]
+        self.base_max = np.zeros(num)
+        full = np.flatnonzero(np.diff(self.start) > 0)
+        if full.size:
+            self.base_max[full] = np.maximum.reduceat(level, self.start[full])
+        n = self.arcs.shape[0]
+        self._mark = np.full(n, -1, np.int64)
+        self._where = np.zeros(n, np.int64)
+        self._arc_mark = np.full(num, -1, np.int64)
+        self._arc_slot = np.zeros(num, np.int64)
+
+    def rows_on(self, arcs: np.ndarray) -> np.ndarray:
+        """Sorted rows crossing any of `arcs`."""
+        arcs = np.asarray(arcs, np.int64)
+        parts = [self.rows[self.start[a] : self.start[a + 1]] for a in arcs.tolist()]
+        return np.unique(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
+
+    def after(
+        self,
+        cap: np.ndarray,
+        changed: np.ndarray,
+        changed_arcs: np.ndarray,
+        lost: np.ndarray,
+        most: int = 30_000,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, their rates) whose rate may differ once rows `changed` take paths
+        `changed_arcs` and arcs have capacity `cap` (differing from this plane's at the arcs
+        `lost`); every other row keeps its rate (module docstring)."""
+        changed = np.ascontiguousarray(changed, np.int64)
+        changed_arcs = np.ascontiguousarray(changed_arcs, np.int64).reshape(-1, self.arcs.shape[1])
+        lost = np.ascontiguousarray(lost, np.int64)
+        cap = np.ascontiguousarray(cap, np.float64)
+        if not changed.size and not lost.size:
+            return np.zeros(0, np.int64), np.zeros(0)
+        most = min(most, self.arcs.shape[0])
+        out_rows = np.empty(most + 1, np.int64)
+        out_rates = np.empty(most + 1)
+        # epochs: one for the rows, then one per round for the arcs (at most `most` rounds)
+        epoch = self._epoch + 1
+        self._epoch += most + 3
+        d = kernels.refill(self.arcs, self.rate, self.demand, self.weight, self.start,
+                           self.rows, self.base_sum, self.base_max, cap, changed, changed_arcs,
+                           lost, self._mark, self._where, self._arc_mark, self._arc_slot,
+                           epoch, most, TOL, SLACK, out_rows, out_rates)  # fmt: skip
+        if d >= 0:
+            return out_rows[:d].copy(), out_rates[:d].copy()
+        self.refills += 1
+        self.unexplained += d == -2
+        arcs = self.arcs.copy()
+        arcs[changed] = changed_arcs
+        rates = max_min_rates(arcs, cap, self.demand, weight=self.weight)
+        return np.arange(arcs.shape[0], dtype=np.int64), rates

@@ -1,0 +1,203 @@
+"""Where a resilience sweep runs: in this process, on a local process pool, or on a Ray
+cluster. Every runner evaluates the same elements in the same batches with the same
+controller.solver.resilience.Sweep and assembles them in element order, so the result is
+the same array for array, byte for byte, whichever runs it.
+
+The inputs go to each worker once (the pool's initializer; Ray's object store, read by one
+actor per CPU), and each worker builds its Sweep (the planes, the index) from them; tasks
+are batches of element ids, interleaved (batch b holds elements b, b + B, b + 2B, ...) so
+the heavy elements (switches, listed last) spread over the batches.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from controller.errors import InputError
+from controller.solver.resilience import Header, Outcome, Resilience, Sweep, SweepInputs
+
+Progress = Callable[[int, int], None]  # (elements done, elements in all)
+BATCHES_PER_WORKER = 8  # batches per worker: large tasks, yet a progress line now and then
+
+
+@dataclass(frozen=True)
+class RunStats:
+    """What a run cost: wall seconds of the sweep (build included), elements, workers."""
+
+    seconds: float
+    build_seconds: float  # the slowest worker's Sweep build
+    elements: int
+    workers: int
+    batches: int
+    runner: str
+
+
+def batches(elements: np.ndarray, count: int) -> list[np.ndarray]:
+    """`count` interleaved batches of `elements` (module docstring), empty ones dropped."""
+    count = max(1, min(count, elements.size))
+    return [b for b in (elements[k::count] for k in range(count)) if b.size]
+
+
+def _assemble(header: Header, parts: Sequence[tuple[np.ndarray, list[Outcome]]]) -> Resilience:
+    ids = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int64)
+    outs = [o for p in parts for o in p[1]]
+    order = np.argsort(ids, kind="stable")
+    return header.assemble(ids[order], [outs[i] for i in order.tolist()])
+
+
+def _elements(header: Header, elements: np.ndarray | None) -> np.ndarray:
+    n = len(header.names)
+    ids = np.arange(n, dtype=np.int64) if elements is None else np.asarray(elements, np.int64)
+    if ids.size and (ids.min() < 0 or ids.max() >= n):
+        raise InputError(f"element ids must be within [0, {n})")
+    return np.unique(ids)
+
+
+# ---- in this process, and on a local pool ---------------------------------------------
+
+_WORKER: Sweep | None = None
+_BUILD = 0.0
+
+
+def _init(inputs: SweepInputs) -> None:
+    global _WORKER, _BUILD
+    start = time.perf_counter()
+    from controller.solver.greedy import warm_up
+
+    warm_up()
+    _WORKER = Sweep(inputs)
+    _BUILD = time.perf_counter() - start
+
+
+def _header() -> tuple[Header, float]:
+    assert _WORKER is not None
+    return _WORKER.header(), _BUILD
+
+
+def _run(ids: np.ndarray) -> tuple[np.ndarray, list[Outcome], float]:
+    assert _WORKER is not None
+    return ids, _WORKER.run(ids), _BUILD
+
+
+def run_local(
+    inputs: SweepInputs,
+    *,
+    workers: int | None = None,
+    elements: np.ndarray | None = None,
+    progress: Progress | None = None,
+) -> tuple[Resilience, RunStats]:
+    """The sweep on `workers` local processes (None: as many as cores; 1: this process)."""
+    start = time.perf_counter()
+    workers = workers or os.cpu_count() or 1
+    if workers < 1:
+        raise InputError(f"workers must be >= 1, got {workers}")
+    if workers == 1:
+        t = time.perf_counter()
+        sweep = Sweep(inputs)
+        build = time.perf_counter() - t
+        header = sweep.header()
+        ids = _elements(header, elements)
+        parts = []
+        done = 0
+        for b in batches(ids, BATCHES_PER_WORKER):
+            parts.append((b, sweep.run(b)))
+            done += b.size
+            if progress:
+                progress(done, ids.size)
+        out = _assemble(header, parts)
+        return out, RunStats(time.perf_counter() - start, build, int(ids.size), 1,
+                             len(parts), "local")  # fmt: skip
+    # spawn, not fork: OR-Tools' HiGHS can hang in a forked child (docs: solver notes)
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init,
+                             initargs=(inputs,)) as pool:  # fmt: skip
+        header, build = pool.submit(_header).result()
+        ids = _elements(header, elements)
+        todo = batches(ids, workers * BATCHES_PER_WORKER)
+        parts, done = [], 0
+        for b, outs, b_build in pool.map(_run, todo):
+            parts.append((b, outs))
+            build = max(build, b_build)
+            done += b.size
+            if progress:
+                progress(done, ids.size)
+    out = _assemble(header, parts)
+    return out, RunStats(time.perf_counter() - start, build, int(ids.size), workers, len(todo),
+                         "local")  # fmt: skip
+
+
+# ---- on Ray ---------------------------------------------------------------------------
+
+
+def ray_available() -> bool:
+    """Whether Ray can be imported (the `ray` extra)."""
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def run_ray(
+    inputs: SweepInputs,
+    *,
+    address: str = "auto",
+    workers: int | None = None,
+    elements: np.ndarray | None = None,
+    progress: Progress | None = None,
+) -> tuple[Resilience, RunStats]:
+    """The sweep on a Ray cluster (`address`: "auto" for the cluster this node belongs to,
+    or host:port): the inputs put once in the object store, one actor per CPU (or
+    `workers`) building its Sweep from them, batches handed to the actors in order."""
+    if not ray_available():
+        raise InputError("--ray needs Ray: pip install 'fabric-te[ray]'")
+    import ray
+
+    start = time.perf_counter()
+    ray.init(address=address, ignore_reinit_error=True, log_to_driver=False,
+             logging_level="ERROR")  # fmt: skip
+    try:
+        count = workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
+        ref = ray.put(inputs)
+        actor = ray.remote(num_cpus=1)(_RayWorker)
+        actors = [actor.remote(ref) for _ in range(count)]  # type: ignore[attr-defined]
+        header, build = ray.get(actors[0].header.remote())
+        ids = _elements(header, elements)
+        todo = batches(ids, count * BATCHES_PER_WORKER)
+        pool = ray.util.ActorPool(actors)
+        parts, done = [], 0
+        results: Iterator[Any] = pool.map(lambda a, b: a.run.remote(b), todo)
+        for b, outs, b_build in results:
+            parts.append((b, outs))
+            build = max(build, b_build)
+            done += b.size
+            if progress:
+                progress(done, ids.size)
+        for a in actors:
+            ray.kill(a)
+    finally:
+        ray.shutdown()
+    out = _assemble(header, parts)
+    return out, RunStats(time.perf_counter() - start, build, int(ids.size), count, len(todo),
+                         "ray")  # fmt: skip
+
+
+class _RayWorker:
+    """A Ray actor holding one Sweep (its inputs read once from the object store)."""
+
+    def __init__(self, inputs: SweepInputs) -> None:
+        _init(inputs)
+
+    def header(self) -> tuple[Header, float]:
+        return _header()
+
+    def run(self, ids: np.ndarray) -> tuple[np.ndarray, list[Outcome], float]:
+        return _run(ids)

@@ -1,0 +1,83 @@
+"""Local max-min refills (controller.model.local_rates) against filling the whole plane."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from controller.model.local_rates import TOL, Plane, arcs_csr
+from controller.model.rates import max_min_rates
+
+
+@st.composite
+def planes(draw: st.DrawFn) -> tuple[np.ndarray, ...]:
+    """Rows on up to 4 distinct arcs, capacities, demands, weights, and a change: some rows
+    on other paths (or none), some arcs at a lower capacity (or dead)."""
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    n, num = draw(st.integers(1, 80)), draw(st.integers(2, 30))
+
+    def paths(k: int) -> np.ndarray:
+        out = np.full((k, 4), -1, np.int64)
+        for i in range(k):
+            u = np.unique(rng.integers(-1, num, size=4))
+            u = u[u >= 0]
+            out[i, : u.size] = u
+        return out
+
+    arcs = paths(n)
+    cap = rng.choice([1.0, 2.0, 3.5, 10.0, 400.0 / 3], size=num)
+    demand = rng.choice([0.5, 1.0, 2.0, 1 / 3, 12.9], size=n)
+    weight = rng.choice([1.0, 4.0, 16.0], size=n)
+    changed = np.unique(rng.integers(0, n, size=draw(st.integers(0, 6))))
+    lost = np.unique(rng.integers(0, num, size=draw(st.integers(0, 3))))
+    cap2 = cap.copy()
+    cap2[lost] = rng.choice([0.0, 0.25, 0.5], size=lost.size) * cap[lost]
+    return arcs, cap, demand, weight, changed, paths(changed.size), cap2, lost
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
+@given(planes())
+def test_a_local_refill_is_the_max_min_allocation(case: tuple[np.ndarray, ...]) -> None:
+    arcs, cap, demand, weight, changed, new, cap2, lost = case
+    plane = Plane(arcs, demand, weight, cap)
+    assert np.array_equal(plane.rate, max_min_rates(arcs, cap, demand, weight=weight))
+    rows, rates = plane.after(cap2, changed, new, lost)
+    got = plane.rate.copy()
+    got[rows] = rates
+    moved = arcs.copy()
+    moved[changed] = new
+    want = max_min_rates(moved, cap2, demand, weight=weight)
+    np.testing.assert_allclose(got, want, rtol=10 * TOL, atol=1e-9)
+    # the plane is unchanged: the next change starts from the same rates
+    assert np.array_equal(plane.rate, max_min_rates(arcs, cap, demand, weight=weight))
+
+
+def test_nothing_changed_refills_nothing() -> None:
+    arcs = np.array([[0, 1, -1], [1, 2, -1]])
+    plane = Plane(arcs, np.array([2.0, 2.0]), np.ones(2), np.array([1.0, 1.0, 1.0]))
+    rows, rates = plane.after(plane.cap, np.zeros(0, np.int64), np.zeros((0, 3), np.int64),
+                              np.zeros(0, np.int64))  # fmt: skip
+    assert rows.size == 0 and rates.size == 0
+    assert np.allclose(plane.rate, [0.5, 0.5])
+
+
+def test_a_dead_arc_stops_its_rows_and_frees_the_others() -> None:
+    """Two rows share arc 1 (capacity 1): 0.5 each; arc 0 dies under row 0: row 0 gets 0
+    and row 1 the whole arc 1."""
+    arcs = np.array([[0, 1], [1, 2]])
+    plane = Plane(arcs, np.array([2.0, 2.0]), np.ones(2), np.array([1.0, 1.0, 1.0]))
+    cap = np.array([0.0, 1.0, 1.0])
+    rows, rates = plane.after(cap, np.zeros(0, np.int64), np.zeros((0, 2), np.int64),
+                              np.array([0]))  # fmt: skip
+    got = plane.rate.copy()
+    got[rows] = rates
+    assert np.allclose(got, [0.0, 1.0])
+
+
+def test_rows_per_arc() -> None:
+    start, rows = arcs_csr(np.array([[2, 0], [0, -1], [1, 2]]), 4)
+    assert start.tolist() == [0, 2, 3, 5, 5]
+    assert rows.tolist() == [0, 1, 2, 0, 2]

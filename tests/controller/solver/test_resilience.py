@@ -1,0 +1,185 @@
+"""The resilience sweep: hand-derived ranking on the tiny fabric, the fast sweep against the
+straightforward one, and every runner giving the same arrays."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from controller.model.clos import PRESETS, ClosSpec, build
+from controller.model.fabric import Fabric
+from controller.model.failures import single_failures
+from controller.model.flows import FlowSet
+from controller.model.health import LinkHealth
+from controller.model.jobs import jobs_flows
+from controller.solver import CertifyOptions, SolveOptions, solve
+from controller.solver.resilience import (
+    KINDS,
+    Sweep,
+    SweepInputs,
+    sample_doubles,
+    sweep,
+    sweep_one,
+)
+from controller.solver.sweep_runners import batches, run_local
+from sim.jobmix import random_jobs
+
+TOL = 1e-6  # the local max-min refills' (controller.model.local_rates.TOL, times ten)
+
+
+def _tiny_inputs(tiny: Fabric) -> SweepInputs:
+    """Job a: the 4 NICs of rack p0-r0 and the 4 of p0-r1 send to each other at line rate
+    (a 1:1 rack full both ways); job b: one light flow inside pod 1."""
+    src = [0, 1, 2, 3, 4, 5, 6, 7, 8]
+    dst = [4, 5, 6, 7, 0, 1, 2, 3, 12]
+    flows = FlowSet.build(src, dst, [400.0] * 8 + [100.0], job=[0] * 8 + [1],
+                          job_ids=("a", "b"))  # fmt: skip
+    health = LinkHealth.all_up(tiny)
+    res = solve(tiny, health, flows)
+    return SweepInputs(tiny, health, res.assignment)
+
+
+def test_the_ranking_on_the_tiny_fabric_is_the_hand_derived_one(tiny: Fabric) -> None:
+    """By hand: a pod-0 rack link or CTSW down leaves its racks 3 uplinks for 4 flows of
+    line rate, so job a keeps at most 3/4 under any routing (the cut), a loss of at least
+    1/4; nothing else hurts a job that still has a path (job b's one flow has 3 other
+    uplinks, and no flow crosses pods: the ATSWs and their links carry nothing); an RTSW
+    takes its NICs down: its jobs are stalled, not ranked by loss."""
+    inputs = _tiny_inputs(tiny)
+    r = sweep(inputs)
+    names = list(r.names)
+    assert r.before[0].tolist() == [1.0, 1.0]  # TE: every flow its own path
+    pod0 = {n for n in names if n.startswith(("rtsw-p0-r0:", "rtsw-p0-r1:"))}
+    pod0 |= {f"ctsw-p0-c{c}" for c in range(4)}
+    assert len(pod0) == 12
+    top = {names[i] for i in r.ranking[:12].tolist()}
+    assert top == pod0
+    a = r.job_ids.index("a")
+    for i, name in enumerate(names):
+        if name in pod0:
+            # no routing beats the cut, and the certificate keeps fabric-te at E-ECMP's
+            assert r.after[i, :, a].max() <= 0.75 + 1e-9, name
+            assert r.worst_loss[i, 0] >= 0.25 - 1e-9, name
+            assert r.after[i, 0, a] >= r.after[i, 1, a] * (1 - 1e-9), name
+        else:
+            assert r.worst_loss[i, 0] == 0.0, name
+    for rack, job in (("rtsw-p0-r0", "a"), ("rtsw-p0-r1", "a"), ("rtsw-p1-r0", "b")):
+        i, j = names.index(rack), r.job_ids.index(job)
+        assert r.stalled[i, j] and (r.after[i, :, j] == 0).all()
+    # blast radius: a pod-0 uplink of rack 0 carries job a's flows; only they move
+    i = names.index("rtsw-p0-r0:ctsw-p0-c0")
+    assert r.crossed_flows[i] >= 1 and r.moved_jobs[i] == 1
+    assert r.crossed_flows[names.index("atsw-c0-a0")] == 0
+    assert r.moved_flows[names.index("atsw-c0-a0")] == 0
+
+
+@st.composite
+def cases(draw: st.DrawFn) -> tuple[Fabric, int, int, str, float]:
+    pods = draw(st.integers(1, 2))
+    spec = ClosSpec(
+        name="fuzz", pods=pods, racks_per_pod=draw(st.integers(2, 4)),
+        hosts_per_rack=draw(st.integers(1, 2)), nics_per_host=draw(st.integers(1, 4)),
+        ctsws_per_pod=draw(st.integers(2, 4)), rack_links=draw(st.integers(1, 2)),
+        atsws_per_plane=draw(st.integers(1, 2)) if pods > 1 else 0,
+        agg_links=draw(st.integers(1, 2)),
+        taper=draw(st.sampled_from([1.0, 2.0, 4.0])) if pods > 1 else None,
+    )  # fmt: skip
+    return (build(spec), draw(st.integers(0, 2**16)), draw(st.sampled_from([1, 4, 16])),
+            draw(st.sampled_from(["eecmp", "wcmp"])), draw(st.floats(0.4, 1.0)))  # fmt: skip
+
+
+@pytest.mark.fuzz
+@settings(max_examples=int(os.environ.get("FABRIC_TE_FUZZ_EXAMPLES", "0")) or 12,
+          deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
+@given(cases())
+def test_fuzz_the_fast_sweep_equals_the_straightforward_one(case) -> None:  # type: ignore[no-untyped-def]
+    """Every element: the same blast radius and hand-backs exactly, the same job values to
+    the local refills' tolerance (bit for bit where no rate was filled again)."""
+    fabric, seed, qps, reference, fill = case
+    jobs = random_jobs(fabric, seed=seed, fill=fill, sizes={2: 2, 3: 1, 4: 2},
+                       patterns={"ring": 2, "pipeline": 1, "alltoall": 1})  # fmt: skip
+    flows = jobs_flows(fabric, jobs)
+    assume(len(flows) > 0)
+    health = LinkHealth.all_up(fabric)
+    cert = CertifyOptions(reference=reference)
+    res = solve(fabric, health, flows, options=SolveOptions(qps=qps, certify=cert))
+    singles = single_failures(fabric, health)
+    inputs = SweepInputs(fabric, health, res.assignment, qps=qps, certify=cert,
+                         doubles=sample_doubles(singles, 3, seed))  # fmt: skip
+    fast = Sweep(inputs)
+    names = fast.header().names
+    for i in range(len(names)):
+        got = fast.outcome(i)
+        want = sweep_one(inputs, fast.index, fast.health_after(i))
+        name = names[i]
+        assert (got.moved_flows, got.moved_jobs, got.crossed_flows, got.crossed_jobs,
+                got.handed_back) == (want.moved_flows, want.moved_jobs, want.crossed_flows,
+                                     want.crossed_jobs, want.handed_back), name  # fmt: skip
+        assert np.array_equal(np.isnan(got.values), np.isnan(want.values)), name
+        np.testing.assert_allclose(got.values, want.values, rtol=TOL, atol=1e-12, err_msg=name)
+
+
+def test_pool_and_serial_give_the_same_bytes(small: Fabric) -> None:
+    flows = jobs_flows(small, random_jobs(small, seed=2))
+    health = LinkHealth.all_up(small)
+    inputs = SweepInputs(small, health, solve(small, health, flows).assignment,
+                         kinds=("link", "ctsw"))  # fmt: skip
+    one, stats1 = run_local(inputs, workers=1)
+    seen: list[tuple[int, int]] = []
+    two, stats2 = run_local(inputs, workers=2, progress=lambda d, n: seen.append((d, n)))
+    assert stats1.workers == 1 and stats2.workers == 2 and stats2.batches > 2
+    assert one.names == two.names and one.job_ids == two.job_ids
+    for x, y in zip(one.digest_arrays(), two.digest_arrays(), strict=True):
+        assert x.dtype == y.dtype and x.tobytes() == y.tobytes()
+    assert seen[-1] == (len(one.names), len(one.names))
+    assert [d for d, _ in seen] == sorted(d for d, _ in seen)
+
+
+def test_batches_interleave_and_cover() -> None:
+    ids = np.arange(10)
+    parts = batches(ids, 3)
+    assert [p.tolist() for p in parts] == [[0, 3, 6, 9], [1, 4, 7], [2, 5, 8]]
+    assert batches(ids, 50)[0].tolist() == [0] and len(batches(ids, 50)) == 10
+
+
+def test_doubles_are_pairs_drawn_by_the_seed(tiny: Fabric) -> None:
+    f = single_failures(tiny, LinkHealth.all_up(tiny))
+    a, b = sample_doubles(f, 7, 3), sample_doubles(f, 7, 3)
+    assert a == b and len(set(a)) == 7 and all(x < y for x, y in a)
+    assert len(sample_doubles(f, 10**6, 1)) == len(f) * (len(f) - 1) // 2
+    inputs = _tiny_inputs(tiny)
+    inputs = SweepInputs(inputs.fabric, inputs.health, inputs.assignment, doubles=a[:3])
+    r = sweep(inputs)
+    assert len(r.names) == len(f) + 3 and (r.kind[-3:] == KINDS.index("double")).all()
+    assert r.names[-1] == f"{f.names[a[2][0]]}+{f.names[a[2][1]]}"
+
+
+def test_tectl_resilience_text_json_and_plot(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
+    from controller.cli.main import main
+
+    args = ["resilience", "--fabric", "small", "--seed", "2", "--workers", "1",
+            "--kinds", "link,rtsw", "--top", "5"]  # fmt: skip
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "elements ranked by the worst job loss" in out and "per kind" in out
+    assert "jobs with no good repair" in out and "blast radius" in out
+    assert main([*args, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    fabric = build(PRESETS["small"])
+    n = len(single_failures(fabric, LinkHealth.all_up(fabric), ("link", "rtsw")))
+    assert len(data["elements"]) == n and len(data["ranking"]) == n
+    assert set(data["routings"]) == {"fabric-te", "eecmp", "wcmp"}
+    first = next(e for e in data["elements"] if e["name"] == data["ranking"][0])
+    assert first["worst_loss"]["fabric-te"] == max(e["worst_loss"]["fabric-te"]
+                                                   for e in data["elements"])  # fmt: skip
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "r.png"
+    assert main([*args, "--plot", str(png)]) == 0
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    assert main(["resilience", "--fabric", "small", "--kinds", "nope"]) == 2
