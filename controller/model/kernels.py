@@ -492,24 +492,9 @@ def hot_groups(
             i += 1
             if not dm_i > 0 or k == 0:
                 continue
-            dm = dm_i / w_i
-            slot, g = _slot(key, k, dm, table, g_arcs, g_dm)
-            if g < 0:
-                if groups == g_arcs.shape[0]:
-                    g_arcs, g_dm, g_w = _grown(g_arcs), _grown(g_dm), _grown(g_w)
-                    g_arcs[groups:] = -1
-                    table = _rehashed(groups, g_arcs, g_dm, 2 * g_arcs.shape[0])
-                    slot, g = _slot(key, k, dm, table, g_arcs, g_dm)
-                for x in range(k):
-                    g_arcs[groups, x] = key[x]
-                g_dm[groups] = dm
-                g_w[groups] = w_i
-                table[slot] = groups
-                gid[i - 1] = groups
-                groups += 1
-            else:
-                g_w[g] += w_i
-                gid[i - 1] = g
+            g, groups, g_arcs, g_dm, g_w, table = _join(key, k, dm_i / w_i, w_i, groups, g_arcs,
+                                                        g_dm, g_w, table)  # fmt: skip
+            gid[i - 1] = g
             continue
         f = (i - n) // qps  # a hashed flow: all its QPs at once
         i += qps
@@ -528,24 +513,33 @@ def hot_groups(
                     k += 1
             if k == 0:
                 continue
-            slot, g = _slot(key, k, share, table, g_arcs, g_dm)
-            if g < 0:
-                if groups == g_arcs.shape[0]:
-                    g_arcs, g_dm, g_w = _grown(g_arcs), _grown(g_dm), _grown(g_w)
-                    g_arcs[groups:] = -1
-                    table = _rehashed(groups, g_arcs, g_dm, 2 * g_arcs.shape[0])
-                    slot, g = _slot(key, k, share, table, g_arcs, g_dm)
-                for x in range(k):
-                    g_arcs[groups, x] = key[x]
-                g_dm[groups] = share
-                g_w[groups] = 1.0
-                table[slot] = groups
-                qp_gid[f * qps + q] = groups
-                groups += 1
-            else:
-                g_w[g] += 1.0
-                qp_gid[f * qps + q] = g
+            g, groups, g_arcs, g_dm, g_w, table = _join(key, k, share, 1.0, groups, g_arcs,
+                                                        g_dm, g_w, table)  # fmt: skip
+            qp_gid[f * qps + q] = g
     return groups, g_arcs, g_dm, g_w, table
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _join(key: np.ndarray, k: int, dm: float, w: float, groups: int, g_arcs: np.ndarray,
+          g_dm: np.ndarray, g_w: np.ndarray, table: np.ndarray
+          ) -> tuple[int, int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+    """A subflow of weight w joins the group of its key (arcs key[:k], per-QP demand dm),
+    made when new (the arrays and table grown when full): (its group, groups, arrays)."""
+    slot, g = _slot(key, k, dm, table, g_arcs, g_dm)
+    if g >= 0:
+        g_w[g] += w
+        return g, groups, g_arcs, g_dm, g_w, table
+    if groups == g_arcs.shape[0]:
+        g_arcs, g_dm, g_w = _grown(g_arcs), _grown(g_dm), _grown(g_w)
+        g_arcs[groups:] = -1
+        table = _rehashed(groups, g_arcs, g_dm, 2 * g_arcs.shape[0])
+        slot, g = _slot(key, k, dm, table, g_arcs, g_dm)
+    for x in range(k):
+        g_arcs[groups, x] = key[x]
+    g_dm[groups] = dm
+    g_w[groups] = w
+    table[slot] = groups
+    return groups, groups + 1, g_arcs, g_dm, g_w, table
 
 
 @njit(cache=True, nogil=True)
