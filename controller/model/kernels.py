@@ -572,6 +572,17 @@ def hashed_crossing(
         out[f] = hit
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _admit(g: int, d: int, epoch: int, most: int, mark: np.ndarray, where: np.ndarray,
+           out_rows: np.ndarray) -> int:  # fmt: skip
+    """Row g joins `refill`'s set D (its slot recorded while D fits `most`); D's new size."""
+    mark[g] = epoch
+    if d < most:
+        where[g] = d
+        out_rows[d] = g
+    return d + 1
+
+
 @njit(cache=True, nogil=True)
 def refill(
     arcs: np.ndarray,
@@ -713,11 +724,7 @@ def refill(
                 for k in range(start[e], start[e + 1]):
                     g = rows[k]
                     if mark[g] != epoch:
-                        mark[g] = epoch
-                        if d < most:
-                            where[g] = d
-                            out_rows[d] = g
-                        d += 1
+                        d = _admit(g, d, epoch, most, mark, where, out_rows)
                         added += 1
         # every row on the arc set needs a bottleneck: at its demand, or on a saturated arc
         # where no row has a higher per-QP level
@@ -742,11 +749,7 @@ def refill(
                         if base_sum[f] >= c * (1.0 - tol) - tol and lv >= base_max[f] * (1.0 - tol):
                             ok = True
                 if not ok:
-                    mark[g] = epoch
-                    if d < most:
-                        where[g] = d
-                        out_rows[d] = g
-                    d += 1
+                    d = _admit(g, d, epoch, most, mark, where, out_rows)
                     added += 1
         for s in range(filled):
             i = out_rows[s]
@@ -773,11 +776,7 @@ def refill(
                 for k in range(start[e], start[e + 1]):
                     g = rows[k]
                     if mark[g] != epoch and rate[g] / weight[g] > lv * (1.0 + tol):
-                        mark[g] = epoch
-                        if d < most:
-                            where[g] = d
-                            out_rows[d] = g
-                        d += 1
+                        d = _admit(g, d, epoch, most, mark, where, out_rows)
                         added += 1
         if added == 0:
             return -2 if unsat else d
