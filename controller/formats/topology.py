@@ -53,17 +53,22 @@ _NUMBERED = re.compile(r"^(.*?)(\d+)$")
 
 def hostlist(prefix: str, numbers: Iterable[int]) -> str:
     """Slurm hostlist form: prefix[0-3,5] (or prefix7 for a single number)."""
-    nums = sorted(set(numbers))
-    if len(nums) == 1:
-        return f"{prefix}{nums[0]}"
+    runs = _runs(numbers)
+    if len(runs) == 1 and runs[0][0] == runs[0][1]:
+        return f"{prefix}{runs[0][0]}"
+    parts = [str(a) if a == b else f"{a}-{b}" for a, b in runs]
+    return f"{prefix}[{','.join(parts)}]"
+
+
+def _runs(numbers: Iterable[int]) -> list[tuple[int, int]]:
+    """The distinct numbers as ascending runs of consecutive ones: [(first, last), ...]."""
     runs: list[tuple[int, int]] = []
-    for n in nums:
+    for n in sorted(set(numbers)):
         if runs and n == runs[-1][1] + 1:
             runs[-1] = (runs[-1][0], n)
         else:
             runs.append((n, n))
-    parts = [str(a) if a == b else f"{a}-{b}" for a, b in runs]
-    return f"{prefix}[{','.join(parts)}]"
+    return runs
 
 
 def hostlist_of(names: Iterable[str]) -> str:
@@ -85,16 +90,11 @@ def hostlist_of(names: Iterable[str]) -> str:
         if width < 0:
             out.append(prefix)
             continue
-        nums = sorted(set(numbers))
-        runs: list[tuple[int, int]] = []
-        for n in nums:
-            if runs and n == runs[-1][1] + 1:
-                runs[-1] = (runs[-1][0], n)
-            else:
-                runs.append((n, n))
+        runs = _runs(numbers)
         fmt = f"{{:0{width}d}}"
         parts = [fmt.format(a) if a == b else f"{fmt.format(a)}-{fmt.format(b)}" for a, b in runs]
-        out.append(f"{prefix}{parts[0]}" if len(nums) == 1 else f"{prefix}[{','.join(parts)}]")
+        single = len(runs) == 1 and runs[0][0] == runs[0][1]
+        out.append(f"{prefix}{parts[0]}" if single else f"{prefix}[{','.join(parts)}]")
     return ",".join(out)
 
 
