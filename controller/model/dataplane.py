@@ -120,9 +120,9 @@ def carried(
     parent = np.asarray(parent, np.int64)
     te = np.flatnonzero(path != UNROUTED)
     off = np.flatnonzero(path == UNROUTED)
-    te_arcs = Assignment(flows.take(te), path[te]).arcs(fabric)
     te_weight = np.where(flows.qp[te] == ALL_QPS, float(qps), 1.0)
     if not off.size:
+        te_arcs = Assignment(flows.take(te), path[te]).arcs(fabric)
         return Carried(flows.take(te), te_arcs, parent[te], te_weight, 0)
     whole = flows.qp[off] == ALL_QPS
     # Rows towards a host no TE entry steers walk exactly as hashed: compiled, per whole
@@ -133,6 +133,7 @@ def carried(
     if not expand and plain.any():
         return _hashed_apart(fabric, health, assignment, parent, off, plain, kind=kind,
                              seed=seed, qps=qps, overrides=overrides)
+    te_arcs = Assignment(flows.take(te), path[te]).arcs(fabric)  # once, not again apart
     count = np.where(whole, qps, 1)
     row = np.repeat(off, count)
     first = np.cumsum(count) - count
