@@ -11,6 +11,7 @@ the heavy elements (switches, listed last) spread over the batches.
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
 import os
 import time
@@ -163,12 +164,13 @@ def run_ray(
 
     start = time.perf_counter()
     ray.init(address=address, ignore_reinit_error=True, log_to_driver=False,
-             logging_level="ERROR")  # fmt: skip
+             logging_level=logging.ERROR)  # fmt: skip
     try:
         count = workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
         ref = ray.put(inputs)
         actor = ray.remote(num_cpus=1)(_RayWorker)
-        actors = [actor.remote(ref) for _ in range(count)]  # type: ignore[attr-defined]
+        # Ray's stubs type neither the actor class's .remote nor its handles' methods
+        actors: list[Any] = [actor.remote(ref) for _ in range(count)]  # type: ignore[attr-defined]
         header, build = ray.get(actors[0].header.remote())
         ids = _elements(header, elements)
         todo = batches(ids, count * BATCHES_PER_WORKER)
