@@ -42,8 +42,8 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 import numpy as np
@@ -231,6 +231,9 @@ def job_values(share: np.ndarray, job: np.ndarray, num_jobs: int) -> np.ndarray:
 _MEMO: OrderedDict[str, np.ndarray] = OrderedDict()
 _MEMO_SIZE = 8
 _MEMO_LOCK = threading.Lock()  # the service solves and repairs on more than one thread
+# values being computed, by the same key: a second asker waits for them instead of
+# computing them again (a prefetch and the certificate that needs them)
+_IN_FLIGHT: dict[str, Future[np.ndarray]] = {}
 
 
 def _digest(*parts: object) -> str:
@@ -245,6 +248,22 @@ def _digest(*parts: object) -> str:
     return h.hexdigest()
 
 
+def _claim(key: str) -> tuple[Future[np.ndarray], Future[np.ndarray] | None]:
+    """(a future of the values under `key`: memoised or being computed, None) or, when
+    neither, (a new future, the same future): the caller computes them (`fill`)."""
+    with _MEMO_LOCK:
+        hit = _MEMO.get(key)
+        if hit is not None:
+            _MEMO.move_to_end(key)
+            done: Future[np.ndarray] = Future()
+            done.set_result(hit)
+            return done, None
+        if key in _IN_FLIGHT:
+            return _IN_FLIGHT[key], None
+        mine = _IN_FLIGHT[key] = Future()
+        return mine, mine
+
+
 class _Reference:
     """Per-job reference values per hashing, computed once, on first need."""
 
@@ -256,20 +275,36 @@ class _Reference:
         self.computed = 0  # hashed routings simulated (0: none, or all from the memo)
 
     def values(self, kind: str) -> np.ndarray:
-        if kind in self._values:
-            return self._values[kind]
-        f = self.flows
-        key = _digest(self.fabric.fingerprint, self.fabric.capacity, self.health.factor,
-                      f.src_nic, f.dst_nic, f.demand, f.job, self.num_jobs, self.qps, kind,
-                      self.opts.seeds, self.opts.model)  # fmt: skip
-        with _MEMO_LOCK:
-            hit = _MEMO.get(key)
-            if hit is not None:
-                _MEMO.move_to_end(key)
-        if hit is not None:
-            self._values[kind] = hit
-            return hit
+        if kind not in self._values:
+            key = self.key(kind)
+            hit, mine = _claim(key)
+            self._values[kind] = hit.result() if mine is None else self.fill(kind, key, mine)
+        return self._values[kind]
 
+    def key(self, kind: str) -> str:
+        """The memo's key of the values of `kind`: every input they depend on."""
+        f = self.flows
+        return _digest(self.fabric.fingerprint, self.fabric.capacity, self.health.factor,
+                       f.src_nic, f.dst_nic, f.demand, f.job, self.num_jobs, self.qps, kind,
+                       self.opts.seeds, self.opts.model)  # fmt: skip
+
+    def fill(self, kind: str, key: str, mine: Future[np.ndarray]) -> np.ndarray:
+        """Compute the values `mine` was claimed for, hand them to whoever waits, and stop
+        being in flight."""
+        try:
+            values = self._computed(kind, key)
+        except BaseException as exc:
+            mine.set_exception(exc)
+            raise
+        else:
+            mine.set_result(values)
+        finally:
+            with _MEMO_LOCK:
+                del _IN_FLIGHT[key]
+        return values
+
+    def _computed(self, kind: str, key: str) -> np.ndarray:
+        """The values of `kind`, simulated on every seed and memoised under `key`."""
         def run(seed: int) -> np.ndarray:
             # every flow hashed, walked where needed rather than held as a row per QP
             everyone = Hashed(kind, self.flows, np.arange(len(self.flows)), seed, self.qps)
@@ -280,13 +315,48 @@ class _Reference:
 
         runs = _each_seed(run, self.opts)  # the mean is in seed order
         self.computed += len(runs)
-        self._values[kind] = np.mean(runs, axis=0)
-        self._values[kind].setflags(write=False)
+        values = self._values[kind] = np.mean(runs, axis=0)
+        values.setflags(write=False)
         with _MEMO_LOCK:
-            _MEMO[key] = self._values[kind]
+            _MEMO[key] = values
             while len(_MEMO) > _MEMO_SIZE:
                 _MEMO.popitem(last=False)
-        return self._values[kind]
+        return values
+
+
+def prefetch(fabric: Fabric, health: LinkHealth, flows: FlowSet, *, qps: int,
+             options: CertifyOptions | None = None) -> None:
+    """Start simulating the reference values of the input `flows` on a background thread,
+    so that certifying a routing of them (after a solve that takes about as long) finds them
+    ready or in flight instead of starting then. The certificate is the same either way;
+    nothing is started when it is disabled or would be deferred."""
+    opts = options or CertifyOptions()
+    work = len(flows) * qps * len(opts.seeds)
+    if not opts.enabled or not len(flows) or (
+            opts.defer_above is not None and work > opts.defer_above):  # fmt: skip
+        return
+    num_jobs = max(len(flows.job_ids), int(flows.job.max(initial=-1)) + 1, 1)
+    # one seed after another: the caller's placement keeps the other core busy
+    ref = _Reference(fabric, health, flows, qps, num_jobs, replace(opts, workers=1))
+    key = ref.key(opts.reference)
+    _, mine = _claim(key)  # claimed here, so a certificate from now on waits for it
+    if mine is None:
+        return  # memoised, or already being computed
+
+    claimed = mine
+
+    def run() -> None:
+        try:
+            ref.fill(opts.reference, key, claimed)
+        except Exception:  # handed to whoever waits; the certificate reports it
+            log.debug("reference prefetch failed", exc_info=True)
+
+    try:
+        threading.Thread(target=run, name="certificate-prefetch", daemon=True).start()
+    except RuntimeError as exc:  # no thread to be had: the certificate computes them
+        with _MEMO_LOCK:
+            del _IN_FLIGHT[key]
+        claimed.set_exception(exc)
 
 
 def certify(
@@ -297,10 +367,14 @@ def certify(
     qps: int,
     parent: np.ndarray | None = None,
     options: CertifyOptions | None = None,
+    inputs: FlowSet | None = None,
 ) -> tuple[Assignment, Certificate]:
     """Certify `assignment` (rows; `parent[i]`: row i's input flow) against the reference,
     handing failing jobs back to hashing until it holds (module docstring). Returns the
-    assignment to install (the input one when nothing fell back) and its certificate."""
+    assignment to install (the input one when nothing fell back) and its certificate.
+    `inputs`: the input flows `parent` indexes, when the caller has them (their demands as
+    given; else rebuilt from the rows, the demands summed, which may differ in the last bit
+    and so miss a prefetch of the reference made from the inputs)."""
     opts = options or CertifyOptions()
     start = time.perf_counter()
     rows = assignment.flows
@@ -312,7 +386,7 @@ def certify(
             jobs_checked=0, passed=False, seconds=time.perf_counter() - start, pending=True,
         )  # fmt: skip
     parent = row_parents(rows) if parent is None else np.asarray(parent, np.int64)
-    flows = input_flows(rows, parent)
+    flows = input_flows(rows, parent) if inputs is None else inputs
     job_ids = rows.job_ids
     num_jobs = max(len(job_ids), int(rows.job.max(initial=-1)) + 1, 1)
     others = [k for k in opts.compare if k != opts.reference]

@@ -57,7 +57,13 @@ from controller.routes.budget import (
 from controller.routes.entries import align_entries
 from controller.routes.tables import MAX_QP_BUCKETS
 from controller.solver.bounds import Bound
-from controller.solver.certificate import DEFAULT, Certificate, CertifyOptions, certify
+from controller.solver.certificate import (
+    DEFAULT,
+    Certificate,
+    CertifyOptions,
+    certify,
+    prefetch,
+)
 from controller.solver.commodities import Commodities
 from controller.solver.greedy import (
     RELIEF_TRIES,
@@ -452,12 +458,16 @@ def solve(
     unfit: dict[int, str] = {}
     if opts.unfit_to_hashing:
         unfit = unfit_jobs(fabric, flows, switch_budget(fabric, _budget(fabric, opts)))
+    if len(unfit) < np.count_nonzero(np.bincount(flows.job)):
+        # some job gets TE paths, so the certificate may need the reference: it is
+        # simulated on another core while the placement runs
+        prefetch(fabric, health, flows, qps=opts.qps, options=opts.certify)
     if unfit:
         out = _placed_around(fabric, health, flows, unfit, previous, opts, start)
     else:
         out = _placed(fabric, health, flows, previous, opts, start)
     out = job_objective(fabric, health, flows, out, previous, opts)
-    out = certified(fabric, health, out, opts)
+    out = certified(fabric, health, out, opts, inputs=flows)
     out.times["total"] = time.perf_counter() - start
     return out
 
@@ -714,18 +724,20 @@ def job_objective(
 
 
 def certified(
-    fabric: Fabric, health: LinkHealth, result: SolveResult, opts: SolveOptions
+    fabric: Fabric, health: LinkHealth, result: SolveResult, opts: SolveOptions,
+    inputs: FlowSet | None = None,
 ) -> SolveResult:
     """`result` with its certificate (controller.solver.certificate), and with the jobs
     that would be below the fabric's own routing handed back to it: their rows without a
     TE path, tables and collisions counted again. Where rows ride the defaults (handed back,
     or over the table budget) the MLU is that of the whole data plane (Certificate.mlu).
-    Unchanged when disabled."""
+    Unchanged when disabled. `inputs`: the input flows `result.parent` indexes (certify)."""
     if not opts.certify.enabled:
         return result
     t = time.perf_counter()
     assignment, cert = certify(fabric, health, result.assignment, qps=opts.qps,
-                               parent=result.parent, options=opts.certify)  # fmt: skip
+                               parent=result.parent, options=opts.certify,
+                               inputs=inputs)  # fmt: skip
     times = dict(result.times)
     times["certificate"] = time.perf_counter() - t
     if assignment is result.assignment:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 import numpy as np
@@ -27,7 +28,8 @@ from controller.model.hashing import hashed
 from controller.model.health import LinkHealth, parse_health
 from controller.model.jobs import jobs_flows
 from controller.model.rates import simulate
-from controller.solver.certificate import CertifyOptions, certify
+from controller.solver import certificate
+from controller.solver.certificate import CertifyOptions, certify, prefetch
 from controller.solver.repair import RouteIndex, follow_up, repair_indexed
 from controller.solver.solve import SolveOptions, solve
 from sim.compare import routed
@@ -125,6 +127,38 @@ def test_a_bad_routing_is_handed_back_until_certified(small: Fabric) -> None:
     assert np.array_equal(out.path, again.path)
     same = {"seconds": 0, "reference_runs": 0}  # the second reads the memoised reference
     assert {**cert.to_dict(), **same} == {**cert2.to_dict(), **same}
+
+
+def test_a_prefetched_reference_is_the_one_the_certificate_uses(small: Fabric) -> None:
+    """`prefetch` simulates the reference of the input flows while a solve runs; the
+    certificate of a routing of them then reads it (no run of its own) and is the same as
+    one computed from scratch."""
+    flows = jobs_flows(small, random_jobs(small, seed=4))
+    health = LinkHealth.all_up(small)
+    bad = Assignment(flows, np.zeros(len(flows), np.int64))
+    certificate._MEMO.clear()
+    _, cold = certify(small, health, bad, qps=16)
+    assert cold.reference_runs > 0
+    certificate._MEMO.clear()
+    prefetch(small, health, flows, qps=16)
+    _, warm = certify(small, health, bad, qps=16, inputs=flows)
+    assert warm.reference_runs == 0  # read from the prefetch (done or waited for)
+    same = {"seconds": 0, "reference_runs": 0}
+    assert {**cold.to_dict(), **same} == {**warm.to_dict(), **same}
+
+
+def test_concurrent_askers_of_one_reference_compute_it_once(small: Fabric) -> None:
+    flows = jobs_flows(small, random_jobs(small, seed=5))
+    health = LinkHealth.all_up(small)
+    certificate._MEMO.clear()
+    opts = CertifyOptions(workers=1)
+    num_jobs = int(flows.job.max()) + 1
+    refs = [certificate._Reference(small, health, flows, 16, num_jobs, opts) for _ in range(4)]
+    with ThreadPoolExecutor(4) as pool:
+        values = list(pool.map(lambda ref: ref.values("eecmp"), refs))
+    assert sum(ref.computed for ref in refs) == len(opts.seeds)
+    assert all(np.array_equal(v, values[0], equal_nan=True) for v in values)
+    assert not certificate._IN_FLIGHT
 
 
 def test_a_deferred_certificate_computes_no_reference_and_says_it_is_pending(
