@@ -74,7 +74,7 @@ test: $(GEN) system-deps sonic-extra ray-extra
 	$(BIN)/python -m pytest
 
 ## fuzz: every fuzz test (modules or tests named *fuzz*) with many more examples
-FUZZ_EXAMPLES ?= 2000
+FUZZ_EXAMPLES ?= 5000
 fuzz: $(GEN)
 	FABRIC_TE_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q -k fuzz
 
