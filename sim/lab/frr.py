@@ -12,13 +12,13 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
-import signal
 import subprocess
 import time
 from pathlib import Path
 
 from controller.drivers.linux_plan import LabPlan
 from controller.errors import LabError
+from sim.processes import stop_pids
 
 FRR_BIN = Path("/usr/lib/frr")
 ASN_BASE = 4_200_000_000
@@ -137,21 +137,7 @@ def stop(directory: Path) -> None:
             pids.append(int(pidfile.read_text().strip()))
         except (OSError, ValueError):
             continue
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        alive = []
-        for pid in pids:
-            try:
-                os.kill(pid, sig)
-                alive.append(pid)
-            except ProcessLookupError:
-                pass
-        if not alive:
-            return
-        deadline = time.monotonic() + 2
-        while alive and time.monotonic() < deadline:
-            alive = [p for p in alive if Path(f"/proc/{p}").exists()]
-            time.sleep(0.05)
-        pids = alive
+    stop_pids(pids, grace=2.0)
 
 
 def converged(plan: LabPlan) -> bool:

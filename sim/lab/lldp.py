@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import time
 from pathlib import Path
@@ -22,6 +21,7 @@ from controller.drivers.linux_plan import LabPlan, lldp_dir
 from controller.drivers.netns import NETNS_DIR
 from controller.errors import FabricError, LabError
 from controller.formats.lldp import read_table
+from sim.processes import stop_pids
 
 STOP_GRACE = 2.0  # seconds after SIGTERM before SIGKILL
 
@@ -139,21 +139,7 @@ def stop(lab: str) -> None:
         if _ours(pid, f"{lab}-{node}"):
             pids.append(pid)
     pids += _children(set(pids))  # lldpd's unprivileged half; it follows the monitor out
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        alive = []
-        for pid in pids:
-            try:
-                os.kill(pid, sig)
-                alive.append(pid)
-            except ProcessLookupError:
-                pass
-        deadline = time.monotonic() + STOP_GRACE
-        while alive and time.monotonic() < deadline:
-            alive = [p for p in alive if _running(p)]
-            time.sleep(0.05)
-        if not alive:
-            return
-        pids = alive
+    stop_pids(pids, grace=STOP_GRACE)
 
 
 def _children(parents: set[int]) -> list[int]:
@@ -167,12 +153,3 @@ def _children(parents: set[int]) -> list[int]:
         if name.endswith("(lldpd") and int(rest.split()[1]) in parents:
             out.append(int(stat.parent.name))
     return sorted(out)
-
-
-def _running(pid: int) -> bool:
-    """Alive and not a zombie (a daemon's zombie waits for init, not for us)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
