@@ -335,6 +335,7 @@ def fabric_from_cables(name: str, devices: Sequence[Device], cables: Sequence[Ca
         "rack_links": max(len(v) for v in rack_pairs.values()),
         "atsws_per_plane": atsws_per_plane,
         "agg_links": max((len(v) for v in agg_pairs.values()), default=1),
+        "rtsws_per_rack": 1, "planes": 1,
     }  # fmt: skip
     try:
         validation.dimensions(dims, FabricError)
@@ -395,5 +396,5 @@ def _links(dims: dict[str, int]) -> int:
     racks = dims["pods"] * dims["racks_per_pod"]
     ctsws = dims["pods"] * dims["ctsws_per_pod"]
     return (racks * dims["hosts_per_rack"] * dims["nics_per_host"]
-            + racks * dims["ctsws_per_pod"] * dims["rack_links"]
+            + racks * dims["rtsws_per_rack"] * dims["ctsws_per_pod"] * dims["rack_links"]
             + ctsws * dims["atsws_per_plane"] * dims["agg_links"])  # fmt: skip
