@@ -112,7 +112,7 @@ def nth_usable(usable: np.ndarray, rank: np.ndarray) -> np.ndarray:
 
 def route(fabric: Fabric, flows: FlowSet, health: LinkHealth, choose: Chooser) -> np.ndarray:
     """Path index per flow, or UNROUTED, picking next hops hop by hop with `choose`."""
-    P, R, C, K = fabric.pods, fabric.racks_per_pod, fabric.ctsws_per_pod, fabric.rack_links
+    P, C, K = fabric.pods, fabric.ctsws_per_pod, fabric.rack_links
     A, L = fabric.atsws_per_plane, fabric.agg_links
     alive = np.asarray(health.factor) > 0.0
     src, dst = flows.src_nic, flows.dst_nic
@@ -194,7 +194,7 @@ class _Bandwidth:
 
     @classmethod
     def of(cls, fabric: Fabric, health: LinkHealth) -> _Bandwidth:
-        P, R, C, K = fabric.pods, fabric.racks_per_pod, fabric.ctsws_per_pod, fabric.rack_links
+        P, C, K = fabric.pods, fabric.ctsws_per_pod, fabric.rack_links
         A, L = fabric.atsws_per_plane, fabric.agg_links
         cap = health.arc_capacity(fabric)
         rack = slice(2 * fabric.rack_base, 2 * fabric.agg_base)

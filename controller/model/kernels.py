@@ -364,7 +364,8 @@ def walk(
     arc it crosses (the offered load, without a row per subflow in memory), in row order.
 
     shape: (pods, RTSWs per pod, CTSWs per pod, rack links, ATSWs per plane, agg links,
-    NICs per rack, rack_base, agg_base, NICs per host, RTSWs per rack) of the fabric. bw (WCMP only; hashing._Bandwidth):
+    NICs per rack, rack_base, agg_base, NICs per host, RTSWs per rack) of the fabric (an
+    RTSW id is rack * S + n % S for NIC n of a host). bw (WCMP only; hashing._Bandwidth):
     rack_cap [rack, C, K], its sum over K [rack, C], b3 [rack, C], the bandwidth behind an
     uplink of a cross-pod flow [source pod, destination rack, C], agg_up [pod, C, A, L],
     its sum over L [pod, C, A], b2 [rack, C, A], agg_down [pod, C, A, L], rack_down
