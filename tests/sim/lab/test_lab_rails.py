@@ -17,7 +17,9 @@ from controller.drivers.linux_plan import LabPlan
 from controller.errors import LabError
 from controller.model.clos import ClosSpec, build
 from controller.model.health import LinkHealth, parse_health
+from controller.model.inventory import Device, fabric_from_cables
 from sim.lab import build as lab
+from sim.lab import lldp
 from sim.lab.cli import install, solved
 from sim.lab.links import set_link
 from sim.lab.shared import unique_name
@@ -79,4 +81,32 @@ def test_rail_traffic_stays_on_its_rail_with_real_packets(tmp_path: Path) -> Non
         if driver is not None:
             driver.clear()
             driver.close()
+        lab.down(name)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="lab tests need root to make network namespaces "
+                    "(CI runs as root)")  # fmt: skip
+@pytest.mark.skipif(lldp.missing() is not None, reason=f"{lldp.missing()} (CI installs it: "
+                    "the Makefile's DEBS)")  # fmt: skip
+def test_discovery_reads_the_rails_off_a_running_lab(tmp_path: Path) -> None:
+    """lldpd in every namespace; the neighbour tables give back the rail layout: 4 RTSWs a
+    rack, the same names and the same links."""
+    from controller.cli.discover import from_lab
+    from controller.model.discovery import discover
+
+    name = unique_name("lq")
+    source = tmp_path / "rail-lab.json"
+    source.write_text(json.dumps(SHAPE))
+    lab.up(RAIL, name, str(source), underlay="static", lldp=True)
+    try:
+        tables, unreadable = from_lab(name, 10, 8)
+        found = discover(tables, 400, unreadable)
+        assert found.ok, found.problems
+        role = {d: d.split("-")[0] for d in found.devices}
+        fabric = fabric_from_cables("rails", [Device(d, role[d]) for d in found.devices],
+                                    list(found.cables))  # fmt: skip
+        assert (fabric.rtsws_per_rack, fabric.planes) == (4, 1)
+        assert fabric.node_names[: RAIL.num_hosts] == RAIL.node_names[: RAIL.num_hosts]
+        assert fabric.link_names == RAIL.link_names  # the lab's ports are the plan's names
+    finally:
         lab.down(name)
