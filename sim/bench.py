@@ -35,6 +35,7 @@ from sim.bench_alltoall import bench_alltoall, bench_alltoall_targets
 from sim.bench_base import Config, Section, log, timed
 from sim.bench_certificate import bench_certificate
 from sim.bench_inventory import bench_inventory
+from sim.bench_layouts import bench_layouts
 from sim.bench_precomputed import bench_precomputed
 from sim.bench_resilience import bench_resilience
 from sim.compare import baseline, routed
@@ -1443,6 +1444,7 @@ SECTIONS: dict[str, Callable[[Config], Iterator[Section]]] = {
     "state": bench_state,
     "discover": bench_discover,
     "inventory": bench_inventory,
+    "layouts": bench_layouts,
     "alltoall": bench_alltoall,
     "alltoall-targets": bench_alltoall_targets,
     "certificate": bench_certificate,

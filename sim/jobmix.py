@@ -65,20 +65,31 @@ def _weights(
 def _make_job(
     fabric: Fabric, label: str, kind: str, hosts: np.ndarray, rng: np.random.Generator
 ) -> Job:
-    """One job of `kind` on `hosts`, id '<kind>-<label>'; too small a pipeline becomes a ring."""
+    """One job of `kind` on `hosts`, id '<kind>-<label>'; too small a pipeline becomes a ring.
+    Each NIC's send budget is the line rate of the slowest NIC of the fabric (400G on every
+    Meta-style preset; a 200G port of a dual-ToR NIC sends 200G)."""
     g = fabric.nics_per_host
     n = int(hosts.size)
     members = tuple(hosts.tolist())
+    rate = _line_rate(fabric)
     if kind == "alltoall":
-        return Job(f"alltoall-{label}", members, dp=n * g, collectives=("alltoall",))
+        return Job(f"alltoall-{label}", members, dp=n * g, collectives=("alltoall",),
+                   demand_gbps=rate)  # fmt: skip
     depths = [d for d in PIPELINE_DEPTHS if n % d == 0]
     if kind == "pipeline" and depths:
         pp = int(rng.choice(depths))
         return Job(
             f"pipeline-{label}", members, dp=n // pp, pp=pp, tp=g,
-            collectives=("ring", "pipeline"),
+            collectives=("ring", "pipeline"), demand_gbps=rate,
         )  # fmt: skip
-    return Job(f"ring-{label}", members, dp=n, tp=g, collectives=("ring",))
+    return Job(f"ring-{label}", members, dp=n, tp=g, collectives=("ring",), demand_gbps=rate)
+
+
+def _line_rate(fabric: Fabric) -> float:
+    """The slowest installed NIC's speed (Gbps): what a job's NIC can send."""
+    up = fabric.capacity[0 : 2 * fabric.num_access_links : 2]
+    installed = fabric.installed[: fabric.num_access_links]
+    return float(up[installed].min()) if installed.any() else LINE_RATE_GBPS
 
 
 def random_jobs(

@@ -436,7 +436,7 @@ class EmulatedFabric:
         if cached is not None and cached[0] == self._version:
             return cached[1]
         f = self.fabric
-        p_, r_, c_, a_ = f.pods, f.racks_per_pod, f.ctsws_per_pod, f.atsws_per_plane
+        p_, r_, c_, a_ = f.pods, f.rtsws_per_pod, f.ctsws_per_pod, f.atsws_per_plane
         alive = self.alive.copy()
         rack = alive[f.rack_base : f.agg_base].reshape(f.num_rtsws, c_, f.rack_links)
         up_ok: np.ndarray = np.asarray(rack.any(axis=-1))
@@ -455,12 +455,12 @@ class EmulatedFabric:
         f = self.fabric
         up_ok, ctsw_reach, atsw_reach = self._reach()
         base_r, base_c, base_a = (f.node_id(k, 0) for k in ("rtsw", "ctsw", "atsw"))
-        q, r = np.divmod(dst_rack, f.racks_per_pod)
+        q, r = np.divmod(dst_rack, f.rtsws_per_pod)
         out = np.zeros(node.shape, dtype=bool)
         m = (node >= base_r) & (node < base_c)
         if m.any():
             rt = node[m] - base_r
-            via = up_ok[rt] & ctsw_reach[f.pod_of_rack(rt)[:, None], np.arange(f.ctsws_per_pod),
+            via = up_ok[rt] & ctsw_reach[f.pod_of_rtsw(rt)[:, None], np.arange(f.ctsws_per_pod),
                                           q[m][:, None], r[m][:, None]]  # fmt: skip
             out[m] = (rt == dst_rack[m]) | via.any(axis=1)
         m = (node >= base_c) & (node < base_a)
@@ -486,7 +486,7 @@ class EmulatedFabric:
         )  # fmt: skip
         out = np.full(node.shape, -1, dtype=np.int64)
         up_ok, ctsw_reach, atsw_reach = self._reach()
-        q, r = np.divmod(dst_rack, f.racks_per_pod)
+        q, r = np.divmod(dst_rack, f.rtsws_per_pod)
         # RTSW: deliver locally, else up to any CTSW (c, k) that reaches the rack.
         m = (node >= base_r) & (node < base_c)
         if m.any():
@@ -499,7 +499,7 @@ class EmulatedFabric:
             links = f.rack_link(rt[:, None], ck // k_, ck % k_)
             ok = (
                 self.alive[links]
-                & ctsw_reach[f.pod_of_rack(rt)[:, None], ck // k_, q[idx][:, None], r[idx][:, None]]
+                & ctsw_reach[f.pod_of_rtsw(rt)[:, None], ck // k_, q[idx][:, None], r[idx][:, None]]
             )
             col = _pick(ok, h[idx])
             out[idx] = np.where(col >= 0, links[np.arange(idx.size), col], -1)
@@ -552,7 +552,7 @@ class EmulatedFabric:
         lo, hi = f.link_ends
         arc_dst = f.arc_ends[1]
         dst_host = f.host_of_nic(dst)
-        dst_rack = f.rack_of_host(dst_host)
+        dst_rack = f.rtsw_of_nic(dst)  # the RTSW the NIC hangs off
         dst_node = f.node_id("nic", 0) + dst
         first_switch = f.node_id("rtsw", 0)
         status = np.full(n, -1, dtype=np.int8)

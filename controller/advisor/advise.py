@@ -209,10 +209,11 @@ def _free_hosts(fabric: Fabric, jobs: Sequence[Job], avoid: Sequence[int]) -> np
 
 
 def _rack_health(fabric: Fabric, health: LinkHealth) -> np.ndarray:
-    """Alive / built uplink capacity per rack."""
+    """Alive / built uplink capacity per rack (all of its RTSWs' installed uplinks)."""
     links = fabric.rack_uplinks().reshape(fabric.num_racks, -1)
     alive = health.arc_capacity(fabric)[fabric.up(links)].sum(axis=1)
-    return np.asarray(alive / fabric.capacity[fabric.up(links)].sum(axis=1))
+    built = (fabric.capacity[fabric.up(links)] * fabric.installed[links]).sum(axis=1)
+    return np.asarray(alive / np.maximum(built, 1e-300))
 
 
 def _agg_headroom(fabric: Fabric, health: LinkHealth, jobs: Sequence[Job]) -> np.ndarray:

@@ -158,7 +158,7 @@ class LabPlan:
             rel = link - f.rack_base
             rtsw, rest = divmod(rel, f.ctsws_per_pod * f.rack_links)
             c, k = divmod(rest, f.rack_links)
-            r = rtsw % f.racks_per_pod
+            r = rtsw % f.rtsws_per_pod
             member = f"k{k}" if f.rack_links > 1 else ""
             names = (f"c{c}{member}", f"r{r}{member}")
         else:

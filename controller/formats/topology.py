@@ -111,9 +111,19 @@ def _hosts_of_rack(fabric: Fabric, rack: int) -> list[int]:
 
 
 def _racks(fabric: Fabric) -> list[int]:
-    """The rack (RTSW) ids that exist and hold a host."""
+    """The rack ids that have an RTSW and hold a host."""
+    lo, s = fabric.node_id("rtsw", 0), fabric.rtsws_per_rack
     return [r for r in range(fabric.num_racks)
-            if fabric.present[fabric.node_id("rtsw", r)] and _hosts_of_rack(fabric, r)]
+            if fabric.present[lo + r * s : lo + (r + 1) * s].any() and _hosts_of_rack(fabric, r)]
+
+
+def _rack_switch(fabric: Fabric, rack: int) -> str:
+    """The switch a scheduler sees for a rack: its RTSW, or with several RTSWs a rack
+    (a rail-optimized scalable unit, a dual-ToR segment) the logical `rack-pP-rR` they form."""
+    if fabric.rtsws_per_rack == 1:
+        return fabric.rtsw_name(rack)
+    p, r = divmod(rack, fabric.racks_per_pod)
+    return f"rack-p{p}-r{r}"
 
 
 def _pods(fabric: Fabric) -> dict[int, list[int]]:
@@ -132,11 +142,11 @@ def slurm_conf(fabric: Fabric) -> str:
     """topology.conf for the tree plugin: rack switches, pod switches, one top switch."""
     lines = [f"# Slurm topology.conf (tree) for fabric {fabric.name}, by fabric-te"]
     for rack in _racks(fabric):
-        lines.append(f"SwitchName={fabric.rtsw_name(rack)} Nodes={_rack_hosts(fabric, rack)}")
+        lines.append(f"SwitchName={_rack_switch(fabric, rack)} Nodes={_rack_hosts(fabric, rack)}")
     pods = _pods(fabric)
     for p, racks in pods.items():
         lines.append(f"SwitchName={_pod_name(p)} "
-                     f"Switches={hostlist_of(fabric.rtsw_name(r) for r in racks)}")  # fmt: skip
+                     f"Switches={hostlist_of(_rack_switch(fabric, r) for r in racks)}")  # fmt: skip
     if len(pods) > 1:
         lines.append(f"SwitchName=cluster Switches={hostlist('pod', pods)}")
     return "\n".join(lines) + "\n"
@@ -146,7 +156,7 @@ def slurm_block_conf(fabric: Fabric) -> str:
     """topology.conf for the block plugin (Slurm 23.11+): a base block per rack."""
     lines = [f"# Slurm topology.conf (block) for fabric {fabric.name}, by fabric-te"]
     for rack in _racks(fabric):
-        lines.append(f"BlockName={fabric.rtsw_name(rack)} Nodes={_rack_hosts(fabric, rack)}")
+        lines.append(f"BlockName={_rack_switch(fabric, rack)} Nodes={_rack_hosts(fabric, rack)}")
     lines.append("BlockSizes=" + ",".join(str(n) for n in block_sizes(fabric)))
     return "\n".join(lines) + "\n"
 
@@ -175,15 +185,15 @@ def slurm_yaml(fabric: Fabric) -> str:
     """topology.yaml (Slurm 25.05+): a default `tree` topology and a `block` one (racks)."""
     racks, pods = _racks(fabric), _pods(fabric)
     switches: list[dict[str, Any]] = [
-        {"switch": fabric.rtsw_name(r), "nodes": _rack_hosts(fabric, r)} for r in racks
+        {"switch": _rack_switch(fabric, r), "nodes": _rack_hosts(fabric, r)} for r in racks
     ]
     switches += [
-        {"switch": _pod_name(p), "children": hostlist_of(fabric.rtsw_name(r) for r in members)}
+        {"switch": _pod_name(p), "children": hostlist_of(_rack_switch(fabric, r) for r in members)}
         for p, members in pods.items()
     ]
     if len(pods) > 1:
         switches.append({"switch": "cluster", "children": hostlist("pod", pods)})
-    blocks = [{"block": fabric.rtsw_name(r), "nodes": _rack_hosts(fabric, r)} for r in racks]
+    blocks = [{"block": _rack_switch(fabric, r), "nodes": _rack_hosts(fabric, r)} for r in racks]
     doc = [
         {"topology": "tree", "cluster_default": True, "tree": {"switches": switches}},
         {"topology": "block", "cluster_default": False,
@@ -287,8 +297,11 @@ def as_json(fabric: Fabric) -> str:
         racks = []
         for rack in members:
             r = rack - p * fabric.racks_per_pod
-            racks.append({"name": f"p{p}-r{r}", "switch": fabric.rtsw_name(rack),
-                          "hosts": [fabric.host_name(h) for h in _hosts_of_rack(fabric, rack)]})
+            entry = {"name": f"p{p}-r{r}", "switch": _rack_switch(fabric, rack),
+                     "hosts": [fabric.host_name(h) for h in _hosts_of_rack(fabric, rack)]}
+            if fabric.rtsws_per_rack > 1:  # its RTSWs by slot: NIC n of a host on slot n % S
+                entry["switches"] = [fabric.rtsw_name(int(t)) for t in fabric.rtsws_of_rack(rack)]
+            racks.append(entry)
         pods.append({"name": _pod_name(p), "racks": racks})
     return to_json({"fabric": fabric.name, "gpus_per_host": fabric.nics_per_host, "pods": pods})
 

@@ -37,12 +37,26 @@ class ClosSpec:
     # TE entries per switch: one number (or null = unlimited) for every tier, or per tier
     # {rtsw: .., ctsw: .., atsw: ..} (tiers not named keep the default)
     te_entries: object = DEFAULT_TE_ENTRIES
+    # RTSWs per rack (S; NIC n of a host goes to RTSW slot n % S: S = nics_per_host is
+    # rail-optimized) and planes (Q; CTSW c reaches only slots s with s % Q == c % Q)
+    rtsws_per_rack: int = 1
+    planes: int = 1
 
     def validate(self) -> None:
         """Raise FabricError naming the first bad field (see controller.model.validation)."""
         validation.text(self.name, "name", FabricError)
         validation.dimensions({name: getattr(self, name) for name in validation.DIMENSION_CAPS},
                           FabricError)  # fmt: skip
+        if self.nics_per_host % self.rtsws_per_rack:
+            raise FabricError(
+                f"rtsws_per_rack: {self.rtsws_per_rack} does not divide nics_per_host "
+                f"({self.nics_per_host}); every RTSW of a rack needs as many NICs of each host"
+            )
+        if self.rtsws_per_rack % self.planes or self.ctsws_per_pod % self.planes:
+            raise FabricError(
+                f"planes: {self.planes} must divide rtsws_per_rack ({self.rtsws_per_rack}) "
+                f"and ctsws_per_pod ({self.ctsws_per_pod})"
+            )
         if self.pods > 1 and self.atsws_per_plane == 0:
             raise FabricError("atsws_per_plane: must be >= 1 when pods > 1")
         validation.gbps(self.nic_gbps, "nic_gbps", FabricError)
@@ -69,7 +83,9 @@ class ClosSpec:
             return 0.0  # no aggregation layer: no such links
         if self.taper is None:
             return float(self.agg_link_gbps or 0.0)
-        ctsw_down = self.racks_per_pod * self.rack_links * self.rack_link_gbps
+        # a CTSW's downlinks: K to every RTSW of its plane in the pod
+        rtsws = self.racks_per_pod * self.rtsws_per_rack // self.planes
+        ctsw_down = rtsws * self.rack_links * self.rack_link_gbps
         return ctsw_down / (self.taper * self.atsws_per_plane * self.agg_links)
 
 
@@ -107,14 +123,13 @@ def build(spec: ClosSpec, link_gbps: Mapping[str, float] | None = None) -> Fabri
     """Build the fabric; `link_gbps` overrides single links' speeds by link name."""
     spec.validate()
     budgets = te_entries(spec.te_entries)
-    num_links = (
-        spec.pods * spec.racks_per_pod * spec.hosts_per_rack * spec.nics_per_host
-        + spec.pods * spec.racks_per_pod * spec.ctsws_per_pod * spec.rack_links
-        + spec.pods * spec.ctsws_per_pod * spec.atsws_per_plane * spec.agg_links
+    n_access = spec.pods * spec.racks_per_pod * spec.hosts_per_rack * spec.nics_per_host
+    n_rack = (spec.pods * spec.racks_per_pod * spec.rtsws_per_rack * spec.ctsws_per_pod
+              * spec.rack_links)  # fmt: skip
+    num_links = n_access + n_rack + spec.pods * spec.ctsws_per_pod * spec.atsws_per_plane * (
+        spec.agg_links
     )
     link_cap = np.empty(num_links)
-    n_access = spec.pods * spec.racks_per_pod * spec.hosts_per_rack * spec.nics_per_host
-    n_rack = spec.pods * spec.racks_per_pod * spec.ctsws_per_pod * spec.rack_links
     link_cap[:n_access] = spec.nic_gbps
     link_cap[n_access : n_access + n_rack] = spec.rack_link_gbps
     link_cap[n_access + n_rack :] = spec.effective_agg_link_gbps
@@ -130,6 +145,8 @@ def build(spec: ClosSpec, link_gbps: Mapping[str, float] | None = None) -> Fabri
         agg_links=spec.agg_links,
         capacity=np.repeat(link_cap, 2),
         te_entries=budgets,
+        rtsws_per_rack=spec.rtsws_per_rack,
+        planes=spec.planes,
     )
     if link_gbps:
         capacity = fabric.capacity.copy()
@@ -189,6 +206,23 @@ PRESETS: dict[str, ClosSpec] = {
     "cluster-100k": ClosSpec(
         name="cluster-100k", pods=32, racks_per_pod=192, hosts_per_rack=2, nics_per_host=8,
         ctsws_per_pod=16, atsws_per_plane=8, taper=2.8,
+    ),
+    # Rail-optimized, as NVIDIA's DGX H100 SuperPOD reference: 4 scalable units (racks here)
+    # of 32 servers x 8 NICs at 400G = 1,024 GPUs; each SU has 8 rail leaves (NIC n of every
+    # server on leaf n), each leaf 32 ports down and 32 up: 2 to each of 16 spines, 1:1.
+    # `planes: 8` makes it rail-only (each rail's leaves reach only its 2 spines).
+    "superpod-4su": ClosSpec(
+        name="superpod-4su", pods=1, racks_per_pod=4, hosts_per_rack=32, nics_per_host=8,
+        rtsws_per_rack=8, ctsws_per_pod=16, rack_links=2,
+    ),
+    # Dual-ToR, dual-plane, rail-optimized, as Alibaba's HPN pod: 15 segments of 128 hosts
+    # x 8 NICs (15,360 GPUs); every NIC has two 200G ports, modelled as NICs 2n and 2n+1, on
+    # ToRs of planes 0 and 1 (16 ToRs a segment: 8 rails x 2 planes); each ToR has 60 x 400G
+    # uplinks, one to each aggregation switch of its plane (60 a plane, 1.067:1). The core
+    # above the pod (15:1) is left out: one pod, 2 tiers.
+    "hpn-pod": ClosSpec(
+        name="hpn-pod", pods=1, racks_per_pod=15, hosts_per_rack=128, nics_per_host=16,
+        rtsws_per_rack=16, planes=2, ctsws_per_pod=120, nic_gbps=200.0,
     ),
 }  # fmt: skip
 

@@ -66,8 +66,8 @@ def overrides_of(fabric: Fabric, assignment: Assignment) -> Overrides:
     te, cls = te[keep], cls[keep]
     src, dst = flows.src_nic[te], flows.dst_nic[te]
     host = fabric.host_of_nic(dst)
-    sr = fabric.rack_of_nic(src)
-    dr = fabric.rack_of_host(host)
+    sr = fabric.rtsw_of_nic(src)
+    dr = fabric.rtsw_of_nic(dst)
     d = decode(fabric, cls, path[te])
     cross = cls == CROSS_POD
     same = cls == SAME_POD
@@ -77,12 +77,12 @@ def overrides_of(fabric: Fabric, assignment: Assignment) -> Overrides:
     k1 = rack_up[cross] * H + host[cross]
     o1 = (d["j"] * L + d["mu"])[cross]
     agg_up = np.asarray(
-        fabric.agg_link(fabric.pod_of_rack(sr), d["c"], d["j"], d["mu"]), np.int64
+        fabric.agg_link(fabric.pod_of_rtsw(sr), d["c"], d["j"], d["mu"]), np.int64
     )
     k2 = agg_up[cross] * H + host[cross]
     o2 = d["md"][cross]
     agg_down = np.asarray(
-        fabric.agg_link(fabric.pod_of_rack(dr), d["c"], d["j"], d["md"]), np.int64
+        fabric.agg_link(fabric.pod_of_rtsw(dr), d["c"], d["j"], d["md"]), np.int64
     )
     in3 = np.where(cross, agg_down, rack_up)
     k3 = (in3 * H + host)[cross | same]

@@ -3,11 +3,21 @@
 Shape (all indices are dense integers; names are derived from them):
 
     pod p in [0, P), rack r in [0, R) per pod, host h in [0, H) per rack, NIC n in [0, N)
-    RTSW  id = p*R + r                  one per rack
+    RTSW  id = (p*R + r)*S + s          S per rack (slot s); NIC n sits under slot n % S
     CTSW  id = p*C + c                  C per pod; every RTSW has K parallel links to each
     ATSW  id = c*A + j                  plane c joins CTSW c of every pod; A ATSWs a plane,
                                          L parallel links from each CTSW to each ATSW
     host  id = (p*R + r)*H + h          NIC id = host*N + n
+
+A "rack" is the unit of hosts that share their RTSWs. S = 1 is the classic Clos (one RTSW
+per rack, every NIC under it). S = N is rail-optimized (a scalable unit of H servers has N
+rail leaves; NIC n of every server goes to leaf n). A dual-ToR NIC is modelled as one "NIC"
+per port, its ports on different slots. With Q planes (Q divides S and C), CTSW c belongs to
+plane c % Q and is cabled only to the RTSWs of slots s with s % Q == c % Q; the cross-plane
+RTSW-CTSW links keep their ids but are not installed (capacity factor 0 in every health),
+so every index formula, kernel and path numbering stays the same. Q = S with S = N is the
+rail-only design (no spine path between rails); Q = 2 is a dual-plane pod. The ATSW plane of
+CTSW c only joins CTSWs c of every pod, so planes stay separate all the way up.
 
 Links are physical cables, numbered in three blocks (access, rack-cluster, cluster-agg).
 Each link has two directed arcs: arc 2*l goes up (towards the ATSWs), arc 2*l+1 goes down.
@@ -85,8 +95,29 @@ class Fabric:
     # TE entries each switch of a tier can hold (RTSW, CTSW, ATSW); None = unlimited
     te_entries: TeEntries = (DEFAULT_TE_ENTRIES,) * 3
     wiring: Wiring | None = field(default=None, repr=False)  # None: a preset's regular Clos
+    rtsws_per_rack: int = 1  # S: RTSW slots of a rack; NIC n of a host sits under slot n % S
+    planes: int = 1  # Q: CTSW c reaches only the RTSW slots s with s % Q == c % Q
 
     def __post_init__(self) -> None:
+        S, Q = self.rtsws_per_rack, self.planes
+        if not (isinstance(S, int) and S >= 1 and self.nics_per_host % S == 0):
+            raise FabricError(
+                f"rtsws_per_rack: {S!r} must be an integer >= 1 that divides nics_per_host "
+                f"({self.nics_per_host}), so every RTSW of a rack has as many NICs of each host"
+            )
+        if not (isinstance(Q, int) and Q >= 1 and S % Q == 0 and self.ctsws_per_pod % Q == 0):
+            raise FabricError(
+                f"planes: {Q!r} must be an integer >= 1 that divides rtsws_per_rack ({S}) and "
+                f"ctsws_per_pod ({self.ctsws_per_pod}), so every plane has RTSWs and CTSWs"
+            )
+        if self.pods > 1 and self.rack_links > 1 and Q < S:
+            # a CTSW's TE entry down is keyed <ingress link, destination host>: from an ATSW
+            # it cannot tell which of the host's RTSWs (of its plane) a packet is for
+            raise FabricError(
+                f"rtsws_per_rack={S} with planes={Q} and rack_links={self.rack_links} across "
+                f"{self.pods} pods: a CTSW could not tell a host's RTSWs apart; use "
+                "rack_links: 1, one pod, or planes equal to rtsws_per_rack"
+            )
         if self.capacity.shape != (self.num_arcs,):
             raise FabricError(
                 f"capacity has shape {self.capacity.shape}, expected ({self.num_arcs},)"
@@ -134,6 +165,9 @@ class Fabric:
             for k in ("pods", "racks_per_pod", "hosts_per_rack", "nics_per_host",
                       "ctsws_per_pod", "rack_links", "atsws_per_plane", "agg_links")
         )  # fmt: skip
+        for k in ("rtsws_per_rack", "planes"):  # only when not 1: old fingerprints stay
+            if getattr(self, k) != 1:
+                shape += f",{k}={getattr(self, k)}"
         digest = hashlib.sha256(shape.encode())
         w = self.wiring
         if w is not None:  # the names and the cables too: presets keep their fingerprints
@@ -145,12 +179,23 @@ class Fabric:
     # ---- what is installed ----------------------------------------------------------
     @cached_property
     def installed(self) -> np.ndarray:
-        """bool [num_links]: the links whose cable exists (all of a preset's)."""
+        """bool [num_links]: the links whose cable exists (a preset's: all but the
+        cross-plane RTSW-CTSW links when it has planes)."""
         if self.wiring is not None:
             return self.wiring.installed
         out = np.ones(self.num_links, dtype=bool)
+        out[self.rack_base : self.agg_base] = self.in_plane().ravel()
         out.setflags(write=False)
         return out
+
+    def in_plane(self) -> np.ndarray:
+        """bool [num_rtsws, C, K]: RTSW-CTSW links within one plane (all when planes == 1)."""
+        Q = self.planes
+        slot_plane = (np.arange(self.num_rtsws) % self.rtsws_per_rack) % Q
+        c_plane = np.arange(self.ctsws_per_pod) % Q
+        ok = slot_plane[:, None] == c_plane[None, :]
+        return np.broadcast_to(ok[:, :, None], (self.num_rtsws, self.ctsws_per_pod,
+                                                self.rack_links))  # fmt: skip
 
     @cached_property
     def present(self) -> np.ndarray:
@@ -223,7 +268,11 @@ class Fabric:
 
     @property
     def num_rtsws(self) -> int:
-        return self.num_racks
+        return self.num_racks * self.rtsws_per_rack
+
+    @property
+    def rtsws_per_pod(self) -> int:
+        return self.racks_per_pod * self.rtsws_per_rack
 
     @property
     def num_ctsws(self) -> int:
@@ -268,15 +317,29 @@ class Fabric:
         return nic // self.nics_per_host
 
     def rack_of_host(self, host):  # type: ignore[no-untyped-def]
-        """Global rack id, which is also the RTSW id."""
+        """Global rack id (the RTSW id too when rtsws_per_rack == 1)."""
         return host // self.hosts_per_rack
 
     def rack_of_nic(self, nic):  # type: ignore[no-untyped-def]
-        """Global rack id of a NIC (or an array of them)."""
+        """Global rack id of a NIC (or an array of them): its host's rack, not its RTSW."""
         return nic // (self.nics_per_host * self.hosts_per_rack)
+
+    def rtsw_of_nic(self, nic):  # type: ignore[no-untyped-def]
+        """RTSW id a NIC (or an array of them) is cabled to: slot n % S of its rack."""
+        if self.rtsws_per_rack == 1:
+            return nic // (self.nics_per_host * self.hosts_per_rack)
+        S = self.rtsws_per_rack
+        return nic // (self.nics_per_host * self.hosts_per_rack) * S + nic % self.nics_per_host % S
+
+    def rtsws_of_rack(self, rack):  # type: ignore[no-untyped-def]
+        """RTSW ids [..., S] of a rack (or an array of them)."""
+        return np.asarray(rack)[..., None] * self.rtsws_per_rack + np.arange(self.rtsws_per_rack)
 
     def pod_of_rack(self, rack):  # type: ignore[no-untyped-def]
         return rack // self.racks_per_pod
+
+    def pod_of_rtsw(self, rtsw):  # type: ignore[no-untyped-def]
+        return rtsw // self.rtsws_per_pod
 
     def nic_id(self, host, n):  # type: ignore[no-untyped-def]
         return host * self.nics_per_host + n
@@ -294,9 +357,9 @@ class Fabric:
         return self.agg_base + (ctsw * self.atsws_per_plane + j) * self.agg_links + m
 
     def rack_uplinks(self) -> np.ndarray:
-        """Link ids [racks, C, K] of every RTSW's links to its CTSWs."""
+        """Link ids [RTSWs, C, K] of every RTSW's links to its CTSWs."""
         return self.rack_link(
-            np.arange(self.num_racks)[:, None, None],
+            np.arange(self.num_rtsws)[:, None, None],
             np.arange(self.ctsws_per_pod)[None, :, None],
             np.arange(self.rack_links)[None, None, :],
         )
@@ -334,13 +397,13 @@ class Fabric:
         hi = np.empty(self.num_links, dtype=np.int64)
         nics = np.arange(self.num_nics)
         lo[: self.rack_base] = self._node_base["nic"] + nics
-        hi[: self.rack_base] = self._node_base["rtsw"] + self.rack_of_nic(nics)
+        hi[: self.rack_base] = self._node_base["rtsw"] + self.rtsw_of_nic(nics)
         rl = np.arange(self.num_rack_links)
         rtsw = rl // (self.ctsws_per_pod * self.rack_links)
         c = (rl // self.rack_links) % self.ctsws_per_pod
         lo[self.rack_base : self.agg_base] = self._node_base["rtsw"] + rtsw
         hi[self.rack_base : self.agg_base] = (
-            self._node_base["ctsw"] + self.pod_of_rack(rtsw) * self.ctsws_per_pod + c
+            self._node_base["ctsw"] + self.pod_of_rtsw(rtsw) * self.ctsws_per_pod + c
         )
         al = np.arange(self.num_agg_links)
         ctsw = al // (self.atsws_per_plane * self.agg_links)
@@ -404,8 +467,9 @@ class Fabric:
     def rtsw_name(self, rtsw: int) -> str:
         if self.wiring is not None:
             return self.wiring.node_names[self._node_base["rtsw"] + int(rtsw)]
-        p, r = divmod(int(rtsw), self.racks_per_pod)
-        return f"rtsw-p{p}-r{r}"
+        rack, slot = divmod(int(rtsw), self.rtsws_per_rack)
+        p, r = divmod(rack, self.racks_per_pod)
+        return f"rtsw-p{p}-r{r}" + (f"-s{slot}" if self.rtsws_per_rack > 1 else "")
 
     def ctsw_name(self, ctsw: int) -> str:
         if self.wiring is not None:
@@ -569,7 +633,7 @@ class Fabric:
         out: dict[str, object] = {
             "name": self.name,
             "pods": self.pods,
-            "racks": count("rtsw", "ctsw"),
+            "racks": -(-count("rtsw", "ctsw") // self.rtsws_per_rack),
             "hosts": count("host", "nic"),
             "gpus": count("nic", "rtsw"),
             "rtsws": count("rtsw", "ctsw"),
@@ -579,6 +643,8 @@ class Fabric:
             "access_gbps_total": float(cap[0::2][kind[0::2] == ACCESS].sum()),
             "rack_uplink_ratio": float(rack_up / nic_up) if nic_up else 0.0,
         }
+        if self.rtsws_per_rack > 1 or self.planes > 1:
+            out["rtsws_per_rack"], out["planes"] = self.rtsws_per_rack, self.planes
         for tier, value in zip(SWITCH_TIERS, self.te_entries, strict=True):
             out[f"{tier}_te_entries"] = "unlimited" if value is None else value
         if self.wiring is not None:

@@ -112,7 +112,7 @@ def nth_usable(usable: np.ndarray, rank: np.ndarray) -> np.ndarray:
 
 def route(fabric: Fabric, flows: FlowSet, health: LinkHealth, choose: Chooser) -> np.ndarray:
     """Path index per flow, or UNROUTED, picking next hops hop by hop with `choose`."""
-    P, R, C, K = fabric.pods, fabric.racks_per_pod, fabric.ctsws_per_pod, fabric.rack_links
+    P, C, K = fabric.pods, fabric.ctsws_per_pod, fabric.rack_links
     A, L = fabric.atsws_per_plane, fabric.agg_links
     alive = np.asarray(health.factor) > 0.0
     src, dst = flows.src_nic, flows.dst_nic
@@ -120,12 +120,12 @@ def route(fabric: Fabric, flows: FlowSet, health: LinkHealth, choose: Chooser) -
     if not len(flows):
         return path
     cls = flow_class(fabric, src, dst)
-    sr = fabric.rack_of_nic(src)
-    dr = fabric.rack_of_nic(dst)
+    sr = fabric.rtsw_of_nic(src)
+    dr = fabric.rtsw_of_nic(dst)
     ends_ok = alive[fabric.access_link(src)] & alive[fabric.access_link(dst)]
     path[(cls == SAME_RACK) & ends_ok] = 0
 
-    rack_alive = alive[fabric.rack_base : fabric.agg_base].reshape(P * R, C, K)
+    rack_alive = alive[fabric.rack_base : fabric.agg_base].reshape(fabric.num_rtsws, C, K)
     down_ok = np.logical_or.reduce(rack_alive, axis=2)  # [rtsw, c]: CTSW c reaches the RTSW
     agg_alive = alive[fabric.agg_base :].reshape(P, C, A, L)
     agg_ok = np.logical_or.reduce(agg_alive, axis=3)  # [pod, c, j]: CTSW (pod, c) <-> ATSW j
@@ -137,7 +137,7 @@ def route(fabric: Fabric, flows: FlowSet, health: LinkHealth, choose: Chooser) -
     srr, drr = sr[rows], dr[rows]
     reach = down_ok[drr].copy()  # [n, C]: CTSW c can still deliver to the destination
     if cross.any():
-        sp, dp = fabric.pod_of_rack(srr[cross]), fabric.pod_of_rack(drr[cross])
+        sp, dp = fabric.pod_of_rtsw(srr[cross]), fabric.pod_of_rtsw(drr[cross])
         reach[cross] &= (agg_ok[sp] & agg_ok[dp]).any(axis=2)
     usable = (rack_alive[srr] & reach[:, :, None]).reshape(rows.size, C * K)
     ok = usable.any(axis=1)
@@ -150,7 +150,7 @@ def route(fabric: Fabric, flows: FlowSet, health: LinkHealth, choose: Chooser) -
     j, mu, md = zero, zero.copy(), zero.copy()
     if cross.any():
         xr = rows[cross]
-        sp, dp, cx = fabric.pod_of_rack(srr[cross]), fabric.pod_of_rack(drr[cross]), c[cross]
+        sp, dp, cx = fabric.pod_of_rtsw(srr[cross]), fabric.pod_of_rtsw(drr[cross]), c[cross]
         usable_up = agg_alive[sp, cx] & agg_ok[dp, cx][:, :, None]  # [n, A, L]
         seen = {"c": cx, "ku": ku[cross]}
         ju = choose(HOP_AGG_UP, usable_up.reshape(xr.size, A * L), xr, seen)
@@ -194,17 +194,17 @@ class _Bandwidth:
 
     @classmethod
     def of(cls, fabric: Fabric, health: LinkHealth) -> _Bandwidth:
-        P, R, C, K = fabric.pods, fabric.racks_per_pod, fabric.ctsws_per_pod, fabric.rack_links
+        P, C, K = fabric.pods, fabric.ctsws_per_pod, fabric.rack_links
         A, L = fabric.atsws_per_plane, fabric.agg_links
         cap = health.arc_capacity(fabric)
         rack = slice(2 * fabric.rack_base, 2 * fabric.agg_base)
         agg = slice(2 * fabric.agg_base, None)
-        rack_cap = cap[rack][0::2].reshape(P * R, C, K)
-        rack_down = cap[rack][1::2].reshape(P * R, C, K)
+        rack_cap = cap[rack][0::2].reshape(fabric.num_rtsws, C, K)
+        rack_down = cap[rack][1::2].reshape(fabric.num_rtsws, C, K)
         agg_up = cap[agg][0::2].reshape(P, C, A, L)
         agg_down = cap[agg][1::2].reshape(P, C, A, L)
         b3 = rack_down.sum(axis=2)
-        pod = np.arange(P * R) // R
+        pod = fabric.pod_of_rtsw(np.arange(fabric.num_rtsws))
         b2 = np.minimum(agg_down.sum(axis=3)[pod], b3[:, :, None])  # [rack, C, A]
         return cls(rack_cap, rack_down, agg_up, agg_down, b3, b2)
 
@@ -268,9 +268,9 @@ def wcmp_chooser(
     ) -> np.ndarray:
         src, dst = flows.src_nic[rows], flows.dst_nic[rows]
         h = hop_hash(pair[rows], qp[rows], hop)
-        sr = fabric.rack_of_nic(src)
-        dr = fabric.rack_of_nic(dst)
-        sp, dp = fabric.pod_of_rack(sr), fabric.pod_of_rack(dr)
+        sr = fabric.rtsw_of_nic(src)
+        dr = fabric.rtsw_of_nic(dst)
+        sp, dp = fabric.pod_of_rtsw(sr), fabric.pod_of_rtsw(dr)
         n = rows.size
         if hop == HOP_UPLINK:
             cross = sp != dp
@@ -340,18 +340,18 @@ def overriding(
             whole = Overrides.lookup(keys, opts, unit)
             got = np.where(got >= 0, got, whole)
         else:
-            sr = fabric.rack_of_nic(src)
-            dr = fabric.rack_of_host(host)
+            sr = fabric.rtsw_of_nic(src)
+            dr = fabric.rtsw_of_nic(dst)
             c = seen["c"]
             if hop == HOP_AGG_UP:
                 link = fabric.rack_link(sr, c, seen["ku"])
             elif hop == HOP_AGG_DOWN:
-                link = fabric.agg_link(fabric.pod_of_rack(sr), c, seen["j"], seen["mu"])
+                link = fabric.agg_link(fabric.pod_of_rtsw(sr), c, seen["j"], seen["mu"])
             else:
-                cross = fabric.pod_of_rack(sr) != fabric.pod_of_rack(dr)
+                cross = fabric.pod_of_rtsw(sr) != fabric.pod_of_rtsw(dr)
                 link = np.where(
                     cross,
-                    fabric.agg_link(fabric.pod_of_rack(dr), c, seen["j"], seen["md"]),
+                    fabric.agg_link(fabric.pod_of_rtsw(dr), c, seen["j"], seen["md"]),
                     fabric.rack_link(sr, c, seen["ku"]),
                 )
             got = Overrides.lookup(keys, opts, np.asarray(link, np.int64) * H + host)
@@ -520,10 +520,11 @@ def _kernel_args(
     fabric: Fabric, flows: FlowSet, health: LinkHealth, seed: int, qps: int
 ) -> tuple[np.ndarray, np.ndarray, np.uint64, int, np.ndarray, np.ndarray]:
     """The fabric and flows as model.kernels.walk takes them."""
-    shape = np.array([fabric.pods, fabric.racks_per_pod, fabric.ctsws_per_pod,
+    shape = np.array([fabric.pods, fabric.rtsws_per_pod, fabric.ctsws_per_pod,
                       fabric.rack_links, fabric.atsws_per_plane, fabric.agg_links,
                       fabric.nics_per_host * fabric.hosts_per_rack, fabric.rack_base,
-                      fabric.agg_base], np.int64)  # fmt: skip
+                      fabric.agg_base, fabric.nics_per_host, fabric.rtsws_per_rack],
+                     np.int64)  # fmt: skip
     alive = np.ascontiguousarray(np.asarray(health.factor) > 0.0)
     return (read_only(flows.src_nic, np.int64), read_only(flows.dst_nic, np.int64),
             np.uint64(int(seed) & _MASK64), qps, alive, shape)  # fmt: skip

@@ -146,12 +146,14 @@ def parse_health(
 
 
 def random_failures(fabric: Fabric, per_pod: int, seed: int) -> LinkHealth:
-    """`per_pod` distinct random RTSW-CTSW links down in every pod (seeded)."""
+    """`per_pod` distinct random installed RTSW-CTSW links down in every pod (seeded)."""
     rng = np.random.default_rng(seed)
-    per_pod_links = fabric.racks_per_pod * fabric.ctsws_per_pod * fabric.rack_links
+    per_pod_links = fabric.rtsws_per_pod * fabric.ctsws_per_pod * fabric.rack_links
     down: list[int] = []
     for pod in range(fabric.pods):
         first = fabric.rack_base + pod * per_pod_links
-        picks = rng.choice(per_pod_links, size=min(per_pod, per_pod_links), replace=False)
-        down.extend((first + np.sort(picks)).tolist())
+        links = first + np.arange(per_pod_links)
+        links = links[fabric.installed[links]]  # a cable never installed cannot fail
+        picks = rng.choice(links, size=min(per_pod, links.size), replace=False)
+        down.extend(np.sort(picks).tolist())
     return LinkHealth.all_up(fabric).down(down)

@@ -213,21 +213,17 @@ def fabric_from_cables(name: str, devices: Sequence[Device], cables: Sequence[Ca
         by_role[role[d]].append(d)
     hosts, rtsws, ctsws, atsws = (by_role[r] for r in ROLES)
 
-    # racks: a host's RTSW
-    rack_of: dict[str, str] = {}
+    # racks: the RTSWs of a host, joined through the hosts they share (one RTSW in a classic
+    # rack; a scalable unit's rail leaves; a dual-ToR segment's ToRs)
+    racks_uf = _Groups()
+    for r in rtsws:
+        racks_uf.find(r)
     for h in hosts:
         above = sorted({hi for _, hi, _, _ in up[h]}, key=natural_key)
         if not above:
             problems.add(f"host {h} has no cable to an RTSW")
-        elif len(above) > 1:
-            ports = []
-            for hi in above:
-                mine = sorted((p for p, x, _, _ in up[h] if x == hi), key=natural_key)
-                ports.append(f"{hi} ({', '.join(mine)})")
-            problems.add(f"host {h} is cabled to {len(above)} RTSWs: {', '.join(ports)}; a "
-                         "host sits in one rack")  # fmt: skip
-        else:
-            rack_of[h] = above[0]
+        for hi in above[1:]:
+            racks_uf.join(above[0], hi)
     for r in rtsws:
         if not up[r]:
             problems.add(f"rtsw {r} has no cable to a CTSW, so its pod cannot be told")
@@ -244,19 +240,35 @@ def fabric_from_cables(name: str, devices: Sequence[Device], cables: Sequence[Ca
     if not ctsws:
         problems.add("no device has role ctsw (a fabric has at least RTSWs and CTSWs)")
     problems.raise_any(f"fabric {name}: not a Clos")
-
-    # pods: RTSWs that share CTSWs
-    pods_uf = _Groups()
+    nic_ports = {h: sorted(up[h], key=lambda e: natural_key(e[0])) for h in hosts}
+    rack_groups = racks_uf.groups(rtsws)  # each in natural order, by its first RTSW
+    rack_index = {racks_uf.find(g[0]): i for i, g in enumerate(rack_groups)}
+    rack_of = {h: rack_index[racks_uf.find(nic_ports[h][0][1])] for h in hosts}
+    S = max(len(g) for g in rack_groups)
+    slot_of = _slots(rack_groups, rack_of, nic_ports, S, problems)
+    problems.raise_any(f"fabric {name}: the cables fit no layout")
+    Q = _planes(ctsws, up, slot_of, S, problems)
+    problems.raise_any(f"fabric {name}: the cables fit no layout")
+    plane_q = {r: slot_of[r] % Q for r in rtsws}  # a CTSW's plane: its RTSWs'
     for r in rtsws:
-        pods_uf.find(r)
         for _, c, _, _ in up[r]:
-            pods_uf.join(r, c)
+            plane_q[c] = plane_q[r]
+
+    # pods: RTSWs that share CTSWs (or a rack: the planes of one pod share none)
+    pods_uf = _Groups()
+    for g in rack_groups:
+        for r in g:
+            pods_uf.join(g[0], r)
+            for _, c, _, _ in up[r]:
+                pods_uf.join(r, c)
     groups = [([d for d in g if role[d] == "rtsw"], g) for g in pods_uf.groups(rtsws + ctsws)]
     groups.sort(key=lambda rg: natural_key(rg[0][0]))  # pods by their first RTSW
     pods = [r for r, _ in groups]
     pod_of = {d: p for p, (_, members) in enumerate(groups) for d in members}
     pod_ctsws: list[list[str]] = [[d for d in members if role[d] == "ctsw"]
                                   for _, members in groups]  # fmt: skip
+    pod_racks: list[list[int]] = [sorted({rack_index[racks_uf.find(r)] for r in g})
+                                  for g in pods]  # fmt: skip
 
     # planes: CTSWs that share ATSWs; CTSW index c in its pod = its plane
     plane_of: dict[str, int] = {}
@@ -266,8 +278,12 @@ def fabric_from_cables(name: str, devices: Sequence[Device], cables: Sequence[Ca
             for _, a, _, _ in up[c]:
                 planes_uf.join(a, c)
         planes = planes_uf.groups(atsws)  # groups of ATSWs (a plane's first ATSW orders it)
+        if Q > 1:  # index c of an ATSW plane: c % Q is the RTSW plane its CTSWs reach
+            planes = _by_plane(planes, [plane_q.get(next((c for c in ctsws if planes_uf.find(c)
+                                                          == planes_uf.find(g[0])), ""), 0)
+                                        for g in planes], Q)  # fmt: skip
         plane_atsws = [list(g) for g in planes]
-        roots = {planes_uf.find(g[0]): i for i, g in enumerate(planes)}
+        roots = {planes_uf.find(g[0]): i for i, g in enumerate(planes) if g}
         for c in ctsws:
             if up[c]:
                 plane_of[c] = roots[planes_uf.find(c)]
@@ -295,30 +311,39 @@ def fabric_from_cables(name: str, devices: Sequence[Device], cables: Sequence[Ca
             for c, i in zip(loose, free, strict=False):
                 plane_of[c] = i
         atsws_per_plane = max(len(g) for g in plane_atsws)
+        for c in ctsws:
+            if c in plane_of and plane_of[c] % Q != plane_q.get(c, 0):
+                problems.add(f"ctsw {c} reaches RTSWs of plane {plane_q.get(c, 0)} but its "
+                             f"ATSWs join CTSWs of plane {plane_of[c] % Q}: planes stay "
+                             "separate all the way up")  # fmt: skip
         atsw_slot = {a: plane_of[a] * atsws_per_plane + j
                      for g in plane_atsws for j, a in enumerate(g)}  # fmt: skip
     else:
         if len(pods) > 1:
             problems.add(f"{len(pods)} groups of RTSWs share no CTSW and no ATSW joins them: "
                          f"pods of {', '.join(g[0] for g in pods)}")  # fmt: skip
-        ctsws_per_pod = max(len(m) for m in pod_ctsws)
-        for members in pod_ctsws:
-            for i, c in enumerate(members):
-                plane_of[c] = i
+        ctsws_per_pod = 0
+        for members in pod_ctsws:  # CTSW i of plane q of its pod: index i * Q + q
+            for q in range(Q):
+                mine = [c for c in members if plane_q.get(c, 0) == q]
+                for i, c in enumerate(mine):
+                    plane_of[c] = i * Q + q
+                ctsws_per_pod = max(ctsws_per_pod, len(mine) * Q)
         atsws_per_plane = 0
         atsw_slot = {}
     problems.raise_any(f"fabric {name}: not a 3-tier (or 2-tier) Clos")
 
-    racks_per_pod = max(len(g) for g in pods)
-    rack_slot = {r: p * racks_per_pod + i for p, g in enumerate(pods) for i, r in enumerate(g)}
-    rack_hosts: dict[str, list[str]] = {r: [] for r in rtsws}
+    racks_per_pod = max(len(g) for g in pod_racks)
+    rack_at = {k: p * racks_per_pod + i for p, g in enumerate(pod_racks) for i, k in enumerate(g)}
+    rack_slot = {r: rack_at[rack_index[racks_uf.find(r)]] * S + slot_of[r] for r in rtsws}
+    rack_hosts: dict[int, list[str]] = {k: [] for k in rack_at}
     for h in hosts:  # natural order
         rack_hosts[rack_of[h]].append(h)
     hosts_per_rack = max(len(v) for v in rack_hosts.values())
-    host_slot = {h: rack_slot[r] * hosts_per_rack + i
-                 for r, members in rack_hosts.items() for i, h in enumerate(members)}  # fmt: skip
-    nic_ports = {h: sorted(up[h], key=lambda e: natural_key(e[0])) for h in hosts}
+    host_slot = {h: rack_at[k] * hosts_per_rack + i
+                 for k, members in rack_hosts.items() for i, h in enumerate(members)}  # fmt: skip
     nics_per_host = max(len(v) for v in nic_ports.values())
+    nics_per_host = -(-nics_per_host // S) * S  # every slot as many NICs of a host
     ctsw_slot = {c: pod_of[c] * ctsws_per_pod + plane_of[c] for c in ctsws}
 
     def parallel(switches: list[str]) -> dict[tuple[str, str], list[tuple[str, str, float]]]:
@@ -335,6 +360,7 @@ def fabric_from_cables(name: str, devices: Sequence[Device], cables: Sequence[Ca
         "rack_links": max(len(v) for v in rack_pairs.values()),
         "atsws_per_plane": atsws_per_plane,
         "agg_links": max((len(v) for v in agg_pairs.values()), default=1),
+        "rtsws_per_rack": S, "planes": Q,
     }  # fmt: skip
     try:
         validation.dimensions(dims, FabricError)
@@ -391,9 +417,88 @@ def fabric_from_cables(name: str, devices: Sequence[Device], cables: Sequence[Ca
     return replace(shape, capacity=np.repeat(gbps_of, 2), wiring=wiring)
 
 
+def _slots(rack_groups: list[list[str]], rack_of: dict[str, int],
+           nic_ports: dict[str, list[tuple[str, str, str, float]]], S: int,
+           problems: _Problems) -> dict[str, int]:  # fmt: skip
+    """Slot of every RTSW in its rack: NIC n of every host of a rack on the rack's RTSW n % S
+    (S = 1: every NIC on the one RTSW); a problem naming the host and port that fits no
+    slot."""
+    slot_of: dict[str, int] = {}
+    for h in sorted(nic_ports, key=natural_key):  # the first host of a rack sets the slots
+        for n, (_, hi, _, _) in enumerate(nic_ports[h]):
+            slot_of.setdefault(hi, n % S)
+    for g in rack_groups:  # an RTSW no host is cabled to: the slots left, in order
+        left = iter(sorted(set(range(S)) - {slot_of[r] for r in g if r in slot_of}))
+        for r in g:
+            if r not in slot_of:
+                slot_of[r] = next(left, 0)
+    layout = (f"one RTSW a rack, or NIC n of every host of a rack on its RTSW n % {S}, as "
+              "rail-optimized and dual-ToR racks are cabled")
+    alone: list[str] = []  # hosts on one RTSW in a fabric whose racks have S
+    for h in sorted(nic_ports, key=natural_key):
+        above = sorted({hi for _, hi, _, _ in nic_ports[h]}, key=natural_key)
+        if all(slot_of[hi] == n % S for n, (_, hi, _, _) in enumerate(nic_ports[h])):
+            continue
+        if len(above) == 1:
+            alone.append(h)
+            continue
+        ports = []
+        for hi in above:
+            mine = sorted((p for p, x, _, _ in nic_ports[h] if x == hi), key=natural_key)
+            ports.append(f"{hi} ({', '.join(mine)})")
+        problems.add(f"host {h} is cabled to {len(above)} RTSWs: {', '.join(ports)}; the "
+                     f"cables fit no layout ({layout})")  # fmt: skip
+    if alone:
+        problems.add(f"host {_listing(alone)} have every NIC on one RTSW while a rack has {S} "
+                     f"RTSWs ({_listing(max(rack_groups, key=len))}): the cables fit no "
+                     f"layout ({layout})")  # fmt: skip
+    for g in rack_groups:
+        taken: dict[int, str] = {}
+        for r in g:
+            if slot_of[r] in taken and not problems.items:
+                problems.add(f"rtsw {taken[slot_of[r]]} and rtsw {r} of one rack both take "
+                             f"NIC slot {slot_of[r]} ({layout})")
+            taken[slot_of[r]] = r
+    return slot_of
+
+
+def _planes(ctsws: list[str], up: dict[str, list[tuple[str, str, str, float]]],
+            slot_of: dict[str, int], S: int, problems: _Problems) -> int:  # fmt: skip
+    """Q: the RTSW slots a CTSW reaches make the planes (slots s with s % Q equal); 1 when
+    every CTSW reaches every slot. A problem when the planes are not slot classes mod Q."""
+    reach: dict[str, set[int]] = {c: set() for c in ctsws}
+    for r, slot in slot_of.items():
+        for _, c, _, _ in up.get(r, ()):
+            reach[c].add(slot)
+    uf = _Groups()
+    for s in range(S):
+        uf.find(str(s))
+    for slots in reach.values():
+        first = min(slots, default=None)
+        for s in slots:
+            uf.join(str(first), str(s))
+    groups = uf.groups(str(s) for s in range(S))
+    Q = len(groups)
+    if Q > 1 and any(sorted(int(s) for s in g) != list(range(int(g[0]) % Q, S, Q))
+                     for g in groups):  # fmt: skip
+        shown = "; ".join(", ".join(g) for g in groups)
+        problems.add(f"the CTSWs split the RTSW slots into planes {{{shown}}}: a plane holds "
+                     f"the slots s with the same s % {Q} (NIC port p of a dual-ToR NIC on "
+                     "plane p)")  # fmt: skip
+    return Q
+
+
+def _by_plane(planes: list[list[str]], plane: list[int], Q: int) -> list[list[str]]:
+    """The ATSW planes reordered so that the k-th of RTSW plane q sits at index k * Q + q
+    (an empty group where a plane has fewer)."""
+    per = [[g for g, q in zip(planes, plane, strict=True) if q == p] for p in range(Q)]
+    most = max(len(x) for x in per)
+    return [per[i % Q][i // Q] if i // Q < len(per[i % Q]) else [] for i in range(most * Q)]
+
+
 def _links(dims: dict[str, int]) -> int:
     racks = dims["pods"] * dims["racks_per_pod"]
     ctsws = dims["pods"] * dims["ctsws_per_pod"]
     return (racks * dims["hosts_per_rack"] * dims["nics_per_host"]
-            + racks * dims["ctsws_per_pod"] * dims["rack_links"]
+            + racks * dims["rtsws_per_rack"] * dims["ctsws_per_pod"] * dims["rack_links"]
             + ctsws * dims["atsws_per_plane"] * dims["agg_links"])  # fmt: skip

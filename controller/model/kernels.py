@@ -226,7 +226,8 @@ def _flow_walk(
     R, C, K = shape[1], shape[2], shape[3]
     A, L, per_rack = shape[4], shape[5], shape[6]
     rack_base, agg_base = shape[7], shape[8]
-    sr, dr = s // per_rack, d // per_rack
+    N, S = shape[9], shape[10]
+    sr, dr = s // per_rack * S + s % N % S, d // per_rack * S + d % N % S
     sp, dp = sr // R, dr // R
     for q in range(qps):
         qp_path[q] = -1
@@ -362,8 +363,9 @@ def walk(
     is stored); when load has an entry per arc, each routed QP adds demand[f] / qps to every
     arc it crosses (the offered load, without a row per subflow in memory), in row order.
 
-    shape: (pods, racks per pod, CTSWs per pod, rack links, ATSWs per plane, agg links,
-    NICs per rack, rack_base, agg_base) of the fabric. bw (WCMP only; hashing._Bandwidth):
+    shape: (pods, RTSWs per pod, CTSWs per pod, rack links, ATSWs per plane, agg links,
+    NICs per rack, rack_base, agg_base, NICs per host, RTSWs per rack) of the fabric (an
+    RTSW id is rack * S + n % S for NIC n of a host). bw (WCMP only; hashing._Bandwidth):
     rack_cap [rack, C, K], its sum over K [rack, C], b3 [rack, C], the bandwidth behind an
     uplink of a cross-pod flow [source pod, destination rack, C], agg_up [pod, C, A, L],
     its sum over L [pod, C, A], b2 [rack, C, A], agg_down [pod, C, A, L], rack_down

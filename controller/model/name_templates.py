@@ -9,18 +9,19 @@ which then loads as any inventory does (controller.model.inventory), so both for
 same fabric for the same wiring. Fields a template may use:
 
     host       pod, pod_letter, rack, host, rack_id, host_id
-    rtsw       pod, pod_letter, rack, rack_id
+    rtsw       pod, pod_letter, rack, rack_id, slot  (slot: its NICs n % S; 0 with one a rack)
     ctsw       pod, pod_letter, ctsw, ctsw_id        (ctsw: its index in the pod = its plane)
     atsw       plane, atsw, atsw_id                  (atsw: its index in the plane)
     host port  (ports.host)      nic, i
     rtsw_down  host, nic, i      rtsw_up    ctsw, member, i
-    ctsw_down  rack, member, i   ctsw_up    atsw, member, i
+    ctsw_down  rack, slot, member, i                 ctsw_up    atsw, member, i
     atsw_down  pod, member, i
 
 `i` is the port's index on its device, down ports first, then up ports (a host's: its NIC;
 an RTSW's uplinks follow its host ports), so `Ethernet{i}` names a whole switch. Names a
 template does not give are the preset's; ports default to the lab's interface names (nic0,
-h0n0, c0, r0, a0, p0, with k/m and the member for parallel links).
+h0n0, c0, r0, a0, p0, with k/m and the member for parallel links, r0s1 for slot 1 of a rack
+of several RTSWs). A cable the preset does not install (across planes) is not listed.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from controller.model.inventory import Cable, Device
 
 NAME_FIELDS = {
     "host": ("pod", "pod_letter", "rack", "host", "rack_id", "host_id"),
-    "rtsw": ("pod", "pod_letter", "rack", "rack_id"),
+    "rtsw": ("pod", "pod_letter", "rack", "rack_id", "slot"),
     "ctsw": ("pod", "pod_letter", "ctsw", "ctsw_id"),
     "atsw": ("plane", "atsw", "atsw_id"),
 }
@@ -42,7 +43,7 @@ PORT_FIELDS = {
     "host": ("nic", "i"),
     "rtsw_down": ("host", "nic", "i"),
     "rtsw_up": ("ctsw", "member", "i"),
-    "ctsw_down": ("rack", "member", "i"),
+    "ctsw_down": ("rack", "slot", "member", "i"),
     "ctsw_up": ("atsw", "member", "i"),
     "atsw_down": ("pod", "member", "i"),
 }
@@ -100,6 +101,7 @@ def named_cable_list(fabric: Fabric, names: Mapping[str, object] | None = None,
     f = fabric
     R, H, N, C, A = (f.racks_per_pod, f.hosts_per_rack, f.nics_per_host, f.ctsws_per_pod,
                      f.atsws_per_plane)  # fmt: skip
+    S = f.rtsws_per_rack
     K, L = f.rack_links, f.agg_links
 
     def node(kind: str, index: int, preset: str, **fields: object) -> str:
@@ -118,10 +120,11 @@ def named_cable_list(fabric: Fabric, names: Mapping[str, object] | None = None,
         host_names.append(node("host", h, f.host_name(h), pod=p, pod_letter=_letters(p),
                                rack=r, host=hh, rack_id=rack, host_id=h))  # fmt: skip
     rtsw_names = []
-    for rack in range(f.num_rtsws):
+    for rtsw in range(f.num_rtsws):
+        rack, slot = divmod(rtsw, S)
         p, r = divmod(rack, R)
-        rtsw_names.append(node("rtsw", rack, f.rtsw_name(rack), pod=p, pod_letter=_letters(p),
-                               rack=r, rack_id=rack))  # fmt: skip
+        rtsw_names.append(node("rtsw", rtsw, f.rtsw_name(rtsw), pod=p, pod_letter=_letters(p),
+                               rack=r, rack_id=rack, slot=slot))  # fmt: skip
     ctsw_names = []
     for i in range(f.num_ctsws):
         p, c = divmod(i, C)
@@ -149,27 +152,31 @@ def named_cable_list(fabric: Fabric, names: Mapping[str, object] | None = None,
         t = port_t.get(kind)
         return default if t is None else _fill(t, f"ports.{kind}", **fields)
 
-    kinds = f.link_kind
+    kinds, installed = f.link_kind, f.installed
     cables = []
     for link in range(f.num_links):
+        if not installed[link]:
+            continue
         gbps = float(f.capacity[2 * link])
         if kinds[link] == ACCESS:
             host, n = divmod(link, N)
             hh = host % H
-            rack = host // H
             cables.append(Cable(
-                host_names[host], port("host", f"nic{n}", nic=n, i=n), rtsw_names[rack],
+                host_names[host], port("host", f"nic{n}", nic=n, i=n),
+                rtsw_names[int(f.rtsw_of_nic(link))],
                 port("rtsw_down", f"h{hh}n{n}", host=hh, nic=n, i=hh * N + n), gbps))
         elif kinds[link] == RACK:
             rel = link - f.rack_base
-            rack, rest = divmod(rel, C * K)
+            rtsw, rest = divmod(rel, C * K)
             c, k = divmod(rest, K)
-            p, r = divmod(rack, R)
+            p, at = divmod(rtsw, R * S)  # at: the RTSW's index in its pod
+            r, slot = divmod(at, S)
             km = f"k{k}" if K > 1 else ""
+            down = f"r{r}{km}" if S == 1 else f"r{r}s{slot}{km}"
             cables.append(Cable(
-                rtsw_names[rack], port("rtsw_up", f"c{c}{km}", ctsw=c, member=k, i=H * N + rest),
+                rtsw_names[rtsw], port("rtsw_up", f"c{c}{km}", ctsw=c, member=k, i=H * N + rest),
                 ctsw_names[p * C + c],
-                port("ctsw_down", f"r{r}{km}", rack=r, member=k, i=r * K + k), gbps))
+                port("ctsw_down", down, rack=r, slot=slot, member=k, i=at * K + k), gbps))
         else:
             rel = link - f.agg_base
             ctsw, rest = divmod(rel, A * L)
@@ -177,7 +184,8 @@ def named_cable_list(fabric: Fabric, names: Mapping[str, object] | None = None,
             p, c = divmod(ctsw, C)
             mm = f"m{m}" if L > 1 else ""
             cables.append(Cable(
-                ctsw_names[ctsw], port("ctsw_up", f"a{j}{mm}", atsw=j, member=m, i=R * K + rest),
+                ctsw_names[ctsw],
+                port("ctsw_up", f"a{j}{mm}", atsw=j, member=m, i=R * S * K + rest),
                 atsw_names[c * A + j],
                 port("atsw_down", f"p{p}{mm}", pod=p, member=m, i=p * L + m), gbps))
     return devices, cables

@@ -23,10 +23,10 @@ SAME_RACK, SAME_POD, CROSS_POD = 0, 1, 2
 
 def flow_class(fabric: Fabric, src_nic: np.ndarray, dst_nic: np.ndarray) -> np.ndarray:
     """SAME_RACK, SAME_POD or CROSS_POD for each flow."""
-    sr = fabric.rack_of_nic(np.asarray(src_nic))
-    dr = fabric.rack_of_nic(np.asarray(dst_nic))
+    sr = fabric.rtsw_of_nic(np.asarray(src_nic))
+    dr = fabric.rtsw_of_nic(np.asarray(dst_nic))
     cls = np.full(sr.shape, CROSS_POD, dtype=np.int8)
-    cls[fabric.pod_of_rack(sr) == fabric.pod_of_rack(dr)] = SAME_POD
+    cls[fabric.pod_of_rtsw(sr) == fabric.pod_of_rtsw(dr)] = SAME_POD
     cls[sr == dr] = SAME_RACK
     return cls
 
@@ -89,12 +89,12 @@ def path_arcs(
     src_nic = np.asarray(src_nic, dtype=np.int64)
     dst_nic = np.asarray(dst_nic, dtype=np.int64)
     index = np.asarray(index, dtype=np.int64)
-    sr = fabric.rack_of_nic(src_nic)
-    dr = fabric.rack_of_nic(dst_nic)
+    sr = fabric.rtsw_of_nic(src_nic)
+    dr = fabric.rtsw_of_nic(dst_nic)
     out = np.full((src_nic.size, MAX_HOPS), -1, dtype=np.int64)
     out[:, 0] = fabric.up(fabric.access_link(src_nic))
     last = fabric.down(fabric.access_link(dst_nic))
-    same_pod = fabric.pod_of_rack(sr) == fabric.pod_of_rack(dr)
+    same_pod = fabric.pod_of_rtsw(sr) == fabric.pod_of_rtsw(dr)
     rack = np.flatnonzero(sr == dr)
     out[rack, 1] = last[rack]
     for cls, rows in ((SAME_POD, np.flatnonzero(same_pod & (sr != dr))),
@@ -108,7 +108,7 @@ def path_arcs(
         if cls == SAME_POD:
             out[rows, 2], out[rows, 3] = down, last[rows]
             continue
-        sp, dp = fabric.pod_of_rack(s), fabric.pod_of_rack(t)
+        sp, dp = fabric.pod_of_rtsw(s), fabric.pod_of_rtsw(t)
         out[rows, 2] = fabric.up(fabric.agg_link(sp, d["c"], d["j"], d["mu"]))
         out[rows, 3] = fabric.down(fabric.agg_link(dp, d["c"], d["j"], d["md"]))
         out[rows, 4], out[rows, 5] = down, last[rows]
@@ -128,20 +128,20 @@ def hop_arc(
     src_nic = np.asarray(src_nic, dtype=np.int64)
     if pos == 0:
         return np.asarray(fabric.up(fabric.access_link(src_nic)))
-    sr = fabric.rack_of_nic(src_nic)
+    sr = fabric.rtsw_of_nic(src_nic)
     if pos == 1:
         return np.asarray(fabric.up(fabric.rack_link(sr, digits["c"], digits["ku"])))
-    dr = fabric.rack_of_nic(np.asarray(dst_nic, dtype=np.int64))
+    dr = fabric.rtsw_of_nic(np.asarray(dst_nic, dtype=np.int64))
     last = MAX_HOPS - 1 if cls == CROSS_POD else 3
     if pos == last:
         return np.asarray(fabric.down(fabric.access_link(np.asarray(dst_nic, dtype=np.int64))))
     if pos == last - 1:
         return np.asarray(fabric.down(fabric.rack_link(dr, digits["c"], digits["kd"])))
     if cls == CROSS_POD and pos == 2:
-        link = fabric.agg_link(fabric.pod_of_rack(sr), digits["c"], digits["j"], digits["mu"])
+        link = fabric.agg_link(fabric.pod_of_rtsw(sr), digits["c"], digits["j"], digits["mu"])
         return np.asarray(fabric.up(link))
     if cls == CROSS_POD and pos == 3:
-        link = fabric.agg_link(fabric.pod_of_rack(dr), digits["c"], digits["j"], digits["md"])
+        link = fabric.agg_link(fabric.pod_of_rtsw(dr), digits["c"], digits["j"], digits["md"])
         return np.asarray(fabric.down(link))
     raise ValueError(f"no hop {pos} on a path of class {cls}")
 

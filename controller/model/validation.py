@@ -47,6 +47,8 @@ DIMENSION_CAPS: dict[str, tuple[int, int]] = {
     "rack_links": (1, 64),
     "atsws_per_plane": (0, 256),
     "agg_links": (1, 64),
+    "rtsws_per_rack": (1, 64),
+    "planes": (1, 64),
 }
 # ---- totals ------------------------------------------------------------------------------------
 MAX_GPUS = 1 << 18  # 262,144 NICs: a 100K-GPU cluster with 2.6x headroom
@@ -203,11 +205,12 @@ def dimensions(dims: Mapping[str, int], err: type[FabricTeError] = InputError) -
         fail(err, "pods*racks_per_pod*hosts_per_rack*nics_per_host",
              f"{gpus:,} GPUs exceed the cap of {MAX_GPUS:,}")  # fmt: skip
     links = (
-        gpus + pods * racks * ctsws * dims["rack_links"] + pods * ctsws * atsws * dims["agg_links"]
+        gpus + pods * racks * dims["rtsws_per_rack"] * ctsws * dims["rack_links"]
+        + pods * ctsws * atsws * dims["agg_links"]
     )
     if links > MAX_LINKS:
         fail(err, "links", f"{links:,} links exceed the cap of {MAX_LINKS:,}")
-    switches = pods * racks + pods * ctsws + ctsws * atsws
+    switches = pods * racks * dims["rtsws_per_rack"] + pods * ctsws + ctsws * atsws
     if switches > MAX_SWITCHES:
         fail(err, "switches", f"{switches:,} switches exceed the cap of {MAX_SWITCHES:,}")
 

@@ -436,7 +436,7 @@ def plan_push(
     ):
         racks = changed_racks(fabric, previous, assignment)
     scope = None
-    most = racks is not None and racks.size * 2 > fabric.num_racks
+    most = racks is not None and racks.size * 2 > fabric.num_rtsws
     if racks is not None and not most:
         old = wanted()
         if old is not None:
@@ -486,7 +486,7 @@ def _scope(
     if f.rack_links != 1 or f.agg_links != 1:
         return None
     flows = assignment.flows
-    keep = np.flatnonzero(np.isin(f.rack_of_nic(flows.src_nic), racks))
+    keep = np.flatnonzero(np.isin(f.rtsw_of_nic(flows.src_nic), racks))
     rack_base, per_pod = f.rack_base, f.ctsws_per_pod
 
     def in_scope(port: np.ndarray) -> np.ndarray:
@@ -494,11 +494,11 @@ def _scope(
         access = port < rack_base
         rack = np.where(access, 0, (port - rack_base) // per_pod)
         if access.any():
-            rack[access] = f.rack_of_nic(port[access])
+            rack[access] = f.rtsw_of_nic(port[access])
         return np.isin(rack, racks)
 
     rack_list = sorted(set(racks.tolist()))
-    pods = sorted({int(f.pod_of_rack(r)) for r in rack_list})
+    pods = sorted({int(f.pod_of_rtsw(r)) for r in rack_list})
     switches = [f.rtsw_name(r) for r in rack_list] + [
         f.ctsw_name(p * f.ctsws_per_pod + c) for p in pods for c in range(f.ctsws_per_pod)
     ]
@@ -565,16 +565,16 @@ def _most_racks_resized(fabric: Fabric, old: Assignment, new: Assignment) -> boo
     `old`: then most racks changed and the whole plan is made (the scoped one would give
     the same operations), known in a few ms where changed_racks keys every row in tens."""
     counts = [
-        np.bincount(fabric.rack_of_nic(a.flows.src_nic), minlength=fabric.num_racks)
+        np.bincount(fabric.rtsw_of_nic(a.flows.src_nic), minlength=fabric.num_rtsws)
         for a in (old, new)
     ]
-    return int(np.count_nonzero(counts[0] != counts[1])) * 2 > fabric.num_racks
+    return int(np.count_nonzero(counts[0] != counts[1])) * 2 > fabric.num_rtsws
 
 
 def _racks_of(fabric: Fabric, nics: np.ndarray) -> np.ndarray:
     """The racks of `nics`, sorted, each once (counted, not sorted: linear in the NICs)."""
-    racks = fabric.rack_of_nic(nics)
-    return np.flatnonzero(np.bincount(racks, minlength=fabric.num_racks)).astype(np.int64)
+    racks = fabric.rtsw_of_nic(nics)
+    return np.flatnonzero(np.bincount(racks, minlength=fabric.num_rtsws)).astype(np.int64)
 
 
 class SwitchMarks:

@@ -73,7 +73,7 @@ def lower_bound(
     """The largest valid lower bound on MLU (see the module docstring)."""
     src, dst = flows.src_nic, flows.dst_nic
     bound = cheap_bound(fabric, health.arc_capacity(fabric), flows, flow_class(fabric, src, dst),
-                        fabric.rack_of_nic(src), fabric.rack_of_nic(dst), qps)  # fmt: skip
+                        fabric.rtsw_of_nic(src), fabric.rtsw_of_nic(dst), qps)  # fmt: skip
     return bound if lp is None else bound.with_lp(lp)
 
 
@@ -98,7 +98,7 @@ def cheap_bound(
             _ratio(nic_out, cap[fabric.up(nics)]), _ratio(nic_in, cap[fabric.down(nics)])
         )
         leaves = cls != SAME_RACK
-        racks = fabric.num_racks
+        racks = fabric.num_rtsws
         rack_links = fabric.rack_uplinks().reshape(racks, -1)
         up_cap = cap[fabric.up(rack_links)].sum(axis=1)
         down_cap = cap[fabric.down(rack_links)].sum(axis=1)
@@ -122,7 +122,7 @@ def cheap_bound(
         if cross.any():
             pods = fabric.pods
             agg = _agg_grid(fabric).reshape(pods, -1)
-            sp, dp = fabric.pod_of_rack(sr[cross]), fabric.pod_of_rack(dr[cross])
+            sp, dp = fabric.pod_of_rtsw(sr[cross]), fabric.pod_of_rtsw(dr[cross])
             parts["pod-egress"] = _ratio(
                 np.bincount(sp, d[cross], pods), cap[fabric.up(agg)].sum(axis=1)
             )
@@ -206,15 +206,15 @@ def _largest_flow(
     if not leave.any():
         return out
     # the best path depends on the rack pair only: one row per pair, its largest unit
-    pair, inv = np.unique(sr[leave] * fabric.num_racks + dr[leave], return_inverse=True)
+    pair, inv = np.unique(sr[leave] * fabric.num_rtsws + dr[leave], return_inverse=True)
     top = np.zeros(pair.size)
     np.maximum.at(top, inv, demand[leave])
-    psr, pdr = pair // fabric.num_racks, pair % fabric.num_racks
+    psr, pdr = pair // fabric.num_rtsws, pair % fabric.num_rtsws
     links = fabric.rack_uplinks()
     rack_up = cap[fabric.up(links)].max(axis=2)  # [racks, C]
     rack_down = cap[fabric.down(links)].max(axis=2)
     plane = np.minimum(rack_up[psr], rack_down[pdr])  # [pairs, C]
-    sp, dp = fabric.pod_of_rack(psr), fabric.pod_of_rack(pdr)
+    sp, dp = fabric.pod_of_rtsw(psr), fabric.pod_of_rtsw(pdr)
     cross = sp != dp
     if cross.any():
         agg = _agg_grid(fabric)

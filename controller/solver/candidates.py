@@ -70,8 +70,8 @@ def candidates(fabric: Fabric, flows: FlowSet) -> Candidates:
     return candidate_tables(
         fabric,
         flow_class(fabric, flows.src_nic, flows.dst_nic),
-        fabric.rack_of_nic(flows.src_nic),
-        fabric.rack_of_nic(flows.dst_nic),
+        fabric.rtsw_of_nic(flows.src_nic),
+        fabric.rtsw_of_nic(flows.dst_nic),
     )
 
 
@@ -88,7 +88,7 @@ def candidate_tables(
     base[pod, 0], base[pod, 1] = up_rack[pod], down_rack[pod]
     cross = cls == CROSS_POD
     if fabric.atsws_per_plane:
-        sp, dp = fabric.pod_of_rack(sr), fabric.pod_of_rack(dr)
+        sp, dp = fabric.pod_of_rtsw(sr), fabric.pod_of_rtsw(dr)
         base[cross, 0] = up_rack[cross]
         base[cross, 1] = fabric.up(fabric.agg_link(sp, 0, 0, 0))[cross]
         base[cross, 2] = fabric.down(fabric.agg_link(dp, 0, 0, 0))[cross]

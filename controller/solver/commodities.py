@@ -30,10 +30,10 @@ class Commodities:
         return int(self.src_rtsw.size)
 
     def src_pod(self, fabric: Fabric) -> np.ndarray:
-        return fabric.pod_of_rack(self.src_rtsw)
+        return fabric.pod_of_rtsw(self.src_rtsw)
 
     def dst_pod(self, fabric: Fabric) -> np.ndarray:
-        return fabric.pod_of_rack(self.dst_rtsw)
+        return fabric.pod_of_rtsw(self.dst_rtsw)
 
 
 def commodities(fabric: Fabric, flows: FlowSet) -> Commodities:
@@ -42,8 +42,8 @@ def commodities(fabric: Fabric, flows: FlowSet) -> Commodities:
         fabric,
         flows,
         flow_class(fabric, flows.src_nic, flows.dst_nic),
-        fabric.rack_of_nic(flows.src_nic),
-        fabric.rack_of_nic(flows.dst_nic),
+        fabric.rtsw_of_nic(flows.src_nic),
+        fabric.rtsw_of_nic(flows.dst_nic),
     )
 
 
@@ -53,11 +53,11 @@ def aggregate(
     """`commodities` from the flows' classes and source and destination racks
     (controller.model.paths), as a Problem holds them."""
     leaves = cls != SAME_RACK
-    key = sr * fabric.num_racks + dr
+    key = sr * fabric.num_rtsws + dr
     uniq, inverse = np.unique(key[leaves], return_inverse=True)
     flow_comm = np.full(len(flows), -1, dtype=np.int64)
     flow_comm[leaves] = inverse
-    src, dst = uniq // fabric.num_racks, uniq % fabric.num_racks
+    src, dst = uniq // fabric.num_rtsws, uniq % fabric.num_rtsws
     comm_cls = np.zeros(uniq.size, dtype=np.int8)
     comm_cls[inverse] = cls[leaves]
     demand = np.bincount(inverse, weights=flows.demand[leaves], minlength=uniq.size)

@@ -96,7 +96,7 @@ class _Mates:
     def __init__(self, fabric: Fabric, flows: FlowSet, cand: Candidates) -> None:
         k = fabric.rack_links
         self.span = self.spans(fabric)
-        sr = fabric.rack_of_nic(flows.src_nic)
+        sr = fabric.rtsw_of_nic(flows.src_nic)
         key = (sr * fabric.num_hosts + flows.dst_host(fabric)) * 3 + cand.cls
         on = self.span[cand.cls] > 0
         self.group = np.full(len(flows), -1, np.int64)
@@ -283,8 +283,8 @@ def greedy_batched_arcs(problem: Problem, *, fixed: np.ndarray) -> tuple[np.ndar
     dr = problem.dst_rack[order].tolist()
     # first fit: the lowest batch that neither the source nor the destination RTSW uses
     # (bit b of used_src[r] / used_dst[r]: RTSW r is taken in batch b)
-    used_src = [0] * fabric.num_racks
-    used_dst = [0] * fabric.num_racks
+    used_src = [0] * fabric.num_rtsws
+    used_dst = [0] * fabric.num_rtsws
     batch_l = [0] * order.size
     for i, (s_, d_) in enumerate(zip(sr, dr, strict=True)):
         taken = used_src[s_] | used_dst[d_]

@@ -107,7 +107,7 @@ class LpSolution:
         if (~same).any():
             mc, oc, xc = m[~same], o[~same], x[~same]
             c = oc // (k * k)
-            pa, pb = fabric.pod_of_rack(comm.src_rtsw[mc]), fabric.pod_of_rack(comm.dst_rtsw[mc])
+            pa, pb = fabric.pod_of_rtsw(comm.src_rtsw[mc]), fabric.pod_of_rtsw(comm.dst_rtsw[mc])
             gid = _group_ids(self.group_key, pa, pb, c)
             w_keep = self.agg_share > min_share
             order = np.argsort(self.agg_group[w_keep], kind="stable")
@@ -188,8 +188,8 @@ def build_model(fabric: Fabric, health: LinkHealth, comm: Commodities) -> _Model
     d = comm.demand / scale
     xm, xo, xup, xdown = _rack_options(fabric, comm, cap)
     cross = comm.cls[xm] == CROSS_POD
-    pa = fabric.pod_of_rack(comm.src_rtsw[xm])
-    pb = fabric.pod_of_rack(comm.dst_rtsw[xm])
+    pa = fabric.pod_of_rtsw(comm.src_rtsw[xm])
+    pb = fabric.pod_of_rtsw(comm.dst_rtsw[xm])
     plane = xo // (k * k)
     empty = np.zeros((0, 3), dtype=np.int64)
     groups = np.unique(np.stack([pa, pb, plane], 1)[cross], axis=0) if cross.any() else empty

@@ -72,24 +72,24 @@ class Problem:
         """Source rack (RTSW) per flow."""
         if self.parent is not None:
             return self.parent[0].src_rack[self.parent[1]]
-        return self.fabric.rack_of_nic(self.flows.src_nic)
+        return self.fabric.rtsw_of_nic(self.flows.src_nic)
 
     @cached_property
     def dst_rack(self) -> np.ndarray:
         """Destination rack (RTSW) per flow."""
         if self.parent is not None:
             return self.parent[0].dst_rack[self.parent[1]]
-        return self.fabric.rack_of_nic(self.flows.dst_nic)
+        return self.fabric.rtsw_of_nic(self.flows.dst_nic)
 
     @cached_property
     def src_pod(self) -> np.ndarray:
         """Source pod per flow."""
-        return self.fabric.pod_of_rack(self.src_rack)
+        return self.fabric.pod_of_rtsw(self.src_rack)
 
     @cached_property
     def dst_pod(self) -> np.ndarray:
         """Destination pod per flow."""
-        return self.fabric.pod_of_rack(self.dst_rack)
+        return self.fabric.pod_of_rtsw(self.dst_rack)
 
     @cached_property
     def candidates(self) -> Candidates:

@@ -156,7 +156,7 @@ def _affordable(
     room."""
     hops = min(qps, fabric.ctsws_per_pod * fabric.rack_links)
     extra = qps - -(-qps // hops)
-    rtsw = fabric.rack_of_nic(flows.src_nic)
+    rtsw = fabric.rtsw_of_nic(flows.src_nic)
     unit = flows.src_nic * np.int64(fabric.num_hosts) + flows.dst_host(fabric)
     limit = budget[fabric.node_id("rtsw", 0) + np.arange(fabric.num_rtsws)]
     order = which[np.lexsort((which, -flows.demand[which], rtsw[which]))]

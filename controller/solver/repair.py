@@ -185,8 +185,8 @@ class RouteIndex:
         host = int(fab.host_of_nic(flows.dst_nic[f]))
         nics = fab.nic_id(host, np.arange(fab.nics_per_host))
         rows = self.rows_on(fab.down(fab.access_link(nics)))
-        sr = fab.rack_of_nic(flows.src_nic[rows])
-        return rows[sr == fab.rack_of_nic(flows.src_nic[f])]
+        sr = fab.rtsw_of_nic(flows.src_nic[rows])
+        return rows[sr == fab.rtsw_of_nic(flows.src_nic[f])]
 
     def moved(self, path: np.ndarray, changed: np.ndarray, load: np.ndarray,
               count: np.ndarray, usage: np.ndarray | None = None) -> RouteIndex:  # fmt: skip
@@ -275,7 +275,7 @@ class _Work:
             return None
         fab = self.fabric
         host = int(fab.host_of_nic(self.flows.dst_nic[f]))
-        rack = int(fab.rack_of_nic(self.flows.src_nic[f]))
+        rack = int(fab.rtsw_of_nic(self.flows.src_nic[f]))
         rows = self._mates.get((rack, host))
         if rows is None:
             rows = self._mates[rack, host] = self.index.group(f)
@@ -285,7 +285,7 @@ class _Work:
             g for g in self.arcs
             if g != f and self.path[g] >= 0
             and int(self.fabric.host_of_nic(self.flows.dst_nic[g])) == host
-            and int(self.fabric.rack_of_nic(self.flows.src_nic[g]))
+            and int(self.fabric.rtsw_of_nic(self.flows.src_nic[g]))
             == rack
         ]  # fmt: skip
         if new:
@@ -593,14 +593,14 @@ def _retried(index: RouteIndex, better: np.ndarray, hit: np.ndarray, most: int) 
     if rows.size <= most:
         return rows
     fab = index.fabric
-    racks = np.zeros(fab.num_racks, bool)
-    racks[fab.rack_of_nic(index.assignment.flows.src_nic[hit])] = True
+    racks = np.zeros(fab.num_rtsws, bool)
+    racks[fab.rtsw_of_nic(index.assignment.flows.src_nic[hit])] = True
     links = np.flatnonzero(better[0::2] | better[1::2])
-    racks[fab.rack_of_nic(links[links < fab.rack_base])] = True
+    racks[fab.rtsw_of_nic(links[links < fab.rack_base])] = True
     rack_links = links[(links >= fab.rack_base) & (links < fab.agg_base)] - fab.rack_base
-    racks[rack_links // (fab.num_rack_links // fab.num_racks)] = True
+    racks[rack_links // (fab.num_rack_links // fab.num_rtsws)] = True
     flows = index.assignment.flows
-    near = racks[fab.rack_of_nic(flows.src_nic[rows])] | racks[fab.rack_of_nic(flows.dst_nic[rows])]
+    near = racks[fab.rtsw_of_nic(flows.src_nic[rows])] | racks[fab.rtsw_of_nic(flows.dst_nic[rows])]
     order = np.lexsort((rows, ~near))
     return np.sort(rows[order[:most]])
 

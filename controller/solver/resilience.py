@@ -408,13 +408,13 @@ class Sweep:
                                                   self.num_jobs, opts.model))  # fmt: skip
         # flows by source and destination rack, and cross-pod flows by pod (what a walk reads)
         f = self.flows
-        self.src_rack = fabric.rack_of_nic(f.src_nic)
-        self.dst_rack = fabric.rack_of_nic(f.dst_nic)
+        self.src_rack = fabric.rtsw_of_nic(f.src_nic)
+        self.dst_rack = fabric.rtsw_of_nic(f.dst_nic)
         cross = flow_class(fabric, f.src_nic, f.dst_nic) == CROSS_POD
-        self.src_pod = np.where(cross, fabric.pod_of_rack(self.src_rack), -1)
-        self.dst_pod = np.where(cross, fabric.pod_of_rack(self.dst_rack), -1)
-        self.by_src_rack = _Csr(self.src_rack, fabric.num_racks)
-        self.by_dst_rack = _Csr(self.dst_rack, fabric.num_racks)
+        self.src_pod = np.where(cross, fabric.pod_of_rtsw(self.src_rack), -1)
+        self.dst_pod = np.where(cross, fabric.pod_of_rtsw(self.dst_rack), -1)
+        self.by_src_rack = _Csr(self.src_rack, fabric.num_rtsws)
+        self.by_dst_rack = _Csr(self.dst_rack, fabric.num_rtsws)
         self.by_src_pod = _Csr(self.src_pod, fabric.pods)
         self.by_dst_pod = _Csr(self.dst_pod, fabric.pods)
         n = len(self.failures)
@@ -455,7 +455,7 @@ class Sweep:
         fab = self.inputs.fabric
         kind = fab.link_kind[links]
         racks = np.concatenate([
-            fab.rack_of_nic(links[kind == ACCESS]),
+            fab.rtsw_of_nic(links[kind == ACCESS]),
             (links[kind == RACK] - fab.rack_base) // (fab.ctsws_per_pod * fab.rack_links),
         ])  # fmt: skip
         per_pod = fab.ctsws_per_pod * fab.atsws_per_plane * fab.agg_links

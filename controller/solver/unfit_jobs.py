@@ -28,8 +28,8 @@ def unfit_jobs(fabric: Fabric, flows: FlowSet, budget: np.ndarray) -> dict[int, 
     with a flow or two a NIC over the budget keeps what fits, the rest on the hashing)."""
     if not len(flows):
         return {}
-    src_rack = fabric.rack_of_nic(flows.src_nic)
-    cross = src_rack != fabric.rack_of_nic(flows.dst_nic)  # same-rack flows need no entry
+    src_rack = fabric.rtsw_of_nic(flows.src_nic)
+    cross = src_rack != fabric.rtsw_of_nic(flows.dst_nic)  # same-rack flows need no entry
     if not cross.any():
         return {}
     hosts = np.int64(fabric.num_hosts)
@@ -39,17 +39,17 @@ def unfit_jobs(fabric: Fabric, flows: FlowSet, budget: np.ndarray) -> dict[int, 
     nic_key, fanout = np.unique(unit // hosts, return_counts=True)  # per (job, source NIC)
     widest = np.zeros(len(flows.job_ids) or int(job.max()) + 1, np.int64)
     np.maximum.at(widest, nic_key // fabric.num_nics, fanout)
-    rack = fabric.rack_of_nic((unit // hosts) % fabric.num_nics)
-    key, count = np.unique(job * fabric.num_racks + rack, return_counts=True)
-    limit = budget[fabric.node_id("rtsw", 0) + key % fabric.num_racks]
-    uplinks = fabric.ctsws_per_pod * fabric.rack_links
-    over = (count > limit) & (widest[key // fabric.num_racks] > uplinks)
+    rack = fabric.rtsw_of_nic((unit // hosts) % fabric.num_nics)
+    key, count = np.unique(job * fabric.num_rtsws + rack, return_counts=True)
+    limit = budget[fabric.node_id("rtsw", 0) + key % fabric.num_rtsws]
+    uplinks = fabric.ctsws_per_pod // fabric.planes * fabric.rack_links  # in its plane
+    over = (count > limit) & (widest[key // fabric.num_rtsws] > uplinks)
     worst: dict[int, tuple[int, int, float]] = {}  # job -> (entries, rack, budget), the most
     for k, n, cap in zip(key[over].tolist(), count[over].tolist(), limit[over].tolist(),
                          strict=True):  # fmt: skip
-        j = k // fabric.num_racks
+        j = k // fabric.num_rtsws
         if j not in worst or n > worst[j][0]:
-            worst[j] = (n, k % fabric.num_racks, cap)
+            worst[j] = (n, k % fabric.num_rtsws, cap)
     return {j: f"needs {n:,} TE entries at {fabric.rtsw_name(r)} alone, over its budget of "
                f"{cap:,.0f}, for {widest[j]:,} flows a NIC (more than the {uplinks} uplinks): "
                "left to the fabric's hashing"

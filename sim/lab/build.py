@@ -116,6 +116,15 @@ def require_root() -> None:
 
 
 def check_size(fabric: Fabric, underlay: str) -> None:
+    if fabric.rtsws_per_rack > 1 and (underlay != "static" or fabric.pods > 1):
+        # the lab addresses hosts, not NICs: a CTSW keeps a packet on the rail it came up
+        # (sim.lab.underlay), which a packet from an ATSW, FRR's BGP or an OVS group
+        # cannot tell
+        raise LabError(
+            f"fabric {fabric.name} has {fabric.rtsws_per_rack} RTSWs per rack (rail-optimized "
+            "or dual-ToR): a lab builds it in one pod, with switches as namespaces and "
+            "--underlay static only"
+        )
     missing = int((~fabric.installed).sum())
     if missing:
         raise LabError(

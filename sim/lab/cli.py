@@ -50,7 +50,9 @@ def cmd_up(args: argparse.Namespace) -> int:
         print(f"removed orphaned lab {gone.lab} (owner pid {(gone.owner or {}).get('pid')} "
               "is gone)", file=sys.stderr)  # fmt: skip
     fabric = load_fabric(args.fabric)
-    underlay = default_underlay() if args.underlay == "auto" else args.underlay
+    underlay = args.underlay
+    if underlay == "auto":  # several RTSWs a rack: the static underlay keeps the rails
+        underlay = "static" if fabric.rtsws_per_rack > 1 else default_underlay()
     path = Path(args.fabric)  # a fabric file is recorded by absolute path, a preset by name
     source = str(path.resolve()) if path.is_file() else args.fabric
     health = parse_health(fabric, args.fail)  # bad specs fail before anything is built
@@ -380,7 +382,8 @@ def register(cli: Any) -> None:
     cli.add_fabric_arg(up)
     common(up)
     up.add_argument("--underlay", choices=("auto", "frr", "static"), default="auto",
-                    help="default routing: FRR eBGP (auto: when installed) or static ECMP")
+                    help="default routing: FRR eBGP (auto: when installed, and one RTSW a "
+                         "rack) or static ECMP")
     up.add_argument("--switch", choices=("linux", "ovs"), default="linux",
                     help="switches as Linux namespaces (linux) or Open vSwitch bridges on the "
                     "userspace datapath (ovs: underlay as OpenFlow select groups, TE entries "

@@ -199,3 +199,37 @@ def test_forward_is_fast_enough_for_every_flow_of_a_large_fabric(pod: Fabric):
     dst = (src + fabric.hosts_per_rack * fabric.nics_per_host) % fabric.num_nics
     walks = EmulatedFabric(fabric).forward(src, dst)
     assert (walks.status == DELIVERED).all()
+
+
+@pytest.mark.parametrize("planes", [1, 2])
+def test_a_rail_or_dual_plane_fabric_delivers_every_rail_aligned_pair_and_keeps_te(planes: int):
+    """S = 4 RTSWs a rack (planes: 1 rail-optimized, 2 dual-plane): ECMP delivers NIC n to
+    NIC n of every other host through the NIC's own RTSW, never across a plane, and TE
+    routes are followed."""
+    from controller.model.clos import ClosSpec
+    from controller.model.health import LinkHealth
+    from controller.model.jobs import jobs_flows
+    from controller.solver.solve import solve
+    from sim.jobmix import random_jobs
+
+    fabric = build(ClosSpec(name="rails", pods=2, racks_per_pod=2, hosts_per_rack=2,
+                            nics_per_host=4, rtsws_per_rack=4, planes=planes, ctsws_per_pod=4,
+                            atsws_per_plane=1, taper=1.0))  # fmt: skip
+    em = EmulatedFabric(fabric)
+    src, dst = all_pairs(fabric)
+    aligned = src % fabric.nics_per_host == dst % fabric.nics_per_host
+    src, dst = src[aligned], dst[aligned]
+    walks = em.forward(src, dst)
+    assert (walks.status == DELIVERED).all()
+    for i in range(src.size):
+        valid_walk(fabric, walks.arcs[i])
+        used = walks.arcs[i][walks.arcs[i] >= 0] // 2
+        assert fabric.installed[used].all()
+        assert fabric.arc_ends[1][2 * used[0]] == fabric.node_id("rtsw", fabric.rtsw_of_nic(src[i]))
+    flows = jobs_flows(fabric, random_jobs(fabric, seed=2))
+    res = solve(fabric, LinkHealth.all_up(fabric), flows)
+    routes = build_routes(fabric, res.assignment)
+    for switch in routes.switches():
+        em.program(switch, routes.table(switch))
+    report = verify(fabric, em, res.assignment)
+    assert report.ok, report.summary()

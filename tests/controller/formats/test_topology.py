@@ -191,3 +191,17 @@ def test_slurm_versions(tiny: Fabric) -> None:
         check_slurm_version("slurm-yaml", "24.11")
     with pytest.raises(ValueError, match="expected a version"):
         parse_slurm_version("new")
+
+
+def test_a_rack_of_several_rtsws_is_one_logical_switch() -> None:
+    from controller.model.clos import PRESETS, build
+
+    rail = build(PRESETS["superpod-4su"])
+    text = export(rail, "slurm-conf")
+    assert "SwitchName=rack-p0-r0 Nodes=host-p0-r0-h[0-31]" in text
+    assert "SwitchName=pod0 Switches=rack-p0-r[0-3]" in text
+    doc = json.loads(export(rail, "json"))
+    rack = doc["pods"][0]["racks"][1]
+    assert rack["switch"] == "rack-p0-r1"
+    assert rack["switches"] == [f"rtsw-p0-r1-s{s}" for s in range(8)]
+    assert len(rack["hosts"]) == 32

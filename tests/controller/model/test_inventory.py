@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from controller.errors import FabricError
-from controller.model.clos import PRESETS, build
+from controller.model.clos import PRESETS, ClosSpec, build
 from controller.model.fabric import ABSENT, Fabric
 from controller.model.health import LinkHealth, parse_health
 from controller.model.inventory import Cable, Device, fabric_from_cables
@@ -192,3 +192,47 @@ def test_name_templates_and_their_errors() -> None:
         named_cable_list(shape, {"rtsw": "leaf"})
     with pytest.raises(FabricError, match="rename: no device 'nope'"):
         named_cable_list(shape, rename={"nope": "x"})
+
+
+LAYOUTS = {
+    "rail": ClosSpec(name="rail", pods=1, racks_per_pod=2, hosts_per_rack=3, nics_per_host=4,
+                     rtsws_per_rack=4, ctsws_per_pod=4, rack_links=2),
+    "rail-only": ClosSpec(name="rail-only", pods=2, racks_per_pod=2, hosts_per_rack=2,
+                          nics_per_host=2, rtsws_per_rack=2, planes=2, ctsws_per_pod=4,
+                          rack_links=2, atsws_per_plane=2, taper=1.0),
+    "dual-plane": ClosSpec(name="dual-plane", pods=2, racks_per_pod=2, hosts_per_rack=2,
+                           nics_per_host=4, rtsws_per_rack=4, planes=2, ctsws_per_pod=4,
+                           atsws_per_plane=1, taper=2.0),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_each_layout_is_inferred_from_its_cables(layout: str) -> None:
+    """A rail-optimized, a rail-only and a dual-plane shape as cable lists (operator names):
+    the slots and planes are read off the cables; the same links, speeds and names."""
+    shape = build(LAYOUTS[layout])
+    names = {**NAMES, "rtsw": "leaf-{pod_letter}{rack}-{slot}"}
+    devices, cables = named_cable_list(shape, names, {"host": "eth{nic}", **PORTS})
+    assert len(cables) == int(shape.installed.sum())  # no cable across planes
+    fabric = load(devices, cables, layout)
+    dims = ("pods", "racks_per_pod", "hosts_per_rack", "nics_per_host", "ctsws_per_pod",
+            "rack_links", "atsws_per_plane", "agg_links", "rtsws_per_rack", "planes")
+    assert [getattr(fabric, d) for d in dims] == [getattr(shape, d) for d in dims]
+    assert np.array_equal(fabric.installed, shape.installed)
+    assert np.array_equal(fabric.capacity, shape.capacity)
+    lo, hi = fabric.link_ends
+    assert np.array_equal(lo, shape.link_ends[0]) and np.array_equal(hi, shape.link_ends[1])
+    assert fabric.rtsw_name(1) == "leaf-a0-1" and fabric.nic_name(1) == "gpu-a00/eth1"
+
+
+def test_a_host_on_two_rtsws_that_fit_no_layout_is_refused() -> None:
+    shape = build(LAYOUTS["rail"])
+    names = {**NAMES, "rtsw": "leaf-{pod_letter}{rack}-{slot}"}
+    devices, cables = named_cable_list(shape, names, {"host": "eth{nic}", **PORTS})
+    # host gpu-a01's eth1 and eth2 swapped: NIC 1 on the rack's slot-2 leaf
+    swap = {("gpu-a01", "eth1"): "eth2", ("gpu-a01", "eth2"): "eth1"}
+    cables = [replace(c, a_port=swap.get((c.a, c.a_port), c.a_port)) for c in cables]
+    with pytest.raises(FabricError, match=r"host gpu-a01 is cabled to 4 RTSWs: .*the cables "
+                       r"fit no layout \(one RTSW a rack, or NIC n of every host of a rack on "
+                       r"its RTSW n % 4"):  # fmt: skip
+        load(devices, cables)
