@@ -35,11 +35,12 @@ up to `qps` QP buckets, since that is what the solver may return.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from controller.errors import InputError
+from controller.errors import InputError, Superseded
 from controller.model.assignment import UNROUTED, Assignment, moved_pairs
 from controller.model.fabric import SWITCH_TIERS, Fabric
 from controller.model.flows import ALL_QPS, FlowSet, match_pairs, pair_keys
@@ -443,23 +444,39 @@ def solve(
     *,
     previous: Assignment | None = None,
     options: SolveOptions | None = None,
+    stop: Stop = None,
 ) -> SolveResult:
     """Assign every flow a path; report MLU, the lower bound and their ratio; raise the
-    worst job (job_objective) and certify every job against the fabric's own routing."""
+    worst job (job_objective) and certify every job against the fabric's own routing.
+    `stop` is asked between stages; when it says so the solve raises Superseded (its
+    caller's inputs changed: nothing half-done is returned)."""
     opts = options or SolveOptions()
     start = time.perf_counter()
     flows.validate(fabric)
     unfit: dict[int, str] = {}
+    _go_on(stop, "start")
     if opts.unfit_to_hashing:
         unfit = unfit_jobs(fabric, flows, switch_budget(fabric, _budget(fabric, opts)))
+    _go_on(stop, "unfit jobs")
     if unfit:
-        out = _placed_around(fabric, health, flows, unfit, previous, opts, start)
+        out = _placed_around(fabric, health, flows, unfit, previous, opts, start, stop)
     else:
-        out = _placed(fabric, health, flows, previous, opts, start)
+        out = _placed(fabric, health, flows, previous, opts, start, stop)
+    _go_on(stop, "placement")
     out = job_objective(fabric, health, flows, out, previous, opts)
+    _go_on(stop, "job objective")
     out = certified(fabric, health, out, opts)
     out.times["total"] = time.perf_counter() - start
     return out
+
+
+Stop = Callable[[], bool] | None  # asked between a solve's stages: stop now?
+
+
+def _go_on(stop: Stop, after: str) -> None:
+    """Raise Superseded when `stop` says the solve is no longer wanted."""
+    if stop is not None and stop():
+        raise Superseded(f"solve stopped after {after}: its inputs were superseded")
 
 
 def _placed_around(
@@ -470,6 +487,7 @@ def _placed_around(
     previous: Assignment | None,
     opts: SolveOptions,
     start: float,
+    stop: Stop = None,
 ) -> SolveResult:
     """The other jobs placed (`_placed`), and the `unfit` jobs' flows appended as rows
     without a TE path (controller.solver.unfit_jobs): they ride the fabric's hashing."""
@@ -477,7 +495,8 @@ def _placed_around(
     keep, rest = np.flatnonzero(~hashed), np.flatnonzero(hashed)
     left = flows.take(rest)
     planned = _left_over(fabric, health, left, opts) if keep.size else health
-    inner = _placed(fabric, planned, flows.take(keep), previous, opts, start)
+    _go_on(stop, "the hashed jobs' load")
+    inner = _placed(fabric, planned, flows.take(keep), previous, opts, start, stop)
     if planned is not health:
         # planned on what the hashed jobs leave: its MLU, collisions and LP are of those
         # capacities, not the fabric's; counted again on the fabric (the LP is no bound
@@ -544,8 +563,10 @@ def _placed(
     previous: Assignment | None,
     opts: SolveOptions,
     start: float,
+    stop: Stop = None,
 ) -> SolveResult:
-    """Every flow placed: the MLU-minimising part of `solve` (module docstring, steps 1-6)."""
+    """Every flow placed: the MLU-minimising part of `solve` (module docstring, steps 1-6);
+    `stop` asked between its passes (see `solve`)."""
     times: dict[str, float] = {}
     problem = Problem(fabric, health, flows)
 
@@ -569,6 +590,7 @@ def _placed(
         t = time.perf_counter()
         spray_bound = problem.bound(opts.qps)
         times["bound"] = time.perf_counter() - t
+        _go_on(stop, "bound")
         t = time.perf_counter()
         empty = AssignResult(
             Assignment(flows, np.full(len(flows), UNROUTED, np.int64)), np.inf,
@@ -587,6 +609,7 @@ def _placed(
     t = time.perf_counter()
     bound = problem.bound()
     times["bound"] = times.get("bound", 0.0) + time.perf_counter() - t
+    _go_on(stop, "bound")
     t = time.perf_counter()
     res = run(None)
     times["assign"] = time.perf_counter() - t
@@ -616,6 +639,7 @@ def _placed(
             if sprayed is not None:
                 res, parent = sprayed
                 need_lp = False
+    _go_on(stop, "assignment")
     if need_lp and len(flows):
         t = time.perf_counter()
         comm = problem.commodities
