@@ -465,7 +465,7 @@ def solve(
     _go_on(stop, "placement")
     out = job_objective(fabric, health, flows, out, previous, opts)
     _go_on(stop, "job objective")
-    out = certified(fabric, health, out, opts)
+    out = certified(fabric, health, out, opts, stop)
     out.times["total"] = time.perf_counter() - start
     return out
 
@@ -738,18 +738,20 @@ def job_objective(
 
 
 def certified(
-    fabric: Fabric, health: LinkHealth, result: SolveResult, opts: SolveOptions
+    fabric: Fabric, health: LinkHealth, result: SolveResult, opts: SolveOptions,
+    stop: Stop = None,
 ) -> SolveResult:
     """`result` with its certificate (controller.solver.certificate), and with the jobs
     that would be below the fabric's own routing handed back to it: their rows without a
     TE path, tables and collisions counted again. Where rows ride the defaults (handed back,
     or over the table budget) the MLU is that of the whole data plane (Certificate.mlu).
-    Unchanged when disabled."""
+    Unchanged when disabled. `stop`: see `solve` (asked before each seed's walk)."""
     if not opts.certify.enabled:
         return result
     t = time.perf_counter()
     assignment, cert = certify(fabric, health, result.assignment, qps=opts.qps,
-                               parent=result.parent, options=opts.certify)  # fmt: skip
+                               parent=result.parent, options=opts.certify,
+                               stop=stop)  # fmt: skip
     times = dict(result.times)
     times["certificate"] = time.perf_counter() - t
     if assignment is result.assignment:

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-from controller.errors import InputError
+from controller.errors import InputError, Superseded
 from controller.model.assignment import UNROUTED, Assignment
 from controller.model.clos import PRESETS, ClosSpec, build
 from controller.model.fabric import Fabric
@@ -125,6 +125,34 @@ def test_a_bad_routing_is_handed_back_until_certified(small: Fabric) -> None:
     assert np.array_equal(out.path, again.path)
     same = {"seconds": 0, "reference_runs": 0}  # the second reads the memoised reference
     assert {**cert.to_dict(), **same} == {**cert2.to_dict(), **same}
+
+
+@pytest.mark.parametrize("seed", [2, 4])
+def test_a_stop_ends_the_certificate_before_a_seed_and_one_never_taken_changes_nothing(
+    small: Fabric, seed: int
+) -> None:
+    """`stop` is asked before each seed's walk (reference, planes, shares, the reference
+    MLU); once it says so Superseded is raised; never taken, the certificate is the same."""
+    flows = jobs_flows(small, random_jobs(small, seed=seed))
+    health = LinkHealth.all_up(small)
+    for path in (np.zeros(len(flows), np.int64), np.full(len(flows), UNROUTED, np.int64)):
+        routing = Assignment(flows, path)  # a bad routing, and one with no TE row at all
+        opts = CertifyOptions(seed=100 + seed, workers=1)  # its own seeds: nothing memoised
+        asked: list[int] = []
+
+        def never(asked: list[int] = asked) -> bool:
+            asked.append(1)
+            return False
+
+        out, cert = certify(small, health, routing, qps=16, options=opts, stop=never)
+        plain, cert2 = certify(small, health, routing, qps=16, options=opts)
+        assert len(asked) >= len(opts.seeds)
+        assert np.array_equal(out.path, plain.path)
+        same = {"seconds": 0, "reference_runs": 0}
+        assert {**cert.to_dict(), **same} == {**cert2.to_dict(), **same}
+        with pytest.raises(Superseded):
+            certify(small, health, routing, qps=16, options=replace(opts, seed=200 + seed),
+                    stop=lambda: True)  # fmt: skip
 
 
 def test_a_deferred_certificate_computes_no_reference_and_says_it_is_pending(
