@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 
@@ -130,10 +131,17 @@ class GlobalSolve:
                     self.result = certified(self.fabric, self.taken.health, self.settled,
                                             self.options)  # fmt: skip
             else:
-                with self.metrics.solve_seconds.labels("solve").time():
+                start = time.perf_counter()
+                try:
                     self.result = solve(self.fabric, self.taken.health, self.flows,
                                         previous=self.previous, options=self.options,
                                         stop=stop)  # fmt: skip
+                except Superseded:  # its time is counted apart
+                    self.abandoned = True
+                    raise
+                finally:
+                    kind = "abandoned" if self.abandoned else "solve"
+                    self.metrics.solve_seconds.labels(kind).observe(time.perf_counter() - start)
             self.indexed.assignment = self.result.assignment
         except Superseded as err:
             log.info("global solve abandoned: %s", err)

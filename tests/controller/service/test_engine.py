@@ -746,6 +746,9 @@ def test_a_burst_of_puts_is_solved_once_as_one_round() -> None:
         assert engine.wait_idle(60)
         assert len(solved) == 2 < len(jobs)  # the superseded one and one of them all
         assert engine.abandoned == 1 and engine.global_solves == 1
+        count = engine.metrics.registry.get_sample_value
+        assert count("fabric_te_solve_duration_seconds_count", {"kind": "abandoned"}) == 1
+        assert count("fabric_te_solve_duration_seconds_count", {"kind": "solve"}) == 1
         result = engine.last_result
         assert result is not None
         one = _one_solve_of(jobs, LinkHealth.all_up(FABRIC))
