@@ -578,6 +578,7 @@ def _placed(
             table_budget=_budget(fabric, opts),
             lp_guidance=guidance,
             search_tries=opts.search_tries,
+            stop=stop,
         )
 
     lp: LpSolution | None = None
