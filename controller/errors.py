@@ -13,7 +13,9 @@
     |                                 (a stale generation)                 FAILED_PRECONDITION
     +-- SolverError                   the solver failed on valid input             INTERNAL
     |   +-- LpError                   the LP ended without an optimum
-    |       +-- LpTimeout             ... because its time limit ran out  DEADLINE_EXCEEDED
+    |   |   +-- LpTimeout             ... because its time limit ran out  DEADLINE_EXCEEDED
+    |   +-- Superseded                a solve abandoned at a safe point: its caller's
+    |                                 inputs changed meanwhile (never leaves the service)
     +-- DriverError                   a switch or driver failed                 UNAVAILABLE
     |   +-- DriverTimeout             no answer in time; the batch may or may not have landed
     |   +-- DriverRejected            the switch refused the batch; nothing was applied
@@ -94,6 +96,11 @@ class LpError(SolverError):
 
 class LpTimeout(LpError):
     """The LP's time limit ran out before an optimum."""
+
+
+class Superseded(SolverError):
+    """A solve stopped between two of its stages because its caller's `stop` said so (its
+    inputs were superseded by newer ones); nothing it computed is returned."""
 
 
 class DriverError(FabricTeError):

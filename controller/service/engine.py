@@ -4,7 +4,9 @@ API threads check, store and record inputs (`intake`) and return at once. The wo
 the changes that arrive within `debounce` s as one round and runs the steps `rounds` decides:
 a link change is repaired at once against what is installed, and settled without a global
 solve while the jobs are unchanged (`_settle_health`); job changes get a global solve in a
-thread of its own (`solves`), pushed re-based on link changes since, or dropped when stale.
+thread of its own (`solves`), pushed re-based on link changes since, or dropped when stale;
+one that job changes supersede while it runs stops at its next stage (`rounds.superseded`),
+so a burst of puts is solved once, as one round.
 Every push goes through the `installer` (plan, push, read back, reconcile); what the engine
 reports as installed is what it read back. A round is settled (`wait_idle`) once the routes
 read back answer to its inputs; predicted rates follow (`predictor`, `wait_predicted`).
@@ -144,7 +146,8 @@ class Engine(RouteCommands):
         self.global_solves = 0  # global solves pushed
         self.settles_certified = 0  # settled link changes certified in the solve's thread
         self.rebased = 0  # global results re-based on a link change that came meanwhile
-        self.dropped = 0  # global results dropped unpushed: stale when they ended
+        self.dropped = 0  # global solves dropped unpushed: stale when they ended or abandoned
+        self.abandoned = 0  # of those, solves stopped at a stage as job changes came
         self.solve_hook: Callable[[LinkHealth], None] = lambda health: None  # before a solve
         # the repair of every single failure of what is installed, computed beside
         # (controller.service.precomputed); a report that matches one uses it
@@ -512,11 +515,18 @@ class Engine(RouteCommands):
                 self._solve_ended = True
                 self._cond.notify_all()
 
+        dropped_last = self._dropped_last
+
+        def superseded() -> bool:  # a job changed since `taken`: the solve stops at a stage
+            return settled is None and rounds.superseded(
+                solved_version=taken.version, jobs_version=self._state.jobs_version,
+                dropped_last=dropped_last)  # fmt: skip
+
         self._solve = GlobalSolve(self.fabric, taken, previous, self.options, self.metrics,
                                   hook=self.solve_hook, known=self.intake.known(), react=self.react,
                                   after=self.installer.building,
                                   stopped=lambda: self._stop, on_end=ended,
-                                  settled=settled)  # fmt: skip
+                                  settled=settled, superseded=superseded)  # fmt: skip
         self._solve.start()
 
     def _finish_solve(self) -> None:
@@ -529,12 +539,18 @@ class Engine(RouteCommands):
         if task.error is not None:
             raise task.error
         result, solved = task.result, task.taken
-        assert result is not None and task.flows is not None
         if self.intake.held is not None:  # started before a file's routes were applied
             task.index_when(wanted=False, now=True)
             log.info("dropped a global result: routes applied from a file are held")
             self._settle(now.version)
             return
+        if task.abandoned:  # job changes superseded it: the latest inputs are solved
+            self._dropped_last = True
+            self.dropped += 1
+            self.abandoned += 1
+            self._solve_latest()
+            return
+        assert result is not None and task.flows is not None
         plan = rounds.plan_finish(
             solved_version=solved.version,
             jobs_version=self._jobs_version,

@@ -8,6 +8,7 @@ table of situations and steps.
 
     Wake -> next_step -> STOP | TAKE_OVER | COMMAND | SWEEP | IDLE | FINISH_SOLVE | ROUND
     ROUND -> plan_round -> repair first? then WAIT_SOLVE | SETTLE | SOLVE
+    while it runs: superseded -> the solve stops at its next stage (a job changed since)
     FINISH_SOLVE -> plan_finish -> push, re-based on new health or not; dropped if stale
 """
 
@@ -159,15 +160,25 @@ class FinishPlan:
     rebase: bool  # link health changed while it ran: repair it for the new health first
 
 
+def superseded(*, solved_version: int, jobs_version: int, dropped_last: bool) -> bool:
+    """Whether a global solve of the inputs at `solved_version` is no longer wanted: the
+    jobs changed since (`jobs_version`, accepted, taken or not), so a solve of them all is
+    due, unless the result before it was dropped too (a stream of job changes faster than
+    the solves still gets every second one pushed: it never starves the pushes). Asked
+    while the solve runs (it stops at its next stage: the burst of puts behind it is
+    solved once, at once) and when it ends (its result is dropped unpushed)."""
+    return jobs_version > solved_version and not dropped_last
+
+
 def plan_finish(
     *, solved_version: int, jobs_version: int, dropped_last: bool, health_changed: bool
 ) -> FinishPlan:
-    """A global result that ended. One already stale is dropped, unless the result before
-    it was dropped too: pushing it would hold the re-solve back by a push of routes already
-    out of date, and a stream of job changes still gets every second result pushed (it
-    never starves the pushes)."""
+    """A global result that ended. One already stale is dropped when `superseded`: pushing
+    it would hold the re-solve back by a push of routes already out of date."""
     stale = jobs_version > solved_version
-    return FinishPlan(stale, stale and not dropped_last, health_changed)
+    drop = superseded(solved_version=solved_version, jobs_version=jobs_version,
+                      dropped_last=dropped_last)  # fmt: skip
+    return FinishPlan(stale, drop, health_changed)
 
 
 def index_beside(

@@ -7,17 +7,23 @@ link report arriving meanwhile waited for it). When the solve ends the worker is
 (`on_end`); the thread then builds the result's RouteIndex, with the table usage the solve
 counted, when the worker says so (`index_when`: beside the push, after it, or never for a
 dropped result), so that the next repair finds it ready.
+
+A solve whose inputs are superseded (a job changed since it started: `rounds.superseded`)
+stops at its next stage (`solver.solve`'s `stop`) and ends `abandoned`, with no result: the
+worker solves the latest inputs instead, so a burst of puts costs one solve of them all.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 import numpy as np
 
+from controller.errors import Superseded
 from controller.model.assignment import Assignment
 from controller.model.fabric import Fabric
 from controller.model.flows import FlowSet
@@ -61,6 +67,7 @@ class GlobalSolve:
         stopped: Callable[[], bool],
         on_end: Callable[[], None],
         settled: SolveResult | None = None,
+        superseded: Callable[[], bool] = lambda: False,
     ) -> None:
         self.fabric = fabric
         # a settled link change whose certificate is pending: certified in full here instead
@@ -75,10 +82,12 @@ class GlobalSolve:
         self._react = react  # the certificate of a re-based result (deferred when at risk)
         self._after = after  # the index build it starts after
         self._stopped = stopped
+        self._superseded = superseded  # asked between the solve's stages
         self._on_end = on_end
         self.flows: FlowSet | None = None
         self.result: SolveResult | None = None
         self.error: BaseException | None = None
+        self.abandoned = False  # stopped at a stage, superseded: no result, no error
         self.indexed = IndexBuild()  # the result's index, built when the worker says so
         self._go = threading.Event()
         self._wanted = False
@@ -108,6 +117,9 @@ class GlobalSolve:
         return res, index
 
     def _work(self) -> None:
+        def stop() -> bool:
+            return self._stopped() or self._superseded()
+
         try:
             while self._after is not None and not self._after.ready.wait(POLL):
                 if self._stopped():
@@ -119,10 +131,21 @@ class GlobalSolve:
                     self.result = certified(self.fabric, self.taken.health, self.settled,
                                             self.options)  # fmt: skip
             else:
-                with self.metrics.solve_seconds.labels("solve").time():
+                start = time.perf_counter()
+                try:
                     self.result = solve(self.fabric, self.taken.health, self.flows,
-                                        previous=self.previous, options=self.options)  # fmt: skip
+                                        previous=self.previous, options=self.options,
+                                        stop=stop)  # fmt: skip
+                except Superseded:  # its time is counted apart
+                    self.abandoned = True
+                    raise
+                finally:
+                    kind = "abandoned" if self.abandoned else "solve"
+                    self.metrics.solve_seconds.labels(kind).observe(time.perf_counter() - start)
             self.indexed.assignment = self.result.assignment
+        except Superseded as err:
+            log.info("global solve abandoned: %s", err)
+            self.abandoned = True
         except BaseException as err:  # noqa: BLE001 - handed to the worker
             self.error = err
         self._on_end()

@@ -47,6 +47,7 @@ class DesiredState:
     jobs: dict[str, tuple[Job, int]] = field(default_factory=dict)
     health: LinkHealth | None = None
     version: int = 0
+    jobs_version: int = 0  # the version at which the jobs last changed
     _health_only: bool = True
 
     def __post_init__(self) -> None:
@@ -147,6 +148,8 @@ class DesiredState:
     def _bump(self, health_only: bool) -> None:
         self.version += 1
         self._health_only &= health_only
+        if not health_only:
+            self.jobs_version = self.version
 
 
 @dataclass(frozen=True)

@@ -48,7 +48,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from controller.errors import InputError
+from controller.errors import InputError, Superseded
 from controller.model.assignment import UNROUTED, Assignment
 from controller.model.dataplane import Carried, carried, overrides_of
 from controller.model.fabric import Fabric
@@ -268,17 +268,24 @@ class _Reference:
     """Per-job reference values per hashing, computed once, on first need."""
 
     def __init__(self, fabric: Fabric, health: LinkHealth, flows: FlowSet, qps: int,
-                 num_jobs: int, opts: CertifyOptions) -> None:  # fmt: skip
+                 num_jobs: int, opts: CertifyOptions,
+                 stop: Callable[[], bool] | None = None) -> None:  # fmt: skip
         self.fabric, self.health, self.flows, self.qps = fabric, health, flows, qps
-        self.num_jobs, self.opts = num_jobs, opts
+        self.num_jobs, self.opts, self.stop = num_jobs, opts, stop
         self._values: dict[str, np.ndarray] = {}
         self.computed = 0  # hashed routings simulated (0: none, or all from the memo)
 
     def values(self, kind: str) -> np.ndarray:
-        if kind not in self._values:
-            key = self.key(kind)
+        key = self.key(kind) if kind not in self._values else ""
+        while kind not in self._values:
             hit, mine = _claim(key)
-            self._values[kind] = hit.result() if mine is None else self.fill(kind, key, mine)
+            if mine is not None:
+                self._values[kind] = self.fill(kind, key, mine)
+                continue
+            try:
+                self._values[kind] = hit.result()
+            except Superseded:  # the solve computing them was stopped; this one was not
+                continue
         return self._values[kind]
 
     def key(self, kind: str) -> str:
@@ -292,15 +299,15 @@ class _Reference:
         """Compute the values `mine` was claimed for, hand them to whoever waits, and stop
         being in flight."""
         try:
-            values = self._computed(kind, key)
+            values = self._computed(kind, key)  # memoised there
         except BaseException as exc:
-            mine.set_exception(exc)
-            raise
-        else:
-            mine.set_result(values)
-        finally:
             with _MEMO_LOCK:
                 del _IN_FLIGHT[key]
+            mine.set_exception(exc)
+            raise
+        with _MEMO_LOCK:
+            del _IN_FLIGHT[key]
+        mine.set_result(values)
         return values
 
     def _computed(self, kind: str, key: str) -> np.ndarray:
@@ -313,7 +320,7 @@ class _Reference:
                                 hashed=everyone)  # fmt: skip
             return job_values(share, self.flows.job, self.num_jobs)
 
-        runs = _each_seed(run, self.opts)  # the mean is in seed order
+        runs = _each_seed(run, self.opts, stop=self.stop)  # the mean is in seed order
         self.computed += len(runs)
         values = self._values[kind] = np.mean(runs, axis=0)
         values.setflags(write=False)
@@ -325,11 +332,13 @@ class _Reference:
 
 
 def prefetch(fabric: Fabric, health: LinkHealth, flows: FlowSet, *, qps: int,
-             options: CertifyOptions | None = None) -> None:
+             options: CertifyOptions | None = None,
+             stop: Callable[[], bool] | None = None) -> None:
     """Start simulating the reference values of the input `flows` on a background thread,
     so that certifying a routing of them (after a solve that takes about as long) finds them
     ready or in flight instead of starting then. The certificate is the same either way;
-    nothing is started when it is disabled or would be deferred."""
+    nothing is started when it is disabled or would be deferred; `stop` (the solve's) ends
+    it before a seed, as it would the certificate."""
     opts = options or CertifyOptions()
     work = len(flows) * qps * len(opts.seeds)
     if not opts.enabled or not len(flows) or (
@@ -337,7 +346,7 @@ def prefetch(fabric: Fabric, health: LinkHealth, flows: FlowSet, *, qps: int,
         return
     num_jobs = max(len(flows.job_ids), int(flows.job.max(initial=-1)) + 1, 1)
     # one seed after another: the caller's placement keeps the other core busy
-    ref = _Reference(fabric, health, flows, qps, num_jobs, replace(opts, workers=1))
+    ref = _Reference(fabric, health, flows, qps, num_jobs, replace(opts, workers=1), stop)
     key = ref.key(opts.reference)
     _, mine = _claim(key)  # claimed here, so a certificate from now on waits for it
     if mine is None:
@@ -348,8 +357,8 @@ def prefetch(fabric: Fabric, health: LinkHealth, flows: FlowSet, *, qps: int,
     def run() -> None:
         try:
             ref.fill(opts.reference, key, claimed)
-        except Exception:  # handed to whoever waits; the certificate reports it
-            log.debug("reference prefetch failed", exc_info=True)
+        except Exception:  # handed to whoever waits (the certificate reports it), or stopped
+            log.debug("reference prefetch ended early", exc_info=True)
 
     try:
         threading.Thread(target=run, name="certificate-prefetch", daemon=True).start()
@@ -368,13 +377,16 @@ def certify(
     parent: np.ndarray | None = None,
     options: CertifyOptions | None = None,
     inputs: FlowSet | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> tuple[Assignment, Certificate]:
     """Certify `assignment` (rows; `parent[i]`: row i's input flow) against the reference,
     handing failing jobs back to hashing until it holds (module docstring). Returns the
     assignment to install (the input one when nothing fell back) and its certificate.
     `inputs`: the input flows `parent` indexes, when the caller has them (their demands as
     given; else rebuilt from the rows, the demands summed, which may differ in the last bit
-    and so miss a prefetch of the reference made from the inputs)."""
+    and so miss a prefetch of the reference made from the inputs).
+
+    `stop` is asked before each seed's walk: when it says so, Superseded is raised."""
     opts = options or CertifyOptions()
     start = time.perf_counter()
     rows = assignment.flows
@@ -400,11 +412,11 @@ def certify(
         worst: dict[str, float | None] = {opts.reference: 1.0}
         below: dict[str, int] = {opts.reference: 0}
         if others:
-            ref = _Reference(fabric, health, flows, qps, num_jobs, opts)
+            ref = _Reference(fabric, health, flows, qps, num_jobs, opts, stop)
             te = ref.values(opts.reference)
             for kind in others:
                 worst[kind], below[kind] = _compared(te, ref.values(kind), has)
-        mlu = _reference_mlu(fabric, health, flows, qps, opts)
+        mlu = _reference_mlu(fabric, health, flows, qps, opts, stop)
         return assignment, Certificate(
             reference=opts.reference, seeds=opts.seeds, qps=qps, jobs=int(has.sum()),
             jobs_checked=int(has.sum()) if others else 0, passed=True, worst_ratio=worst,
@@ -412,7 +424,7 @@ def certify(
             walked=int(np.where(rows.qp == ALL_QPS, qps, 1).sum()),
             not_compared=tuple(skipped),
         )  # fmt: skip
-    ref = _Reference(fabric, health, flows, qps, num_jobs, opts)
+    ref = _Reference(fabric, health, flows, qps, num_jobs, opts, stop)
     cap = health.arc_capacity(fabric)
     has_flows = np.bincount(flows.job, minlength=num_jobs) > 0
     unit_key = rows.src_nic * np.int64(fabric.num_hosts) + rows.dst_host(fabric)
@@ -436,7 +448,7 @@ def certify(
                             qps=qps, overrides=overrides, expand=False)  # fmt: skip
             return _Plane.of(fabric, health, plane, cap, num_jobs)
 
-        planes = _each_seed(loaded, opts, seeds)
+        planes = _each_seed(loaded, opts, seeds, stop)
         at_risk = np.logical_or.reduce([p.at_risk for p in planes])
         hot = [p.over for p in planes]
         mlus = [p.mlu for p in planes]
@@ -452,7 +464,7 @@ def certify(
                                num_parents=len(flows), weight=p.plane.weight,
                                model=opts.model, hashed=p.plane.hashed, load=p.load)  # fmt: skip
 
-        shares = _each_seed(shared, opts, tuple(range(len(planes))))
+        shares = _each_seed(shared, opts, tuple(range(len(planes))), stop)
         share = np.mean(shares, axis=0)
         te = np.mean([job_values(x, flows.job, num_jobs) for x in shares], axis=0)
         te = np.where(at_risk, te, 1.0)
@@ -517,7 +529,8 @@ def _compared(te: np.ndarray, base: np.ndarray, jobs: np.ndarray) -> tuple[float
 
 
 def _reference_mlu(
-    fabric: Fabric, health: LinkHealth, flows: FlowSet, qps: int, opts: CertifyOptions
+    fabric: Fabric, health: LinkHealth, flows: FlowSet, qps: int, opts: CertifyOptions,
+    stop: Callable[[], bool] | None = None,
 ) -> float:
     """MLU of the reference routing of `flows`, the mean over the seeds (offered load only,
     without a row per QP in memory)."""
@@ -530,14 +543,24 @@ def _reference_mlu(
                             np.where(load > 0, np.inf, 0.0))  # fmt: skip
         return float(util.max(initial=0.0))
 
-    return float(np.mean(_each_seed(mlu, opts)))
+    return float(np.mean(_each_seed(mlu, opts, stop=stop)))
 
 
 def _each_seed(run: Callable[[int], T], opts: CertifyOptions,
-               seeds: tuple[int, ...] | None = None) -> list[T]:  # fmt: skip
+               seeds: tuple[int, ...] | None = None,
+               stop: Callable[[], bool] | None = None) -> list[T]:  # fmt: skip
     """`run` for every seed (`opts.seeds` unless given), in seed order, on up to
-    `opts.workers` threads (the compiled loops release the GIL)."""
+    `opts.workers` threads (the compiled loops release the GIL); `stop` is asked before
+    each seed (Superseded when it says so: the certificate is no longer wanted)."""
     seeds = opts.seeds if seeds is None else seeds
+    if stop is not None:
+        plain = run
+
+        def run(seed: int) -> T:
+            if stop():
+                raise Superseded("certificate stopped: its inputs were superseded")
+            return plain(seed)
+
     workers = min(len(seeds), opts.workers or os.cpu_count() or 1)
     if workers <= 1:
         return [run(seed) for seed in seeds]

@@ -27,10 +27,12 @@ controller.routes.entries.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from controller.errors import Superseded
 from controller.model.assignment import UNROUTED, Assignment
 from controller.model.fabric import ACCESS, Fabric
 from controller.model.flows import FlowSet, match_pairs
@@ -200,14 +202,19 @@ def demand_order(flows: FlowSet) -> np.ndarray:
     return np.argsort(-flows.demand, kind="stable")
 
 
+STOP_EVERY = 4096  # flows the per-flow greedy places between two looks at its `stop`
+
+
 def greedy(
     problem: Problem,
     *,
     fixed: np.ndarray | None = None,
     guidance: Guidance | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> np.ndarray:
     """Largest-first greedy paths. `fixed[f] >= 0` keeps flow f on that path (its load is
-    counted first); every other flow is placed. Flows with no alive path get UNROUTED."""
+    counted first); every other flow is placed. Flows with no alive path get UNROUTED.
+    `stop` is asked every STOP_EVERY flows (Superseded when it says so)."""
     fabric, flows = problem.fabric, problem.flows
     inv, cand = problem.inverse, problem.candidates
     path = np.full(len(flows), UNROUTED, np.int64)
@@ -229,7 +236,9 @@ def greedy(
     mates.fill(cand.cls, np.where(keep, path, UNROUTED))
     # the flows to place, in demand_order (a stable sort of a subset keeps its order)
     todo = np.flatnonzero(~keep & alive)
-    for f in todo[np.argsort(-demand[todo], kind="stable")].tolist():
+    for i, f in enumerate(todo[np.argsort(-demand[todo], kind="stable")].tolist()):
+        if stop is not None and not i % STOP_EVERY and stop():
+            raise Superseded("greedy stopped: its inputs were superseded")
         cls = int(cand.cls[f])
         if cls == SAME_RACK:
             path[f] = 0
@@ -620,9 +629,11 @@ def best_paths(
     *,
     guidance: Guidance | None = None,
     search_tries: int | None = SEARCH_TRIES,
+    stop: Callable[[], bool] | None = None,
 ) -> tuple[np.ndarray, str]:
     """Best of colouring (when it applies) and greedy, each followed by local search (up to
-    `search_tries` flows tried) and entry alignment; returns (paths, method)."""
+    `search_tries` flows tried) and entry alignment; returns (paths, method). `stop`: see
+    `greedy`."""
     flows = problem.flows
     options: list[tuple[tuple, int, np.ndarray, str]] = []
     coloured = colour_assign(problem)
@@ -631,7 +642,7 @@ def best_paths(
         method = "colouring"
         if coloured.failed.size:
             fixed = path.copy()
-            path = greedy(problem, fixed=fixed)
+            path = greedy(problem, fixed=fixed, stop=stop)
             method = "colouring+greedy"
         path = _finish(problem, path, search_tries)
         options.append((_score(problem, path), 0, path, method))
@@ -643,10 +654,10 @@ def best_paths(
         if part is not None and big.size < len(flows):
             fixed = np.full(len(flows), UNROUTED, np.int64)
             fixed[big] = part.assignment.path
-            path = greedy(problem, fixed=fixed, guidance=guidance)
+            path = greedy(problem, fixed=fixed, guidance=guidance, stop=stop)
             path = _finish(problem, path, search_tries)
             options.append((_score(problem, path), 0, path, "colouring+greedy"))
-    path = greedy(problem, guidance=guidance)
+    path = greedy(problem, guidance=guidance, stop=stop)
     path = _finish(problem, path, search_tries)
     method = "guided-greedy" if guidance is not None else "greedy"
     options.append((_score(problem, path), 1, path, method))
@@ -674,6 +685,7 @@ def assign_paths(
     table_budget: TableBudget | None = None,
     lp_guidance: Guidance | None = None,
     search_tries: int | None = SEARCH_TRIES,
+    stop: Callable[[], bool] | None = None,
 ) -> AssignResult:
     """Integral paths for all of the problem's flows.
 
@@ -681,17 +693,19 @@ def assign_paths(
     path while it is alive, new or broken flows are placed around them; a fresh solve replaces
     that only if its MLU is lower by more than `move_threshold` (relative). `table_budget`
     caps TE entries per switch (controller.routes.budget.fit_tables); flows that do not fit
-    stay on ECMP. `search_tries` bounds each local search (see local_search).
+    stay on ECMP. `search_tries` bounds each local search (see local_search). `stop`: see
+    `greedy` (asked inside its passes).
     """
     start = time.perf_counter()
     fabric, health, flows = problem.fabric, problem.health, problem.flows
-    path, method = best_paths(problem, guidance=lp_guidance, search_tries=search_tries)
+    path, method = best_paths(problem, guidance=lp_guidance, search_tries=search_tries,
+                              stop=stop)  # fmt: skip
     churn = np.zeros(0, np.int64)
     if previous is not None:
         prev = _previous_paths(flows, previous)
         keep = _alive_paths(problem.candidates, problem.arc_capacity, prev, problem.access_alive)
         fixed = np.where(keep, prev, UNROUTED)
-        kept = greedy(problem, fixed=fixed, guidance=lp_guidance)
+        kept = greedy(problem, fixed=fixed, guidance=lp_guidance, stop=stop)
         kept = _finish(problem, kept, search_tries, movable=~keep)
         fresh_mlu = _score(problem, path)[0]
         kept_mlu = _score(problem, kept)[0]

@@ -35,11 +35,12 @@ up to `qps` QP buckets, since that is what the solver may return.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from controller.errors import InputError
+from controller.errors import InputError, Superseded
 from controller.model.assignment import UNROUTED, Assignment, moved_pairs
 from controller.model.fabric import SWITCH_TIERS, Fabric
 from controller.model.flows import ALL_QPS, FlowSet, match_pairs, pair_keys
@@ -449,27 +450,42 @@ def solve(
     *,
     previous: Assignment | None = None,
     options: SolveOptions | None = None,
+    stop: Stop = None,
 ) -> SolveResult:
     """Assign every flow a path; report MLU, the lower bound and their ratio; raise the
-    worst job (job_objective) and certify every job against the fabric's own routing."""
+    worst job (job_objective) and certify every job against the fabric's own routing.
+    `stop` is asked between stages; when it says so the solve raises Superseded (its
+    caller's inputs changed: nothing half-done is returned)."""
     opts = options or SolveOptions()
     start = time.perf_counter()
     flows.validate(fabric)
     unfit: dict[int, str] = {}
+    _go_on(stop, "start")
     if opts.unfit_to_hashing:
         unfit = unfit_jobs(fabric, flows, switch_budget(fabric, _budget(fabric, opts)))
+    _go_on(stop, "unfit jobs")
     if len(unfit) < np.count_nonzero(np.bincount(flows.job)):
         # some job gets TE paths, so the certificate may need the reference: it is
         # simulated on another core while the placement runs
-        prefetch(fabric, health, flows, qps=opts.qps, options=opts.certify)
+        prefetch(fabric, health, flows, qps=opts.qps, options=opts.certify, stop=stop)
     if unfit:
-        out = _placed_around(fabric, health, flows, unfit, previous, opts, start)
+        out = _placed_around(fabric, health, flows, unfit, previous, opts, start, stop)
     else:
-        out = _placed(fabric, health, flows, previous, opts, start)
+        out = _placed(fabric, health, flows, previous, opts, start, stop)
+    _go_on(stop, "placement")
     out = job_objective(fabric, health, flows, out, previous, opts)
-    out = certified(fabric, health, out, opts, inputs=flows)
+    out = certified(fabric, health, out, opts, inputs=flows, stop=stop)
     out.times["total"] = time.perf_counter() - start
     return out
+
+
+Stop = Callable[[], bool] | None  # asked between a solve's stages: stop now?
+
+
+def _go_on(stop: Stop, after: str) -> None:
+    """Raise Superseded when `stop` says the solve is no longer wanted."""
+    if stop is not None and stop():
+        raise Superseded(f"solve stopped after {after}: its inputs were superseded")
 
 
 def _placed_around(
@@ -480,6 +496,7 @@ def _placed_around(
     previous: Assignment | None,
     opts: SolveOptions,
     start: float,
+    stop: Stop = None,
 ) -> SolveResult:
     """The other jobs placed (`_placed`), and the `unfit` jobs' flows appended as rows
     without a TE path (controller.solver.unfit_jobs): they ride the fabric's hashing."""
@@ -487,7 +504,8 @@ def _placed_around(
     keep, rest = np.flatnonzero(~hashed), np.flatnonzero(hashed)
     left = flows.take(rest)
     planned = _left_over(fabric, health, left, opts) if keep.size else health
-    inner = _placed(fabric, planned, flows.take(keep), previous, opts, start)
+    _go_on(stop, "the hashed jobs' load")
+    inner = _placed(fabric, planned, flows.take(keep), previous, opts, start, stop)
     if planned is not health:
         # planned on what the hashed jobs leave: its MLU, collisions and LP are of those
         # capacities, not the fabric's; counted again on the fabric (the LP is no bound
@@ -554,8 +572,10 @@ def _placed(
     previous: Assignment | None,
     opts: SolveOptions,
     start: float,
+    stop: Stop = None,
 ) -> SolveResult:
-    """Every flow placed: the MLU-minimising part of `solve` (module docstring, steps 1-6)."""
+    """Every flow placed: the MLU-minimising part of `solve` (module docstring, steps 1-6);
+    `stop` asked between its passes (see `solve`)."""
     times: dict[str, float] = {}
     problem = Problem(fabric, health, flows)
 
@@ -567,6 +587,7 @@ def _placed(
             table_budget=_budget(fabric, opts),
             lp_guidance=guidance,
             search_tries=opts.search_tries,
+            stop=stop,
         )
 
     lp: LpSolution | None = None
@@ -579,6 +600,7 @@ def _placed(
         t = time.perf_counter()
         spray_bound = problem.bound(opts.qps)
         times["bound"] = time.perf_counter() - t
+        _go_on(stop, "bound")
         t = time.perf_counter()
         empty = AssignResult(
             Assignment(flows, np.full(len(flows), UNROUTED, np.int64)), np.inf,
@@ -597,6 +619,7 @@ def _placed(
     t = time.perf_counter()
     bound = problem.bound()
     times["bound"] = times.get("bound", 0.0) + time.perf_counter() - t
+    _go_on(stop, "bound")
     t = time.perf_counter()
     res = run(None)
     times["assign"] = time.perf_counter() - t
@@ -626,6 +649,7 @@ def _placed(
             if sprayed is not None:
                 res, parent = sprayed
                 need_lp = False
+    _go_on(stop, "assignment")
     if need_lp and len(flows):
         t = time.perf_counter()
         comm = problem.commodities
@@ -726,18 +750,20 @@ def job_objective(
 def certified(
     fabric: Fabric, health: LinkHealth, result: SolveResult, opts: SolveOptions,
     inputs: FlowSet | None = None,
+    stop: Stop = None,
 ) -> SolveResult:
     """`result` with its certificate (controller.solver.certificate), and with the jobs
     that would be below the fabric's own routing handed back to it: their rows without a
     TE path, tables and collisions counted again. Where rows ride the defaults (handed back,
     or over the table budget) the MLU is that of the whole data plane (Certificate.mlu).
-    Unchanged when disabled. `inputs`: the input flows `result.parent` indexes (certify)."""
+    Unchanged when disabled. `inputs`: the input flows `result.parent` indexes (certify);
+    `stop`: see `solve` (asked before each seed's walk)."""
     if not opts.certify.enabled:
         return result
     t = time.perf_counter()
     assignment, cert = certify(fabric, health, result.assignment, qps=opts.qps,
                                parent=result.parent, options=opts.certify,
-                               inputs=inputs)  # fmt: skip
+                               inputs=inputs, stop=stop)  # fmt: skip
     times = dict(result.times)
     times["certificate"] = time.perf_counter() - t
     if assignment is result.assignment:

@@ -702,3 +702,131 @@ def test_a_write_that_changes_nothing_starts_no_round_and_no_clock() -> None:
         assert len(engine.latency.samples) == samples and engine.state_version == version
     finally:
         engine.close()
+
+
+def _burst_engine() -> tuple[Engine, threading.Semaphore, threading.Semaphore, list[int]]:
+    """An engine whose global solves each wait, once started, until released; `solved`
+    counts the solves started (the hook runs once per solve)."""
+    engine = Engine(FABRIC, EmulatedDriver(FABRIC), debounce=0.0, reconcile_interval=60.0)
+    entered, release = threading.Semaphore(0), threading.Semaphore(0)
+    solved: list[int] = []
+
+    def held(health: LinkHealth) -> None:
+        solved.append(1)
+        entered.release()
+        assert release.acquire(timeout=60)
+
+    engine.solve_hook = held
+    return engine, entered, release, solved
+
+
+def _one_solve_of(jobs: Sequence[Job], health: LinkHealth) -> Assignment:
+    from controller.solver import solve
+
+    return solve(FABRIC, health, jobs_flows(FABRIC, sorted(jobs, key=lambda j: j.id))).assignment
+
+
+def _burst() -> list[Job]:
+    # small: 32 hosts; eight jobs of 4 hosts
+    return [Job(f"b{i}", tuple(range(4 * i, 4 * i + 4)), dp=4, tp=4) for i in range(8)]
+
+
+def test_a_burst_of_puts_is_solved_once_as_one_round() -> None:
+    """Puts arriving while a global solve runs supersede it: it stops at its next stage
+    and one solve of all the jobs follows; what is installed is that one solve's routing."""
+    engine, entered, release, solved = _burst_engine()
+    jobs = _burst()
+    try:
+        engine.put_job(jobs[0], 0)
+        assert entered.acquire(timeout=30)  # the first job's solve runs, held
+        for job in jobs[1:]:
+            engine.put_job(job, 0)
+        for _ in range(4):
+            release.release()
+        assert engine.wait_idle(60)
+        assert len(solved) == 2 < len(jobs)  # the superseded one and one of them all
+        assert engine.abandoned == 1 and engine.global_solves == 1
+        count = engine.metrics.registry.get_sample_value
+        assert count("fabric_te_solve_duration_seconds_count", {"kind": "abandoned"}) == 1
+        assert count("fabric_te_solve_duration_seconds_count", {"kind": "solve"}) == 1
+        result = engine.last_result
+        assert result is not None
+        one = _one_solve_of(jobs, LinkHealth.all_up(FABRIC))
+        assert result.assignment.path.tobytes() == one.path.tobytes()
+        assert result.assignment.flows.src_nic.tobytes() == one.flows.src_nic.tobytes()
+        assert engine.installed == engine.wanted == build_routes(FABRIC, one)
+    finally:
+        for _ in range(8):
+            release.release()
+        engine.close()
+
+
+def test_a_stale_solve_is_never_pushed_over_a_newer_one() -> None:
+    """Whatever a stream of puts does to the solves (superseded, or let through so that
+    pushes never starve), the routings pushed answer to ever newer jobs, and the last one
+    to all of them."""
+    engine, entered, release, solved = _burst_engine()
+    pushed: list[frozenset[str]] = []
+    push = engine.installer.push
+
+    def spy(assignment: Assignment) -> None:
+        ids = assignment.flows.job_ids
+        pushed.append(frozenset(ids[j] for j in np.unique(assignment.flows.job).tolist()))
+        push(assignment)
+
+    engine.installer.push = spy  # type: ignore[method-assign]
+    jobs = _burst()
+    try:
+        for n, job in enumerate(jobs):
+            engine.put_job(job, 0)
+            if n:  # the solve before (held) is now superseded, or let through
+                release.release()
+            assert entered.acquire(timeout=30)  # the next solve runs, held
+        release.release()
+        assert engine.wait_idle(60)
+        assert engine.abandoned >= 1 and engine.global_solves >= 2  # both rules were met
+        assert len(solved) < 2 * len(jobs)
+        assert all(a < b for a, b in zip(pushed, pushed[1:], strict=False))  # newer jobs only
+        assert pushed[-1] == {j.id for j in jobs}
+        assert engine.installed == engine.wanted
+    finally:
+        for _ in range(16):
+            release.release()
+        engine.close()
+
+
+def test_a_link_report_during_a_burst_is_repaired_at_once() -> None:
+    """A link going down while a burst of puts waits on a held solve is repaired and
+    installed before that solve ends; the solve of the burst then answers to it too."""
+    engine, entered, release, solved = _burst_engine()
+    jobs = _burst()
+    try:
+        engine.put_job(jobs[0], 0)
+        assert entered.acquire(timeout=30)
+        release.release()
+        assert engine.wait_idle(60)  # the first job installed
+        used = np.unique(engine.installed.table(FABRIC.rtsw_name(0)).next_hop)
+        link = int(used[used >= FABRIC.rack_base][0])  # an uplink its routes use
+        engine.put_job(jobs[1], 0)
+        assert entered.acquire(timeout=30)  # its solve runs, held
+        for job in jobs[2:]:
+            engine.put_job(job, 0)
+        repairs = engine.repairs
+        engine.report_links({link: 0.0})
+        assert _until(lambda: engine.repairs == repairs + 1)  # the solve still held
+        assert _until(lambda: not any(e.next_hop == link for e in engine.installed))
+        for _ in range(4):
+            release.release()
+        assert engine.wait_idle(60)
+        assert len(solved) == 3 < len(jobs)  # the first, the superseded one, the burst's
+        assert not any(e.next_hop == link for e in engine.installed)
+        result = engine.last_result
+        assert result is not None
+        assert {result.assignment.flows.job_ids[j]
+                for j in np.unique(result.assignment.flows.job).tolist()} == {
+            j.id for j in jobs}  # fmt: skip
+        assert engine.installed == engine.wanted
+    finally:
+        for _ in range(8):
+            release.release()
+        engine.close()

@@ -17,6 +17,7 @@ from controller.service.rounds import (
     next_step,
     plan_finish,
     plan_round,
+    superseded,
     wait_seconds,
 )
 
@@ -107,6 +108,26 @@ def test_plan_finish(solved, jobs, dropped_last, changed, stale, drop, rebase) -
     plan = plan_finish(solved_version=solved, jobs_version=jobs, dropped_last=dropped_last,
                        health_changed=changed)  # fmt: skip
     assert (plan.stale, plan.drop, plan.rebase) == (stale, drop, rebase)
+
+
+@pytest.mark.parametrize(
+    ("solved", "jobs", "dropped_last", "stops"),
+    [
+        (5, 5, False, False),  # the jobs it solves are the latest: it runs on
+        (5, 3, False, False),  # a link change since (jobs older): it runs on, re-based later
+        (5, 6, False, True),  # a job changed since it started: it stops at its next stage
+        (5, 6, True, False),  # ... unless the one before was dropped: it runs, is pushed
+    ],
+)
+def test_a_solve_is_superseded_only_by_newer_jobs_and_never_twice_in_a_row(
+    solved: int, jobs: int, dropped_last: bool, stops: bool
+) -> None:
+    assert superseded(solved_version=solved, jobs_version=jobs,
+                      dropped_last=dropped_last) is stops  # fmt: skip
+    # a result that ends superseded is dropped by the same rule
+    plan = plan_finish(solved_version=solved, jobs_version=jobs, dropped_last=dropped_last,
+                       health_changed=False)  # fmt: skip
+    assert plan.drop is stops
 
 
 @pytest.mark.parametrize(

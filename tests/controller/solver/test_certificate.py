@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-from controller.errors import InputError
+from controller.errors import InputError, Superseded
 from controller.model.assignment import UNROUTED, Assignment
 from controller.model.clos import PRESETS, ClosSpec, build
 from controller.model.fabric import Fabric
@@ -147,6 +147,21 @@ def test_a_prefetched_reference_is_the_one_the_certificate_uses(small: Fabric) -
     assert {**cold.to_dict(), **same} == {**warm.to_dict(), **same}
 
 
+def test_a_stopped_prefetch_leaves_the_reference_to_whoever_needs_it(small: Fabric) -> None:
+    """A prefetch of a superseded solve ends early; the next asker computes the values
+    itself (nothing left in flight, no Superseded of another solve's raised here)."""
+    flows = jobs_flows(small, random_jobs(small, seed=6))
+    health = LinkHealth.all_up(small)
+    certificate._MEMO.clear()
+    opts = CertifyOptions(seed=300)
+    prefetch(small, health, flows, qps=16, options=opts, stop=lambda: True)
+    num_jobs = int(flows.job.max()) + 1
+    ref = certificate._Reference(small, health, flows, 16, num_jobs, opts)
+    values = ref.values("eecmp")
+    assert ref.computed == len(opts.seeds) and np.isfinite(values).any()
+    assert not certificate._IN_FLIGHT
+
+
 def test_concurrent_askers_of_one_reference_compute_it_once(small: Fabric) -> None:
     flows = jobs_flows(small, random_jobs(small, seed=5))
     health = LinkHealth.all_up(small)
@@ -159,6 +174,34 @@ def test_concurrent_askers_of_one_reference_compute_it_once(small: Fabric) -> No
     assert sum(ref.computed for ref in refs) == len(opts.seeds)
     assert all(np.array_equal(v, values[0], equal_nan=True) for v in values)
     assert not certificate._IN_FLIGHT
+
+
+@pytest.mark.parametrize("seed", [2, 4])
+def test_a_stop_ends_the_certificate_before_a_seed_and_one_never_taken_changes_nothing(
+    small: Fabric, seed: int
+) -> None:
+    """`stop` is asked before each seed's walk (reference, planes, shares, the reference
+    MLU); once it says so Superseded is raised; never taken, the certificate is the same."""
+    flows = jobs_flows(small, random_jobs(small, seed=seed))
+    health = LinkHealth.all_up(small)
+    for path in (np.zeros(len(flows), np.int64), np.full(len(flows), UNROUTED, np.int64)):
+        routing = Assignment(flows, path)  # a bad routing, and one with no TE row at all
+        opts = CertifyOptions(seed=100 + seed, workers=1)  # its own seeds: nothing memoised
+        asked: list[int] = []
+
+        def never(asked: list[int] = asked) -> bool:
+            asked.append(1)
+            return False
+
+        out, cert = certify(small, health, routing, qps=16, options=opts, stop=never)
+        plain, cert2 = certify(small, health, routing, qps=16, options=opts)
+        assert len(asked) >= len(opts.seeds)
+        assert np.array_equal(out.path, plain.path)
+        same = {"seconds": 0, "reference_runs": 0}
+        assert {**cert.to_dict(), **same} == {**cert2.to_dict(), **same}
+        with pytest.raises(Superseded):
+            certify(small, health, routing, qps=16, options=replace(opts, seed=200 + seed),
+                    stop=lambda: True)  # fmt: skip
 
 
 def test_a_deferred_certificate_computes_no_reference_and_says_it_is_pending(

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from controller.errors import FlowError
+from controller.errors import FlowError, Superseded
 from controller.model.clos import PRESETS, ClosSpec, build
 from controller.model.flows import FlowSet
 from controller.model.health import LinkHealth, parse_health
@@ -77,6 +79,36 @@ def test_lp_always_reports_lp_bound(small) -> None:
     assert res.lp is not None and res.bound.parts["lp"] == res.lp.mlu
     assert res.mlu >= res.bound.value * (1 - 1e-9)
     assert res.metrics()["ratio"] == pytest.approx(res.ratio)
+
+
+@pytest.mark.parametrize("preset", ["small", "pod"])
+def test_a_stop_ends_the_solve_at_a_stage_and_a_stop_never_taken_changes_nothing(
+    preset: str,
+) -> None:
+    """`stop` is asked between stages: once it says so the solve raises Superseded; asked
+    and never taken, the result is the same as without it, byte for byte."""
+    fabric = build(PRESETS[preset])
+    health = LinkHealth.all_up(fabric)
+    flows = jobs_flows(fabric, random_jobs(fabric, seed=1))
+    asked: list[int] = []
+
+    def never() -> bool:
+        asked.append(1)
+        return False
+
+    plain = solve(fabric, health, flows)
+    same = solve(fabric, health, flows, stop=never)
+    assert len(asked) >= 3  # start, unfit jobs, placement, ...
+    assert same.assignment.path.tobytes() == plain.assignment.path.tobytes()
+    assert same.mlu == plain.mlu
+    for after in range(len(asked)):  # taken at each stage in turn
+        calls = iter(range(len(asked) + 1))
+
+        def at(after: int = after, calls: Iterator[int] = calls) -> bool:
+            return next(calls) >= after
+
+        with pytest.raises(Superseded):
+            solve(fabric, health, flows, stop=at)
 
 
 def test_bad_flows_rejected(tiny) -> None:
