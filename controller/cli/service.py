@@ -538,6 +538,34 @@ def _output(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return p
 
 
+def add_tls_args(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """A client command's TLS flags and --insecure (defaults from FABRIC_TE_*)."""
+    from_env = Target.from_env()
+    p.add_argument(
+        "--tls-ca",
+        default=from_env.ca,
+        help="CA bundle of the server certificate (FABRIC_TE_TLS_CA)",
+    )
+    p.add_argument(
+        "--tls-cert", default=from_env.cert, help="client certificate, PEM (FABRIC_TE_TLS_CERT)"
+    )
+    p.add_argument(
+        "--tls-key", default=from_env.key, help="client private key, PEM (FABRIC_TE_TLS_KEY)"
+    )
+    p.add_argument(
+        "--tls-server-name",
+        default=from_env.server_name,
+        help="name to verify in the server certificate, if not the host",
+    )
+    p.add_argument(
+        "--insecure",
+        action="store_true",
+        default=from_env.insecure,
+        help="plaintext to a local --insecure server (FABRIC_TE_INSECURE=1)",
+    )
+    return p
+
+
 def register(cli: Commands) -> None:
     """Add `serve`, `job`, `link`, `status` and `routes show` to `tectl`."""
     sub, add_fabric_arg, routes_sub = cli.sub, cli.add_fabric_arg, cli.groups["routes"]
@@ -618,29 +646,7 @@ def register(cli: Commands) -> None:
             default=from_env.address,
             help=f"host:port (FABRIC_TE_SERVER; {DEFAULT_ADDRESS})",
         )
-        p.add_argument(
-            "--tls-ca",
-            default=from_env.ca,
-            help="CA bundle of the server certificate (FABRIC_TE_TLS_CA)",
-        )
-        p.add_argument(
-            "--tls-cert", default=from_env.cert, help="client certificate, PEM (FABRIC_TE_TLS_CERT)"
-        )
-        p.add_argument(
-            "--tls-key", default=from_env.key, help="client private key, PEM (FABRIC_TE_TLS_KEY)"
-        )
-        p.add_argument(
-            "--tls-server-name",
-            default=from_env.server_name,
-            help="name to verify in the server certificate, if not the host",
-        )
-        p.add_argument(
-            "--insecure",
-            action="store_true",
-            default=from_env.insecure,
-            help="plaintext to a local --insecure server (FABRIC_TE_INSECURE=1)",
-        )
-        return p
+        return add_tls_args(p)
 
     job = sub.add_parser("job", help="jobs on a running controller")
     jsub = job.add_subparsers(dest="job_command", required=True, metavar="SUBCOMMAND")
