@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from controller.advisor.advise import SAME_POD, Request, Score
 from controller.api.fabric_te.v1 import te_pb2 as pb
@@ -15,6 +16,7 @@ from controller.model.jobs import PATTERNS, Job
 from controller.routes.tables import Entry
 from controller.service.held import Held, PlanView
 from controller.service.job_view import JobFigures
+from controller.service.precomputed import PrecomputedRepair
 from controller.service.resilience import SweepRequest
 from controller.solver import Certificate
 from controller.solver.resilience import KINDS, ROUTINGS, Resilience
@@ -259,4 +261,21 @@ def resilience_to_pb(
         jobs_crossed=r.crossed_jobs.tolist(), handed_back=r.handed_back.tolist(), keep=r.keep,
         seconds=stats.seconds, workers=stats.workers, runner=stats.runner,
         state_version=state_version, routes_version=routes_version,
+    )  # fmt: skip
+
+
+def precomputed_to_pb(
+    fields: Mapping[str, Any], enabled: bool, hits: int, widest: Sequence[PrecomputedRepair]
+) -> pb.PrecomputedRepairs:
+    """The precomputed set's figures (Precomputer.fields) and its widest repairs."""
+    return pb.PrecomputedRepairs(
+        enabled=enabled, generation=fields["generation"], ready=fields["ready"],
+        total=fields["total"], bytes=fields["bytes"], done=fields["done"],
+        seconds=fields["seconds"], hits=hits, rows_moved_max=fields["rows_moved_max"],
+        rows_moved_mean=fields["rows_moved_mean"], jobs_moved_max=fields["jobs_moved_max"],
+        jobs_moved_mean=fields["jobs_moved_mean"],
+        elements_moving_others=fields["elements_moving_others"],
+        widest=[pb.PrecomputedElement(element=r.name, kind=r.kind, rows_moved=r.rows_moved,
+                                      rows_off_element=r.rows_off_element,
+                                      jobs_moved=r.jobs_moved) for r in widest],
     )  # fmt: skip

@@ -89,6 +89,7 @@ class Engine(RouteCommands):
         clock: Callable[[], float] = time.monotonic,
         precompute: bool = True,
         precompute_budget: int | None = None,
+        precompute_elements: int | None = None,
     ) -> None:
         warm_up()  # the solver's compiled kernels, before the first solve needs them
         self.fabric = fabric
@@ -150,7 +151,8 @@ class Engine(RouteCommands):
         # (controller.service.precomputed); a report that matches one uses it
         self.precomputer = Precomputer(fabric, repair=self._repair_of, busy=self._precompute_paused,
                                        metrics=self.metrics.precomputed,
-                                       budget=precompute_budget, enabled=precompute)  # fmt: skip
+                                       budget=precompute_budget, enabled=precompute,
+                                       max_elements=precompute_elements)  # fmt: skip
         self.precomputed_hits = 0  # link reports repaired from a precomputed repair
         self._load()
         self.installer.reconcile(None)  # fail-static: adopt what is there

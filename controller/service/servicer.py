@@ -224,6 +224,8 @@ class TrafficEngineering(pb_grpc.TrafficEngineeringServicer):
                    for k, f in e.links_not_up()],  # fmt: skip
             certificate=convert.certificate_to_pb(e.certificate),
             held=convert.held_to_pb(e.intake.held),
+            precomputed=convert.precomputed_to_pb(e.precomputer.fields(), e.precomputer.enabled,
+                                                  e.precomputed_hits, e.precomputer.widest()),
             **e.status_fields(),
         )
 
