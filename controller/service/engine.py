@@ -366,11 +366,14 @@ class Engine(RouteCommands):
             return self.repair_now(health)
         assert target is not None and found.index is not None
         hit, start = found.repair, time.perf_counter()
-        index = hit.index_from(found.index)
-        assignment = index.assignment
-        self.installer.install(Target(assignment, target.ids, health), index)
-        planned = hit.planned is not None and self.installer.push_planned(assignment,
-                                                                           hit.planned)
+        assignment = hit.assignment_from(found.index)
+        planned = False
+        try:  # pushed as planned first; its index is built after (the push waits for nothing)
+            planned = hit.planned is not None and self.installer.push_planned(assignment,
+                                                                               hit.planned)
+        finally:
+            index = hit.index_from(found.index, assignment)
+            self.installer.install(Target(assignment, target.ids, health), index)
         if not planned:  # the routes installed changed since it was planned: plan now
             self.installer.push(assignment)
         self.latency.installed(self._clock())

@@ -99,10 +99,11 @@ class PrecomputedRepair:
     rows_off_element: int  # of them, rows whose path did not cross the element
     jobs_moved: int
     seconds: float  # background time it took
+    unroutable: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # rows
 
     @property
     def nbytes(self) -> int:
-        arrays = [self.rows, self.paths, self.arcs, self.load, self.count,
+        arrays = [self.rows, self.paths, self.arcs, self.load, self.count, self.unroutable,
                   self.result.churn, self.result.collided_links, self.result.fallback_ecmp]
         if self.usage is not None:
             arrays += list(self.usage)
@@ -119,10 +120,18 @@ class PrecomputedRepair:
         index = self.index_from(base)
         return self.result_of(index), index
 
-    def index_from(self, base: RouteIndex) -> RouteIndex:
-        """The repaired assignment's index, from the base's (what a push needs first)."""
+    def assignment_from(self, base: RouteIndex) -> Assignment:
+        """The repaired assignment: the base's paths with the kept rows' (what a push needs
+        first; its index follows, `index_from`)."""
         path = base.assignment.path.copy()
         path[self.rows] = self.paths
+        return Assignment(base.assignment.flows, path)
+
+    def index_from(self, base: RouteIndex, assignment: Assignment | None = None) -> RouteIndex:
+        """The repaired assignment's index, from the base's (`assignment`: the one
+        `assignment_from` made, else made here)."""
+        if assignment is None:
+            assignment = self.assignment_from(base)
         load, count = base.load.copy(), base.count.copy()
         load[self.arcs] = self.load
         count[self.arcs] = self.count
@@ -130,11 +139,13 @@ class PrecomputedRepair:
         if self.usage is not None:
             usage = base.usage.copy()
             usage[self.usage[0]] = self.usage[1]
-        return base.moved(path, self.rows, load, count, usage)
+        return base.moved(assignment.path, self.rows, load, count, usage,
+                          assignment=assignment)  # fmt: skip
 
     def result_of(self, index: RouteIndex) -> AssignResult:
-        """The repair's result, of the assignment `index` (from `index_from`) indexes."""
-        return replace(self.result, assignment=index.assignment, unroutable=index.unrouted())
+        """The repair's result, of the assignment `index` (from `index_from`) indexes (its
+        rows without a path kept at compact time: no pass over the rows here)."""
+        return replace(self.result, assignment=index.assignment, unroutable=self.unroutable)
 
 
 def compact(
@@ -156,7 +167,7 @@ def compact(
         paths=index.assignment.path[rows],
         arcs=arcs, load=index.load[arcs], count=index.count[arcs], usage=usage, result=kept,
         planned=planned, rows_moved=moved, rows_off_element=off, jobs_moved=jobs,
-        seconds=seconds,
+        seconds=seconds, unroutable=index.unrouted(),
     )  # fmt: skip
 
 
