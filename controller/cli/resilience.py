@@ -30,6 +30,8 @@ def _inputs(args: argparse.Namespace, progress: Progress) -> Any:
     from controller.model.health import parse_health
     from controller.model.jobs import jobs_flows
     from controller.solver import CertifyOptions, SolveOptions, solve, warm_up
+    from controller.solver.certificate import DEFAULT_HASHES
+    from controller.solver.qp_buckets import DEFAULT_QPS
     from controller.solver.resilience import SweepInputs, sample_doubles
 
     kinds = tuple(k.strip() for k in args.kinds.split(",")) if args.kinds else ELEMENT_KINDS
@@ -37,10 +39,12 @@ def _inputs(args: argparse.Namespace, progress: Progress) -> Any:
     if unknown or not kinds:
         raise InputError(f"--kinds: unknown element kind(s) {unknown}; known: "
                          f"{', '.join(ELEMENT_KINDS)}")  # fmt: skip
+    qps = DEFAULT_QPS if args.qps is None else args.qps
     with progress.stage("loading inputs"):
         fabric = load_fabric(args.fabric)
         health = parse_health(fabric, args.fail)
-        certify = CertifyOptions(reference=args.reference, hashes=args.hashes, seed=args.seed)
+        certify = CertifyOptions(reference=args.reference or "eecmp",
+                                 hashes=args.hashes or DEFAULT_HASHES, seed=args.seed)
     with progress.stage("loading the solver's kernels (compiled on the first run)"):
         warm_up()
     if args.routes:
@@ -53,14 +57,14 @@ def _inputs(args: argparse.Namespace, progress: Progress) -> Any:
             raise InputError(f"--fill must be in (0, 1], got {args.fill}")
         jobs = load_jobs(fabric, args.jobs, seed=args.seed, fill=args.fill)
         flows = jobs_flows(fabric, jobs)
-        options = SolveOptions(qps=args.qps, table_budget=args.table_budget, certify=certify)
+        options = SolveOptions(qps=qps, table_budget=args.table_budget, certify=certify)
         with progress.stage("TE solve"):
             assignment = solve(fabric, health, flows, options=options).assignment
     doubles: tuple[tuple[int, int], ...] = ()
     if args.doubles:
         doubles = sample_doubles(single_failures(fabric, health, kinds), args.doubles,
                                  args.seed)  # fmt: skip
-    return SweepInputs(fabric, health, assignment, qps=args.qps, table_budget=args.table_budget,
+    return SweepInputs(fabric, health, assignment, qps=qps, table_budget=args.table_budget,
                        certify=certify, kinds=kinds, doubles=doubles)  # fmt: skip
 
 
@@ -86,6 +90,8 @@ class _Ticker:
 def cmd_resilience(args: argparse.Namespace) -> int:
     from controller.solver.sweep_runners import run_local, run_ray
 
+    if args.server:
+        return _from_server(args)
     progress = Progress(quiet=args.json)
     if args.plot:
         _require_matplotlib()
@@ -104,6 +110,41 @@ def cmd_resilience(args: argparse.Namespace) -> int:
     text = report_text(result, inputs.fabric.name, args.top)
     if args.plot:
         plot(args.plot, result, inputs.fabric.name, args.top)
+        text += f"wrote {args.plot}\n"
+    emit(args.json, data, text)
+    return 0
+
+
+# offline inputs a controller decides itself: refused with --server (its own are swept)
+SERVER_OWNS = ("routes", "fail", "ray", "table_budget", "reference", "hashes", "qps")
+
+
+def _from_server(args: argparse.Namespace) -> int:
+    """The sweep of what the controller at --server has installed, printed as offline."""
+    from controller.cli.service import _client
+
+    given = [f"--{name.replace('_', '-')}" for name in SERVER_OWNS
+             if getattr(args, name) not in (None, [])]
+    if given:
+        raise InputError(f"{', '.join(given)}: not with --server, which sweeps the "
+                         "controller's installed routing and health under its own options")
+    if args.plot:
+        _require_matplotlib()
+    kinds = tuple(k.strip() for k in args.kinds.split(",")) if args.kinds else ()
+    if not args.json:
+        print(f"  sweeping what {args.server} has installed ...", file=sys.stderr, flush=True)
+    with _client(args) as client:
+        result, fabric_name, run = client.resilience(kinds, args.workers or 0, args.doubles,
+                                                     args.seed)  # fmt: skip
+    if not args.json:
+        print(f"  sweep: {run['elements']:,} elements on {plural(run['workers'], 'worker')} "
+              f"({run['runner']}, at {args.server}) in {run['seconds']:.1f} s",
+              file=sys.stderr)  # fmt: skip
+    data = report_data(result, fabric_name)
+    data["run"] = run
+    text = report_text(result, fabric_name, args.top)
+    if args.plot:
+        plot(args.plot, result, fabric_name, args.top)
         text += f"wrote {args.plot}\n"
     emit(args.json, data, text)
     return 0
@@ -264,6 +305,7 @@ def plot(path: str, r: Resilience, fabric_name: str, top: int = TOP) -> None:
 
 def register(cli: Commands) -> None:
     """Add `tectl resilience`."""
+    from controller.cli.service import add_tls_args
     from controller.model.hashing import HASHINGS
 
     p = cli.sub.add_parser(
@@ -281,13 +323,13 @@ def register(cli: Commands) -> None:
     p.add_argument("--fill", type=float, default=1.0, help="with --jobs random: hosts taken (1.0)")
     p.add_argument("--fail", action="append", default=[], metavar="LINK[=STATE]",
                    help="the health before the sweep: link down (or =0.5, SWITCH=drain)")
-    p.add_argument("--qps", type=flag(int, 1, MAX_QPS), default=16,
+    p.add_argument("--qps", type=flag(int, 1, MAX_QPS), default=None,
                    help="queue pairs per flow (hashed) and QP buckets TE may split into (16)")
     p.add_argument("--table-budget", type=flag(int, 0, 2**31 - 1), default=None, metavar="N",
                    help="TE entries per switch (default: the fabric's)")
-    p.add_argument("--reference", choices=HASHINGS, default="eecmp",
+    p.add_argument("--reference", choices=HASHINGS, default=None,
                    help="the routing the repair's certificate holds every job to (eecmp)")
-    p.add_argument("--hashes", type=flag(int, 1, 64), default=4, metavar="K",
+    p.add_argument("--hashes", type=flag(int, 1, 64), default=None, metavar="K",
                    help="hash seeds the hashed values are the mean over (4)")
     p.add_argument("--kinds", metavar="K[,K]",
                    help="element kinds to fail: link, rtsw, ctsw, atsw (default: all)")
@@ -303,4 +345,9 @@ def register(cli: Commands) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--plot", metavar="FILE.png|svg",
                    help="ranked bars of the worst job loss per routing")
+    p.add_argument("--server", metavar="HOST:PORT",
+                   help="sweep what the controller there has installed (its routing, jobs, "
+                        "health and options; --workers bounded by it, --seed draws "
+                        "--doubles) instead of files")
+    add_tls_args(p)
     p.set_defaults(func=cmd_resilience)

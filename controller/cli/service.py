@@ -128,6 +128,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     engine = Engine(
         fabric, driver, driver_name=args.driver, debounce=args.debounce,
         reconcile_interval=args.reconcile_interval, replica=replica,
+        precompute=args.precompute == "on", precompute_budget=args.precompute_budget,
+        precompute_elements=args.precompute_elements,
     )  # fmt: skip
     native.on_native = HandshakeFailures(engine.metrics.registry).observe
     if args.metrics_port:
@@ -445,6 +447,9 @@ def status_text(d: dict[str, Any]) -> str:
         f"p99 {d['report_to_installed_p99_seconds']:.3g} s over "
         f"{g(d['report_to_installed_count'])} changes; {g(d['repairs'])} repairs"
     )
+    pre = d.get("precomputed")
+    if pre:
+        lines += _precomputed_lines(pre)
     held = d.get("held")
     if held:
         point = ("checkpoint kept (`tectl routes rollback`)" if held["checkpoint"]
@@ -456,6 +461,26 @@ def status_text(d: dict[str, Any]) -> str:
         lines.append(f"last error  {d['last_error']}")
     lines += [f"differs     {why}" for why in d["differing"][:10]]
     return "\n".join(lines) + "\n"
+
+
+def _precomputed_lines(p: dict[str, Any]) -> list[str]:
+    """Status's precomputed repairs: how many are ready and what they move."""
+    g = "{:,}".format
+    if not p["enabled"]:
+        return ["precomputed off (`tectl serve --precompute off`): every link report is "
+                "repaired on demand"]  # fmt: skip
+    state = "done" if p["done"] else "refreshing"
+    lines = [f"precomputed {g(p['ready'])} of {g(p['total'])} single failures ready "
+             f"(generation {g(p['generation'])}, {state}, {p['bytes'] / 1e6:.3g} MB, "
+             f"{p['seconds']:.3g} s); {g(p['hits'])} reports served from them",
+             f"blast       per repair ready: rows moved max {g(p['rows_moved_max'])}, mean "
+             f"{p['rows_moved_mean']:.3g}; jobs moved max {g(p['jobs_moved_max'])}, mean "
+             f"{p['jobs_moved_mean']:.3g}; {g(p['elements_moving_others'])} move rows that did "
+             "not cross the element"]  # fmt: skip
+    lines += [f"  widest    {w['element']} ({w['kind']}): {g(w['rows_moved'])} rows moved "
+              f"({g(w['rows_off_element'])} off it), {g(w['jobs_moved'])} jobs"
+              for w in p["widest"][:5]]  # fmt: skip
+    return lines
 
 
 APPLY_MAX_BYTES = 4 << 20  # the API's limit on one ApplyRoutes request (limits.py)
@@ -538,6 +563,34 @@ def _output(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return p
 
 
+def add_tls_args(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """A client command's TLS flags and --insecure (defaults from FABRIC_TE_*)."""
+    from_env = Target.from_env()
+    p.add_argument(
+        "--tls-ca",
+        default=from_env.ca,
+        help="CA bundle of the server certificate (FABRIC_TE_TLS_CA)",
+    )
+    p.add_argument(
+        "--tls-cert", default=from_env.cert, help="client certificate, PEM (FABRIC_TE_TLS_CERT)"
+    )
+    p.add_argument(
+        "--tls-key", default=from_env.key, help="client private key, PEM (FABRIC_TE_TLS_KEY)"
+    )
+    p.add_argument(
+        "--tls-server-name",
+        default=from_env.server_name,
+        help="name to verify in the server certificate, if not the host",
+    )
+    p.add_argument(
+        "--insecure",
+        action="store_true",
+        default=from_env.insecure,
+        help="plaintext to a local --insecure server (FABRIC_TE_INSECURE=1)",
+    )
+    return p
+
+
 def register(cli: Commands) -> None:
     """Add `serve`, `job`, `link`, `status` and `routes show` to `tectl`."""
     sub, add_fabric_arg, routes_sub = cli.sub, cli.add_fabric_arg, cli.groups["routes"]
@@ -602,6 +655,15 @@ def register(cli: Commands) -> None:
         "--insecure-remote", action="store_true",
         help="with --insecure: allow plaintext on a non-loopback --listen address too",
     )  # fmt: skip
+    serve.add_argument("--precompute", choices=("on", "off"), default="on",
+                       help="compute the repair of every single failure of what is installed, "
+                            "beside the engine, and serve link reports from them (on)")
+    serve.add_argument("--precompute-elements", type=flag(int, 0, 2**31 - 1), default=None,
+                       metavar="N", help="precompute at most N elements, in compute order "
+                                         "(links carrying fewest TE rows first; default all)")
+    serve.add_argument("--precompute-budget", type=flag(int, 0, 2**63 - 1), default=None,
+                       metavar="ROWS", help="stop once the elements computed carry this many "
+                                            "TE rows in all (work, not seconds; default none)")
     serve.add_argument(
         "--limit",
         action="append",
@@ -618,29 +680,7 @@ def register(cli: Commands) -> None:
             default=from_env.address,
             help=f"host:port (FABRIC_TE_SERVER; {DEFAULT_ADDRESS})",
         )
-        p.add_argument(
-            "--tls-ca",
-            default=from_env.ca,
-            help="CA bundle of the server certificate (FABRIC_TE_TLS_CA)",
-        )
-        p.add_argument(
-            "--tls-cert", default=from_env.cert, help="client certificate, PEM (FABRIC_TE_TLS_CERT)"
-        )
-        p.add_argument(
-            "--tls-key", default=from_env.key, help="client private key, PEM (FABRIC_TE_TLS_KEY)"
-        )
-        p.add_argument(
-            "--tls-server-name",
-            default=from_env.server_name,
-            help="name to verify in the server certificate, if not the host",
-        )
-        p.add_argument(
-            "--insecure",
-            action="store_true",
-            default=from_env.insecure,
-            help="plaintext to a local --insecure server (FABRIC_TE_INSECURE=1)",
-        )
-        return p
+        return add_tls_args(p)
 
     job = sub.add_parser("job", help="jobs on a running controller")
     jsub = job.add_subparsers(dest="job_command", required=True, metavar="SUBCOMMAND")

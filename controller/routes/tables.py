@@ -298,6 +298,14 @@ class RouteSet:
             object.__setattr__(self, "tables", made)
 
     @classmethod
+    def of_tables(cls, tables: dict[str, Table]) -> RouteSet:
+        """A RouteSet of `tables`, Tables all (unchecked: a large set's hot path, e.g. one
+        switch's table replaced among thousands)."""
+        out = object.__new__(cls)
+        object.__setattr__(out, "tables", tables)
+        return out
+
+    @classmethod
     def from_entries(cls, entries: Iterable[Entry]) -> RouteSet:
         """Group entries by switch; a key given twice is an error."""
         grouped: dict[str, dict[tuple[int, int, int], Entry]] = {}

@@ -46,6 +46,7 @@ METHOD_ROLES: dict[str, frozenset[str]] = {
     "WatchRoutes": frozenset({"reader"}),
     "Status": frozenset({"reader"}),
     "Solve": frozenset({"reader"}),
+    "Resilience": frozenset({"reader"}),  # reads what is installed; pushes nothing
     # routes from a file override the engine for the whole fabric: admin only
     "ApplyRoutes": frozenset(),
     "RollbackRoutes": frozenset(),

@@ -10,9 +10,12 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from controller.errors import InputError
+
+if TYPE_CHECKING:
+    from controller.solver.resilience import Resilience
 
 DEFAULT_ADDRESS = "127.0.0.1:50051"
 # Route tables of large fabrics run to tens of MB; gRPC's default receive limit is 4 MB.
@@ -254,6 +257,39 @@ class Client:
             preview=True,
         )  # fmt: skip
         return _plain(self._call(self._stub.Solve, request))
+
+    def resilience(
+        self, kinds: Sequence[str] = (), workers: int = 0, doubles: int = 0, seed: int = 1
+    ) -> tuple[Resilience, str, dict[str, Any]]:
+        """The resilience sweep of what the controller has installed: the result (the same
+        arrays as an offline sweep), the fabric's name and how the run went (seconds,
+        workers, runner, elements, state and routes versions)."""
+        import numpy as np
+
+        from controller.solver.resilience import KINDS, Resilience
+
+        m = self._call(self._stub.Resilience, self._pb.ResilienceRequest(
+            kinds=list(kinds), workers=workers, doubles=doubles, seed=seed))  # fmt: skip
+        if tuple(m.kind_names) != KINDS:
+            raise InputError(f"the controller's element kinds {list(m.kind_names)} are not "
+                             f"this client's {list(KINDS)}: versions differ")  # fmt: skip
+        n, jobs, routings = len(m.elements), len(m.jobs), len(m.routings)
+
+        def counts(values: Any) -> np.ndarray:
+            return np.array(values, dtype=np.int64)
+
+        result = Resilience(
+            names=tuple(m.elements), kind=np.array(m.kind, dtype=np.int8),
+            job_ids=tuple(m.jobs), has_flows=np.array(m.has_flows, dtype=bool),
+            before=np.array(m.before, dtype=np.float64).reshape(routings, jobs),
+            after=np.array(m.after, dtype=np.float64).reshape(n, routings, jobs),
+            moved_flows=counts(m.flows_moved), moved_jobs=counts(m.jobs_moved),
+            crossed_flows=counts(m.flows_crossed), crossed_jobs=counts(m.jobs_crossed),
+            handed_back=counts(m.handed_back), keep=m.keep,
+        )  # fmt: skip
+        run = {"seconds": m.seconds, "workers": m.workers, "runner": m.runner, "elements": n,
+               "state_version": m.state_version, "routes_version": m.routes_version}
+        return result, m.fabric, run
 
     def _report(self, link: str, state: str, fraction: float | None) -> Any:
         """A LinkReport message: `state` down, up or degrade (to `fraction`)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from controller.advisor.advise import SAME_POD, Request, Score
 from controller.api.fabric_te.v1 import te_pb2 as pb
@@ -15,7 +16,11 @@ from controller.model.jobs import PATTERNS, Job
 from controller.routes.tables import Entry
 from controller.service.held import Held, PlanView
 from controller.service.job_view import JobFigures
+from controller.service.precomputed import PrecomputedRepair
+from controller.service.resilience import SweepRequest
 from controller.solver import Certificate
+from controller.solver.resilience import KINDS, ROUTINGS, Resilience
+from controller.solver.sweep_runners import RunStats
 
 
 def job_from_pb(fabric: Fabric, msg: pb.Job, field: str = "job") -> Job:
@@ -234,4 +239,43 @@ def certificate_to_pb(cert: Certificate | None) -> pb.Certificate | None:
         worst_ratio={k: 1.0 if v is None else v for k, v in cert.worst_ratio.items()},
         below=dict(cert.below), fallback_jobs=dict(cert.fallback_jobs),
         fallback_flows=cert.fallback_flows, seconds=cert.seconds, pending=cert.pending,
+    )  # fmt: skip
+
+
+def sweep_request_from_pb(msg: pb.ResilienceRequest) -> SweepRequest:
+    """A checked SweepRequest (errors name the field)."""
+    return SweepRequest(tuple(msg.kinds), int(msg.workers), int(msg.doubles),
+                        int(msg.seed)).checked()  # fmt: skip
+
+
+def resilience_to_pb(
+    r: Resilience, fabric_name: str, stats: RunStats, state_version: int, routes_version: int
+) -> pb.ResilienceReport:
+    """The sweep's arrays as they are (row-major), for the client to rebuild `r` exactly."""
+    return pb.ResilienceReport(
+        fabric=fabric_name, routings=list(ROUTINGS), jobs=list(r.job_ids),
+        has_flows=r.has_flows.tolist(), before=r.before.ravel().tolist(),
+        elements=list(r.names), kind_names=list(KINDS), kind=r.kind.tolist(),
+        after=r.after.ravel().tolist(), flows_moved=r.moved_flows.tolist(),
+        jobs_moved=r.moved_jobs.tolist(), flows_crossed=r.crossed_flows.tolist(),
+        jobs_crossed=r.crossed_jobs.tolist(), handed_back=r.handed_back.tolist(), keep=r.keep,
+        seconds=stats.seconds, workers=stats.workers, runner=stats.runner,
+        state_version=state_version, routes_version=routes_version,
+    )  # fmt: skip
+
+
+def precomputed_to_pb(
+    fields: Mapping[str, Any], enabled: bool, hits: int, widest: Sequence[PrecomputedRepair]
+) -> pb.PrecomputedRepairs:
+    """The precomputed set's figures (Precomputer.fields) and its widest repairs."""
+    return pb.PrecomputedRepairs(
+        enabled=enabled, generation=fields["generation"], ready=fields["ready"],
+        total=fields["total"], bytes=fields["bytes"], done=fields["done"],
+        seconds=fields["seconds"], hits=hits, rows_moved_max=fields["rows_moved_max"],
+        rows_moved_mean=fields["rows_moved_mean"], jobs_moved_max=fields["jobs_moved_max"],
+        jobs_moved_mean=fields["jobs_moved_mean"],
+        elements_moving_others=fields["elements_moving_others"],
+        widest=[pb.PrecomputedElement(element=r.name, kind=r.kind, rows_moved=r.rows_moved,
+                                      rows_off_element=r.rows_off_element,
+                                      jobs_moved=r.jobs_moved) for r in widest],
     )  # fmt: skip

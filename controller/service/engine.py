@@ -91,6 +91,7 @@ class Engine(RouteCommands):
         clock: Callable[[], float] = time.monotonic,
         precompute: bool = True,
         precompute_budget: int | None = None,
+        precompute_elements: int | None = None,
     ) -> None:
         warm_up()  # the solver's compiled kernels, before the first solve needs them
         self.fabric = fabric
@@ -153,7 +154,8 @@ class Engine(RouteCommands):
         # (controller.service.precomputed); a report that matches one uses it
         self.precomputer = Precomputer(fabric, repair=self._repair_of, busy=self._precompute_paused,
                                        metrics=self.metrics.precomputed,
-                                       budget=precompute_budget, enabled=precompute)  # fmt: skip
+                                       budget=precompute_budget, enabled=precompute,
+                                       max_elements=precompute_elements)  # fmt: skip
         self.precomputed_hits = 0  # link reports repaired from a precomputed repair
         self._load()
         self.installer.reconcile(None)  # fail-static: adopt what is there
@@ -367,11 +369,14 @@ class Engine(RouteCommands):
             return self.repair_now(health)
         assert target is not None and found.index is not None
         hit, start = found.repair, time.perf_counter()
-        index = hit.index_from(found.index)
-        assignment = index.assignment
-        self.installer.install(Target(assignment, target.ids, health), index)
-        planned = hit.planned is not None and self.installer.push_planned(assignment,
-                                                                           hit.planned)
+        assignment = hit.assignment_from(found.index)
+        planned = False
+        try:  # pushed as planned first; its index is built after (the push waits for nothing)
+            planned = hit.planned is not None and self.installer.push_planned(assignment,
+                                                                               hit.planned)
+        finally:
+            index = hit.index_from(found.index, assignment)
+            self.installer.install(Target(assignment, target.ids, health), index)
         if not planned:  # the routes installed changed since it was planned: plan now
             self.installer.push(assignment)
         self.latency.installed(self._clock())

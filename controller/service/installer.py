@@ -257,7 +257,7 @@ class Installer:
                 tables[sw] = table
             else:
                 tables.pop(sw, None)
-        self._wanted = _Wanted(assignment, RouteSet(tables))
+        self._wanted = _Wanted(assignment, RouteSet.of_tables(tables))
         self._send(planned.plan)
         return True
 
@@ -325,7 +325,7 @@ class Installer:
                 tables[sw] = table
             else:
                 tables.pop(sw, None)
-        installed = RouteSet(tables)
+        installed = RouteSet.of_tables(tables)
         with self._cond:
             self.marks.update(result, loud=leader, count=count)
             if switches is None and result.in_sync:

@@ -11,7 +11,9 @@
   by a token bucket (`write_rate` per second, `write_burst` at once);
 - what-if Solve, Advise and Score: a cap on the flows they would build, checked before any
   work, at most `whatif_slots` at once, and a deadline of `whatif_seconds` (or the client's,
-  if sooner).
+  if sooner);
+- Resilience: one sweep at a time, on at most `sweep_workers` processes, within
+  `sweep_seconds` (or the client's deadline, if sooner).
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ MESSAGE_LIMITS: dict[str, int] = {
     "ApplyRoutes": 4 * MIB,  # a route file; meta-24k's routes as .npz columns are ~1 MB
     "RollbackRoutes": 64,
     "ReleaseRoutes": 64,
+    "Resilience": 1 * KIB,
 }
 OTHER_MESSAGE_LIMIT = 64 * KIB  # health checking, reflection
 # gRPC rejects bigger requests itself, from the message header, before it reads the body
@@ -73,6 +76,8 @@ class Limits:
     whatif_seconds: float = 20.0
     watch_max_lag: int = 256  # route versions a watcher may fall behind before it is dropped
     stream_max_messages: int = 100_000  # messages of one StreamLinkReports
+    sweep_workers: int = 2  # worker processes of a Resilience sweep, at most
+    sweep_seconds: float = 3600.0  # a Resilience sweep's deadline (or the client's, if sooner)
 
     def __post_init__(self) -> None:
         for name, value in vars(self).items():

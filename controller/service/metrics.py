@@ -205,6 +205,19 @@ class PrecomputeMetrics:
             "fabric_te_precomputed_reports",
             "Link reports repaired: from a precomputed repair (hit) or on demand (miss, "
             "by reason)", ["path", "reason"], registry=r)  # fmt: skip
+        self.blast_rows = Gauge(
+            "fabric_te_precomputed_rows_moved",
+            "Rows (flows' QP buckets) the precomputed repairs ready move: the most one moves, "
+            "and the mean over them", ["stat"], registry=r)  # fmt: skip
+        self.blast_jobs = Gauge(
+            "fabric_te_precomputed_jobs_moved",
+            "Jobs with a row moved by the precomputed repairs ready: the most one moves, and "
+            "the mean over them", ["stat"], registry=r)  # fmt: skip
+        self.moving_others = Gauge(
+            "fabric_te_precomputed_elements_moving_others",
+            "Precomputed repairs ready that move rows whose path did not cross the failed "
+            "element (the certificate's hand-backs, full tables, retried rows)",
+            registry=r)  # fmt: skip
         self.rows_moved = Gauge(
             "fabric_te_repair_rows_moved",
             "Rows (flows' QP buckets) the last repair applied moved: all, and those whose "
@@ -218,6 +231,11 @@ class PrecomputeMetrics:
         self.elements.labels("ready").set(float(fields["ready"]))
         self.elements.labels("total").set(float(fields["total"]))
         self.bytes.set(float(fields["bytes"]))
+        self.blast_rows.labels("max").set(float(fields["rows_moved_max"]))
+        self.blast_rows.labels("mean").set(float(fields["rows_moved_mean"]))
+        self.blast_jobs.labels("max").set(float(fields["jobs_moved_max"]))
+        self.blast_jobs.labels("mean").set(float(fields["jobs_moved_mean"]))
+        self.moving_others.set(float(fields["elements_moving_others"]))
 
     def refreshed(self, seconds: float) -> None:
         self.refresh_seconds.observe(seconds)

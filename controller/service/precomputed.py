@@ -26,7 +26,8 @@ milliseconds, a CTSW-ATSW link ~480 rows (~0.6 s), a CTSW ~18,000 (~10 s). Most 
 would keep every RTSW-CTSW link waiting behind minutes of the others. An element carrying
 no TE row still gets its repair and certificate (hashed rows shift when it fails; see
 docs/failures.md). `budget` bounds the TE rows the elements computed may carry in all
-(work, not seconds: which elements are ready depends only on the inputs).
+(work, not seconds: which elements are ready depends only on the inputs), and
+`max_elements` the elements computed (the first of that order).
 
 The repairs kept are frozen for the cyclic collector as they are made
 (controller.service.frozen). The thread pauses between elements while the engine has a
@@ -62,6 +63,7 @@ PAUSE = 0.005  # s between looks while the engine is busy
 # controller.service.frozen): a full collection over them fell inside a report's push
 FREEZE_EVERY = 64
 MISS_REASONS = ("not single", "not ready", "stale", "held", "off")
+WIDEST = 10  # repairs listed by rows moved (Status)
 
 
 @dataclass(frozen=True)
@@ -97,10 +99,11 @@ class PrecomputedRepair:
     rows_off_element: int  # of them, rows whose path did not cross the element
     jobs_moved: int
     seconds: float  # background time it took
+    unroutable: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # rows
 
     @property
     def nbytes(self) -> int:
-        arrays = [self.rows, self.paths, self.arcs, self.load, self.count,
+        arrays = [self.rows, self.paths, self.arcs, self.load, self.count, self.unroutable,
                   self.result.churn, self.result.collided_links, self.result.fallback_ecmp]
         if self.usage is not None:
             arrays += list(self.usage)
@@ -117,10 +120,18 @@ class PrecomputedRepair:
         index = self.index_from(base)
         return self.result_of(index), index
 
-    def index_from(self, base: RouteIndex) -> RouteIndex:
-        """The repaired assignment's index, from the base's (what a push needs first)."""
+    def assignment_from(self, base: RouteIndex) -> Assignment:
+        """The repaired assignment: the base's paths with the kept rows' (what a push needs
+        first; its index follows, `index_from`)."""
         path = base.assignment.path.copy()
         path[self.rows] = self.paths
+        return Assignment(base.assignment.flows, path)
+
+    def index_from(self, base: RouteIndex, assignment: Assignment | None = None) -> RouteIndex:
+        """The repaired assignment's index, from the base's (`assignment`: the one
+        `assignment_from` made, else made here)."""
+        if assignment is None:
+            assignment = self.assignment_from(base)
         load, count = base.load.copy(), base.count.copy()
         load[self.arcs] = self.load
         count[self.arcs] = self.count
@@ -128,11 +139,13 @@ class PrecomputedRepair:
         if self.usage is not None:
             usage = base.usage.copy()
             usage[self.usage[0]] = self.usage[1]
-        return base.moved(path, self.rows, load, count, usage)
+        return base.moved(assignment.path, self.rows, load, count, usage,
+                          assignment=assignment)  # fmt: skip
 
     def result_of(self, index: RouteIndex) -> AssignResult:
-        """The repair's result, of the assignment `index` (from `index_from`) indexes."""
-        return replace(self.result, assignment=index.assignment, unroutable=index.unrouted())
+        """The repair's result, of the assignment `index` (from `index_from`) indexes (its
+        rows without a path kept at compact time: no pass over the rows here)."""
+        return replace(self.result, assignment=index.assignment, unroutable=self.unroutable)
 
 
 def compact(
@@ -154,7 +167,7 @@ def compact(
         paths=index.assignment.path[rows],
         arcs=arcs, load=index.load[arcs], count=index.count[arcs], usage=usage, result=kept,
         planned=planned, rows_moved=moved, rows_off_element=off, jobs_moved=jobs,
-        seconds=seconds,
+        seconds=seconds, unroutable=index.unrouted(),
     )  # fmt: skip
 
 
@@ -193,6 +206,38 @@ def priority(failures: SingleFailures, index: RouteIndex) -> np.ndarray:
 
 
 @dataclass
+class Blast:
+    """The blast radius of the repairs ready, summed as they are made (no pass over the set):
+    rows and jobs moved, the elements whose repair moves rows that did not cross them, and
+    the `WIDEST` repairs by rows moved."""
+
+    elements: int = 0
+    rows_sum: int = 0
+    rows_max: int = 0
+    jobs_sum: int = 0
+    jobs_max: int = 0
+    moving_others: int = 0
+    widest: list[tuple[int, int]] = field(default_factory=list)  # (-rows moved, element)
+
+    def add(self, one: PrecomputedRepair) -> None:
+        self.elements += 1
+        self.rows_sum += one.rows_moved
+        self.rows_max = max(self.rows_max, one.rows_moved)
+        self.jobs_sum += one.jobs_moved
+        self.jobs_max = max(self.jobs_max, one.jobs_moved)
+        self.moving_others += one.rows_off_element > 0
+        self.widest.append((-one.rows_moved, one.element))
+        if len(self.widest) > 4 * WIDEST:
+            self.widest = sorted(self.widest)[:WIDEST]
+
+    def fields(self) -> dict[str, Any]:
+        n = max(self.elements, 1)
+        return {"rows_moved_max": self.rows_max, "rows_moved_mean": self.rows_sum / n,
+                "jobs_moved_max": self.jobs_max, "jobs_moved_mean": self.jobs_sum / n,
+                "elements_moving_others": self.moving_others}  # fmt: skip
+
+
+@dataclass
 class _Set:
     base: Base
     index: RouteIndex  # the base's (built by the thread when the base had none)
@@ -204,6 +249,7 @@ class _Set:
     nbytes: int = 0
     done: bool = False
     seconds: float = 0.0  # wall time of the refresh so far (until done)
+    blast: Blast = field(default_factory=Blast)
 
 
 @dataclass(frozen=True)
@@ -227,12 +273,14 @@ class Precomputer:
         metrics: PrecomputeMetrics,
         budget: int | None = None,
         enabled: bool = True,
+        max_elements: int | None = None,
     ) -> None:
         self.fabric = fabric
         self._repair = repair  # the engine's on-demand repair, as a function
         self._busy = busy
         self.metrics = metrics
         self.budget = budget
+        self.max_elements = max_elements  # at most this many, in compute order (None: all)
         self.enabled = enabled
         self._lock = threading.Condition()
         self._set: _Set | None = None
@@ -319,9 +367,17 @@ class Precomputer:
             s = self._set
             if s is None:
                 return {"generation": self.generation, "ready": 0, "total": 0, "bytes": 0,
-                        "done": False, "seconds": 0.0}  # fmt: skip
+                        "done": False, "seconds": 0.0} | Blast().fields()  # fmt: skip
             return {"generation": s.generation, "ready": len(s.ready), "total": len(s.failures),
-                    "bytes": s.nbytes, "done": s.done, "seconds": s.seconds}  # fmt: skip
+                    "bytes": s.nbytes, "done": s.done, "seconds": s.seconds} | s.blast.fields()
+
+    def widest(self) -> list[PrecomputedRepair]:
+        """The `WIDEST` repairs ready that move the most rows (ties: by element id)."""
+        with self._lock:
+            s = self._set
+            if s is None:
+                return []
+            return [s.ready[e] for _, e in sorted(s.blast.widest)[:WIDEST]]
 
     def has(self, name: str) -> bool:
         """Whether the repair of the element named `name` is ready in the set."""
@@ -395,6 +451,8 @@ class Precomputer:
         per_link = index.count[0::2] + index.count[1::2]
         wanted = base.wanted
         carried = 0
+        if self.max_elements is not None:
+            order = order[: self.max_elements]
         for i in order.tolist():
             carried += int(per_link[failures.links_of(i)].sum())
             if self.budget is not None and carried > self.budget:
@@ -417,6 +475,7 @@ class Precomputer:
                     return
                 s.ready[i] = one
                 s.nbytes += one.nbytes
+                s.blast.add(one)
                 s.seconds = time.perf_counter() - start
             if len(s.ready) % FREEZE_EVERY == 0:
                 gc.freeze()

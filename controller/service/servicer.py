@@ -24,6 +24,7 @@ from controller.service import convert, route_query, route_upload
 from controller.service.engine import Engine, RouteEvent
 from controller.service.errors import mapped
 from controller.service.limits import Limits, Slots, check_flows
+from controller.service.resilience import Sweeps
 from controller.solver import SolveOptions
 
 T = TypeVar("T")
@@ -38,6 +39,7 @@ class TrafficEngineering(pb_grpc.TrafficEngineeringServicer):
         self.fabric = engine.fabric
         self.limits = limits or Limits()
         self.slots = Slots(self.limits.whatif_slots)
+        self.sweeps = Sweeps(self.limits.sweep_workers, self.limits.sweep_seconds)
 
     def _bounded(self, context: grpc.ServicerContext, what: str, fn: Callable[[float], T]) -> T:
         """Run `fn(seconds)` in a what-if slot, by the server's or the client's deadline."""
@@ -222,6 +224,8 @@ class TrafficEngineering(pb_grpc.TrafficEngineeringServicer):
                    for k, f in e.links_not_up()],  # fmt: skip
             certificate=convert.certificate_to_pb(e.certificate),
             held=convert.held_to_pb(e.intake.held),
+            precomputed=convert.precomputed_to_pb(e.precomputer.fields(), e.precomputer.enabled,
+                                                  e.precomputed_hits, e.precomputer.widest()),
             **e.status_fields(),
         )
 
@@ -274,6 +278,21 @@ class TrafficEngineering(pb_grpc.TrafficEngineeringServicer):
     ) -> pb.RoutePlan:
         view = self.engine.release_routes()
         return convert.plan_to_pb(view, False, self.engine.routes_version)
+
+    @mapped
+    def Resilience(
+        self, request: pb.ResilienceRequest, context: grpc.ServicerContext
+    ) -> pb.ResilienceReport:
+        asked = convert.sweep_request_from_pb(request)
+        e = self.engine
+        state_version, routes_version = e.state_version, e.routes_version
+        target = e.installer.target  # replaced whole by the worker: read once
+        inputs = self.sweeps.inputs(self.fabric, target, e.options, asked)
+        remaining = context.time_remaining()
+        result, stats = self.sweeps.run(inputs, asked.workers, context.is_active,
+                                        None if remaining is None else remaining - 0.05)
+        return convert.resilience_to_pb(result, self.fabric.name, stats, state_version,
+                                        routes_version)  # fmt: skip
 
     def _check_request(self, req: Request, what: str) -> None:
         """The cost cap of a placement request: its GPUs, and the flows its job would make

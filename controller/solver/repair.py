@@ -189,14 +189,16 @@ class RouteIndex:
         return rows[sr == fab.rtsw_of_nic(flows.src_nic[f])]
 
     def moved(self, path: np.ndarray, changed: np.ndarray, load: np.ndarray,
-              count: np.ndarray, usage: np.ndarray | None = None) -> RouteIndex:  # fmt: skip
+              count: np.ndarray, usage: np.ndarray | None = None,
+              assignment: Assignment | None = None) -> RouteIndex:  # fmt: skip
         """The index of the same rows with `path` (differing from this index's paths only at
         `changed`), whose per-arc load and count (and per-node usage, if given: else it is
-        counted when asked) the caller has already updated."""
+        counted when asked) the caller has already updated; `assignment`: the assignment of
+        these rows and `path`, if the caller has made it."""
         base_path = self._base[0]
         rows = np.union1d(self._moved, changed)
         rows = rows[path[rows] != base_path[rows]]
-        new = Assignment(self.assignment.flows, path)
+        new = Assignment(self.assignment.flows, path) if assignment is None else assignment
         return RouteIndex(self.fabric, new, load, count, self._base, rows,
                           _arcs(self.fabric, new, rows, path[rows]), usage)  # fmt: skip
 

@@ -68,9 +68,11 @@ _WORKER: Sweep | None = None
 _BUILD = 0.0
 
 
-def _init(inputs: SweepInputs) -> None:
+def _init(inputs: SweepInputs, niceness: int = 0) -> None:
     global _WORKER, _BUILD
     start = time.perf_counter()
+    if niceness:
+        os.nice(niceness)  # a worker beside a service yields the cores to it
     from controller.solver.greedy import warm_up
 
     warm_up()
@@ -94,13 +96,17 @@ def run_local(
     workers: int | None = None,
     elements: np.ndarray | None = None,
     progress: Progress | None = None,
+    in_process: bool = True,
+    niceness: int = 0,
 ) -> tuple[Resilience, RunStats]:
-    """The sweep on `workers` local processes (None: as many as cores; 1: this process)."""
+    """The sweep on `workers` local processes (None: as many as cores; 1: this process,
+    unless not `in_process`); `niceness`: added to the worker processes' (not this one's).
+    An exception from `progress` stops the sweep: batches not started are cancelled."""
     start = time.perf_counter()
     workers = workers or os.cpu_count() or 1
     if workers < 1:
         raise InputError(f"workers must be >= 1, got {workers}")
-    if workers == 1:
+    if workers == 1 and in_process:
         t = time.perf_counter()
         sweep = Sweep(inputs)
         build = time.perf_counter() - t
@@ -119,17 +125,21 @@ def run_local(
     # spawn, not fork: OR-Tools' HiGHS can hang in a forked child (docs: solver notes)
     ctx = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init,
-                             initargs=(inputs,)) as pool:  # fmt: skip
-        header, build = pool.submit(_header).result()
-        ids = _elements(header, elements)
-        todo = batches(ids, workers * BATCHES_PER_WORKER)
-        parts, done = [], 0
-        for b, outs, b_build in pool.map(_run, todo):
-            parts.append((b, outs))
-            build = max(build, b_build)
-            done += b.size
-            if progress:
-                progress(done, ids.size)
+                             initargs=(inputs, niceness)) as pool:  # fmt: skip
+        try:
+            header, build = pool.submit(_header).result()
+            ids = _elements(header, elements)
+            todo = batches(ids, workers * BATCHES_PER_WORKER)
+            parts, done = [], 0
+            for b, outs, b_build in pool.map(_run, todo):
+                parts.append((b, outs))
+                build = max(build, b_build)
+                done += b.size
+                if progress:
+                    progress(done, ids.size)
+        except BaseException:
+            pool.shutdown(wait=False, cancel_futures=True)  # the batches running end alone
+            raise
     out = _assemble(header, parts)
     return out, RunStats(time.perf_counter() - start, build, int(ids.size), workers, len(todo),
                          "local")  # fmt: skip

@@ -278,3 +278,58 @@ def test_metrics_say_what_is_ready(engine: Engine) -> None:
     assert get("fabric_te_precomputed_elements", {"state": "total"}) == fields["total"] > 0
     assert get("fabric_te_precomputed_generation") == fields["generation"] >= 1
     assert get("fabric_te_precomputed_bytes") == fields["bytes"] > 0
+
+
+def test_the_blast_radius_of_the_set_in_metrics_and_status(engine: Engine) -> None:
+    """Rows and jobs moved per repair ready, summed as they are made, equal a pass over the
+    set; Status lists the widest repairs, most rows first, and /metrics the aggregates."""
+    from controller.service import convert
+
+    _done(engine)
+    ready = engine.precomputer.ready()
+    rows = np.array([r.rows_moved for r in ready])
+    jobs = np.array([r.jobs_moved for r in ready])
+    fields = engine.precomputer.fields()
+    assert fields["rows_moved_max"] == rows.max() > 0
+    assert fields["rows_moved_mean"] == pytest.approx(rows.mean())
+    assert fields["jobs_moved_max"] == jobs.max()
+    assert fields["elements_moving_others"] == sum(r.rows_off_element > 0 for r in ready)
+    widest = engine.precomputer.widest()
+    expected = sorted(ready, key=lambda r: (-r.rows_moved, r.element))[:10]
+    assert [r.element for r in widest] == [r.element for r in expected]
+    get = engine.metrics.registry.get_sample_value
+    assert get("fabric_te_precomputed_rows_moved", {"stat": "max"}) == rows.max()
+    assert get("fabric_te_precomputed_jobs_moved", {"stat": "mean"}) == pytest.approx(jobs.mean())
+    msg = convert.precomputed_to_pb(fields, True, engine.precomputed_hits, widest)
+    assert msg.widest[0].element == expected[0].name and msg.ready == len(ready)
+
+
+def test_the_element_cap_computes_the_first_of_the_order() -> None:
+    engine = Engine(FABRIC, EmulatedDriver(FABRIC), debounce=0.0, reconcile_interval=60.0,
+                    precompute_elements=5)  # fmt: skip
+    try:
+        for job in _jobs():
+            engine.put_job(job, 0)
+        assert engine.wait_idle(WAIT)
+        _done(engine)
+        target = engine.installer.target
+        assert target is not None
+        order = priority(single_failures(FABRIC, target.health),
+                         RouteIndex.build(FABRIC, target.assignment))  # fmt: skip
+        assert [r.element for r in engine.precomputer.ready()] == sorted(order[:5].tolist())
+    finally:
+        engine.close()
+
+
+def test_serve_flags_turn_it_off_and_status_says_so(serve) -> None:  # type: ignore[no-untyped-def]
+    from controller.cli.service import status_text
+    from controller.service.client import Client, Target
+
+    off = serve(["--fabric", "small", "--store", "memory", "--precompute", "off"]).ready()
+    assert not off.status().precomputed.enabled
+    with Client.connect(Target(f"127.0.0.1:{off.port}", insecure=True), timeout=10) as c:
+        assert "precomputed off" in status_text(c.status())
+    on = serve(["--fabric", "small", "--store", "memory", "--precompute-elements", "3",
+                "--precompute-budget", "100"]).ready()  # fmt: skip
+    status = on.status()
+    assert status.precomputed.enabled and status.precomputed.ready == 0  # nothing installed

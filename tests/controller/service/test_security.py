@@ -301,6 +301,7 @@ def test_every_method_by_every_role(small: Fabric, certs: Path, tmp_path: Path) 
         "ApplyRoutes": pb.ApplyRoutesRequest(name="r.json", content=b"{}", dry_run=True),
         "RollbackRoutes": pb.RollbackRoutesRequest(dry_run=True),
         "ReleaseRoutes": pb.ReleaseRoutesRequest(),
+        "Resilience": pb.ResilienceRequest(kinds=["none"]),  # INVALID_ARGUMENT when allowed
     }  # fmt: skip
     try:
         for who in ("admin", "scheduler", "monitor", "reader", "stranger"):
