@@ -244,7 +244,7 @@ def bench_speed(cfg: Config) -> Iterator[Section]:
     mix_times = []
     for first_seed in (11, 21, 31):
         opts = SolveOptions(certify=CertifyOptions(seed=first_seed))
-        mix_times.append(timed(lambda o=opts: solve(fabric, health, flows_mix, options=o), 1)[0])
+        mix_times.append(timed(partial(solve, fabric, health, flows_mix, options=opts), 1)[0])
     rows.append(["full solve, job mix (median of 3 more, reference not memoised)",
                  len(flows_mix), statistics.median(mix_times)])  # fmt: skip
     # repair after one failed, used rack uplink: median over several links
