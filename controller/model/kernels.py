@@ -575,6 +575,21 @@ def hashed_crossing(
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _take_arc(e: int, stamp: int, na: int, arc_mark: np.ndarray, arc_slot: np.ndarray,
+              arc_ids: np.ndarray) -> int:  # fmt: skip
+    """Arc e joins `refill`'s arc set of this round (once, in slot na); the set's new size,
+    -1 when it is full."""
+    if arc_mark[e] == stamp:
+        return na
+    if na >= arc_ids.size:
+        return -1
+    arc_mark[e] = stamp
+    arc_slot[e] = na
+    arc_ids[na] = e
+    return na + 1
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _admit(g: int, d: int, epoch: int, most: int, mark: np.ndarray, where: np.ndarray,
            out_rows: np.ndarray) -> int:  # fmt: skip
     """Row g joins `refill`'s set D (its slot recorded while D fits `most`); D's new size."""
@@ -651,12 +666,9 @@ def refill(
         stamp += 1  # a fresh arc stamp for this round's arc set
         na = 0
         for x in range(lost.size):
-            e = lost[x]
-            if arc_mark[e] != stamp:
-                arc_mark[e] = stamp
-                arc_slot[e] = na
-                arc_ids[na] = e
-                na += 1
+            na = _take_arc(lost[x], stamp, na, arc_mark, arc_slot, arc_ids)
+            if na < 0:
+                return -1
         for s in range(d):
             i = out_rows[s]
             for h in range(hops):
@@ -667,13 +679,10 @@ def refill(
                         e = changed_arcs[cur_of[s], h]
                     else:
                         e = -1
-                    if e >= 0 and arc_mark[e] != stamp:
-                        if na >= arc_ids.size:
+                    if e >= 0:
+                        na = _take_arc(e, stamp, na, arc_mark, arc_slot, arc_ids)
+                        if na < 0:
                             return -1
-                        arc_mark[e] = stamp
-                        arc_slot[e] = na
-                        arc_ids[na] = e
-                        na += 1
         # what the rows outside D leave of each arc
         for a in range(na):
             e = arc_ids[a]
