@@ -276,17 +276,21 @@ class _Reference:
         self.computed = 0  # hashed routings simulated (0: none, or all from the memo)
 
     def values(self, kind: str) -> np.ndarray:
-        key = self.key(kind) if kind not in self._values else ""
-        while kind not in self._values:
+        if kind in self._values:
+            return self._values[kind]
+        key = self.key(kind)
+        while True:
             hit, mine = _claim(key)
             if mine is not None:
-                self._values[kind] = self.fill(kind, key, mine)
-                continue
+                values = self.fill(kind, key, mine)
+                break
             try:
-                self._values[kind] = hit.result()
+                values = hit.result()
+                break
             except Superseded:  # the solve computing them was stopped; this one was not
                 continue
-        return self._values[kind]
+        self._values[kind] = values
+        return values
 
     def key(self, kind: str) -> str:
         """The memo's key of the values of `kind`: every input they depend on."""
