@@ -155,7 +155,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
           f"{'mTLS' if tls else 'plaintext'})",
           file=sys.stderr, flush=True)  # fmt: skip
     signal.signal(signal.SIGHUP, lambda *_: threading.Thread(target=running.reload).start())
-    done.wait()
+    # a timed wait, not a bare one: the kernel may hand SIGTERM to any thread (gRPC's, the
+    # engine's), and then nothing wakes a main thread blocked in an untimed lock; Python runs
+    # the handler only once the main thread wakes
+    while not done.wait(0.2):
+        pass
     print("shutting down: NOT_SERVING, then stop; installed routes stay", file=sys.stderr)
     running.stop(grace=args.grace)
     driver.close()
