@@ -159,6 +159,23 @@ def per_parent(
 
 
 @njit(cache=True, nogil=True)
+def parents_per_arc(arcs: np.ndarray, parent: np.ndarray, order: np.ndarray,
+                    counted: np.ndarray, out: np.ndarray) -> None:
+    """Distinct parent flows on each counted arc (controller.model.rates.simulate's
+    collisions), added into `out`. `order` visits the rows grouped by parent (every row of a
+    parent next to the others), so an arc counts a parent when it first meets it."""
+    last = np.full(out.size, -1, np.int64)
+    for k in range(order.size):
+        i = order[k]
+        p = parent[i]
+        for h in range(arcs.shape[1]):
+            e = arcs[i, h]
+            if e >= 0 and counted[e] and last[e] != p:
+                last[e] = p
+                out[e] += 1
+
+
+@njit(cache=True, nogil=True)
 def _splitmix64(x: np.uint64) -> np.uint64:
     z = x + _GOLDEN
     z = (z ^ (z >> _S30)) * _MUL1

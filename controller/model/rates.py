@@ -386,11 +386,11 @@ def simulate(
     }
 
     # Collisions: distinct parent flows per switch-to-switch arc.
-    sub_of_pair = np.broadcast_to(parent[:, None], arcs.shape)[valid]
-    core = tier[flat] >= 2
-    pairs = np.sort(flat[core] * max(num_parents, 1) + sub_of_pair[core])
-    pairs = pairs[np.r_[True, pairs[1:] != pairs[:-1]]] if pairs.size else pairs
-    per_arc = np.bincount(pairs // max(num_parents, 1), minlength=fabric.num_arcs)
+    grouped = num_sub < 2 or bool((parent[1:] >= parent[:-1]).all())
+    order = np.arange(num_sub) if grouped else np.argsort(parent, kind="stable")
+    per_arc = np.zeros(fabric.num_arcs, np.int64)
+    kernels.parents_per_arc(np.ascontiguousarray(arcs, np.int64), parent, order,
+                            np.ascontiguousarray(tier >= 2), per_arc)  # fmt: skip
 
     w = np.ones(num_sub) if weight is None else np.asarray(weight, dtype=np.float64)
     if w.shape != (num_sub,):

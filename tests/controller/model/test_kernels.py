@@ -149,6 +149,24 @@ def test_parent_sums_equal_their_numpy_form(seed: int, rows: int, parents: int,
                                         where=want_demand > 0).tobytes()  # fmt: skip
 
 
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(0, 200), st.integers(1, 50), st.booleans())
+def test_distinct_parents_per_arc_equal_a_set_count(seed: int, rows: int, parents: int,
+                                                     grouped: bool) -> None:  # fmt: skip
+    rng = np.random.default_rng(seed)
+    arcs = rng.integers(-1, 12, size=(rows, 4))
+    parent = rng.integers(0, parents, size=rows)
+    if grouped:
+        parent = np.sort(parent)
+    counted = rng.random(12) < 0.7
+    order = np.argsort(parent, kind="stable")
+    out = np.zeros(12, np.int64)
+    kernels.parents_per_arc(arcs, parent, order, counted, out)
+    want = [len({int(parent[i]) for i, h in zip(*np.nonzero(arcs == e), strict=True)})
+            if counted[e] else 0 for e in range(12)]  # fmt: skip
+    assert out.tolist() == want
+
+
 @settings(max_examples=80, deadline=None)
 @given(SHAPES, st.integers(0, 2**32 - 1), st.sampled_from(["eecmp", "wcmp"]), st.data())
 def test_the_carried_plane_walks_every_row_as_the_entries_and_hashes_do(
