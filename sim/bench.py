@@ -1491,12 +1491,17 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="with --out and --only: replace only those sections of the existing file",
     )
+    parser.add_argument("--scenarios", type=int, default=0, metavar="N",
+                        help="at most N random scenarios per fabric (section certificate)")
     args = parser.parse_args(argv)
+    if args.scenarios < 0:
+        parser.error("--scenarios must be >= 0")
     cfg = Config(
         repeats=1 if args.quick else 3,
         seeds=(1, 2) if args.quick else (1, 2, 3, 4, 5),
         sweep_seeds=3 if args.quick else 20,
         quick=args.quick,
+        scenarios=args.scenarios,
     )
     if args.update and not (args.out and args.only and os.path.exists(args.out)):
         parser.error("--update needs --only and an existing --out file")
@@ -1532,7 +1537,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def head_command(args: argparse.Namespace) -> str:
     only = " ".join(f"--only {name}" for name in args.only)
-    return f"python -m sim.bench {only}{' --quick' if args.quick else ''}"
+    cap = f" --scenarios {args.scenarios}" if args.scenarios else ""
+    return f"python -m sim.bench {only}{' --quick' if args.quick else ''}{cap}"
 
 
 if __name__ == "__main__":

@@ -49,6 +49,7 @@ class Config:
     seeds: tuple[int, ...]
     sweep_seeds: int
     quick: bool
+    scenarios: int = 0  # at most this many random scenarios per fabric (0: the section's own)
 
 
 def log(message: str) -> None:
