@@ -1491,17 +1491,22 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="with --out and --only: replace only those sections of the existing file",
     )
-    parser.add_argument("--scenarios", type=int, default=0, metavar="N",
-                        help="at most N random scenarios per fabric (section certificate)")
+    parser.add_argument("--scenarios", action="append", default=[], metavar="[FABRIC=]N",
+                        help="at most N random scenarios on FABRIC (every fabric without "
+                             "FABRIC=; section certificate; repeatable)")  # fmt: skip
     args = parser.parse_args(argv)
-    if args.scenarios < 0:
-        parser.error("--scenarios must be >= 0")
+    caps: dict[str, int] = {}
+    for item in args.scenarios:
+        name, _, count = item.rpartition("=")
+        if not count.isdigit():
+            parser.error(f"--scenarios {item}: expected N or FABRIC=N with N >= 0")
+        caps[name] = int(count)
     cfg = Config(
         repeats=1 if args.quick else 3,
         seeds=(1, 2) if args.quick else (1, 2, 3, 4, 5),
         sweep_seeds=3 if args.quick else 20,
         quick=args.quick,
-        scenarios=args.scenarios,
+        scenarios=caps,
     )
     if args.update and not (args.out and args.only and os.path.exists(args.out)):
         parser.error("--update needs --only and an existing --out file")
@@ -1537,7 +1542,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def head_command(args: argparse.Namespace) -> str:
     only = " ".join(f"--only {name}" for name in args.only)
-    cap = f" --scenarios {args.scenarios}" if args.scenarios else ""
+    cap = "".join(f" --scenarios {item}" for item in args.scenarios)
     return f"python -m sim.bench {only}{' --quick' if args.quick else ''}{cap}"
 
 

@@ -49,7 +49,8 @@ class Config:
     seeds: tuple[int, ...]
     sweep_seeds: int
     quick: bool
-    scenarios: int = 0  # at most this many random scenarios per fabric (0: the section's own)
+    # at most this many random scenarios on a fabric ("": on any), else the section's own
+    scenarios: dict[str, int] = field(default_factory=dict)
 
 
 def log(message: str) -> None:

@@ -148,7 +148,10 @@ def bench_certificate(cfg: Any) -> Iterator[Any]:
     cost: list[list[object]] = []
     for name, count in SCENARIOS.items():
         n = max(count // 10, 2) if cfg.quick else count
-        n = min(n, cfg.scenarios) if cfg.scenarios else n
+        cap = cfg.scenarios.get(name, cfg.scenarios.get(""))
+        n = n if cap is None else min(n, cap)
+        if not n:
+            continue
         runs = _run_all(name, n)
         label = name if name != "meta-24k" else "meta-24k mix"
         rows.extend(summarise(label, runs))
