@@ -90,13 +90,15 @@ def wiring_text(record: Any) -> str:
     """What a lab built from irregular wiring left out: links not installed (no veth), and
     host pairs that no cabled path joins (their flows cannot be routed, so are not
     checked); empty for a complete fabric."""
+    from controller.formats.output import plural
+
     text = ""
     if record.not_installed:
-        text += (f"  {record.not_installed} links not installed: no veth for a missing cable, "
-                 "no namespace for an absent host or switch\n")  # fmt: skip
+        text += (f"  {plural(record.not_installed, 'link')} not installed: no veth for a "
+                 "missing cable, no namespace for an absent host or switch\n")  # fmt: skip
     if record.unreachable:
         more = record.unreachable - len(record.unreachable_shown)
-        text += (f"  {record.unreachable} host pairs have no cabled path: "
+        text += (f"  {plural(record.unreachable, 'host pair')} with no cabled path: "
                  + ", ".join(record.unreachable_shown) + (f" and {more} more" if more else "")
                  + "\n")  # fmt: skip
     return text

@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -218,3 +219,32 @@ def test_gapped_cable_list_names_what_it_does_not_know(tiny: Fabric) -> None:
         gapped_cable_list(tiny, "x", absent=["host-p9-r9-h9"])
     doc = gapped_cable_list(tiny, "x", MISSING)
     assert len(doc["cables"]) == tiny.num_links - 2
+
+
+@needs_root
+def test_a_rail_only_lab_builds_its_planes_as_missing_cables(tmp_path: Path) -> None:
+    """Planes: each rail's leaves cabled to their own spines only (the cross-plane links are
+    not installed), one pod, static underlay: every routed flow on its path."""
+    shape = {"name": "rail-only", "racks_per_pod": 3, "hosts_per_rack": 2, "nics_per_host": 4,
+             "rtsws_per_rack": 4, "ctsws_per_pod": 4, "planes": 4}  # fmt: skip
+    source = tmp_path / "rail-only.json"
+    source.write_text(json.dumps(shape))
+    fabric = load_fabric(str(source))
+    name = unique_name("lp")
+    record = lab.up(fabric, name, str(source), underlay="static")
+    try:
+        assert record.links == int(fabric.installed.sum()) == 24 + 12
+        assert record.not_installed == 36 and record.unreachable == 0
+        plan = LabPlan(fabric, name)
+        assignment, routes = solved(fabric, seed=1, fill=1.0)
+        rows = np.flatnonzero(assignment.routed)
+        with LinuxDriver(fabric=fabric, lab=name) as driver:
+            install(driver, fabric, routes)
+        io = LabIO(plan)
+        try:
+            report = verify(io, assignment, rows.tolist(), packets=5)
+        finally:
+            io.close()
+        assert report.ok and report.checked == rows.size > 0, report.problems
+    finally:
+        lab.down(name)
