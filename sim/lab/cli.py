@@ -349,10 +349,13 @@ def cmd_verify(args: argparse.Namespace) -> int:
     report, buckets = packet_check(fabric, args.name, assignment, args.sample, args.packets,
                                    args.seed)  # fmt: skip
     down = down_installed(fabric, health).size
+    unrouted = int((~assignment.routed).sum())  # e.g. between hosts no cabled path joins
     data = {"entries": len(routes), "links_down": int(down), "bucket_flows": buckets,
-            **asdict(report), "ok": report.ok}  # fmt: skip
+            "unrouted_flows": unrouted, **asdict(report), "ok": report.ok}  # fmt: skip
     text = (f"{down} links down; {len(routes):,} TE entries installed; {report.summary()} "
             f"({buckets} of them QP buckets)\n")  # fmt: skip
+    if unrouted:
+        text += f"  {unrouted} flows of the mix have no usable path: not routed, not checked\n"
     text += "".join(f"  {p}\n" for p in report.problems[:20])
     emit(args.json, data, text)
     return 0 if report.ok else 1

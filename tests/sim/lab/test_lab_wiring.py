@@ -116,6 +116,24 @@ def test_host_pairs_no_cable_joins_are_named_and_not_waited_for(tiny: Fabric) ->
     expected = frr.expected_paths(plan)
     assert all(not set(want) & lost for sw, want in expected.items() if sw != "rtsw-p0-r0")
     assert expected["rtsw-p0-r0"] == {}  # its own hosts are cabled to it; nobody else reached
+    # and the solver leaves the flows between the two sides unrouted (so verify skips them)
+    assignment, _ = solved(island, seed=1, fill=1.0)
+    src = island.host_of_nic(assignment.flows.src_nic)
+    dst = assignment.flows.dst_host(island)
+    across = (island.rack_of_host(src) == 0) != (island.rack_of_host(dst) == 0)
+    assert across.any() and not assignment.routed[across].any()
+    assert assignment.routed[~across].all()
+
+
+def test_lab_up_says_what_it_left_out() -> None:
+    from sim.lab.cli import wiring_text
+
+    record = lab.LabRecord("x", "f", "static", [], 36, not_installed=1, unreachable=10,
+                           unreachable_shown=["a>b", "b>a"])  # fmt: skip
+    assert wiring_text(record) == (
+        "  1 link not installed: no veth for a missing cable, no namespace for an absent host "
+        "or switch\n  10 host pairs with no cabled path: a>b, b>a and 8 more\n")
+    assert wiring_text(lab.LabRecord("x", "f", "static", [], 40)) == ""
 
 
 def test_a_missing_cable_cannot_be_set(gaps: tuple[str, Fabric]) -> None:
