@@ -245,16 +245,16 @@ def up(fabric: Fabric, lab: str, source: str, underlay: str = "static",
             f"`tectl lab down --name {lab}` first"
         )
     owned = owner_of(os.getpid() if owner == -1 else owner) if owner is not None else None
-    directory.mkdir(parents=True)
-    record = LabRecord(lab, source, underlay, names, int(fabric.installed.sum()), owner=owned,
-                       switch=switch, lldp=lldp)  # fmt: skip
-    record.not_installed = int((~fabric.installed).sum())
-    if switch == "linux":
+    pairs: list[tuple[str, str]] = []
+    if switch == "linux":  # host pairs no cabled path joins: named, never waited for
         from sim.lab.underlay import Reach
 
         pairs = Reach.of(plan).unreachable_pairs()
-        record.unreachable = len(pairs)
-        record.unreachable_shown = [f"{a}>{b}" for a, b in pairs[:UNREACHABLE_SHOWN]]
+    directory.mkdir(parents=True)
+    record = LabRecord(lab, source, underlay, names, int(fabric.installed.sum()), owner=owned,
+                       switch=switch, lldp=lldp, not_installed=int((~fabric.installed).sum()),
+                       unreachable=len(pairs),
+                       unreachable_shown=[f"{a}>{b}" for a, b in pairs[:UNREACHABLE_SHOWN]])
     record.save()
     start = time.perf_counter()
     try:
