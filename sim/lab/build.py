@@ -41,6 +41,7 @@ from sim.lab.underlay import install_static
 MAX_NAMESPACES = 400
 MAX_LINKS = 2000
 MAX_FRR_NAMESPACES = 100  # about 20 MiB per zebra+bgpd pair
+UNREACHABLE_SHOWN = 8  # host pairs with no cabled path a lab record names
 
 SYSCTLS = {
     "net.ipv4.ip_forward": "1",
@@ -70,6 +71,9 @@ class LabRecord:
     restorer: dict[str, int] | None = None  # {"pid", "start"} of its restorer (sim.lab.restorer)
     switch: str = "linux"  # linux: switches are namespaces; ovs: Open vSwitch bridges
     lldp: bool = False  # lldpd runs in every namespace (sim.lab.lldp)
+    not_installed: int = 0  # links of the fabric with no cable: built as no veth
+    unreachable: int = 0  # ordered pairs of existing hosts that no cabled path joins
+    unreachable_shown: list[str] = field(default_factory=list)  # the first few, "a>b"
 
     def save(self) -> None:
         path = lab_dir(self.lab) / "lab.json"
@@ -115,7 +119,10 @@ def require_root() -> None:
         raise LabError("lab needs root: network namespaces cannot be made otherwise")
 
 
-def check_size(fabric: Fabric, underlay: str) -> None:
+def check_size(fabric: Fabric, underlay: str, switch: str = "linux") -> None:
+    """LabError when a lab cannot build `fabric` with `underlay` and `switch`es: too big
+    for one machine, or a layout the lab cannot route. Links not installed are built as
+    missing cables (no veth), absent hosts and switches as no namespace."""
     if fabric.rtsws_per_rack > 1 and (underlay != "static" or fabric.pods > 1):
         # the lab addresses hosts, not NICs: a CTSW keeps a packet on the rail it came up
         # (sim.lab.underlay), which a packet from an ATSW, FRR's BGP or an OVS group
@@ -126,16 +133,17 @@ def check_size(fabric: Fabric, underlay: str) -> None:
             "--underlay static only"
         )
     missing = int((~fabric.installed).sum())
-    if missing:
+    if missing and switch != "linux":
         raise LabError(
             f"fabric {fabric.name} has {missing} links not installed (e.g. "
-            f"{fabric.link_name(int(np.flatnonzero(~fabric.installed)[0]))}): a lab builds "
-            "complete fabrics only"
+            f"{fabric.link_name(int(np.flatnonzero(~fabric.installed)[0]))}): a lab of Open "
+            "vSwitch bridges builds complete fabrics only (use --switch linux)"
         )
-    nodes = fabric.num_hosts + fabric.num_rtsws + fabric.num_ctsws + fabric.num_atsws
-    if nodes > MAX_NAMESPACES or fabric.num_links > MAX_LINKS:
+    nodes = int(fabric.present[: fabric.node_id("nic", 0)].sum()) + len(fabric.switch_names())
+    links = int(fabric.installed.sum())
+    if nodes > MAX_NAMESPACES or links > MAX_LINKS:
         raise LabError(
-            f"fabric {fabric.name} needs {nodes} namespaces and {fabric.num_links} links; "
+            f"fabric {fabric.name} needs {nodes} namespaces and {links} links; "
             f"a lab holds at most {MAX_NAMESPACES} and {MAX_LINKS} on one machine"
         )
     if underlay == "frr" and nodes > MAX_FRR_NAMESPACES:
@@ -146,14 +154,15 @@ def check_size(fabric: Fabric, underlay: str) -> None:
 
 
 def port_lines(plan: LabPlan) -> dict[str, list[str]]:
-    """Node -> `ip -batch` lines that address and raise its ports and loopback."""
+    """Node -> `ip -batch` lines that address and raise its ports and loopback (the
+    installed links' ports; hosts and switches that exist)."""
     f = plan.fabric
     out: dict[str, list[str]] = {n: ["link set dev lo up"] for n in plan.hosts + plan.switches}
-    for h, host in enumerate(plan.hosts):
-        out[host].append(f"addr add {plan.host_address(h)}/32 dev lo")
+    for host in plan.hosts:
+        out[host].append(f"addr add {plan.host_address(f.host_by_name(host))}/32 dev lo")
     for sw in plan.switches:
         out[sw].append(f"addr add {plan.switch_address(sw)}/32 dev lo")
-    for link in range(f.num_links):
+    for link in np.flatnonzero(f.installed).tolist():
         for port in plan.ends(link):
             out[port.node] += [
                 f"addr add {port.address}/31 dev {port.ifname}",
@@ -180,8 +189,9 @@ def set_aliases(plan: LabPlan) -> None:
 
 
 def veth_lines(plan: LabPlan) -> list[str]:
+    """One veth pair per installed link (a missing cable has none)."""
     lines = []
-    for link in range(plan.fabric.num_links):
+    for link in np.flatnonzero(plan.fabric.installed).tolist():
         lo, hi = plan.ends(link)
         lines.append(
             f"link add dev {lo.ifname} netns {plan.netns(lo.node)} type veth "
@@ -220,7 +230,7 @@ def up(fabric: Fabric, lab: str, source: str, underlay: str = "static",
         underlay = "groups"
     elif underlay not in ("static", "frr"):
         raise LabError(f"unknown underlay {underlay!r}: static or frr")
-    check_size(fabric, underlay)
+    check_size(fabric, underlay, switch)
     if underlay == "frr":
         from sim.lab import frr
 
@@ -235,9 +245,16 @@ def up(fabric: Fabric, lab: str, source: str, underlay: str = "static",
             f"`tectl lab down --name {lab}` first"
         )
     owned = owner_of(os.getpid() if owner == -1 else owner) if owner is not None else None
+    pairs: list[tuple[str, str]] = []
+    if switch == "linux":  # host pairs no cabled path joins: named, never waited for
+        from sim.lab.underlay import Reach
+
+        pairs = Reach.of(plan).unreachable_pairs()
     directory.mkdir(parents=True)
-    record = LabRecord(lab, source, underlay, names, fabric.num_links, owner=owned,
-                       switch=switch, lldp=lldp)  # fmt: skip
+    record = LabRecord(lab, source, underlay, names, int(fabric.installed.sum()), owner=owned,
+                       switch=switch, lldp=lldp, not_installed=int((~fabric.installed).sum()),
+                       unreachable=len(pairs),
+                       unreachable_shown=[f"{a}>{b}" for a, b in pairs[:UNREACHABLE_SHOWN]])
     record.save()
     start = time.perf_counter()
     try:

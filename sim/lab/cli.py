@@ -30,14 +30,21 @@ def default_underlay() -> str:
 
 
 def apply_health(plan: Any, health: Any, link_gbit: float) -> None:
-    """Down links set down; a link degraded to factor f rate-limited to f x `link_gbit`."""
+    """Down links set down; a link degraded to factor f rate-limited to f x `link_gbit`
+    (links not installed have no ports: their factor 0 is the missing cable, not a fault)."""
     from sim.lab.links import set_link
 
-    for link in health.down_links().tolist():
+    for link in down_installed(plan.fabric, health).tolist():
         set_link(plan, int(link), "down")
     for link in health.degraded_links().tolist():
         rate = f"{max(1, round(float(health.factor[link]) * link_gbit * 1000))}mbit"
         set_link(plan, int(link), "degrade", rate=rate)
+
+
+def down_installed(fabric: Fabric, health: Any) -> np.ndarray:
+    """The links down in `health` that have a cable (a missing one is not a failure)."""
+    down = health.down_links()
+    return down[fabric.installed[down]]
 
 
 def cmd_up(args: argparse.Namespace) -> int:
@@ -72,10 +79,29 @@ def cmd_up(args: argparse.Namespace) -> int:
     kind += ", lldpd in every namespace" if record.lldp else ""
     text = (f"lab {record.lab}: fabric {record.fabric}{kind}, {len(record.namespaces)} "
             f"namespaces, {record.links} links, underlay {record.underlay}, built in "
-            f"{record.build_seconds:.2f} s; {health.down_links().size} links down, "
+            f"{record.build_seconds:.2f} s; {down_installed(fabric, health).size} links down, "
             f"{health.degraded_links().size} degraded\n")  # fmt: skip
+    text += wiring_text(record)
     emit(args.json, asdict(record), text)
     return 0
+
+
+def wiring_text(record: Any) -> str:
+    """What a lab built from irregular wiring left out: links not installed (no veth), and
+    host pairs that no cabled path joins (their flows cannot be routed, so are not
+    checked); empty for a complete fabric."""
+    from controller.formats.output import plural
+
+    text = ""
+    if record.not_installed:
+        text += (f"  {plural(record.not_installed, 'link')} not installed: no veth for a "
+                 "missing cable, no namespace for an absent host or switch\n")  # fmt: skip
+    if record.unreachable:
+        more = record.unreachable - len(record.unreachable_shown)
+        text += (f"  {plural(record.unreachable, 'host pair')} with no cabled path: "
+                 + ", ".join(record.unreachable_shown) + (f" and {more} more" if more else "")
+                 + "\n")  # fmt: skip
+    return text
 
 
 def cmd_down(args: argparse.Namespace) -> int:
@@ -322,11 +348,14 @@ def cmd_verify(args: argparse.Namespace) -> int:
         install(driver, fabric, routes)
     report, buckets = packet_check(fabric, args.name, assignment, args.sample, args.packets,
                                    args.seed)  # fmt: skip
-    down = health.down_links().size
+    down = down_installed(fabric, health).size
+    unrouted = int((~assignment.routed).sum())  # e.g. between hosts no cabled path joins
     data = {"entries": len(routes), "links_down": int(down), "bucket_flows": buckets,
-            **asdict(report), "ok": report.ok}  # fmt: skip
+            "unrouted_flows": unrouted, **asdict(report), "ok": report.ok}  # fmt: skip
     text = (f"{down} links down; {len(routes):,} TE entries installed; {report.summary()} "
             f"({buckets} of them QP buckets)\n")  # fmt: skip
+    if unrouted:
+        text += f"  {unrouted} flows of the mix have no usable path: not routed, not checked\n"
     text += "".join(f"  {p}\n" for p in report.problems[:20])
     emit(args.json, data, text)
     return 0 if report.ok else 1

@@ -44,7 +44,7 @@ def config(plan: LabPlan, node: str) -> str:
     nodes = plan.hosts + plan.switches
     asn = ASN_BASE + nodes.index(node)
     is_host = node in plan.hosts
-    router_id = (plan.host_address(plan.hosts.index(node)) if is_host
+    router_id = (plan.host_address(plan.fabric.host_by_name(node)) if is_host
                  else plan.switch_address(node))  # fmt: skip
     lines = [
         # Plain multipath routes, not kernel nexthop objects: after a port flap, FRR 8.4
@@ -140,30 +140,46 @@ def stop(directory: Path) -> None:
     stop_pids(pids, grace=2.0)
 
 
-def converged(plan: LabPlan) -> bool:
-    """Every RTSW has a route to every other rack's hosts over all its uplinks, and every
-    host a route to every other host."""
+def expected_paths(plan: LabPlan) -> dict[str, dict[str, int]]:
+    """Switch -> {host address: next hops} of every BGP route the switch should hold once
+    converged: each host it can reach over the installed links but is not cabled to, with
+    as many next hops as there are shortest paths' first links (eBGP, one AS a node,
+    `maximum-paths` and `multipath-relax`)."""
+    from sim.lab.underlay import Reach
+
+    reach = Reach.of(plan)
+    out: dict[str, dict[str, int]] = {}
+    for switch in plan.switches:
+        _, on_path = reach.hops(switch)
+        dist = reach.dist[reach.switch_index(switch)]
+        counts = on_path.sum(axis=0)
+        out[switch] = {plan.host_address(h): int(counts[h]) for h in reach.hosts.tolist()
+                       if dist[h] > 1 and counts[h] > 0}  # fmt: skip
+    return out
+
+
+def converged(plan: LabPlan, expected: dict[str, dict[str, int]] | None = None) -> bool:
+    """Every switch has a BGP route to every host it can reach (not cabled to it) over all
+    the equal-cost next hops the installed links give (`expected_paths`)."""
     import json
 
-    f = plan.fabric
-    uplinks = f.ctsws_per_pod * f.rack_links
-    for rtsw in range(f.num_rtsws):
-        node = f.rtsw_name(rtsw)
-        out = subprocess.run(["ip", "-n", plan.netns(node), "-j", "route", "show", "proto",
+    for switch, want in (expected if expected is not None else expected_paths(plan)).items():
+        if not want:
+            continue
+        out = subprocess.run(["ip", "-n", plan.netns(switch), "-j", "route", "show", "proto",
                               "bgp"], capture_output=True, text=True).stdout  # fmt: skip
         routes = {r["dst"]: len(r.get("nexthops", [r])) for r in json.loads(out or "[]")}
-        for h in range(f.num_hosts):
-            if int(f.rack_of_host(h)) == rtsw:
-                continue
-            if routes.get(plan.host_address(h), 0) < uplinks:
-                return False
+        if any(routes.get(dst, 0) < hops for dst, hops in want.items()):
+            return False
     return True
 
 
 def wait_converged(plan: LabPlan, timeout: float = 60.0) -> float:
-    """Seconds until `converged`; LabError after `timeout`."""
+    """Seconds until `converged` (the routes that can exist: host pairs no cabled path
+    joins are not waited for); LabError after `timeout`."""
+    expected = expected_paths(plan)
     start = time.monotonic()
-    while not converged(plan):
+    while not converged(plan, expected):
         if time.monotonic() - start > timeout:
             raise LabError(f"FRR underlay of lab {plan.lab} not converged in {timeout:.0f} s")
         time.sleep(0.25)

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import subprocess
 
+import numpy as np
+
 from controller.drivers.linux_plan import LabPlan
-from controller.errors import LabError
+from controller.errors import FabricError, LabError
 from controller.model.health import LinkHealth
 from sim.lab.build import install_static, load_record
 
@@ -28,7 +30,12 @@ def _tc(ns: str, *args: str, missing_ok: bool = False) -> None:
 
 def set_link(plan: LabPlan, link: int, state: str, rate: str = "1gbit",
              fraction: float | None = None) -> None:  # fmt: skip
-    """state: down, up or degrade (to `rate`; on Open vSwitch, to weight `fraction`)."""
+    """state: down, up or degrade (to `rate`; on Open vSwitch, to weight `fraction`); a
+    link not installed (no cable, so no ports in the lab) is refused, naming it."""
+    try:
+        plan.fabric.check_installed([link])
+    except FabricError as err:
+        raise LabError(f"lab {plan.lab}: {err}") from None
     record = load_record(plan.lab)
     if record.switch == "ovs":
         _set_ovs_link(plan, link, state, fraction)
@@ -91,7 +98,7 @@ def lab_health(plan: LabPlan) -> LinkHealth:
         finally:
             ipr.close()
     down = {}
-    for link in range(plan.fabric.num_links):
+    for link in np.flatnonzero(plan.fabric.installed).tolist():  # the rest: factor 0 anyway
         if any(port.ifname not in up[port.node] for port in plan.ends(link)):
             down[link] = 0.0
     return LinkHealth.all_up(plan.fabric).with_factors(down)

@@ -73,8 +73,9 @@ class LabIO:
         """A UDP socket leaving by `nic`, from its host's loopback and `sport`."""
         f = self.fabric
         host = int(f.host_of_nic(nic))
-        port = self.plan.port(self.plan.hosts[host], int(f.access_link(nic)))
-        with netns.entered(self.plan.netns(self.plan.hosts[host])):
+        name = f.host_name(host)
+        port = self.plan.port(name, int(f.access_link(nic)))
+        with netns.entered(self.plan.netns(name)):
             sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         sock.setsockopt(socket.SOL_SOCKET, SO_BINDTODEVICE, port.ifname.encode())
         # no UDP checksum: a veth hands packets over with it unfilled (offloaded), and Open
@@ -86,7 +87,7 @@ class LabIO:
 
     def receiver(self, host: int) -> socket.socket:
         if host not in self._receivers:
-            with netns.entered(self.plan.netns(self.plan.hosts[host])):
+            with netns.entered(self.plan.netns(self.fabric.host_name(host))):
                 sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
             sock.bind(("0.0.0.0", ROCE_PORT))

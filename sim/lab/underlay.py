@@ -1,35 +1,142 @@
 """The lab's default routing: the ECMP every switch has before TE, as static multipath
 routes (`--underlay static`) or as FRR's eBGP (`sim.lab.frr`).
 
+Both route over the cables that exist (`Fabric.installed`), along shortest paths, which is
+what eBGP with one AS a node and `maximum-paths` gives: in a complete Clos that is every
+up-down path; with cables missing, the up-down paths that remain (a switch with no path
+down to a host is not taken towards it). `Reach` is that computation, shared by the static
+routes and by FRR's convergence check; it also names the host pairs no path joins.
+
 Static routes, per node, as `ip -batch` lines for the main table:
 
-    host  10.1.0.0/16 over every NIC (source address: its loopback)
-    RTSW  each of its hosts' /32 over that host's NICs; 10.1.0.0/16 over every uplink
-    CTSW  each host of its pod: /32 over the links to the host's RTSW; 10.1.0.0/16 over
-          every ATSW link (when there is an aggregation layer)
-    ATSW  each host: /32 over the links to the CTSW of the host's pod in its plane
+    host  10.1.0.0/16 over every cabled NIC (source address: its loopback)
+    switch  10.1.0.0/16 over the uplinks most hosts are reached by (an RTSW: every uplink;
+          a CTSW with an aggregation layer: every ATSW link), when some hosts are reached
+          by going up; each other host it can reach: /32 over its shortest-path links
 
-which is what eBGP with `maximum-paths` gives in a Clos. With several RTSWs a rack (rail-
-optimized, docs/layouts.md) the lab still addresses hosts, not NICs, so an RTSW routes each
-host of its rack over that host's NICs on it, and a CTSW keeps a packet on the rail it came
-up: the RTSW of slot s of every rack are reached through table UNDERLAY_TABLE + s, which a
-rule at UNDERLAY_PRIORITY selects for every port from a slot-s RTSW (after the TE rules,
-before the main table). That is the routing of NIC-to-NIC flows with per-NIC addresses.
+With several RTSWs a rack (rail-optimized, docs/layouts.md) the lab still addresses hosts,
+not NICs, so an RTSW routes each host of its rack over that host's NICs on it, and a CTSW
+keeps a packet on the rail it came up: the RTSW of slot s of every rack are reached through
+table UNDERLAY_TABLE + s, which a rule at UNDERLAY_PRIORITY selects for every port from a
+slot-s RTSW (after the TE rules, before the main table). That is the routing of NIC-to-NIC
+flows with per-NIC addresses.
 """
 
 from __future__ import annotations
 
 import json
 import subprocess
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
 
 from controller.drivers.linux_plan import HOST_LOOPBACKS, PORT_PRIORITY, TABLE_BASE, LabPlan
-from controller.model.fabric import Fabric
+from controller.model.fabric import ACCESS, Fabric
 from sim.lab.netns import ip_batch
 
 PROTO = "static"
 UNDERLAY_PRIORITY = 30_000  # after the TE rules, before the main table (32,766)
 UNDERLAY_TABLE = 500  # + slot: a CTSW's routes down to the slot's RTSWs
 assert PORT_PRIORITY < UNDERLAY_PRIORITY and UNDERLAY_TABLE + 64 < TABLE_BASE
+UNREACHABLE = np.iinfo(np.int32).max  # distance of a node no cabled path joins
+
+
+@dataclass(frozen=True)
+class Reach:
+    """Shortest paths over the installed links of a lab, hosts never transit: `dist`
+    [switch, host] in hops (UNREACHABLE: none), switches in `plan.switches` order, hosts
+    by fabric host id."""
+
+    plan: LabPlan
+    dist: np.ndarray
+
+    @classmethod
+    def of(cls, plan: LabPlan) -> Reach:
+        """All-pairs hop counts between switches (scipy BFS), then one hop to each host
+        from the RTSWs its cabled NICs reach."""
+        from scipy.sparse import coo_matrix
+        from scipy.sparse.csgraph import shortest_path
+
+        f = plan.fabric
+        index = {name: i for i, name in enumerate(plan.switches)}
+        lo, hi = f.link_ends
+        trunk = np.flatnonzero(f.installed & (f.link_kind != ACCESS))
+        names = f.node_names
+        a = np.array([index[names[int(n)]] for n in lo[trunk]], dtype=np.int64)
+        b = np.array([index[names[int(n)]] for n in hi[trunk]], dtype=np.int64)
+        n = len(plan.switches)
+        graph = coo_matrix((np.ones(a.size), (a, b)), shape=(n, n)).tocsr()
+        between = shortest_path(graph, directed=False, unweighted=True)
+        dist = np.full((n, f.num_hosts), UNREACHABLE, dtype=np.int64)
+        access = np.flatnonzero(f.installed[: f.num_access_links])
+        rtsw = np.array([index[names[int(n)]] for n in hi[access]], dtype=np.int64)
+        host = f.host_of_nic(access)
+        for h in np.unique(host).tolist():
+            best = between[:, np.unique(rtsw[host == h])].min(axis=1) + 1
+            dist[:, h] = np.where(np.isfinite(best), best, UNREACHABLE)
+        dist.setflags(write=False)
+        return cls(plan, dist)
+
+    def switch_index(self, switch: str) -> int:
+        return self._index[switch]
+
+    @cached_property
+    def _index(self) -> dict[str, int]:
+        return {name: i for i, name in enumerate(self.plan.switches)}
+
+    def hops(self, switch: str) -> tuple[list[int], np.ndarray]:
+        """(`switch`'s installed links, bool [links, hosts]: the link is on a shortest path
+        from `switch` to the host)."""
+        plan, f = self.plan, self.plan.fabric
+        me = self.dist[self._index[switch]]
+        links = list(plan.node_links[switch])
+        out = np.zeros((len(links), f.num_hosts), dtype=bool)
+        for i, link in enumerate(links):
+            if f.link_kind[link] == ACCESS:
+                host = int(f.host_of_nic(link))
+                out[i, host] = me[host] == 1
+            else:
+                lower, upper = plan.ends(link)
+                peer = upper.node if lower.node == switch else lower.node
+                there = self.dist[self._index[peer]]
+                out[i] = (me != UNREACHABLE) & (there == me - 1)
+        return links, out
+
+    @cached_property
+    def hosts(self) -> np.ndarray:
+        """Host ids that exist with at least one cabled NIC (the hosts that can talk)."""
+        f = self.plan.fabric
+        present = f.present[f.node_id("host", 0) : f.node_id("nic", 0)]
+        cabled = f.installed[: f.num_access_links].reshape(f.num_hosts, -1).any(axis=1)
+        return np.flatnonzero(present & cabled)
+
+    def host_reach(self) -> np.ndarray:
+        """bool [hosts, hosts] by host id: a cabled path joins the two (the diagonal: the
+        host exists with a cabled NIC)."""
+        f = self.plan.fabric
+        access = np.flatnonzero(f.installed[: f.num_access_links])
+        _, hi = f.link_ends
+        names = f.node_names
+        out = np.zeros((f.num_hosts, f.num_hosts), dtype=bool)
+        for h in self.hosts.tolist():
+            mine = access[f.host_of_nic(access) == h]
+            rtsws = sorted({self._index[names[int(n)]] for n in hi[mine]})
+            out[h] = (self.dist[rtsws] != UNREACHABLE).any(axis=0)
+        keep = np.zeros(f.num_hosts, dtype=bool)
+        keep[self.hosts] = True
+        return out & keep[:, None] & keep[None, :]
+
+    def unreachable_pairs(self) -> list[tuple[str, str]]:
+        """(source, destination) host names of every ordered pair of hosts that exist but
+        that no cabled path joins (a rack whose every uplink is missing, say)."""
+        f = self.plan.fabric
+        reach = self.host_reach()
+        hosts = self.hosts
+        sub = ~reach[np.ix_(hosts, hosts)]
+        a, b = np.nonzero(sub)
+        return [(f.host_name(int(hosts[i])), f.host_name(int(hosts[j])))
+                for i, j in zip(a.tolist(), b.tolist(), strict=True)]  # fmt: skip
 
 
 def _multipath(plan: LabPlan, node: str, links: list[int]) -> str:
@@ -40,72 +147,80 @@ def _multipath(plan: LabPlan, node: str, links: list[int]) -> str:
     return " ".join(hops)
 
 
-def static_routes(plan: LabPlan) -> dict[str, list[str]]:
-    """Node name -> `ip route replace` batch lines of its ECMP underlay."""
+def _upward(plan: LabPlan, node: str, link: int) -> bool:
+    """Whether `link` leaves `node` towards the ATSWs."""
+    return plan.ends(link)[0].node == node
+
+
+def _chosen(links: list[int], key: bytes) -> list[int]:
+    """The links a next-hop pattern (a bool column's bytes) selects."""
+    return [links[i] for i in np.flatnonzero(np.frombuffer(key, dtype=bool))]
+
+
+def static_routes(plan: LabPlan, reach: Reach | None = None) -> dict[str, list[str]]:
+    """Node name -> `ip route replace` batch lines of its ECMP underlay over the installed
+    links."""
     f: Fabric = plan.fabric
+    reach = reach if reach is not None else Reach.of(plan)
     out: dict[str, list[str]] = {}
     every = str(HOST_LOOPBACKS)
-    nics = f.nics_per_host
-    for h, host in enumerate(plan.hosts):
-        links = [int(f.access_link(f.nic_id(h, n))) for n in range(nics)]
+    for h in reach.hosts.tolist():
+        host = f.host_name(h)
         out[host] = [
             f"route replace {every} proto {PROTO} src {plan.host_address(h)} "
-            + _multipath(plan, host, links)
+            + _multipath(plan, host, list(plan.node_links[host]))
         ]
-    c_count, k_count = f.ctsws_per_pod, f.rack_links
-    a_count, m_count = f.atsws_per_plane, f.agg_links
+    hosts = reach.hosts
     S = f.rtsws_per_rack
-    for rtsw in range(f.num_rtsws):
-        node = f.rtsw_name(rtsw)
-        lines = []
-        mine = [n for n in range(nics) if n % S == rtsw % S]  # its NICs of each host
-        for hh in range(f.hosts_per_rack):
-            h = rtsw // S * f.hosts_per_rack + hh
-            links = [int(f.access_link(f.nic_id(h, n))) for n in mine]
-            lines.append(
-                f"route replace {plan.host_address(h)}/32 proto {PROTO} "
-                + _multipath(plan, node, links)
-            )
-        ups = [int(f.rack_link(rtsw, c, k)) for c in range(c_count) for k in range(k_count)]
-        lines.append(f"route replace {every} proto {PROTO} " + _multipath(plan, node, ups))
-        out[node] = lines
-    for ctsw in range(f.num_ctsws):
-        node = f.ctsw_name(ctsw)
-        pod, c = divmod(ctsw, c_count)
-        lines = []
-        for r in range(f.racks_per_pod):
-            rack = pod * f.racks_per_pod + r
-            rtsws = range(rack * S, (rack + 1) * S)
-            downs = [int(f.rack_link(t, c, k)) for t in rtsws for k in range(k_count)]
-            for hh in range(f.hosts_per_rack):
-                h = rack * f.hosts_per_rack + hh
-                lines.append(
-                    f"route replace {plan.host_address(h)}/32 proto {PROTO} "
-                    + _multipath(plan, node, downs)
-                )
-                if S > 1:  # on the rail it came up: slot s's RTSW of the host's rack
-                    for t in rtsws:
-                        slot_downs = [int(f.rack_link(t, c, k)) for k in range(k_count)]
-                        lines.append(
-                            f"route replace {plan.host_address(h)}/32 proto {PROTO} table "
-                            f"{UNDERLAY_TABLE + t % S} " + _multipath(plan, node, slot_downs)
-                        )
-        if a_count:
-            ups = [int(f.agg_link(pod, c, j, m)) for j in range(a_count) for m in range(m_count)]
-            lines.append(f"route replace {every} proto {PROTO} " + _multipath(plan, node, ups))
-        out[node] = lines
-    for atsw in range(f.num_atsws):
-        node = f.atsw_name(atsw)
-        c, j = divmod(atsw, max(a_count, 1))
-        lines = []
-        for pod in range(f.pods):
-            downs = [int(f.agg_link(pod, c, j, m)) for m in range(m_count)]
-            route = _multipath(plan, node, downs)
-            for h in range(pod * f.racks_per_pod * f.hosts_per_rack,
-                           (pod + 1) * f.racks_per_pod * f.hosts_per_rack):  # fmt: skip
-                lines.append(f"route replace {plan.host_address(h)}/32 proto {PROTO} {route}")
-        out[node] = lines
+    for switch in plan.switches:
+        links, on_path = reach.hops(switch)
+        lines: list[str] = []
+        patterns: dict[bytes, list[int]] = {}
+        for h in hosts.tolist():
+            column = on_path[:, h]
+            if column.any():
+                patterns.setdefault(column.tobytes(), []).append(h)
+        # one 10.1/16 route for the next-hop set most hosts share (then the widest), when
+        # it only goes up; a /32 for every other host the switch can reach
+        ranked = sorted(patterns.items(), key=lambda kv: (-len(kv[1]), -sum(kv[0]), kv[1][0]))
+        aggregate = None
+        if ranked:
+            chosen = _chosen(links, ranked[0][0])
+            if all(_upward(plan, switch, link) for link in chosen):
+                aggregate = ranked[0][0]
+                lines.append(f"route replace {every} proto {PROTO} "
+                             + _multipath(plan, switch, chosen))  # fmt: skip
+        for key, members in sorted(patterns.items(), key=lambda kv: kv[1][0]):
+            if key == aggregate:
+                continue
+            route = _multipath(plan, switch, _chosen(links, key))
+            lines += [f"route replace {plan.host_address(h)}/32 proto {PROTO} {route}"
+                      for h in members]  # fmt: skip
+        if S > 1 and f.node_kind(f.node_by_name(switch)) == "ctsw":
+            lines += _rail_routes(plan, reach, switch, links)
+        out[switch] = lines
     return out
+
+
+def _rail_routes(plan: LabPlan, reach: Reach, ctsw: str, links: list[int]) -> list[str]:
+    """A CTSW's routes of table UNDERLAY_TABLE + s: each host over the links down to the
+    slot-s RTSW of its rack, where that RTSW has the host's NIC of its slot cabled."""
+    f = plan.fabric
+    S, base = f.rtsws_per_rack, f.node_id("rtsw", 0)
+    lines = []
+    downs: dict[str, list[int]] = {}
+    for link in links:
+        lower = plan.ends(link)[0].node
+        if lower != ctsw:
+            downs.setdefault(lower, []).append(link)
+    for rtsw, via in sorted(downs.items(), key=lambda kv: kv[1][0]):
+        t = f.node_by_name(rtsw) - base
+        at = reach.dist[reach.switch_index(rtsw)]
+        route = _multipath(plan, ctsw, via)
+        for h in reach.hosts[at[reach.hosts] == 1].tolist():
+            lines.append(f"route replace {plan.host_address(h)}/32 proto {PROTO} table "
+                         f"{UNDERLAY_TABLE + t % S} {route}")  # fmt: skip
+    return lines
 
 
 def static_rules(plan: LabPlan) -> dict[str, list[tuple[str, int]]]:
@@ -116,14 +231,14 @@ def static_rules(plan: LabPlan) -> dict[str, list[tuple[str, int]]]:
     if S == 1:
         return {}
     out: dict[str, list[tuple[str, int]]] = {}
-    for ctsw in range(f.num_ctsws):
-        node = f.ctsw_name(ctsw)
-        pod, c = divmod(ctsw, f.ctsws_per_pod)
-        out[node] = [
-            (plan.port(node, int(f.rack_link(t, c, k))).ifname, UNDERLAY_TABLE + t % S)
-            for t in range(pod * f.rtsws_per_pod, (pod + 1) * f.rtsws_per_pod)
-            for k in range(f.rack_links)
-        ]
+    base = f.node_id("rtsw", 0)
+    for node in plan.switches:
+        if f.node_kind(f.node_by_name(node)) != "ctsw":
+            continue
+        downs = [(link, plan.ends(link)[0].node) for link in plan.node_links[node]]
+        out[node] = [(plan.port(node, link).ifname,
+                      UNDERLAY_TABLE + (f.node_by_name(rtsw) - base) % S)
+                     for link, rtsw in downs if rtsw != node]  # fmt: skip
     return out
 
 
