@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from controller.model.flows import FlowSet, distinct, match_pairs, pair_keys
+from controller.model.flows import FlowSet, distinct, distinct_counts, match_pairs, pair_keys
 
 
 def test_pair_keys_agree_across_sets_exactly_when_the_pairs_do() -> None:
@@ -35,3 +35,6 @@ def test_distinct_is_numpy_unique_in_order_or_not(values: list[int], in_order: b
     a = np.array(sorted(values) if in_order else values, dtype=np.int64)
     got = distinct(a)
     assert got.dtype == np.unique(a).dtype and got.tolist() == np.unique(a).tolist()
+    keys, counts = distinct_counts(a)
+    want_keys, want_counts = np.unique(a, return_counts=True)
+    assert keys.tolist() == want_keys.tolist() and counts.tolist() == want_counts.tolist()
