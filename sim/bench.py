@@ -1471,13 +1471,30 @@ SECTIONS: dict[str, Callable[[Config], Iterator[Section]]] = {
 }
 
 
+def _full_command(argv: list[str] | None) -> str:
+    args = list(argv) if argv is not None else sys.argv[1:]
+    return "make bench" if not args else "python -m sim.bench " + " ".join(args)
+
+
+def provenance(command: str) -> str:
+    """The line under a section's title that says how and when it was measured."""
+    return f"_Measured by `{command}` on {time.strftime('%Y-%m-%d', time.gmtime())}._"
+
+
+def stamped(body: str, line: str) -> str:
+    """A section's Markdown with `line` under its first title."""
+    title, _, rest = body.partition("\n\n")
+    return f"{title}\n\n{line}\n\n{rest}"
+
+
 def header(cfg: Config, argv: list[str]) -> str:
-    cmd = "make bench" if not argv else "python -m sim.bench " + " ".join(argv)
+    cmd = _full_command(argv)
     return (
         "# Benchmarks\n\n"
         f"Produced by `{cmd}` on {platform.machine()} with {platform.python_version()}, "
         f"numpy {np.__version__}; medians of {cfg.repeats} runs. Single machine, 2 cores: "
-        "treat absolute times as +-20%; ratios within one table are measured in one run.\n"
+        "treat absolute times as +-20%; ratios within one table are measured in one run. "
+        "Sections re-run alone (`--only NAME --update`) say so under their titles.\n"
     )
 
 
@@ -1529,11 +1546,12 @@ def main(argv: list[str] | None = None) -> int:
         start = time.perf_counter()
         done[name] = "".join(sec.markdown() + "\n" for sec in SECTIONS[name](cfg))
         log(f"section {name}: {time.perf_counter() - start:.1f} s")
+    measured = provenance(head_command(args) if args.only else _full_command(argv))
+    done = {name: stamped(body, measured) for name, body in done.items()}
     if args.update:
         with open(args.out) as fh:
             old_head, old = split_sections(fh.read())
-        note = f"Sections {', '.join(done)} re-run by `{head_command(args)}`.\n"
-        head = old_head.rstrip("\n") + "\n\n" + note
+        head = old_head.rstrip("\n") + "\n"
         done = {
             name: done.get(name, old.get(name, ""))
             for name in SECTIONS

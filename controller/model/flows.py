@@ -163,3 +163,19 @@ def match_pairs(rows: FlowSet, within: FlowSet) -> np.ndarray:
         return np.full(len(rows), -1, np.int64)
     pos = np.minimum(np.searchsorted(uk, key), uk.size - 1)
     return np.where(uk[pos] == key, first[pos], -1).astype(np.int64)
+
+
+def distinct(values: np.ndarray) -> np.ndarray:
+    """np.unique of integer ids, in one pass when they are already in order (the parent
+    flows of a solve's rows are: a flow's rows follow each other)."""
+    return distinct_counts(values)[0]
+
+
+def distinct_counts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """np.unique(values, return_counts=True), in one pass when they are already in order
+    (keys built from flows in the order jobs_flows makes them usually are)."""
+    values = np.asarray(values)
+    if values.size > 1 and (values[1:] >= values[:-1]).all():
+        starts = np.flatnonzero(np.r_[True, values[1:] != values[:-1]])
+        return values[starts], np.diff(np.r_[starts, values.size])
+    return np.unique(values, return_counts=True)

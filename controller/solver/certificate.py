@@ -52,7 +52,7 @@ from controller.errors import InputError, Superseded
 from controller.model.assignment import UNROUTED, Assignment
 from controller.model.dataplane import Carried, carried, overrides_of
 from controller.model.fabric import Fabric
-from controller.model.flows import ALL_QPS, FlowSet
+from controller.model.flows import ALL_QPS, FlowSet, distinct
 from controller.model.hashing import HASHINGS, Hashed, Overrides, hashed_load
 from controller.model.health import LinkHealth
 from controller.model.paths import MAX_HOPS
@@ -512,7 +512,7 @@ def certify(
             worst[kind], below[kind] = None, 0
             continue
         worst[kind], below[kind] = _compared(te, ref.values(kind), need)
-    handed = np.unique(parent[(path == UNROUTED) & (assignment.path != UNROUTED)])
+    handed = distinct(parent[(path == UNROUTED) & (assignment.path != UNROUTED)])
     cert = Certificate(
         reference=opts.reference, seeds=opts.seeds, qps=qps, jobs=int(has_flows.sum()),
         jobs_checked=int(need.sum()), passed=below[opts.reference] == 0,

@@ -453,13 +453,14 @@ def relieve_arcs(
     is_over[over] = True
     hit = is_over[chosen] & may[:, None]
     hit &= _may_fit(cand, chosen, cap - load, demand, np.asarray(hit.any(axis=1)))[:, None]
+    hit_rows = np.flatnonzero(hit.any(axis=1))  # sorted, distinct: no unique of the pairs
     rows, hops = np.nonzero(hit)
     by_arc = chosen[rows, hops]
     order = np.lexsort((rows, -demand[rows], by_arc))
     rows, by_arc = rows[order], by_arc[order]
     starts = np.searchsorted(by_arc, over)
     ends = np.searchsorted(by_arc, over, side="right")
-    alike = _alike(chosen, demand, path, mates.group, np.unique(rows))
+    alike = _alike(chosen, demand, path, mates.group, hit_rows)
     relieve(over, starts, ends, rows, alike, cap, load, inv, demand, path, chosen,
             cand.kernel_args, mates.kernel_args, -1 if max_tries is None else max_tries,
             _FIRST_BATCH)  # fmt: skip

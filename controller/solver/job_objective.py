@@ -345,11 +345,13 @@ def raise_worst(
     rounds: int = ROUNDS,
     tries: int = TRIES,
     work: int = WORK,
+    mlu: float | None = None,
 ) -> tuple[np.ndarray, JobObjective]:
     """The rows' paths after the pass (module docstring; `path` itself when nothing moved)
     and what it found. `parent[i]`: row i's input flow in `flows` (whose jobs and priorities
     count); `budget`: TE entries per node (inf: unlimited); `mlu_bound`: the solve's MLU
-    lower bound; `lp_mlu`: the LP optimum, if the solve ran it."""
+    lower bound; `lp_mlu`: the LP optimum, if the solve ran it; `mlu`: the rows' MLU if
+    known (load / capacity at most 1 everywhere: nothing to raise, no load counted)."""
     start = time.perf_counter()
     path = np.asarray(path, np.int64)
     parent = np.asarray(parent, np.int64)
@@ -359,15 +361,21 @@ def raise_worst(
     if not len(rows) or not jobs.size:
         return path, _report(1.0, 1.0, 1.0, "none", start, stopped="no flows")
     te = path != UNROUTED
-    if te.all():
-        load = Assignment(rows, path).link_load(fabric)
-        if not (load > cap * (1 + REL_TOL) + REL_TOL).any():
-            # every flow gets its demand: every job at 1, the bound (cost: one load count)
+    one = len(rows) * (1 if te.all() else len(seeds))
+    too_much = bool(rounds) and 2 * one > work
+    if te.all() and (mlu is None or mlu <= 1.0 or not too_much):
+        # every flow gets its demand: every job at 1, the bound (cost: one load count, none
+        # when the solve's MLU says so; a pass over the work limit needs no count)
+        if mlu is None or mlu > 1.0:
+            load = Assignment(rows, path).link_load(fabric)
+            over = bool((load > cap * (1 + REL_TOL) + REL_TOL).any())
+        else:
+            over = False
+        if not over:
             return path, _report(1.0, 1.0, 1.0, "none", start,
                                  stopped="skipped: no link over capacity")  # fmt: skip
 
-    one = len(rows) * (1 if te.all() else len(seeds))
-    if rounds and 2 * one > work:
+    if too_much:
         # not even one proposal fits the work limit after the first prediction: the pass
         # would only report, at the price of a prediction as long as the certificate's
         nan = float("nan")

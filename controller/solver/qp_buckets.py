@@ -32,7 +32,7 @@ import numpy as np
 from controller.errors import InputError
 from controller.model.assignment import UNROUTED, Assignment
 from controller.model.fabric import ACCESS, Fabric
-from controller.model.flows import ALL_QPS, FlowSet
+from controller.model.flows import ALL_QPS, FlowSet, distinct
 from controller.model.paths import SAME_RACK, path_alive, path_index
 from controller.model.rates import REL_TOL
 from controller.routes.entries import align_entries
@@ -247,7 +247,7 @@ def spray(
     sprayed = np.where(hashed, UNROUTED, sprayed)
     sprayed = align_entries(fabric, new, sprayed, is_bucket.astype(np.float64))
     new, sprayed, parent = _fold(flows, new, sprayed, parent)
-    split = np.unique(parent[(new.qp != ALL_QPS) & ~np.isin(parent, ecmp)])
+    split = distinct(parent[(new.qp != ALL_QPS) & ~np.isin(parent, ecmp)])
     return Split(new, sprayed, parent, split, ecmp)
 
 
@@ -278,5 +278,5 @@ def split_overloaded(
     after = float(utilisation(fabric, health, Assignment(new, new_path)).max(initial=0.0))
     if not after < before - REL_TOL or (new_path == UNROUTED).sum() > (path == UNROUTED).sum():
         return None
-    split = np.unique(parent[new.qp != ALL_QPS])
+    split = distinct(parent[new.qp != ALL_QPS])
     return Split(new, new_path, parent, split)

@@ -43,7 +43,7 @@ import numpy as np
 from controller.errors import InputError, Superseded
 from controller.model.assignment import UNROUTED, Assignment, moved_pairs
 from controller.model.fabric import SWITCH_TIERS, Fabric
-from controller.model.flows import ALL_QPS, FlowSet, match_pairs, pair_keys
+from controller.model.flows import ALL_QPS, FlowSet, distinct, match_pairs, pair_keys
 from controller.model.hashing import hashed_load, hashed_routes
 from controller.model.health import LinkHealth
 from controller.model.paths import path_alive
@@ -208,8 +208,8 @@ class SolveResult:
             parent = np.arange(len(res.assignment.flows), dtype=np.int64)
         split: np.ndarray | None
         if as_of is None:
-            fallback = np.unique(parent[res.fallback_ecmp])
-            split = np.unique(parent[res.assignment.flows.qp != ALL_QPS])
+            fallback = distinct(parent[res.fallback_ecmp])
+            split = distinct(parent[res.assignment.flows.qp != ALL_QPS])
             tables: dict[str, float] = {}
         else:
             fallback, split, tables = as_of.fallback_ecmp, as_of.split_flows, as_of.tables
@@ -219,8 +219,8 @@ class SolveResult:
             bound=bound,
             lp=lp,
             collided_links=int(res.collided_links.size),
-            churn=int(np.unique(parent[res.churn]).size),
-            unroutable=np.unique(parent[res.unroutable]),
+            churn=int(distinct(parent[res.churn]).size),
+            unroutable=distinct(parent[res.unroutable]),
             fallback_ecmp=fallback,
             method=res.method,
             times=times,
@@ -730,7 +730,7 @@ def job_objective(
         np.asarray(result.parent), flows, qps=opts.qps,
         budget=switch_budget(fabric, _budget(fabric, opts)), mlu_bound=result.bound.value,
         lp_mlu=None if result.lp is None else result.lp.mlu, kind=cert.reference,
-        seeds=cert.seeds, model=cert.model, rounds=opts.job_rounds,
+        seeds=cert.seeds, model=cert.model, rounds=opts.job_rounds, mlu=result.mlu,
     )  # fmt: skip
     times = dict(result.times)
     times["job_objective"] = time.perf_counter() - t
@@ -771,7 +771,7 @@ def certified(
         return replace(result, certificate=cert, times=times, mlu=mlu)
     usage = table_usage(fabric, assignment)
     parent = np.asarray(result.parent)
-    back = np.unique(parent[(assignment.path == UNROUTED) & result.assignment.routed])
+    back = distinct(parent[(assignment.path == UNROUTED) & result.assignment.routed])
     return replace(
         result,
         assignment=assignment,

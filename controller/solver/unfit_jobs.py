@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from controller.model.fabric import Fabric
-from controller.model.flows import FlowSet
+from controller.model.flows import FlowSet, distinct, distinct_counts
 
 
 def unfit_jobs(fabric: Fabric, flows: FlowSet, budget: np.ndarray) -> dict[int, str]:
@@ -34,13 +34,13 @@ def unfit_jobs(fabric: Fabric, flows: FlowSet, budget: np.ndarray) -> dict[int, 
         return {}
     hosts = np.int64(fabric.num_hosts)
     unit = (flows.job[cross].astype(np.int64) * fabric.num_nics + flows.src_nic[cross]) * hosts
-    unit = np.unique(unit + fabric.host_of_nic(flows.dst_nic[cross]))
+    unit = distinct(unit + fabric.host_of_nic(flows.dst_nic[cross]))
     job = unit // hosts // fabric.num_nics
-    nic_key, fanout = np.unique(unit // hosts, return_counts=True)  # per (job, source NIC)
+    nic_key, fanout = distinct_counts(unit // hosts)  # per (job, source NIC)
     widest = np.zeros(len(flows.job_ids) or int(job.max()) + 1, np.int64)
     np.maximum.at(widest, nic_key // fabric.num_nics, fanout)
     rack = fabric.rtsw_of_nic((unit // hosts) % fabric.num_nics)
-    key, count = np.unique(job * fabric.num_rtsws + rack, return_counts=True)
+    key, count = distinct_counts(job * fabric.num_rtsws + rack)
     limit = budget[fabric.node_id("rtsw", 0) + key % fabric.num_rtsws]
     uplinks = fabric.ctsws_per_pod // fabric.planes * fabric.rack_links  # in its plane
     over = (count > limit) & (widest[key // fabric.num_rtsws] > uplinks)

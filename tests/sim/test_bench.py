@@ -66,3 +66,27 @@ def test_certificate_section_counts_no_job_below_eecmp() -> None:
     assert set(rows) == {"eecmp", "wcmp", "ecmp", "pinning", "spray"}
     assert rows["eecmp"][4] == 0 and rows["eecmp"][5] >= 1 - 1e-9
     assert all(run["ceiling"] >= min(run["te"].values()) - 1e-9 for run in runs)
+
+
+def test_a_re_run_section_says_how_it_was_measured(tmp_path) -> None:
+    from sim.bench import MARK, main, split_sections
+
+    out = tmp_path / "bench.md"
+    out.write_text("# Benchmarks\n\nProduced by `make bench`.\n\n" + MARK.format("foundation")
+                   + "\n## Old\n\nold figures\n")  # fmt: skip
+    assert main(["--only", "foundation", "--quick", "--update", "--out", str(out)]) == 0
+    head, sections = split_sections(out.read_text())
+    assert "re-run by" not in head and head.startswith("# Benchmarks")
+    body = sections["foundation"]
+    assert body.split("\n\n")[1].startswith(
+        "_Measured by `python -m sim.bench --only foundation --quick` on ")
+    assert "old figures" not in body
+
+
+def test_scenario_caps_are_checked() -> None:
+    import pytest
+
+    from sim.bench import main
+
+    with pytest.raises(SystemExit):
+        main(["--only", "certificate", "--scenarios", "pod=many"])

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
 
-from controller.model.flows import FlowSet, match_pairs, pair_keys
+from controller.model.flows import FlowSet, distinct, distinct_counts, match_pairs, pair_keys
 
 
 def test_pair_keys_agree_across_sets_exactly_when_the_pairs_do() -> None:
@@ -26,3 +28,13 @@ def test_match_pairs_with_an_empty_side() -> None:
     rows = FlowSet.build([1, 2], [3, 4], 1.0)
     assert match_pairs(rows, FlowSet.empty()).tolist() == [-1, -1]
     assert match_pairs(FlowSet.empty(), rows).size == 0
+
+
+@given(st.lists(st.integers(-3, 40), max_size=60), st.booleans())
+def test_distinct_is_numpy_unique_in_order_or_not(values: list[int], in_order: bool) -> None:
+    a = np.array(sorted(values) if in_order else values, dtype=np.int64)
+    got = distinct(a)
+    assert got.dtype == np.unique(a).dtype and got.tolist() == np.unique(a).tolist()
+    keys, counts = distinct_counts(a)
+    want_keys, want_counts = np.unique(a, return_counts=True)
+    assert keys.tolist() == want_keys.tolist() and counts.tolist() == want_counts.tolist()
