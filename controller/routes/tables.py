@@ -182,6 +182,28 @@ class Table(Sequence[Entry]):
                                                               strict=True)]  # fmt: skip
         return Table(self.switch, *cols)
 
+    def spliced(self, gone: np.ndarray, at: np.ndarray, put: Table) -> Table:
+        """`updated` by positions found ahead (`splice_of`): the rows `gone` (ascending)
+        removed and `put`'s rows inserted before the kept rows' positions `at` (ascending,
+        one per row of `put`). No keys, searches or sort: a planned push's hot path."""
+        if not len(self) and not gone.size:
+            return put
+        kept = self if not gone.size else self.take(_without(len(self), gone))
+        if not len(put):
+            return kept
+        if not len(kept):
+            return put
+        n = len(kept) + len(put)
+        put_at = at + np.arange(len(put))
+        keep_at = _without(n, put_at)
+        cols = []
+        for a, b in zip(kept.columns(), put.columns(), strict=True):
+            out = np.empty(n, np.result_type(a, b))
+            out[keep_at] = a
+            out[put_at] = b
+            cols.append(out)
+        return Table(self.switch, *cols)
+
     def __len__(self) -> int:
         return int(self.in_port.size)
 
@@ -223,6 +245,25 @@ def _frozen(column: np.ndarray, dtype: type) -> np.ndarray:
             out = out.view()
         out.flags.writeable = False
     return out
+
+
+def _without(n: int, rows: np.ndarray) -> np.ndarray:
+    """Mask over `n` rows: all but `rows`."""
+    mask = np.ones(n, bool)
+    mask[rows] = False
+    return mask
+
+
+def splice_of(table: Table, put: Table, drop: Table) -> tuple[np.ndarray, np.ndarray] | None:
+    """(gone, at) such that `table.spliced(gone, at, put)` equals `table.updated(put,
+    drop)` (positions as int32: kept compact); None when a row of `put` is in `drop` too."""
+    kt, kp, kd = match_keys(table, put, drop)
+    if kd.size and kp.size and _among(kp, kd).any():
+        return None
+    gone = _among(kt, kp) | _among(kt, kd) if kt.size else np.zeros(0, bool)
+    kept = kt[~gone]
+    return (np.flatnonzero(gone).astype(np.int32),
+            np.searchsorted(kept, kp).astype(np.int32))  # fmt: skip
 
 
 def _among(keys: np.ndarray, ref: np.ndarray) -> np.ndarray:
@@ -334,7 +375,10 @@ class RouteSet:
     def only(self, switches: Iterable[str]) -> RouteSet:
         """The entries of some switches only."""
         keep = set(switches)
-        return RouteSet({n: t for n, t in self.tables.items() if n in keep})
+        tables = self.tables
+        if len(keep) * 4 < len(tables):  # a few among many (a push's read-back): by name
+            return RouteSet.of_tables({n: tables[n] for n in sorted(keep) if n in tables})
+        return RouteSet.of_tables({n: t for n, t in tables.items() if n in keep})
 
     def counts(self) -> dict[str, int]:
         """Entries per switch."""

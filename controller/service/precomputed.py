@@ -7,7 +7,8 @@ repair the engine would run on demand (`repair_indexed`, same options: the same 
 outcome, its certificate included) and keeps it compact (`PrecomputedRepair`): the rows
 whose path changes and their new paths, the arcs whose load or count changes and their new
 values, the table usage of the nodes that change, and the push planned against the routes
-installed then (per-switch batches only; the wanted tables are derived at use). At 614K
+installed then (per-switch batches, and where their rows go in the wanted tables and the
+route log as row positions: `controller.service.splices`). At 614K
 rows that is kilobytes per element where the repaired assignment and its index are ~10 MB.
 
 Use: a link report whose health is the base health with exactly one listed element failed
@@ -55,6 +56,7 @@ from controller.routes.tables import RouteSet
 from controller.service.installer import Planned, plan_push
 from controller.service.metrics import PrecomputeMetrics
 from controller.service.rounds import Target
+from controller.service.splices import splices_of
 from controller.solver import AssignResult, CertifyOptions, RouteIndex
 
 log = logging.getLogger("fabric_te.engine")
@@ -112,6 +114,8 @@ class PrecomputedRepair:
             for _, b in self.planned.plan.batches():
                 for t in (b.put, b.drop, b.old):
                     plan += sum(c.nbytes for c in t.columns())
+            if self.planned.splices is not None:
+                plan += self.planned.splices.nbytes
         return sum(a.nbytes for a in arrays) + plan
 
     def applied(self, base: RouteIndex) -> tuple[AssignResult, RouteIndex]:
@@ -467,7 +471,9 @@ class Precomputer:
             if wanted is not None:
                 made = plan_push(self.fabric, res.assignment, base.previous, base.installed,
                                  lambda: wanted)  # fmt: skip
-                planned = Planned(made.plan, None, base.previous, base.routes_version)
+                splices = None if made.plan is None else splices_of(made.plan, wanted,
+                                                                    base.installed)  # fmt: skip
+                planned = Planned(made.plan, None, base.previous, base.routes_version, splices)
             one = compact(i, failures, index, res, repaired, planned,
                           time.perf_counter() - t0)  # fmt: skip
             with self._lock:

@@ -119,10 +119,29 @@ def test_a_single_link_down_uses_the_precomputed_repair_with_the_same_outcome(
     try:
         _done(engine)
         link = _used_link(engine)
+        # pushes planned as row positions, the route log's deltas too (the switches held
+        # exactly the wanted tables)
+        planned = [r.planned for r in engine.precomputer.ready()
+                   if r.planned is not None and r.planned.plan is not None]  # fmt: skip
+        assert planned and all(p.splices is not None and p.splices.logged is not None
+                               for p in planned)  # fmt: skip
+        version, routes = engine.snapshot()
+        entries = {e.key: e for e in routes}
         for e in (engine, other):
             e.report_links({link: 0.0})
             assert e.wait_idle(WAIT)
         assert engine.precomputed_hits == 1 and other.precomputed_hits == 0
+        target = engine.installer.target
+        assert target is not None  # the wanted routes spliced are the repair's routes
+        assert engine.installer.wanted() == build_routes(FABRIC, target.assignment)
+        # the route log's deltas since take the routes before to the routes after
+        deltas = engine.installer.routes.after(version)
+        assert deltas
+        for d in deltas:
+            for e in d.removed:
+                assert entries.pop(e.key) == e
+            entries.update({e.key: e for e in d.added})
+        assert sorted(entries.values()) == sorted(engine.installed)
         assert _reports(engine, "precomputed") == 1
         assert _reports(other, "on_demand", "off") == 1
         assert engine.installed == other.installed  # the same routes installed
