@@ -162,25 +162,16 @@ class Table(Sequence[Entry]):
 
     def updated(self, put: Table, drop: Table) -> Table:
         """This table with `put`'s entries set (replacing any on their matches), then the
-        matches of `drop` removed. Into an empty table, `put` itself."""
+        matches of `drop` removed. Into an empty table, `put` itself. The few rows of
+        `put` and `drop` are searched among the table's, not the other way round."""
         if not len(self) and not len(drop):
             return put
-        kt, kp, kd = match_keys(self, put, drop)  # each ascending, one row per match
-        if kd.size:
-            keep_put = ~_among(kp, kd)
-            if not keep_put.all():
-                put, kp = put.take(keep_put), kp[keep_put]
-        gone = _among(kt, kp) | _among(kt, kd) if kp.size or kd.size else None
-        kept = self if gone is None or not gone.any() else self.take(~gone)
-        if not len(put):
-            return kept
-        if not len(kept):
-            return put
-        kk = kt if gone is None else kt[~gone]
-        order = np.argsort(np.concatenate([kk, kp]), kind="stable")
-        cols = [np.concatenate([a, b])[order] for a, b in zip(kept.columns(), put.columns(),
-                                                              strict=True)]  # fmt: skip
-        return Table(self.switch, *cols)
+        found = splice_of(self, put, drop)
+        if found is not None:
+            return self.spliced(*found, put)
+        kt, kp, kd = match_keys(self, put, drop)  # a row of put dropped too: dropped
+        keep_put = ~_among(kp, kd)
+        return self.updated(put.take(keep_put), drop)
 
     def spliced(self, gone: np.ndarray, at: np.ndarray, put: Table) -> Table:
         """`updated` by positions found ahead (`splice_of`): the rows `gone` (ascending)
@@ -255,15 +246,30 @@ def _without(n: int, rows: np.ndarray) -> np.ndarray:
 
 
 def splice_of(table: Table, put: Table, drop: Table) -> tuple[np.ndarray, np.ndarray] | None:
-    """(gone, at) such that `table.spliced(gone, at, put)` equals `table.updated(put,
-    drop)` (positions as int32: kept compact); None when a row of `put` is in `drop` too."""
+    """(gone, at) such that `table.spliced(gone, at, put)` is `table` with `put`'s entries
+    set and `drop`'s matches removed (`Table.updated`), as int32 positions (kept compact);
+    None when a row of `put` is in `drop` too."""
     kt, kp, kd = match_keys(table, put, drop)
     if kd.size and kp.size and _among(kp, kd).any():
         return None
-    gone = _among(kt, kp) | _among(kt, kd) if kt.size else np.zeros(0, bool)
-    kept = kt[~gone]
-    return (np.flatnonzero(gone).astype(np.int32),
-            np.searchsorted(kept, kp).astype(np.int32))  # fmt: skip
+    gone = np.zeros(kt.size, bool)
+    pos = np.zeros(0, np.int64)
+    if kt.size:
+        for keys in (kp, kd):
+            if keys.size:
+                at = np.searchsorted(kt, keys)
+                hit = np.minimum(at, kt.size - 1)
+                hit = hit[kt[hit] == keys]
+                gone[hit] = True
+                if keys is kp:
+                    pos = at
+    rows = np.flatnonzero(gone)
+    if not kp.size:
+        return rows.astype(np.int32), np.zeros(0, np.int32)
+    if not kt.size:
+        pos = np.zeros(kp.size, np.int64)
+    # a put row goes before the first row kept at or after its match's position
+    return rows.astype(np.int32), (pos - np.searchsorted(rows, pos)).astype(np.int32)
 
 
 def _among(keys: np.ndarray, ref: np.ndarray) -> np.ndarray:
