@@ -169,7 +169,7 @@ class Table(Sequence[Entry]):
         found = splice_of(self, put, drop)
         if found is not None:
             return self.spliced(*found, put)
-        kt, kp, kd = match_keys(self, put, drop)  # a row of put dropped too: dropped
+        _, kp, kd = match_keys(self, put, drop)  # a row of put dropped too: dropped
         keep_put = ~_among(kp, kd)
         return self.updated(put.take(keep_put), drop)
 
