@@ -162,24 +162,37 @@ class Table(Sequence[Entry]):
 
     def updated(self, put: Table, drop: Table) -> Table:
         """This table with `put`'s entries set (replacing any on their matches), then the
-        matches of `drop` removed. Into an empty table, `put` itself."""
+        matches of `drop` removed. Into an empty table, `put` itself. The few rows of
+        `put` and `drop` are searched among the table's, not the other way round."""
         if not len(self) and not len(drop):
             return put
-        kt, kp, kd = match_keys(self, put, drop)  # each ascending, one row per match
-        if kd.size:
-            keep_put = ~_among(kp, kd)
-            if not keep_put.all():
-                put, kp = put.take(keep_put), kp[keep_put]
-        gone = _among(kt, kp) | _among(kt, kd) if kp.size or kd.size else None
-        kept = self if gone is None or not gone.any() else self.take(~gone)
+        found = splice_of(self, put, drop)
+        if found is not None:
+            return self.spliced(*found, put)
+        _, kp, kd = match_keys(self, put, drop)  # a row of put dropped too: dropped
+        keep_put = ~_among(kp, kd)
+        return self.updated(put.take(keep_put), drop)
+
+    def spliced(self, gone: np.ndarray, at: np.ndarray, put: Table) -> Table:
+        """`updated` by positions found ahead (`splice_of`): the rows `gone` (ascending)
+        removed and `put`'s rows inserted before the kept rows' positions `at` (ascending,
+        one per row of `put`). No keys, searches or sort: a planned push's hot path."""
+        if not len(self) and not gone.size:
+            return put
+        kept = self if not gone.size else self.take(_without(len(self), gone))
         if not len(put):
             return kept
         if not len(kept):
             return put
-        kk = kt if gone is None else kt[~gone]
-        order = np.argsort(np.concatenate([kk, kp]), kind="stable")
-        cols = [np.concatenate([a, b])[order] for a, b in zip(kept.columns(), put.columns(),
-                                                              strict=True)]  # fmt: skip
+        n = len(kept) + len(put)
+        put_at = at + np.arange(len(put))
+        keep_at = _without(n, put_at)
+        cols = []
+        for a, b in zip(kept.columns(), put.columns(), strict=True):
+            out = np.empty(n, np.result_type(a, b))
+            out[keep_at] = a
+            out[put_at] = b
+            cols.append(out)
         return Table(self.switch, *cols)
 
     def __len__(self) -> int:
@@ -223,6 +236,40 @@ def _frozen(column: np.ndarray, dtype: type) -> np.ndarray:
             out = out.view()
         out.flags.writeable = False
     return out
+
+
+def _without(n: int, rows: np.ndarray) -> np.ndarray:
+    """Mask over `n` rows: all but `rows`."""
+    mask = np.ones(n, bool)
+    mask[rows] = False
+    return mask
+
+
+def splice_of(table: Table, put: Table, drop: Table) -> tuple[np.ndarray, np.ndarray] | None:
+    """(gone, at) such that `table.spliced(gone, at, put)` is `table` with `put`'s entries
+    set and `drop`'s matches removed (`Table.updated`), as int32 positions (kept compact);
+    None when a row of `put` is in `drop` too."""
+    kt, kp, kd = match_keys(table, put, drop)
+    if kd.size and kp.size and _among(kp, kd).any():
+        return None
+    gone = np.zeros(kt.size, bool)
+    pos = np.zeros(0, np.int64)
+    if kt.size:
+        for keys in (kp, kd):
+            if keys.size:
+                at = np.searchsorted(kt, keys)
+                hit = np.minimum(at, kt.size - 1)
+                hit = hit[kt[hit] == keys]
+                gone[hit] = True
+                if keys is kp:
+                    pos = at
+    rows = np.flatnonzero(gone)
+    if not kp.size:
+        return rows.astype(np.int32), np.zeros(0, np.int32)
+    if not kt.size:
+        pos = np.zeros(kp.size, np.int64)
+    # a put row goes before the first row kept at or after its match's position
+    return rows.astype(np.int32), (pos - np.searchsorted(rows, pos)).astype(np.int32)
 
 
 def _among(keys: np.ndarray, ref: np.ndarray) -> np.ndarray:
@@ -334,7 +381,10 @@ class RouteSet:
     def only(self, switches: Iterable[str]) -> RouteSet:
         """The entries of some switches only."""
         keep = set(switches)
-        return RouteSet({n: t for n, t in self.tables.items() if n in keep})
+        tables = self.tables
+        if len(keep) * 4 < len(tables):  # a few among many (a push's read-back): by name
+            return RouteSet.of_tables({n: tables[n] for n in sorted(keep) if n in tables})
+        return RouteSet.of_tables({n: t for n, t in tables.items() if n in keep})
 
     def counts(self) -> dict[str, int]:
         """Entries per switch."""

@@ -368,14 +368,21 @@ class Engine(RouteCommands):
             log.info("link report repaired on demand", extra={"reason": found.reason})
             return self.repair_now(health)
         assert target is not None and found.index is not None
-        hit, start = found.repair, time.perf_counter()
-        assignment = hit.assignment_from(found.index)
+        hit, base, start = found.repair, found.index, time.perf_counter()
+        made: list[Assignment] = []
+
+        def make() -> Assignment:  # the repaired assignment (a copy of the paths), once
+            if not made:
+                made.append(hit.assignment_from(base))
+            return made[0]
+
         planned = False
-        try:  # pushed as planned first; its index is built after (the push waits for nothing)
-            planned = hit.planned is not None and self.installer.push_planned(assignment,
-                                                                               hit.planned)
+        try:  # pushed as planned first; its paths and index are made after (the push waits
+            # for nothing)
+            planned = hit.planned is not None and self.installer.push_planned(hit.planned, make)
         finally:
-            index = hit.index_from(found.index, assignment)
+            assignment = make()
+            index = hit.index_from(base, assignment)
             self.installer.install(Target(assignment, target.ids, health), index)
         if not planned:  # the routes installed changed since it was planned: plan now
             self.installer.push(assignment)

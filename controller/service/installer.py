@@ -41,6 +41,7 @@ from controller.routes.tables import Entry, RouteSet, Table
 from controller.service.metrics import Metrics, TierCounts
 from controller.service.rounds import Target
 from controller.service.route_query import SWITCH_TIERS
+from controller.service.splices import Splices, apply_splices
 from controller.service.state import RouteLog
 from controller.solver import RouteIndex
 
@@ -229,12 +230,15 @@ class Installer:
         self._wanted = _Wanted(assignment, planned.wanted)
         self._send(planned.plan)
 
-    def push_planned(self, assignment: Assignment, planned: Planned) -> bool:
-        """Push `assignment` by a plan made earlier (`plan_push`, its `wanted` left out)
+    def push_planned(self, planned: Planned, make: Callable[[], Assignment]) -> bool:
+        """Push an assignment by a plan made earlier (`plan_push`, its `wanted` left out)
         against the routes installed at `planned.routes_version` with `planned.previous`
-        pushed; its wanted routes are the wanted ones with the plan's batches applied.
-        False, and nothing done, unless the installed routes, the assignment pushed and
-        the switches' agreement with it are as they were then (the caller plans afresh)."""
+        pushed; its wanted routes are the wanted ones with the plan's batches applied
+        (spliced by the positions found ahead when they answer to these wanted routes).
+        `make()` makes the assignment, after the batches are sent (the push waits for no
+        copy of its paths). False, and nothing done, unless the installed routes, the
+        assignment pushed and the switches' agreement with it are as they were then (the
+        caller plans afresh)."""
         with self._cond:
             version = self.routes.version
         wanted = self.wanted() if self._wanted.assignment is not None else None
@@ -244,21 +248,33 @@ class Installer:
         ):  # fmt: skip
             return False
         if planned.plan is None:
-            self._wanted.assignment = assignment
+            self._wanted.assignment = make()
             return True
         # every switch agrees with the wanted routes (no mark): our entries installed are
         # the wanted ones, so the batches, planned against the installed, take the wanted
         # tables to the new assignment's
+        sp = planned.splices
+        if sp is not None and sp.wanted is wanted:
+            spliced = apply_splices(sp, planned.plan)
+            changed, known = spliced.tables, spliced.known
+        else:
+            changed, known = {}, {}
+            for _, batch in planned.plan.batches():
+                sw = batch.switch
+                table = changed[sw] if sw in changed else wanted.table(sw)
+                changed[sw] = table.updated(batch.put, batch.drop)
         tables = dict(wanted.tables)
-        for _, batch in planned.plan.batches():
-            sw = batch.switch
-            table = tables.get(sw, Table.empty(sw)).updated(batch.put, batch.drop)
+        for sw, table in changed.items():
             if table:
                 tables[sw] = table
             else:
                 tables.pop(sw, None)
-        self._wanted = _Wanted(assignment, RouteSet.of_tables(tables))
-        self._send(planned.plan)
+        now = _Wanted(None, RouteSet.of_tables(tables))
+        self._wanted = now
+        try:
+            self._send(planned.plan, known)
+        finally:  # what the wanted routes answer to, whatever the push achieved
+            now.assignment = make()
         return True
 
     @property
@@ -267,9 +283,11 @@ class Installer:
         with self._cond:
             return self.routes.version
 
-    def _send(self, plan: Plan) -> None:
+    def _send(
+        self, plan: Plan, known: dict[str, tuple[Table, Table, Table]] | None = None
+    ) -> None:
         """Push `plan`, read back what it touched (and any switch marked before) and
-        repair it."""
+        repair it (`known`: see `reconcile`)."""
         planned, start = plan.switches(), time.perf_counter()
         with self.metrics.push_seconds.time():
             report = push(self.push_driver, plan, timeout=self.push_timeout)
@@ -283,7 +301,7 @@ class Installer:
             sw: report.installed.table(sw) for sw in planned if sw not in report.uncertain
         }
         prior.update(dict.fromkeys(report.unreadable))
-        result = self.reconcile(touched, prior)
+        result = self.reconcile(touched, prior, known=known)
         self.push_ok = report.ok or result.in_sync
         if not report.ok:
             raise DriverError(f"push stopped: {report.summary()}")
@@ -298,11 +316,14 @@ class Installer:
         switches: set[str] | None,
         prior: dict[str, Table | None] | None = None,
         count: bool = True,
+        known: dict[str, tuple[Table, Table, Table]] | None = None,
     ) -> ReconcileResult:
         """Read back `switches` (None: all), repair them towards the wanted routes (the
         leader only), and adopt what was read; the switches that cannot be read are
         reported holding nothing. `count`: one reconcile in the counters (a periodic
-        sweep's steps count as one, when it ends)."""
+        sweep's steps count as one, when it ends). `known`: switch -> (table, added,
+        removed): a switch read back as that table logs that delta (found when the push
+        was planned), unmatched."""
         leader = self._is_leader()
         if not leader:  # a follower wants what the leader stored last
             stored = self._leaders()
@@ -326,11 +347,15 @@ class Installer:
             else:
                 tables.pop(sw, None)
         installed = RouteSet.of_tables(tables)
+        deltas = {
+            sw: (added, removed) for sw, (after, added, removed) in (known or {}).items()
+            if (tables[sw].same(after) if sw in tables else not after)
+        }  # fmt: skip
         with self._cond:
             self.marks.update(result, loud=leader, count=count)
             if switches is None and result.in_sync:
                 self.push_ok = True
-            if self.routes.record(installed, list(result.checked)) is not None:
+            if self.routes.record(installed, list(result.checked), deltas) is not None:
                 self._cond.notify_all()
             self._tiers.update(installed, result.checked)
         self.metrics.set_tier_tables(self._tiers.totals())
@@ -417,6 +442,7 @@ class Planned:
     wanted: RouteSet | None = None
     previous: Assignment | None = None  # the assignment pushed when it was planned
     routes_version: int = 0
+    splices: Splices | None = None  # the plan as row positions (controller.service.splices)
 
 
 def plan_push(

@@ -7,7 +7,8 @@ repair the engine would run on demand (`repair_indexed`, same options: the same 
 outcome, its certificate included) and keeps it compact (`PrecomputedRepair`): the rows
 whose path changes and their new paths, the arcs whose load or count changes and their new
 values, the table usage of the nodes that change, and the push planned against the routes
-installed then (per-switch batches only; the wanted tables are derived at use). At 614K
+installed then (per-switch batches, and where their rows go in the wanted tables and the
+route log as row positions: `controller.service.splices`). At 614K
 rows that is kilobytes per element where the repaired assignment and its index are ~10 MB.
 
 Use: a link report whose health is the base health with exactly one listed element failed
@@ -30,8 +31,9 @@ docs/failures.md). `budget` bounds the TE rows the elements computed may carry i
 `max_elements` the elements computed (the first of that order).
 
 The repairs kept are frozen for the cyclic collector as they are made
-(controller.service.frozen). The thread pauses between elements while the engine has a
-round to answer or a solve runs (`busy`), and drops the base as soon as it is superseded;
+(controller.service.frozen). The thread pauses between elements, and between an element's
+repair, its plan and its compact form, while the engine has a round to answer or a solve
+runs (`busy`), and drops the base as soon as it is superseded;
 it never holds the engine's lock while it computes.
 """
 
@@ -55,6 +57,7 @@ from controller.routes.tables import RouteSet
 from controller.service.installer import Planned, plan_push
 from controller.service.metrics import PrecomputeMetrics
 from controller.service.rounds import Target
+from controller.service.splices import splices_of
 from controller.solver import AssignResult, CertifyOptions, RouteIndex
 
 log = logging.getLogger("fabric_te.engine")
@@ -112,6 +115,8 @@ class PrecomputedRepair:
             for _, b in self.planned.plan.batches():
                 for t in (b.put, b.drop, b.old):
                     plan += sum(c.nbytes for c in t.columns())
+            if self.planned.splices is not None:
+                plan += self.planned.splices.nbytes
         return sum(a.nbytes for a in arrays) + plan
 
     def applied(self, base: RouteIndex) -> tuple[AssignResult, RouteIndex]:
@@ -289,6 +294,7 @@ class Precomputer:
         self._stop = False
         self._thread: threading.Thread | None = None
         self.refreshes = 0  # full refreshes finished
+        self._waited = 0.0  # s the thread waited within the element it computes
 
     # ---- the engine's worker --------------------------------------------------------
     def answers_to(
@@ -427,6 +433,15 @@ class Precomputer:
         with self._lock:
             return self.generation == generation and not self._stop
 
+    def _quiet(self, generation: int) -> bool:
+        """Wait while the engine is busy (a report to answer, a solve: the thread would take
+        its share of the interpreter); whether the base is still current."""
+        start = time.perf_counter()
+        while self._busy() and self._current(generation):
+            time.sleep(PAUSE)
+        self._waited += time.perf_counter() - start
+        return self._current(generation)
+
     def _compute(self, base: Base, generation: int) -> None:
         start = time.perf_counter()
         health = base.target.health
@@ -457,19 +472,23 @@ class Precomputer:
             carried += int(per_link[failures.links_of(i)].sum())
             if self.budget is not None and carried > self.budget:
                 break
-            while self._busy() and self._current(generation):
-                time.sleep(PAUSE)
-            if not self._current(generation):
+            if not self._quiet(generation):
                 return
-            t0 = time.perf_counter()
+            t0, self._waited = time.perf_counter(), 0.0
             res, repaired = self._repair(failures.health_after(health, i), index, health)
             planned = None
             if wanted is not None:
+                if not self._quiet(generation):  # a report came meanwhile: it goes first
+                    return
                 made = plan_push(self.fabric, res.assignment, base.previous, base.installed,
                                  lambda: wanted)  # fmt: skip
-                planned = Planned(made.plan, None, base.previous, base.routes_version)
+                splices = None if made.plan is None else splices_of(made.plan, wanted,
+                                                                    base.installed)  # fmt: skip
+                planned = Planned(made.plan, None, base.previous, base.routes_version, splices)
+            if not self._quiet(generation):
+                return
             one = compact(i, failures, index, res, repaired, planned,
-                          time.perf_counter() - t0)  # fmt: skip
+                          time.perf_counter() - t0 - self._waited)  # fmt: skip
             with self._lock:
                 if self.generation != generation:
                     return

@@ -170,9 +170,14 @@ class RouteLog:
         self.version = 1
         self._deltas: deque[Delta] = deque(maxlen=keep)
 
-    def record(self, installed: RouteSet, switches: list[str]) -> Delta | None:
+    def record(
+        self, installed: RouteSet, switches: list[str],
+        known: Mapping[str, tuple[Table, Table]] | None = None,
+    ) -> Delta | None:  # fmt: skip
         """Adopt `installed`; the delta is computed over `switches` (those that may have
-        changed). Returns the logged delta, or None when nothing changed."""
+        changed), but for the switches of `known`, whose (added, removed) the caller knows
+        (a planned push read back as planned). Returns the logged delta, or None when
+        nothing changed."""
         old = self.installed
         # equal tables (identity first: read-backs share the pushed tables) carry no delta;
         # the others give theirs on the columns, as tables
@@ -183,6 +188,13 @@ class RouteLog:
         for sw in sorted(set(switches)):
             before, after = was.get(sw), now.get(sw)
             if before is after:
+                continue
+            if known is not None and sw in known:
+                plus, minus = known[sw]
+                if plus:
+                    added[sw] = plus
+                if minus:
+                    removed[sw] = minus
                 continue
             if not before or not after:  # into or out of an empty switch: all of it
                 if after:
@@ -241,10 +253,19 @@ def _table_delta(before: Table, after: Table) -> tuple[Table, Table]:
     """(entries of `after` not in `before`, entries of `before` not in `after`)."""
     if not before or not after:
         return after, before
+    added, removed = delta_rows(before, after)
+    return after.take(added), before.take(removed)
+
+
+def delta_rows(before: Table, after: Table) -> tuple[np.ndarray, np.ndarray]:
+    """(rows of `after` whose entry is not in `before`, rows of `before` whose entry is not
+    in `after`), ascending (what `_table_delta` takes; found ahead for a planned push)."""
+    if not before or not after:
+        return np.arange(len(after)), np.arange(len(before))
     kb, ka = match_keys(before, after)
     pos = np.minimum(np.searchsorted(kb, ka), kb.size - 1)
     kept = (kb[pos] == ka) & (before.next_hop[pos] == after.next_hop)
     kept &= before.owner[pos] == after.owner
     stays = np.zeros(kb.size, bool)
     stays[pos[kept]] = True
-    return after.take(~kept), before.take(~stays)
+    return np.flatnonzero(~kept), np.flatnonzero(~stays)

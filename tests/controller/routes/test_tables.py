@@ -10,7 +10,15 @@ from controller.model.clos import PRESETS, build
 from controller.routes.checks import entry_role, switch_ports
 from controller.routes.entries import CTSW_DOWN, build_routes
 from controller.routes.plan import STAGE_NAMES, Add, Batch, Delete, Op, Plan, Replace, diff
-from controller.routes.tables import OWNER, Entry, RouteSet, Table, match_keys, match_rows
+from controller.routes.tables import (
+    OWNER,
+    Entry,
+    RouteSet,
+    Table,
+    match_keys,
+    match_rows,
+    splice_of,
+)
 
 FABRIC = build(PRESETS["small"])
 SWITCHES = ("rtsw-p0-r0", "ctsw-p0-c0", "ctsw-p1-c1", "atsw-c0-a0")
@@ -121,6 +129,22 @@ def test_updated_sets_then_removes_like_a_dict(a: tuple[RouteSet, RouteSet], b):
         for e in drop:
             model.pop(e.match, None)
         assert table.updated(put, drop) == tuple(model[k] for k in sorted(model))
+
+
+@settings(max_examples=60, deadline=None)
+@given(route_pairs(), route_pairs())
+def test_spliced_by_the_positions_found_ahead_is_updated(a: tuple[RouteSet, RouteSet], b):
+    for sw in SWITCHES:
+        table, put, drop = a[0].table(sw), a[1].table(sw), b[0].table(sw)
+        found = splice_of(table, put, drop)
+        if found is None:  # a row of put dropped by the same batch: updated handles it
+            assert len(put) and len(drop)
+            continue
+        gone, at = found
+        assert gone.dtype == at.dtype == np.int32 and at.size == len(put)
+        got, want = table.spliced(gone, at, put), table.updated(put, drop)
+        assert got == want
+        assert [c.dtype for c in got.columns()] == [c.dtype for c in want.columns()]
 
 
 @settings(max_examples=40, deadline=None)

@@ -119,10 +119,29 @@ def test_a_single_link_down_uses_the_precomputed_repair_with_the_same_outcome(
     try:
         _done(engine)
         link = _used_link(engine)
+        # pushes planned as row positions, the route log's deltas too (the switches held
+        # exactly the wanted tables)
+        planned = [r.planned for r in engine.precomputer.ready()
+                   if r.planned is not None and r.planned.plan is not None]  # fmt: skip
+        assert planned and all(p.splices is not None and p.splices.logged is not None
+                               for p in planned)  # fmt: skip
+        version, routes = engine.snapshot()
+        entries = {e.key: e for e in routes}
         for e in (engine, other):
             e.report_links({link: 0.0})
             assert e.wait_idle(WAIT)
         assert engine.precomputed_hits == 1 and other.precomputed_hits == 0
+        target = engine.installer.target
+        assert target is not None  # the wanted routes spliced are the repair's routes
+        assert engine.installer.wanted() == build_routes(FABRIC, target.assignment)
+        # the route log's deltas since take the routes before to the routes after
+        deltas = engine.installer.routes.after(version)
+        assert deltas
+        for d in deltas:
+            for e in d.removed:
+                assert entries.pop(e.key) == e
+            entries.update({e.key: e for e in d.added})
+        assert sorted(entries.values()) == sorted(engine.installed)
         assert _reports(engine, "precomputed") == 1
         assert _reports(other, "on_demand", "off") == 1
         assert engine.installed == other.installed  # the same routes installed
@@ -179,6 +198,48 @@ class _Gate:
             return inner(*args)
 
         engine.precomputer._repair = gated
+
+
+def test_a_refresh_under_way_never_delays_a_push(engine: Engine) -> None:
+    """The refresh held inside an element's repair, mid-way through its set: a job put and
+    a link report are both solved, pushed and read back meanwhile; the refresh resumes
+    after, and what it held is never used (a newer base replaced it)."""
+    _done(engine)
+    inside, release, left = threading.Event(), threading.Event(), threading.Event()
+    inner, calls = engine.precomputer._repair, [0]
+
+    def held(*args):  # type: ignore[no-untyped-def]
+        calls[0] += 1
+        if calls[0] == 3:  # the third element of the next refresh
+            inside.set()
+            assert release.wait(WAIT)
+            left.set()
+        return inner(*args)
+
+    engine.precomputer._repair = held
+    a, b = _used_link(engine, 0), _used_link(engine, 1)
+    engine.report_links({a: 0.5})  # a degradation (on demand): a new base, a new refresh
+    assert engine.wait_idle(WAIT)
+    assert inside.wait(WAIT)
+    assert 0 < int(engine.precomputer.fields()["ready"]) < int(
+        engine.precomputer.fields()["total"])  # fmt: skip
+    version = engine.snapshot()[0]
+    engine.put_job(Job("j3", tuple(range(3, 32, 4))[:8], dp=8, tp=4), 0)
+    assert engine.wait_idle(WAIT)
+    assert engine.snapshot()[0] > version  # the job's routes read back
+    assert any(job.id == "j3" for job, _ in engine.jobs())
+    version = engine.snapshot()[0]
+    engine.report_links({b: 0.0})
+    assert engine.wait_idle(WAIT)
+    assert engine.snapshot()[0] > version  # the link's repair read back
+    assert not left.is_set()  # all the while the refresh was held where it was
+    assert engine.precomputed_hits == 0
+    release.set()
+    _done(engine)  # the refresh of what is installed now, complete
+    assert left.is_set()
+    hops = {h for sw in engine.installed.switches()
+            for h in engine.installed.table(sw).next_hop.tolist()}  # fmt: skip
+    assert b not in hops
 
 
 def test_after_a_job_change_reports_go_on_demand_until_the_refresh_is_done(
