@@ -19,8 +19,10 @@ from controller.drivers.linux import LinuxDriver
 from controller.drivers.linux_plan import LabPlan
 from controller.errors import FabricError, LabError
 from controller.formats.fabric_file import load_fabric, parse_fabric
+from controller.model.assignment import Assignment
 from controller.model.fabric import Fabric, Wiring
 from controller.model.health import LinkHealth
+from controller.routes.tables import RouteSet
 from sim.lab import build as lab
 from sim.lab import frr, lldp, netns
 from sim.lab.cli import install, solved
@@ -58,6 +60,24 @@ def _route_devs(lines: list[str]) -> dict[tuple[str, str], frozenset[str]]:
 def _via(routes: dict[tuple[str, str], frozenset[str]], address: str) -> frozenset[str] | None:
     """The next-hop devices a main table of `routes` takes to `address`."""
     return routes.get((address + "/32", "main"), routes.get(("10.1.0.0/16", "main")))
+
+
+def _te_flows_on_their_paths(fabric: Fabric, name: str, assignment: Assignment,
+                             routes: RouteSet, *, clear: bool = False) -> None:
+    """`routes` installed in lab `name` and every routed flow of `assignment` checked with
+    real packets: each leaves every switch by its planned port."""
+    rows = np.flatnonzero(assignment.routed)
+    assert len(routes) > 0 and rows.size
+    with LinuxDriver(fabric=fabric, lab=name) as driver:
+        install(driver, fabric, routes)
+        io = LabIO(LabPlan(fabric, name))
+        try:
+            report = verify(io, assignment, rows.tolist(), packets=5)
+        finally:
+            io.close()
+        if clear:
+            driver.clear()
+    assert report.ok and report.checked == rows.size, report.problems
 
 
 def test_the_plan_leaves_out_missing_cables_and_absent_hosts(gaps: tuple[str, Fabric]) -> None:
@@ -163,17 +183,7 @@ def test_static_lab_of_gaps_steers_real_packets_and_discovers_itself(
         assert lab_health(plan).changed(fabric).size == 0  # missing cables are not faults
         # TE routes pushed, every routed flow on its path with real packets
         assignment, routes = solved(fabric, seed=1, fill=1.0)
-        rows = np.flatnonzero(assignment.routed)
-        assert len(routes) > 0 and rows.size
-        with LinuxDriver(fabric=fabric, lab=name) as driver:
-            install(driver, fabric, routes)
-            io = LabIO(plan)
-            try:
-                report = verify(io, assignment, rows.tolist(), packets=5)
-            finally:
-                io.close()
-            driver.clear()
-        assert report.ok and report.checked == rows.size, report.problems
+        _te_flows_on_their_paths(fabric, name, assignment, routes, clear=True)
         # LLDP gives back the fabric itself: names, cables, ports, what is missing
         assert main(["fabric", "discover", "--lab", name, "--json", "--force-gbps",
                      "--gbps", "400", "--name", "tiny-gaps"]) == 0  # fmt: skip
@@ -217,15 +227,7 @@ def test_frr_lab_of_gaps_converges_on_the_cables_there_and_carries_te(
                     want = _via(planned, dst.removesuffix("/32"))
                     assert devs == want, (switch, dst, devs, want)
         assignment, routes = solved(fabric, seed=2, fill=1.0, health=LinkHealth.all_up(fabric))
-        rows = np.flatnonzero(assignment.routed)
-        with LinuxDriver(fabric=fabric, lab=name) as driver:
-            install(driver, fabric, routes)
-        io = LabIO(plan)
-        try:
-            report = verify(io, assignment, rows.tolist(), packets=5)
-        finally:
-            io.close()
-        assert report.ok and report.checked == rows.size > 0, report.problems
+        _te_flows_on_their_paths(fabric, name, assignment, routes)
     finally:
         lab.down(name)
 
@@ -253,16 +255,7 @@ def test_a_rail_only_lab_builds_its_planes_as_missing_cables(tmp_path: Path) -> 
     try:
         assert record.links == int(fabric.installed.sum()) == 24 + 12
         assert record.not_installed == 36 and record.unreachable == 0
-        plan = LabPlan(fabric, name)
         assignment, routes = solved(fabric, seed=1, fill=1.0)
-        rows = np.flatnonzero(assignment.routed)
-        with LinuxDriver(fabric=fabric, lab=name) as driver:
-            install(driver, fabric, routes)
-        io = LabIO(plan)
-        try:
-            report = verify(io, assignment, rows.tolist(), packets=5)
-        finally:
-            io.close()
-        assert report.ok and report.checked == rows.size > 0, report.problems
+        _te_flows_on_their_paths(fabric, name, assignment, routes)
     finally:
         lab.down(name)
