@@ -53,7 +53,7 @@ from controller.model.name_templates import named_cable_list
 
 TOP_KEYS = SPEC_FIELDS | {"preset", "links", "names", "ports", "rename"}
 CABLE_LIST_KEYS = ("name", "te_entries", "devices", "cables", "roles")
-DEVICE_KEYS = ("name", "role", "te_entries")
+DEVICE_KEYS = ("name", "role", "te_entries", "rack", "pod")
 CABLE_KEYS = ("a", "a_port", "b", "b_port", "gbps")
 CSV_COLUMNS = (*CABLE_KEYS, "a_role", "b_role")
 MAX_ITEMS = validation.MAX_LINKS + validation.MAX_SWITCHES + validation.MAX_GPUS
@@ -68,9 +68,13 @@ def _devices(items: Any) -> list[Device]:
         if budget is not None:
             budget = validation.integer(budget, f"devices[{i}].te_entries", 0, 1 << 31,
                                         FabricError)  # fmt: skip
+        rack, pod = (None if d.get(k) is None else
+                     validation.text(str(d[k]) if isinstance(d[k], int) and not isinstance(
+                         d[k], bool) else d[k], f"devices[{i}].{k}", FabricError)
+                     for k in ("rack", "pod"))  # fmt: skip
         out.append(Device(validation.text(d["name"], f"devices[{i}].name", FabricError),
                           validation.text(d["role"], f"devices[{i}].role", FabricError),
-                          budget))  # fmt: skip
+                          budget, rack, pod))  # fmt: skip
     return out
 
 
