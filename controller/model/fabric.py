@@ -670,6 +670,11 @@ class Fabric:
         if self.wiring is not None:
             out["links_not_installed"] = int(self.num_links - out["links"])  # type: ignore[operator]
             out["switches_with_own_te_entries"] = len(self.wiring.budgets)
+            if self.wiring.pod_names:  # the operator's pod names, in pod order
+                out["pod_names"] = ", ".join(n or f"pod{p}"
+                                             for p, n in enumerate(self.wiring.pod_names))
+            if self.wiring.rack_names:
+                out["racks_named"] = sum(1 for n in self.wiring.rack_names if n)
         if self.num_agg_links and cap[0::2][self.link_kind == AGG].any():
             per_ctsw_down = cap[0::2][self.link_kind == RACK].sum() / self.num_ctsws
             per_ctsw_up = cap[0::2][self.link_kind == AGG].sum() / self.num_ctsws
