@@ -63,3 +63,26 @@ def _private_state_dir(tmp_path_factory: pytest.TempPathFactory) -> None:
     """`tectl serve` keeps its inputs under $XDG_STATE_HOME by default: a private one here,
     inherited by every controller a test starts."""
     os.environ["XDG_STATE_HOME"] = str(tmp_path_factory.mktemp("state"))
+
+# The operator's rack and pod of each leaf and spine of docs/examples/tiny-cables.yaml.
+PLACES = {"leaf-a0": ("A01", None), "leaf-a1": ("A02", None), "leaf-b0": ("B01", None),
+          "leaf-b1": ("B02", None), "spine-a0": (None, "Hall-A"), "spine-b3": (None, "Hall-B")}
+
+
+@pytest.fixture(scope="session")
+def named_tiny(tmp_path_factory: pytest.TempPathFactory) -> Fabric:
+    """docs/examples/tiny-cables.yaml with the racks and pods its devices stand in."""
+    from pathlib import Path
+
+    import yaml
+
+    from controller.formats.fabric_file import load_fabric
+
+    doc = yaml.safe_load((Path(__file__).parents[1] / "docs" / "examples"
+                          / "tiny-cables.yaml").read_text())  # fmt: skip
+    for device in doc["devices"]:
+        rack, pod = PLACES.get(device["name"], (None, None))
+        device.update({k: v for k, v in (("rack", rack), ("pod", pod)) if v})
+    path = tmp_path_factory.mktemp("named") / "named.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return load_fabric(str(path))

@@ -311,9 +311,12 @@ def candidates(
         packed within each pod."""
         return sorted(racks, key=lambda r: (pods.index(int(fabric.pod_of_rack(r))), *pack_key(r)))
 
+    def pod_text(pods: Sequence[int]) -> str:  # the operator's pod names, else the indices
+        return ",".join(fabric.pod_name(p) or str(p) for p in sorted(pods))
+
     tie = np.random.default_rng(seed).permutation(fabric.num_racks)
-    for i, (_, pod) in enumerate(fitting[:3]):
-        racks = racks_of([pod])
+    for i, (_, p) in enumerate(fitting[:3]):
+        racks, pod = racks_of([p]), pod_text([p])
         out.append((f"pack pod {pod}", _take(sorted(racks, key=pack_key), by_rack, n)))
         if i == 0:
             seeded = sorted(racks, key=lambda r: (-len(by_rack[r]), -rack_ok[r], tie[r]))
@@ -325,7 +328,7 @@ def candidates(
         if request.same_pod == "require" and not fitting:
             raise AdvisorError(f"same_pod: no single pod has {n} free hosts")
         for label, chosen in _pod_sets(fabric, health, jobs, pod_free, n):
-            name = f"pack pods {','.join(map(str, sorted(chosen)))}{label}"
+            name = f"pack pods {pod_text(chosen)}{label}"
             out.append((name, _take(in_pod_order(chosen, racks_of(chosen)), by_rack, n)))
         whole = {r for r, hs in by_rack.items() if len(hs) == fabric.hosts_per_rack}
         pod_whole = {p: 0 for p in range(fabric.pods)}
@@ -339,7 +342,7 @@ def candidates(
             held += pod_whole[p]
         if held >= n:
             racks = in_pod_order(chosen, [r for r in racks_of(chosen) if r in whole])
-            name = f"whole racks pods {','.join(map(str, sorted(chosen)))}"
+            name = f"whole racks pods {pod_text(chosen)}"
             out.append((name, _take(racks, by_rack, n)))
     seen: set[tuple[int, ...]] = set()
     unique: list[tuple[str, tuple[int, ...]]] = []

@@ -2,7 +2,7 @@
 
     name: dc1-cluster3
     devices:
-      - {name: gpu-a01, role: host}
+      - {name: gpu-a01, role: host}             # rack, pod: when the devices give them
     cables:
       - {a: gpu-a01, a_port: eth0, b: leaf-a, b_port: Ethernet0, gbps: 400}
 
@@ -50,6 +50,8 @@ def cable_list_document(name: str, devices: Sequence[Device],
         "name": name,
         "devices": [{"name": d.name, "role": d.role}
                     | ({"te_entries": d.te_entries} if d.te_entries is not None else {})
+                    | ({"rack": d.rack} if d.rack is not None else {})
+                    | ({"pod": d.pod} if d.pod is not None else {})
                     for d in listed],  # fmt: skip
         "cables": [{"a": c.a, "a_port": c.a_port, "b": c.b, "b_port": c.b_port,
                     "gbps": _number(c.gbps)} for c in oriented(cables, roles)],  # fmt: skip

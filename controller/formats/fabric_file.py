@@ -6,12 +6,13 @@ Three forms (docs/inventory.md). The cable list, the operator's devices and cabl
     te_entries: {rtsw: 2048, ctsw: 2048, atsw: 2048}
     devices:
       - {name: gpu-a01, role: host}
-      - {name: leaf-a, role: rtsw, te_entries: 1024}
+      - {name: leaf-a, role: rtsw, te_entries: 1024, rack: R01, pod: hall-a}
     cables:                   # or the path of a CSV cable list, relative to this file
       - {a: gpu-a01, a_port: eth0, b: leaf-a, b_port: Ethernet0, gbps: 400}
     roles: {"gpu-*": host}    # optional: roles of devices `devices` does not list
 
-or that CSV alone (header `a,a_port,b,b_port,gbps` and optional `a_role,b_role`). A preset
+or that CSV alone (header `a,a_port,b,b_port,gbps` and optional `a_role,b_role`,
+`a_rack,b_rack`, `a_pod,b_pod`). A preset
 shape with the operator's names (controller.model.name_templates):
 
     preset: tiny
@@ -53,9 +54,10 @@ from controller.model.name_templates import named_cable_list
 
 TOP_KEYS = SPEC_FIELDS | {"preset", "links", "names", "ports", "rename"}
 CABLE_LIST_KEYS = ("name", "te_entries", "devices", "cables", "roles")
-DEVICE_KEYS = ("name", "role", "te_entries")
+DEVICE_KEYS = ("name", "role", "te_entries", "rack", "pod")
 CABLE_KEYS = ("a", "a_port", "b", "b_port", "gbps")
-CSV_COLUMNS = (*CABLE_KEYS, "a_role", "b_role")
+CSV_COLUMNS = (*CABLE_KEYS, "a_role", "b_role", "a_rack", "b_rack", "a_pod", "b_pod")
+Places = dict[str, dict[str, str]]  # device -> {"rack": ..., "pod": ...} a CSV gives it
 MAX_ITEMS = validation.MAX_LINKS + validation.MAX_SWITCHES + validation.MAX_GPUS
 
 
@@ -68,9 +70,13 @@ def _devices(items: Any) -> list[Device]:
         if budget is not None:
             budget = validation.integer(budget, f"devices[{i}].te_entries", 0, 1 << 31,
                                         FabricError)  # fmt: skip
+        rack, pod = (None if d.get(k) is None else
+                     validation.text(str(d[k]) if isinstance(d[k], int) and not isinstance(
+                         d[k], bool) else d[k], f"devices[{i}].{k}", FabricError)
+                     for k in ("rack", "pod"))  # fmt: skip
         out.append(Device(validation.text(d["name"], f"devices[{i}].name", FabricError),
                           validation.text(d["role"], f"devices[{i}].role", FabricError),
-                          budget))  # fmt: skip
+                          budget, rack, pod))  # fmt: skip
     return out
 
 
@@ -86,18 +92,21 @@ def _cables(items: Any) -> list[Cable]:
     return out
 
 
-def read_cable_csv(text: str, source: str) -> tuple[list[Cable], dict[str, str]]:
-    """The cables of a CSV cable list (header a,a_port,b,b_port,gbps[,a_role,b_role]) and the
-    roles its role columns give; FabricError names the row and column."""
+def read_cable_csv(text: str, source: str) -> tuple[list[Cable], dict[str, str], Places]:
+    """The cables of a CSV cable list (header a,a_port,b,b_port,gbps and optionally
+    a_role,b_role, a_rack,b_rack, a_pod,b_pod), the roles and the racks and pods its optional
+    columns give; FabricError names the row and column."""
     rows = csv.reader(io.StringIO(text))
     header = [h.strip() for h in next(rows, [])]
     missing = [c for c in CABLE_KEYS if c not in header]
     unknown = [c for c in header if c not in CSV_COLUMNS]
     if missing or unknown or len(set(header)) != len(header):
         raise FabricError(f"{source}: the header must name the columns {', '.join(CABLE_KEYS)} "
-                          f"(and optionally a_role, b_role) once each; got {','.join(header)}")
+                          "(and optionally a_role, b_role, a_rack, b_rack, a_pod, b_pod) once "
+                          f"each; got {','.join(header)}")
     cables: list[Cable] = []
     roles: dict[str, str] = {}
+    places: Places = {}
     for line, row in enumerate(rows, start=2):
         if not any(cell.strip() for cell in row):
             continue
@@ -126,13 +135,23 @@ def read_cable_csv(text: str, source: str) -> tuple[list[Cable], dict[str, str]]
             if roles.setdefault(device, role) != role:
                 raise FabricError(f"{where}: {device} is a {roles[device]} in an earlier row, "
                                   f"a {role} here")  # fmt: skip
-    return cables, roles
+            for kind in ("rack", "pod"):
+                value = cell.get(f"{end}_{kind}", "")
+                if not value:
+                    continue
+                have = places.setdefault(cell[end], {}).setdefault(kind, value)
+                if have != value:
+                    raise FabricError(f"{where}: {cell[end]} is in {kind} {have!r} in an "
+                                      f"earlier row, in {kind} {value!r} here")  # fmt: skip
+    return cables, roles, places
 
 
 def _with_roles(devices: list[Device], cables: Sequence[Cable], given: Mapping[str, str],
-                patterns: Mapping[str, Any]) -> list[Device]:  # fmt: skip
+                patterns: Mapping[str, Any], places: Places | None = None,
+                ) -> list[Device]:  # fmt: skip
     """`devices` and every other cabled device, its role from `given` (CSV role columns) or
-    the first pattern it matches; FabricError lists the devices with no role."""
+    the first pattern it matches, its rack and pod from `places` (CSV columns, where the
+    device does not give them); FabricError lists the devices with no role."""
     listed = {d.name for d in devices}
     for pattern, role in patterns.items():
         if role not in ROLES:
@@ -150,6 +169,8 @@ def _with_roles(devices: list[Device], cables: Sequence[Cable], given: Mapping[s
             continue
         out.append(Device(name, role))
         listed.add(name)
+    if places:
+        out = [_placed(d, places[d.name]) if d.name in places else d for d in out]
     if unknown:
         shown = ", ".join(unknown[:8]) + (f" and {len(unknown) - 8} more" if len(unknown) > 8
                                           else "")  # fmt: skip
@@ -159,6 +180,17 @@ def _with_roles(devices: list[Device], cables: Sequence[Cable], given: Mapping[s
     return out
 
 
+def _placed(device: Device, place: Mapping[str, str]) -> Device:
+    """`device` with the CSV's rack and pod; FabricError when `devices:` says otherwise."""
+    for kind in ("rack", "pod"):
+        mine, csv_value = getattr(device, kind), place.get(kind)
+        if mine is not None and csv_value is not None and mine != csv_value:
+            raise FabricError(f"{device.name}: {kind} {mine!r} in devices but {csv_value!r} in "
+                              "the CSV cable list")  # fmt: skip
+    return replace(device, rack=device.rack or place.get("rack"),
+                   pod=device.pod or place.get("pod"))  # fmt: skip
+
+
 def _cable_list(doc: Mapping[str, Any], base: Path | None, source: str) -> Fabric:
     validation.keys(doc, "top level", CABLE_LIST_KEYS, ("cables",), FabricError)
     name = validation.text(doc.get("name", Path(source).stem or "fabric"), "name", FabricError)
@@ -166,6 +198,7 @@ def _cable_list(doc: Mapping[str, Any], base: Path | None, source: str) -> Fabri
     devices = _devices(doc.get("devices", []))
     roles = validation.mapping(doc.get("roles", {}), "roles", FabricError)
     given: dict[str, str] = {}
+    places: Places = {}
     if isinstance(doc["cables"], str):
         if base is None:
             raise FabricError("cables: a CSV path needs a fabric file to be relative to")
@@ -174,10 +207,11 @@ def _cable_list(doc: Mapping[str, Any], base: Path | None, source: str) -> Fabri
             text = path.read_text()
         except (OSError, UnicodeDecodeError) as err:
             raise FabricError(f"cables: cannot read {path}: {err}") from None
-        cables, given = read_cable_csv(text, str(path))
+        cables, given, places = read_cable_csv(text, str(path))
     else:
         cables = _cables(doc["cables"])
-    return fabric_from_cables(name, _with_roles(devices, cables, given, roles), cables, budgets)
+    return fabric_from_cables(name, _with_roles(devices, cables, given, roles, places), cables,
+                              budgets)  # fmt: skip
 
 
 def parse_fabric(data: Any, source: str = "<fabric>", base: Path | None = None) -> Fabric:
@@ -242,9 +276,10 @@ def load_fabric(ref: str) -> Fabric:
             raise FabricError(f"{path}: cannot read: {err}") from None
         if len(text) > validation.MAX_DOCUMENT_BYTES:
             raise FabricError(f"{path}: larger than {validation.MAX_DOCUMENT_BYTES:,} bytes")
-        cables, roles = read_cable_csv(text, str(path))
+        cables, roles, places = read_cable_csv(text, str(path))
         try:
-            return fabric_from_cables(path.stem, _with_roles([], cables, roles, {}), cables)
+            return fabric_from_cables(path.stem, _with_roles([], cables, roles, {}, places),
+                                      cables)  # fmt: skip
         except FabricError as err:
             raise FabricError(f"{path}: {err}") from None
     return parse_fabric(read_document(path, FabricError, "fabric file"), str(path), path.parent)

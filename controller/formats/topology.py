@@ -98,8 +98,32 @@ def hostlist_of(names: Iterable[str]) -> str:
     return ",".join(out)
 
 
-def _pod_name(p: int) -> str:
-    return f"pod{p}"
+def _pod_name(fabric: Fabric, p: int) -> str:
+    """A pod as Slurm and the json export name it: the operator's name, else podP."""
+    return fabric.pod_name(p) or f"pod{p}"
+
+
+def _pod_label(fabric: Fabric, p: int) -> str:
+    """A pod's label value: the operator's name, else pP."""
+    return fabric.pod_name(p) or f"p{p}"
+
+
+def _rack_label(fabric: Fabric, rack: int) -> str:
+    """A rack's label value (and json name): the operator's name, else pP-rR."""
+    p, r = divmod(rack, fabric.racks_per_pod)
+    return fabric.rack_name(rack) or f"p{p}-r{r}"
+
+
+def _rack_block(fabric: Fabric, rack: int) -> str:
+    """A rack's Slurm block: the operator's rack name, else its switch (`_rack_switch`)."""
+    return fabric.rack_name(rack) or _rack_switch(fabric, rack)
+
+
+def _pods_switch(fabric: Fabric, pods: Iterable[int]) -> str:
+    """The pods as the children of Slurm's cluster switch (pod[0-3] with no names)."""
+    if fabric.wiring is None or not fabric.wiring.pod_names:
+        return hostlist("pod", pods)
+    return hostlist_of(_pod_name(fabric, p) for p in pods)
 
 
 def _hosts_of_rack(fabric: Fabric, rack: int) -> list[int]:
@@ -119,11 +143,12 @@ def _racks(fabric: Fabric) -> list[int]:
 
 def _rack_switch(fabric: Fabric, rack: int) -> str:
     """The switch a scheduler sees for a rack: its RTSW, or with several RTSWs a rack
-    (a rail-optimized scalable unit, a dual-ToR segment) the logical `rack-pP-rR` they form."""
+    (a rail-optimized scalable unit, a dual-ToR segment) the logical rack they form: the
+    operator's rack name, else `rack-pP-rR`."""
     if fabric.rtsws_per_rack == 1:
         return fabric.rtsw_name(rack)
     p, r = divmod(rack, fabric.racks_per_pod)
-    return f"rack-p{p}-r{r}"
+    return fabric.rack_name(rack) or f"rack-p{p}-r{r}"
 
 
 def _pods(fabric: Fabric) -> dict[int, list[int]]:
@@ -145,10 +170,10 @@ def slurm_conf(fabric: Fabric) -> str:
         lines.append(f"SwitchName={_rack_switch(fabric, rack)} Nodes={_rack_hosts(fabric, rack)}")
     pods = _pods(fabric)
     for p, racks in pods.items():
-        lines.append(f"SwitchName={_pod_name(p)} "
+        lines.append(f"SwitchName={_pod_name(fabric, p)} "
                      f"Switches={hostlist_of(_rack_switch(fabric, r) for r in racks)}")  # fmt: skip
     if len(pods) > 1:
-        lines.append(f"SwitchName=cluster Switches={hostlist('pod', pods)}")
+        lines.append(f"SwitchName=cluster Switches={_pods_switch(fabric, pods)}")
     return "\n".join(lines) + "\n"
 
 
@@ -156,7 +181,7 @@ def slurm_block_conf(fabric: Fabric) -> str:
     """topology.conf for the block plugin (Slurm 23.11+): a base block per rack."""
     lines = [f"# Slurm topology.conf (block) for fabric {fabric.name}, by fabric-te"]
     for rack in _racks(fabric):
-        lines.append(f"BlockName={_rack_switch(fabric, rack)} Nodes={_rack_hosts(fabric, rack)}")
+        lines.append(f"BlockName={_rack_block(fabric, rack)} Nodes={_rack_hosts(fabric, rack)}")
     lines.append("BlockSizes=" + ",".join(str(n) for n in block_sizes(fabric)))
     return "\n".join(lines) + "\n"
 
@@ -188,12 +213,13 @@ def slurm_yaml(fabric: Fabric) -> str:
         {"switch": _rack_switch(fabric, r), "nodes": _rack_hosts(fabric, r)} for r in racks
     ]
     switches += [
-        {"switch": _pod_name(p), "children": hostlist_of(_rack_switch(fabric, r) for r in members)}
+        {"switch": _pod_name(fabric, p),
+         "children": hostlist_of(_rack_switch(fabric, r) for r in members)}
         for p, members in pods.items()
     ]
     if len(pods) > 1:
-        switches.append({"switch": "cluster", "children": hostlist("pod", pods)})
-    blocks = [{"block": _rack_switch(fabric, r), "nodes": _rack_hosts(fabric, r)} for r in racks]
+        switches.append({"switch": "cluster", "children": _pods_switch(fabric, pods)})
+    blocks = [{"block": _rack_block(fabric, r), "nodes": _rack_hosts(fabric, r)} for r in racks]
     doc = [
         {"topology": "tree", "cluster_default": True, "tree": {"switches": switches}},
         {"topology": "block", "cluster_default": False,
@@ -225,11 +251,12 @@ def k8s_labels(fabric: Fabric) -> dict[str, dict[str, str]]:
     out = {}
     fabric_value = _label_value(k8s_name(fabric.name))
     for rack in _racks(fabric):
-        pod, r = divmod(rack, fabric.racks_per_pod)
+        pod = int(fabric.pod_of_rack(rack))
+        pod_value, rack_value = _pod_label(fabric, pod), _rack_label(fabric, rack)
         for host in _hosts_of_rack(fabric, rack):
             name = fabric.host_name(host)
-            out[k8s_name(name)] = {FABRIC_LABEL: fabric_value, POD_LABEL: f"p{pod}",
-                         RACK_LABEL: f"p{pod}-r{r}", FABRIC_HOST_LABEL: _label_value(name)}
+            out[k8s_name(name)] = {FABRIC_LABEL: fabric_value, POD_LABEL: pod_value,
+                                   RACK_LABEL: rack_value, FABRIC_HOST_LABEL: _label_value(name)}
     return out
 
 
@@ -259,26 +286,40 @@ def volcano(fabric: Fabric) -> str:
     docs = []
     pods = _pods(fabric)
     for rack in _racks(fabric):
-        pod, r = divmod(rack, fabric.racks_per_pod)
         members = [
             {"type": "Node", "selector": {"exactMatch": {"name": k8s_name(fabric.host_name(h))}}}
             for h in _hosts_of_rack(fabric, rack)
         ]
-        docs.append(_hypernode(f"rack-p{pod}-r{r}", 1, members))
+        docs.append(_hypernode(_rack_hypernode(fabric, rack), 1, members))
     for p, racks in pods.items():
         members = [
             {"type": "HyperNode", "selector": {"exactMatch": {
-                "name": f"rack-p{p}-r{r - p * fabric.racks_per_pod}"}}}
+                "name": _rack_hypernode(fabric, r)}}}
             for r in racks
         ]  # fmt: skip
-        docs.append(_hypernode(f"pod-p{p}", 2, members))
+        docs.append(_hypernode(_pod_hypernode(fabric, p), 2, members))
     if len(pods) > 1:
         members = [
-            {"type": "HyperNode", "selector": {"exactMatch": {"name": f"pod-p{p}"}}}
+            {"type": "HyperNode", "selector": {"exactMatch": {"name": _pod_hypernode(fabric, p)}}}
             for p in pods
         ]
         docs.append(_hypernode("cluster", 3, members))
     return yaml.safe_dump_all(docs, sort_keys=False)
+
+
+def _rack_hypernode(fabric: Fabric, rack: int) -> str:
+    """A rack's HyperNode name: the operator's rack name as an object name, else rack-pP-rR."""
+    named = fabric.rack_name(rack)
+    if named:
+        return k8s_name(named)
+    p, r = divmod(rack, fabric.racks_per_pod)
+    return f"rack-p{p}-r{r}"
+
+
+def _pod_hypernode(fabric: Fabric, p: int) -> str:
+    """A pod's HyperNode name: the operator's pod name as an object name, else pod-pP."""
+    named = fabric.pod_name(p)
+    return k8s_name(named) if named else f"pod-p{p}"
 
 
 def _hypernode(name: str, tier: int, members: list[dict[str, Any]]) -> dict[str, Any]:
@@ -296,13 +337,12 @@ def as_json(fabric: Fabric) -> str:
     for p, members in _pods(fabric).items():
         racks = []
         for rack in members:
-            r = rack - p * fabric.racks_per_pod
-            entry = {"name": f"p{p}-r{r}", "switch": _rack_switch(fabric, rack),
+            entry = {"name": _rack_label(fabric, rack), "switch": _rack_switch(fabric, rack),
                      "hosts": [fabric.host_name(h) for h in _hosts_of_rack(fabric, rack)]}
             if fabric.rtsws_per_rack > 1:  # its RTSWs by slot: NIC n of a host on slot n % S
                 entry["switches"] = [fabric.rtsw_name(int(t)) for t in fabric.rtsws_of_rack(rack)]
             racks.append(entry)
-        pods.append({"name": _pod_name(p), "racks": racks})
+        pods.append({"name": _pod_name(fabric, p), "racks": racks})
     return to_json({"fabric": fabric.name, "gpus_per_host": fabric.nics_per_host, "pods": pods})
 
 

@@ -72,6 +72,10 @@ class Wiring:
     installed: np.ndarray = field(repr=False)  # bool [num_links]: a cable exists
     present: np.ndarray = field(repr=False)  # bool [num_nodes]: a device (a cabled NIC) exists
     budgets: tuple[tuple[int, int], ...] = ()  # (node id, TE entries): a device's own budget
+    # the operator's pod and rack names, by pod index and rack index ("": none, the exports'
+    # own default); () when the inventory names none
+    pod_names: tuple[str, ...] = ()
+    rack_names: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         self.installed.setflags(write=False)
@@ -137,6 +141,8 @@ class Fabric:
             len(w.node_names) == self.num_nodes and w.present.shape == (self.num_nodes,)
             and len(w.lower_ports) == len(w.upper_ports) == self.num_links
             and w.installed.shape == (self.num_links,)
+            and len(w.pod_names) in (0, self.pods)
+            and len(w.rack_names) in (0, self.pods * self.racks_per_pod)
         ):  # fmt: skip
             raise FabricError("wiring: its names, ports and masks do not fit the fabric's shape")
 
@@ -174,6 +180,9 @@ class Fabric:
             for part in (w.node_names, w.lower_ports, w.upper_ports):
                 digest.update(b"\0" + "\n".join(part).encode())
             digest.update(b"\0" + np.packbits(w.installed).tobytes())
+            if w.pod_names or w.rack_names:  # only when named: older fingerprints stay
+                for part in (w.pod_names, w.rack_names):
+                    digest.update(b"\0" + "\n".join(part).encode())
         return "sha256:" + digest.hexdigest()[:16]
 
     # ---- what is installed ----------------------------------------------------------
@@ -457,6 +466,17 @@ class Fabric:
     def node_id(self, kind: str, index: int) -> int:
         return self._node_base[kind] + int(index)
 
+    def pod_name(self, pod: int) -> str | None:
+        """The operator's name of pod `pod`, None when it has none (each export then uses
+        its own default: pod0, p0)."""
+        names = self.wiring.pod_names if self.wiring is not None else ()
+        return names[int(pod)] or None if names else None
+
+    def rack_name(self, rack: int) -> str | None:
+        """The operator's name of rack `rack` (global rack index), None when it has none."""
+        names = self.wiring.rack_names if self.wiring is not None else ()
+        return names[int(rack)] or None if names else None
+
     def host_name(self, host: int) -> str:
         if self.wiring is not None:
             return self.wiring.node_names[self._node_base["host"] + int(host)]
@@ -650,6 +670,11 @@ class Fabric:
         if self.wiring is not None:
             out["links_not_installed"] = int(self.num_links - out["links"])  # type: ignore[operator]
             out["switches_with_own_te_entries"] = len(self.wiring.budgets)
+            if self.wiring.pod_names:  # the operator's pod names, in pod order
+                out["pod_names"] = ", ".join(n or f"pod{p}"
+                                             for p, n in enumerate(self.wiring.pod_names))
+            if self.wiring.rack_names:
+                out["racks_named"] = sum(1 for n in self.wiring.rack_names if n)
         if self.num_agg_links and cap[0::2][self.link_kind == AGG].any():
             per_ctsw_down = cap[0::2][self.link_kind == RACK].sum() / self.num_ctsws
             per_ctsw_up = cap[0::2][self.link_kind == AGG].sum() / self.num_ctsws

@@ -8,7 +8,7 @@ natural-sort order of the port name (eth0, eth1, ..., eth10).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
@@ -25,6 +25,8 @@ class Device:
     name: str
     role: str  # "host" | "rtsw" | "ctsw" | "atsw"
     te_entries: int | None = None  # per-switch budget override; None: the tier's
+    rack: str | None = None  # the operator's rack of a host or RTSW (ignored on CTSWs, ATSWs)
+    pod: str | None = None  # the operator's pod of a host, RTSW or CTSW (ignored on ATSWs)
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,8 @@ def natural_key(name: str) -> tuple[tuple[int, int | str], ...]:
 # fill (a rack with fewer hosts, a pod with fewer racks, a cable never installed) stays in
 # the index model as a slot without a device or a link without a cable.
 
+# A pod or rack name is exported as a Kubernetes label value and a Slurm switch name.
+PLACE_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$")
 FORBIDDEN = (":", "#", ">", "/")  # they separate the parts of link, arc and NIC names
 RANK = {role: i for i, role in enumerate(ROLES)}
 
@@ -412,9 +416,59 @@ def fabric_from_cables(name: str, devices: Sequence[Device], cables: Sequence[Ca
     node_budgets = tuple(sorted(
         (base[role[d]] + {"rtsw": rack_slot, "ctsw": ctsw_slot, "atsw": atsw_slot}[role[d]][d], v)
         for d, v in budget.items()))  # fmt: skip
+    pod_names, rack_names = _place_names(
+        devices, role, len(pods), racks_per_pod, pod_of,
+        lambda d: (rack_at[rack_of[d]] if role[d] == "host" else
+                   rack_slot[d] // S if role[d] == "rtsw" else None), problems)  # fmt: skip
+    problems.raise_any(f"fabric {name}: bad pod or rack names")
     wiring = Wiring(tuple(names), tuple(lower_ports), tuple(upper_ports), installed, present,
-                    node_budgets)  # fmt: skip
+                    node_budgets, pod_names, rack_names)  # fmt: skip
     return replace(shape, capacity=np.repeat(gbps_of, 2), wiring=wiring)
+
+
+def _place_names(devices: Sequence[Device], role: dict[str, str], num_pods: int,
+                 racks_per_pod: int, pod_of: dict[str, int],
+                 rack_at: Callable[[str], int | None], problems: _Problems,
+                 ) -> tuple[tuple[str, ...], tuple[str, ...]]:  # fmt: skip
+    """The operator's pod and rack names by pod and rack index ((), () when no device names
+    one): the devices of one inferred rack or pod must agree, names are label-safe and
+    unique (among pods, racks and devices: Slurm and Volcano put them in one namespace)."""
+    given = [d for d in devices if (d.pod is not None or d.rack is not None) and d.name in role]
+    if not given:
+        return (), ()
+    pods: dict[int, tuple[str, str]] = {}  # pod index -> (name, the device that gave it)
+    racks: dict[int, tuple[str, str]] = {}
+    for d in given:
+        for field, value, index, seen in (
+            ("pod", d.pod, pod_of.get(d.name) if role[d.name] != "atsw" else None, pods),
+            ("rack", d.rack, rack_at(d.name), racks),
+        ):  # fmt: skip
+            if value is None or index is None:
+                continue  # a CTSW's rack, an ATSW's pod: where it stands, not what it is
+            if not isinstance(value, str) or not PLACE_NAME.match(value):
+                problems.add(f"{role[d.name]} {d.name}: {field} {value!r} is not usable as a "
+                             "label value and switch name (1-63 of A-Z a-z 0-9 . _ -, a letter "
+                             "or digit at both ends)")  # fmt: skip
+                continue
+            first = seen.setdefault(index, (value, d.name))
+            if first[0] != value:
+                kin = "rack (same RTSWs)" if field == "rack" else "pod (RTSWs sharing CTSWs)"
+                problems.add(f"{role[d.name]} {d.name} has {field} {value!r} but {first[1]} of "
+                             f"the same {kin} has {field} {first[0]!r}")  # fmt: skip
+    owner: dict[str, str] = {}
+    for field, seen in (("pod", pods), ("rack", racks)):
+        for _, (value, dev) in sorted(seen.items()):
+            if value in role:
+                problems.add(f"{field} {value!r} (of {dev}) is also a device's name")
+            # case-blind: Volcano's HyperNode names are the lower-cased names
+            other = owner.setdefault(value.lower(), f"{field} of {dev}")
+            if other != f"{field} of {dev}":
+                problems.add(f"{field} {value!r} of {dev} is also the {other}: pod and rack "
+                             "names must be unique, upper and lower case alike")  # fmt: skip
+    pod_names = tuple(pods[p][0] if p in pods else "" for p in range(num_pods))
+    rack_names = tuple(racks[k][0] if k in racks else ""
+                       for k in range(num_pods * racks_per_pod))  # fmt: skip
+    return (pod_names if pods else ()), (rack_names if racks else ())
 
 
 def _slots(rack_groups: list[list[str]], rack_of: dict[str, int],

@@ -12,6 +12,8 @@ same fabric for the same wiring. Fields a template may use:
     rtsw       pod, pod_letter, rack, rack_id, slot  (slot: its NICs n % S; 0 with one a rack)
     ctsw       pod, pod_letter, ctsw, ctsw_id        (ctsw: its index in the pod = its plane)
     atsw       plane, atsw, atsw_id                  (atsw: its index in the plane)
+    pod        pod, pod_letter                       (the pod's name in the exports)
+    rack       pod, pod_letter, rack, rack_id        (the rack's name in the exports)
     host port  (ports.host)      nic, i
     rtsw_down  host, nic, i      rtsw_up    ctsw, member, i
     ctsw_down  rack, slot, member, i                 ctsw_up    atsw, member, i
@@ -38,6 +40,8 @@ NAME_FIELDS = {
     "rtsw": ("pod", "pod_letter", "rack", "rack_id", "slot"),
     "ctsw": ("pod", "pod_letter", "ctsw", "ctsw_id"),
     "atsw": ("plane", "atsw", "atsw_id"),
+    "pod": ("pod", "pod_letter"),
+    "rack": ("pod", "pod_letter", "rack", "rack_id"),
 }
 PORT_FIELDS = {
     "host": ("nic", "i"),
@@ -90,7 +94,7 @@ def named_cable_list(fabric: Fabric, names: Mapping[str, object] | None = None,
     renames (preset name -> operator name); FabricError names the template or rename at
     fault."""
     names, ports, rename = dict(names or {}), dict(ports or {}), dict(rename or {})
-    for key in names:
+    for key in names:  # pod and rack: their names, carried by their devices
         if key not in NAME_FIELDS:
             raise FabricError(f"names: unknown kind {key!r}; kinds: {', '.join(NAME_FIELDS)}")
     for key in ports:
@@ -134,8 +138,19 @@ def named_cable_list(fabric: Fabric, names: Mapping[str, object] | None = None,
     for i in range(f.num_atsws):
         c, j = divmod(i, A)
         atsw_names.append(node("atsw", i, f.atsw_name(i), plane=c, atsw=j, atsw_id=i))
-    devices = ([Device(n, "host") for n in host_names] + [Device(n, "rtsw") for n in rtsw_names]
-               + [Device(n, "ctsw") for n in ctsw_names]
+    pod_names: list[str | None] = [None] * f.pods
+    rack_names: list[str | None] = [None] * (f.pods * R)
+    if "pod" in name_t:
+        pod_names = [_fill(name_t["pod"], "names.pod", pod=p, pod_letter=_letters(p))
+                     for p in range(f.pods)]  # fmt: skip
+    if "rack" in name_t:
+        rack_names = [_fill(name_t["rack"], "names.rack", pod=k // R, pod_letter=_letters(k // R),
+                            rack=k % R, rack_id=k) for k in range(f.pods * R)]  # fmt: skip
+    devices = ([Device(n, "host", rack=rack_names[h // H], pod=pod_names[h // (H * R)])
+                for h, n in enumerate(host_names)]
+               + [Device(n, "rtsw", rack=rack_names[i // S], pod=pod_names[i // (S * R)])
+                  for i, n in enumerate(rtsw_names)]
+               + [Device(n, "ctsw", pod=pod_names[i // C]) for i, n in enumerate(ctsw_names)]
                + [Device(n, "atsw") for n in atsw_names])  # fmt: skip
     known = set(rename) - {d for d in f.node_names}
     if known:

@@ -190,3 +190,10 @@ def test_current_assignment_is_kept(small: Fabric) -> None:
     assert score(small, health, RUNNING, hosts, request, current=current) == score(
         small, health, RUNNING, hosts, request
     )
+
+
+def test_candidates_name_the_operators_pods(named_tiny: Fabric) -> None:
+    """With named pods, a candidate says which pod by its name."""
+    names = [name for name, _ in candidates(named_tiny, LinkHealth.all_up(named_tiny), [],
+                                            Request(gpus=4, tp=2))]  # fmt: skip
+    assert "pack pod Hall-A" in names and not any(n.endswith("pod 0") for n in names)

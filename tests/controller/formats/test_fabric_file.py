@@ -14,6 +14,7 @@ import yaml
 from controller.errors import FabricError
 from controller.formats.fabric_file import load_fabric, parse_fabric
 from controller.model.clos import PRESETS, build
+from controller.model.fabric import Fabric
 
 
 def test_presets_match_published_sizes() -> None:
@@ -213,3 +214,35 @@ def test_preset_with_name_templates() -> None:
     assert plain.wiring is None and plain.fingerprint == build(PRESETS["tiny"]).fingerprint
     with pytest.raises(FabricError, match="names: unknown kind 'leaf'"):
         parse_fabric({"preset": "tiny", "names": {"leaf": "x{rack}"}})
+
+
+def test_a_csv_and_devices_give_racks_and_pods(tmp_path: Path, named_tiny: Fabric) -> None:
+    """The CSV's a_rack/b_rack/a_pod/b_pod columns name racks and pods as `devices:` does;
+    a device in two racks, or in one rack by devices and another by the CSV, is refused."""
+    f = named_tiny
+    doc = yaml.safe_load(EXAMPLE.read_text())
+    roles = {d["name"]: d["role"] for d in doc["devices"]}
+    place = {f.rtsw_name(r): {"rack": f.rack_name(r)} for r in range(f.num_racks)}
+    place |= {f.ctsw_name(p * f.ctsws_per_pod): {"pod": f.pod_name(p)} for p in range(f.pods)}
+
+    def cell(dev: str, kind: str) -> str:
+        return place.get(dev, {}).get(kind) or ""
+
+    rows = ["a,a_port,b,b_port,gbps,a_role,b_role,a_rack,b_rack,a_pod,b_pod"] + [
+        f"{c['a']},{c['a_port']},{c['b']},{c['b_port']},{c['gbps']},{roles[c['a']]},"
+        f"{roles[c['b']]},{cell(c['a'], 'rack')},{cell(c['b'], 'rack')},{cell(c['a'], 'pod')},"
+        f"{cell(c['b'], 'pod')}" for c in doc["cables"]]  # fmt: skip
+    (tmp_path / "dc1.csv").write_text("\n".join(rows) + "\n")
+    (tmp_path / "f.yaml").write_text("name: dc1-tiny\ncables: dc1.csv\n")
+    from_csv = load_fabric(str(tmp_path / "f.yaml"))
+    assert from_csv.fingerprint == named_tiny.fingerprint
+    assert from_csv.pod_name(1) == "Hall-B" and from_csv.rack_name(2) == "B01"
+    (tmp_path / "f.yaml").write_text("name: dc1-tiny\ncables: dc1.csv\ndevices: [{name: leaf-a0, "
+                                     "role: rtsw, rack: 7}]\n")  # fmt: skip
+    with pytest.raises(FabricError, match=r"leaf-a0: rack '7' in devices but 'A01' in the CSV"):
+        load_fabric(str(tmp_path / "f.yaml"))
+    twice = [r.replace(",A01,", ",A09,") if r.startswith("gpu-a01,eth1") else r for r in rows]
+    (tmp_path / "twice.csv").write_text("\n".join(twice) + "\n")
+    with pytest.raises(FabricError, match=r"row \d+: leaf-a0 is in rack 'A01' in an earlier row, "
+                       "in rack 'A09' here"):  # fmt: skip
+        load_fabric(str(tmp_path / "twice.csv"))

@@ -136,3 +136,22 @@ def test_an_inventorys_exports_are_valid() -> None:
         for m in doc["spec"]["members"]:
             if m["type"] == "Node":
                 assert m["selector"]["exactMatch"]["name"] in nodes
+
+
+def test_a_named_inventorys_exports_are_valid(named_tiny: Fabric) -> None:
+    """The operator's pod and rack names pass the label and object-name schemas, and the
+    HyperNodes they name are closed."""
+    check_kueue(named_tiny)
+    labels = json.loads(export(named_tiny, "k8s-labels"))
+    for node_labels in labels.values():
+        validate(node_labels, "node-labels")
+    assert {v["fabric-te.io/rack"] for v in labels.values()} == {"A01", "A02", "B01", "B02"}
+    docs = list(yaml.safe_load_all(export(named_tiny, "volcano")))
+    names = {d["metadata"]["name"] for d in docs}
+    assert len(names) == len(docs)
+    for doc in docs:
+        validate(doc, "topology.volcano.sh/v1alpha1/HyperNode")
+        volcano_rules(doc)
+        for m in doc["spec"]["members"]:
+            target = m["selector"]["exactMatch"]["name"]
+            assert target in (names if m["type"] == "HyperNode" else labels)

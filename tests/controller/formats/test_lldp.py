@@ -170,3 +170,20 @@ def test_any_names_round_trip_through_the_yaml_document(name: str, port: str, gb
            "cables": [{"a": name, "a_port": port, "b": port + "x", "b_port": name,
                        "gbps": gbps}]}  # fmt: skip
     assert yaml.safe_load(dump(doc)) == doc
+
+
+def test_racks_and_pods_round_trip_through_the_document(tiny: Fabric, tmp_path):
+    """Devices' racks and pods are written (quoted when they read as numbers) and read back
+    to the same fabric."""
+    from controller.formats.fabric_file import load_fabric, parse_fabric
+    from controller.model.name_templates import named_cable_list
+
+    devices, cables = named_cable_list(tiny, {"pod": "{pod}", "rack": "0{rack_id}"})
+    text = dump(cable_list_document("tiny", devices, cables))
+    assert "- {name: host-p0-r1-h0, role: host, rack: \"01\", pod: \"0\"}" in text
+    (tmp_path / "t.yaml").write_text(text)
+    back = load_fabric(str(tmp_path / "t.yaml"))
+    direct = parse_fabric({"preset": "tiny", "names": {"pod": "{pod}", "rack": "0{rack_id}"}})
+    assert back.fingerprint == direct.fingerprint
+    assert [back.rack_name(r) for r in range(4)] == ["00", "01", "02", "03"]
+    assert back.pod_name(1) == "1"

@@ -173,3 +173,21 @@ def test_slurmctld_loads_an_inventorys_names(tmp_path: Path) -> None:
     assert leaves == {fabric.rtsw_name(r): [fabric.host_name(h) for h in _hosts_of_rack(fabric, r)]
                       for r in _racks(fabric)}  # fmt: skip
     assert leaves["leaf-b1"] == ["gpu-b10"] and leaves["leaf-a0"] == ["gpu-a00", "gpu-a01"]
+
+
+@pytest.mark.parametrize("plugin", ["tree", "block"])
+def test_slurmctld_loads_an_inventorys_pod_and_rack_names(named_tiny: Fabric, plugin: str) -> None:
+    """The operator's pod names as tree switches, its rack names as blocks: slurmctld loads
+    them and shows them."""
+    fmt = "slurm-conf" if plugin == "tree" else "slurm-block-conf"
+    if plugin == "block" and _version() < SLURM_MIN_VERSION[fmt]:
+        have = _version()
+        pytest.skip(f"slurmctld {have[0]}.{have[1]:02d} has no topology/block (Slurm 23.11+)")
+    with slurmctld(named_tiny, plugin, export(named_tiny, fmt)) as env:
+        shown = subprocess.run([SCONTROL, "show", "topology"], env=env, capture_output=True,
+                               text=True, timeout=10, check=True).stdout  # fmt: skip
+    if plugin == "tree":
+        assert "SwitchName=Hall-A" in shown and "SwitchName=Hall-B" in shown
+    else:
+        for rack in ("A01", "A02", "B01", "B02"):
+            assert f"BlockName={rack}" in shown

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 import yaml
@@ -205,3 +206,39 @@ def test_a_rack_of_several_rtsws_is_one_logical_switch() -> None:
     assert rack["switch"] == "rack-p0-r1"
     assert rack["switches"] == [f"rtsw-p0-r1-s{s}" for s in range(8)]
     assert len(rack["hosts"]) == 32
+
+
+def test_a_named_inventorys_exports_carry_its_pod_and_rack_names(named_tiny: Fabric) -> None:
+    """Every format names pods and racks as the inventory does (Volcano: as object names)."""
+    tree = export(named_tiny, "slurm-conf")
+    assert "SwitchName=Hall-A Switches=leaf-a[0-1]" in tree
+    assert "SwitchName=cluster Switches=Hall-A,Hall-B" in tree and "pod0" not in tree
+    block = export(named_tiny, "slurm-block-conf")
+    assert [ln.split()[0] for ln in block.splitlines()[1:-1]] == [
+        "BlockName=A01", "BlockName=A02", "BlockName=B01", "BlockName=B02"]
+    tree_yaml, block_yaml = yaml.safe_load(export(named_tiny, "slurm-yaml"))
+    assert [s["switch"] for s in tree_yaml["tree"]["switches"]][-3:] == [
+        "Hall-A", "Hall-B", "cluster"]
+    assert [b["block"] for b in block_yaml["block"]["blocks"]] == ["A01", "A02", "B01", "B02"]
+    labels = json.loads(export(named_tiny, "k8s-labels"))
+    assert labels["gpu-a10"]["fabric-te.io/pod"] == "Hall-A"
+    assert labels["gpu-b01"]["fabric-te.io/rack"] == "B01"
+    hypernodes = {d["metadata"]["name"]: d for d in yaml.safe_load_all(export(named_tiny,
+                                                                               "volcano"))}
+    assert set(hypernodes) == {"a01", "a02", "b01", "b02", "hall-a", "hall-b", "cluster"}
+    assert [m["selector"]["exactMatch"]["name"] for m in hypernodes["hall-b"]["spec"]["members"]
+            ] == ["b01", "b02"]  # fmt: skip
+    doc = json.loads(export(named_tiny, "json"))
+    assert [(p["name"], [r["name"] for r in p["racks"]]) for p in doc["pods"]] == [
+        ("Hall-A", ["A01", "A02"]), ("Hall-B", ["B01", "B02"])]
+
+
+def test_a_rail_optimized_rack_is_its_rack_name(tmp_path: Path) -> None:
+    """With several RTSWs a rack, Slurm's rack switch is the operator's rack name."""
+    from controller.formats.fabric_file import load_fabric
+
+    path = tmp_path / "su.yaml"
+    path.write_text('preset: superpod-4su\nnames: {rack: "su{rack_id}", pod: "cluster-a"}\n')
+    fabric = load_fabric(str(path))
+    tree = export(fabric, "slurm-conf")
+    assert "SwitchName=su0 Nodes=" in tree and "SwitchName=cluster-a Switches=su[0-3]" in tree

@@ -236,3 +236,68 @@ def test_a_host_on_two_rtsws_that_fit_no_layout_is_refused() -> None:
                        r"fit no layout \(one RTSW a rack, or NIC n of every host of a rack on "
                        r"its RTSW n % 4"):  # fmt: skip
         load(devices, cables)
+
+
+# ---- the operator's pod and rack names ------------------------------------------------------
+def placed(devices: list[Device], racks: dict[str, str], pods: dict[str, str]) -> list[Device]:
+    """`devices` with the rack and pod the maps give (by device name)."""
+    return [replace(d, rack=racks.get(d.name), pod=pods.get(d.name)) for d in devices]
+
+
+def test_devices_name_their_racks_and_pods() -> None:
+    """Racks and pods named by any of their devices, in the inferred order; what no device
+    names stays unnamed; the fingerprint changes only when something is named."""
+    shape, devices, cables = cables_of("tiny", NAMES)
+    plain = load(devices, cables)
+    assert plain.wiring is not None and plain.wiring.pod_names == plain.wiring.rack_names == ()
+    fabric = load(placed(devices, {"leaf-a0": "R7", "gpu-a10": "R8", "gpu-a11": "R8",
+                                   "leaf-b1": "R9"},
+                         {"spine-a2": "hall-1", "leaf-b0": "hall-2", "gpu-b11": "hall-2"}),
+                  cables)  # fmt: skip
+    assert [fabric.pod_name(p) for p in range(2)] == ["hall-1", "hall-2"]
+    assert [fabric.rack_name(r) for r in range(4)] == ["R7", "R8", None, "R9"]
+    assert fabric.fingerprint != plain.fingerprint
+    assert fabric.wiring is not None
+    unnamed = replace(fabric.wiring, pod_names=(), rack_names=())
+    assert replace(fabric, wiring=unnamed).fingerprint == plain.fingerprint
+    assert shape.pod_name(0) is None and shape.rack_name(0) is None  # a preset names none
+
+
+@pytest.mark.parametrize(("racks", "pods", "match"), [
+    ({"leaf-a0": "R1", "gpu-a00": "R2"}, {}, r"leaf-a0 has rack 'R1' but gpu-a00 .* 'R2'"),
+    ({}, {"spine-a0": "P1", "leaf-a1": "P2"}, r"spine-a0 has pod 'P1' but leaf-a1 of the same pod"),
+    ({"leaf-a0": "R1", "leaf-b0": "R1"}, {}, r"rack 'R1' of leaf-b0 is also the rack of leaf-a0"),
+    ({"leaf-a0": "x"}, {"leaf-b0": "X"}, r"rack 'x' of leaf-a0 is also the pod of leaf-b0"),
+    ({"leaf-a0": "leaf-a1"}, {}, r"rack 'leaf-a1' \(of leaf-a0\) is also a device's name"),
+    ({"leaf-a0": "row 3"}, {}, r"rack 'row 3' is not usable as a label value"),
+    ({}, {"leaf-a0": "p" * 64}, r"pod 'p{64}' is not usable"),
+])  # fmt: skip
+def test_inconsistent_or_unsafe_place_names_are_refused(racks: dict[str, str],
+                                                        pods: dict[str, str], match: str) -> None:
+    _, devices, cables = cables_of("tiny", NAMES)
+    bad(placed(devices, racks, pods), cables, match)
+
+
+def test_an_atsws_pod_and_a_ctsws_rack_are_where_they_stand() -> None:
+    """NetBox puts every device in a rack and a site: a spine's rack and a super spine's pod
+    say where it stands, not which fabric rack or pod it is, and are not checked."""
+    _, devices, cables = cables_of("tiny", NAMES)
+    fabric = load(placed(devices, {"spine-a0": "R1", "spine-b0": "R1"},
+                         {"super-00": "core", "super-10": "core"}), cables)  # fmt: skip
+    assert fabric.wiring is not None and fabric.wiring.pod_names == ()
+    assert fabric.wiring.rack_names == ()
+
+
+def test_pod_and_rack_templates() -> None:
+    """names.pod and names.rack name every pod and rack; their fields are checked."""
+    shape = build(PRESETS["tiny"])
+    devices, cables = named_cable_list(shape, {"pod": "hall-{pod_letter}",
+                                               "rack": "r{pod}{rack}-{rack_id}"})  # fmt: skip
+    fabric = load(devices, cables)
+    assert [fabric.pod_name(p) for p in range(2)] == ["hall-a", "hall-b"]
+    assert [fabric.rack_name(r) for r in range(4)] == ["r00-0", "r01-1", "r10-2", "r11-3"]
+    assert fabric.node_names == shape.node_names
+    with pytest.raises(FabricError, match=r"names.rack: unknown field \{host\}"):
+        named_cable_list(shape, {"rack": "r{host}"})
+    with pytest.raises(FabricError, match=r"rack 'r' of .* is also the rack of"):
+        load(*named_cable_list(shape, {"rack": "r"}))
