@@ -23,6 +23,7 @@ adopted at start when it answers to them; only the elected leader solves and pus
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -369,12 +370,8 @@ class Engine(RouteCommands):
             return self.repair_now(health)
         assert target is not None and found.index is not None
         hit, base, start = found.repair, found.index, time.perf_counter()
-        made: list[Assignment] = []
-
-        def make() -> Assignment:  # the repaired assignment (a copy of the paths), once
-            if not made:
-                made.append(hit.assignment_from(base))
-            return made[0]
+        # the repaired assignment (a copy of the paths), made once, when first asked for
+        make = functools.cache(functools.partial(hit.assignment_from, base))
 
         planned = False
         try:  # pushed as planned first; its paths and index are made after (the push waits
