@@ -433,9 +433,14 @@ def status_text(d: dict[str, Any]) -> str:
         f"{g(d['pending_changes'])} changes pending",
     ]
     if last:
+        quality = (
+            "MLU being counted (every flow rides the fabric's hashing; counted after the push)"
+            if last.get("mlu_pending") else
+            f"MLU {last.get('mlu', 0):.4g} over bound {last.get('bound', 0):.4g} "
+            f"(ratio {last.get('ratio', 0):.4g})"
+        )  # fmt: skip
         lines.append(
-            f"last solve  MLU {last.get('mlu', 0):.4g} over bound {last.get('bound', 0):.4g} "
-            f"(ratio {last.get('ratio', 0):.4g}); {g(int(last.get('flows', 0)))} flows "
+            f"last solve  {quality}; {g(int(last.get('flows', 0)))} flows "
             f"({g(int(last.get('subflows', 0)))} subflows), "
             f"{g(int(last.get('churn', 0)))} moved, {g(int(last.get('fallback_ecmp', 0)))} on "
             "ECMP by the table budget"

@@ -61,6 +61,7 @@ from controller.solver import (
     SolveOptions,
     SolveResult,
     follow_up,
+    mlu_counted,
     repair_indexed,
     warm_up,
 )
@@ -138,7 +139,8 @@ class Engine(RouteCommands):
             leaders=self.intake.leaders,
         )  # fmt: skip
         self.predictor = Predictor(fabric, self.metrics, self._cond, busy=lambda: self._busy,
-                                   stopped=lambda: self._stop, clock=clock)  # fmt: skip
+                                   stopped=lambda: self._stop, clock=clock,
+                                   counted=self._counted)  # fmt: skip
         self.last_result: SolveResult | None = None
         self._deferred: Certificate | None = None  # of a repair installed since, if pending
         self.last_error = ""
@@ -472,6 +474,10 @@ class Engine(RouteCommands):
         assert baseline is not None and target is not None
         health, last, opts = taken.health, baseline.result, self.options
         start = time.perf_counter()
+        if last.mlu_pending:  # reported before the predictor counted it: counted here
+            last = mlu_counted(self.fabric, baseline.health, last, baseline.flows, opts)
+            with self._cond:
+                self._counted(baseline.result, last)
         bound = baseline.bound_for(before, health)
         assert self.installer.index is not None
         judged = follow_up(health, repaired, self.installer.index, bound.value, last.ratio,
@@ -506,7 +512,8 @@ class Engine(RouteCommands):
     def _publish(self, result: SolveResult, target: Target, digest: str) -> None:
         """`result`, installing `target`, is Status's last result, the next solve's
         previous, and the stored assignment."""
-        self.last_result, self._deferred = result, None
+        with self._cond:  # the predictor may hand back a counted MLU (`_counted`)
+            self.last_result, self._deferred = result, None
         self.installer.previous = target.assignment
         self.intake.store_assignment(target.assignment, digest)
 
@@ -586,7 +593,8 @@ class Engine(RouteCommands):
         if plan.rebase:
             rebased, index = task.rebased(now.health)
             assignment = rebased.assignment
-            result = replace(result, certificate=rebased.certificate)  # what is pushed
+            mlu = rebased.mlu if result.mlu_pending else result.mlu  # counted by the repair
+            result = replace(result, certificate=rebased.certificate, mlu=mlu)  # what is pushed
             self.installer.keep_index(index)
             self.rebased += 1
         else:
@@ -606,13 +614,22 @@ class Engine(RouteCommands):
             self._publish(result, target, digest)
             if not beside:
                 task.index_when(wanted=True, now=True)  # the index after the push, now
-        self.predictor.record(result, now.health)
+        self.predictor.record(result, now.health,
+                              functools.partial(task.count, result, lambda: self._stop))
         if plan.stale or _pending(result):  # not settled: the latest inputs, certified in full
             with self._cond:
                 self._applied = max(self._applied, solved.version)
             self._solve_latest()
         else:
             self._settle(now.version)
+
+    def _counted(self, before: SolveResult, after: SolveResult) -> None:
+        """`before`'s MLU, left to count after its push, is counted (`after`): Status and
+        the baseline take it where `before` still stands (called under the lock)."""
+        if self.last_result is before:
+            self.last_result = after
+        if self._baseline is not None and self._baseline.result is before:
+            self._baseline.result = after
 
     def _solve_latest(self) -> None:
         """Re-solve after a stale result: the inputs last taken at once, or, when newer ones

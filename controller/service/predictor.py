@@ -1,7 +1,9 @@
 """The predicted rates of the routes installed, on a thread of their own.
 
-MLU, bound and the certificate's figures are set at once when a result is recorded; the
-predicted bus bandwidth per job (a max-min simulation, costly at meta-24k scale) follows on
+MLU, bound and the certificate's figures are set at once when a result is recorded (an MLU
+its certificate left to count, `SolveResult.mlu_pending`, is counted first thing on the
+predictor thread, after the push, and handed back to the engine); the predicted bus bandwidth
+per job (a max-min simulation, costly at meta-24k scale) follows on
 the predictor thread, so it never holds back a settle. Only the last result recorded is
 predicted, PREDICT_QUIET s after it once the engine is idle, or PREDICT_EVERY s after the last
 prediction began while results keep coming (a flap storm or a stream of job changes runs few:
@@ -14,8 +16,9 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from controller.errors import Superseded
 from controller.model.fabric import Fabric
 from controller.model.health import LinkHealth
 from controller.model.rates import simulate
@@ -32,6 +35,7 @@ class _Recorded:
     seq: int
     result: SolveResult
     health: LinkHealth
+    count: Callable[[], SolveResult] | None  # the result with its MLU counted
 
 
 class Predictor:
@@ -46,15 +50,18 @@ class Predictor:
         busy: Callable[[], bool],
         stopped: Callable[[], bool],
         clock: Callable[[], float] = time.monotonic,
+        counted: Callable[[SolveResult, SolveResult], None] = lambda before, after: None,
     ) -> None:
         """`busy()` and `stopped()` are read under `cond`, which the engine notifies when
-        they change."""
+        they change; `counted(before, after)` (called under `cond`) hands a result whose MLU
+        was counted here back to the engine."""
         self.fabric = fabric
         self.metrics = metrics
         self._cond = cond
         self._busy = busy
         self._stopped = stopped
         self._clock = clock
+        self._counted = counted
         self._seq = 0  # results recorded
         self._predicted = 0  # the result the predicted-rate gauges answer to
         self._next: _Recorded | None = None
@@ -62,22 +69,45 @@ class Predictor:
         self._thread: threading.Thread | None = None
         self._started = clock()  # when the last prediction started
 
-    def record(self, result: SolveResult, health: LinkHealth) -> None:
-        """Gauges of the routes just installed: MLU and bound now, rates to follow."""
-        m = self.metrics
-        m.mlu.set(result.mlu)
-        m.mlu_bound.set(result.bound.value)
-        m.bound_ratio.set(result.ratio)
-        m.set_certificate(result.certificate)
+    def record(self, result: SolveResult, health: LinkHealth,
+               count: Callable[[], SolveResult] | None = None) -> None:  # fmt: skip
+        """Gauges of the routes just installed: MLU and bound now (NaN while the MLU is left
+        to `count`, which runs first on the predictor thread), rates to follow."""
+        self._gauges(result)
         with self._cond:
             self._seq += 1
-            self._next = _Recorded(self._seq, result, health)
+            self._next = _Recorded(self._seq, result, health,
+                                   count if result.mlu_pending else None)  # fmt: skip
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._loop, name="fabric-te-predict", daemon=True
                 )
                 self._thread.start()
             self._cond.notify_all()
+
+    def _gauges(self, result: SolveResult) -> None:
+        m = self.metrics
+        m.mlu.set(result.mlu)
+        m.mlu_bound.set(result.bound.value)
+        m.bound_ratio.set(result.ratio)
+        m.set_certificate(result.certificate)
+
+    def _count(self, job: _Recorded) -> _Recorded:
+        """`job` with its MLU counted, handed to the engine (and to the gauges while it is
+        still the last result recorded), nothing left to count either way."""
+        assert job.count is not None
+        try:
+            after = job.count()
+        except Superseded:  # the engine is closing
+            return replace(job, count=None)
+        except Exception:  # noqa: BLE001 - the MLU stays NaN; Status says it is pending
+            log.exception("counting the MLU failed")
+            return replace(job, count=None)
+        with self._cond:
+            if job.seq == self._seq:
+                self._gauges(after)
+            self._counted(job.result, after)
+        return replace(job, result=after, count=None)
 
     def answered(self) -> bool:
         """Whether the gauges answer to the last result recorded (under the lock)."""
@@ -92,6 +122,13 @@ class Predictor:
                     return
                 job = self._next
                 assert job is not None
+            if job.count is not None:  # first thing, whatever the engine does meanwhile
+                job = self._count(job)
+                with self._cond:
+                    if self._next is not None and self._next.seq == job.seq:
+                        self._next = job
+                    continue
+            with self._cond:
                 every = self._started + PREDICT_EVERY
                 quiet = min(self._clock() + PREDICT_QUIET, every)
                 while self._next is job and not self._stopped():

@@ -41,6 +41,7 @@ from controller.solver import (
     SolveResult,
     bound_under,
     certified,
+    mlu_counted,
     repair_indexed,
     solve,
 )
@@ -75,7 +76,9 @@ class GlobalSolve:
         self.settled = settled
         self.taken = taken
         self.previous = previous
-        self.options = options
+        # a routing with no TE entry (an all-to-all left to hashing) is the reference: its
+        # MLU is counted after the push (`count`), not between the put and the routes applied
+        self.options = replace(options, certify=replace(options.certify, mlu_later=True))
         self.metrics = metrics
         self._hook = hook
         self._known = known  # flows built as the jobs came
@@ -115,6 +118,13 @@ class GlobalSolve:
                                     certify_options=self._react,
                                     qps=self.options.qps)  # fmt: skip
         return res, index
+
+    def count(self, result: SolveResult, stop: Callable[[], bool]) -> SolveResult:
+        """`result` (this solve's, or its settled result certified) with the MLU its
+        certificate left to count (`solver.mlu_counted`)."""
+        assert self.flows is not None
+        return mlu_counted(self.fabric, self.taken.health, result, self.flows, self.options,
+                           stop)  # fmt: skip
 
     def _work(self) -> None:
         def stop() -> bool:
@@ -173,9 +183,10 @@ class Baseline:
     def __init__(self, fabric: Fabric, result: SolveResult, flows: FlowSet, jobs_version: int,
                  health: LinkHealth, qps: int) -> None:  # fmt: skip
         self.fabric = fabric
-        self.result = result
+        self.result = result  # its MLU counted in place when the push left it to count
         self.flows = flows
         self.jobs_version = jobs_version
+        self.health = health  # the health it was solved for
         self.qps = qps
         self._bounds: dict[bytes, Bound] = {health.factor.tobytes(): result.bound}
 

@@ -5,7 +5,8 @@ The face, what the service, the command line and the advisor take from the solve
 - a global solve: `solve(fabric, health, flows, previous=, options=SolveOptions())` ->
   `SolveResult` (an assignment, its MLU against the lower `Bound`, the certificate);
   `certified(fabric, health, result, options)`: a result certified in full (a settled
-  repair whose certificate was deferred);
+  repair whose certificate was deferred); `mlu_counted`: a result's MLU counted after its
+  push where the certificate left it (`CertifyOptions.mlu_later`);
 - incremental reaction to link changes: `RouteIndex` of an installed assignment,
   `repair_indexed` (-> `AssignResult` and the new index), `follow_up` (settle it, or
   re-optimise within `REOPT_TRIES`), `bound_under` (the lower `Bound` under the new
@@ -28,7 +29,7 @@ from controller.solver.certificate import Certificate, CertifyOptions
 from controller.solver.greedy import AssignResult, warm_up
 from controller.solver.problem import Problem
 from controller.solver.repair import REOPT_TRIES, RouteIndex, bound_under, follow_up, repair_indexed
-from controller.solver.solve import SolveOptions, SolveResult, certified, solve
+from controller.solver.solve import SolveOptions, SolveResult, certified, mlu_counted, solve
 
 __all__ = [
     "REOPT_TRIES",
@@ -43,6 +44,7 @@ __all__ = [
     "bound_under",
     "certified",
     "follow_up",
+    "mlu_counted",
     "repair_indexed",
     "solve",
     "warm_up",

@@ -64,6 +64,7 @@ from controller.solver.certificate import (
     CertifyOptions,
     certify,
     prefetch,
+    reference_mlu,
 )
 from controller.solver.commodities import Commodities
 from controller.solver.greedy import (
@@ -260,7 +261,14 @@ class SolveResult:
             out.update(self.objective.metrics())
         if self.certificate is not None:
             out.update(self.certificate.metrics())
+            if self.certificate.mlu_pending:
+                out["mlu_pending"] = 1.0  # `mlu` and `ratio` are NaN until counted
         return out
+
+    @property
+    def mlu_pending(self) -> bool:
+        """Whether the MLU is left to count (`mlu_counted`): the routing is the reference."""
+        return self.certificate is not None and self.certificate.mlu_pending
 
 
 def _guidance(fabric: Fabric, comm: Commodities, lp: LpSolution) -> Guidance:
@@ -528,8 +536,10 @@ def _placed_around(
     # the bound over every flow: the hashed ones load the links too
     bound = Problem(fabric, health, flows).bound()
     # hashed flows with no healthy path at all (a NIC link down): unroutable, as reported
-    # for every other flow
-    stranded = rest[hashed_routes("eecmp", fabric, left, health, 1, 1)[0] < 0]
+    # for every other flow; with every link up each has one (not walked: 1.2M flows of a
+    # pod-wide all-to-all take 0.3 s)
+    stranded = (rest[hashed_routes("eecmp", fabric, left, health, 1, 1)[0] < 0]
+                if (health.factor <= 0).any() else rest[:0])  # fmt: skip
     return replace(
         inner,
         bound=bound if inner.lp is None else bound.with_lp(inner.lp),
@@ -783,6 +793,20 @@ def certified(
         certificate=cert,
         times=times,
     )
+
+
+def mlu_counted(
+    fabric: Fabric, health: LinkHealth, result: SolveResult, flows: FlowSet, opts: SolveOptions,
+    stop: Stop = None,
+) -> SolveResult:
+    """`result` with the MLU its certificate left to the caller counted (CertifyOptions.
+    mlu_later: the routing is the reference, so its MLU is the reference's on `flows`, the
+    input flows it was solved for); `result` itself when nothing is left to count."""
+    cert = result.certificate
+    if cert is None or not cert.mlu_pending:
+        return result
+    mlu = reference_mlu(fabric, health, flows, cert.qps, opts.certify, stop)
+    return replace(result, mlu=mlu, certificate=cert.with_mlu(mlu))
 
 
 def _relieved(

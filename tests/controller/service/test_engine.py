@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -570,6 +571,65 @@ def test_a_link_report_is_repaired_while_an_all_to_all_solve_runs() -> None:
         assert engine.installed == engine.wanted
     finally:
         release.set()
+        engine.close()
+
+
+def test_a_routing_left_to_hashing_is_pushed_before_its_mlu_is_counted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A job left whole to the fabric's hashing is the reference routing: it is pushed and
+    settled with its MLU pending (counted after the push on the predictor thread, held here),
+    a link report meanwhile counts it where it needs it, and the count, once let go, gives
+    Status and /metrics exactly what an offline solve of the same inputs gives."""
+    from controller.service.solves import GlobalSolve
+    from controller.solver import SolveOptions, mlu_counted, solve
+
+    options = SolveOptions(table_budget=16)
+    moe = Job("moe", tuple(range(FABRIC.num_hosts)),
+              dp=FABRIC.num_hosts * FABRIC.nics_per_host, collectives=("alltoall",))  # fmt: skip
+    gate, counting = threading.Event(), threading.Event()
+    real = GlobalSolve.count
+
+    def held(self: GlobalSolve, result, stop):  # type: ignore[no-untyped-def]
+        counting.set()
+        assert gate.wait(60)
+        return real(self, result, stop)
+
+    monkeypatch.setattr(GlobalSolve, "count", held)
+    engine = Engine(FABRIC, EmulatedDriver(FABRIC), debounce=0.0, reconcile_interval=60.0,
+                    options=options)  # fmt: skip
+    try:
+        engine.put_job(moe, 0)
+        assert engine.wait_idle(60) and counting.wait(30)
+        pushed = engine.last_result
+        assert pushed is not None and pushed.mlu_pending and np.isnan(pushed.mlu)
+        assert "moe" in pushed.hashed_jobs and engine.installed == engine.wanted
+        health = LinkHealth.all_up(FABRIC)
+        offline = solve(FABRIC, health, jobs_flows(FABRIC, [moe]), options=options)
+        assert offline.mlu == mlu_counted(FABRIC, health, pushed, jobs_flows(FABRIC, [moe]),
+                                          options).mlu  # fmt: skip
+        gate.set()  # counted on the predictor thread and handed back
+        assert engine.wait_predicted(60)
+        last = engine.last_result
+        assert last is not None and not last.mlu_pending and last.mlu == offline.mlu
+        assert engine.metrics.mlu._value.get() == offline.mlu
+        # the same job again under another name, its count held; a link report meanwhile:
+        # the settle counts the baseline's MLU itself, and the late count changes nothing
+        gate.clear()
+        counting.clear()
+        engine.delete_job("moe")
+        engine.put_job(replace(moe, id="moe-2"), 0)
+        assert engine.wait_idle(60) and counting.wait(30)
+        assert engine.last_result is not None and engine.last_result.mlu_pending
+        engine.report_links({FABRIC.rack_base: 0.0})
+        assert engine.wait_idle(60) and engine.last_error == ""
+        settled = engine.last_result
+        assert settled is not None and not settled.mlu_pending and settled.mlu > 0
+        gate.set()
+        assert engine.wait_predicted(60)
+        assert engine.last_result is settled
+    finally:
+        gate.set()
         engine.close()
 
 

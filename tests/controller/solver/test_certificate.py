@@ -26,12 +26,12 @@ from controller.model.fabric import Fabric
 from controller.model.flows import FlowSet
 from controller.model.hashing import hashed
 from controller.model.health import LinkHealth, parse_health
-from controller.model.jobs import jobs_flows
+from controller.model.jobs import Job, jobs_flows
 from controller.model.rates import simulate
 from controller.solver import certificate
 from controller.solver.certificate import MAX_ROUNDS, CertifyOptions, certify, prefetch
 from controller.solver.repair import RouteIndex, follow_up, repair_indexed
-from controller.solver.solve import SolveOptions, solve
+from controller.solver.solve import SolveOptions, mlu_counted, solve
 from sim.compare import routed
 from sim.jobmix import random_jobs, ring_jobs
 
@@ -382,6 +382,34 @@ def test_a_routing_without_te_entries_is_the_reference_itself() -> None:
     res = solve(fabric, health, flows, options=SolveOptions(certify=CertifyOptions(enabled=False)))
     _, full = certify(fabric, health, res.assignment, qps=16)
     assert full.rounds >= 1
+
+
+def test_the_mlu_of_a_routing_left_to_hashing_can_be_counted_after_the_push() -> None:
+    """`mlu_later`: a solve whose every job is left to hashing returns its certificate
+    with the MLU pending (NaN: the service counts it after the push); `mlu_counted` gives
+    exactly the figures of the solve that counted it inline. A routing with a TE row
+    counts it as before."""
+    fabric = build(PRESETS["small"])
+    health = parse_health(fabric, ISSUE_FAILURES)
+    moe = Job("moe", tuple(range(fabric.num_hosts)), dp=fabric.num_hosts * fabric.nics_per_host,
+              collectives=("alltoall",))  # fmt: skip
+    flows = jobs_flows(fabric, [moe])
+    inline = SolveOptions(table_budget=16)
+    later = replace(inline, certify=replace(inline.certify, mlu_later=True))
+    now = solve(fabric, health, flows, options=inline)
+    left = solve(fabric, health, flows, options=later)
+    assert "moe" in left.hashed_jobs and not (left.assignment.path != UNROUTED).any()
+    assert left.mlu_pending and np.isnan(left.mlu) and left.metrics()["mlu_pending"] == 1.0
+    counted = mlu_counted(fabric, health, left, flows, later)
+    assert not counted.mlu_pending and not now.mlu_pending
+    assert counted.mlu == now.mlu > 0 and counted.ratio == now.ratio
+    assert counted.certificate is not None and now.certificate is not None
+    seconds = {"seconds": 0.0}
+    assert (counted.certificate.to_dict() | seconds) == (now.certificate.to_dict() | seconds)
+    assert mlu_counted(fabric, health, counted, flows, later) is counted  # nothing left
+    # with a TE row the certificate counts the MLU itself
+    ring = solve(fabric, health, jobs_flows(fabric, random_jobs(fabric, seed=3)), options=later)
+    assert not ring.mlu_pending and ring.mlu > 0
 
 
 def test_other_hashings_are_compared_only_up_to_a_size() -> None:
