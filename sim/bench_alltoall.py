@@ -212,7 +212,9 @@ def bench_alltoall_targets(cfg: Config) -> Iterator[Section]:
              "from the driver (`Engine.wait_idle`). 'solves (abandoned)': global solves "
              "started, and of them those stopped at a stage because later puts superseded "
              "them (`rounds.superseded`); 'solve s' and 'certificate s': the solve pushed "
-             "last (its `times['total']`; the certificate is part of it).")  # fmt: skip
+             "last (its `times['total']`; the certificate is part of it). A routing left "
+             "wholly to hashing is pushed before its MLU is counted (docs/certificate.md): "
+             "that count, after the push, is in neither.")  # fmt: skip
     sec.text("")
     sec.table(["case", "flows", "tectl solve s", "its RSS MiB", "left to hashing",
                "worst TE/E-ECMP", "jobs below E-ECMP", "worst TE/WCMP", "puts s",
