@@ -498,7 +498,8 @@ class Engine(RouteCommands):
             self._start_solve()
             return
         seconds = time.perf_counter() - start + repaired.seconds
-        result = baseline.settled(res, np.concatenate(churn), bound, method, seconds)
+        usage = judged.index.counted_usage  # of `res`, as the repair (or re-optimisation) kept it
+        result = baseline.settled(res, np.concatenate(churn), bound, method, seconds, usage)
         if _pending(result):
             # jobs at risk, not compared on the reaction path: certified in full in the
             # solve's thread; the round settles on that (see `_finish_solve`)

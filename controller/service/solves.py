@@ -206,11 +206,14 @@ class Baseline:
         return bound
 
     def settled(self, res: AssignResult, moved: np.ndarray, bound: Bound, method: str,
-                seconds: float) -> SolveResult:  # fmt: skip
+                seconds: float, usage: np.ndarray | None = None) -> SolveResult:  # fmt: skip
         """The result of a link-change round settled from a repair (and re-optimisation)
         of this solve's routes: `moved` rows, figures against `bound`; the table counts are
-        as of this solve (the read-back counts are in /metrics)."""
+        as of this solve (the read-back counts are in /metrics). `usage`: the TE entries
+        per node of `res.assignment` as the repair's index keeps them, if counted (the index
+        built for this result, if one is, then needs no full count before a repair)."""
         last = self.result
         assert last.parent is not None
-        return SolveResult.of(replace(res, churn=moved, method=method), bound, None,
-                              {"total": seconds}, last.parent, as_of=last)  # fmt: skip
+        out = SolveResult.of(replace(res, churn=moved, method=method), bound, None,
+                             {"total": seconds}, last.parent, as_of=last)  # fmt: skip
+        return out if usage is None else replace(out, usage=usage)

@@ -135,6 +135,11 @@ class RouteIndex:
             self._usage = table_usage(self.fabric, self.assignment)
         return self._usage
 
+    @property
+    def counted_usage(self) -> np.ndarray | None:
+        """`usage` if it is counted already (None: it would be counted in full now)."""
+        return self._usage
+
     @classmethod
     def build(
         cls, fabric: Fabric, assignment: Assignment, usage: np.ndarray | None = None

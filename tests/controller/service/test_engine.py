@@ -633,6 +633,46 @@ def test_a_routing_left_to_hashing_is_pushed_before_its_mlu_is_counted(
         engine.close()
 
 
+def test_a_settled_link_change_certified_later_keeps_its_table_counts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A link change settled from its repair, whose certificate is deferred (every one here:
+    REACT_WORK 0) and certified in the solve's thread, carries the repair's table counts: the
+    index built for it holds them, and the next repair counts no table in full (it did, on
+    every such round of the meta-24k mix: most of a 70 ms repair)."""
+    import controller.service.engine as engine_module
+    import controller.solver.repair as repair_module
+    from controller.routes.budget import table_usage
+
+    monkeypatch.setattr(engine_module, "REACT_WORK", 0)
+    engine = Engine(FABRIC, EmulatedDriver(FABRIC), debounce=0.0, reconcile_interval=60.0,
+                    precompute=False)  # fmt: skip
+    full: list[int] = []
+
+    def counted(fabric: Fabric, assignment: Assignment) -> np.ndarray:
+        full.append(len(assignment.flows))
+        return table_usage(fabric, assignment)
+
+    try:
+        for job in _jobs():
+            engine.put_job(job, 0)
+        assert engine.wait_idle(60)
+        used = np.unique(engine.installed.table(FABRIC.rtsw_name(0)).next_hop)
+        links = [int(k) for k in used[used >= FABRIC.rack_base][:2]]
+        settles = engine.settles_certified
+        engine.report_links({links[0]: 0.0})
+        assert engine.wait_idle(60) and engine.settles_certified == settles + 1
+        monkeypatch.setattr(repair_module, "table_usage", counted)
+        engine.report_links({links[1]: 0.0})  # repaired from the settled result's index
+        assert engine.wait_idle(60) and engine.last_error == ""
+        assert full == []
+        index = engine.installer.index
+        assert index is not None and index.counted_usage is not None
+        assert np.array_equal(index.counted_usage, table_usage(FABRIC, index.assignment))
+    finally:
+        engine.close()
+
+
 def test_a_job_s_flows_are_built_once_as_it_comes(monkeypatch: pytest.MonkeyPatch) -> None:
     """PutJob builds the job's flows to check them; the solve takes those, not new ones."""
     import controller.model.jobs as jobs_module
