@@ -159,6 +159,57 @@ def per_parent(
 
 
 @njit(cache=True, nogil=True)
+def hashed_per_parent(
+    qp_gid: np.ndarray,
+    level: np.ndarray,
+    per_qp: np.ndarray,
+    qps: int,
+    striped: bool,
+    rate: np.ndarray,
+    total: np.ndarray,
+    routed: np.ndarray,
+) -> None:
+    """per_parent for hashed flows whose QPs are not rows (controller.model.rates.
+    _hashed_parents): QP q of flow f has rate level[g] for its group g = qp_gid[f * qps + q]
+    >= 0, per_qp[f] when it has a path and no group (-1), 0 without a path (-2). Writes each
+    flow's rate (striped: qps x its slowest QP; else the sum in QP order), demand (per_qp
+    added qps times) and routed; one pass, no QP-sized temporaries."""
+    for f in range(rate.size):
+        slowest = np.inf
+        summed = 0.0
+        demand = 0.0
+        on = False
+        for q in range(qps):
+            g = qp_gid[f * qps + q]
+            if g >= 0:
+                r = level[g]
+            elif g == -1:
+                r = per_qp[f]
+            else:
+                r = 0.0
+            if r < slowest:
+                slowest = r
+            summed += r
+            demand += per_qp[f]
+            on = on or g != -2
+        if striped:
+            rate[f] = slowest * np.float64(qps) if np.isfinite(slowest) else 0.0
+        else:
+            rate[f] = summed
+        total[f] = demand
+        routed[f] = on
+
+
+@njit(cache=True, nogil=True)
+def grouped_crossing(qp_gid: np.ndarray, keyed: np.ndarray, qps: int, out: np.ndarray) -> None:
+    """out[f] |= some QP of hashed flow f is in a group g with keyed[g]."""
+    for i in range(qp_gid.size):
+        g = qp_gid[i]
+        if g >= 0 and keyed[g]:
+            out[i // qps] = True
+
+
+@njit(cache=True, nogil=True)
 def parents_per_arc(arcs: np.ndarray, parent: np.ndarray, order: np.ndarray,
                     counted: np.ndarray, out: np.ndarray) -> None:
     """Distinct parent flows on each counted arc (controller.model.rates.simulate's

@@ -125,7 +125,7 @@ def _max_min(
     grouped = gid >= 0
     g = gid[grouped]
     rates[grouped] = g_rates[g] / g_w[g] * w[grouped]
-    return rates, rounds, _Groups(qp_gid, g_rates / g_w[:groups])
+    return rates, rounds, _Groups(qp_gid, g_rates / g_w[:groups], g_arcs[:groups])
 
 
 def _row_load(arcs: np.ndarray, demand: np.ndarray, num_arcs: int) -> np.ndarray:
@@ -138,10 +138,20 @@ def _row_load(arcs: np.ndarray, demand: np.ndarray, num_arcs: int) -> np.ndarray
 @dataclass(frozen=True)
 class _Groups:
     """What the hashed QPs' rates are read from: each QP's group (kernels.hot_groups'
-    qp_gid) and each group's rate per QP."""
+    qp_gid), each group's rate per QP and its over-capacity arcs (-1 padded)."""
 
     qp_gid: np.ndarray
     level: np.ndarray
+    arcs: np.ndarray
+
+    def crossing(self, qps: int, mask: np.ndarray) -> np.ndarray:
+        """Which hashed flows have a QP on an arc of `mask` (a subset of the arcs offered
+        more than their capacity): those with a QP in a group keyed by such an arc."""
+        keyed = np.asarray((self.arcs >= 0) & mask[np.maximum(self.arcs, 0)], np.bool_)
+        keyed = np.ascontiguousarray(keyed.any(axis=1))
+        out = np.zeros(self.qp_gid.size // max(qps, 1), np.bool_)
+        kernels.grouped_crossing(self.qp_gid, keyed, qps, out)
+        return out
 
 
 @dataclass(frozen=True)
@@ -181,8 +191,9 @@ def _parent_shares(
     model: str,
     hashed: _Walked | None = None,
     load: np.ndarray | None = None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
-    """(share, rate, demand, routed, on a dead arc) per parent flow, and the rounds taken.
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, _Groups]:
+    """(share, rate, demand, routed, on a dead arc) per parent flow, the rounds taken and
+    the groups the fill made.
     `hashed`: whole flows whose QPs follow the rows without being rows (hashing.Hashed),
     each the only part of its parent flow; their on-a-dead-arc flag is not computed."""
     arcs = np.ascontiguousarray(arcs, np.int64)
@@ -204,7 +215,7 @@ def _parent_shares(
     if hashed is not None:
         _hashed_parents(hashed, found, model, num_parents, parent, p_rate, p_demand, p_routed)
     share = np.divide(p_rate, p_demand, out=np.ones(num_parents), where=p_demand > 0)
-    return share, p_rate, p_demand, p_routed, p_dead, rounds
+    return share, p_rate, p_demand, p_routed, p_dead, rounds, found
 
 
 def _hashed_parents(
@@ -228,23 +239,12 @@ def _hashed_parents(
     if n and (parts.max() > 1 or parts[rows_parent].any()):
         raise ValueError("a hashed flow must be the only part of its parent flow")
     # each QP's rate as fill gives it: its group's level, its demand when it has a path and
-    # no group (0 without demand), 0 without a path
-    per_qp = hashed.flows.demand / qps
-    gq = found.qp_gid.reshape(n, qps)
-    rate_qp = np.where(gq >= 0, found.level[np.maximum(gq, 0)] if found.level.size else 0.0,
-                       np.where(gq == -1, per_qp[:, None], 0.0))  # fmt: skip
-    slowest = rate_qp.min(axis=1, initial=np.inf)
-    summed = np.zeros(n)
-    for q in range(qps):  # per_parent's summation, QP by QP
-        summed += rate_qp[:, q]
-    routed = (gq != -2).any(axis=1)
-    total = np.zeros(n)
-    for _ in range(qps):  # per_parent's summation, QP by QP
-        total += per_qp
-    if model == "striped":
-        rate = np.where(np.isfinite(slowest), slowest * np.float64(qps), 0.0)
-    else:
-        rate = summed
+    # no group (0 without demand), 0 without a path; summed as per_parent sums rows
+    rate, total, routed = np.empty(n), np.empty(n), np.empty(n, np.bool_)
+    level = found.level if found.level.size else np.zeros(1)
+    kernels.hashed_per_parent(found.qp_gid, np.ascontiguousarray(level, np.float64),
+                              np.ascontiguousarray(hashed.flows.demand / qps), qps,
+                              model == "striped", rate, total, routed)  # fmt: skip
     p_rate[parent], p_demand[parent], p_routed[parent] = rate, total, routed
 
 
@@ -264,14 +264,63 @@ def flow_shares(
     """Rate / demand of every parent flow as `simulate` counts it (NaN: not routed).
     `hashed`: whole flows whose QPs follow the rows, walked, not held (hashing.Hashed);
     `load`: their offered load as `offered_load` gives it, if at hand (saves a walk)."""
+    share, _ = _shares(fabric, health, arcs, flows, parent, num_parents, weight, model,
+                       hashed, load)  # fmt: skip
+    return share
+
+
+def flow_shares_crossing(
+    fabric: Fabric,
+    health: LinkHealth,
+    arcs: np.ndarray,
+    flows: FlowSet,
+    parent: np.ndarray,
+    *,
+    num_parents: int,
+    hashed: Hashed,
+    load: np.ndarray,
+    mask: np.ndarray,
+    weight: np.ndarray | None = None,
+    model: str = "striped",
+) -> tuple[np.ndarray, np.ndarray]:
+    """flow_shares, and which hashed flows have a QP on an arc of `mask`, arcs whose `load`
+    exceeds their capacity (what Hashed.crossing answers), read from the fill's groups
+    rather than walked again: one walk of every QP instead of two."""
+    cap = health.arc_capacity(fabric)
+    mask = np.asarray(mask, np.bool_)
+    if mask.shape != cap.shape or (mask & ~(load > np.maximum(cap, 0.0))).any():
+        raise ValueError("mask must be arcs offered more than their capacity")
+    share, found = _shares(fabric, health, arcs, flows, parent, num_parents, weight, model,
+                           hashed, load)  # fmt: skip
+    crossed = found.crossing(hashed.qps, mask)
+    idle = np.flatnonzero(~(hashed.flows.demand > 0))  # in no group: walked for the answer
+    if idle.size:
+        some = Hashed(hashed.kind, hashed.flows.take(idle), hashed.parent[idle], hashed.seed,
+                      hashed.qps)  # fmt: skip
+        crossed[idle] = some.crossing(fabric, health, mask)
+    return share, crossed
+
+
+def _shares(
+    fabric: Fabric,
+    health: LinkHealth,
+    arcs: np.ndarray,
+    flows: FlowSet,
+    parent: np.ndarray,
+    num_parents: int,
+    weight: np.ndarray | None,
+    model: str,
+    hashed: Hashed | None,
+    load: np.ndarray | None,
+) -> tuple[np.ndarray, _Groups]:
     w = np.ones(len(flows)) if weight is None else np.asarray(weight, dtype=np.float64)
     cap = health.arc_capacity(fabric)
     walked = None if hashed is None else _Walked.of(fabric, health, hashed)
-    share, _, _, routed, _, _ = _parent_shares(
+    share, _, _, routed, _, _, found = _parent_shares(
         np.asarray(arcs, np.int64), cap, flows.demand, np.asarray(parent, np.int64),
         num_parents, w, model, walked, load,
     )  # fmt: skip
-    return np.where(routed, share, np.nan)
+    return np.where(routed, share, np.nan), found
 
 
 def offered_load(
@@ -395,7 +444,7 @@ def simulate(
     w = np.ones(num_sub) if weight is None else np.asarray(weight, dtype=np.float64)
     if w.shape != (num_sub,):
         raise ValueError(f"weight has shape {w.shape}, expected ({num_sub},)")
-    share, p_rate, p_demand, p_routed, p_dead, rounds = _parent_shares(
+    share, p_rate, p_demand, p_routed, p_dead, rounds, _ = _parent_shares(
         arcs, cap, demand, parent, num_parents, w, model
     )
     p_job = np.zeros(num_parents, dtype=np.int64)

@@ -63,7 +63,13 @@ from controller.model.flows import ALL_QPS, FlowSet, distinct
 from controller.model.hashing import HASHINGS, Hashed, Overrides, hashed_load
 from controller.model.health import LinkHealth
 from controller.model.paths import MAX_HOPS
-from controller.model.rates import MODELS, REL_TOL, flow_shares, offered_load
+from controller.model.rates import (
+    MODELS,
+    REL_TOL,
+    flow_shares,
+    flow_shares_crossing,
+    offered_load,
+)
 
 DEFAULT_HASHES = 4  # K: hash seeds the reference is the mean over
 # fallback rounds (each simulates the TE plane under every seed): flows are handed back for
@@ -473,7 +479,8 @@ def certify(
                    overrides: Overrides | None = overrides) -> _Plane:  # fmt: skip
             plane = carried(fabric, health, current, parent, kind=opts.reference, seed=seed,
                             qps=qps, overrides=overrides, expand=False)  # fmt: skip
-            return _Plane.of(fabric, health, plane, cap, num_jobs)
+            return _Plane.of(fabric, health, plane, cap, num_jobs, parent=len(flows),
+                             model=opts.model)  # fmt: skip
 
         planes = _each_seed(loaded, opts, seeds, stop)
         at_risk = np.logical_or.reduce([p.at_risk for p in planes])
@@ -487,6 +494,8 @@ def certify(
 
         def shared(i: int, planes: list[_Plane] = planes) -> np.ndarray:
             p = planes[i]
+            if p.share is not None:  # simulated with its walk: a job was at risk there
+                return p.share
             return flow_shares(fabric, health, p.plane.arcs, p.plane.flows, p.plane.parent,
                                num_parents=len(flows), weight=p.plane.weight,
                                model=opts.model, hashed=p.plane.hashed, load=p.load)  # fmt: skip
@@ -603,17 +612,21 @@ def _each_seed(run: Callable[[int], T], opts: CertifyOptions,
 @dataclass(frozen=True)
 class _Plane:
     """A carried plane of one seed with its offered load, the arcs offered more than their
-    capacity, its MLU and the jobs with a row or QP on one of those."""
+    capacity, its MLU, the jobs with a row or QP on one of those, and, where hashed QPs
+    ride the plane and some arc is over, every input flow's share (flow_shares): the QPs'
+    crossing is read from that simulation, which the at-risk jobs need anyway."""
 
     plane: Carried
     load: np.ndarray
     over: np.ndarray
     mlu: float
     at_risk: np.ndarray
+    share: np.ndarray | None = None
 
     @classmethod
     def of(cls, fabric: Fabric, health: LinkHealth, plane: Carried, cap: np.ndarray,
-           num_jobs: int) -> _Plane:  # fmt: skip
+           num_jobs: int, *, parent: int, model: str) -> _Plane:  # fmt: skip
+        """`parent`: the input flows the plane's rows and hashed flows belong to."""
         load = offered_load(fabric, health, plane.arcs, plane.flows, plane.hashed)
         over = load > cap * (1 + REL_TOL) + REL_TOL
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -622,9 +635,16 @@ class _Plane:
         at_risk = np.zeros(num_jobs, bool)
         hit = ((plane.arcs >= 0) & over[np.maximum(plane.arcs, 0)]).any(axis=1)
         at_risk[plane.flows.job[hit]] = True
-        if plane.hashed is not None:
-            at_risk[plane.hashed.flows.job[plane.hashed.crossing(fabric, health, over)]] = True
-        return cls(plane, load, over, float(util.max(initial=0.0)), at_risk)
+        share = None
+        if plane.hashed is not None and over.any():
+            # some flow crosses an over arc, so some job is at risk and every seed's shares
+            # are wanted: simulated now, the hashed QPs' crossing read from the same walk
+            share, crossed = flow_shares_crossing(
+                fabric, health, plane.arcs, plane.flows, plane.parent, num_parents=parent,
+                hashed=plane.hashed, load=load, mask=over, weight=plane.weight, model=model,
+            )  # fmt: skip
+            at_risk[plane.hashed.flows.job[crossed]] = True
+        return cls(plane, load, over, float(util.max(initial=0.0)), at_risk, share)
 
 
 def _crowding(

@@ -39,7 +39,7 @@ from controller.model.flows import FlowSet, match_pairs
 from controller.model.hashing import Hashed, hashed_arcs
 from controller.model.health import LinkHealth
 from controller.model.paths import CROSS_POD, SAME_POD, SAME_RACK, num_paths
-from controller.model.rates import REL_TOL, flow_shares
+from controller.model.rates import REL_TOL, flow_shares, flow_shares_crossing, offered_load
 from controller.routes.budget import TableBudget, fit_tables
 from controller.routes.entries import align_entries
 from controller.solver.candidates import Candidates
@@ -496,6 +496,10 @@ def warm_up() -> None:
     flow_shares(fabric, health, arcs[:0], sub.take(np.zeros(0, np.int64)), parent[:0],
                 num_parents=len(flows), hashed=hashed)  # fmt: skip
     hashed.crossing(fabric, health, np.ones(fabric.num_arcs, bool))
+    load = offered_load(fabric, health, arcs[:0], sub.take(np.zeros(0, np.int64)), hashed)
+    flow_shares_crossing(fabric, health, arcs[:0], sub.take(np.zeros(0, np.int64)), parent[:0],
+                         num_parents=len(flows), hashed=hashed, load=load,
+                         mask=load > health.arc_capacity(fabric))  # fmt: skip
 
 
 def _alike(

@@ -127,8 +127,8 @@ def test_parent_sums_equal_their_numpy_form(seed: int, rows: int, parents: int,
     demand = rng.choice([0.0, 25.0, 100.0], size=rows)
     w = rng.integers(1, 5, size=rows).astype(float)
     parent = rng.integers(0, parents, size=rows)
-    share, p_rate, p_demand, p_routed, p_dead, _ = _parent_shares(arcs, cap, demand, parent,
-                                                                  parents, w, model)  # fmt: skip
+    share, p_rate, p_demand, p_routed, p_dead, _, _ = _parent_shares(arcs, cap, demand, parent,
+                                                                     parents, w, model)  # fmt: skip
     rates = max_min_rates(arcs, cap, demand, weight=w if model == "striped" else None)
     valid = arcs >= 0
     if model == "striped":
@@ -224,7 +224,7 @@ def test_hashed_flows_walked_where_needed_share_as_their_rows_would(
     """Whole flows kept as hashing.Hashed (walked by the kernels, never a row per QP) get
     the shares, loads and flags the same QPs get as rows after the others, to the bit."""
     from controller.model.hashing import Hashed
-    from controller.model.rates import flow_shares, offered_load
+    from controller.model.rates import flow_shares, flow_shares_crossing, offered_load
 
     fabric = build(spec)
     rng = np.random.default_rng(seed)
@@ -247,5 +247,13 @@ def test_hashed_flows_walked_where_needed_share_as_their_rows_would(
     mask = rng.random(fabric.num_arcs) < 0.2
     crossing = (mask[np.maximum(arcs, 0)] & (arcs >= 0)).any(axis=1).reshape(n, qps).any(axis=1)
     assert (hashed.crossing(fabric, health, mask) == crossing[cut:]).all()
+    # the same answer read from the fill's groups, for arcs offered more than their capacity
+    over = mask & (load > np.maximum(health.arc_capacity(fabric), 0.0))
+    share, crossed = flow_shares_crossing(fabric, health, arcs[rows], sub.take(rows),
+                                          parent[rows], num_parents=n, hashed=hashed, load=load,
+                                          mask=over, model=model)  # fmt: skip
+    assert share.tobytes() == want.tobytes()
+    crossing = (over[np.maximum(arcs, 0)] & (arcs >= 0)).any(axis=1).reshape(n, qps).any(axis=1)
+    assert (crossed == crossing[cut:]).all()
     back, of = hashed.arcs_of(fabric, health, np.arange(rest.size))
     assert back.tobytes() == arcs[cut * qps :].tobytes() and (rest[of] == parent[cut * qps :]).all()
