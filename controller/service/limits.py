@@ -28,6 +28,7 @@ from typing import TypeVar
 from controller.errors import LimitError, OverDeadline
 from controller.model.fabric import Fabric
 from controller.model.jobs import Job
+from controller.service.priority import background
 
 T = TypeVar("T")
 KIB, MIB = 1024, 1024 * 1024
@@ -185,6 +186,7 @@ class Slots:
         done = threading.Event()
 
         def work() -> None:
+            background()
             try:
                 box["value"] = fn()
             except BaseException as err:  # noqa: BLE001 - handed back to the caller

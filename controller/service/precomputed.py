@@ -56,6 +56,7 @@ from controller.model.health import LinkHealth
 from controller.routes.tables import RouteSet
 from controller.service.installer import Planned, plan_push
 from controller.service.metrics import PrecomputeMetrics
+from controller.service.priority import background
 from controller.service.rounds import Target
 from controller.service.splices import splices_of
 from controller.solver import AssignResult, CertifyOptions, RouteIndex
@@ -415,6 +416,7 @@ class Precomputer:
 
     # ---- the thread ------------------------------------------------------------------
     def _run(self) -> None:
+        background()
         while True:
             with self._lock:
                 while self._pending is None and not self._stop:

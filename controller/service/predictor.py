@@ -23,6 +23,7 @@ from controller.model.fabric import Fabric
 from controller.model.health import LinkHealth
 from controller.model.rates import simulate
 from controller.service.metrics import Metrics
+from controller.service.priority import background
 from controller.solver import SolveResult
 
 log = logging.getLogger("fabric_te.engine")
@@ -114,6 +115,7 @@ class Predictor:
         return self._predicted >= self._seq
 
     def _loop(self) -> None:
+        background()
         while True:
             with self._cond:
                 while self._next is None and not self._stopped():

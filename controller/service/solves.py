@@ -31,6 +31,7 @@ from controller.model.health import LinkHealth
 from controller.model.jobs import Job, jobs_flows
 from controller.service.installer import IndexBuild
 from controller.service.metrics import Metrics
+from controller.service.priority import background
 from controller.service.rounds import Taken
 from controller.solver import (
     AssignResult,
@@ -127,6 +128,8 @@ class GlobalSolve:
                            stop)  # fmt: skip
 
     def _work(self) -> None:
+        background()  # a repair on the engine thread goes first
+
         def stop() -> bool:
             return self._stopped() or self._superseded()
 
