@@ -416,13 +416,16 @@ class Engine(RouteCommands):
         return res
 
     def _repair_of(
-        self, health: LinkHealth, index: RouteIndex, before: LinkHealth
+        self, health: LinkHealth, index: RouteIndex, before: LinkHealth,
+        stop: Callable[[], bool] | None = None,
     ) -> tuple[AssignResult, RouteIndex]:
         """The repair of `index`'s assignment from `before` to `health`, certified as the
-        reaction path certifies (the one function both paths run)."""
+        reaction path certifies (the one function both paths run); `stop`: see
+        `repair_indexed` (the precomputing thread's, which gives way to the worker)."""
         return repair_indexed(health, index, old_health=before,
                               table_budget=self.options.table_budget,
-                              certify_options=self.react, qps=self.options.qps)  # fmt: skip
+                              certify_options=self.react, qps=self.options.qps,
+                              stop=stop)  # fmt: skip
 
     def _repaired(self, res: AssignResult) -> None:
         if _pending(res):  # installed: Status and /metrics say its certificate is pending

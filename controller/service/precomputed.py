@@ -33,8 +33,11 @@ docs/failures.md). `budget` bounds the TE rows the elements computed may carry i
 The repairs kept are frozen for the cyclic collector as they are made
 (controller.service.frozen). The thread pauses between elements, and between an element's
 repair, its plan and its compact form, while the engine has a round to answer or a solve
-runs (`busy`), and drops the base as soon as it is superseded;
-it never holds the engine's lock while it computes.
+runs (`busy`); a repair under way when the engine gets busy is given up within a few dozen
+rows (`repair_indexed`'s `stop`) and made again from the start once it is quiet, so a
+report does not share the interpreter with it (at most GIVE_WAY times an element: then it
+runs through, so a busy engine slows the set but cannot starve it). It drops the base as
+soon as it is superseded; it never holds the engine's lock while it computes.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ from typing import Any
 
 import numpy as np
 
+from controller.errors import Superseded
 from controller.model.assignment import Assignment
 from controller.model.fabric import Fabric
 from controller.model.failures import ELEMENT_KINDS, SingleFailures, single_failures
@@ -63,6 +67,7 @@ from controller.solver import AssignResult, CertifyOptions, RouteIndex
 
 log = logging.getLogger("fabric_te.engine")
 PAUSE = 0.005  # s between looks while the engine is busy
+GIVE_WAY = 2  # times an element's repair is given up for the engine before it runs through
 # the repairs kept are moved out of the cyclic collector's sight every this many (see
 # controller.service.frozen): a full collection over them fell inside a report's push
 FREEZE_EVERY = 64
@@ -274,7 +279,8 @@ class Precomputer:
         self,
         fabric: Fabric,
         *,
-        repair: Callable[[LinkHealth, RouteIndex, LinkHealth], tuple[AssignResult, RouteIndex]],
+        repair: Callable[[LinkHealth, RouteIndex, LinkHealth, Callable[[], bool] | None],
+                         tuple[AssignResult, RouteIndex]],
         busy: Callable[[], bool],
         metrics: PrecomputeMetrics,
         budget: int | None = None,
@@ -295,6 +301,7 @@ class Precomputer:
         self._stop = False
         self._thread: threading.Thread | None = None
         self.refreshes = 0  # full refreshes finished
+        self.gave_way = 0  # repairs given up part-way for the engine (made again after)
         self._waited = 0.0  # s the thread waited within the element it computes
 
     # ---- the engine's worker --------------------------------------------------------
@@ -474,10 +481,19 @@ class Precomputer:
             carried += int(per_link[failures.links_of(i)].sum())
             if self.budget is not None and carried > self.budget:
                 break
-            if not self._quiet(generation):
-                return
-            t0, self._waited = time.perf_counter(), 0.0
-            res, repaired = self._repair(failures.health_after(health, i), index, health)
+            # given up when the engine gets busy, made again once it is quiet; the last
+            # try runs through, so an element is made however busy the engine stays
+            for attempt in range(GIVE_WAY + 1):
+                if not self._quiet(generation):
+                    return
+                t0, self._waited = time.perf_counter(), 0.0
+                stop = self._busy if attempt < GIVE_WAY else None
+                try:
+                    res, repaired = self._repair(failures.health_after(health, i), index,
+                                                 health, stop)  # fmt: skip
+                    break
+                except Superseded:
+                    self.gave_way += 1
             planned = None
             if wanted is not None:
                 if not self._quiet(generation):  # a report came meanwhile: it goes first

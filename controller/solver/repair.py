@@ -30,10 +30,12 @@ the most utilised switch-to-switch arc while that strictly helps, up to a number
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
 
+from controller.errors import Superseded
 from controller.model.assignment import UNROUTED, Assignment
 from controller.model.fabric import ACCESS, AGG, RACK, Fabric
 from controller.model.flows import FlowSet
@@ -57,6 +59,7 @@ from controller.solver.qp_buckets import DEFAULT_QPS
 REOPT_TRIES = 1_000  # rows `reoptimise` tries at most
 RETRY_ROWS = 256  # unrouted rows a repair retries at most, beside the rows it hit
 REPAIR_ROWS = 8_192  # hit rows a repair re-places at most; the rest ride ECMP
+STOP_EVERY = 32  # rows a repair places between looks at its `stop`
 FIT_ROUNDS = 4  # table-fitting rounds of one row per full switch before the rest go at once
 
 
@@ -489,13 +492,23 @@ def repair_indexed(
     table_budget: TableBudget | None = None,
     certify_options: CertifyOptions | None = DEFAULT,
     qps: int = DEFAULT_QPS,
+    stop: Callable[[], bool] | None = None,
 ) -> tuple[AssignResult, RouteIndex]:
     """`repair` of the index's assignment; also returns the repaired assignment's index.
     Costs in proportion to the rows hit (and the rows moved since the index was built),
     plus, where a table budget is finite, the rows that share a switch with a moved row's
     entry (counted again to keep those tables within budget), plus the certificate
-    (`certified`; None or disabled options: none)."""
+    (`certified`; None or disabled options: none).
+
+    `stop` is asked every STOP_EVERY rows placed and between the steps: when it says so,
+    Superseded is raised and nothing is kept (a repair computed ahead gives way to one
+    that is wanted now, and is made again from the start later)."""
     start = time.perf_counter()
+
+    def check() -> None:
+        if stop is not None and stop():
+            raise Superseded("repair stopped: wanted no more, for now")
+
     fabric = index.fabric
     work = _Work(index, new_health)
     old_cap = fabric.capacity if old_health is None else old_health.arc_capacity(fabric)
@@ -506,7 +519,9 @@ def repair_indexed(
     if hit.size:
         sub = work.rows(hit)
         cand, alive, demand = sub.candidates, sub.access_alive, sub.flows.demand
-        for i in np.argsort(-demand, kind="stable")[:REPAIR_ROWS].tolist():
+        for k, i in enumerate(np.argsort(-demand, kind="stable")[:REPAIR_ROWS].tolist()):
+            if k % STOP_EVERY == 0:
+                check()
             if not alive[i]:
                 continue
             f, cls = int(hit[i]), int(cand.cls[i])
@@ -518,9 +533,12 @@ def repair_indexed(
             p, _ = _best_path(options, work.load, work.inv, float(demand[i]), allowed)
             if p != UNROUTED:
                 work.place(f, p, options[p])
+    check()
     fallback, usage = work.fit(_limits(fabric, table_budget), back=False)
+    check()
     res, fresh = work.finish(start, "repair", fallback, usage)
-    return certified(new_health, res, fresh, certify_options, qps)
+    check()
+    return certified(new_health, res, fresh, certify_options, qps, stop)
 
 
 def certified(
@@ -529,6 +547,7 @@ def certified(
     index: RouteIndex,
     options: CertifyOptions | None,
     qps: int = DEFAULT_QPS,
+    stop: Callable[[], bool] | None = None,
 ) -> tuple[AssignResult, RouteIndex]:
     """`result` (whose assignment `index` indexes) with its certificate, the rows of jobs
     that would be below the fabric's own routing handed back to it (controller.solver.
@@ -540,12 +559,13 @@ def certified(
     Cost: the certificate's loads are O(rows); when no arc is offered more than its
     capacity (the usual outcome of a repair) nothing more is computed, since then every
     job provably gets its demand. Otherwise the reference is computed (K hashed routings)
-    and the at-risk jobs compared; see docs/certificate.md for the measured cost."""
+    and the at-risk jobs compared; see docs/certificate.md for the measured cost.
+    `stop`: the certificate's (asked before each seed's walk)."""
     if options is None or not options.enabled:
         return result, index
     start = time.perf_counter()
     assignment, cert = certify(index.fabric, health, index.assignment, qps=qps,
-                               options=options)  # fmt: skip
+                               options=options, stop=stop)  # fmt: skip
     if assignment is index.assignment:
         mlu = cert.mlu if cert.walked else result.mlu  # rows on the defaults count too
         return replace(result, certificate=cert, mlu=mlu), index

@@ -112,6 +112,56 @@ def test_every_precomputed_repair_equals_the_on_demand_repair(engine: Engine) ->
         assert hit.jobs_moved == np.unique(target.assignment.flows.job[moved]).size
 
 
+def test_repairs_given_up_for_the_engine_are_made_again_the_same() -> None:
+    """A repair under way gives way when the engine gets busy (repair_indexed's `stop`)
+    and is made again from the start: every element ends ready, equal to on demand."""
+    import itertools
+
+    engine = Engine(FABRIC, EmulatedDriver(FABRIC), debounce=0.0, reconcile_interval=60.0)
+    pc = engine.precomputer
+    real, calls = pc._busy, itertools.count()
+    pc._busy = lambda: real() or next(calls) % 3 == 2  # busy at every third look
+    try:
+        for job in _jobs():
+            engine.put_job(job, 0)
+        assert engine.wait_idle(WAIT)
+        _done(engine)
+        assert pc.gave_way > 0
+        target = engine.installer.target
+        assert target is not None
+        failures = single_failures(FABRIC, target.health)
+        assert len(pc.ready()) == len(failures)
+        index = RouteIndex.build(FABRIC, target.assignment)
+        base = pc.lookup(target, engine._jobs_version, engine.react,
+                         failures.health_after(target.health, 0), False).index
+        assert base is not None
+        for hit in pc.ready():
+            health = failures.health_after(target.health, hit.element)
+            want, _ = repair_indexed(health, index, old_health=target.health,
+                                     certify_options=engine.react, qps=engine.options.qps)
+            got, _ = hit.applied(base)
+            assert _cert(got.certificate) == _cert(want.certificate)
+            np.testing.assert_array_equal(got.assignment.path, want.assignment.path)
+    finally:
+        engine.close()
+
+
+def test_a_repair_asked_to_stop_raises_and_one_never_asked_is_unchanged(
+        engine: Engine) -> None:  # fmt: skip
+    from controller.errors import Superseded
+
+    target = engine.installer.target
+    assert target is not None
+    index = RouteIndex.build(FABRIC, target.assignment)
+    health = target.health.down([_used_link(engine)])
+    with pytest.raises(Superseded):
+        repair_indexed(health, index, old_health=target.health, stop=lambda: True)
+    plain, _ = repair_indexed(health, index, old_health=target.health)
+    asked, _ = repair_indexed(health, index, old_health=target.health, stop=lambda: False)
+    np.testing.assert_array_equal(plain.assignment.path, asked.assignment.path)
+    assert _cert(plain.certificate) == _cert(asked.certificate)
+
+
 def test_a_single_link_down_uses_the_precomputed_repair_with_the_same_outcome(
     engine: Engine,
 ) -> None:
