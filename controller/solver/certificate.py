@@ -479,7 +479,7 @@ def certify(
                    overrides: Overrides | None = overrides) -> _Plane:  # fmt: skip
             plane = carried(fabric, health, current, parent, kind=opts.reference, seed=seed,
                             qps=qps, overrides=overrides, expand=False)  # fmt: skip
-            return _Plane.of(fabric, health, plane, cap, num_jobs, parent=len(flows),
+            return _Plane.of(fabric, health, plane, cap, num_jobs, num_parents=len(flows),
                              model=opts.model)  # fmt: skip
 
         planes = _each_seed(loaded, opts, seeds, stop)
@@ -625,8 +625,8 @@ class _Plane:
 
     @classmethod
     def of(cls, fabric: Fabric, health: LinkHealth, plane: Carried, cap: np.ndarray,
-           num_jobs: int, *, parent: int, model: str) -> _Plane:  # fmt: skip
-        """`parent`: the input flows the plane's rows and hashed flows belong to."""
+           num_jobs: int, *, num_parents: int, model: str) -> _Plane:  # fmt: skip
+        """`num_parents`: the input flows the plane's rows and hashed flows belong to."""
         load = offered_load(fabric, health, plane.arcs, plane.flows, plane.hashed)
         over = load > cap * (1 + REL_TOL) + REL_TOL
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -640,7 +640,7 @@ class _Plane:
             # some flow crosses an over arc, so some job is at risk and every seed's shares
             # are wanted: simulated now, the hashed QPs' crossing read from the same walk
             share, crossed = flow_shares_crossing(
-                fabric, health, plane.arcs, plane.flows, plane.parent, num_parents=parent,
+                fabric, health, plane.arcs, plane.flows, plane.parent, num_parents=num_parents,
                 hashed=plane.hashed, load=load, mask=over, weight=plane.weight, model=model,
             )  # fmt: skip
             at_risk[plane.hashed.flows.job[crossed]] = True
