@@ -241,9 +241,7 @@ def _hashed_parents(
     # each QP's rate as fill gives it: its group's level, its demand when it has a path and
     # no group (0 without demand), 0 without a path; summed as per_parent sums rows
     rate, total, routed = np.empty(n), np.empty(n), np.empty(n, np.bool_)
-    level = found.level if found.level.size else np.zeros(1)
-    kernels.hashed_per_parent(found.qp_gid, np.ascontiguousarray(level, np.float64),
-                              np.ascontiguousarray(hashed.flows.demand / qps), qps,
+    kernels.hashed_per_parent(found.qp_gid, found.level, hashed.flows.demand / qps, qps,
                               model == "striped", rate, total, routed)  # fmt: skip
     p_rate[parent], p_demand[parent], p_routed[parent] = rate, total, routed
 
