@@ -55,16 +55,19 @@ def test_no_routing_beats_the_worst_job_bound(name: str, seed: int, down: int, r
         assert te.busbw_fraction_min <= worst_job_bound(res.bound.value) + 1e-9
 
 
-def test_certificate_section_counts_no_job_below_eecmp() -> None:
+def test_certificate_section_counts_no_job_below_the_enforced_reference() -> None:
     from sim.bench_certificate import run_scenario, scenario_health, summarise
 
     fabric = build(PRESETS["small"])
     assert np.array_equal(scenario_health(fabric, 4).factor, scenario_health(fabric, 4).factor)
-    runs = [run_scenario(fabric, seed) for seed in (3, 4)]
-    assert all(run["passed"] for run in runs)
+    runs = [run_scenario(fabric, seed, enforce_wcmp=seed == 3) for seed in (3, 4)]
+    assert all(run["passed"] and run["wcmp_passed"] for run in runs)
+    assert runs[0]["te_wcmp"] is not None and runs[1]["te_wcmp"] is None
     rows = {row[2]: row for row in summarise("small", runs)}
-    assert set(rows) == {"eecmp", "wcmp", "ecmp", "pinning", "spray"}
+    assert set(rows) == {"eecmp", "wcmp", "ecmp", "pinning", "spray", "wcmp, enforced"}
     assert rows["eecmp"][4] == 0 and rows["eecmp"][5] >= 1 - 1e-9
+    # WCMP as the fabric's hashing: checked on the one scenario solved so
+    assert rows["wcmp, enforced"][1] == 1 and rows["wcmp, enforced"][4] == 0
     assert all(run["ceiling"] >= min(run["te"].values()) - 1e-9 for run in runs)
 
 
