@@ -722,7 +722,7 @@ def bench_advisor(cfg: Config) -> Iterator[Section]:
     rows = []
     for gpus in (64, 512, 4096):
         request = Request(gpus=gpus, tp=8)
-        n = gpus // fabric.nics_per_host
+        n = gpus // fabric.gpus_per_host
         t, advice = timed(
             partial(advise, fabric, health, jobs, request, current=current), cfg.repeats
         )

@@ -38,7 +38,7 @@ def bench_alltoall(cfg: Config) -> Iterator[Section]:
     rows = []
     for racks in (48,) if cfg.quick else (48, 96):  # 192 racks: minutes (see the text)
         hosts = tuple(range(racks * fabric.hosts_per_rack))  # the first racks' hosts
-        job = Job("moe", hosts, dp=len(hosts) * fabric.nics_per_host, collectives=("alltoall",))
+        job = Job("moe", hosts, dp=len(hosts) * fabric.gpus_per_host, collectives=("alltoall",))
         start = time.perf_counter()
         flows = job_flows(fabric, job)
         t_flows = time.perf_counter() - start
@@ -95,7 +95,7 @@ def bench_alltoall(cfg: Config) -> Iterator[Section]:
 def _cases() -> list[tuple[str, str, list[Job]]]:
     """(name, preset, jobs): #22's three all-to-all situations."""
     pod = build(PRESETS["pod"])
-    per = pod.nics_per_host
+    per = pod.gpus_per_host
     alone = [Job("moe", tuple(range(pod.num_hosts)), dp=pod.num_hosts * per,
                  collectives=("alltoall",))]  # fmt: skip
     half = pod.num_hosts // 2
@@ -103,9 +103,9 @@ def _cases() -> list[tuple[str, str, list[Job]]]:
     beside += [Job(f"ring-{i:02d}", tuple(range(half + 16 * i, half + 16 * (i + 1))),
                    dp=16 * per) for i in range(half // 16)]  # fmt: skip
     meta = build(PRESETS["meta-24k"])
-    hosts = 1024 // meta.nics_per_host  # 1,024 GPUs
+    hosts = 1024 // meta.gpus_per_host  # 1,024 GPUs
     pods = meta.racks_per_pod * meta.hosts_per_rack
-    moes = [Job(f"moe-{p}", tuple(range(p * pods, p * pods + hosts)), dp=hosts * meta.nics_per_host,
+    moes = [Job(f"moe-{p}", tuple(range(p * pods, p * pods + hosts)), dp=hosts * meta.gpus_per_host,
                 collectives=("alltoall",)) for p in (0, 1)]  # fmt: skip
     taken = {h for job in moes for h in job.hosts}
     mix = [j for j in random_jobs(meta, seed=1) if not taken & set(j.hosts)]

@@ -39,8 +39,9 @@ def bench_layouts(cfg: Config) -> Iterator[Section]:
             wc = baseline("wcmp", fabric, health, flows, seed, 16).report
             ec = baseline("ecmp", fabric, health, flows, seed).report
             cert = res.certificate
-            rows.append([label, seed, fabric.num_nics, fabric.rtsws_per_rack, fabric.planes,
-                         len(flows), t, res.ratio, te.busbw_fraction_min,
+            gpus = fabric.num_nics // fabric.ports_per_nic
+            rows.append([label, seed, gpus, fabric.ports_per_nic, fabric.rtsws_per_rack,
+                         fabric.planes, len(flows), t, res.ratio, te.busbw_fraction_min,
                          ee.busbw_fraction_min, wc.busbw_fraction_min, ec.busbw_fraction_min,
                          "passed" if cert is not None and cert.passed else "no"])  # fmt: skip
             log(f"  layouts: {label} seed {seed} solved in {t:.2f} s")
@@ -48,13 +49,14 @@ def bench_layouts(cfg: Config) -> Iterator[Section]:
     sec.text("Each preset full of its seeded job mix (sim.jobmix; a NIC sends at its line "
              "rate). S = RTSWs per rack (rail leaves of a scalable unit, ToRs of a segment), "
              "Q = planes. The rail-only row is superpod-4su with `planes: 8`: each rail's "
-             "leaves reach only its 2 spines (4 x 400G up for 32 x 400G down). The hpn-pod "
-             "counts each of a NIC's two 200G ports as a NIC. Worst job = the slowest job's "
+             "leaves reach only its 2 spines (4 x 400G up for 32 x 400G down). P = ports per "
+             "NIC: each of hpn-pod's NICs has two 200G ports, one per plane, and splits every "
+             "flow over them (a NIC sends 400G). Worst job = the slowest job's "
              "bus bandwidth as a share of its NICs' line rate; solve s = `solve` alone, the "
              "median of the repeats. The 1,024-GPU presets run every seed, the large ones "
              "the first two.")  # fmt: skip
     sec.text("")
-    sec.table(["fabric", "seed", "NICs", "S", "Q", "flows", "solve s", "MLU/bound",
+    sec.table(["fabric", "seed", "GPUs", "P", "S", "Q", "flows", "solve s", "MLU/bound",
                "TE worst job", "E-ECMP worst job", "WCMP worst job", "ECMP worst job",
                "certificate"], rows)  # fmt: skip
     yield sec

@@ -126,7 +126,7 @@ def _describe(inputs: Inputs) -> str:
     f = inputs.fabric
     down = inputs.health.down_links()
     missing = int((~f.installed).sum())
-    gpus = int(f.installed[: f.num_access_links].sum())
+    gpus = int(f.installed[: f.num_access_links].sum()) // f.ports_per_nic  # a port a NIC
     return (
         f"fabric {f.name}: {gpus:,} GPUs in {f.pods} pod(s); "
         f"{Counts.of(inputs.flows).text()}; {down.size - missing} links down, "

@@ -67,8 +67,8 @@ def _make_job(
 ) -> Job:
     """One job of `kind` on `hosts`, id '<kind>-<label>'; too small a pipeline becomes a ring.
     Each NIC's send budget is the line rate of the slowest NIC of the fabric (400G on every
-    Meta-style preset; a 200G port of a dual-ToR NIC sends 200G)."""
-    g = fabric.nics_per_host
+    Meta-style preset; a dual-ToR NIC of two 200G ports sends 400G, 200G on each)."""
+    g = fabric.gpus_per_host
     n = int(hosts.size)
     members = tuple(hosts.tolist())
     rate = _line_rate(fabric)
@@ -86,10 +86,12 @@ def _make_job(
 
 
 def _line_rate(fabric: Fabric) -> float:
-    """The slowest installed NIC's speed (Gbps): what a job's NIC can send."""
+    """The slowest installed NIC's speed (Gbps): what a job's NIC can send (its slowest
+    port's times its ports)."""
     up = fabric.capacity[0 : 2 * fabric.num_access_links : 2]
     installed = fabric.installed[: fabric.num_access_links]
-    return float(up[installed].min()) if installed.any() else LINE_RATE_GBPS
+    port = float(up[installed].min()) if installed.any() else LINE_RATE_GBPS / fabric.ports_per_nic
+    return port * fabric.ports_per_nic
 
 
 def random_jobs(
@@ -190,7 +192,7 @@ def ring_jobs(
     hosts = fabric.usable_hosts.astype(np.int64)
     if seed is not None:
         hosts = np.random.default_rng(seed).permutation(hosts)
-    g = fabric.nics_per_host
+    g = fabric.gpus_per_host
     count = -(-hosts.size // hosts_per_job)
     width = len(str(max(count - 1, 0)))
     jobs = []

@@ -106,7 +106,7 @@ class _Context:
 
 def _gpus(fabric: Fabric, request: Request) -> int:
     """The request's GPU count, from `gpus` or `hosts`."""
-    n = fabric.nics_per_host
+    n = fabric.gpus_per_host
     if request.hosts < 0:
         raise AdvisorError(f"hosts: {request.hosts} must be positive")
     if request.hosts and request.gpus and request.hosts * n != request.gpus:
@@ -117,7 +117,7 @@ def _gpus(fabric: Fabric, request: Request) -> int:
 
 
 def _hosts_needed(fabric: Fabric, request: Request) -> int:
-    n = fabric.nics_per_host
+    n = fabric.gpus_per_host
     gpus = _gpus(fabric, request)
     if gpus <= 0 or gpus % n:
         raise AdvisorError(f"gpus: {gpus} is not a positive multiple of {n} per host")
@@ -286,7 +286,7 @@ def candidates(
     free = _free_hosts(fabric, jobs, request.avoid_hosts)
     if free.sum() < n:
         raise AdvisorError(
-            f"gpus: {n * fabric.nics_per_host} GPUs need {n} free hosts, "
+            f"gpus: {n * fabric.gpus_per_host} GPUs need {n} free hosts, "
             f"only {int(free.sum())} are free"
         )
     rack_of = fabric.rack_of_host(np.arange(fabric.num_hosts))
@@ -418,7 +418,7 @@ def score_many(
 ) -> list[Score]:
     """Figures for placements a scheduler proposes, in the order given (`current` as in
     `advise`)."""
-    gpus = _hosts_needed(fabric, request) * fabric.nics_per_host
+    gpus = _hosts_needed(fabric, request) * fabric.gpus_per_host
     busy = set().union(*(set(j.hosts) for j in jobs)) if jobs else set()
     for i, hosts in enumerate(placements):
         bad = [h for h in hosts if not 0 <= h < fabric.num_hosts]
@@ -429,7 +429,7 @@ def score_many(
             raise AdvisorError(
                 f"placements[{i}]: {fabric.host_name(taken[0])} is already in a running job"
             )
-        if len(hosts) * fabric.nics_per_host != gpus:
+        if len(hosts) * fabric.gpus_per_host != gpus:
             raise AdvisorError(f"placements[{i}]: {len(hosts)} hosts do not hold {gpus} GPUs")
         if len(set(hosts)) != len(hosts):
             raise AdvisorError(f"placements[{i}]: a host is listed twice")

@@ -53,7 +53,7 @@ def cmd_advise(args: argparse.Namespace) -> int:
     ]  # fmt: skip
     header = ["rank", "candidate", "hosts", "pods", "racks", "cross-pod Gbps", "TE MLU",
               "MLU/bound", "new job busbw", "worst running-job change"]  # fmt: skip
-    gpus = request.gpus or request.hosts * fabric.nics_per_host
+    gpus = request.gpus or request.hosts * fabric.gpus_per_host
     dp = args.dp or gpus // (args.pp * args.tp)
     text = (
         f"fabric {fabric.name}: {len(jobs):,} running jobs; request {gpus:,} GPUs "

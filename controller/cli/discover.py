@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from controller.errors import FabricError
 from controller.model.discovery import Neighbour
+from controller.model.fabric import MAX_PORTS_PER_NIC
 from controller.model.validation import MAX_GBPS, MIN_GBPS, flag
 
 if TYPE_CHECKING:
@@ -159,7 +160,8 @@ def cmd_fabric_discover(args: argparse.Namespace) -> int:
     if problems and not args.allow_partial:
         sys.stderr.write("no document written (--allow-partial writes the cables that agree)\n")
         return EXIT_INCONSISTENT
-    text = dump(cable_list_document(args.name, devices, cables), as_json=args.json)
+    text = dump(cable_list_document(args.name, devices, cables, args.ports_per_nic),
+                as_json=args.json)  # fmt: skip
     if args.out:
         Path(args.out).write_text(text)
     else:
@@ -201,6 +203,9 @@ def register(cli: Commands) -> None:
                    help="give every cable --gbps, whatever its ends advertise (a lab's veth "
                    "ports advertise 10G)")  # fmt: skip
     p.add_argument("--name", default="discovered", help="the fabric's name (discovered)")
+    p.add_argument("--ports-per-nic", type=flag(int, 1, MAX_PORTS_PER_NIC), default=1,
+                   metavar="P", help="each GPU's NIC has P ports, a host's ports P at a time "
+                   "in natural order (LLDP cannot tell; 2 for dual-ToR NICs; 1)")  # fmt: skip
     p.add_argument("--allow-partial", action="store_true",
                    help="write the document of the cables that agree even when others do not, "
                    "and exit 0")  # fmt: skip

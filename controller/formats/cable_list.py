@@ -40,14 +40,16 @@ def oriented(cables: Sequence[Cable], roles: Mapping[str, str]) -> list[Cable]:
                                       natural_key(c.b), natural_key(c.b_port)))  # fmt: skip
 
 
-def cable_list_document(name: str, devices: Sequence[Device],
-                        cables: Sequence[Cable]) -> dict[str, Any]:  # fmt: skip
-    """The document as plain data: devices by tier then name, cables oriented and sorted."""
+def cable_list_document(name: str, devices: Sequence[Device], cables: Sequence[Cable],
+                        ports_per_nic: int = 1) -> dict[str, Any]:  # fmt: skip
+    """The document as plain data: devices by tier then name, cables oriented and sorted
+    (`ports_per_nic` written when not 1)."""
     rank = {r: i for i, r in enumerate(ROLES)}
     roles = {d.name: d.role for d in devices}
     listed = sorted(devices, key=lambda d: (rank[d.role], natural_key(d.name)))
     return {
         "name": name,
+        **({"ports_per_nic": ports_per_nic} if ports_per_nic != 1 else {}),
         "devices": [{"name": d.name, "role": d.role}
                     | ({"te_entries": d.te_entries} if d.te_entries is not None else {})
                     | ({"rack": d.rack} if d.rack is not None else {})
@@ -88,6 +90,8 @@ def dump(doc: Mapping[str, Any], as_json: bool = False) -> str:
     if as_json:
         return to_json(doc) + "\n"
     lines = [f"name: {_scalar(doc['name'])}"]
+    if "ports_per_nic" in doc:
+        lines.append(f"ports_per_nic: {_scalar(doc['ports_per_nic'])}")
     for key in ("devices", "cables"):
         lines.append(f"{key}:" + ("" if doc[key] else " []"))
         lines += [_flow(item) for item in doc[key]]

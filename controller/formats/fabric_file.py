@@ -10,6 +10,8 @@ Three forms (docs/inventory.md). The cable list, the operator's devices and cabl
     cables:                   # or the path of a CSV cable list, relative to this file
       - {a: gpu-a01, a_port: eth0, b: leaf-a, b_port: Ethernet0, gbps: 400}
     roles: {"gpu-*": host}    # optional: roles of devices `devices` does not list
+    ports_per_nic: 2          # optional: each GPU's NIC has 2 ports (a host's ports in
+                              # natural order, 2 at a time: eth0 and eth1 are NIC 0's)
 
 or that CSV alone (header `a,a_port,b,b_port,gbps` and optional `a_role,b_role`,
 `a_rack,b_rack`, `a_pod,b_pod`). A preset
@@ -48,12 +50,12 @@ from controller.errors import FabricError
 from controller.model import validation
 from controller.model.clos import PRESETS, SPEC_FIELDS, ClosSpec, build, preset, te_entries
 from controller.model.documents import read_document
-from controller.model.fabric import Fabric
+from controller.model.fabric import MAX_PORTS_PER_NIC, Fabric
 from controller.model.inventory import ROLES, Cable, Device, fabric_from_cables
 from controller.model.name_templates import named_cable_list
 
 TOP_KEYS = SPEC_FIELDS | {"preset", "links", "names", "ports", "rename"}
-CABLE_LIST_KEYS = ("name", "te_entries", "devices", "cables", "roles")
+CABLE_LIST_KEYS = ("name", "te_entries", "ports_per_nic", "devices", "cables", "roles")
 DEVICE_KEYS = ("name", "role", "te_entries", "rack", "pod")
 CABLE_KEYS = ("a", "a_port", "b", "b_port", "gbps")
 CSV_COLUMNS = (*CABLE_KEYS, "a_role", "b_role", "a_rack", "b_rack", "a_pod", "b_pod")
@@ -195,6 +197,8 @@ def _cable_list(doc: Mapping[str, Any], base: Path | None, source: str) -> Fabri
     validation.keys(doc, "top level", CABLE_LIST_KEYS, ("cables",), FabricError)
     name = validation.text(doc.get("name", Path(source).stem or "fabric"), "name", FabricError)
     budgets = te_entries(doc.get("te_entries", {}))
+    ports = validation.integer(doc.get("ports_per_nic", 1), "ports_per_nic", 1,
+                               MAX_PORTS_PER_NIC, FabricError)  # fmt: skip
     devices = _devices(doc.get("devices", []))
     roles = validation.mapping(doc.get("roles", {}), "roles", FabricError)
     given: dict[str, str] = {}
@@ -211,7 +215,7 @@ def _cable_list(doc: Mapping[str, Any], base: Path | None, source: str) -> Fabri
     else:
         cables = _cables(doc["cables"])
     return fabric_from_cables(name, _with_roles(devices, cables, given, roles, places), cables,
-                              budgets)  # fmt: skip
+                              budgets, ports)  # fmt: skip
 
 
 def parse_fabric(data: Any, source: str = "<fabric>", base: Path | None = None) -> Fabric:
@@ -242,7 +246,8 @@ def parse_fabric(data: Any, source: str = "<fabric>", base: Path | None = None) 
         devices, cables = named_cable_list(
             shaped, *(validation.mapping(doc.get(k, {}), k, FabricError)
                       for k in ("names", "ports", "rename")))  # fmt: skip
-        fabric = fabric_from_cables(shaped.name, devices, cables, shaped.te_entries)
+        fabric = fabric_from_cables(shaped.name, devices, cables, shaped.te_entries,
+                                    shaped.ports_per_nic)  # fmt: skip
         return _with_speeds(fabric, links)
     except FabricError as err:
         raise FabricError(f"{source}: {err}") from None

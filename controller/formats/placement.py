@@ -115,7 +115,7 @@ def parse_job(fabric: Fabric, entry: Any, path: str = "job") -> Job:
     kwargs["gpus_per_host"] = doc.get("gpus_per_host")
     dp = doc.get("dp")
     if dp is None:
-        g = kwargs["gpus_per_host"] or fabric.nics_per_host
+        g = kwargs["gpus_per_host"] or fabric.gpus_per_host
         pp, tp = kwargs.get("pp", 1), kwargs.get("tp", 1)
         if (len(hosts) * g) % (pp * tp):
             raise _fail(

@@ -343,7 +343,7 @@ def as_json(fabric: Fabric) -> str:
                 entry["switches"] = [fabric.rtsw_name(int(t)) for t in fabric.rtsws_of_rack(rack)]
             racks.append(entry)
         pods.append({"name": _pod_name(fabric, p), "racks": racks})
-    return to_json({"fabric": fabric.name, "gpus_per_host": fabric.nics_per_host, "pods": pods})
+    return to_json({"fabric": fabric.name, "gpus_per_host": fabric.gpus_per_host, "pods": pods})
 
 
 def export(fabric: Fabric, fmt: str) -> str:

@@ -14,7 +14,13 @@ import numpy as np
 
 from controller.errors import FabricError
 from controller.model import validation
-from controller.model.fabric import DEFAULT_TE_ENTRIES, SWITCH_TIERS, Fabric, TeEntries
+from controller.model.fabric import (
+    DEFAULT_TE_ENTRIES,
+    MAX_PORTS_PER_NIC,
+    SWITCH_TIERS,
+    Fabric,
+    TeEntries,
+)
 
 
 @dataclass(frozen=True)
@@ -41,6 +47,9 @@ class ClosSpec:
     # rail-optimized) and planes (Q; CTSW c reaches only slots s with s % Q == c % Q)
     rtsws_per_rack: int = 1
     planes: int = 1
+    # ports of a GPU's NIC (P): each port is one NIC of the model (nics_per_host counts
+    # ports), a host has nics_per_host / P GPUs; P = 2 is a dual-port NIC on two ToRs
+    ports_per_nic: int = 1
 
     def validate(self) -> None:
         """Raise FabricError naming the first bad field (see controller.model.validation)."""
@@ -51,6 +60,14 @@ class ClosSpec:
             raise FabricError(
                 f"rtsws_per_rack: {self.rtsws_per_rack} does not divide nics_per_host "
                 f"({self.nics_per_host}); every RTSW of a rack needs as many NICs of each host"
+            )
+        if not (isinstance(self.ports_per_nic, int) and not isinstance(self.ports_per_nic, bool)
+                and 1 <= self.ports_per_nic <= MAX_PORTS_PER_NIC
+                and self.nics_per_host % self.ports_per_nic == 0):  # fmt: skip
+            raise FabricError(
+                f"ports_per_nic: {self.ports_per_nic!r} must be an integer in "
+                f"[1, {MAX_PORTS_PER_NIC}] that divides nics_per_host ({self.nics_per_host}, "
+                "which counts ports)"
             )
         if self.rtsws_per_rack % self.planes or self.ctsws_per_pod % self.planes:
             raise FabricError(
@@ -147,6 +164,7 @@ def build(spec: ClosSpec, link_gbps: Mapping[str, float] | None = None) -> Fabri
         te_entries=budgets,
         rtsws_per_rack=spec.rtsws_per_rack,
         planes=spec.planes,
+        ports_per_nic=spec.ports_per_nic,
     )
     if link_gbps:
         capacity = fabric.capacity.copy()
@@ -216,13 +234,13 @@ PRESETS: dict[str, ClosSpec] = {
         rtsws_per_rack=8, ctsws_per_pod=16, rack_links=2,
     ),
     # Dual-ToR, dual-plane, rail-optimized, as Alibaba's HPN pod: 15 segments of 128 hosts
-    # x 8 NICs (15,360 GPUs); every NIC has two 200G ports, modelled as NICs 2n and 2n+1, on
-    # ToRs of planes 0 and 1 (16 ToRs a segment: 8 rails x 2 planes); each ToR has 60 x 400G
-    # uplinks, one to each aggregation switch of its plane (60 a plane, 1.067:1). The core
-    # above the pod (15:1) is left out: one pod, 2 tiers.
+    # x 8 NICs (15,360 GPUs); every NIC has two 200G ports, modelled as NICs 2n and 2n+1
+    # (`ports_per_nic: 2`), on ToRs of planes 0 and 1 (16 ToRs a segment: 8 rails x 2
+    # planes); each ToR has 60 x 400G uplinks, one to each aggregation switch of its plane
+    # (60 a plane, 1.067:1). The core above the pod (15:1) is left out: one pod, 2 tiers.
     "hpn-pod": ClosSpec(
         name="hpn-pod", pods=1, racks_per_pod=15, hosts_per_rack=128, nics_per_host=16,
-        rtsws_per_rack=16, planes=2, ctsws_per_pod=120, nic_gbps=200.0,
+        rtsws_per_rack=16, planes=2, ctsws_per_pod=120, nic_gbps=200.0, ports_per_nic=2,
     ),
 }  # fmt: skip
 

@@ -12,12 +12,14 @@ Shape (all indices are dense integers; names are derived from them):
 A "rack" is the unit of hosts that share their RTSWs. S = 1 is the classic Clos (one RTSW
 per rack, every NIC under it). S = N is rail-optimized (a scalable unit of H servers has N
 rail leaves; NIC n of every server goes to leaf n). A dual-ToR NIC is modelled as one "NIC"
-per port, its ports on different slots. With Q planes (Q divides S and C), CTSW c belongs to
-plane c % Q and is cabled only to the RTSWs of slots s with s % Q == c % Q; the cross-plane
-RTSW-CTSW links keep their ids but are not installed (capacity factor 0 in every health),
-so every index formula, kernel and path numbering stays the same. Q = S with S = N is the
-rail-only design (no spine path between rails); Q = 2 is a dual-plane pod. The ATSW plane of
-CTSW c only joins CTSWs c of every pod, so planes stay separate all the way up.
+per port, its ports on different slots: `ports_per_nic` (P) says so, the host's NICs n in
+[P*g, P*g + P) being the ports of GPU g's NIC (nics_per_host / P GPUs a host). With Q
+planes (Q divides S and C), CTSW c belongs to plane c % Q and is cabled only to the RTSWs
+of slots s with s % Q == c % Q; the cross-plane RTSW-CTSW links keep their ids but are not
+installed (capacity factor 0 in every health), so every index formula, kernel and path
+numbering stays the same. Q = S with S = N is the rail-only design (no spine path between
+rails); Q = 2 is a dual-plane pod. The ATSW plane of CTSW c only joins CTSWs c of every pod,
+so planes stay separate all the way up.
 
 Links are physical cables, numbered in three blocks (access, rack-cluster, cluster-agg).
 Each link has two directed arcs: arc 2*l goes up (towards the ATSWs), arc 2*l+1 goes down.
@@ -56,6 +58,7 @@ TIER_NAMES = ("nic>rtsw", "rtsw>nic", "rtsw>ctsw", "ctsw>rtsw", "ctsw>atsw", "at
 # Nokia 7220 2K IPv4 ACL entries), so 2,048 is the most a TE design can count on.
 SWITCH_TIERS = ("rtsw", "ctsw", "atsw")
 DEFAULT_TE_ENTRIES = 2048
+MAX_PORTS_PER_NIC = 8
 TeEntries = tuple[int | None, int | None, int | None]  # per SWITCH_TIERS; None = unlimited
 
 
@@ -101,9 +104,16 @@ class Fabric:
     wiring: Wiring | None = field(default=None, repr=False)  # None: a preset's regular Clos
     rtsws_per_rack: int = 1  # S: RTSW slots of a rack; NIC n of a host sits under slot n % S
     planes: int = 1  # Q: CTSW c reaches only the RTSW slots s with s % Q == c % Q
+    ports_per_nic: int = 1  # P: model NICs P*g .. P*g+P-1 of a host are GPU g's NIC's ports
 
     def __post_init__(self) -> None:
-        S, Q = self.rtsws_per_rack, self.planes
+        S, Q, P = self.rtsws_per_rack, self.planes, self.ports_per_nic
+        if not (isinstance(P, int) and 1 <= P <= MAX_PORTS_PER_NIC and self.nics_per_host % P == 0):
+            raise FabricError(
+                f"ports_per_nic: {P!r} must be an integer in [1, {MAX_PORTS_PER_NIC}] that "
+                f"divides nics_per_host ({self.nics_per_host}, which counts ports), so every "
+                "GPU's NIC has as many ports"
+            )
         if not (isinstance(S, int) and S >= 1 and self.nics_per_host % S == 0):
             raise FabricError(
                 f"rtsws_per_rack: {S!r} must be an integer >= 1 that divides nics_per_host "
@@ -171,7 +181,7 @@ class Fabric:
             for k in ("pods", "racks_per_pod", "hosts_per_rack", "nics_per_host",
                       "ctsws_per_pod", "rack_links", "atsws_per_plane", "agg_links")
         )  # fmt: skip
-        for k in ("rtsws_per_rack", "planes"):  # only when not 1: old fingerprints stay
+        for k in ("rtsws_per_rack", "planes", "ports_per_nic"):  # only when not 1: old ones stay
             if getattr(self, k) != 1:
                 shape += f",{k}={getattr(self, k)}"
         digest = hashlib.sha256(shape.encode())
@@ -274,6 +284,11 @@ class Fabric:
     @property
     def num_nics(self) -> int:
         return self.num_hosts * self.nics_per_host
+
+    @property
+    def gpus_per_host(self) -> int:
+        """GPUs of a host: one NIC each, of `ports_per_nic` model NICs (ports)."""
+        return self.nics_per_host // self.ports_per_nic
 
     @property
     def num_rtsws(self) -> int:
@@ -655,7 +670,7 @@ class Fabric:
             "pods": self.pods,
             "racks": -(-count("rtsw", "ctsw") // self.rtsws_per_rack),
             "hosts": count("host", "nic"),
-            "gpus": count("nic", "rtsw"),
+            "gpus": count("nic", "rtsw") // self.ports_per_nic,
             "rtsws": count("rtsw", "ctsw"),
             "ctsws": count("ctsw", "atsw"),
             "atsws": count("atsw", "end"),
@@ -665,6 +680,8 @@ class Fabric:
         }
         if self.rtsws_per_rack > 1 or self.planes > 1:
             out["rtsws_per_rack"], out["planes"] = self.rtsws_per_rack, self.planes
+        if self.ports_per_nic > 1:
+            out["ports_per_nic"] = self.ports_per_nic
         for tier, value in zip(SWITCH_TIERS, self.te_entries, strict=True):
             out[f"{tier}_te_entries"] = "unlimited" if value is None else value
         if self.wiring is not None:

@@ -131,9 +131,12 @@ def _listing(names: Sequence[str], shown: int = 6) -> str:
 
 
 def fabric_from_cables(name: str, devices: Sequence[Device], cables: Sequence[Cable],
-                       te_entries: TeEntries = (DEFAULT_TE_ENTRIES,) * 3) -> Fabric:  # fmt: skip
+                       te_entries: TeEntries = (DEFAULT_TE_ENTRIES,) * 3,
+                       ports_per_nic: int = 1) -> Fabric:  # fmt: skip
     """The fabric a cable list describes, with the operator's names and ports; FabricError
-    listing every device and port that does not make a 3-tier (or 2-tier) Clos."""
+    listing every device and port that does not make a 3-tier (or 2-tier) Clos.
+    `ports_per_nic`: P > 1 when each GPU's NIC has P ports, a host's ports in natural order
+    P at a time (eth0, eth1 the first NIC's; `Fabric.ports_per_nic`)."""
     from controller.model import validation
 
     problems = _Problems()
@@ -373,7 +376,7 @@ def fabric_from_cables(name: str, devices: Sequence[Device], cables: Sequence[Ca
     problems.raise_any(f"fabric {name}")
 
     shape = Fabric(name=name, capacity=np.ones(2 * _links(dims)), te_entries=te_entries,
-                   **dims)  # type: ignore[arg-type]  # fmt: skip
+                   ports_per_nic=ports_per_nic, **dims)  # type: ignore[arg-type]  # fmt: skip
     base = {k: shape.node_id(k, 0) for k in ("host", "nic", "rtsw", "ctsw", "atsw")}
     names = [ABSENT + n for n in shape.node_names]
     present = np.zeros(shape.num_nodes, dtype=bool)

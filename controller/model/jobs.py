@@ -1,15 +1,19 @@
 """Training jobs and the flows they put on the network.
 
 A `Job` owns whole hosts (global host ids, in rank order) and uses GPUs/NICs 0..g-1 of each,
-g = `gpus_per_host` (default: every NIC of the host). Its G = len(hosts) * g GPUs run 3D
-parallelism with dp * pp * tp = G, ranks laid out Megatron-style (tp fastest, pp slowest):
+g = `gpus_per_host` (default: every GPU of the host, `Fabric.gpus_per_host`). Its
+G = len(hosts) * g GPUs run 3D parallelism with dp * pp * tp = G, ranks laid out
+Megatron-style (tp fastest, pp slowest):
 
     rank r lives on host hosts[r // g], GPU/NIC r % g
     pipeline stage s = ranks [s*S, (s+1)*S), S = dp*tp GPUs per stage
 
 Tensor parallelism must divide g, so it never leaves a host (NVLink): it makes no flows.
 A stage must fill whole hosts (S a multiple of g) or share one host with others (S divides g).
-All traffic is rail-aligned as in NCCL: NIC i of one host talks to NIC i of another.
+All traffic is rail-aligned as in NCCL: NIC i of one host talks to NIC i of another. A NIC of
+P ports (`Fabric.ports_per_nic`; the model's NICs P*i .. P*i+P-1 of the host) splits each of
+its flows evenly over its ports, port p to port p, so every port carries 1/P of what the NIC
+sends (a dual-port NIC's two planes).
 Each pattern in `collectives` gets an equal share p = demand_gbps / len(collectives) of every
 NIC's send budget, so no NIC of a job ever sends more than `demand_gbps` in total:
 
@@ -121,7 +125,7 @@ class Job:
 
     def gpus(self, fabric: Fabric) -> int:
         """GPUs used on each host of `fabric` (resolves the `gpus_per_host=None` default)."""
-        return fabric.nics_per_host if self.gpus_per_host is None else self.gpus_per_host
+        return fabric.gpus_per_host if self.gpus_per_host is None else self.gpus_per_host
 
     @property
     def num_hosts(self) -> int:
@@ -152,9 +156,9 @@ def check_job(fabric: Fabric, job: Job) -> None:
             f"hosts[{i}]",
         )
     g = job.gpus(fabric)
-    if g > fabric.nics_per_host:
+    if g > fabric.gpus_per_host:
         raise JobError(
-            f"{g} exceeds the {fabric.nics_per_host} GPUs/NICs per host of fabric {fabric.name!r}",
+            f"{g} exceeds the {fabric.gpus_per_host} GPUs/NICs per host of fabric {fabric.name!r}",
             "gpus_per_host",
         )
     if g % job.tp:
@@ -223,21 +227,26 @@ def job_flows(fabric: Fabric, job: Job) -> FlowSet:
         wrapped = JobError(f"job {job.id!r}: {err}")
         wrapped.field, wrapped.detail = err.field, err.detail
         raise wrapped from None
-    nics = fabric.nics_per_host
+    nics, P = fabric.nics_per_host, fabric.ports_per_nic
     g = job.gpus(fabric)
     hosts = np.asarray(job.hosts, dtype=np.int64)
     stage = job.dp * job.tp
-    budget = job.demand_gbps / len(job.collectives)
+    budget = job.demand_gbps / len(job.collectives) / P  # a port's share of its NIC's
     src_nic: list[np.ndarray] = []
     dst_nic: list[np.ndarray] = []
     demand: list[np.ndarray] = []
-    rails = np.arange(g, dtype=np.int64)
+    ports = np.arange(P, dtype=np.int64)
+    rails = np.arange(g * P, dtype=np.int64)  # the job's ports of a host, GPU by GPU
 
     def add_rails(src_h: np.ndarray, dst_h: np.ndarray, gbps: np.ndarray) -> None:
-        # Every (src host, dst host) pair carries one flow on each of the job's g rails.
+        # Every (src host, dst host) pair carries one flow on each of the job's rail ports.
         src_nic.append((src_h[:, None] * nics + rails[None, :]).reshape(-1))
         dst_nic.append((dst_h[:, None] * nics + rails[None, :]).reshape(-1))
-        demand.append(np.repeat(gbps, g))
+        demand.append(np.repeat(gbps, g * P))
+
+    def on_ports(host: np.ndarray, gpu: np.ndarray) -> np.ndarray:
+        # the model NICs of GPU `gpu`'s NIC on `host`, P per pair, pair by pair
+        return ((host * nics + gpu * P)[:, None] + ports[None, :]).reshape(-1)
 
     if stage % g == 0:  # stages own whole hosts: ring and all-to-all cross the network
         stage_hosts = hosts.reshape(job.pp, stage // g)
@@ -253,10 +262,10 @@ def job_flows(fabric: Fabric, job: Job) -> FlowSet:
         h_r, h_n = hosts[r // g], hosts[nxt // g]
         cross = h_r != h_n
         r, nxt, h_r, h_n = r[cross], nxt[cross], h_r[cross], h_n[cross]
-        half = np.full(r.size, budget / 2)
+        half = np.full(r.size * P, budget / 2)
         # Forward on the receiver's rail, backward (gradients) likewise.
-        src_nic += [h_r * nics + nxt % g, h_n * nics + r % g]
-        dst_nic += [h_n * nics + nxt % g, h_r * nics + r % g]
+        src_nic += [on_ports(h_r, nxt % g), on_ports(h_n, r % g)]
+        dst_nic += [on_ports(h_n, nxt % g), on_ports(h_r, r % g)]
         demand += [half, half]
     if not src_nic:
         return _with_priority(FlowSet.build([], [], [], None, (job.id,)), job)

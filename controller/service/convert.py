@@ -168,7 +168,7 @@ def placement_request_from_pb(
         value = getattr(msg, name)
         if value and validation.text(value, f"{field}.{name}", AdvisorError) not in allowed:
             raise AdvisorError(f"{field}.{name}: {value!r} is not one of {', '.join(allowed)}")
-    n = fabric.nics_per_host
+    n = fabric.gpus_per_host
     if msg.gpus % n or not msg.gpus:
         raise AdvisorError(f"{field}.gpus: {msg.gpus} is not a positive multiple of {n} per host")
     validation.listing(msg.avoid_hosts, f"{field}.avoid_hosts", validation.MAX_GPUS, AdvisorError)

@@ -297,14 +297,14 @@ class TrafficEngineering(pb_grpc.TrafficEngineeringServicer):
     def _check_request(self, req: Request, what: str) -> None:
         """The cost cap of a placement request: its GPUs, and the flows its job would make
         (alltoall grows with the square of the hosts), before any work."""
-        g = self.fabric.nics_per_host
+        g = self.fabric.gpus_per_host
         gpus = req.gpus or req.hosts * g
         if gpus > self.limits.whatif_max_gpus:
             raise LimitError(f"request.gpus: {gpus} over the cap of "
                              f"{self.limits.whatif_max_gpus} GPUs per {what} call")  # fmt: skip
         n = -(-gpus // g)
         per_host = {"alltoall": max(n - 1, 0), "pipeline": 2}.get(req.pattern, req.channels)
-        flows = n * g * per_host
+        flows = n * g * self.fabric.ports_per_nic * per_host
         if flows > self.limits.whatif_max_flows:
             raise LimitError(f"request: a {req.pattern} job on {gpus} GPUs makes up to "
                              f"{flows:,} flows, over the what-if cap of "

@@ -246,3 +246,28 @@ def test_a_csv_and_devices_give_racks_and_pods(tmp_path: Path, named_tiny: Fabri
     with pytest.raises(FabricError, match=r"row \d+: leaf-a0 is in rack 'A01' in an earlier row, "
                        "in rack 'A09' here"):  # fmt: skip
         load_fabric(str(tmp_path / "twice.csv"))
+
+
+def test_ports_per_nic_in_a_shape_a_named_preset_and_a_cable_list() -> None:
+    """A dual-port NIC is said once, in every form: the shape key, a preset with names (its
+    cable list rebuilt keeps it) and a cable list's top-level key (as its export writes)."""
+    from controller.formats.cable_list import cable_list_document, dump
+    from controller.model.name_templates import named_cable_list
+
+    shape = {"preset": "tiny", "nics_per_host": 4, "rtsws_per_rack": 2, "planes": 2,
+             "ports_per_nic": 2}  # fmt: skip
+    plain = parse_fabric(shape)
+    assert (plain.gpus_per_host, plain.summary()["gpus"]) == (2, 16)
+    named = parse_fabric({**shape, "names": {"host": "gpu-{pod_letter}{rack}{host}"}})
+    assert named.ports_per_nic == 2 and named.summary()["gpus"] == 16
+    devices, cables = named_cable_list(plain, {}, {}, {})
+    doc = cable_list_document("dual", devices, cables, ports_per_nic=2)
+    assert doc["ports_per_nic"] == 2
+    again = parse_fabric(json.loads(json.dumps(doc)))
+    assert again.ports_per_nic == 2 and again.summary()["gpus"] == 16
+    assert parse_fabric(yaml.safe_load(dump(doc))).fingerprint == again.fingerprint
+    assert "ports_per_nic" not in cable_list_document("one", devices, cables)
+    with pytest.raises(FabricError, match=r"<fabric>: ports_per_nic: 0 is not within \[1, 8\]"):
+        parse_fabric({**doc, "ports_per_nic": 0})
+    with pytest.raises(FabricError, match="ports_per_nic: 3 must be an integer"):
+        parse_fabric({**shape, "ports_per_nic": 3})

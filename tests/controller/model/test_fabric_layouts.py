@@ -124,8 +124,9 @@ def test_the_published_scale_presets() -> None:
     assert s["rack_uplink_ratio"] == 1.0  # 1:1 leaves
     hpn = build(PRESETS["hpn-pod"])
     s = hpn.summary()
-    # 15 segments x 128 hosts x 8 NICs x 2 ports; 16 ToRs a segment, 60 aggregation switches
-    # a plane; a ToR's 60 x 400G up against 128 x 200G down
-    assert (s["hosts"], s["gpus"], s["rtsws"], s["ctsws"]) == (1920, 30720, 240, 120)
+    # 15 segments x 128 hosts x 8 GPUs, each NIC of 2 ports (30,720 model NICs); 16 ToRs a
+    # segment, 60 aggregation switches a plane; a ToR's 60 x 400G up against 128 x 200G down
+    assert (s["hosts"], s["gpus"], s["rtsws"], s["ctsws"]) == (1920, 15360, 240, 120)
+    assert hpn.num_nics == 30720 and hpn.gpus_per_host == 8 and s["ports_per_nic"] == 2
     assert s["rack_uplink_ratio"] == pytest.approx(24_000 / 25_600)
     assert int(hpn.installed[hpn.rack_base : hpn.agg_base].sum()) == 240 * 60

@@ -291,3 +291,46 @@ def test_flows_stay_inside_the_job_and_leave_the_host(  # type: ignore[no-untype
     limit = job.demand_gbps + 1e-9
     assert np.all(nic_totals(flows, fabric) <= limit)
     assert np.all(nic_totals(flows, fabric, "dst_nic") <= limit)
+
+
+# ---- NICs of several ports (dual-ToR) ------------------------------------------------------
+@settings(max_examples=100, deadline=None)
+@given(data=st.data(), ports=st.sampled_from([2, 4]))
+def test_a_nic_of_p_ports_splits_each_flow_evenly_port_to_port(  # type: ignore[no-untyped-def]
+    tiny: Fabric, data, ports: int
+) -> None:
+    """The same job on `tiny` and on `tiny` with every NIC of `ports` ports (nics_per_host
+    counting ports): each flow becomes one flow per port p, NIC i's port p to the peer NIC
+    i's port p, with 1/ports of the demand; so a NIC (all its ports) sends what it did."""
+    from dataclasses import replace
+
+    from controller.model.clos import PRESETS, ClosSpec, build
+
+    spec = ClosSpec(**{**PRESETS["tiny"].__dict__, "name": "ported"})
+    wide = build(replace(spec, nics_per_host=spec.nics_per_host * ports, ports_per_nic=ports))
+    assert wide.gpus_per_host == tiny.gpus_per_host == tiny.nics_per_host
+    job = data.draw(jobs_on(tiny))
+    one, split = job_flows(tiny, job), job_flows(wide, job)
+    n, w = tiny.nics_per_host, wide.nics_per_host
+    want = sorted(
+        ((s // n) * w + (s % n) * ports + p, (d // n) * w + (d % n) * ports + p, x / ports)
+        for s, d, x in triples(one) for p in range(ports)
+    )  # fmt: skip
+    got = sorted(triples(split))
+    assert [g[:2] for g in got] == [x[:2] for x in want]
+    assert np.allclose([g[2] for g in got], [x[2] for x in want], rtol=1e-12)
+    # a GPU's NIC sends and receives at most its budget, summed over its ports
+    gpu_out = np.bincount(split.src_nic // ports, weights=split.demand)
+    assert np.all(gpu_out <= job.demand_gbps + 1e-9)
+
+
+def test_ports_per_nic_must_divide_the_ports_of_a_host() -> None:
+    from controller.errors import FabricError
+    from controller.model.clos import ClosSpec, build
+
+    with pytest.raises(FabricError, match=r"ports_per_nic: 3 must be an integer in \[1, 8\] "
+                       r"that divides nics_per_host \(8"):  # fmt: skip
+        build(ClosSpec(name="x", nics_per_host=8, ports_per_nic=3))
+    with pytest.raises(JobError, match="exceeds the 2 GPUs/NICs per host"):
+        job_flows(build(ClosSpec(name="x", nics_per_host=4, ports_per_nic=2, ctsws_per_pod=2)),
+                  Job("j", (0, 1), dp=8, gpus_per_host=4))  # fmt: skip

@@ -39,7 +39,8 @@ FUZZ = settings(
 
 @st.composite
 def layouts(draw: st.DrawFn) -> Fabric:
-    """Rail-optimized (S = N), rail-only (Q = S) and dual-plane (Q = 2) small shapes."""
+    """Rail-optimized (S = N), rail-only (Q = S) and dual-plane (Q = 2, NICs of 1 or 2
+    ports) small shapes."""
     kind = draw(st.sampled_from(["rail", "rail-only", "dual-plane"]))
     nics = draw(st.sampled_from([2, 4])) if kind != "dual-plane" else 2 * draw(st.integers(1, 2))
     slots = nics if kind != "dual-plane" else draw(st.sampled_from([2, nics]))
@@ -53,6 +54,8 @@ def layouts(draw: st.DrawFn) -> Fabric:
         planes=planes, ctsws_per_pod=ctsws, rack_links=links,
         atsws_per_plane=draw(st.integers(1, 2)) if pods > 1 else 0,
         taper=draw(st.sampled_from([1.0, 2.0])) if pods > 1 else None,
+        # a dual-plane NIC of 2 ports (HPN), or its ports as NICs of their own
+        ports_per_nic=draw(st.sampled_from([1, 2])) if kind == "dual-plane" else 1,
     )  # fmt: skip
     return build(spec)
 
