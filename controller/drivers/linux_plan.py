@@ -3,7 +3,10 @@
 One place for every name and number the `linux` driver and the lab builder must agree on:
 
     namespace   "<lab>-<node>"              one per host and per switch, e.g. fte-rtsw-p0-r0
-    port        short name of the far end   (the kernel allows 15 characters):
+    port        the inventory's port name (`Fabric.ports`: Ethernet48, eth0) when every
+                cabled link names both its ports, each a name the kernel takes (1-15 of
+                A-Z a-z 0-9 _ . -, not lo) and unique on its node; otherwise (a preset, or
+                one such name) the short name of the far end:
                 host:  nic<n>               RTSW: h<h>n<n> (down), c<c>[k<k>] (up)
                 CTSW:  r<r>[k<k>] (down), a<j>[m<m>] (up)      ATSW: p<p>[m<m>] (down)
                 every port's alias is the fabric's own link name
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -40,6 +44,7 @@ from controller.model.fabric import ACCESS, AGG, RACK, Fabric
 from controller.model.flows import ALL_QPS
 
 IFNAMSIZ = 15  # longest interface name the kernel takes
+_IFNAME = re.compile(rf"[A-Za-z0-9_.-]{{1,{IFNAMSIZ}}}")  # an inventory port name taken as is
 HOST_LOOPBACKS = ipaddress.IPv4Network("10.1.0.0/16")
 SWITCH_LOOPBACKS = ipaddress.IPv4Network("10.2.0.0/16")
 LINK_NETS = ipaddress.IPv4Network("10.128.0.0/9")
@@ -132,6 +137,28 @@ class LabPlan:
         return str(base), str(base + 1)
 
     # ---- ports ---------------------------------------------------------------------
+    @cached_property
+    def why_own_ports(self) -> str:
+        """Why the lab names the ports itself; "" when it takes the inventory's names
+        (module docstring: every cabled link names both ends, each a kernel name unique on
+        its node)."""
+        f, w = self.fabric, self.fabric.wiring
+        if w is None:
+            return "the fabric names no ports (a preset)"
+        seen: dict[tuple[str, str], int] = {}
+        for link in np.flatnonzero(f.installed).tolist():
+            upper = f.node_name(self._ends(link)[1])
+            for node, name in ((self._lower_node(link), w.lower_ports[link]),
+                               (upper, w.upper_ports[link])):  # fmt: skip
+                if not _IFNAME.fullmatch(name) or name in ("lo", ".", ".."):
+                    return (f"port {name!r} of {node} ({f.link_name(link)}) is not a Linux "
+                            "interface name")  # fmt: skip
+                if (node, name) in seen:
+                    return (f"port {name!r} of {node} is on two links "
+                            f"({f.link_name(seen[(node, name)])}, {f.link_name(link)})")
+                seen[(node, name)] = link
+        return ""
+
     def _ends(self, link: int) -> tuple[int, int]:
         lo, hi = self.fabric.link_ends
         return int(lo[link]), int(hi[link])
@@ -150,7 +177,10 @@ class LabPlan:
         lo_addr, hi_addr = self.link_addresses(link)
         kind = int(f.link_kind[link])
         upper = f.node_name(self._ends(link)[1])
-        if kind == ACCESS:
+        w = f.wiring
+        if w is not None and not self.why_own_ports:  # the inventory's names
+            names = (w.lower_ports[link], w.upper_ports[link])
+        elif kind == ACCESS:
             host, n = divmod(link, f.nics_per_host)
             h = host % f.hosts_per_rack
             names = (f"nic{n}", f"h{h}n{n}")

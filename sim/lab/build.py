@@ -74,6 +74,8 @@ class LabRecord:
     not_installed: int = 0  # links of the fabric with no cable: built as no veth
     unreachable: int = 0  # ordered pairs of existing hosts that no cabled path joins
     unreachable_shown: list[str] = field(default_factory=list)  # the first few, "a>b"
+    # why the ports are not the inventory's names ("" when they are, or for a preset)
+    own_ports: str = ""
 
     def save(self) -> None:
         path = lab_dir(self.lab) / "lab.json"
@@ -254,6 +256,7 @@ def up(fabric: Fabric, lab: str, source: str, underlay: str = "static",
     record = LabRecord(lab, source, underlay, names, int(fabric.installed.sum()), owner=owned,
                        switch=switch, lldp=lldp, not_installed=int((~fabric.installed).sum()),
                        unreachable=len(pairs),
+                       own_ports=plan.why_own_ports if fabric.wiring is not None else "",
                        unreachable_shown=[f"{a}>{b}" for a, b in pairs[:UNREACHABLE_SHOWN]])
     record.save()
     start = time.perf_counter()

@@ -96,6 +96,8 @@ def wiring_text(record: Any) -> str:
     if record.not_installed:
         text += (f"  {plural(record.not_installed, 'link')} not installed: no veth for a "
                  "missing cable, no namespace for an absent host or switch\n")  # fmt: skip
+    if record.own_ports:
+        text += f"  ports named by the lab, not the inventory: {record.own_ports}\n"
     if record.unreachable:
         more = record.unreachable - len(record.unreachable_shown)
         text += (f"  {plural(record.unreachable, 'host pair')} with no cabled path: "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 
+import numpy as np
 import pytest
 
 from controller.drivers.linux_plan import (
@@ -62,3 +63,31 @@ def test_tables_invert_and_buckets_map_to_disjoint_port_ranges(tiny):
 def test_bad_lab_names_are_refused(bad):
     with pytest.raises(ValueError, match="bad lab name"):
         check_lab_name(bad)
+
+
+def test_a_lab_of_an_inventory_names_its_ports_as_the_inventory_does() -> None:
+    """The operator's port names (Ethernet48, eth0) are the lab's interfaces when every one
+    is a kernel name unique on its node; one that is not keeps the lab's own, and says why."""
+    from controller.formats.fabric_file import parse_fabric
+
+    ports = {"host": "eth{nic}", "rtsw_down": "Ethernet{i}", "rtsw_up": "Ethernet{i}",
+             "ctsw_down": "swp{i}", "ctsw_up": "swp{i}", "atsw_down": "Ethernet{i}"}  # fmt: skip
+    named = parse_fabric({"preset": "tiny", "names": {"rtsw": "leaf-{pod_letter}{rack}"},
+                          "ports": ports})  # fmt: skip
+    plan = LabPlan(named, "inv")
+    assert plan.why_own_ports == ""
+    for node, links in plan.node_links.items():
+        names = [plan.port(node, link).ifname for link in links]
+        assert len(set(names)) == len(names), node
+    for link in np.flatnonzero(named.installed).tolist():
+        lo, hi = plan.ends(link)
+        assert (lo.ifname, hi.ifname) == named.ports(link)
+    assert plan.port("leaf-a0", 0).ifname.startswith("Ethernet")
+    assert plan.port(named.host_name(0), 0).ifname == "eth0"
+    # a name the kernel does not take: every port keeps the lab's names
+    slashed = parse_fabric({"preset": "tiny", "ports": {**ports, "ctsw_up": "Ethernet1/{i}"}})
+    plan = LabPlan(slashed, "inv")
+    why = plan.why_own_ports
+    assert "'Ethernet1/2' of ctsw-p0-c0 (ctsw-p0-c0:atsw-c0-a0) is not a Linux" in why
+    assert plan.port("rtsw-p0-r0", 0).ifname == "h0n0"
+    assert "a preset" in LabPlan(build(PRESETS["tiny"]), "t").why_own_ports

@@ -259,3 +259,43 @@ def test_a_rail_only_lab_builds_its_planes_as_missing_cables(tmp_path: Path) -> 
         _te_flows_on_their_paths(fabric, name, assignment, routes)
     finally:
         lab.down(name)
+
+
+@needs_root
+@pytest.mark.skipif(lldp.missing() is not None, reason=f"{lldp.missing()} (CI installs it: the "
+                    "Makefile's DEBS)")  # fmt: skip
+def test_a_lab_of_an_inventory_has_its_port_names_and_discovers_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The operator's names all the way down: the lab's interfaces are the inventory's
+    ports (Ethernet<i>, eth<n>), the linux driver steers real packets over them, and LLDP
+    gives the inventory back, ports included."""
+    from controller.cli.main import main
+
+    doc = {"preset": "tiny", "names": {"host": "gpu-{pod_letter}{rack}{host}",
+                                       "rtsw": "leaf-{pod_letter}{rack}"},
+           "ports": {"host": "eth{nic}", "rtsw_down": "Ethernet{i}", "rtsw_up": "Ethernet{i}",
+                     "ctsw_down": "swp{i}", "ctsw_up": "swp{i}", "atsw_down": "Ethernet{i}"}}
+    source = tmp_path / "named.json"
+    source.write_text(json.dumps(doc))
+    fabric = load_fabric(str(source))
+    name = unique_name("ln")
+    record = lab.up(fabric, name, str(source), underlay="static", lldp=True)
+    try:
+        plan = LabPlan(fabric, name)
+        assert record.own_ports == "" and plan.why_own_ports == ""
+        shown = subprocess.run(["ip", "-n", plan.netns("leaf-a0"), "-j", "link", "show"],
+                               capture_output=True, text=True, check=True).stdout  # fmt: skip
+        have = {ln["ifname"] for ln in json.loads(shown)} - {"lo"}
+        want = {fabric.port_at("leaf-a0", link) for link in plan.node_links["leaf-a0"]}
+        assert have == want and "Ethernet0" in have
+        assignment, routes = solved(fabric, seed=1, fill=1.0)
+        _te_flows_on_their_paths(fabric, name, assignment, routes, clear=True)
+        assert main(["fabric", "discover", "--lab", name, "--json", "--force-gbps",
+                     "--gbps", "400", "--name", fabric.name]) == 0  # fmt: skip
+        found = parse_fabric(json.loads(capsys.readouterr().out), "discovered")
+        assert found.fingerprint == fabric.fingerprint  # names, cables and ports
+        assert [found.ports(k) for k in range(found.num_links)] == [
+            fabric.ports(k) for k in range(fabric.num_links)]
+    finally:
+        lab.down(name)
