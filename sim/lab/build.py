@@ -134,13 +134,6 @@ def check_size(fabric: Fabric, underlay: str, switch: str = "linux") -> None:
             "or dual-ToR): a lab builds it in one pod, with switches as namespaces and "
             "--underlay static only"
         )
-    missing = int((~fabric.installed).sum())
-    if missing and switch != "linux":
-        raise LabError(
-            f"fabric {fabric.name} has {missing} links not installed (e.g. "
-            f"{fabric.link_name(int(np.flatnonzero(~fabric.installed)[0]))}): a lab of Open "
-            "vSwitch bridges builds complete fabrics only (use --switch linux)"
-        )
     nodes = int(fabric.present[: fabric.node_id("nic", 0)].sum()) + len(fabric.switch_names())
     links = int(fabric.installed.sum())
     if nodes > MAX_NAMESPACES or links > MAX_LINKS:
@@ -248,10 +241,9 @@ def up(fabric: Fabric, lab: str, source: str, underlay: str = "static",
         )
     owned = owner_of(os.getpid() if owner == -1 else owner) if owner is not None else None
     pairs: list[tuple[str, str]] = []
-    if switch == "linux":  # host pairs no cabled path joins: named, never waited for
-        from sim.lab.underlay import Reach
+    from sim.lab.underlay import Reach  # host pairs no cabled path joins: named, not waited for
 
-        pairs = Reach.of(plan).unreachable_pairs()
+    pairs = Reach.of(plan).unreachable_pairs()
     directory.mkdir(parents=True)
     record = LabRecord(lab, source, underlay, names, int(fabric.installed.sum()), owner=owned,
                        switch=switch, lldp=lldp, not_installed=int((~fabric.installed).sum()),

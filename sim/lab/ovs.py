@@ -8,12 +8,13 @@ veth pair whose far end sits in ovs-vswitchd's namespace as the RTSW bridge's po
 entries go in through the `ovs` driver, as OpenFlow flows at priority 100/101.
 
 The underlay is OpenFlow select groups at priority 10 and below, the same ECMP as the static
-underlay: per destination host (or the whole host range towards the layer above), a group
-over the links towards it, hashed on the IP addresses and UDP ports, each bucket weighted
-by its link's health (a degraded link gets a bucket weight of its fraction x 100, a down
-link none) and watching its port (a bucket whose port is down is skipped). A bucket towards
-a host rewrites the destination MAC to the NIC's; hosts reach their RTSW through a
-permanent neighbour entry, so nothing answers ARP.
+underlay (over the cables there: missing cables and absent hosts are routed around): per
+destination host (or the whole host range towards the layer above), a group over the
+links towards it on its shortest paths, hashed on the IP addresses and UDP ports, each
+bucket weighted by its link's health (a degraded link gets a bucket weight of its fraction
+x 100, a down link none) and watching its port (a bucket whose port is down is skipped). A
+bucket towards a host rewrites the destination MAC to the NIC's; hosts reach their RTSW
+through a permanent neighbour entry, so nothing answers ARP.
 
 The lab's link health (`health.json` in the lab directory) is what `--fail` and `lab link`
 set; `lab link LINK=down` stops both ports (OpenFlow port-mod: no-forward, no-receive) and
@@ -31,11 +32,10 @@ from pathlib import Path
 from controller.drivers import ovs_daemons
 from controller.drivers.linux_plan import HOST_LOOPBACKS, LabPlan, lab_dir
 from controller.errors import LabError
-from controller.model.fabric import Fabric
 from controller.model.health import LinkHealth
 from sim.lab.netns import ip_batch
 from sim.lab.traffic import LabIO
-from sim.lab.underlay import static_routes
+from sim.lab.underlay import Reach, next_hop_sets, static_routes
 
 GATEWAY_MAC = "02:fe:7e:00:00:01"  # what hosts send to; the bridges match on addresses only
 PRIORITY_HOST, PRIORITY_RANGE = 10, 5
@@ -66,28 +66,27 @@ def _ofctl(lab: str, switch: str, bridges: dict[str, str], *args: str,
 
 
 def host_macs(plan: LabPlan) -> dict[int, str]:
-    """Access link id -> the MAC address of its host NIC."""
-    f = plan.fabric
+    """Cabled access link id -> the MAC address of its host NIC."""
     out = {}
-    for h, host in enumerate(plan.hosts):
+    for host in plan.hosts:
         shown = subprocess.run(["ip", "-n", plan.netns(host), "-j", "link", "show"],
                                capture_output=True, text=True, check=True).stdout  # fmt: skip
         by_name = {ln["ifname"]: ln["address"] for ln in json.loads(shown)}
-        for n in range(f.nics_per_host):
-            link = int(f.access_link(f.nic_id(h, n)))
+        for link in plan.node_links[host]:
             out[link] = by_name[plan.port(host, link).ifname]
     return out
 
 
 def _group(gid: int, links: Iterable[int], ports: dict[int, int], health: LinkHealth,
-           macs: dict[int, str] | None = None) -> str:  # fmt: skip
-    """A select group over `links` (weights by health; down links left out)."""
+           macs: dict[int, str]) -> str:  # fmt: skip
+    """A select group over `links` (weights by health; down links left out); a bucket
+    towards a host NIC (a link in `macs`) rewrites the destination MAC to the NIC's."""
     buckets = []
     for i, link in enumerate(links):
         factor = float(health.factor[link])
         if factor <= 0:
             continue
-        rewrite = f"mod_dl_dst:{macs[link]}," if macs is not None else ""
+        rewrite = f"mod_dl_dst:{macs[link]}," if link in macs else ""
         buckets.append(f"bucket=bucket_id:{i},weight:{max(1, round(factor * 100))},"
                        f"watch_port:{ports[link]},actions={rewrite}output:{ports[link]}")
     return f"group_id={gid},type=select,{HASH}" + "".join(f",{b}" for b in buckets)
@@ -95,60 +94,27 @@ def _group(gid: int, links: Iterable[int], ports: dict[int, int], health: LinkHe
 
 def underlay(plan: LabPlan, health: LinkHealth,
              macs: dict[int, str]) -> dict[str, tuple[list[str], list[str]]]:  # fmt: skip
-    """Switch -> (groups, flows) of its ECMP underlay, as `ovs-ofctl` lines."""
-    f: Fabric = plan.fabric
+    """Switch -> (groups, flows) of its ECMP underlay, as `ovs-ofctl` lines: the static
+    underlay's next hops (`sim.lab.underlay.Reach`: shortest paths over the cables there,
+    so missing cables and absent hosts are routed around), one select group per next-hop
+    set, a flow per host towards it, and one range flow for the set most hosts share when
+    it only goes up. Group ids follow the cabling, not the health, so a link change
+    rewrites groups in place."""
+    reach = Reach.of(plan)
     every = str(HOST_LOOPBACKS)
     out: dict[str, tuple[list[str], list[str]]] = {}
-    hosts_of_rack = f.hosts_per_rack
-    for rtsw in range(f.num_rtsws):
-        node = f.rtsw_name(rtsw)
-        ports = bridge_ports(plan, node)
+    for switch in plan.switches:
+        ports = bridge_ports(plan, switch)
         groups, flows = [], []
-        for hh in range(hosts_of_rack):
-            h = rtsw * hosts_of_rack + hh
-            links = [int(f.access_link(f.nic_id(h, n))) for n in range(f.nics_per_host)]
-            groups.append(_group(hh + 1, links, ports, health, macs))
-            flows.append(f"priority={PRIORITY_HOST},ip,nw_dst={plan.host_address(h)},"
-                         f"actions=group:{hh + 1}")  # fmt: skip
-        ups = [int(f.rack_link(rtsw, c, k)) for c in range(f.ctsws_per_pod)
-               for k in range(f.rack_links)]  # fmt: skip
-        groups.append(_group(hosts_of_rack + 1, ups, ports, health))
-        flows.append(f"priority={PRIORITY_RANGE},ip,nw_dst={every},"
-                     f"actions=group:{hosts_of_rack + 1}")  # fmt: skip
-        out[node] = (groups, flows)
-    for ctsw in range(f.num_ctsws):
-        node = f.ctsw_name(ctsw)
-        ports = bridge_ports(plan, node)
-        pod, c = divmod(ctsw, f.ctsws_per_pod)
-        groups, flows = [], []
-        for r in range(f.racks_per_pod):
-            rtsw = pod * f.racks_per_pod + r
-            groups.append(_group(r + 1, [int(f.rack_link(rtsw, c, k))
-                                         for k in range(f.rack_links)], ports, health))
-            for hh in range(hosts_of_rack):
-                flows.append(f"priority={PRIORITY_HOST},ip,"
-                             f"nw_dst={plan.host_address(rtsw * hosts_of_rack + hh)},"
-                             f"actions=group:{r + 1}")  # fmt: skip
-        if f.atsws_per_plane:
-            ups = [int(f.agg_link(pod, c, j, m)) for j in range(f.atsws_per_plane)
-                   for m in range(f.agg_links)]  # fmt: skip
-            groups.append(_group(f.racks_per_pod + 1, ups, ports, health))
-            flows.append(f"priority={PRIORITY_RANGE},ip,nw_dst={every},"
-                         f"actions=group:{f.racks_per_pod + 1}")  # fmt: skip
-        out[node] = (groups, flows)
-    per_pod = f.racks_per_pod * hosts_of_rack
-    for atsw in range(f.num_atsws):
-        node = f.atsw_name(atsw)
-        ports = bridge_ports(plan, node)
-        c, j = divmod(atsw, max(f.atsws_per_plane, 1))
-        groups, flows = [], []
-        for pod in range(f.pods):
-            groups.append(_group(pod + 1, [int(f.agg_link(pod, c, j, m))
-                                           for m in range(f.agg_links)], ports, health))
-            for h in range(pod * per_pod, (pod + 1) * per_pod):
-                flows.append(f"priority={PRIORITY_HOST},ip,nw_dst={plan.host_address(h)},"
-                             f"actions=group:{pod + 1}")  # fmt: skip
-        out[node] = (groups, flows)
+        sets, aggregate = next_hop_sets(plan, reach, switch)
+        for gid, (links, members) in enumerate(sets, 1):
+            groups.append(_group(gid, links, ports, health, macs))
+            if gid - 1 == aggregate:
+                flows.append(f"priority={PRIORITY_RANGE},ip,nw_dst={every},actions=group:{gid}")
+                continue
+            flows += [f"priority={PRIORITY_HOST},ip,nw_dst={plan.host_address(h)},"
+                      f"actions=group:{gid}" for h in members]  # fmt: skip
+        out[switch] = (groups, flows)
     return out
 
 
@@ -202,15 +168,12 @@ def build(plan: LabPlan, health: LinkHealth) -> None:
     """The switches of `plan` as the bridges of a new Open vSwitch, the hosts' NICs
     attached, the hosts addressed and routed, and the underlay written; the host
     namespaces must exist already."""
-    f = plan.fabric
-    access = {int(f.access_link(f.nic_id(h, n))): h
-              for h in range(f.num_hosts) for n in range(f.nics_per_host)}  # fmt: skip
+    access = {link: host for host in plan.hosts for link in plan.node_links[host]}
 
     def attach(instance: ovs_daemons.OvsInstance) -> dict[int, str]:
         pid = instance.vswitchd_pid()
         lines, names = [], {}
-        for link, h in sorted(access.items()):
-            host = plan.hosts[h]
+        for link, host in sorted(access.items()):
             names[link] = f"v{link}"
             lines.append(f"link add dev {plan.port(host, link).ifname} netns "
                          f"{plan.netns(host)} type veth peer name v{link} netns {pid}")
@@ -223,21 +186,23 @@ def build(plan: LabPlan, health: LinkHealth) -> None:
                            f"{done.stderr.strip()[:400]}")
         return names
 
-    ovs_daemons.OvsInstance(rundir(plan.lab), f, attach=attach)
+    ovs_daemons.OvsInstance(rundir(plan.lab), plan.fabric, attach=attach)
     routes = static_routes(plan)
-    for h, host in enumerate(plan.hosts):
+    for host in plan.hosts:
+        h = plan.fabric.host_by_name(host)
         lines = ["link set dev lo up", f"addr add {plan.host_address(h)}/32 dev lo"]
-        for n in range(f.nics_per_host):
-            port = plan.port(host, int(f.access_link(f.nic_id(h, n))))
+        for link in plan.node_links[host]:
+            port = plan.port(host, link)
             lines += [f"addr add {port.address}/31 dev {port.ifname}",
                       f"link set dev {port.ifname} up",
                       f"neigh replace {port.peer_address} lladdr {GATEWAY_MAC} dev "
                       f"{port.ifname} nud permanent"]  # fmt: skip
-        ip_batch(lines + routes[host], plan.netns(host))
+        ip_batch(lines + routes.get(host, []), plan.netns(host))
     save_health(plan.lab, health)
     install_underlay(plan, health, first=True)
     for link in health.down_links().tolist():
-        set_port(plan, int(link), up=False)
+        if plan.fabric.installed[link]:  # a missing cable has no port to stop
+            set_port(plan, int(link), up=False)
 
 
 def stop(lab: str) -> None:

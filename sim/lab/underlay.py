@@ -157,6 +157,27 @@ def _chosen(links: list[int], key: bytes) -> list[int]:
     return [links[i] for i in np.flatnonzero(np.frombuffer(key, dtype=bool))]
 
 
+def next_hop_sets(plan: LabPlan, reach: Reach,
+                  switch: str) -> tuple[list[tuple[list[int], list[int]]], int | None]:  # fmt: skip
+    """`switch`'s ECMP next hops: one (links, hosts) per distinct set of shortest-path links
+    towards the hosts it reaches, ordered by first host; and the index of the set the range
+    route (10.1/16) takes: the one most hosts share (then the widest) when it only goes
+    up, else None (every host gets its own /32)."""
+    links, on_path = reach.hops(switch)
+    patterns: dict[bytes, list[int]] = {}
+    for h in reach.hosts.tolist():
+        column = on_path[:, h]
+        if column.any():
+            patterns.setdefault(column.tobytes(), []).append(h)
+    ordered = sorted(patterns.items(), key=lambda kv: kv[1][0])
+    sets = [(_chosen(links, key), members) for key, members in ordered]
+    if not sets:
+        return sets, None
+    top = min(range(len(sets)), key=lambda i: (-len(sets[i][1]), -len(sets[i][0]), i))
+    upward = all(_upward(plan, switch, link) for link in sets[top][0])
+    return sets, top if upward else None
+
+
 def static_routes(plan: LabPlan, reach: Reach | None = None) -> dict[str, list[str]]:
     """Node name -> `ip route replace` batch lines of its ECMP underlay over the installed
     links."""
@@ -170,34 +191,19 @@ def static_routes(plan: LabPlan, reach: Reach | None = None) -> dict[str, list[s
             f"route replace {every} proto {PROTO} src {plan.host_address(h)} "
             + _multipath(plan, host, list(plan.node_links[host]))
         ]
-    hosts = reach.hosts
     S = f.rtsws_per_rack
     for switch in plan.switches:
-        links, on_path = reach.hops(switch)
         lines: list[str] = []
-        patterns: dict[bytes, list[int]] = {}
-        for h in hosts.tolist():
-            column = on_path[:, h]
-            if column.any():
-                patterns.setdefault(column.tobytes(), []).append(h)
-        # one 10.1/16 route for the next-hop set most hosts share (then the widest), when
-        # it only goes up; a /32 for every other host the switch can reach
-        ranked = sorted(patterns.items(), key=lambda kv: (-len(kv[1]), -sum(kv[0]), kv[1][0]))
-        aggregate = None
-        if ranked:
-            chosen = _chosen(links, ranked[0][0])
-            if all(_upward(plan, switch, link) for link in chosen):
-                aggregate = ranked[0][0]
-                lines.append(f"route replace {every} proto {PROTO} "
-                             + _multipath(plan, switch, chosen))  # fmt: skip
-        for key, members in sorted(patterns.items(), key=lambda kv: kv[1][0]):
-            if key == aggregate:
+        sets, aggregate = next_hop_sets(plan, reach, switch)
+        for i, (chosen, members) in enumerate(sets):
+            route = _multipath(plan, switch, chosen)
+            if i == aggregate:
+                lines.insert(0, f"route replace {every} proto {PROTO} {route}")
                 continue
-            route = _multipath(plan, switch, _chosen(links, key))
             lines += [f"route replace {plan.host_address(h)}/32 proto {PROTO} {route}"
                       for h in members]  # fmt: skip
         if S > 1 and f.node_kind(f.node_by_name(switch)) == "ctsw":
-            lines += _rail_routes(plan, reach, switch, links)
+            lines += _rail_routes(plan, reach, switch, list(plan.node_links[switch]))
         out[switch] = lines
     return out
 

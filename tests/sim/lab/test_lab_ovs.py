@@ -162,3 +162,44 @@ def test_lab_down_stops_its_open_vswitch(tiny: Fabric):
     while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not os.path.exists(f"/proc/{pid}")
+
+
+def test_a_lab_of_irregular_wiring_on_bridges_routes_around_and_steers(tiny: Fabric, tmp_path):
+    """`tiny` with two RTSW-CTSW cables missing and a host absent, as Open vSwitch bridges:
+    no port for a missing cable, the select groups over the cables there (every flow of a
+    job mix arrives with no TE entry), then TE entries through the ovs driver, every routed
+    flow on its planned path."""
+    from controller.formats.fabric_file import load_fabric
+    from sim.lab.cli import install
+    from sim.lab.gaps import gapped_cable_list
+
+    missing = ("rtsw-p0-r0:ctsw-p0-c1", "rtsw-p1-r1:ctsw-p1-c3")
+    source = tmp_path / "gaps.json"
+    source.write_text(json.dumps(gapped_cable_list(tiny, "tiny-gaps", missing,
+                                                   ["host-p1-r1-h1"])))  # fmt: skip
+    fabric = load_fabric(str(source))
+    name = unique_name("lg")
+    record = lab.up(fabric, name, str(source), switch="ovs")
+    io = OvsLabIO(LabPlan(fabric, name))
+    driver = OvsDriver(fabric, lab=name)
+    try:
+        assert record.not_installed == 4 and record.unreachable == 0
+        assert len(record.namespaces) == fabric.num_hosts - 1
+        plan = LabPlan(fabric, name)
+        cut = int(fabric.link_by_name(missing[0]))
+        assert cut not in bridge_ports(plan, RTSW) and len(bridge_ports(plan, RTSW)) == 7
+        groups = _ofctl(name, fabric, RTSW, "dump-groups")
+        assert groups.count("group_id=") >= 3 and "bucket" in groups
+        assignment, routes = solved(fabric, seed=1, fill=1.0)
+        rows = np.flatnonzero(assignment.routed).tolist()
+        streams = Streams(io, assignment, rows).start()  # the underlay alone
+        time.sleep(0.5)
+        alone = streams.stop()
+        assert alone.sent > len(rows) and alone.lost == 0, alone.per_flow_lost
+        install(driver, fabric, routes)
+        report = verify(io, assignment, rows, packets=5)
+        assert report.ok and report.checked == len(rows), report.problems
+    finally:
+        driver.close()
+        io.close()
+        lab.down(name)

@@ -108,8 +108,7 @@ def test_a_lab_refuses_what_it_cannot_build(gaps: tuple[str, Fabric]) -> None:
     _, fabric = gaps
     lab.check_size(fabric, "static")
     lab.check_size(fabric, "frr")
-    with pytest.raises(LabError, match="4 links not installed .*Open vSwitch .*complete"):
-        lab.check_size(fabric, "groups", "ovs")
+    lab.check_size(fabric, "groups", "ovs")  # bridges build it too (tests/sim/lab/test_lab_ovs)
 
 
 def test_host_pairs_no_cable_joins_are_named_and_not_waited_for(tiny: Fabric) -> None:
