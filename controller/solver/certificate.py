@@ -76,6 +76,9 @@ DEFAULT_HASHES = 4  # K: hash seeds the reference is the mean over
 # the first FLOW_ROUNDS, failing jobs whole after, and everything from round MAX_ROUNDS on
 FLOW_ROUNDS = 4
 MAX_ROUNDS = 10
+# QPs a seed walks below which the seeds run one after the other in the caller's thread: a
+# thread's start and join (~0.1-0.5 ms, more on a busy machine) outweigh a walk this small
+PARALLEL_WORK = 100_000
 _NO_ARCS = np.zeros((0, MAX_HOPS), np.int64)
 _NO_ROWS = np.zeros(0, np.int64)
 log = logging.getLogger(__name__)
@@ -352,7 +355,8 @@ class _Reference:
                                 hashed=everyone)  # fmt: skip
             return job_values(share, self.flows.job, self.num_jobs)
 
-        runs = _each_seed(run, self.opts, stop=self.stop)  # the mean is in seed order
+        runs = _each_seed(run, self.opts, stop=self.stop,
+                          work=len(self.flows) * self.qps)  # the mean is in seed order
         self.computed += len(runs)
         values = self._values[kind] = np.mean(runs, axis=0)
         values.setflags(write=False)
@@ -459,6 +463,7 @@ def certify(
         )  # fmt: skip
     ref = _Reference(fabric, health, flows, qps, num_jobs, opts, stop)
     cap = health.arc_capacity(fabric)
+    walked = int(np.where(rows.qp == ALL_QPS, qps, 1).sum())  # QPs a seed's plane walks
     has_flows = np.bincount(flows.job, minlength=num_jobs) > 0
     unit_key = rows.src_nic * np.int64(fabric.num_hosts) + rows.dst_host(fabric)
     path = assignment.path.copy()
@@ -482,7 +487,7 @@ def certify(
             return _Plane.of(fabric, health, plane, cap, num_jobs, num_parents=len(flows),
                              model=opts.model)  # fmt: skip
 
-        planes = _each_seed(loaded, opts, seeds, stop)
+        planes = _each_seed(loaded, opts, seeds, stop, walked)
         at_risk = np.logical_or.reduce([p.at_risk for p in planes])
         hot = [p.over for p in planes]
         mlus = [p.mlu for p in planes]
@@ -500,7 +505,7 @@ def certify(
                                num_parents=len(flows), weight=p.plane.weight,
                                model=opts.model, hashed=p.plane.hashed, load=p.load)  # fmt: skip
 
-        shares = _each_seed(shared, opts, tuple(range(len(planes))), stop)
+        shares = _each_seed(shared, opts, tuple(range(len(planes))), stop, walked)
         share = np.mean(shares, axis=0)
         te = np.mean([job_values(x, flows.job, num_jobs) for x in shares], axis=0)
         te = np.where(at_risk, te, 1.0)
@@ -584,15 +589,18 @@ def reference_mlu(
                             np.where(load > 0, np.inf, 0.0))  # fmt: skip
         return float(util.max(initial=0.0))
 
-    return float(np.mean(_each_seed(mlu, opts, stop=stop)))
+    return float(np.mean(_each_seed(mlu, opts, stop=stop, work=len(flows) * qps)))
 
 
 def _each_seed(run: Callable[[int], T], opts: CertifyOptions,
                seeds: tuple[int, ...] | None = None,
-               stop: Callable[[], bool] | None = None) -> list[T]:  # fmt: skip
+               stop: Callable[[], bool] | None = None,
+               work: int | None = None) -> list[T]:  # fmt: skip
     """`run` for every seed (`opts.seeds` unless given), in seed order, on up to
-    `opts.workers` threads (the compiled loops release the GIL); `stop` is asked before
-    each seed (Superseded when it says so: the certificate is no longer wanted)."""
+    `opts.workers` threads (the compiled loops release the GIL), or in this thread when a
+    seed's `work` (QPs walked) is under PARALLEL_WORK: starting and joining threads would
+    cost more than they save (the same values either way). `stop` is asked before each
+    seed (Superseded when it says so: the certificate is no longer wanted)."""
     seeds = opts.seeds if seeds is None else seeds
     if stop is not None:
         plain = run
@@ -603,7 +611,7 @@ def _each_seed(run: Callable[[int], T], opts: CertifyOptions,
             return plain(seed)
 
     workers = min(len(seeds), opts.workers or os.cpu_count() or 1)
-    if workers <= 1:
+    if workers <= 1 or (work is not None and work < PARALLEL_WORK):
         return [run(seed) for seed in seeds]
     with ThreadPoolExecutor(workers, thread_name_prefix="certificate") as pool:
         return list(pool.map(run, seeds))
