@@ -54,6 +54,16 @@ def _done(engine: Engine) -> None:
             target, engine._jobs_version, engine.react), WAIT)  # fmt: skip
 
 
+def _published(engine: Engine) -> None:
+    """Wait until the set of what is installed is published (its elements may still be
+    under way): a report is then judged against it, not found stale."""
+    target = engine.installer.target
+    assert target is not None
+    assert engine.precomputer.wait(
+        lambda f: engine.precomputer.lookup(target, engine._jobs_version, engine.react,
+                                            target.health, False).reason != "stale", WAIT)
+
+
 def _reports(engine: Engine, path: str, reason: str = "") -> float:
     value = engine.metrics.registry.get_sample_value(
         "fabric_te_precomputed_reports_total", {"path": path, "reason": reason})
@@ -222,14 +232,14 @@ def test_a_switch_down_uses_the_precomputed_repair(engine: Engine) -> None:
 
 
 def test_degradations_and_double_failures_go_on_demand(engine: Engine) -> None:
-    _done(engine)
+    _published(engine)  # judged against the set of what is installed, ready or not
     a, b = _used_link(engine, 0), _used_link(engine, 1)
     engine.report_links({a: 0.5})
     assert engine.wait_idle(WAIT)
-    _done(engine)
+    _published(engine)
     engine.report_links({a: 1.0})
     assert engine.wait_idle(WAIT)
-    _done(engine)
+    _published(engine)
     engine.report_links({a: 0.0, b: 0.0})
     assert engine.wait_idle(WAIT)
     assert engine.precomputed_hits == 0
@@ -313,7 +323,7 @@ def test_after_a_job_change_reports_go_on_demand_until_the_refresh_is_done(
 def test_a_report_while_jobs_change_goes_on_demand(engine: Engine) -> None:
     """A job put and a link report taken in one round: the set (for the jobs before) is
     not used, even though the installed routing is still the one it was computed for."""
-    _done(engine)
+    _published(engine)
     with engine._cond:  # both land before the worker takes them
         engine.intake.put_job(Job("late", (3, 7, 11, 15), dp=4, tp=4), 0)
         engine.intake.report_links({_used_link(engine): 0.0}, False)
@@ -344,8 +354,7 @@ def test_after_a_health_change_a_second_failure_goes_on_demand_until_refreshed(
 def test_routes_applied_from_a_file_and_rolled_back_are_never_served_by_an_old_set(
     engine: Engine,
 ) -> None:
-    _done(engine)
-    target = engine.installer.target
+    target = engine.installer.target  # routes held from a file: on demand, ready or not
     assert target is not None
     own = target.assignment
     engine.apply_routes(own, build_routes(FABRIC, own), "same.npz")
