@@ -127,11 +127,13 @@ def test_etcd_down_keeps_routes_refuses_writes_and_loses_no_acknowledged_input(
     replicas = [serve(_args(etcd, tmp_path, f"r{i}")).ready() for i in range(2)]
     acked: list[str] = []
     refused: list[str] = []
-    stop = threading.Event()
+    stop, down = threading.Event(), threading.Event()
 
     def writer() -> None:  # a stream of inputs, alternating replicas, across the outage
         i = 0
         while not stop.is_set() and i < 16:
+            if i == 8 and not down.wait(30):  # the second half across it, however fast
+                break
             try:
                 replicas[i % 2].stub.PutJob(pb.PutJobRequest(job=_job(small, i)), timeout=5)
                 acked.append(f"j{i}")
@@ -146,6 +148,7 @@ def test_etcd_down_keeps_routes_refuses_writes_and_loses_no_acknowledged_input(
         _until(lambda: len(acked) >= 4 and any(_tables(small, tmp_path / "tables").values()))
         etcd.stop()  # kill -9 mid-stream
         before = len(acked)
+        down.set()
         _until(lambda: len(refused) >= 3, 10)
         assert len(acked) <= before + 1  # at most the write in flight
         assert any(r.startswith("UNAVAILABLE") and "etcd unreachable" in r for r in refused)
