@@ -214,12 +214,16 @@ class Intake:
 
     def apply_changes(self, changes: list[Change]) -> None:
         """Adopt input changes another replica wrote (already filtered to the new ones);
-        records are decoded before the engine lock is taken."""
+        records are decoded before the engine lock is taken. Two threads adopt changes (the
+        watch, and a writer re-reading after a lost write), so a change already overtaken
+        by a newer revision of its key, marked by the other thread, is not applied: that
+        newer one is applied by whoever marked it, and an older value landing last would
+        hide it until the key's next write."""
         persist = self.replica.persist
         if not changes or persist is None:
             return
-        decoded: list[tuple[str, bytes | None, Stored]] = []
-        for key, value, _ in changes:
+        decoded: list[tuple[str, bytes | None, Stored, int]] = []
+        for key, value, rev in changes:
             into = Stored(0)
             try:
                 if value is not None:
@@ -227,10 +231,12 @@ class Intake:
             except StoreCorrupt as err:
                 log.error("ignored a stored change: %s", err)
                 continue
-            decoded.append((key, value, into))
+            decoded.append((key, value, into, rev))
         with self._cond:
             refresh = False
-            for key, value, into in decoded:
+            for key, value, into, rev in decoded:
+                if persist.newest(key) > rev:
+                    continue  # overtaken while decoding
                 if key.startswith(JOBS):
                     job_id = key[len(JOBS) :]
                     self.built.pop(job_id, None)  # another replica's: built when solved
