@@ -198,7 +198,7 @@ class Intake:
                 except StoreConflict:
                     if attempt == WRITE_ATTEMPTS:
                         raise
-                    self.apply_changes(self.replica.refresh(key))
+                    self._adopt(self.replica.refresh(key))
                     time.sleep(random.uniform(0, 0.002 * attempt))  # let the other finish
                     continue
                 with self._cond:
@@ -213,12 +213,17 @@ class Intake:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def apply_changes(self, changes: list[Change]) -> None:
-        """Adopt input changes another replica wrote (already filtered to the new ones);
-        records are decoded before the engine lock is taken. Two threads adopt changes (the
-        watch, and a writer re-reading after a lost write), so a change already overtaken
-        by a newer revision of its key, marked by the other thread, is not applied: that
-        newer one is applied by whoever marked it, and an older value landing last would
-        hide it until the key's next write."""
+        """Adopt the changes another replica wrote (the store's watch). They are marked
+        taken and applied under the input-write lock: a write checked in between would
+        expect the newer revision with a value computed from the older state, and succeed,
+        dropping the other replica's update."""
+        with self._writes:
+            self._adopt(self.replica.fresh(changes))
+
+    def _adopt(self, changes: list[Change]) -> None:
+        """Apply changes already marked taken (the new ones); records are decoded before
+        the engine lock is taken. A change overtaken by a newer revision of its key (the
+        leader's own assignment write) is skipped: the newer one is applied by its writer."""
         persist = self.replica.persist
         if not changes or persist is None:
             return
@@ -236,7 +241,7 @@ class Intake:
             refresh = False
             for key, value, into, rev in decoded:
                 if persist.newest(key) > rev:
-                    continue  # overtaken while decoding
+                    continue  # overtaken
                 if key.startswith(JOBS):
                     job_id = key[len(JOBS) :]
                     self.built.pop(job_id, None)  # another replica's: built when solved

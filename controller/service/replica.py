@@ -108,10 +108,10 @@ class Replica:
     def start(
         self, on_changes: Callable[[list[Change]], None], on_role: Callable[[bool], None]
     ) -> None:
-        """Follow other writers from the loaded revision, and campaign."""
+        """Follow other writers from the loaded revision, and campaign. `on_changes` gets
+        every change seen, and takes the new ones with `fresh`."""
         if self.store is not None and self.persist is not None:
-            persist = self.persist
-            self.store.follow(persist.revision, lambda ch: on_changes(persist.fresh(ch)))
+            self.store.follow(self.persist.revision, on_changes)
 
         def role(leader: bool) -> None:
             if self._leader_gauge is not None:
@@ -154,6 +154,11 @@ class Replica:
         unlike the assignment, a failure is raised: nothing is pushed unless stored."""
         if self.persist is not None:
             self.persist.put_held(held, self.leadership.guard())
+
+    def fresh(self, changes: list[Change]) -> list[Change]:
+        """The changes not yet taken here, marked taken: the guarded writes expect them,
+        so call it where the state takes them before the next write is checked."""
+        return self.persist.fresh(changes) if self.persist is not None else []
 
     def refresh(self, key: str) -> list[Change]:
         return self.persist.refresh(key) if self.persist is not None else []

@@ -10,6 +10,7 @@ import pytest
 from controller.errors import Fenced, StoreConflict, StoreCorrupt, StoreUnavailable
 from controller.model.fabric import Fabric
 from controller.service.etcd import EtcdStore
+from controller.service.persist import LINKS
 
 
 def _until(pred, timeout: float = 10.0) -> bool:  # type: ignore[no-untyped-def]
@@ -172,10 +173,66 @@ def test_link_reports_on_two_replicas_at_once_lose_no_update(tiny: Fabric, etcd)
         for t in threads:
             t.join()
         for e in engines:
-            assert _until(lambda e=e: set(e.health.down_links().tolist()) == set(links))
+            if not _until(lambda e=e: set(e.health.down_links().tolist()) == set(links)):
+                persist = e.replica.persist
+                assert persist is not None
+                _, rev, revision = EtcdStore.from_url(url, "tiny").get(LINKS)
+                missing = sorted(set(links) - set(e.health.down_links().tolist()))
+                pytest.fail(f"replica {e.replica.id} misses links {missing}: store {LINKS} at "
+                            f"{rev} (revision {revision}), the replica has {persist.newest(LINKS)} "
+                            f"(revision {persist.revision})")  # fmt: skip
     finally:
         for e in engines:
             e.close()
+
+
+def test_a_write_checked_while_the_watch_decodes_a_newer_record_keeps_both(  # type: ignore[no-untyped-def]
+    tiny: Fabric, etcd
+) -> None:
+    """The watch marks another replica's record taken before it is in the state; a link
+    report checked in that window must not be stored against that revision without it."""
+    import threading
+
+    from controller.service.engine import Engine
+    from controller.service.replica import Replica
+    from sim.driver import EmulatedDriver
+    from sim.switches import EmulatedFabric
+
+    emulated = EmulatedFabric(tiny)
+    url = f"etcd://{etcd.endpoint}/fte"
+    first, second = (
+        Engine(tiny, EmulatedDriver(emulated=emulated), debounce=0.0, reconcile_interval=60,
+               replica=Replica(tiny, EtcdStore.from_url(url, "tiny"), replica_id=f"r{i}"))
+        for i in range(2)
+    )  # fmt: skip
+    one, two = (int(tiny.rack_link(0, c)) for c in (0, 1))
+    persist = first.replica.persist
+    assert persist is not None
+    decode, entered, release = persist.decode, threading.Event(), threading.Event()
+
+    def slow_decode(key, value, into) -> None:  # type: ignore[no-untyped-def]
+        if key == LINKS and threading.current_thread().name == "etcd-follow":
+            entered.set()
+            release.wait(10)
+        decode(key, value, into)
+
+    persist.decode = slow_decode  # type: ignore[method-assign]
+    try:
+        second.report_links({two: 0.0})
+        assert entered.wait(10), "the first replica's watch never saw the second's report"
+        writer = threading.Thread(target=first.report_links, args=({one: 0.0},))
+        writer.start()
+        time.sleep(0.5)  # the report is checked and written now, or waits for the watch
+        release.set()
+        writer.join(10)
+        for e in (first, second):
+            assert _until(lambda e=e: set(e.health.down_links().tolist()) == {one, two}), (
+                f"replica {e.replica.id} has {sorted(e.health.down_links().tolist())}"
+            )
+    finally:
+        release.set()
+        first.close()
+        second.close()
 
 
 def test_a_deposed_leader_that_still_believes_it_leads_is_fenced_at_the_switch(

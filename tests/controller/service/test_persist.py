@@ -68,28 +68,3 @@ def test_inputs_changed_since_the_assignment_are_solved_on_start(
     finally:
         again.close()
 
-
-def test_a_change_overtaken_while_it_was_decoded_is_not_applied(
-    tiny: Fabric, tmp_path: Path
-) -> None:
-    """The watch and a writer re-reading after a lost write both adopt changes: the older
-    value of a key, landing after the newer one, must not hide it."""
-    from controller.model.health import LinkHealth
-    from controller.service.persist import LINKS
-
-    engine = _engine(tiny, tmp_path)
-    try:
-        persist = engine.replica.persist
-        assert persist is not None
-        one, two = (int(tiny.rack_link(0, c)) for c in (0, 1))
-        older = persist.encode_health(LinkHealth.all_up(tiny).with_factors({one: 0.0}))
-        newer = persist.encode_health(
-            LinkHealth.all_up(tiny).with_factors({one: 0.0, two: 0.0})
-        )
-        base = persist.revision
-        marked_older = persist.fresh([(LINKS, older, base + 1)])  # the watch, then decoding
-        engine.intake.apply_changes(persist.fresh([(LINKS, newer, base + 2)]))  # the writer
-        engine.intake.apply_changes(marked_older)  # the watch lands last
-        assert set(engine.health.down_links().tolist()) == {one, two}
-    finally:
-        engine.close()
