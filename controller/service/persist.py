@@ -26,7 +26,7 @@ import hashlib
 import json
 import threading
 import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,7 +59,12 @@ class Stored:
 
 def inputs_digest(jobs: Mapping[str, tuple[Job, int]], health: LinkHealth) -> str:
     """A digest of (job ids, generations) and link health: equal digests, equal inputs."""
-    h = hashlib.sha256(json.dumps(sorted((k, g) for k, (_, g) in jobs.items())).encode())
+    return generations_digest(sorted((k, g) for k, (_, g) in jobs.items()), health)
+
+
+def generations_digest(generations: Sequence[tuple[str, int]], health: LinkHealth) -> str:
+    """inputs_digest of the (job id, generation) pairs sorted by id."""
+    h = hashlib.sha256(json.dumps(list(generations)).encode())
     h.update(np.ascontiguousarray(health.factor, dtype=np.float64).tobytes())
     return h.hexdigest()
 

@@ -15,6 +15,7 @@ table of situations and steps.
 from __future__ import annotations
 
 import enum
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,6 +23,7 @@ import numpy as np
 from controller.model.assignment import Assignment
 from controller.model.health import LinkHealth
 from controller.model.jobs import Job
+from controller.service.persist import generations_digest
 
 SOLVE_POLL = 0.2  # s between looks while a global solve runs and nothing else is new
 
@@ -29,12 +31,18 @@ SOLVE_POLL = 0.2  # s between looks while a global solve runs and nothing else i
 @dataclass(frozen=True)
 class Taken:
     """The inputs the worker took for a round: the jobs (sorted by id), the link health,
-    the state version they answer to, and the digest the store keeps with an assignment."""
+    the state version they answer to, and the (job id, generation) pairs the digest the
+    store keeps with an assignment is made of, when first asked for (a repair pushes
+    before it is needed)."""
 
     jobs: tuple[Job, ...]
     health: LinkHealth
     version: int
-    digest: str
+    generations: tuple[tuple[str, int], ...]
+
+    @functools.cached_property
+    def digest(self) -> str:
+        return generations_digest(self.generations, self.health)
 
     @property
     def ids(self) -> tuple[str, ...]:
