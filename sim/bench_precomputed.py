@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
+from controller.errors import DriverError
 from controller.model.clos import PRESETS, build
 from controller.model.failures import ELEMENT_KINDS, single_failures
+from controller.routes.plan import Batch, Op
 from controller.service.engine import Engine
 from controller.solver import RouteIndex
 from sim.bench_base import Config, Section, log
@@ -25,18 +27,42 @@ def _p99(xs: list[float]) -> float:
     return float(np.percentile(xs, 99)) if xs else float("nan")
 
 
-def _down_applied(engine: Engine, link: int) -> float:
-    """Report `link` down; seconds until the repair's routes are read back."""
+class _Timed(EmulatedDriver):
+    """The emulated driver, noting when its last write to the switches returned: the moment
+    the repaired routes are in the tables."""
+
+    applied = 0.0
+
+    def apply(self, switch: str, ops: Sequence[Op], timeout: float | None = None) -> None:
+        super().apply(switch, ops, timeout)
+        self.applied = time.perf_counter()
+
+    def apply_batches(
+        self, batches: Sequence[Batch], timeout: float | None = None
+    ) -> list[DriverError | None]:
+        out = super().apply_batches(batches, timeout)
+        self.applied = time.perf_counter()
+        return out
+
+
+def _down_applied(engine: Engine, link: int) -> tuple[float, float]:
+    """Report `link` down; seconds until the repair's routes are in the switches' tables
+    (the driver's last write returned), and until a thread polling the engine saw them read
+    back (that thread waits for the interpreter's lock behind the engine's and the
+    refresh's threads: up to its switch interval, 5 ms by default, more than the push)."""
+    driver = engine.driver
+    assert isinstance(driver, _Timed)
     version = engine.snapshot()[0]
     t0 = time.perf_counter()
     engine.report_links({link: 0.0})
     while engine.snapshot()[0] == version:
         time.sleep(0.0002)
-    return time.perf_counter() - t0
+    seen = time.perf_counter() - t0
+    return driver.applied - t0, seen
 
 
 def _engine(fabric, jobs, precompute: bool) -> Engine:  # type: ignore[no-untyped-def]
-    engine = Engine(fabric, EmulatedDriver(fabric), debounce=0.0, precompute=precompute)
+    engine = Engine(fabric, _Timed(fabric), debounce=0.0, precompute=precompute)
     for job in jobs:
         engine.put_job(job, 0)
     assert engine.wait_idle(600) and engine.wait_predicted(600)
@@ -79,18 +105,22 @@ def bench_precomputed(cfg: Config) -> Iterator[Section]:
                                            replace=False).tolist()]  # fmt: skip
     links = [fabric.link_names.index(name) for name in names]
     hits: list[float] = []
+    hits_seen: list[float] = []
     during: list[float] = []  # a report on demand while a refresh runs
+    during_seen: list[float] = []
     for name, link in zip(names, links, strict=True):
         _settled(engine)
         assert pc.wait(lambda f, name=name: pc.answers_to(  # type: ignore[misc]
             engine.installer.target, engine._jobs_version, engine.react) and pc.has(name), 3600)
         before = engine.precomputed_hits
-        hits.append(_down_applied(engine, link))
+        applied, seen = _down_applied(engine, link)
+        hits.append(applied)
+        hits_seen.append(seen)
         _settled(engine)
         assert engine.precomputed_hits == before + 1, "the sample must be a hit"
         engine.report_links({link: 1.0})
         _settled(engine)
-        log(f"  precomputed hit {hits[-1] * 1e3:.2f} ms")
+        log(f"  precomputed hit {hits[-1] * 1e3:.2f} ms (seen {seen * 1e3:.2f} ms)")
     # on demand while the refresh of the restored routes runs: used RTSW-CTSW links of the
     # last racks (late in the order: not ready yet when reported)
     target = engine.installer.target
@@ -102,7 +132,9 @@ def bench_precomputed(cfg: Config) -> Iterator[Section]:
         assert pc.wait(lambda f: 0 < int(f["ready"]) < READY_FIRST and not f["done"], 600)
         assert not pc.has(fabric.link_names[link])
         misses = engine.repairs - engine.precomputed_hits
-        during.append(_down_applied(engine, link))
+        applied, seen = _down_applied(engine, link)
+        during.append(applied)
+        during_seen.append(seen)
         _settled(engine)
         assert engine.repairs - engine.precomputed_hits == misses + 1
         engine.report_links({link: 1.0})
@@ -111,8 +143,11 @@ def bench_precomputed(cfg: Config) -> Iterator[Section]:
     # on demand, the same links, the precomputing off
     plain = _engine(fabric, jobs, precompute=False)
     demand: list[float] = []
+    demand_seen: list[float] = []
     for link in links:
-        demand.append(_down_applied(plain, link))
+        applied, seen = _down_applied(plain, link)
+        demand.append(applied)
+        demand_seen.append(seen)
         _settled(plain)
         plain.report_links({link: 1.0})
         _settled(plain)
@@ -155,17 +190,25 @@ def bench_precomputed(cfg: Config) -> Iterator[Section]:
         "(prediction done), then restored. "
         "'On demand' is the same links on a second engine with the precomputing off; 'during "
         "a refresh' is a report that is not ready yet (on demand) while the refresh of the "
-        "restored routes runs in its thread. Shared 2-core machine: other work ran beside."
+        "restored routes runs in its thread. 'In the switches': until the driver's last "
+        "write of the repair returned (the routes are in the tables); 'seen by a poller': "
+        "until a thread polling the engine every 0.2 ms saw them read back, which adds the "
+        "read-back and the poller's own wait for the interpreter's lock behind the engine "
+        "and the refresh threads (up to the switch interval, `sys.getswitchinterval()`). "
+        "Shared 2-core machine: other work ran beside."
     )
     sec.text("")
-    sec.table(["step", "samples", "median s", "p99 s", "max s", "target"], [
-        ["link down -> repair applied, precomputed", len(hits), statistics.median(hits),
-         _p99(hits), max(hits), "p99 < 0.005 s"],
-        ["link down -> repair applied, on demand", len(demand), statistics.median(demand),
-         _p99(demand), max(demand), ""],
-        ["link down -> repair applied, on demand during a refresh", len(during),
-         statistics.median(during), _p99(during), max(during), ""],
-    ])  # fmt: skip
+    table = []
+    for what, done, seen_by, goal in [
+        ("precomputed", hits, hits_seen, "p99 < 0.005 s"),
+        ("on demand", demand, demand_seen, ""),
+        ("on demand during a refresh", during, during_seen, ""),
+    ]:
+        table.append([f"link down -> repair in the switches, {what}", len(done),
+                      statistics.median(done), _p99(done), max(done), goal])
+        table.append([f"link down -> read back, seen by a poller, {what}", len(seen_by),
+                      statistics.median(seen_by), _p99(seen_by), max(seen_by), ""])
+    sec.table(["step", "samples", "median s", "p99 s", "max s", "target"], table)
     sec.text("")
     sec.text(
         f"Refresh: {len(failures):,} elements; memory kept {per_element_bytes / 1e3:.1f} kB "
