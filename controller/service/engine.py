@@ -48,7 +48,6 @@ from controller.service.metrics import Metrics
 from controller.service.persist import inputs_digest
 from controller.service.precomputed import Base, Precomputer, lost_arcs, moved_counts
 from controller.service.predictor import Predictor
-from controller.service.priority import favour_reaction
 from controller.service.replica import Replica
 from controller.service.rounds import Step, Taken, Target, Then, Wake
 from controller.service.route_commands import Command, RouteCommands
@@ -97,7 +96,6 @@ class Engine(RouteCommands):
         precompute_elements: int | None = None,
     ) -> None:
         warm_up()  # the solver's compiled kernels, before the first solve needs them
-        favour_reaction()  # a woken worker waits 1 ms at most for the interpreter's lock
         self.fabric = fabric
         self.driver = driver
         self.driver_name = driver_name or type(driver).__name__

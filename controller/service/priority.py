@@ -10,11 +10,6 @@ by the threads it starts (a solve's certificate workers and prefetch follow it),
 thread may lower its own priority without privilege. The engine thread, and any thread
 that never calls `background`, keeps the process's priority. Elsewhere this is a no-op:
 there setpriority would act on the whole process.
-
-Niceness shares the cores, not the interpreter: a thread woken for a link report waits for
-the interpreter's lock until its holder lets go, and a background thread in Python code
-lets go only when asked, after the switch interval (5 ms by default, a precomputed repair's
-whole budget). `favour_reaction` lowers it to REACTION_SWITCH_INTERVAL for the process.
 """
 
 from __future__ import annotations
@@ -25,7 +20,6 @@ import sys
 import threading
 
 BACKGROUND_NICE = 10  # CFS weight 110 against a nice-0 thread's 1024
-REACTION_SWITCH_INTERVAL = 0.001  # s a woken thread waits for the interpreter at most
 _MAX_NICE = 19
 log = logging.getLogger(__name__)
 
@@ -42,11 +36,3 @@ def background() -> None:
             os.setpriority(os.PRIO_PROCESS, tid, want)
     except OSError as exc:  # a sandbox without setpriority: same priority as before
         log.debug("background thread keeps its priority: %s", exc)
-
-
-def favour_reaction() -> None:
-    """Lower the interpreter's switch interval to REACTION_SWITCH_INTERVAL (kept when it is
-    lower already): a thread woken by a report waits at most that for the interpreter's
-    lock; CPU-bound threads hand it over more often, a cost of microseconds each time."""
-    if sys.getswitchinterval() > REACTION_SWITCH_INTERVAL:
-        sys.setswitchinterval(REACTION_SWITCH_INTERVAL)

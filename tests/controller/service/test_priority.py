@@ -61,18 +61,3 @@ def test_the_engine_repairs_at_the_process_priority_its_background_threads_below
             assert nice["fabric-te-precompute"] == min(19, base + BACKGROUND_NICE)
     finally:
         engine.close()
-
-
-def test_the_switch_interval_is_lowered_for_the_reaction_and_a_lower_one_kept() -> None:
-    from controller.service.priority import REACTION_SWITCH_INTERVAL, favour_reaction
-
-    before = sys.getswitchinterval()
-    try:
-        sys.setswitchinterval(0.005)  # Python's default
-        favour_reaction()
-        assert sys.getswitchinterval() == pytest.approx(REACTION_SWITCH_INTERVAL)
-        sys.setswitchinterval(REACTION_SWITCH_INTERVAL / 4)
-        favour_reaction()
-        assert sys.getswitchinterval() == pytest.approx(REACTION_SWITCH_INTERVAL / 4)
-    finally:
-        sys.setswitchinterval(before)
