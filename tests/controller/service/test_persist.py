@@ -67,4 +67,3 @@ def test_inputs_changed_since_the_assignment_are_solved_on_start(
         assert again.ops_pushed > 0 and set(before) < set(again.installed)
     finally:
         again.close()
-
