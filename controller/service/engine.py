@@ -302,8 +302,7 @@ class Engine(RouteCommands):
                 self._jobs_version = inputs.version
                 self.precomputer.drop()  # computed for the jobs before: never used again
             self.latency.taken()
-            generations = tuple((j.id, self._state.jobs[j.id][1]) for j in inputs.jobs)
-            self._round = Taken(inputs.jobs, inputs.health, inputs.version, generations)
+            self._round = Taken(inputs.jobs, inputs.health, inputs.version, inputs.generations)
 
     def _guarded(self, step: Callable[[], None]) -> None:
         """Run one step of the worker; a failure is logged, counted and ends the round."""

@@ -37,6 +37,7 @@ class Inputs:
     jobs: tuple[Job, ...]  # sorted by id
     health: LinkHealth
     health_only: bool  # only link health changed since the previous reading
+    generations: tuple[tuple[str, int], ...]  # (job id, generation), sorted by id
 
 
 @dataclass
@@ -138,9 +139,9 @@ class DesiredState:
         """The inputs of the next solve; resets the health-only flag (unless `reset` is
         False: a look that takes nothing)."""
         assert self.health is not None
-        inputs = Inputs(
-            self.version, tuple(j for j, _ in self.job_list()), self.health, self._health_only
-        )
+        listed = self.job_list()
+        inputs = Inputs(self.version, tuple(j for j, _ in listed), self.health,
+                        self._health_only, tuple((j.id, g) for j, g in listed))  # fmt: skip
         if reset:
             self._health_only = True
         return inputs
