@@ -16,6 +16,13 @@ saturated, yet the rates there sum to less than the demands, which fit. So a job
 whose rows crosses such an arc, under any of the K seeds, has TE(J) = 1 >= ref(J), and is
 not compared; when no job is at risk the reference is not computed at all.
 
+Parts (exact). Jobs that can share no arc on any routing are in different parts
+(controller.model.coupling). A part with no TE row and no flow to a host a TE row goes to
+(the entries match on the destination host) rides the defaults in the TE data plane exactly
+as in the reference, and max-min rates within a part depend on its flows only: its jobs are
+at their reference value (`alike_jobs`) and are not simulated. The rest is certified alone;
+the MLU is per seed the larger of its plane's and the reference load of the parts left out.
+
 Fallback. When some jobs fail, the rows of their flows that are below the job's reference
 value (share = mean over the seeds of rate / demand), together with every row sharing a
 source NIC and destination host with one (the unit a source RTSW entry steers), are handed
@@ -57,6 +64,7 @@ import numpy as np
 
 from controller.errors import InputError, Superseded
 from controller.model.assignment import UNROUTED, Assignment
+from controller.model.coupling import coupled_jobs
 from controller.model.dataplane import Carried, carried, overrides_of
 from controller.model.fabric import Fabric
 from controller.model.flows import ALL_QPS, FlowSet, distinct
@@ -109,6 +117,9 @@ class CertifyOptions:
     # a routing with no TE entry (the reference itself): its MLU not counted here but left
     # to the caller (`reference_mlu`, after the push); the certificate says `mlu_pending`
     mlu_later: bool = False
+    # simulate only the parts TE can touch (module docstring, "Parts"); False: every job,
+    # for checking that the shortcut changes nothing
+    parts: bool = True
 
     def __post_init__(self) -> None:
         for name in (self.reference, *self.compare):
@@ -159,13 +170,31 @@ class Certificate:
     pending: bool = False
     # hashings of `compare` not computed: more subflows than CertifyOptions.compare_above
     not_compared: tuple[str, ...] = ()
-    # the routing is the reference and its MLU (NaN here) is counted later by the caller
-    # (CertifyOptions.mlu_later; `with_mlu` fills it in)
+    # the MLU (NaN here) is counted later by the caller: the routing is the reference
+    # (CertifyOptions.mlu_later), or `alike_jobs` ride it and their load is still to count
+    # (`with_reference_mlus` fills it in)
     mlu_pending: bool = False
+    # jobs certified without simulation: their parts (controller.model.coupling) hold no TE
+    # row and no flow to a host a TE row steers to, so they ride the reference alike in both
+    # planes (module docstring, "Parts"); not in `jobs_checked`
+    alike_jobs: tuple[int, ...] = ()
+    # per seed, the MLU of the parts simulated (one value: it did not depend on the seed),
+    # when `alike_jobs` were not: the MLU is per seed the larger of it and theirs
+    mlu_seeds: tuple[float, ...] = ()
 
     def with_mlu(self, mlu: float) -> Certificate:
         """This certificate with its MLU counted."""
         return replace(self, mlu=mlu, mlu_pending=False)
+
+    def with_reference_mlus(self, rest: list[float]) -> Certificate:
+        """This certificate with its MLU counted from `rest`, per seed the MLU of the
+        reference routing of the jobs it did not simulate (all of them when the routing is
+        the reference; else `alike_jobs`): the parts share no arc, so per seed the MLU is
+        the larger of theirs and the simulated parts' (`mlu_seeds`)."""
+        done = list(self.mlu_seeds) * (len(rest) if len(self.mlu_seeds) == 1 else 1)
+        if not done:
+            done = [0.0] * len(rest)
+        return self.with_mlu(float(np.mean([max(a, b) for a, b in zip(done, rest, strict=True)])))
 
     def to_dict(self) -> dict[str, object]:
         """A JSON-ready dict."""
@@ -177,7 +206,7 @@ class Certificate:
             "rounds": self.rounds, "seconds": self.seconds, "mlu": self.mlu,
             "reference_runs": self.reference_runs, "walked": self.walked,
             "pending": self.pending, "not_compared": list(self.not_compared),
-            "mlu_pending": self.mlu_pending,
+            "mlu_pending": self.mlu_pending, "jobs_alike": len(self.alike_jobs),
         }  # fmt: skip
 
     def metrics(self) -> dict[str, float]:
@@ -215,6 +244,9 @@ class Certificate:
             return (f"certificate: pending against {self.reference}: {self.jobs:,} jobs with "
                     "flows not checked yet; it is certified in full next, off the reaction "
                     "path")  # fmt: skip
+        if self.alike_jobs:
+            fell += (f"; {len(self.alike_jobs):,} job(s) ride {self.reference} alike in both "
+                     "(no TE row in their parts: not simulated)")
         if self.not_compared:
             fell += (f"; {', '.join(self.not_compared)} not compared (more subflows than "
                      "CertifyOptions.compare_above)")  # fmt: skip
@@ -369,18 +401,30 @@ class _Reference:
 
 def prefetch(fabric: Fabric, health: LinkHealth, flows: FlowSet, *, qps: int,
              options: CertifyOptions | None = None,
-             stop: Callable[[], bool] | None = None) -> None:
+             stop: Callable[[], bool] | None = None,
+             steered: np.ndarray | None = None) -> None:
     """Start simulating the reference values of the input `flows` on a background thread,
     so that certifying a routing of them (after a solve that takes about as long) finds them
     ready or in flight instead of starting then. The certificate is the same either way;
     nothing is started when it is disabled or would be deferred; `stop` (the solve's) ends
-    it before a seed, as it would the certificate."""
+    it before a seed, as it would the certificate. `steered`: the flows that may get TE
+    rows (certify); only their parts' reference is simulated, as the certificate given the
+    same will ask for (none when given and empty)."""
     opts = options or CertifyOptions()
     work = len(flows) * qps * len(opts.seeds)
     if not opts.enabled or not len(flows) or (
             opts.defer_above is not None and work > opts.defer_above):  # fmt: skip
         return
     num_jobs = max(len(flows.job_ids), int(flows.job.max(initial=-1)) + 1, 1)
+    if steered is not None and opts.parts:
+        steered = np.asarray(steered, bool)
+        if not steered.any():
+            return
+        dst = flows.dst_host(fabric)
+        has = np.bincount(flows.job, minlength=num_jobs) > 0
+        alike = has & ~coupled_jobs(fabric, flows, num_jobs, np.isin(dst, dst[steered]))
+        if alike.any():
+            flows = flows.take(np.flatnonzero(~alike[flows.job]))
     # one seed after another: the caller's placement keeps the other core busy
     ref = _Reference(fabric, health, flows, qps, num_jobs, replace(opts, workers=1), stop)
     key = ref.key(opts.reference)
@@ -414,6 +458,7 @@ def certify(
     options: CertifyOptions | None = None,
     inputs: FlowSet | None = None,
     stop: Callable[[], bool] | None = None,
+    steered: np.ndarray | None = None,
 ) -> tuple[Assignment, Certificate]:
     """Certify `assignment` (rows; `parent[i]`: row i's input flow) against the reference,
     handing failing jobs back to hashing until it holds (module docstring). Returns the
@@ -422,7 +467,10 @@ def certify(
     given; else rebuilt from the rows, the demands summed, which may differ in the last bit
     and so miss a prefetch of the reference made from the inputs).
 
-    `stop` is asked before each seed's walk: when it says so, Superseded is raised."""
+    `stop` is asked before each seed's walk: when it says so, Superseded is raised.
+    `steered` (bool per input flow): the flows that may hold TE rows, when the caller knows
+    more than the rows say (a solve: every flow of a job not left to hashing whole); the
+    parts of those are simulated, as `prefetch` given the same simulates their reference."""
     opts = options or CertifyOptions()
     start = time.perf_counter()
     rows = assignment.flows
@@ -461,6 +509,87 @@ def certify(
             walked=int(np.where(rows.qp == ALL_QPS, qps, 1).sum()),
             not_compared=tuple(skipped), mlu_pending=later,
         )  # fmt: skip
+    has_flows = np.bincount(flows.job, minlength=num_jobs) > 0
+    hosts = rows.dst_host(fabric)[assignment.path != UNROUTED]
+    if steered is not None:
+        hosts = np.concatenate([hosts, flows.dst_host(fabric)[np.asarray(steered, bool)]])
+    touched = np.isin(flows.dst_host(fabric), hosts)
+    alike = has_flows & ~coupled_jobs(fabric, flows, num_jobs, touched) if opts.parts else \
+        np.zeros(num_jobs, bool)
+    if not alike.any():
+        done = _checked(fabric, health, assignment, parent, flows, num_jobs, qps, opts, others,
+                        stop, int(has_flows.sum()))  # fmt: skip
+        path, rest_mlus = done.path, None
+    else:
+        # the parts with no TE row and no flow to a host one steers to are routed alike
+        # in both planes: simulated in neither (module docstring, "Parts")
+        keep_flows = np.flatnonzero(~alike[flows.job])
+        keep_rows = np.flatnonzero(~alike[rows.job])
+        index = np.full(len(flows), -1, np.int64)
+        index[keep_flows] = np.arange(keep_flows.size)
+        part = Assignment(rows.take(keep_rows), assignment.path[keep_rows])
+        done = _checked(fabric, health, part, index[parent[keep_rows]],
+                        flows.take(keep_flows), num_jobs, qps, opts, others, stop,
+                        int(has_flows.sum()))  # fmt: skip
+        path = assignment.path.copy()
+        path[keep_rows] = done.path
+        rest = flows.take(np.flatnonzero(alike[flows.job]))
+        rest_mlus = None if opts.mlu_later else reference_mlus(fabric, health, rest, qps,
+                                                                opts, stop)  # fmt: skip
+    changed = not np.array_equal(path, assignment.path)
+    out = Assignment(rows, path) if changed else assignment
+    handed = distinct(parent[(path == UNROUTED) & (assignment.path != UNROUTED)])
+    alike_jobs = tuple(np.flatnonzero(alike).tolist())
+    cert = Certificate(
+        reference=opts.reference, seeds=opts.seeds, qps=qps, jobs=int(has_flows.sum()),
+        jobs_checked=done.checked, passed=done.below[opts.reference] == 0,
+        worst_ratio=done.worst, below=done.below, fallback_jobs=done.fallback,
+        fallback_flows=int(handed.size), rounds=done.rounds,
+        seconds=time.perf_counter() - start, mlu=float(np.mean(done.mlus)),
+        reference_runs=done.reference_runs,
+        walked=int(np.where(rows.qp == ALL_QPS, qps, 1)[path == UNROUTED].sum()),
+        not_compared=tuple(skipped), alike_jobs=alike_jobs,
+        mlu_seeds=tuple(done.mlus) if alike_jobs else (),
+    )  # fmt: skip
+    if alike_jobs:
+        cert = replace(cert, mlu=float("nan"), mlu_pending=True)
+        if rest_mlus is not None:
+            cert = cert.with_reference_mlus(rest_mlus)
+    return out, cert
+
+
+@dataclass(frozen=True)
+class _Checked:
+    """What the fallback loop of `certify` ends with, on the rows it was given."""
+
+    path: np.ndarray
+    checked: int  # jobs compared in full
+    worst: dict[str, float | None]
+    below: dict[str, int]
+    fallback: dict[str, str]
+    rounds: int
+    mlus: list[float]  # per seed (one when the last plane did not depend on the seed)
+    reference_runs: int
+
+
+def _checked(
+    fabric: Fabric,
+    health: LinkHealth,
+    assignment: Assignment,
+    parent: np.ndarray,
+    flows: FlowSet,
+    num_jobs: int,
+    qps: int,
+    opts: CertifyOptions,
+    others: list[str],
+    stop: Callable[[], bool] | None,
+    jobs: int,
+) -> _Checked:
+    """The fallback loop (module docstring) on `assignment`'s rows, whose input flows are
+    `flows` (`parent[i]`: row i's); `jobs`: the jobs with flows of the whole routing (its
+    round count, as if every part were simulated)."""
+    rows = assignment.flows
+    job_ids = rows.job_ids
     ref = _Reference(fabric, health, flows, qps, num_jobs, opts, stop)
     cap = health.arc_capacity(fabric)
     walked = int(np.where(rows.qp == ALL_QPS, qps, 1).sum())  # QPs a seed's plane walks
@@ -513,7 +642,7 @@ def certify(
         failing = at_risk & (te < base * (1 - REL_TOL))
         if not failing.any():
             break
-        whole_jobs |= rounds > min(int(has_flows.sum()), FLOW_ROUNDS)
+        whole_jobs |= rounds > min(jobs, FLOW_ROUNDS)
         low = np.isin(flows.job, np.flatnonzero(failing))
         if not whole_jobs:
             low &= ~(share >= base[flows.job] * (1 - REL_TOL))  # the flows below their job's
@@ -544,25 +673,16 @@ def certify(
             ratio = te[j] / base[j] if base[j] > 0 else float("inf")
             fallback.setdefault(name, why.format(ratio=ratio))
         path[units] = UNROUTED
-    out = assignment if rounds == 1 else Assignment(rows, path.copy())
     kinds = (opts.reference, *others)
-    worst = {}
-    below = {}
+    worst: dict[str, float | None] = {}
+    below: dict[str, int] = {}
     need = checked & has_flows
     for kind in kinds:
         if not need.any():
             worst[kind], below[kind] = None, 0
             continue
         worst[kind], below[kind] = _compared(te, ref.values(kind), need)
-    handed = distinct(parent[(path == UNROUTED) & (assignment.path != UNROUTED)])
-    cert = Certificate(
-        reference=opts.reference, seeds=opts.seeds, qps=qps, jobs=int(has_flows.sum()),
-        jobs_checked=int(need.sum()), passed=below[opts.reference] == 0,
-        worst_ratio=worst, below=below, fallback_jobs=fallback, fallback_flows=int(handed.size),
-        rounds=rounds, seconds=time.perf_counter() - start, mlu=float(np.mean(mlus)),
-        reference_runs=ref.computed, walked=planes[0].plane.walked, not_compared=tuple(skipped),
-    )  # fmt: skip
-    return out, cert
+    return _Checked(path, int(need.sum()), worst, below, fallback, rounds, mlus, ref.computed)
 
 
 def _compared(te: np.ndarray, base: np.ndarray, jobs: np.ndarray) -> tuple[float | None, int]:
@@ -580,6 +700,14 @@ def reference_mlu(
 ) -> float:
     """MLU of the reference routing of `flows` (input flows), the mean over the seeds
     (offered load only, without a row per QP in memory)."""
+    return float(np.mean(reference_mlus(fabric, health, flows, qps, opts, stop)))
+
+
+def reference_mlus(
+    fabric: Fabric, health: LinkHealth, flows: FlowSet, qps: int, opts: CertifyOptions,
+    stop: Callable[[], bool] | None = None,
+) -> list[float]:
+    """`reference_mlu` per seed, in seed order."""
     cap = health.arc_capacity(fabric)
 
     def mlu(seed: int) -> float:
@@ -589,7 +717,7 @@ def reference_mlu(
                             np.where(load > 0, np.inf, 0.0))  # fmt: skip
         return float(util.max(initial=0.0))
 
-    return float(np.mean(_each_seed(mlu, opts, stop=stop, work=len(flows) * qps)))
+    return _each_seed(mlu, opts, stop=stop, work=len(flows) * qps)
 
 
 def _each_seed(run: Callable[[int], T], opts: CertifyOptions,

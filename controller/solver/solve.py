@@ -42,6 +42,7 @@ import numpy as np
 
 from controller.errors import InputError, Superseded
 from controller.model.assignment import UNROUTED, Assignment, moved_pairs
+from controller.model.coupling import coupled_jobs
 from controller.model.fabric import SWITCH_TIERS, Fabric
 from controller.model.flows import ALL_QPS, FlowSet, distinct, match_pairs, pair_keys
 from controller.model.hashing import hashed_load, hashed_routes
@@ -64,7 +65,7 @@ from controller.solver.certificate import (
     CertifyOptions,
     certify,
     prefetch,
-    reference_mlu,
+    reference_mlus,
 )
 from controller.solver.commodities import Commodities
 from controller.solver.greedy import (
@@ -472,17 +473,20 @@ def solve(
     if opts.unfit_to_hashing:
         unfit = unfit_jobs(fabric, flows, switch_budget(fabric, _budget(fabric, opts)))
     _go_on(stop, "unfit jobs")
-    if len(unfit) < np.count_nonzero(np.bincount(flows.job)):
+    # the flows that may get TE rows: the parts of the others are certified unsimulated
+    steered = ~np.isin(flows.job, np.fromiter(unfit, np.int64, len(unfit)))
+    if steered.any():
         # some job gets TE paths, so the certificate may need the reference: it is
         # simulated on another core while the placement runs
-        prefetch(fabric, health, flows, qps=opts.qps, options=opts.certify, stop=stop)
+        prefetch(fabric, health, flows, qps=opts.qps, options=opts.certify, stop=stop,
+                 steered=steered)  # fmt: skip
     if unfit:
         out = _placed_around(fabric, health, flows, unfit, previous, opts, start, stop)
     else:
         out = _placed(fabric, health, flows, previous, opts, start, stop)
     _go_on(stop, "placement")
     out = job_objective(fabric, health, flows, out, previous, opts)
-    out = certified(fabric, health, out, opts, inputs=flows, stop=stop)
+    out = certified(fabric, health, out, opts, inputs=flows, stop=stop, steered=steered)
     out.times["total"] = time.perf_counter() - start
     return out
 
@@ -511,7 +515,13 @@ def _placed_around(
     hashed = np.isin(flows.job, np.fromiter(unfit, np.int64, len(unfit)))
     keep, rest = np.flatnonzero(~hashed), np.flatnonzero(hashed)
     left = flows.take(rest)
-    planned = _left_over(fabric, health, left, opts) if keep.size else health
+    # only the hashed jobs that can share a link with the others weigh on their planning
+    # (controller.model.coupling); an all-to-all on racks of its own is not walked here
+    dst = flows.dst_host(fabric)
+    num_jobs = max(len(flows.job_ids), int(flows.job.max(initial=-1)) + 1)
+    near = coupled_jobs(fabric, flows, num_jobs, np.isin(dst, dst[keep]))[left.job]
+    planned = (_left_over(fabric, health, left.take(np.flatnonzero(near)), opts)
+               if keep.size and near.any() else health)  # fmt: skip
     _go_on(stop, "the hashed jobs' load")
     inner = _placed(fabric, planned, flows.take(keep), previous, opts, start, stop)
     if planned is not health:
@@ -761,19 +771,20 @@ def certified(
     fabric: Fabric, health: LinkHealth, result: SolveResult, opts: SolveOptions,
     inputs: FlowSet | None = None,
     stop: Stop = None,
+    steered: np.ndarray | None = None,
 ) -> SolveResult:
     """`result` with its certificate (controller.solver.certificate), and with the jobs
     that would be below the fabric's own routing handed back to it: their rows without a
     TE path, tables and collisions counted again. Where rows ride the defaults (handed back,
     or over the table budget) the MLU is that of the whole data plane (Certificate.mlu).
     Unchanged when disabled. `inputs`: the input flows `result.parent` indexes (certify);
-    `stop`: see `solve` (asked before each seed's walk)."""
+    `stop`: see `solve` (asked before each seed's walk); `steered`: see certify."""
     if not opts.certify.enabled:
         return result
     t = time.perf_counter()
     assignment, cert = certify(fabric, health, result.assignment, qps=opts.qps,
                                parent=result.parent, options=opts.certify,
-                               inputs=inputs, stop=stop)  # fmt: skip
+                               inputs=inputs, stop=stop, steered=steered)  # fmt: skip
     times = dict(result.times)
     times["certificate"] = time.perf_counter() - t
     if assignment is result.assignment:
@@ -805,8 +816,11 @@ def mlu_counted(
     cert = result.certificate
     if cert is None or not cert.mlu_pending:
         return result
-    mlu = reference_mlu(fabric, health, flows, cert.qps, opts.certify, stop)
-    return replace(result, mlu=mlu, certificate=cert.with_mlu(mlu))
+    if cert.alike_jobs:  # the jobs the certificate did not simulate
+        flows = flows.take(np.flatnonzero(np.isin(flows.job, cert.alike_jobs)))
+    cert = cert.with_reference_mlus(reference_mlus(fabric, health, flows, cert.qps,
+                                                   opts.certify, stop))  # fmt: skip
+    return replace(result, mlu=cert.mlu, certificate=cert)
 
 
 def _relieved(

@@ -362,6 +362,57 @@ def test_fuzz_no_job_below_the_fabrics_own_hashing(case, fill: float, frag: floa
     assert not below, below
 
 
+@pytest.mark.fuzz
+@FUZZ
+@given(cases(), st.floats(0.3, 1.0), st.floats(0.0, 1.0), st.integers(0, 2**16))
+def test_fuzz_parts_left_unsimulated_change_nothing(case, fill: float, frag: float,  # type: ignore[no-untyped-def]
+                                                   drop: int) -> None:  # fmt: skip
+    """The certificate simulates only the parts TE can touch (controller.model.coupling):
+    on random fabrics, failures and mixes, some jobs' TE rows dropped (so they ride the
+    reference), it hands back exactly the rows, and counts the same MLU, as simulating
+    every job; the jobs it left unsimulated share no part with a TE row."""
+    fabric, health, seed, budget, qps, kind = case
+    jobs = random_jobs(fabric, seed=seed, fill=fill, sizes={2: 2, 3: 1, 4: 2, 8: 1},
+                       patterns={"ring": 2, "pipeline": 1, "alltoall": 1},
+                       fragmentation=frag)  # fmt: skip
+    flows = jobs_flows(fabric, jobs)
+    assume(len(flows) > 0)
+    opts = SolveOptions(table_budget=budget, qps=qps,
+                        certify=CertifyOptions(reference=kind, enabled=False))  # fmt: skip
+    res = solve(fabric, health, flows, options=opts)
+    rows = res.assignment.flows
+    gone = np.random.default_rng(drop).random(len(flows.job_ids)) < 0.5
+    path = np.where(gone[rows.job], UNROUTED, res.assignment.path)
+    assignment = Assignment(rows, path)
+    parts = CertifyOptions(reference=kind)
+    whole = replace(parts, parts=False)
+    out, cert = certify(fabric, health, assignment, qps=qps, parent=res.parent, options=parts,
+                        inputs=flows)  # fmt: skip
+    ref_out, ref_cert = certify(fabric, health, assignment, qps=qps, parent=res.parent,
+                                options=whole, inputs=flows)  # fmt: skip
+    assert np.array_equal(out.path, ref_out.path)
+    assert (cert.passed, cert.rounds, cert.jobs, cert.fallback_flows, cert.walked) == (
+        ref_cert.passed, ref_cert.rounds, ref_cert.jobs, ref_cert.fallback_flows,
+        ref_cert.walked)  # fmt: skip
+    assert set(cert.fallback_jobs) == set(ref_cert.fallback_jobs)
+    assert cert.mlu == pytest.approx(ref_cert.mlu, rel=1e-9, abs=1e-12)
+    assert cert.jobs_checked + len(cert.alike_jobs) >= ref_cert.jobs_checked
+    if cert.alike_jobs:  # none of them has a TE row, nor a flow to a host one steers to
+        alike = np.isin(rows.job, cert.alike_jobs)
+        steered = np.isin(rows.dst_host(fabric), rows.dst_host(fabric)[path != UNROUTED])
+        assert not (alike & ((path != UNROUTED) | steered)).any()
+    # left to count after the push, it comes to the same MLU
+    later = replace(parts, mlu_later=True)
+    _, pending = certify(fabric, health, assignment, qps=qps, parent=res.parent, options=later,
+                         inputs=flows)  # fmt: skip
+    if pending.mlu_pending:
+        left = flows.take(np.flatnonzero(np.isin(flows.job, pending.alike_jobs))) \
+            if pending.alike_jobs else flows
+        counted = pending.with_reference_mlus(certificate.reference_mlus(
+            fabric, health, left, qps, later))  # fmt: skip
+        assert counted.mlu == pytest.approx(ref_cert.mlu, rel=1e-9, abs=1e-12)
+
+
 def test_a_routing_without_te_entries_is_the_reference_itself() -> None:
     """No row with a TE path: the data plane is the fabric's hashing, so the certificate
     passes at once (no simulation) with every job at exactly its reference, and reports
