@@ -34,6 +34,7 @@ up to `qps` QP buckets, since that is what the solver may return.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -475,18 +476,25 @@ def solve(
     _go_on(stop, "unfit jobs")
     # the flows that may get TE rows: the parts of the others are certified unsimulated
     steered = ~np.isin(flows.job, np.fromiter(unfit, np.int64, len(unfit)))
+    returned = threading.Event()
     if steered.any():
         # some job gets TE paths, so the certificate may need the reference: it is
-        # simulated on another core while the placement runs
-        prefetch(fabric, health, flows, qps=opts.qps, options=opts.certify, stop=stop,
+        # simulated on another core while the placement runs, and stopped (before its next
+        # seed) once the solve returns: a certificate that needed it has waited for it, and
+        # one that did not must not leave a core busy under the reactions that follow
+        prefetch(fabric, health, flows, qps=opts.qps, options=opts.certify,
+                 stop=lambda: returned.is_set() or (stop is not None and stop()),
                  steered=steered)  # fmt: skip
-    if unfit:
-        out = _placed_around(fabric, health, flows, unfit, previous, opts, start, stop)
-    else:
-        out = _placed(fabric, health, flows, previous, opts, start, stop)
-    _go_on(stop, "placement")
-    out = job_objective(fabric, health, flows, out, previous, opts)
-    out = certified(fabric, health, out, opts, inputs=flows, stop=stop, steered=steered)
+    try:
+        if unfit:
+            out = _placed_around(fabric, health, flows, unfit, previous, opts, start, stop)
+        else:
+            out = _placed(fabric, health, flows, previous, opts, start, stop)
+        _go_on(stop, "placement")
+        out = job_objective(fabric, health, flows, out, previous, opts)
+        out = certified(fabric, health, out, opts, inputs=flows, stop=stop, steered=steered)
+    finally:
+        returned.set()
     out.times["total"] = time.perf_counter() - start
     return out
 
@@ -519,9 +527,10 @@ def _placed_around(
     # (controller.model.coupling); an all-to-all on racks of its own is not walked here
     dst = flows.dst_host(fabric)
     num_jobs = max(len(flows.job_ids), int(flows.job.max(initial=-1)) + 1)
-    near = coupled_jobs(fabric, flows, num_jobs, np.isin(dst, dst[keep]))[left.job]
-    planned = (_left_over(fabric, health, left.take(np.flatnonzero(near)), opts)
-               if keep.size and near.any() else health)  # fmt: skip
+    near = (coupled_jobs(fabric, flows, num_jobs, np.isin(dst, dst[keep]))[left.job]
+            if keep.size else np.zeros(len(left), bool))  # fmt: skip
+    planned = _left_over(fabric, health, left.take(np.flatnonzero(near)), opts) \
+        if near.any() else health
     _go_on(stop, "the hashed jobs' load")
     inner = _placed(fabric, planned, flows.take(keep), previous, opts, start, stop)
     if planned is not health:

@@ -162,6 +162,33 @@ def test_a_stopped_prefetch_leaves_the_reference_to_whoever_needs_it(small: Fabr
     assert not certificate._IN_FLIGHT
 
 
+def test_a_prefetch_ends_once_its_solve_has_returned(small: Fabric, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A solve's prefetch that its certificate did not need stops (before its next seed)
+    once the solve returns, rather than keeping a core busy under what follows."""
+    import threading
+    import time
+
+    flows = jobs_flows(small, random_jobs(small, seed=4))
+    health = LinkHealth.all_up(small)
+    real, seeds = certificate.flow_shares, []
+
+    def slow(*args, **kwargs):  # type: ignore[no-untyped-def]
+        if threading.current_thread().name == "certificate-prefetch":
+            seeds.append(1)
+            time.sleep(0.3)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(certificate, "flow_shares", slow)
+    certificate._MEMO.clear()
+    res = solve(small, health, flows, options=SolveOptions(
+        certify=CertifyOptions(seed=400)))  # fmt: skip
+    assert res.certificate is not None and res.certificate.reference_runs == 0  # not needed
+    deadline = time.monotonic() + 10
+    while certificate._IN_FLIGHT and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not certificate._IN_FLIGHT and len(seeds) < 4 and not certificate._MEMO
+
+
 def test_concurrent_askers_of_one_reference_compute_it_once(small: Fabric) -> None:
     flows = jobs_flows(small, random_jobs(small, seed=5))
     health = LinkHealth.all_up(small)
