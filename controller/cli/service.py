@@ -130,6 +130,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         reconcile_interval=args.reconcile_interval, replica=replica,
         precompute=args.precompute == "on", precompute_budget=args.precompute_budget,
         precompute_elements=args.precompute_elements,
+        precompute_settle=args.precompute_settle,
     )  # fmt: skip
     native.on_native = HandshakeFailures(engine.metrics.registry).observe
     if args.metrics_port:
@@ -670,6 +671,10 @@ def register(cli: Commands) -> None:
     serve.add_argument("--precompute-elements", type=flag(int, 0, 2**31 - 1), default=None,
                        metavar="N", help="precompute at most N elements, in compute order "
                                          "(links carrying fewest TE rows first; default all)")
+    serve.add_argument("--precompute-settle", type=flag(float, 0, 3600), default=None,
+                       metavar="SECONDS",
+                       help="start the refresh once the installed routes have stood this long "
+                            "(0.5): the reports of a burst are repaired without it beside")
     serve.add_argument("--precompute-budget", type=flag(int, 0, 2**63 - 1), default=None,
                        metavar="ROWS", help="stop once the elements computed carry this many "
                                             "TE rows in all (work, not seconds; default none)")

@@ -72,6 +72,10 @@ log = logging.getLogger("fabric_te.engine")
 # reference work (input flows x QPs x hash seeds) the reaction path certifies inline when a
 # job is at risk; past it the certificate is deferred to the solve's thread (docs/certificate.md)
 REACT_WORK = 1_000_000
+# s the installed routes must stand before the precomputed repairs' refresh starts: its
+# set-up (the route index, table usage, the failure list: ~0.1 s on the meta-24k mix with
+# two all-to-all jobs) would otherwise run between the reports of a burst and slow them
+PRECOMPUTE_SETTLE = 0.5
 
 
 class Engine(RouteCommands):
@@ -94,6 +98,7 @@ class Engine(RouteCommands):
         precompute: bool = True,
         precompute_budget: int | None = None,
         precompute_elements: int | None = None,
+        precompute_settle: float | None = None,
     ) -> None:
         warm_up()  # the solver's compiled kernels, before the first solve needs them
         self.fabric = fabric
@@ -160,6 +165,11 @@ class Engine(RouteCommands):
                                        budget=precompute_budget, enabled=precompute,
                                        max_elements=precompute_elements)  # fmt: skip
         self.precomputed_hits = 0  # link reports repaired from a precomputed repair
+        # a refresh starts once the installed target has stood this long (s): a burst of
+        # reports is repaired without the refresh's set-up starting between them
+        self.precompute_settle = PRECOMPUTE_SETTLE if precompute_settle is None else \
+            precompute_settle
+        self._target_seen: tuple[Target | None, float] = (None, clock())
         self._load()
         self.installer.reconcile(None)  # fail-static: adopt what is there
         self._swept = clock()  # that was a full reconcile
@@ -258,6 +268,7 @@ class Engine(RouteCommands):
             sweeping=bool(self.installer.sweeping),
             sweep_in=self._swept + self._interval - self._clock(),
             command=bool(self._commands),
+            precompute_in=self._precompute_in(),
         )
 
     def _run(self) -> None:
@@ -453,11 +464,34 @@ class Engine(RouteCommands):
         target = self.installer.target
         if target is None or pc.answers_to(target, jobs_version, self.react):
             return
+        if self._precompute_in() > 0:  # the target is new: it may not stand (a burst)
+            return
         index = self.installer.index
         if index is not None and index.assignment is not target.assignment:
             index = None
+        building = self.installer.building
+        if building is not None and building.assignment is not target.assignment:
+            building = None
         pc.refresh(Base(target, index, jobs_version, self.installer.pushed, installed,
-                        self.installer.wanted_built(), version, self.react))  # fmt: skip
+                        self.installer.wanted_built(), version, self.react,
+                        building))  # fmt: skip
+
+    def _precompute_in(self) -> float:
+        """Seconds until the installed target has stood `precompute_settle` and its refresh
+        may start (<= 0: now); inf when no refresh waits to start (off, none needed, held
+        routes, a follower)."""
+        target = self.installer.target
+        pc = self.precomputer
+        if (not pc.enabled or target is None or self.intake.held is not None
+                or not self.replica.is_leader()
+                or pc.answers_to(target, self._jobs_version, self.react)):  # fmt: skip
+            return float("inf")
+        seen, since = self._target_seen
+        now = self._clock()
+        if seen is not target:
+            self._target_seen = (target, now)
+            since = now
+        return since + self.precompute_settle - now
 
     def _install(self, target: Target, index: RouteIndex) -> None:
         self.installer.install(target, index)

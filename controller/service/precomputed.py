@@ -58,7 +58,7 @@ from controller.model.fabric import Fabric
 from controller.model.failures import ELEMENT_KINDS, SingleFailures, single_failures
 from controller.model.health import LinkHealth
 from controller.routes.tables import RouteSet
-from controller.service.installer import Planned, plan_push
+from controller.service.installer import IndexBuild, Planned, plan_push
 from controller.service.metrics import PrecomputeMetrics
 from controller.service.priority import background
 from controller.service.rounds import Target
@@ -87,6 +87,9 @@ class Base:
     wanted: RouteSet | None  # the wanted routes (None: not built; no push is planned)
     routes_version: int
     options: CertifyOptions  # the reaction path's certify options it repairs with
+    # the index of target.assignment being built beside the worker (a global solve's), when
+    # `index` is None: waited for rather than built a second time on another core
+    building: IndexBuild | None = None
 
 
 @dataclass(frozen=True)
@@ -455,9 +458,21 @@ class Precomputer:
         start = time.perf_counter()
         health = base.target.health
         index = base.index
+        # each step of the set-up waits for a quiet engine first, as every element does
+        if not self._quiet(generation):
+            return
+        if index is None and base.building is not None:
+            while not base.building.ready.wait(PAUSE):
+                if not self._current(generation):
+                    return
+            index = base.building.index
         if index is None:
             index = RouteIndex.build(self.fabric, base.target.assignment)
+            if not self._quiet(generation):
+                return
         index.usage  # noqa: B018 - counted here, once, for every repair's table fitting
+        if not self._quiet(generation):
+            return
         failures = single_failures(self.fabric, health)
         up = health.factor > 0.0
         keys: dict[bytes, int] = {}

@@ -85,6 +85,8 @@ class Wake:
     sweeping: bool = False  # a periodic reconcile is under way
     sweep_in: float = 1.0  # s until the next periodic reconcile is due (<= 0: due)
     command: bool = False  # an operator's command waits (see Engine.apply_routes)
+    # s until the precomputed repairs' refresh may start (inf: none waits for a settled target)
+    precompute_in: float = float("inf")
 
 
 def wait_seconds(w: Wake) -> float | None:
@@ -96,7 +98,9 @@ def wait_seconds(w: Wake) -> float | None:
         return SOLVE_POLL
     if w.sweep_in <= 0 or w.takeover or w.refresh or w.sweeping:
         return None
-    return w.sweep_in
+    if w.precompute_in <= 0:  # a refresh is due: started on the way round
+        return None
+    return min(w.sweep_in, w.precompute_in)
 
 
 def busy(w: Wake) -> bool:

@@ -32,7 +32,7 @@ def _jobs() -> list[Job]:
 
 def _engine(precompute: bool = True) -> Engine:
     engine = Engine(FABRIC, EmulatedDriver(FABRIC), debounce=0.0, reconcile_interval=60.0,
-                    precompute=precompute)  # fmt: skip
+                    precompute=precompute, precompute_settle=0.0)  # fmt: skip
     for job in _jobs():
         engine.put_job(job, 0)
     assert engine.wait_idle(WAIT)
@@ -127,7 +127,8 @@ def test_repairs_given_up_for_the_engine_are_made_again_the_same() -> None:
     and is made again from the start: every element ends ready, equal to on demand."""
     import itertools
 
-    engine = Engine(FABRIC, EmulatedDriver(FABRIC), debounce=0.0, reconcile_interval=60.0)
+    engine = Engine(FABRIC, EmulatedDriver(FABRIC), debounce=0.0, reconcile_interval=60.0,
+                    precompute_settle=0.0)  # fmt: skip
     pc = engine.precomputer
     real, calls = pc._busy, itertools.count()
     pc._busy = lambda: real() or next(calls) % 3 == 2  # busy at every third look
@@ -426,7 +427,7 @@ def test_the_blast_radius_of_the_set_in_metrics_and_status(engine: Engine) -> No
 
 def test_the_element_cap_computes_the_first_of_the_order() -> None:
     engine = Engine(FABRIC, EmulatedDriver(FABRIC), debounce=0.0, reconcile_interval=60.0,
-                    precompute_elements=5)  # fmt: skip
+                    precompute_elements=5, precompute_settle=0.0)  # fmt: skip
     try:
         for job in _jobs():
             engine.put_job(job, 0)
@@ -453,3 +454,74 @@ def test_serve_flags_turn_it_off_and_status_says_so(serve) -> None:  # type: ign
                 "--precompute-budget", "100"]).ready()  # fmt: skip
     status = on.status()
     assert status.precomputed.enabled and status.precomputed.ready == 0  # nothing installed
+
+
+def test_a_refresh_waits_for_the_index_being_built_beside_it(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Right after a global solve its route index is built on the solve's thread: a
+    refresh that starts meanwhile waits for that index instead of building a second one
+    on the other core (under the repairs the engine may be making then)."""
+    from controller.service import precomputed
+    from controller.service.installer import IndexBuild
+    from controller.service.metrics import Metrics
+    from controller.service.precomputed import Base, Precomputer
+
+    engine = _engine(precompute=False)
+    try:
+        target = engine.installer.target
+        assert target is not None
+        built = RouteIndex.build(FABRIC, target.assignment)
+        calls = []
+        real = RouteIndex.build
+
+        def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
+            calls.append(args)
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(precomputed.RouteIndex, "build", staticmethod(counted))
+        pc = Precomputer(FABRIC, repair=engine._repair_of, busy=lambda: False,
+                         metrics=Metrics().precomputed, max_elements=3)  # fmt: skip
+        building = IndexBuild(target.assignment)
+        pc.refresh(Base(target, None, engine._jobs_version, engine.installer.pushed,
+                        engine.installer.routes.installed, engine.installer.wanted_built(),
+                        engine.installer.routes.version, engine.react, building))  # fmt: skip
+        assert not pc.wait(lambda f: f["ready"] > 0, 0.3)  # nothing made without the index
+        building.index = built
+        building.ready.set()
+        assert pc.wait(lambda f: bool(f["done"]), WAIT)
+        assert not calls and len(pc.ready()) == 3
+        health = single_failures(FABRIC, target.health).health_after(target.health,
+                                                                     pc.ready()[0].element)
+        assert pc.lookup(target, engine._jobs_version, engine.react, health, False).index \
+            is built
+        pc.close()
+    finally:
+        engine.close()
+
+
+def test_a_refresh_starts_once_the_routes_have_stood_the_settle_time() -> None:
+    """A burst of reports is repaired without the refresh's set-up between them: the
+    refresh of what is installed starts only once it has stood `precompute_settle`; a
+    report before that goes on demand (the set is stale), and the set is made after."""
+    import time
+
+    engine = Engine(FABRIC, EmulatedDriver(FABRIC), debounce=0.0, reconcile_interval=60.0,
+                    precompute_settle=1.0)  # fmt: skip
+    try:
+        for job in _jobs():
+            engine.put_job(job, 0)
+        assert engine.wait_idle(WAIT)
+        installed = time.monotonic()
+        target = engine.installer.target
+        assert not engine.precomputer.answers_to(target, engine._jobs_version, engine.react)
+        link = _used_link(engine)
+        engine.report_links({link: 0.0})
+        assert engine.wait_idle(WAIT)
+        assert _reports(engine, "on_demand", "stale") == 1 and engine.precomputed_hits == 0
+        assert time.monotonic() - installed < 1.0  # the report came within the settle time
+        repaired = engine.installer.target
+        assert engine.precomputer.wait(lambda f: f["generation"] > 0, WAIT)
+        started = time.monotonic()
+        assert engine.installer.target is repaired and started - installed >= 1.0
+        _done(engine)
+    finally:
+        engine.close()
