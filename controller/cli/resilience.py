@@ -47,6 +47,7 @@ def _inputs(args: argparse.Namespace, progress: Progress) -> Any:
                                  hashes=args.hashes or DEFAULT_HASHES, seed=args.seed)
     with progress.stage("loading the solver's kernels (compiled on the first run)"):
         warm_up()
+    hashed: tuple[str, ...] = ()  # routes from a file say nothing of jobs left to hashing
     if args.routes:
         from controller.formats.route_file import read_routes
 
@@ -59,13 +60,15 @@ def _inputs(args: argparse.Namespace, progress: Progress) -> Any:
         flows = jobs_flows(fabric, jobs)
         options = SolveOptions(qps=qps, table_budget=args.table_budget, certify=certify)
         with progress.stage("TE solve"):
-            assignment = solve(fabric, health, flows, options=options).assignment
+            solved = solve(fabric, health, flows, options=options)
+            assignment, hashed = solved.assignment, tuple(solved.hashed_jobs)
     doubles: tuple[tuple[int, int], ...] = ()
     if args.doubles:
         doubles = sample_doubles(single_failures(fabric, health, kinds), args.doubles,
                                  args.seed)  # fmt: skip
     return SweepInputs(fabric, health, assignment, qps=qps, table_budget=args.table_budget,
-                       certify=certify, kinds=kinds, doubles=doubles)  # fmt: skip
+                       certify=certify, kinds=kinds, doubles=doubles,
+                       hashed_jobs=hashed)  # fmt: skip
 
 
 class _Ticker:

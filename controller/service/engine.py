@@ -57,6 +57,7 @@ from controller.solver import (
     REOPT_TRIES,
     AssignResult,
     Certificate,
+    FollowUp,
     RouteIndex,
     SolveOptions,
     SolveResult,
@@ -434,8 +435,14 @@ class Engine(RouteCommands):
         `repair_indexed` (the precomputing thread's, which gives way to the worker)."""
         return repair_indexed(health, index, old_health=before,
                               table_budget=self.options.table_budget,
-                              certify_options=self.react, qps=self.options.qps,
-                              stop=stop)  # fmt: skip
+                              certify_options=self.react, qps=self.options.qps, stop=stop,
+                              hashed_jobs=self.hashed_jobs)  # fmt: skip
+
+    @property
+    def hashed_jobs(self) -> tuple[str, ...]:
+        """Ids of the jobs the last global solve pushed left to the fabric's hashing whole."""
+        baseline = self._baseline
+        return tuple(baseline.result.hashed_jobs) if baseline is not None else ()
 
     def _repaired(self, res: AssignResult) -> None:
         if _pending(res):  # installed: Status and /metrics say its certificate is pending
@@ -510,16 +517,23 @@ class Engine(RouteCommands):
         assert baseline is not None and target is not None
         health, last, opts = taken.health, baseline.result, self.options
         start = time.perf_counter()
-        if last.mlu_pending:  # reported before the predictor counted it: counted here
-            last = mlu_counted(self.fabric, baseline.health, last, baseline.flows, opts)
-            with self._cond:
-                self._counted(baseline.result, last)
         bound = baseline.bound_for(before, health)
         assert self.installer.index is not None
-        judged = follow_up(health, repaired, self.installer.index, bound.value, last.ratio,
-                           move_threshold=opts.move_threshold, spray_gap=opts.spray_gap,
-                           tries=self.reopt_tries, table_budget=opts.table_budget,
-                           certify_options=self.react, qps=opts.qps)  # fmt: skip
+        if not repaired.assignment.routed.any() and not last.assignment.routed.any():
+            # the fabric's hashing before and after (every job left to it whole): nothing
+            # to judge, re-optimise or solve again, so the last solve's MLU is not counted
+            # here (for a pod-wide all-to-all it held this thread for seconds)
+            judged = FollowUp(repaired, self.installer.index, float("nan"), False, False)
+        else:
+            if last.mlu_pending:  # reported before the predictor counted it: counted here
+                last = mlu_counted(self.fabric, baseline.health, last, baseline.flows, opts)
+                with self._cond:
+                    self._counted(baseline.result, last)
+            judged = follow_up(health, repaired, self.installer.index, bound.value,
+                               last.ratio, move_threshold=opts.move_threshold,
+                               spray_gap=opts.spray_gap, tries=self.reopt_tries,
+                               table_budget=opts.table_budget, certify_options=self.react,
+                               qps=opts.qps)  # fmt: skip
         res, churn, method = judged.result, [repaired.churn], "repair"
         if judged.reoptimised:
             self.metrics.solve_seconds.labels("reoptimise").observe(res.seconds)

@@ -62,8 +62,10 @@ class Sweeps:
 
     @staticmethod
     def inputs(fabric: Fabric, target: Target | None, options: SolveOptions,
-               request: SweepRequest) -> SweepInputs:  # fmt: skip
-        """The sweep's inputs: `target`'s routing and health under the service's options."""
+               request: SweepRequest,
+               hashed_jobs: tuple[str, ...] = ()) -> SweepInputs:  # fmt: skip
+        """The sweep's inputs: `target`'s routing and health under the service's options;
+        `hashed_jobs`: the jobs the last global solve left to the hashing whole."""
         if target is None:
             raise PreconditionError("Resilience: no routing is installed yet (no jobs, or the "
                                     "first solve has not been pushed)")  # fmt: skip
@@ -75,7 +77,7 @@ class Sweeps:
                                      request.doubles, request.seed)  # fmt: skip
         return SweepInputs(fabric, target.health, target.assignment, qps=options.qps,
                            table_budget=options.table_budget, certify=certify,
-                           kinds=kinds, doubles=doubles)  # fmt: skip
+                           kinds=kinds, doubles=doubles, hashed_jobs=hashed_jobs)  # fmt: skip
 
     def run(
         self, inputs: SweepInputs, workers: int, alive: Callable[[], bool],

@@ -287,7 +287,7 @@ class TrafficEngineering(pb_grpc.TrafficEngineeringServicer):
         e = self.engine
         state_version, routes_version = e.state_version, e.routes_version
         target = e.installer.target  # replaced whole by the worker: read once
-        inputs = self.sweeps.inputs(self.fabric, target, e.options, asked)
+        inputs = self.sweeps.inputs(self.fabric, target, e.options, asked, e.hashed_jobs)
         remaining = context.time_remaining()
         result, stats = self.sweeps.run(inputs, asked.workers, context.is_active,
                                         None if remaining is None else remaining - 0.05)

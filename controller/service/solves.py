@@ -116,8 +116,8 @@ class GlobalSolve:
                                                        result.usage)  # fmt: skip
         res, index = repair_indexed(health, index, old_health=self.taken.health,
                                     table_budget=self.options.table_budget,
-                                    certify_options=self._react,
-                                    qps=self.options.qps)  # fmt: skip
+                                    certify_options=self._react, qps=self.options.qps,
+                                    hashed_jobs=result.hashed_jobs)  # fmt: skip
         return res, index
 
     def count(self, result: SolveResult, stop: Callable[[], bool]) -> SolveResult:

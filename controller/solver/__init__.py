@@ -28,7 +28,14 @@ from controller.solver.bounds import Bound
 from controller.solver.certificate import Certificate, CertifyOptions
 from controller.solver.greedy import AssignResult, warm_up
 from controller.solver.problem import Problem
-from controller.solver.repair import REOPT_TRIES, RouteIndex, bound_under, follow_up, repair_indexed
+from controller.solver.repair import (
+    REOPT_TRIES,
+    FollowUp,
+    RouteIndex,
+    bound_under,
+    follow_up,
+    repair_indexed,
+)
 from controller.solver.solve import SolveOptions, SolveResult, certified, mlu_counted, solve
 
 __all__ = [
@@ -43,6 +50,7 @@ __all__ = [
     "SolveResult",
     "bound_under",
     "certified",
+    "FollowUp",
     "follow_up",
     "mlu_counted",
     "repair_indexed",

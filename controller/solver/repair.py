@@ -16,7 +16,8 @@ caller that keeps the index (the service's engine) repairs in milliseconds at 60
 Bounded work, never the clock: a repair re-places at most REPAIR_ROWS of the rows it hit
 (the largest first; the others are withdrawn to the ECMP defaults, so no entry is left on a
 dead link) and retries at most RETRY_ROWS of the rows that had no path (those near a link
-whose capacity came back first), and fitting the tables takes at most FIT_ROUNDS rounds of
+whose capacity came back first; never rows of a job the solve left to the fabric's
+hashing whole, `hashed_jobs`), and fitting the tables takes at most FIT_ROUNDS rounds of
 one row per full switch before every moved row left over a full switch goes to ECMP at
 once. So a repair costs in proportion to the rows on the failed element, up to those
 bounds, whatever else rides ECMP (an all-to-all job leaves hundreds of thousands of rows
@@ -30,7 +31,7 @@ the most utilised switch-to-switch arc while that strictly helps, up to a number
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -466,16 +467,27 @@ def repair(
     table_budget: TableBudget | None = None,
     certify_options: CertifyOptions | None = DEFAULT,
     qps: int = DEFAULT_QPS,
+    hashed_jobs: Collection[str] = (),
 ) -> AssignResult:
     """Re-place only the flows hit by the health change; all others stay where they are
     (then the certificate: see `certified`). `table_budget`: entries per switch (None: the
     fabric's per-tier `te_entries`); a re-placed row whose entries would not fit rides ECMP
-    (`fallback_ecmp`)."""
+    (`fallback_ecmp`). `hashed_jobs`: ids of the jobs the solve left to the fabric's hashing
+    whole (SolveResult.hashed_jobs): their rows are never retried, so never get an entry."""
     index = RouteIndex.build(fabric, assignment)
     res, _ = repair_indexed(new_health, index, old_health=old_health,
                             retry_unrouted=retry_unrouted, table_budget=table_budget,
-                            certify_options=certify_options, qps=qps)  # fmt: skip
+                            certify_options=certify_options, qps=qps,
+                            hashed_jobs=hashed_jobs)  # fmt: skip
     return res
+
+
+def hashed_job_indices(flows: FlowSet, names: Collection[str]) -> np.ndarray:
+    """The job indices of `flows` named in `names` (ids not among its jobs are ignored)."""
+    if not names:
+        return np.zeros(0, np.int64)
+    wanted = set(names)
+    return np.asarray([j for j, name in enumerate(flows.job_ids) if name in wanted], np.int64)
 
 
 def _limits(fabric: Fabric, budget: TableBudget | None) -> np.ndarray:
@@ -493,6 +505,7 @@ def repair_indexed(
     certify_options: CertifyOptions | None = DEFAULT,
     qps: int = DEFAULT_QPS,
     stop: Callable[[], bool] | None = None,
+    hashed_jobs: Collection[str] = (),
 ) -> tuple[AssignResult, RouteIndex]:
     """`repair` of the index's assignment; also returns the repaired assignment's index.
     Costs in proportion to the rows hit (and the rows moved since the index was built),
@@ -514,7 +527,8 @@ def repair_indexed(
     old_cap = fabric.capacity if old_health is None else old_health.arc_capacity(fabric)
     hit = index.rows_on(np.flatnonzero(work.cap < old_cap))
     if retry_unrouted:
-        hit = np.union1d(hit, _retried(index, work.cap > old_cap, hit, RETRY_ROWS))
+        hashed = hashed_job_indices(index.assignment.flows, hashed_jobs)
+        hit = np.union1d(hit, _retried(index, work.cap > old_cap, hit, RETRY_ROWS, hashed))
     work.take(hit)
     if hit.size:
         sub = work.rows(hit)
@@ -611,12 +625,16 @@ def _handed_back(
     return out, fresh
 
 
-def _retried(index: RouteIndex, better: np.ndarray, hit: np.ndarray, most: int) -> np.ndarray:
+def _retried(index: RouteIndex, better: np.ndarray, hit: np.ndarray, most: int,
+             hashed: np.ndarray) -> np.ndarray:  # fmt: skip
     """The rows with no path a repair tries again, sorted: at most `most`, first those
     whose source or destination rack has a link whose capacity came back (`better`, per
     arc) or whose source rack the `hit` rows leave (their entries there are freed), then
-    by index."""
+    by index. Never rows of the `hashed` jobs (indices), left to the fabric's hashing whole
+    by the solve (controller.solver.unfit_jobs): a repair gives them no entry."""
     rows = index.unrouted()
+    if rows.size and hashed.size:
+        rows = rows[~np.isin(index.assignment.flows.job[rows], hashed)]
     if rows.size <= most:
         return rows
     fab = index.fabric

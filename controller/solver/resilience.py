@@ -44,7 +44,7 @@ from controller.model.rates import REL_TOL, flow_shares
 from controller.routes.budget import TableBudget
 from controller.solver.certificate import CertifyOptions, input_flows, job_values, row_parents
 from controller.solver.qp_buckets import DEFAULT_QPS
-from controller.solver.repair import RouteIndex, certified, repair_indexed
+from controller.solver.repair import RouteIndex, certified, hashed_job_indices, repair_indexed
 
 ROUTINGS = ("fabric-te", "eecmp", "wcmp")
 KINDS = (*ELEMENT_KINDS, "double")  # element kinds of a sweep: the singles', then pairs
@@ -64,6 +64,9 @@ class SweepInputs:
     kinds: tuple[str, ...] = ELEMENT_KINDS
     # double failures to evaluate after the single ones: pairs of single-failure ids
     doubles: tuple[tuple[int, int], ...] = ()
+    # ids of the jobs the solve left to the fabric's hashing whole (SolveResult.hashed_jobs):
+    # a repair gives them no entry, as the service's does not
+    hashed_jobs: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.qps < 1:
@@ -223,7 +226,7 @@ def sweep_one(inputs: SweepInputs, index: RouteIndex, health: LinkHealth) -> Out
     num_jobs = _num_jobs(rows)
     res, _ = repair_indexed(health, index, old_health=inputs.health,
                             table_budget=inputs.table_budget, certify_options=opts,
-                            qps=qps)  # fmt: skip
+                            qps=qps, hashed_jobs=inputs.hashed_jobs)  # fmt: skip
     te, te_stalled = te_values(fabric, health, res.assignment, opts, qps)
     ee, ee_stalled = hashed_values("eecmp", fabric, health, flows, num_jobs, opts, qps)
     wc, wc_stalled = hashed_values("wcmp", fabric, health, flows, num_jobs, opts, qps)
@@ -511,7 +514,11 @@ class Sweep:
         # fabric-te's repair
         crossed = self.index.rows_on(lost)
         ref = hashed[opts.reference][0]
-        if not crossed.size and not self.index.unrouted().size and self.te is not None:
+        waiting = self.index.unrouted()  # rows a repair would retry
+        if waiting.size and inputs.hashed_jobs:
+            whole = hashed_job_indices(self.index.assignment.flows, inputs.hashed_jobs)
+            waiting = waiting[~np.isin(self.index.assignment.flows.job[waiting], whole)]
+        if not crossed.size and not waiting.size and self.te is not None:
             # no TE row hit and none to retry: the repair moves nothing, every TE rate stays
             at_risk = self.te_job_hot > 0
             te = np.where(at_risk, self.te.values, 1.0)
@@ -519,7 +526,7 @@ class Sweep:
                 return self._finish(te, self.te.stalled, hashed, np.zeros(0, np.int64), lost, 0)
         res, fresh = repair_indexed(health, self.index, old_health=inputs.health,
                                     table_budget=inputs.table_budget, certify_options=None,
-                                    qps=qps)  # fmt: skip
+                                    qps=qps, hashed_jobs=inputs.hashed_jobs)  # fmt: skip
         if self.te is None or self._rides_hashing(res.unroutable, health):
             return self._full(health, res, fresh, hashed, lost)
         churn = res.churn

@@ -254,3 +254,31 @@ def test_a_repair_retries_at_most_its_bound_of_rows_without_a_path_near_the_chan
     waiting = np.flatnonzero((before.path == -1) & near)
     assert 1 <= waiting.size < 4 < np.count_nonzero(before.path == -1)
     assert set(waiting) <= set(retried)  # the rows near the restored link went first
+
+
+def test_a_repair_never_gives_a_job_left_to_the_hashing_whole_an_entry(small) -> None:
+    """A job the solve left to the hashing whole (`hashed_jobs`) is not retried by a
+    repair, whichever link changes; the rows without a path of the other jobs still are."""
+    rng = np.random.default_rng(5)
+    flows = _random_flows(small, rng, 120, [400.0])
+    job = (np.arange(len(flows)) % 2).astype(np.int64)  # job 0 on TE paths, job 1 hashed
+    flows = FlowSet(flows.src_nic, flows.dst_nic, flows.demand, job, ("te", "hashed"))
+    health = LinkHealth.all_up(small)
+    routed = assign_paths(Problem(small, health, flows)).assignment
+    path = np.where(job == 1, -1, routed.path)
+    path[:8:2] = -1  # a few rows of the TE job without a path too
+    before = Assignment(flows, path)
+    for rack in range(small.num_rtsws):
+        down = health.down([small.rack_link(rack, 0)])
+        res = repair(small, health, before, old_health=down, hashed_jobs=("hashed",))
+        assert not res.assignment.routed[job == 1].any()
+    back = health.down([small.rack_link(0, 0)])
+    res = repair(small, health, before, old_health=back, hashed_jobs=("hashed",))
+    assert res.assignment.routed[:8:2].any()  # the TE job's rows are retried
+    assert repair(small, health, before, old_health=back).assignment.routed[job == 1].any()
+    # every job on the hashing: a repair gives none of them an entry
+    hashed = Assignment(flows, np.full(len(flows), -1))
+    index = RouteIndex.build(small, hashed)
+    down = health.down([small.rack_link(0, 0)])
+    res, index = repair_indexed(down, index, old_health=health, hashed_jobs=("te", "hashed"))
+    assert not res.assignment.routed.any()
