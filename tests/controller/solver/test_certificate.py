@@ -341,6 +341,17 @@ def cases(draw: st.DrawFn) -> tuple[Fabric, LinkHealth, int, int | None, int, st
     return fabric, health, draw(st.integers(0, 2**16)), budget, qps, kind
 
 
+def _mix(fabric: Fabric, seed: int, fill: float, frag: float) -> FlowSet:
+    """The fuzz tests' random job mix (rings, pipelines, all-to-all of 2-8 hosts), as flows;
+    an example without any flow is rejected."""
+    jobs = random_jobs(fabric, seed=seed, fill=fill, sizes={2: 2, 3: 1, 4: 2, 8: 1},
+                       patterns={"ring": 2, "pipeline": 1, "alltoall": 1},
+                       fragmentation=frag)  # fmt: skip
+    flows = jobs_flows(fabric, jobs)
+    assume(len(flows) > 0)
+    return flows
+
+
 # counterexamples found (to the test's own claims), kept: every NIC link of a one-rack
 # fabric down (the bound is infinite), and flows the table budget leaves on hashing (the
 # MLU that meets the bound is the whole data plane's, not the TE rows')
@@ -358,11 +369,7 @@ _BUDGET = build(ClosSpec(name="fuzz", pods=2, racks_per_pod=2, hosts_per_rack=2,
 @example(case=(_BUDGET, LinkHealth.all_up(_BUDGET), 116, 16, 1, "eecmp"), fill=1.0, frag=0.0)
 def test_fuzz_no_job_below_the_fabrics_own_hashing(case, fill: float, frag: float) -> None:  # type: ignore[no-untyped-def]
     fabric, health, seed, budget, qps, kind = case
-    jobs = random_jobs(fabric, seed=seed, fill=fill, sizes={2: 2, 3: 1, 4: 2, 8: 1},
-                       patterns={"ring": 2, "pipeline": 1, "alltoall": 1},
-                       fragmentation=frag)  # fmt: skip
-    flows = jobs_flows(fabric, jobs)
-    assume(len(flows) > 0)
+    flows = _mix(fabric, seed, fill, frag)
     opts = SolveOptions(table_budget=budget, qps=qps, certify=CertifyOptions(reference=kind))
     res = solve(fabric, health, flows, options=opts)
     cert = res.certificate
@@ -399,11 +406,7 @@ def test_fuzz_parts_left_unsimulated_change_nothing(case, fill: float, frag: flo
     reference), it hands back exactly the rows, and counts the same MLU, as simulating
     every job; the jobs it left unsimulated share no part with a TE row."""
     fabric, health, seed, budget, qps, kind = case
-    jobs = random_jobs(fabric, seed=seed, fill=fill, sizes={2: 2, 3: 1, 4: 2, 8: 1},
-                       patterns={"ring": 2, "pipeline": 1, "alltoall": 1},
-                       fragmentation=frag)  # fmt: skip
-    flows = jobs_flows(fabric, jobs)
-    assume(len(flows) > 0)
+    flows = _mix(fabric, seed, fill, frag)
     opts = SolveOptions(table_budget=budget, qps=qps,
                         certify=CertifyOptions(reference=kind, enabled=False))  # fmt: skip
     res = solve(fabric, health, flows, options=opts)
