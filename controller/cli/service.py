@@ -130,7 +130,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         reconcile_interval=args.reconcile_interval, replica=replica,
         precompute=args.precompute == "on", precompute_budget=args.precompute_budget,
         precompute_elements=args.precompute_elements,
-        precompute_settle=args.precompute_settle,
+        **({} if args.precompute_settle is None else
+           {"precompute_settle": args.precompute_settle}),
     )  # fmt: skip
     native.on_native = HandshakeFailures(engine.metrics.registry).observe
     if args.metrics_port:

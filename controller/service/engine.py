@@ -46,7 +46,7 @@ from controller.service.intake import Intake
 from controller.service.latency import ReportLatency
 from controller.service.metrics import Metrics
 from controller.service.persist import inputs_digest
-from controller.service.precomputed import Base, Precomputer, lost_arcs, moved_counts
+from controller.service.precomputed import SETTLE, Base, Precomputer, lost_arcs, moved_counts
 from controller.service.predictor import Predictor
 from controller.service.replica import Replica
 from controller.service.rounds import Step, Taken, Target, Then, Wake
@@ -73,10 +73,6 @@ log = logging.getLogger("fabric_te.engine")
 # reference work (input flows x QPs x hash seeds) the reaction path certifies inline when a
 # job is at risk; past it the certificate is deferred to the solve's thread (docs/certificate.md)
 REACT_WORK = 1_000_000
-# s the installed routes must stand before the precomputed repairs' refresh starts: its
-# set-up (the route index, table usage, the failure list: ~0.1 s on the meta-24k mix with
-# two all-to-all jobs) would otherwise run between the reports of a burst and slow them
-PRECOMPUTE_SETTLE = 0.5
 
 
 class Engine(RouteCommands):
@@ -99,7 +95,7 @@ class Engine(RouteCommands):
         precompute: bool = True,
         precompute_budget: int | None = None,
         precompute_elements: int | None = None,
-        precompute_settle: float | None = None,
+        precompute_settle: float = SETTLE,
     ) -> None:
         warm_up()  # the solver's compiled kernels, before the first solve needs them
         self.fabric = fabric
@@ -164,13 +160,9 @@ class Engine(RouteCommands):
         self.precomputer = Precomputer(fabric, repair=self._repair_of, busy=self._precompute_paused,
                                        metrics=self.metrics.precomputed,
                                        budget=precompute_budget, enabled=precompute,
-                                       max_elements=precompute_elements)  # fmt: skip
+                                       max_elements=precompute_elements,
+                                       settle=precompute_settle)  # fmt: skip
         self.precomputed_hits = 0  # link reports repaired from a precomputed repair
-        # a refresh starts once the installed target has stood this long (s): a burst of
-        # reports is repaired without the refresh's set-up starting between them
-        self.precompute_settle = PRECOMPUTE_SETTLE if precompute_settle is None else \
-            precompute_settle
-        self._target_seen: tuple[Target | None, float] = (None, clock())
         self._load()
         self.installer.reconcile(None)  # fail-static: adopt what is there
         self._swept = clock()  # that was a full reconcile
@@ -484,21 +476,12 @@ class Engine(RouteCommands):
                         building))  # fmt: skip
 
     def _precompute_in(self) -> float:
-        """Seconds until the installed target has stood `precompute_settle` and its refresh
-        may start (<= 0: now); inf when no refresh waits to start (off, none needed, held
-        routes, a follower)."""
-        target = self.installer.target
-        pc = self.precomputer
-        if (not pc.enabled or target is None or self.intake.held is not None
-                or not self.replica.is_leader()
-                or pc.answers_to(target, self._jobs_version, self.react)):  # fmt: skip
+        """Seconds until the refresh of the installed target may start (Precomputer.due_in);
+        inf for held routes or a follower, which refresh nothing."""
+        if self.intake.held is not None or not self.replica.is_leader():
             return float("inf")
-        seen, since = self._target_seen
-        now = self._clock()
-        if seen is not target:
-            self._target_seen = (target, now)
-            since = now
-        return since + self.precompute_settle - now
+        return self.precomputer.due_in(self.installer.target, self._jobs_version, self.react,
+                                       self._clock())  # fmt: skip
 
     def _install(self, target: Target, index: RouteIndex) -> None:
         self.installer.install(target, index)

@@ -67,6 +67,10 @@ from controller.solver import AssignResult, CertifyOptions, RouteIndex
 
 log = logging.getLogger("fabric_te.engine")
 PAUSE = 0.005  # s between looks while the engine is busy
+# s a target must stand before its refresh starts: the set-up (the route index, table
+# usage, the failure list: ~0.1 s on the meta-24k mix with two all-to-all jobs) would
+# otherwise run between the reports of a burst and slow them (docs/profiling.md)
+SETTLE = 0.5
 GIVE_WAY = 2  # times an element's repair is given up for the engine before it runs through
 # the repairs kept are moved out of the cyclic collector's sight every this many (see
 # controller.service.frozen): a full collection over them fell inside a report's push
@@ -289,6 +293,7 @@ class Precomputer:
         budget: int | None = None,
         enabled: bool = True,
         max_elements: int | None = None,
+        settle: float = SETTLE,
     ) -> None:
         self.fabric = fabric
         self._repair = repair  # the engine's on-demand repair, as a function
@@ -306,8 +311,25 @@ class Precomputer:
         self.refreshes = 0  # full refreshes finished
         self.gave_way = 0  # repairs given up part-way for the engine (made again after)
         self._waited = 0.0  # s the thread waited within the element it computes
+        # a refresh of a target starts once it has stood this long (s): see `due_in`
+        self.settle = settle
+        self._seen: tuple[Target | None, float] = (None, 0.0)  # a target, since when
 
     # ---- the engine's worker --------------------------------------------------------
+    def due_in(self, target: Target | None, jobs_version: int, options: CertifyOptions,
+               now: float) -> float:  # fmt: skip
+        """Seconds until the refresh of `target` may start (<= 0: now; inf: none is needed,
+        or it is off): once the target has stood `settle` seconds, so that the reports of a
+        burst are repaired without the refresh's set-up, which cannot give way part-way,
+        starting between them. `now`: the caller's clock."""
+        if not self.enabled or target is None or self.answers_to(target, jobs_version,
+                                                                 options):  # fmt: skip
+            return float("inf")
+        seen, since = self._seen
+        if seen is not target:
+            self._seen, since = (target, now), now
+        return since + self.settle - now
+
     def answers_to(
         self, target: Target | None, jobs_version: int, options: CertifyOptions
     ) -> bool:
