@@ -417,12 +417,9 @@ def prefetch(fabric: Fabric, health: LinkHealth, flows: FlowSet, *, qps: int,
         return
     num_jobs = max(len(flows.job_ids), int(flows.job.max(initial=-1)) + 1, 1)
     if steered is not None and opts.parts:
-        steered = np.asarray(steered, bool)
-        if not steered.any():
+        if not np.asarray(steered, bool).any():
             return
-        dst = flows.dst_host(fabric)
-        has = np.bincount(flows.job, minlength=num_jobs) > 0
-        alike = has & ~coupled_jobs(fabric, flows, num_jobs, np.isin(dst, dst[steered]))
+        alike = _alike(fabric, flows, num_jobs, np.zeros(0, np.int64), steered)
         if alike.any():
             flows = flows.take(np.flatnonzero(~alike[flows.job]))
     # one seed after another: the caller's placement keeps the other core busy
@@ -511,10 +508,7 @@ def certify(
         )  # fmt: skip
     has_flows = np.bincount(flows.job, minlength=num_jobs) > 0
     hosts = rows.dst_host(fabric)[assignment.path != UNROUTED]
-    if steered is not None:
-        hosts = np.concatenate([hosts, flows.dst_host(fabric)[np.asarray(steered, bool)]])
-    touched = np.isin(flows.dst_host(fabric), hosts)
-    alike = has_flows & ~coupled_jobs(fabric, flows, num_jobs, touched) if opts.parts else \
+    alike = _alike(fabric, flows, num_jobs, hosts, steered) if opts.parts else \
         np.zeros(num_jobs, bool)
     if not alike.any():
         done = _checked(fabric, health, assignment, parent, flows, num_jobs, qps, opts, others,
@@ -556,6 +550,20 @@ def certify(
         if rest_mlus is not None:
             cert = cert.with_reference_mlus(rest_mlus)
     return out, cert
+
+
+def _alike(fabric: Fabric, flows: FlowSet, num_jobs: int, hosts: np.ndarray,
+           steered: np.ndarray | None) -> np.ndarray:  # fmt: skip
+    """bool [num_jobs]: the jobs with flows in parts (controller.model.coupling) holding no
+    flow to one of `hosts` (those TE rows go to) nor to a host a `steered` flow goes to:
+    routed alike in the TE plane and the reference (module docstring, "Parts"). The one
+    rule `certify` and `prefetch` both apply, so a prefetch given the same `steered`
+    simulates the very flows the certificate asks for."""
+    dst = flows.dst_host(fabric)
+    if steered is not None:
+        hosts = np.concatenate([hosts, dst[np.asarray(steered, bool)]])
+    has = np.bincount(flows.job, minlength=num_jobs) > 0
+    return has & ~coupled_jobs(fabric, flows, num_jobs, np.isin(dst, hosts))
 
 
 @dataclass(frozen=True)

@@ -184,9 +184,15 @@ class RouteIndex:
             found = np.concatenate([found, self._moved[now]])
         return _distinct(found, len(self.assignment.flows))
 
-    def unrouted(self) -> np.ndarray:
-        """Sorted rows with no path."""
-        return np.flatnonzero(self.assignment.path == UNROUTED)
+    def unrouted(self, hashed_jobs: Collection[str] = ()) -> np.ndarray:
+        """Sorted rows with no path, but those of `hashed_jobs` (ids of the jobs the solve
+        left to the fabric's hashing whole: a repair never retries them)."""
+        rows = np.flatnonzero(self.assignment.path == UNROUTED)
+        if rows.size and hashed_jobs:
+            flows, named = self.assignment.flows, set(hashed_jobs)
+            whole = [j for j, name in enumerate(flows.job_ids) if name in named]
+            rows = rows[~np.isin(flows.job[rows], whole)]
+        return rows
 
     def group(self, f: int) -> np.ndarray:
         """Sorted routed rows (f included) from f's source RTSW to f's destination host."""
@@ -482,14 +488,6 @@ def repair(
     return res
 
 
-def hashed_job_indices(flows: FlowSet, names: Collection[str]) -> np.ndarray:
-    """The job indices of `flows` named in `names` (ids not among its jobs are ignored)."""
-    if not names:
-        return np.zeros(0, np.int64)
-    wanted = set(names)
-    return np.asarray([j for j, name in enumerate(flows.job_ids) if name in wanted], np.int64)
-
-
 def _limits(fabric: Fabric, budget: TableBudget | None) -> np.ndarray:
     """Entries per node (inf: unlimited): `budget`, else the fabric's per tier."""
     return switch_budget(fabric, fabric.table_budget() if budget is None else budget)
@@ -527,8 +525,8 @@ def repair_indexed(
     old_cap = fabric.capacity if old_health is None else old_health.arc_capacity(fabric)
     hit = index.rows_on(np.flatnonzero(work.cap < old_cap))
     if retry_unrouted:
-        hashed = hashed_job_indices(index.assignment.flows, hashed_jobs)
-        hit = np.union1d(hit, _retried(index, work.cap > old_cap, hit, RETRY_ROWS, hashed))
+        hit = np.union1d(hit, _retried(index, work.cap > old_cap, hit, RETRY_ROWS,
+                                       hashed_jobs))  # fmt: skip
     work.take(hit)
     if hit.size:
         sub = work.rows(hit)
@@ -626,15 +624,13 @@ def _handed_back(
 
 
 def _retried(index: RouteIndex, better: np.ndarray, hit: np.ndarray, most: int,
-             hashed: np.ndarray) -> np.ndarray:  # fmt: skip
+             hashed_jobs: Collection[str]) -> np.ndarray:  # fmt: skip
     """The rows with no path a repair tries again, sorted: at most `most`, first those
     whose source or destination rack has a link whose capacity came back (`better`, per
     arc) or whose source rack the `hit` rows leave (their entries there are freed), then
-    by index. Never rows of the `hashed` jobs (indices), left to the fabric's hashing whole
-    by the solve (controller.solver.unfit_jobs): a repair gives them no entry."""
-    rows = index.unrouted()
-    if rows.size and hashed.size:
-        rows = rows[~np.isin(index.assignment.flows.job[rows], hashed)]
+    by index. Never rows of `hashed_jobs`, left to the fabric's hashing whole by the solve
+    (controller.solver.unfit_jobs): a repair gives them no entry."""
+    rows = index.unrouted(hashed_jobs)
     if rows.size <= most:
         return rows
     fab = index.fabric

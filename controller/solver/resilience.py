@@ -44,7 +44,7 @@ from controller.model.rates import REL_TOL, flow_shares
 from controller.routes.budget import TableBudget
 from controller.solver.certificate import CertifyOptions, input_flows, job_values, row_parents
 from controller.solver.qp_buckets import DEFAULT_QPS
-from controller.solver.repair import RouteIndex, certified, hashed_job_indices, repair_indexed
+from controller.solver.repair import RouteIndex, certified, repair_indexed
 
 ROUTINGS = ("fabric-te", "eecmp", "wcmp")
 KINDS = (*ELEMENT_KINDS, "double")  # element kinds of a sweep: the singles', then pairs
@@ -514,10 +514,7 @@ class Sweep:
         # fabric-te's repair
         crossed = self.index.rows_on(lost)
         ref = hashed[opts.reference][0]
-        waiting = self.index.unrouted()  # rows a repair would retry
-        if waiting.size and inputs.hashed_jobs:
-            whole = hashed_job_indices(self.index.assignment.flows, inputs.hashed_jobs)
-            waiting = waiting[~np.isin(self.index.assignment.flows.job[waiting], whole)]
+        waiting = self.index.unrouted(inputs.hashed_jobs)  # rows a repair would retry
         if not crossed.size and not waiting.size and self.te is not None:
             # no TE row hit and none to retry: the repair moves nothing, every TE rate stays
             at_risk = self.te_job_hot > 0
