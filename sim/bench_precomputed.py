@@ -59,8 +59,9 @@ def _down_applied(engine: Engine, link: int) -> tuple[float, float]:
     return driver.applied - t0, seen
 
 
-def _engine(fabric, jobs, precompute: bool) -> Engine:  # type: ignore[no-untyped-def]
-    engine = Engine(fabric, _Timed(fabric), debounce=0.0, precompute=precompute)
+def _engine(fabric, jobs, precompute: bool, process: bool | None = None) -> Engine:  # type: ignore[no-untyped-def]
+    engine = Engine(fabric, _Timed(fabric), debounce=0.0, precompute=precompute,
+                    precompute_process=process)  # fmt: skip
     for job in jobs:
         engine.put_job(job, 0)
     assert engine.wait_idle(600) and engine.wait_predicted(600)
@@ -69,6 +70,28 @@ def _engine(fabric, jobs, precompute: bool) -> Engine:  # type: ignore[no-untype
 
 def _settled(engine: Engine) -> None:
     assert engine.wait_idle(600) and engine.wait_predicted(600)
+
+
+def _hits(engine: Engine, names: list[str], links: list[int]) -> tuple[list[float], list[float]]:
+    """Each link reported down once its repair is ready and the engine is quiet, then
+    restored: (in the switches, seen by a poller) per link, seconds."""
+    pc = engine.precomputer
+    hits: list[float] = []
+    hits_seen: list[float] = []
+    for name, link in zip(names, links, strict=True):
+        _settled(engine)
+        assert pc.wait(lambda f, name=name: pc.answers_to(  # type: ignore[misc]
+            engine.installer.target, engine._jobs_version, engine.react) and pc.has(name), 3600)
+        before = engine.precomputed_hits
+        applied, seen = _down_applied(engine, link)
+        hits.append(applied)
+        hits_seen.append(seen)
+        _settled(engine)
+        assert engine.precomputed_hits == before + 1, "the sample must be a hit"
+        engine.report_links({link: 1.0})
+        _settled(engine)
+        log(f"  precomputed hit {hits[-1] * 1e3:.2f} ms (seen {seen * 1e3:.2f} ms)")
+    return hits, hits_seen
 
 
 def bench_precomputed(cfg: Config) -> Iterator[Section]:
@@ -102,23 +125,9 @@ def bench_precomputed(cfg: Config) -> Iterator[Section]:
     names = [moving[i] for i in rng.choice(len(moving), size=min(n, len(moving)),
                                            replace=False).tolist()]  # fmt: skip
     links = [fabric.link_names.index(name) for name in names]
-    hits: list[float] = []
-    hits_seen: list[float] = []
+    hits, hits_seen = _hits(engine, names, links)
     during: list[float] = []  # a report on demand while a refresh runs
     during_seen: list[float] = []
-    for name, link in zip(names, links, strict=True):
-        _settled(engine)
-        assert pc.wait(lambda f, name=name: pc.answers_to(  # type: ignore[misc]
-            engine.installer.target, engine._jobs_version, engine.react) and pc.has(name), 3600)
-        before = engine.precomputed_hits
-        applied, seen = _down_applied(engine, link)
-        hits.append(applied)
-        hits_seen.append(seen)
-        _settled(engine)
-        assert engine.precomputed_hits == before + 1, "the sample must be a hit"
-        engine.report_links({link: 1.0})
-        _settled(engine)
-        log(f"  precomputed hit {hits[-1] * 1e3:.2f} ms (seen {seen * 1e3:.2f} ms)")
     # on demand while the refresh of the restored routes runs: used RTSW-CTSW links of the
     # last racks (late in the order: not ready yet when reported)
     target = engine.installer.target
@@ -138,6 +147,16 @@ def bench_precomputed(cfg: Config) -> Iterator[Section]:
         engine.report_links({link: 1.0})
         _settled(engine)
     engine.close()
+    # the same links, the set computed in the engine's own process (a thread that gives way)
+    threaded = _engine(fabric, jobs, precompute=True, process=False)
+    tpc = threaded.precomputer
+    t0 = time.perf_counter()
+    assert tpc.wait(lambda f: tpc.answers_to(threaded.installer.target, threaded._jobs_version,
+                                             threaded.react)
+                    and (bool(f["done"]) or int(f["ready"]) >= READY_FIRST), 3600)  # fmt: skip
+    first_thread = time.perf_counter() - t0
+    thread_hits, thread_seen = _hits(threaded, names, links)
+    threaded.close()
     # on demand, the same links, the precomputing off
     plain = _engine(fabric, jobs, precompute=False)
     demand: list[float] = []
@@ -182,23 +201,28 @@ def bench_precomputed(cfg: Config) -> Iterator[Section]:
         f"Section `precomputed`. {len(jobs)} jobs of the seeded mix (seed 1), emulated driver, "
         f"debounce 0, one engine with the precomputing on. After each change the set is "
         f"refreshed in the background; once its first {READY_FIRST:,} elements (links, "
-        f"fewest TE rows first) were ready ({first:.1f} s after the jobs settled), {len(links)} "
+        f"fewest TE rows first) were ready ({first:.1f} s after the jobs settled; "
+        f"{first_thread:.1f} s in a thread), {len(links)} "
         "RTSW-CTSW links whose repair moves rows were picked among them; each is reported down "
         "when its repair is ready for the routes installed then and the engine is quiet "
-        "(prediction done), then restored. "
-        "'On demand' is the same links on a second engine with the precomputing off; 'during "
+        "(prediction done), then restored. The set is computed in a child process forked "
+        "from the engine's (the default); 'in a thread' is the same links on a second engine "
+        "whose set is computed in the engine's own process by a thread that gives way to it "
+        "(`precompute_process=False`, the pre-fork design). "
+        "'On demand' is the same links on a third engine with the precomputing off; 'during "
         "a refresh' is a report that is not ready yet (on demand) while the refresh of the "
-        "restored routes runs in its thread. 'In the switches': until the driver's last "
+        "restored routes runs. 'In the switches': until the driver's last "
         "write of the repair returned (the routes are in the tables); 'seen by a poller': "
         "until a thread polling the engine every 0.2 ms saw them read back, which adds the "
         "read-back and the poller's own wait for the interpreter's lock behind the engine "
-        "and the refresh threads (up to the switch interval, `sys.getswitchinterval()`). "
+        "(up to the switch interval, `sys.getswitchinterval()`). "
         "Shared 2-core machine: other work ran beside."
     )
     sec.text("")
     table = []
     for what, done, seen_by, goal in [
         ("precomputed", hits, hits_seen, "p99 < 0.005 s"),
+        ("precomputed in a thread", thread_hits, thread_seen, ""),
         ("on demand", demand, demand_seen, ""),
         ("on demand during a refresh", during, during_seen, ""),
     ]:
@@ -215,7 +239,7 @@ def bench_precomputed(cfg: Config) -> Iterator[Section]:
         f"~{per_element_bytes * len(failures) / 1e6:,.0f} MB for every element at that rate "
         "(switch repairs move more rows and keep more). A full refresh, projected as each "
         "kind's count times its mean time per repair (links: the refresh's own, in its "
-        "thread beside the engine; switches: two of each timed alone):"
+        "child process beside the engine; switches: two of each timed alone):"
     )
     sec.text("")
     sec.table(["element kind", "elements", "s per repair", "s in all"], projection)

@@ -96,6 +96,7 @@ class Engine(RouteCommands):
         precompute_budget: int | None = None,
         precompute_elements: int | None = None,
         precompute_settle: float = SETTLE,
+        precompute_process: bool | None = None,
     ) -> None:
         warm_up()  # the solver's compiled kernels, before the first solve needs them
         self.fabric = fabric
@@ -161,7 +162,8 @@ class Engine(RouteCommands):
                                        metrics=self.metrics.precomputed,
                                        budget=precompute_budget, enabled=precompute,
                                        max_elements=precompute_elements,
-                                       settle=precompute_settle)  # fmt: skip
+                                       settle=precompute_settle,
+                                       process=precompute_process)  # fmt: skip
         self.precomputed_hits = 0  # link reports repaired from a precomputed repair
         self._load()
         self.installer.reconcile(None)  # fail-static: adopt what is there

@@ -30,25 +30,41 @@ docs/failures.md). `budget` bounds the TE rows the elements computed may carry i
 (work, not seconds: which elements are ready depends only on the inputs), and
 `max_elements` the elements computed (the first of that order).
 
-The repairs kept are frozen for the cyclic collector as they are made
-(controller.service.frozen). The thread pauses between elements, and between an element's
-repair, its plan and its compact form, while the engine has a round to answer or a solve
-runs (`busy`); a repair under way when the engine gets busy is given up within a few dozen
-rows (`repair_indexed`'s `stop`) and made again from the start once it is quiet, so a
-report does not share the interpreter with it (at most GIVE_WAY times an element: then it
-runs through, so a busy engine slows the set but cannot starve it). It drops the base as
-soon as it is superseded; it never holds the engine's lock while it computes.
+Where: the thread makes the set-up (the base's index and table usage, the failure list,
+the compute order) and forks a child process (`process`, the default where os.fork
+exists) that computes the elements and sends each repair back down a pipe, compact and
+without the base's assignment (kilobytes); the thread takes them in. The child sees the
+base as it was at the fork (copy-on-write: nothing is serialised), has an interpreter of
+its own, so a report never waits for the interpreter behind a repair under way, and runs
+at the thread's lowered priority (controller.service.priority) on the other core. It is
+killed when the set is superseded or the engine closes, and dies with the process. With
+`process` off the thread computes the elements itself, giving way: it pauses between
+elements, and between an element's repair, its plan and its compact form, while the
+engine has a round to answer or a solve runs (`busy`), and a repair under way when the
+engine gets busy is given up within a few dozen rows (`repair_indexed`'s `stop`) and made
+again from the start once it is quiet (at most GIVE_WAY times an element: then it runs
+through, so a busy engine slows the set but cannot starve it). Either way the thread takes
+a repair into the set only while the engine is quiet, the repairs kept are frozen for the
+cyclic collector as they are made (controller.service.frozen), the base is dropped as soon
+as it is superseded, and the engine's lock is never held while computing.
 """
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import logging
+import os
+import pickle
+import signal
+import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from multiprocessing.connection import Connection
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -77,6 +93,7 @@ GIVE_WAY = 2  # times an element's repair is given up for the engine before it r
 FREEZE_EVERY = 64
 MISS_REASONS = ("not single", "not ready", "stale", "held", "off")
 WIDEST = 10  # repairs listed by rows moved (Status)
+PR_SET_PDEATHSIG = 1  # prctl(2)
 
 
 @dataclass(frozen=True)
@@ -294,8 +311,13 @@ class Precomputer:
         enabled: bool = True,
         max_elements: int | None = None,
         settle: float = SETTLE,
+        process: bool | None = None,
     ) -> None:
         self.fabric = fabric
+        # the elements computed in a child process (forked: `_forked`) rather than in the
+        # thread, which shares the interpreter with the engine; None: where os.fork exists
+        self.process = hasattr(os, "fork") if process is None else process
+        self._child = 0  # the pid of the child computing the current set (0: none)
         self._repair = repair  # the engine's on-demand repair, as a function
         self._busy = busy
         self.metrics = metrics
@@ -345,7 +367,7 @@ class Precomputer:
         if not self.enabled:
             return
         with self._lock:
-            self.generation += 1
+            self._supersede()
             self._set, self._pending = None, base
             self._lock.notify_all()
             if self._thread is None:
@@ -359,7 +381,7 @@ class Precomputer:
         with self._lock:
             if self._set is None and self._pending is None:
                 return
-            self.generation += 1
+            self._supersede()
             self._set, self._pending = None, None
             self._lock.notify_all()
         self._publish()
@@ -395,6 +417,9 @@ class Precomputer:
     def close(self) -> None:
         with self._lock:
             self._stop = True
+            if self._child:
+                os.kill(self._child, signal.SIGKILL)
+                self._child = 0
             self._lock.notify_all()
         if self._thread is not None:
             self._thread.join(timeout=30)
@@ -508,52 +533,11 @@ class Precomputer:
                 return
             self._set = s
         self._publish()
-        order = priority(failures, index)
-        per_link = index.count[0::2] + index.count[1::2]
-        wanted = base.wanted
-        carried = 0
-        if self.max_elements is not None:
-            order = order[: self.max_elements]
-        for i in order.tolist():
-            carried += int(per_link[failures.links_of(i)].sum())
-            if self.budget is not None and carried > self.budget:
-                break
-            # given up when the engine gets busy, made again once it is quiet; the last
-            # try runs through, so an element is made however busy the engine stays
-            for attempt in range(GIVE_WAY + 1):
-                if not self._quiet(generation):
-                    return
-                t0, self._waited = time.perf_counter(), 0.0
-                stop = self._busy if attempt < GIVE_WAY else None
-                try:
-                    res, repaired = self._repair(failures.health_after(health, i), index,
-                                                 health, stop)  # fmt: skip
-                    break
-                except Superseded:
-                    self.gave_way += 1
-            planned = None
-            if wanted is not None:
-                if not self._quiet(generation):  # a report came meanwhile: it goes first
-                    return
-                made = plan_push(self.fabric, res.assignment, base.previous, base.installed,
-                                 lambda: wanted)  # fmt: skip
-                splices = None if made.plan is None else splices_of(made.plan, wanted,
-                                                                    base.installed)  # fmt: skip
-                planned = Planned(made.plan, None, base.previous, base.routes_version, splices)
-            if not self._quiet(generation):
-                return
-            one = compact(i, failures, index, res, repaired, planned,
-                          time.perf_counter() - t0 - self._waited)  # fmt: skip
-            with self._lock:
-                if self.generation != generation:
-                    return
-                s.ready[i] = one
-                s.nbytes += one.nbytes
-                s.blast.add(one)
-                s.seconds = time.perf_counter() - start
-            if len(s.ready) % FREEZE_EVERY == 0:
-                gc.freeze()
-            self.metrics.publish(self.fields())
+        todo = self._todo(failures, index)
+        finished = (self._forked(s, todo, start) if self.process
+                    else self._here(s, todo, start))  # fmt: skip
+        if not finished:
+            return
         gc.freeze()
         with self._lock:
             s.done = True
@@ -564,3 +548,209 @@ class Precomputer:
         log.info("precomputed repairs ready", extra={
             "generation": generation, "elements": len(s.ready), "of": len(failures),
             "megabytes": round(s.nbytes / 1e6, 3), "seconds": round(s.seconds, 3)})  # fmt: skip
+
+    def _todo(self, failures: SingleFailures, index: RouteIndex) -> list[int]:
+        """The elements to compute, in order: `priority`, cut by `max_elements` and by
+        `budget` (TE rows carried, summed in that order)."""
+        order = priority(failures, index)
+        if self.max_elements is not None:
+            order = order[: self.max_elements]
+        if self.budget is not None:
+            per_link = index.count[0::2] + index.count[1::2]
+            carried = np.cumsum([int(per_link[failures.links_of(i)].sum())
+                                 for i in order.tolist()], dtype=np.int64)  # fmt: skip
+            order = order[: int(np.searchsorted(carried, self.budget, side="right"))]
+        return order.tolist()
+
+    def _keep(self, s: _Set, one: PrecomputedRepair, start: float) -> bool:
+        """Add `one` to the set; False when the set is no longer current."""
+        with self._lock:
+            if self.generation != s.generation:
+                return False
+            s.ready[one.element] = one
+            s.nbytes += one.nbytes
+            s.blast.add(one)
+            s.seconds = time.perf_counter() - start
+        if len(s.ready) % FREEZE_EVERY == 0:
+            gc.freeze()
+        self.metrics.publish(self.fields())
+        return True
+
+    # ---- in this thread ----------------------------------------------------------------
+    def _here(self, s: _Set, todo: list[int], start: float) -> bool:
+        """Compute `todo` in this thread, giving way to the engine (module docstring);
+        whether the set is complete."""
+        generation = s.generation
+        one: PrecomputedRepair | None = None
+        for i in todo:
+            # given up when the engine gets busy, made again once it is quiet; the last
+            # try runs through, so an element is made however busy the engine stays
+            for attempt in range(GIVE_WAY + 1):
+                if not self._quiet(generation):
+                    return False
+                t0, self._waited = time.perf_counter(), 0.0
+                stop = self._busy if attempt < GIVE_WAY else None
+                try:
+                    one = self._one(s, i, stop, lambda: self._quiet(generation))
+                    break
+                except Superseded:
+                    self.gave_way += 1
+            if one is None:
+                return False
+            one = replace(one, seconds=time.perf_counter() - t0 - self._waited)
+            if not self._keep(s, one, start):
+                return False
+        return True
+
+    def _one(
+        self, s: _Set, i: int, stop: Callable[[], bool] | None, quiet: Callable[[], bool],
+    ) -> PrecomputedRepair | None:  # fmt: skip
+        """Element `i`'s repair, its push planned and kept compact (None: `quiet` said the
+        set is no longer current). Raises Superseded when `stop` says so."""
+        base, t0 = s.base, time.perf_counter()
+        health = base.target.health
+        res, repaired = self._repair(s.failures.health_after(health, i), s.index, health, stop)
+        planned = None
+        wanted = base.wanted
+        if wanted is not None:
+            if not quiet():  # a report came meanwhile: it goes first
+                return None
+            made = plan_push(self.fabric, res.assignment, base.previous, base.installed,
+                             lambda: wanted)  # fmt: skip
+            splices = None if made.plan is None else splices_of(made.plan, wanted,
+                                                                base.installed)  # fmt: skip
+            planned = Planned(made.plan, None, base.previous, base.routes_version, splices)
+        if not quiet():
+            return None
+        return compact(i, s.failures, s.index, res, repaired, planned, time.perf_counter() - t0)
+
+    # ---- in a process of its own -----------------------------------------------------
+    def _forked(self, s: _Set, todo: list[int], start: float) -> bool:
+        """Compute `todo` in a child forked from this process (it sees the base as it is
+        now, copy-on-write, and shares no interpreter with the engine), taking each repair
+        from it as it is made; whether the set is complete. The child is killed when the
+        set is superseded or the engine closes (`_kill`), or if this process dies."""
+        generation = s.generation
+        if not self._quiet(generation):  # the fork copies the page tables: not in a report
+            return False
+        read, write = os.pipe()
+        parent = os.getpid()
+        try:
+            pid = os.fork()
+        except OSError as exc:  # no memory for the page tables, a process limit
+            os.close(read)
+            os.close(write)
+            log.warning("precomputing in the engine's process: cannot fork: %s", exc)
+            return self._here(s, todo, start)
+        if pid == 0:  # the child: never returns
+            os.close(read)
+            _child(self, s, todo, write, parent)
+        os.close(write)
+        with self._lock:  # from here on a refresh, drop or close kills it
+            self._child = pid
+        try:
+            if not self._current(generation):  # superseded while it was forked
+                os.close(read)
+                return False
+            return self._take(s, Connection(read, writable=False), start)
+        finally:
+            self._kill(pid)
+            os.waitpid(pid, 0)
+
+    def _take(self, s: _Set, conn: Connection, start: float) -> bool:
+        """Take the child's repairs from `conn` until it is done; False when the set was
+        superseded or the child failed (the on-demand path stays)."""
+        generation = s.generation
+        with conn:
+            while True:
+                if not self._quiet(generation):  # the child goes on; its repairs wait
+                    return False
+                try:
+                    kind, payload = pickle.loads(conn.recv_bytes())
+                except (EOFError, OSError):  # killed (superseded, closing) or died
+                    if self._current(generation):
+                        log.error("the precomputing process ended without its set")
+                    return False
+                if kind == "done":
+                    return True
+                if kind == "error":
+                    log.error("precomputing repairs failed in its process:\n%s", payload)
+                    return False
+                one = _attached(payload, s.base)
+                if not self._keep(s, one, start):
+                    return False
+
+    def _kill(self, pid: int) -> None:
+        """Kill the child `pid` (not reaped yet: its pid is not reused)."""
+        with self._lock:
+            if self._child == pid:
+                self._child = 0
+        os.kill(pid, signal.SIGKILL)
+
+    def _supersede(self) -> None:
+        """Under the lock: the set computed now is no longer wanted; its child is killed
+        (its taker sees the pipe end, then the generation changed)."""
+        self.generation += 1
+        if self._child:
+            os.kill(self._child, signal.SIGKILL)
+            self._child = 0
+
+
+def _detached(one: PrecomputedRepair) -> PrecomputedRepair:
+    """`one` without the base's assignment (its result's, its plan's previous), which the
+    other side holds already: what the child sends (kilobytes, not the 30 MB assignment)."""
+    planned = one.planned
+    if planned is not None:
+        planned = replace(planned, previous=None)
+    result = replace(one.result, assignment=None)  # type: ignore[arg-type]
+    return replace(one, result=result, planned=planned)
+
+
+def _attached(one: PrecomputedRepair, base: Base) -> PrecomputedRepair:
+    """`_detached` undone with this side's base."""
+    planned = one.planned
+    if planned is not None:
+        planned = replace(planned, previous=base.previous)
+    return replace(one, result=replace(one.result, assignment=base.target.assignment),
+                   planned=planned)  # fmt: skip
+
+
+def _child(pc: Precomputer, s: _Set, todo: list[int], fd: int, parent: int) -> NoReturn:
+    """The forked child: compute `todo` and send each repair, then "done", down `fd`;
+    exits without returning to the caller's stack (no atexit, no finalizers: the parent's
+    threads, sockets and files are not the child's). Its priority is the forking thread's
+    (`controller.service.priority.background`): the engine's reports go first on the
+    cores."""
+    code = 1
+    try:
+        _orphan_dies(parent)
+        gc.freeze()  # the collector never walks (so never copies) what the parent holds
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        with Connection(fd, readable=False) as conn:
+            try:
+                for i in todo:
+                    one = pc._one(s, i, None, lambda: True)
+                    assert one is not None
+                    conn.send_bytes(pickle.dumps(("one", _detached(one)), protocol=5))
+                conn.send_bytes(pickle.dumps(("done", None)))
+                code = 0
+            except BrokenPipeError:
+                code = 0  # the parent stopped listening: the set is superseded
+            except BaseException:  # noqa: BLE001 - reported to the parent, then exit
+                conn.send_bytes(pickle.dumps(("error", traceback.format_exc())))
+    finally:
+        os._exit(code)
+
+
+def _orphan_dies(parent: int) -> None:
+    """Linux: SIGKILL this process when the thread that forked it ends (the parent died:
+    a set nobody takes is not computed on). Elsewhere the closed pipe ends it at its next
+    repair."""
+    if sys.platform == "linux":
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent:  # the parent died before the call
+        os._exit(0)

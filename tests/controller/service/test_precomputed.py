@@ -4,7 +4,11 @@ routes is never used (the on-demand path runs until the refresh is done)."""
 
 from __future__ import annotations
 
-import threading
+import os
+import subprocess
+import sys
+import tempfile
+import time
 from collections.abc import Iterator
 
 import numpy as np
@@ -30,18 +34,21 @@ def _jobs() -> list[Job]:
     return [Job(f"j{i}", tuple(range(i, 32, 4))[:8], dp=8, tp=4) for i in range(3)]
 
 
-def _engine(precompute: bool = True) -> Engine:
+def _engine(precompute: bool = True, process: bool | None = None) -> Engine:
     engine = Engine(FABRIC, EmulatedDriver(FABRIC), debounce=0.0, reconcile_interval=60.0,
-                    precompute=precompute, precompute_settle=0.0)  # fmt: skip
+                    precompute=precompute, precompute_settle=0.0,
+                    precompute_process=process)  # fmt: skip
     for job in _jobs():
         engine.put_job(job, 0)
     assert engine.wait_idle(WAIT)
     return engine
 
 
-@pytest.fixture
-def engine() -> Iterator[Engine]:
-    e = _engine()
+@pytest.fixture(params=["process", "thread"])
+def engine(request: pytest.FixtureRequest) -> Iterator[Engine]:
+    """An engine with three jobs installed, its set computed in a child process (the
+    default) or in the thread."""
+    e = _engine(process=request.param == "process")
     yield e
     e.close()
 
@@ -128,7 +135,7 @@ def test_repairs_given_up_for_the_engine_are_made_again_the_same() -> None:
     import itertools
 
     engine = Engine(FABRIC, EmulatedDriver(FABRIC), debounce=0.0, reconcile_interval=60.0,
-                    precompute_settle=0.0)  # fmt: skip
+                    precompute_settle=0.0, precompute_process=False)  # fmt: skip
     pc = engine.precomputer
     real, calls = pc._busy, itertools.count()
     pc._busy = lambda: real() or next(calls) % 3 == 2  # busy at every third look
@@ -247,11 +254,39 @@ def test_degradations_and_double_failures_go_on_demand(engine: Engine) -> None:
     assert _reports(engine, "on_demand", "not single") == 3
 
 
+class _Flag:
+    """An event seen across the fork, that a child killed while waiting on it cannot
+    wedge (a multiprocessing.Event's set waits for its sleepers to wake): a file."""
+
+    def __init__(self) -> None:
+        fd, self.path = tempfile.mkstemp(prefix="fabric-te-flag-")
+        os.close(fd)
+        os.unlink(self.path)
+
+    def set(self) -> None:
+        open(self.path, "w").close()
+
+    def is_set(self) -> bool:
+        return os.path.exists(self.path)
+
+    def wait(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while not self.is_set():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.002)
+        return True
+
+    def __del__(self) -> None:
+        if os.path.exists(self.path):
+            os.unlink(self.path)
+
+
 class _Gate:
-    """Holds the precomputing thread before each repair until opened."""
+    """Holds the precomputing thread or process before each repair until opened."""
 
     def __init__(self, engine: Engine) -> None:
-        self.open = threading.Event()
+        self.open = _Flag()
         inner = engine.precomputer._repair
 
         def gated(*args):  # type: ignore[no-untyped-def]
@@ -266,11 +301,11 @@ def test_a_refresh_under_way_never_delays_a_push(engine: Engine) -> None:
     a link report are both solved, pushed and read back meanwhile; the refresh resumes
     after, and what it held is never used (a newer base replaced it)."""
     _done(engine)
-    inside, release, left = threading.Event(), threading.Event(), threading.Event()
+    inside, release, left = _Flag(), _Flag(), _Flag()
     inner, calls = engine.precomputer._repair, [0]
 
     def held(*args):  # type: ignore[no-untyped-def]
-        calls[0] += 1
+        calls[0] += 1  # counted in each child from 0, in the thread once
         if calls[0] == 3:  # the third element of the next refresh
             inside.set()
             assert release.wait(WAIT)
@@ -519,3 +554,112 @@ def test_a_refresh_starts_once_the_routes_have_stood_the_settle_time() -> None:
         _done(engine)
     finally:
         engine.close()
+
+
+# ---- the set computed in a child process ------------------------------------------------
+
+
+def _alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie, dead but not reaped, counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def _child_of(engine: Engine) -> int:
+    pc = engine.precomputer
+    deadline = time.monotonic() + WAIT
+    while not pc._child:
+        assert time.monotonic() < deadline, "no child computes the set"
+        time.sleep(0.002)
+    return pc._child
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="the child is forked")
+def test_the_child_of_a_superseded_set_is_killed_and_close_kills_the_last() -> None:
+    engine = _engine(process=True)
+    try:
+        _done(engine)
+        gate = _Gate(engine)  # the next child holds before its first repair
+        engine.report_links({_used_link(engine): 0.5})
+        assert engine.wait_idle(WAIT)
+        first = _child_of(engine)
+        assert _alive(first)
+        engine.report_links({_used_link(engine): 1.0})  # a new base: a new set
+        assert engine.wait_idle(WAIT)
+        second = _child_of(engine)
+        assert second != first
+        deadline = time.monotonic() + WAIT
+        while _alive(first):
+            assert time.monotonic() < deadline, "the superseded child still runs"
+            time.sleep(0.01)
+        assert int(engine.precomputer.fields()["ready"]) == 0  # held at its first repair
+        engine.close()
+        assert not _alive(second) and not engine.precomputer._child
+        gate.open.set()
+    finally:
+        engine.close()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="the child is forked")
+def test_a_child_that_fails_leaves_the_on_demand_path_and_the_next_set_is_made(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    engine = _engine(process=True)
+    try:
+        _done(engine)
+        inner = engine.precomputer._repair
+        engine.precomputer._repair = lambda *a: (_ for _ in ()).throw(RuntimeError("boom"))
+        a, b = _used_link(engine, 0), _used_link(engine, 1)
+        engine.report_links({a: 0.5})
+        assert engine.wait_idle(WAIT)
+        deadline = time.monotonic() + WAIT
+        while "boom" not in caplog.text:
+            assert time.monotonic() < deadline, "the child's failure was not logged"
+            time.sleep(0.01)
+        assert not engine.precomputer.fields()["done"]
+        engine.report_links({b: 0.0})  # a single failure, its repair never made
+        assert engine.wait_idle(WAIT)
+        assert engine.precomputed_hits == 0 and _reports(engine, "on_demand", "not ready") == 1
+        engine.precomputer._repair = inner
+        engine.report_links({b: 1.0})
+        assert engine.wait_idle(WAIT)
+        _done(engine)  # the next set, complete
+        engine.report_links({b: 0.0})
+        assert engine.wait_idle(WAIT)
+        assert engine.precomputed_hits == 1
+    finally:
+        engine.close()
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="PR_SET_PDEATHSIG is Linux's")
+def test_the_child_dies_with_its_process(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """kill -9 of the engine's process: its child computing the set goes too (no orphan
+    burning a core on a set nobody takes)."""
+    script = tmp_path / "engine.py"
+    script.write_text(
+        "import sys, time\n"
+        "sys.path[:0] = [sys.argv[1], sys.argv[2]]\n"
+        "from test_precomputed import _engine, _child_of\n"
+        "e = _engine(process=True)\n"
+        "e.precomputer._repair = lambda *a: time.sleep(3600)\n"
+        "e.report_links({0: 0.5})\n"
+        "print(_child_of(e), flush=True)\n"
+        "time.sleep(3600)\n")  # fmt: skip
+    here = os.path.dirname(__file__)
+    root = os.path.dirname(os.path.dirname(os.path.dirname(here)))
+    proc = subprocess.Popen([sys.executable, str(script), here, root],
+                            stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        child = int(proc.stdout.readline())
+        assert _alive(child)
+    finally:
+        proc.kill()
+        proc.wait()
+    deadline = time.monotonic() + WAIT
+    while _alive(child):
+        assert time.monotonic() < deadline, "the child outlived its process"
+        time.sleep(0.01)
