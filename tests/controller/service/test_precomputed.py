@@ -587,6 +587,9 @@ def test_the_child_of_a_superseded_set_is_killed_and_close_kills_the_last() -> N
         assert engine.wait_idle(WAIT)
         first = _child_of(engine)
         assert _alive(first)
+        if sys.platform == "linux":
+            with open(f"/proc/{first}/comm") as f:
+                assert f.read().strip() == "fabric-te-prec"
         engine.report_links({_used_link(engine): 1.0})  # a new base: a new set
         assert engine.wait_idle(WAIT)
         second = _child_of(engine)
@@ -663,3 +666,42 @@ def test_the_child_dies_with_its_process(tmp_path) -> None:  # type: ignore[no-u
     while _alive(child):
         assert time.monotonic() < deadline, "the child outlived its process"
         time.sleep(0.01)
+
+
+def test_a_repair_crosses_from_the_child_without_what_it_shares_with_the_base(
+    engine: Engine,
+) -> None:
+    """What the child sends holds none of the base's large objects (each element would
+    carry a copy of them: on the meta-24k mix ~70 MB an element), and taken back in it is
+    the repair itself, sharing the base's objects again by identity."""
+    import pickle
+    from dataclasses import fields
+
+    from controller.service.precomputed import _attached, _detached
+
+    _done(engine)
+    s = engine.precomputer._set
+    assert s is not None
+    planned = 0
+    for one in engine.precomputer.ready():
+        wire = _detached(one)
+        assert wire.result.assignment is None
+        if wire.planned is not None:
+            assert wire.planned.previous is None
+            if wire.planned.splices is not None:
+                assert wire.planned.splices.wanted is None
+                planned += 1
+        sent = pickle.dumps(wire, protocol=5)
+        assert len(sent) < 8_000 + 4 * one.nbytes, (one.name, len(sent), one.nbytes)
+        back = _attached(pickle.loads(sent), s.base)
+        assert back.result.assignment is s.base.target.assignment
+        if back.planned is not None:
+            assert back.planned.previous is s.base.previous
+            if back.planned.splices is not None:
+                assert back.planned.splices.wanted is s.base.wanted
+        for f in fields(one):
+            a, b = getattr(one, f.name), getattr(back, f.name)
+            if isinstance(a, np.ndarray):
+                np.testing.assert_array_equal(a, b)
+        assert back.nbytes == one.nbytes
+    assert planned > 0
