@@ -212,6 +212,7 @@ class Engine(RouteCommands):
     def _changed(self, refresh: bool = False) -> int:
         """An input was applied (under the lock): wake the worker."""
         self.latency.changed(self._clock())
+        self.precomputer.hold()  # its process pauses: the cores are the reaction's
         self._refresh |= refresh
         self.metrics.queue_depth.set(self._state.version - self._applied)
         self._cond.notify_all()

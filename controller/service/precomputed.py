@@ -36,8 +36,12 @@ exists) that computes the elements and sends each repair back down a pipe, compa
 without the base's assignment (kilobytes); the thread takes them in. The child sees the
 base as it was at the fork (copy-on-write: nothing is serialised), has an interpreter of
 its own, so a report never waits for the interpreter behind a repair under way, and runs
-at the thread's lowered priority (controller.service.priority) on the other core. It is
-killed when the set is superseded or the engine closes, and dies with the process. With
+at the thread's lowered priority (controller.service.priority) on the other core. It
+pauses, at its repair's checks (every few dozen rows) and between steps, while a byte
+shared across the fork says so: the engine sets it as an input arrives (`hold`), the
+thread while the engine is busy, and the thread clears it once the engine is quiet, so a
+repair or solve has the cores to itself as in the thread. It is killed when the set is
+superseded or the engine closes, and dies with the process. With
 `process` off the thread computes the elements itself, giving way: it pauses between
 elements, and between an element's repair, its plan and its compact form, while the
 engine has a round to answer or a solve runs (`busy`), and a repair under way when the
@@ -54,6 +58,7 @@ from __future__ import annotations
 import ctypes
 import gc
 import logging
+import mmap
 import os
 import pickle
 import signal
@@ -93,6 +98,7 @@ GIVE_WAY = 2  # times an element's repair is given up for the engine before it r
 FREEZE_EVERY = 64
 MISS_REASONS = ("not single", "not ready", "stale", "held", "off")
 WIDEST = 10  # repairs listed by rows moved (Status)
+CHILD_PAUSE = 0.0005  # s between the child's looks while it is held
 PR_SET_PDEATHSIG, PR_SET_NAME = 1, 15  # prctl(2)
 CHILD_NAME = b"fabric-te-prec"  # the child process's name (15 bytes at most)
 
@@ -319,6 +325,9 @@ class Precomputer:
         # thread, which shares the interpreter with the engine; None: where os.fork exists
         self.process = hasattr(os, "fork") if process is None else process
         self._child = 0  # the pid of the child computing the current set (0: none)
+        # one byte shared with the child across the fork: while it is 1 the child pauses
+        # (`hold`: the engine has a report; the taker thread: the engine is busy)
+        self._held = mmap.mmap(-1, 1)
         self._repair = repair  # the engine's on-demand repair, as a function
         self._busy = busy
         self.metrics = metrics
@@ -352,6 +361,12 @@ class Precomputer:
         if seen is not target:
             self._seen, since = (target, now), now
         return since + self.settle - now
+
+    def hold(self) -> None:
+        """The engine has work (an input came): the child pauses at its next look (within a
+        few dozen rows), until the taker thread sees the engine quiet again. Cheap: one
+        byte written, no lock (called under the engine's)."""
+        self._held[0] = 1
 
     def answers_to(
         self, target: Target | None, jobs_version: int, options: CertifyOptions
@@ -498,6 +513,7 @@ class Precomputer:
         its share of the interpreter); whether the base is still current."""
         start = time.perf_counter()
         while self._busy() and self._current(generation):
+            self._held[0] = 1
             time.sleep(PAUSE)
         self._waited += time.perf_counter() - start
         return self._current(generation)
@@ -664,9 +680,12 @@ class Precomputer:
         generation = s.generation
         with conn:
             while True:
-                if not self._quiet(generation):  # the child goes on; its repairs wait
+                if not self._quiet(generation):  # the child is held; its repairs wait
                     return False
+                self._held[0] = 0  # quiet: the child goes on
                 try:
+                    if not conn.poll(PAUSE):  # look at the engine again every PAUSE
+                        continue
                     kind, payload = pickle.loads(conn.recv_bytes())
                 except (EOFError, OSError):  # killed (superseded, closing) or died
                     if self._current(generation):
@@ -738,10 +757,17 @@ def _child(pc: Precomputer, s: _Set, todo: list[int], fd: int, parent: int) -> N
         gc.freeze()  # the collector never walks (so never copies) what the parent holds
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.SIG_DFL)
+        held = pc._held
+
+        def paused() -> bool:  # the repair's `stop` and the steps' `quiet`: never stops
+            while held[0]:
+                time.sleep(CHILD_PAUSE)
+            return False
+
         with Connection(fd, readable=False) as conn:
             try:
                 for i in todo:
-                    one = pc._one(s, i, None, lambda: True)
+                    one = pc._one(s, i, paused, lambda: not paused())
                     assert one is not None
                     conn.send_bytes(pickle.dumps(("one", _detached(one)), protocol=5))
                 conn.send_bytes(pickle.dumps(("done", None)))

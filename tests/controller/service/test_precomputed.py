@@ -705,3 +705,47 @@ def test_a_repair_crosses_from_the_child_without_what_it_shares_with_the_base(
                 np.testing.assert_array_equal(a, b)
         assert back.nbytes == one.nbytes
     assert planned > 0
+
+
+def _cpu_ticks(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])  # utime + stime
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
+def test_the_child_pauses_while_the_engine_is_busy() -> None:
+    """A report held by the engine holds the child too (its CPU stops within a repair's
+    check), and it goes on, to a complete set, once the engine is quiet."""
+    engine = _engine(process=True)
+    pc = engine.precomputer
+    inner, busy = pc._repair, [False]
+
+    def slow(*args):  # type: ignore[no-untyped-def]
+        end = time.process_time() + 0.02  # a repair that keeps a core busy
+        while time.process_time() < end:
+            pass
+        return inner(*args)
+
+    try:
+        _done(engine)
+        pc._repair = slow
+        pc._busy = lambda: busy[0]
+        engine.report_links({_used_link(engine): 0.5})
+        assert engine.wait_idle(WAIT)
+        child = _child_of(engine)
+        time.sleep(0.3)
+        before = _cpu_ticks(child)
+        time.sleep(0.5)
+        running = _cpu_ticks(child) - before  # ~50 ticks of 10 ms: a core
+        busy[0] = True
+        pc.hold()
+        time.sleep(0.1)  # within one element of the hold
+        before = _cpu_ticks(child)
+        time.sleep(1.0)
+        held = _cpu_ticks(child) - before
+        assert running >= 20 and held <= 10, (running, held)
+        busy[0] = False
+        _done(engine)
+    finally:
+        engine.close()
