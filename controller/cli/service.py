@@ -128,10 +128,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     engine = Engine(
         fabric, driver, driver_name=args.driver, debounce=args.debounce,
         reconcile_interval=args.reconcile_interval, replica=replica,
-        precompute=args.precompute == "on", precompute_budget=args.precompute_budget,
-        precompute_elements=args.precompute_elements,
-        **({} if args.precompute_settle is None else
-           {"precompute_settle": args.precompute_settle}),
+        **precompute_options(args),
     )  # fmt: skip
     native.on_native = HandshakeFailures(engine.metrics.registry).observe
     if args.metrics_port:
@@ -474,6 +471,18 @@ def status_text(d: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def precompute_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The Engine's precompute_* keywords of `tectl serve`'s flags (unset: its defaults)."""
+    out: dict[str, Any] = {
+        "precompute": args.precompute == "on", "precompute_budget": args.precompute_budget,
+        "precompute_elements": args.precompute_elements}  # fmt: skip
+    if args.precompute_in is not None:
+        out["precompute_process"] = args.precompute_in == "process"
+    if args.precompute_settle is not None:
+        out["precompute_settle"] = args.precompute_settle
+    return out
+
+
 def _precomputed_lines(p: dict[str, Any]) -> list[str]:
     """Status's precomputed repairs: how many are ready and what they move."""
     g = "{:,}".format
@@ -676,6 +685,10 @@ def register(cli: Commands) -> None:
                        metavar="SECONDS",
                        help="start the refresh once the installed routes have stood this long "
                             "(0.5): the reports of a burst are repaired without it beside")
+    serve.add_argument("--precompute-in", choices=("process", "thread"), default=None,
+                       help="compute the elements in a child process forked from the service "
+                            "(the default where fork exists) or in a thread of its own that "
+                            "gives way to the engine (no extra process, no copy-on-write)")
     serve.add_argument("--precompute-budget", type=flag(int, 0, 2**63 - 1), default=None,
                        metavar="ROWS", help="stop once the elements computed carry this many "
                                             "TE rows in all (work, not seconds; default none)")

@@ -749,3 +749,23 @@ def test_the_child_pauses_while_the_engine_is_busy() -> None:
         _done(engine)
     finally:
         engine.close()
+
+
+def test_serve_flags_choose_where_the_set_is_computed() -> None:
+    from controller.cli.main import build_parser
+    from controller.cli.service import precompute_options
+
+    def engine_of(*flags: str) -> dict[str, object]:
+        return precompute_options(build_parser().parse_args(["serve", *flags]))
+
+    assert "precompute_process" not in engine_of()  # the engine's default: a process
+    assert engine_of("--precompute-in", "thread")["precompute_process"] is False
+    assert engine_of("--precompute-in", "process")["precompute_process"] is True
+    assert engine_of("--precompute-settle", "2")["precompute_settle"] == 2.0
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["serve", "--precompute-in", "fork"])
+    engine = Engine(FABRIC, EmulatedDriver(FABRIC), **engine_of("--precompute-in", "thread"))  # type: ignore[arg-type]
+    try:
+        assert engine.precomputer.process is False
+    finally:
+        engine.close()
