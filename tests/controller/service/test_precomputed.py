@@ -10,6 +10,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -587,9 +588,11 @@ def test_the_child_of_a_superseded_set_is_killed_and_close_kills_the_last() -> N
         assert engine.wait_idle(WAIT)
         first = _child_of(engine)
         assert _alive(first)
-        if sys.platform == "linux":
-            with open(f"/proc/{first}/comm") as f:
-                assert f.read().strip() == "fabric-te-prec"
+        if sys.platform == "linux":  # named by the child itself, just after the fork
+            deadline = time.monotonic() + WAIT
+            while Path(f"/proc/{first}/comm").read_text().strip() != "fabric-te-prec":
+                assert time.monotonic() < deadline, "the child is not named"
+                time.sleep(0.002)
         engine.report_links({_used_link(engine): 1.0})  # a new base: a new set
         assert engine.wait_idle(WAIT)
         second = _child_of(engine)
