@@ -72,6 +72,15 @@ def _settled(engine: Engine) -> None:
     assert engine.wait_idle(600) and engine.wait_predicted(600)
 
 
+def _ready_for_now(engine: Engine, count: int) -> None:
+    """Wait until the set of what is installed has `count` elements ready (or is done)."""
+    pc, target = engine.precomputer, engine.installer.target
+    assert pc.wait(lambda f: pc.answers_to(engine.installer.target, engine._jobs_version,
+                                           engine.react)
+                   and (bool(f["done"]) or int(f["ready"]) >= count), 3600)  # fmt: skip
+    assert engine.installer.target is target
+
+
 def _hits(engine: Engine, names: list[str], links: list[int]) -> tuple[list[float], list[float]]:
     """Each link reported down once its repair is ready and the engine is quiet, then
     restored: (in the switches, seen by a poller) per link, seconds."""
@@ -103,15 +112,8 @@ def bench_precomputed(cfg: Config) -> Iterator[Section]:
     engine = _engine(fabric, jobs, precompute=True)
     pc = engine.precomputer
 
-    def ready_for_now(count: int) -> None:
-        target = engine.installer.target
-        assert pc.wait(lambda f: pc.answers_to(engine.installer.target, engine._jobs_version,
-                                               engine.react)
-                       and (bool(f["done"]) or int(f["ready"]) >= count), 3600)  # fmt: skip
-        assert engine.installer.target is target
-
     t0 = time.perf_counter()
-    ready_for_now(READY_FIRST)
+    _ready_for_now(engine, READY_FIRST)
     first = time.perf_counter() - t0
     fields = pc.fields()
     kept = pc.ready()
@@ -149,11 +151,8 @@ def bench_precomputed(cfg: Config) -> Iterator[Section]:
     engine.close()
     # the same links, the set computed in the engine's own process (a thread that gives way)
     threaded = _engine(fabric, jobs, precompute=True, process=False)
-    tpc = threaded.precomputer
     t0 = time.perf_counter()
-    assert tpc.wait(lambda f: tpc.answers_to(threaded.installer.target, threaded._jobs_version,
-                                             threaded.react)
-                    and (bool(f["done"]) or int(f["ready"]) >= READY_FIRST), 3600)  # fmt: skip
+    _ready_for_now(threaded, READY_FIRST)
     first_thread = time.perf_counter() - t0
     thread_hits, thread_seen = _hits(threaded, names, links)
     threaded.close()

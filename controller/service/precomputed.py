@@ -235,16 +235,19 @@ def lost_arcs(fabric: Fabric, before: LinkHealth, after: LinkHealth) -> np.ndarr
     return after.arc_capacity(fabric) < before.arc_capacity(fabric)
 
 
-def priority(failures: SingleFailures, index: RouteIndex) -> np.ndarray:
-    """Element ids in compute order: links, then switches, each by the TE rows they carry
-    (fewest first), ties by id (module docstring)."""
+def carried(failures: SingleFailures, index: RouteIndex) -> np.ndarray:
+    """Per element, the TE rows its links carry (both directions)."""
     per_link = index.count[0::2] + index.count[1::2]
     sums = np.add.reduceat(per_link[failures.links], failures.start[:-1]) if len(
         failures) else np.zeros(0, np.int64)  # fmt: skip
-    sizes = np.diff(failures.start)
-    sums = np.where(sizes > 0, sums, 0)
+    return np.where(np.diff(failures.start) > 0, sums, 0)
+
+
+def priority(failures: SingleFailures, index: RouteIndex) -> np.ndarray:
+    """Element ids in compute order: links, then switches, each by the TE rows they carry
+    (fewest first), ties by id (module docstring)."""
     ids = np.arange(len(failures))
-    return np.lexsort((ids, sums, failures.kind != 0))
+    return np.lexsort((ids, carried(failures, index), failures.kind != 0))
 
 
 @dataclass
@@ -433,9 +436,7 @@ class Precomputer:
     def close(self) -> None:
         with self._lock:
             self._stop = True
-            if self._child:
-                os.kill(self._child, signal.SIGKILL)
-                self._child = 0
+            self._end_child()
             self._lock.notify_all()
         if self._thread is not None:
             self._thread.join(timeout=30)
@@ -573,10 +574,8 @@ class Precomputer:
         if self.max_elements is not None:
             order = order[: self.max_elements]
         if self.budget is not None:
-            per_link = index.count[0::2] + index.count[1::2]
-            carried = np.cumsum([int(per_link[failures.links_of(i)].sum())
-                                 for i in order.tolist()], dtype=np.int64)  # fmt: skip
-            order = order[: int(np.searchsorted(carried, self.budget, side="right"))]
+            summed = np.cumsum(carried(failures, index)[order], dtype=np.int64)
+            order = order[: int(np.searchsorted(summed, self.budget, side="right"))]
         return order.tolist()
 
     def _keep(self, s: _Set, one: PrecomputedRepair, start: float) -> bool:
@@ -711,6 +710,11 @@ class Precomputer:
         """Under the lock: the set computed now is no longer wanted; its child is killed
         (its taker sees the pipe end, then the generation changed)."""
         self.generation += 1
+        self._end_child()
+
+    def _end_child(self) -> None:
+        """Under the lock: kill the child computing the set, if one runs (its taker reaps
+        it)."""
         if self._child:
             os.kill(self._child, signal.SIGKILL)
             self._child = 0

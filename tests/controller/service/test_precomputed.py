@@ -772,3 +772,31 @@ def test_serve_flags_choose_where_the_set_is_computed() -> None:
         assert engine.precomputer.process is False
     finally:
         engine.close()
+
+
+def test_the_row_budget_computes_the_first_of_the_order_within_it() -> None:
+    """`precompute_budget`: elements in compute order while the TE rows they carry, summed,
+    stay within the budget (the next would pass it)."""
+    budget = 40
+    engine = Engine(FABRIC, EmulatedDriver(FABRIC), debounce=0.0, reconcile_interval=60.0,
+                    precompute_budget=budget, precompute_settle=0.0)  # fmt: skip
+    try:
+        for job in _jobs():
+            engine.put_job(job, 0)
+        assert engine.wait_idle(WAIT)
+        _done(engine)
+        target = engine.installer.target
+        assert target is not None
+        failures = single_failures(FABRIC, target.health)
+        index = RouteIndex.build(FABRIC, target.assignment)
+        per_link = index.count[0::2] + index.count[1::2]
+        want, total = [], 0
+        for i in priority(failures, index).tolist():
+            total += int(per_link[failures.links_of(i)].sum())
+            if total > budget:
+                break
+            want.append(i)
+        assert 0 < len(want) < len(failures)
+        assert [r.element for r in engine.precomputer.ready()] == sorted(want)
+    finally:
+        engine.close()
