@@ -35,10 +35,11 @@ def _jobs() -> list[Job]:
     return [Job(f"j{i}", tuple(range(i, 32, 4))[:8], dp=8, tp=4) for i in range(3)]
 
 
-def _engine(precompute: bool = True, process: bool | None = None) -> Engine:
+def _engine(precompute: bool = True, process: bool | None = None, **options: int) -> Engine:
+    """An engine with `_jobs()` installed (`options`: more precompute_* keywords)."""
     engine = Engine(FABRIC, EmulatedDriver(FABRIC), debounce=0.0, reconcile_interval=60.0,
                     precompute=precompute, precompute_settle=0.0,
-                    precompute_process=process)  # fmt: skip
+                    precompute_process=process, **options)  # type: ignore[arg-type]  # fmt: skip
     for job in _jobs():
         engine.put_job(job, 0)
     assert engine.wait_idle(WAIT)
@@ -462,12 +463,8 @@ def test_the_blast_radius_of_the_set_in_metrics_and_status(engine: Engine) -> No
 
 
 def test_the_element_cap_computes_the_first_of_the_order() -> None:
-    engine = Engine(FABRIC, EmulatedDriver(FABRIC), debounce=0.0, reconcile_interval=60.0,
-                    precompute_elements=5, precompute_settle=0.0)  # fmt: skip
+    engine = _engine(precompute_elements=5)
     try:
-        for job in _jobs():
-            engine.put_job(job, 0)
-        assert engine.wait_idle(WAIT)
         _done(engine)
         target = engine.installer.target
         assert target is not None
@@ -778,12 +775,8 @@ def test_the_row_budget_computes_the_first_of_the_order_within_it() -> None:
     """`precompute_budget`: elements in compute order while the TE rows they carry, summed,
     stay within the budget (the next would pass it)."""
     budget = 40
-    engine = Engine(FABRIC, EmulatedDriver(FABRIC), debounce=0.0, reconcile_interval=60.0,
-                    precompute_budget=budget, precompute_settle=0.0)  # fmt: skip
+    engine = _engine(precompute_budget=budget)
     try:
-        for job in _jobs():
-            engine.put_job(job, 0)
-        assert engine.wait_idle(WAIT)
         _done(engine)
         target = engine.installer.target
         assert target is not None
