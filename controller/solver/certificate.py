@@ -181,6 +181,11 @@ class Certificate:
     # per seed, the MLU of the parts simulated (one value: it did not depend on the seed),
     # when `alike_jobs` were not: the MLU is per seed the larger of it and theirs
     mlu_seeds: tuple[float, ...] = ()
+    # per job index, when the fallback loop had jobs at risk: the reference values it
+    # compared against (the floors a second attempt raises jobs to, controller.solver.
+    # solve) and the values certified (1 where no row was at risk); NaN where not simulated
+    reference_values: np.ndarray | None = field(default=None, repr=False, compare=False)
+    job_values: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     def with_mlu(self, mlu: float) -> Certificate:
         """This certificate with its MLU counted."""
@@ -544,6 +549,7 @@ def certify(
         walked=int(np.where(rows.qp == ALL_QPS, qps, 1)[path == UNROUTED].sum()),
         not_compared=tuple(skipped), alike_jobs=alike_jobs,
         mlu_seeds=tuple(done.mlus) if alike_jobs else (),
+        reference_values=done.base, job_values=done.te,
     )  # fmt: skip
     if alike_jobs:
         cert = replace(cert, mlu=float("nan"), mlu_pending=True)
@@ -578,6 +584,8 @@ class _Checked:
     rounds: int
     mlus: list[float]  # per seed (one when the last plane did not depend on the seed)
     reference_runs: int
+    base: np.ndarray | None = None  # per job, the reference values (None: none at risk)
+    te: np.ndarray | None = None  # per job, the values certified
 
 
 def _checked(
@@ -690,7 +698,10 @@ def _checked(
             worst[kind], below[kind] = None, 0
             continue
         worst[kind], below[kind] = _compared(te, ref.values(kind), need)
-    return _Checked(path, int(need.sum()), worst, below, fallback, rounds, mlus, ref.computed)
+    floors = ref.values(opts.reference) if checked.any() else None
+    values = np.where(has_flows, te, np.nan) if checked.any() else None
+    return _Checked(path, int(need.sum()), worst, below, fallback, rounds, mlus, ref.computed,
+                    floors, values)  # fmt: skip
 
 
 def _compared(te: np.ndarray, base: np.ndarray, jobs: np.ndarray) -> tuple[float | None, int]:

@@ -33,11 +33,17 @@ mean over seeds of several.
 
 The pass (`raise_worst`). From the MLU solution: predict every job's value; take the first
 job in the order that is below its class bound; take its flows at its minimum share and the
-over-capacity arcs they cross; propose (a) moving those flows' TE rows to the candidate paths
-least loaded by the predicted offered load (hashed rows included), together, then one by one,
-(b) moving the TE rows of other jobs off each such arc (the best-off, lowest-priority jobs
-first), where that puts no link over capacity; align the entries of the rows to the moved
-rows' destination hosts (moved rows lead, controller.routes.entries.align_entries); re-predict.
+over-capacity arcs they cross; propose (a) moving those flows' TE rows, the slowest per QP
+first, each to the candidate path where a QP can expect the highest max-min level (on each
+arc: its demand if the arc has room, else the larger of the room per QP and the arc's level
+shared with its QPs and the newcomer's; offered load alone misleads: a QP beside 200 small
+QPs gets far less than beside 20 large ones on an arc loaded less), (b) ripping up every TE
+row crossing those arcs and placing them again, (c) moving those flows' TE rows to the
+candidate paths least loaded by the predicted offered load (hashed rows included), together,
+then one by one, (d) moving the TE rows of other jobs off each such arc (the best-off,
+lowest-priority jobs first), where that puts no link over capacity; align the entries of the
+rows to the moved rows' destination hosts (moved rows lead, controller.routes.entries.
+align_entries); re-predict.
 A proposal is kept only if the objective vector improves on the current one and is not below
 the starting one, no switch's TE entries exceed its budget (or what the start used, if more)
 and the MLU of the data plane stays within the ceiling max(start MLU, (1 + MLU_SLACK) x the
@@ -47,6 +53,12 @@ simulated (work, never time: the same inputs give the same routes), or when no j
 its bound. When no arc is offered more than its capacity every job is at 1 and nothing is
 predicted at all. Rows without a TE path stay without one: every flow the solve routed or
 reported stays so.
+
+Floors. Given a floor per job (the reference values of a certificate that handed jobs back,
+controller.solver.solve step 9), the objective vector is led by every floored job's value
+over its floor (at most 1), ascending: the pass first raises the jobs below their floor, the
+furthest first, taking from the jobs furthest above theirs (proposal (d) ranks jobs by value
+over floor), and only then the worst job.
 """
 
 from __future__ import annotations
@@ -59,12 +71,12 @@ import numpy as np
 
 from controller.errors import LpError
 from controller.model.assignment import UNROUTED, Assignment
-from controller.model.dataplane import carried, overrides_of
+from controller.model.dataplane import Carried, carried, overrides_of
 from controller.model.fabric import ACCESS, Fabric
 from controller.model.flows import FlowSet
 from controller.model.health import LinkHealth
 from controller.model.paths import SAME_RACK
-from controller.model.rates import REL_TOL, flow_shares
+from controller.model.rates import REL_TOL, flow_shares, max_min_rates
 from controller.routes.budget import table_usage
 from controller.routes.entries import align_entries
 from controller.solver.bounds import lower_bound
@@ -94,7 +106,7 @@ class Prediction:
     util: np.ndarray  # per arc: offered load / capacity, mean over seeds
     load: np.ndarray  # per arc: offered load (Gbps), mean over seeds
     mlu: float  # mean over seeds of the data plane's MLU
-    hot: list[tuple[np.ndarray, np.ndarray]] = field(repr=False)  # per seed (row arcs, parent)
+    planes: list[Carried] = field(repr=False)  # per seed, the rows as carried
     rows: int = 0  # carried rows simulated
 
 
@@ -119,6 +131,8 @@ class JobObjective:
     mlu_ceiling: float = 0.0
     stopped: str = ""  # why the pass stopped (or was skipped)
     seconds: float = 0.0
+    # jobs the pass raised to a floor first (a certificate's reference values; 0: none)
+    floored: int = 0
 
     @property
     def ratio(self) -> float:
@@ -135,7 +149,7 @@ class JobObjective:
             "moves": self.moves, "tried": self.tried, "work": self.work,
             "rows_moved": self.rows_moved, "mlu_before": self.mlu_before,
             "mlu_after": self.mlu_after, "mlu_ceiling": self.mlu_ceiling,
-            "stopped": self.stopped, "seconds": self.seconds,
+            "stopped": self.stopped, "seconds": self.seconds, "floored": self.floored,
         }  # fmt: skip
 
     def metrics(self) -> dict[str, float]:
@@ -159,13 +173,14 @@ class JobObjective:
             if len(self.classes) > 1
             else ""
         )
+        floored = f"; {self.floored} job(s) raised to their reference first" if self.floored else ""
         if self.bound_source == "not predicted":
             return f"job objective: not run ({self.stopped})"
         return (
             f"job objective: worst job {self.worst:.4g} = {self.ratio:.4f} x its bound "
             f"{self.bound:.4g} ({self.bound_source}), mean {self.mean:.4g}; before the pass "
             f"worst {self.worst_before:.4g}, mean {self.mean_before:.4g}; {self.moves} moves "
-            f"({self.rows_moved} rows) of {self.tried} tried, {self.stopped}{classes}; "
+            f"({self.rows_moved} rows) of {self.tried} tried, {self.stopped}{classes}{floored}; "
             f"{self.seconds:.3f} s"
         )
 
@@ -192,7 +207,7 @@ def predict(
     overrides = None if fixed else overrides_of(fabric, assignment)
     cap = health.arc_capacity(fabric)
     num_jobs = _num_jobs(flows)
-    shares, values, loads, mlus, hot = [], [], [], [], []
+    shares, values, loads, mlus, planes = [], [], [], [], []
     work = 0
     for seed in use:
         plane = carried(fabric, health, assignment, parent, kind=kind, seed=seed, qps=qps,
@@ -206,12 +221,12 @@ def predict(
         values.append(job_values(share, flows.job, num_jobs))
         loads.append(load)
         mlus.append(float(_util(load, cap).max(initial=0.0)))
-        hot.append((plane.arcs, plane.parent))
+        planes.append(plane)
         work += len(plane.flows)
     load = np.mean(loads, axis=0)
     return Prediction(
         values=np.mean(values, axis=0), share=np.mean(shares, axis=0), util=_util(load, cap),
-        load=load, mlu=float(np.mean(mlus)), hot=hot, rows=work,
+        load=load, mlu=float(np.mean(mlus)), planes=planes, rows=work,
     )  # fmt: skip
 
 
@@ -248,6 +263,20 @@ def objective_vector(values: np.ndarray, priority: np.ndarray, jobs: np.ndarray)
     """The values of `jobs` in the objective's order (module docstring)."""
     order = job_order(values, priority, jobs)
     return np.where(np.isnan(values[order]), -1.0, values[order])
+
+
+def floored_vector(
+    values: np.ndarray, priority: np.ndarray, jobs: np.ndarray, floor: np.ndarray | None
+) -> np.ndarray:
+    """objective_vector, led by every floored job's value over its floor (at most 1; not
+    delivered: -1), ascending: first no job below its floor, then the usual order."""
+    plain = objective_vector(values, priority, jobs)
+    if floor is None:
+        return plain
+    has = jobs[np.isfinite(floor[jobs]) & (floor[jobs] > 0)]
+    v = values[has]
+    ratio = np.where(np.isnan(v), -1.0, np.minimum(1.0, v / np.maximum(floor[has], 1e-300)))
+    return np.concatenate([np.sort(ratio), plain])
 
 
 def compare(a: np.ndarray, b: np.ndarray, rel_tol: float = REL_TOL) -> int:
@@ -346,12 +375,15 @@ def raise_worst(
     tries: int = TRIES,
     work: int = WORK,
     mlu: float | None = None,
+    floor: np.ndarray | None = None,
 ) -> tuple[np.ndarray, JobObjective]:
     """The rows' paths after the pass (module docstring; `path` itself when nothing moved)
     and what it found. `parent[i]`: row i's input flow in `flows` (whose jobs and priorities
     count); `budget`: TE entries per node (inf: unlimited); `mlu_bound`: the solve's MLU
     lower bound; `lp_mlu`: the LP optimum, if the solve ran it; `mlu`: the rows' MLU if
-    known (load / capacity at most 1 everywhere: nothing to raise, no load counted)."""
+    known (load / capacity at most 1 everywhere: nothing to raise, no load counted);
+    `floor`: per job index a value to raise it to before any other job is raised (a
+    certificate's reference values; NaN or 0: none), module docstring "Floors"."""
     start = time.perf_counter()
     path = np.asarray(path, np.int64)
     parent = np.asarray(parent, np.int64)
@@ -392,7 +424,7 @@ def raise_worst(
     per_class, bound, source = class_bounds(fabric, health, flows, delivered, priority, lp_mlu)
     worst0, mean0 = _worst_mean(first.values, jobs)
     spent = first.rows
-    vector = objective_vector(first.values, priority, jobs)
+    vector = floored_vector(first.values, priority, jobs, floor)
     usage = table_usage(fabric, Assignment(rows, path))
     limit = np.maximum(budget, usage)
     ceiling = max(first.mlu, (1 + MLU_SLACK) * mlu_bound)
@@ -404,7 +436,7 @@ def raise_worst(
     moves = tried = 0
     stopped = "no proposal improves the job vector"
     while True:
-        below = _below(state.pred.values, priority, jobs, per_class)
+        below = _below(state.pred.values, priority, jobs, per_class, floor)
         if not below.size:
             stopped = "every job at its bound"
             break
@@ -414,7 +446,7 @@ def raise_worst(
         kept = False
         for target in below[:TARGETS].tolist():
             for moved in _proposals(target, state, rows, parent, flows, cand, movable, cap,
-                                    core, priority, jobs):  # fmt: skip
+                                    core, priority, jobs, floor):  # fmt: skip
                 if tried >= tries or spent >= work:
                     break
                 new = _aligned(fabric, rows, state.path, moved, host)
@@ -428,7 +460,7 @@ def raise_worst(
                 spent += pred.rows
                 if pred.mlu > ceiling * (1 + REL_TOL) + REL_TOL:
                     continue
-                vec = objective_vector(pred.values, priority, jobs)
+                vec = floored_vector(pred.values, priority, jobs, floor)
                 if compare(vec, state.vector) > 0 and compare(vec, vector) >= 0:
                     state = _State(new, pred, vec, after)
                     moves += 1
@@ -453,6 +485,7 @@ def raise_worst(
         mean_before=mean0, classes=classes, moves=moves, tried=tried, work=spent,
         rows_moved=int((out != path).sum()), mlu_before=first.mlu, mlu_after=state.pred.mlu,
         mlu_ceiling=ceiling, stopped=stopped, seconds=time.perf_counter() - start,
+        floored=0 if floor is None else int((np.isfinite(floor[jobs]) & (floor[jobs] > 0)).sum()),
     )  # fmt: skip
 
 
@@ -470,13 +503,23 @@ def _worst_mean(values: np.ndarray, jobs: np.ndarray) -> tuple[float, float]:
 
 
 def _below(
-    values: np.ndarray, priority: np.ndarray, jobs: np.ndarray, bound: dict[int, float]
+    values: np.ndarray, priority: np.ndarray, jobs: np.ndarray, bound: dict[int, float],
+    floor: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Delivered jobs below their class bound, in the objective's order."""
+    """Jobs below their floor (the furthest first), then the delivered jobs below their
+    class bound, in the objective's order."""
     order = job_order(values, priority, jobs)
     v = values[order]
     b = np.array([bound.get(int(p), 1.0) for p in priority[order]])
-    return order[np.isfinite(v) & (v < b * (1 - 1e-6))]
+    out = order[np.isfinite(v) & (v < b * (1 - 1e-6))]
+    if floor is None:
+        return out
+    f = floor[jobs]
+    v = np.where(np.isnan(values[jobs]), -1.0, values[jobs])
+    under = np.isfinite(f) & (f > 0) & (v < f * (1 - 1e-6))
+    ratio = v[under] / f[under]
+    first = jobs[under][np.lexsort((jobs[under], ratio))]
+    return np.concatenate([first, out[~np.isin(out, first)]])
 
 
 # ---- proposals ----------------------------------------------------------------------------
@@ -492,28 +535,42 @@ def _proposals(
     core: np.ndarray,
     priority: np.ndarray,
     jobs: np.ndarray,
+    floor: np.ndarray | None = None,
 ) -> Iterator[np.ndarray]:
-    """Rows to move and their new paths, as a full path array per proposal, best first."""
+    """Rows to move and their new paths, as a full path array per proposal, best first.
+    Jobs rank by value, or by value over floor where they have one."""
     pred = state.pred
     value = pred.values[target]
     share = pred.share
     worst = (flows.job == target) & np.isfinite(share) & (share <= value * (1 + 1e-6) + 1e-12)
     over = core & (pred.util > 1 + REL_TOL)
     hot = np.zeros(cap.size, bool)  # over-capacity arcs a worst flow's carried rows cross
-    for arcs, owner in pred.hot:
-        a = arcs[worst[owner]]
+    for plane in pred.planes:
+        a = plane.arcs[worst[plane.parent]]
         a = a[a >= 0]
         hot[a[over[a]]] = True
     if not hot.any():
         return
     path = state.path
     rank = np.zeros(priority.size, np.int64)
-    order = job_order(pred.values, priority, jobs)
+    key = pred.values
+    if floor is not None:
+        has = np.isfinite(floor) & (floor > 0)
+        key = np.where(has, key / np.where(has, floor, 1.0), key)
+    order = job_order(key, priority, jobs)
     rank[order] = np.arange(order.size)
     chosen = cand.all_chosen(path)
     crossing = movable & np.where(chosen >= 0, hot[np.maximum(chosen, 0)], False).any(axis=1)
     own = np.flatnonzero(crossing & worst[parent])
-    # (a) rip up every TE row crossing those arcs and place them again, the worst flows'
+    # (a) the worst flows' rows, slowest first, each to the path where a QP would get the
+    # highest max-min level: offered load does not see that a QP sharing an arc with 200
+    # small QPs gets 1/200 of it where 20 large ones would leave it 1/20
+    worst_rows = np.flatnonzero(movable & worst[parent])
+    if worst_rows.size:
+        batch = _levelled(cand, path, worst_rows, rows.demand, _arc_levels(pred, path, cap))
+        if (batch != path).any():
+            yield batch
+    # (b) rip up every TE row crossing those arcs and place them again, the worst flows'
     # rows first, then the rows of the jobs worst off: swaps no single move finds
     ripped = np.flatnonzero(crossing)
     if ripped.size:
@@ -523,7 +580,7 @@ def _proposals(
         batch = _rerouted(cand, path, ripped, rows.demand, pred.load, cap)
         if (batch != path).any():
             yield batch
-    # (b) the worst flows' own rows to their least loaded paths, together, then one by one
+    # (c) the worst flows' own rows to their least loaded paths, together, then one by one
     if own.size:
         heat = np.array([pred.util[_row_arcs(cand, r, path[r])].max() for r in own.tolist()])
         own = own[np.lexsort((own, -heat))]
@@ -543,7 +600,7 @@ def _proposals(
                     one = path.copy()
                     one[r] = p
                     yield one
-    # (c) the TE rows of other flows off the hottest arcs, best-off jobs first: where they
+    # (d) the TE rows of other flows off the hottest arcs, best-off jobs first: where they
     # put no link over capacity, then (rows of jobs after the target in the order) anywhere
     arcs_hot = np.flatnonzero(hot)
     arcs_hot = arcs_hot[np.lexsort((arcs_hot, -pred.util[arcs_hot]))][:HOT_ARCS]
@@ -568,6 +625,89 @@ def _proposals(
                     batch[r] = p
             if (batch != path).any():
                 yield batch
+
+
+@dataclass
+class _Levels:
+    """Per arc, the mean over a prediction's planes of: QPs crossing it, capacity its rows
+    leave unused, and the highest per-QP rate on it (its max-min level where it is full);
+    per TE row, its per-QP rate (NaN: no TE path)."""
+
+    qps: np.ndarray
+    spare: np.ndarray
+    top: np.ndarray
+    row_level: np.ndarray
+    weight: np.ndarray  # per TE row, QPs it stands for
+
+    def at(self, arcs: np.ndarray, w: float, per_qp: float) -> np.ndarray:
+        """The level a newcomer of w QPs, per_qp demand each, could expect on each of
+        `arcs`: its demand where the arc has room for it; else the room left per QP, or the
+        arc's level shared with w more QPs, whichever is higher."""
+        room = self.spare[arcs] / w
+        shared = self.top[arcs] * self.qps[arcs] / (self.qps[arcs] + w)
+        return np.where(room >= per_qp * (1 - REL_TOL), per_qp, np.maximum(room, shared))
+
+    def move(self, arcs: np.ndarray, w: float, level: float, sign: float) -> None:
+        """Count a row of w QPs at `level` per QP onto (sign 1) or off (sign -1) `arcs`."""
+        np.add.at(self.qps, arcs, sign * w)
+        np.add.at(self.spare, arcs, -sign * w * level)
+        if sign > 0:
+            full = self.spare[arcs] <= 0
+            self.top[arcs[full]] = np.minimum(self.top[arcs[full]], level)
+
+
+def _arc_levels(pred: Prediction, path: np.ndarray, cap: np.ndarray) -> _Levels:
+    """The prediction's max-min rates per row, summed per arc (_Levels). The TE rows come
+    first in each carried plane, in row order (controller.model.dataplane.carried)."""
+    te = np.flatnonzero(path != UNROUTED)
+    num = cap.size
+    qps, spare, top = np.zeros(num), np.zeros(num), np.zeros(num)
+    row_level = np.zeros(path.size)
+    weight = np.ones(path.size)
+    for plane in pred.planes:
+        rate = max_min_rates(plane.arcs, cap, plane.flows.demand, weight=plane.weight)
+        valid = plane.arcs >= 0
+        hops = plane.arcs.shape[1]
+        arcs = plane.arcs[valid]
+        level = rate / plane.weight
+        qps += np.bincount(arcs, np.repeat(plane.weight, hops)[valid.ravel()], minlength=num)
+        spare += np.maximum(cap, 0.0) - np.bincount(
+            arcs, np.repeat(rate, hops)[valid.ravel()], minlength=num)  # fmt: skip
+        highest = np.zeros(num)
+        np.maximum.at(highest, arcs, np.repeat(level, hops)[valid.ravel()])
+        top += highest
+        row_level[te] += level[: te.size]
+        weight[te] = plane.weight[: te.size]
+    n = max(len(pred.planes), 1)
+    row_level = np.where(path != UNROUTED, row_level / n, np.nan)
+    return _Levels(qps / n, spare / n, top / n, row_level, weight)
+
+
+def _levelled(
+    cand: Candidates, path: np.ndarray, rows: np.ndarray, demand: np.ndarray, lv: _Levels
+) -> np.ndarray:
+    """`path` with each of `rows`, the slowest per QP first, moved to its candidate path
+    with the highest expected level (_Levels.at, the least over its arcs) where that beats
+    what it gets now; the levels are updated move by move."""
+    out = path.copy()
+    order = rows[np.lexsort((rows, lv.row_level[rows]))]
+    for r in order.tolist():
+        arcs = cand.arcs(r)
+        if arcs.shape[0] < 2:
+            continue
+        w = float(lv.weight[r])
+        now_level = float(lv.row_level[r])
+        now = int(path[r])
+        lv.move(arcs[now], w, now_level, -1.0)
+        expect = lv.at(arcs, w, demand[r] / w).min(axis=1)
+        best = int(np.lexsort((np.arange(expect.size), np.arange(expect.size) != now,
+                               -expect))[0])  # fmt: skip
+        if expect[best] > max(now_level, expect[now]) * (1 + 1e-6):
+            out[r] = best
+            lv.move(arcs[best], w, float(expect[best]), 1.0)
+        else:
+            lv.move(arcs[now], w, now_level, 1.0)
+    return out
 
 
 def _rerouted(

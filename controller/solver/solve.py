@@ -18,6 +18,11 @@
     8. the certificate (controller.solver.certificate): every job's predicted bus bandwidth
        against the fabric's own routing (E-ECMP by default); jobs below it are handed back
        to hashing (no TE entries) until none is, and the certificate is kept in the result
+    9. when step 8 handed jobs back, step 7 once more from the same routing, raising first
+       every job to the reference value step 8 found for it (its floor), then step 8 on
+       that; of the two certified routings the better by the job objective's vector is
+       kept (a routing that pleases the worst job may leave another just below its
+       reference, and handing that one back can cascade to the reference itself)
 
 Switch tables are finite: every step keeps to the per-switch entry budget (the fabric's
 `te_entries` per tier, or `SolveOptions.table_budget`); flows that do not fit ride ECMP and
@@ -34,6 +39,7 @@ up to `qps` QP buckets, since that is what the solver may return.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -84,7 +90,13 @@ from controller.solver.greedy import (
     utilisation_of,
 )
 from controller.solver.job_objective import ROUNDS as JOB_ROUNDS
-from controller.solver.job_objective import JobObjective, raise_worst
+from controller.solver.job_objective import (
+    JobObjective,
+    compare,
+    job_priorities,
+    objective_vector,
+    raise_worst,
+)
 from controller.solver.lp import LpSolution, solve_lp
 from controller.solver.problem import Problem
 from controller.solver.qp_buckets import DEFAULT_QPS, Split, split_overloaded, spray
@@ -92,6 +104,8 @@ from controller.solver.repair import repair as repair_assignment
 from controller.solver.unfit_jobs import unfit_jobs
 
 LP_MODES = ("auto", "always", "never")
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -492,7 +506,8 @@ def solve(
             out = _placed(fabric, health, flows, previous, opts, start, stop)
         _go_on(stop, "placement")
         out = job_objective(fabric, health, flows, out, previous, opts)
-        out = certified(fabric, health, out, opts, inputs=flows, stop=stop, steered=steered)
+        first = certified(fabric, health, out, opts, inputs=flows, stop=stop, steered=steered)
+        out = floored(fabric, health, flows, out, first, previous, opts, stop, steered)
     finally:
         returned.set()
     out.times["total"] = time.perf_counter() - start
@@ -749,9 +764,11 @@ def job_objective(
     result: SolveResult,
     previous: Assignment | None,
     opts: SolveOptions,
+    floor: np.ndarray | None = None,
 ) -> SolveResult:
     """`result` after the job-level pass (controller.solver.job_objective), with its report;
-    the rows it moved counted again (MLU, collisions, tables, churn against `previous`)."""
+    the rows it moved counted again (MLU, collisions, tables, churn against `previous`).
+    `floor`: per job, a value to raise it to first (raise_worst)."""
     t = time.perf_counter()
     cert = opts.certify
     path, report = raise_worst(
@@ -760,6 +777,7 @@ def job_objective(
         budget=switch_budget(fabric, _budget(fabric, opts)), mlu_bound=result.bound.value,
         lp_mlu=None if result.lp is None else result.lp.mlu, kind=cert.reference,
         seeds=cert.seeds, model=cert.model, rounds=opts.job_rounds, mlu=result.mlu,
+        floor=floor,
     )  # fmt: skip
     times = dict(result.times)
     times["job_objective"] = time.perf_counter() - t
@@ -774,6 +792,53 @@ def job_objective(
         collided_links=int(collided_arcs(fabric, health, assignment).size),
         tables=_tables(fabric, usage, _budget(fabric, opts)), churn=churn,
     )  # fmt: skip
+
+
+def floored(
+    fabric: Fabric,
+    health: LinkHealth,
+    flows: FlowSet,
+    placed: SolveResult,
+    first: SolveResult,
+    previous: Assignment | None,
+    opts: SolveOptions,
+    stop: Stop = None,
+    steered: np.ndarray | None = None,
+) -> SolveResult:
+    """Step 9 of the module docstring: `placed` (the routing `first` certified) through the
+    job-level pass again, every job's floor its reference value in `first`'s certificate,
+    and certified; the better of the two certified results by the job objective's vector
+    over the jobs both valued (`first` on a tie, or when its certificate handed nothing
+    back, or the pass did not run or moved nothing)."""
+    cert, report = first.certificate, placed.objective
+    if (cert is None or not cert.fallback_jobs or cert.reference_values is None
+            or cert.job_values is None or report is None or report.work == 0
+            or opts.job_rounds == 0):  # fmt: skip
+        return first
+    t = time.perf_counter()
+    again = job_objective(fabric, health, flows, placed, previous, opts,
+                          floor=cert.reference_values)  # fmt: skip
+    if again.objective is None or again.objective.moves == 0:
+        return first
+    _go_on(stop, "the floored job pass")
+    second = certified(fabric, health, again, opts, inputs=flows, stop=stop, steered=steered)
+    other = second.certificate
+    assert other is not None
+    keep = first
+    if other.passed:
+        ours = cert.job_values
+        theirs = np.ones_like(ours) if other.job_values is None else other.job_values
+        jobs = np.flatnonzero(np.isfinite(ours) & np.isfinite(theirs))
+        priority = job_priorities(flows)
+        if compare(objective_vector(theirs, priority, jobs),
+                   objective_vector(ours, priority, jobs)) > 0:  # fmt: skip
+            keep = second
+    times = dict(keep.times)
+    times["floored"] = time.perf_counter() - t
+    log.info("certificate handed %d job(s) back; the pass raising them to their reference "
+             "first %s", len(cert.fallback_jobs),
+             "was kept" if keep is second else "did no better")  # fmt: skip
+    return replace(keep, times=times)
 
 
 def certified(

@@ -4,6 +4,7 @@ vector, keeps the table budget, and the worst job never beats its bound."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 
@@ -25,13 +26,19 @@ from controller.model.rates import simulate
 from controller.routes.budget import switch_budget, table_usage
 from controller.solver.certificate import CertifyOptions
 from controller.solver.job_objective import (
+    _below,
+    _levelled,
+    _Levels,
     compare,
+    floored_vector,
     job_priorities,
     objective_vector,
     predict,
     raise_worst,
 )
 from controller.solver.solve import SolveOptions, solve
+from sim.bench_certificate import scenario_health
+from sim.compare import routed
 from sim.jobmix import random_jobs
 
 ISSUE_FAILURES = ["rtsw-p0-r0:ctsw-p0-c1", "rtsw-p0-r1:ctsw-p0-c2=0.5",
@@ -332,3 +339,120 @@ def test_a_small_priority_class_is_bounded_by_its_own_lp() -> None:
         assert bound <= cuts
         tighter += bound < cuts
     assert tighter  # class 0: 0.8125 by its LP, 1 by its cuts
+
+
+# ---- where a QP would get the most, not where the load is lowest --------------------------
+class _TwoPaths:
+    """Candidates stand-in: every row has the same two paths, arcs [0] and [1]."""
+
+    def arcs(self, r: int) -> np.ndarray:
+        return np.array([[0], [1]], np.int64)
+
+
+def test_a_row_goes_where_fewer_qps_share_the_arc_not_where_the_load_is_lower() -> None:
+    # arc 0: 200 small QPs fill it (offered 1.1 x its capacity, level 2 a QP); arc 1: 20
+    # large QPs (offered 1.25 x, level 20). Offered load picks arc 0; a QP there gets
+    # about 400 / 201, on arc 1 about 400 / 21
+    levels = _Levels(qps=np.array([200.0, 20.0]), spare=np.zeros(2), top=np.array([2.0, 20.0]),
+                     row_level=np.array([2.0]), weight=np.ones(1))  # fmt: skip
+    expect = levels.at(np.array([0, 1]), 1.0, 25.0)
+    assert expect[1] > 5 * expect[0]
+    # the row on arc 0 (it counts there already) moves to arc 1
+    levels.qps[0] += 1
+    out = _levelled(_TwoPaths(), np.array([0]), np.array([0]), np.array([25.0]),  # type: ignore[arg-type]
+                    levels)  # fmt: skip
+    assert out.tolist() == [1]
+    # and stays where it is when that is as good
+    same = _Levels(qps=np.array([20.0, 20.0]), spare=np.zeros(2), top=np.array([20.0, 20.0]),
+                   row_level=np.array([20.0]), weight=np.ones(1))  # fmt: skip
+    out = _levelled(_TwoPaths(), np.array([0]), np.array([0]), np.array([25.0]), same)  # type: ignore[arg-type]
+    assert out.tolist() == [0]
+
+
+def test_room_left_on_an_arc_gives_a_newcomer_its_demand() -> None:
+    levels = _Levels(qps=np.array([4.0]), spare=np.array([100.0]), top=np.array([5.0]),
+                     row_level=np.zeros(0), weight=np.zeros(0))  # fmt: skip
+    assert levels.at(np.array([0]), 2.0, 30.0).tolist() == [30.0]
+    assert levels.at(np.array([0]), 2.0, 80.0).tolist() == [50.0]  # the room left, per QP
+
+
+def test_floors_lead_the_vector_and_the_order() -> None:
+    values = np.array([0.9, 0.5, 0.3])
+    priority = np.zeros(3, np.int64)
+    jobs = np.arange(3)
+    floor = np.array([1.0, 0.4, np.nan])  # job 0 below its floor, job 1 above, job 2 none
+    vec = floored_vector(values, priority, jobs, floor)
+    assert vec.tolist()[:2] == [0.9, 1.0] and vec.tolist()[2:] == [0.3, 0.5, 0.9]
+    # job 0 first (below its floor), then the jobs below the bound in the usual order
+    assert _below(values, priority, jobs, {0: 1.0}, floor).tolist() == [0, 2, 1]
+    assert _below(values, priority, jobs, {0: 1.0}).tolist() == [2, 1, 0]
+    # raising job 0 to its floor beats raising job 2, the worst, by far
+    better = floored_vector(np.array([1.0, 0.45, 0.3]), priority, jobs, floor)
+    other = floored_vector(np.array([0.9, 0.5, 0.6]), priority, jobs, floor)
+    assert compare(better, other) == 1
+
+
+def test_a_small_fabric_case_the_offered_load_missed_is_raised() -> None:
+    """A counterexample found by the certificate bench (small, scenario 79: 2 links down, 6
+    degraded): the ring's QPs shared uplinks with an all-to-all's 140-212 small QPs, so the
+    ring got 0.067 of line rate; the offered load ranked those uplinks the least loaded.
+    The certificate then handed it back to E-ECMP (0.105), under WCMP's 0.37."""
+    fabric = build(PRESETS["small"])
+    health = scenario_health(fabric, 79)
+    flows = jobs_flows(fabric, random_jobs(fabric, seed=79))
+    res = solve(fabric, health, flows)
+    assert res.objective is not None and res.certificate is not None
+    assert res.objective.worst_before < 0.1 and res.objective.worst > 0.5
+    assert not res.certificate.fallback_jobs and res.certificate.passed
+    te = _job_means(fabric, health, flows, res, "eecmp")
+    for kind in ("eecmp", "wcmp"):
+        ref = _hashed_means(fabric, health, flows, kind)
+        assert all(te[j] >= ref[j] * (1 - 1e-9) for j in ref), kind
+
+
+def _hashed_means(
+    fabric: Fabric, health: LinkHealth, flows: FlowSet, kind: str
+) -> dict[str, float]:
+    """Every job's bus bandwidth under hashing `kind`, the mean over seeds 1-4."""
+    runs = []
+    for seed in range(1, 5):
+        sub, a, parent = hashed(kind, fabric, flows, health, seed, 16)
+        runs.append(simulate(fabric, health, a, sub, parent).job_busbw_fraction)
+    return {j: float(np.mean([r[j] for r in runs])) for j in runs[0]}
+
+
+def _job_means(fabric: Fabric, health: LinkHealth, flows: FlowSet, res,  # type: ignore[no-untyped-def]
+               kind: str) -> dict[str, float]:  # fmt: skip
+    """Every job's bus bandwidth as the data plane carries `res` (rows without a TE path on
+    hashing `kind`, the mean over seeds 1-4)."""
+    runs = [routed("te", fabric, health, res.assignment, 0.0, s, 16, res.parent,
+                   hashing=kind).report.job_busbw_fraction for s in range(1, 5)]  # fmt: skip
+    return {j: float(np.mean([r[j] for r in runs])) for j in runs[0]}
+
+
+def test_raising_jobs_to_their_reference_first_replaces_a_hand_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Small, scenario 136 of the certificate bench: the pass left an all-to-all at 0.89 x
+    its E-ECMP value and the certificate handed two jobs back; the pass again with every job's
+    reference as its floor finds a routing nobody is handed back from, and it is kept, as it
+    is better for the jobs (solve, step 9)."""
+    fabric = build(PRESETS["small"])
+    health = scenario_health(fabric, 136)
+    flows = jobs_flows(fabric, random_jobs(fabric, seed=136))
+    kept = solve(fabric, health, flows)
+    solve_module = importlib.import_module("controller.solver.solve")
+    monkeypatch.setattr(solve_module, "floored", lambda *a, **k: a[4])  # step 9 off
+    first = solve(fabric, health, flows)
+    assert first.certificate is not None and first.certificate.fallback_jobs
+    assert kept.certificate is not None and kept.certificate.passed
+    assert not kept.certificate.fallback_jobs
+    assert kept.objective is not None and kept.objective.floored > 0
+    assert "raised to their reference first" in kept.objective.summary()
+    a = _job_means(fabric, health, flows, kept, "eecmp")
+    b = _job_means(fabric, health, flows, first, "eecmp")
+    ref = _hashed_means(fabric, health, flows, "eecmp")
+    assert all(a[j] >= ref[j] * (1 - 1e-9) for j in ref)
+    names = sorted(a)
+    assert sorted(a.values()) > sorted(b.values())  # lexicographically, worst first
+    assert sum(a[j] for j in names) > sum(b[j] for j in names)
