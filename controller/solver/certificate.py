@@ -186,6 +186,9 @@ class Certificate:
     # solve) and the values certified (1 where no row was at risk); NaN where not simulated
     reference_values: np.ndarray | None = field(default=None, repr=False, compare=False)
     job_values: np.ndarray | None = field(default=None, repr=False, compare=False)
+    # the same for each hashing of `compare` computed (reported, not enforced)
+    compared_values: dict[str, np.ndarray] = field(default_factory=dict, repr=False,
+                                                   compare=False)  # fmt: skip
 
     def with_mlu(self, mlu: float) -> Certificate:
         """This certificate with its MLU counted."""
@@ -549,7 +552,7 @@ def certify(
         walked=int(np.where(rows.qp == ALL_QPS, qps, 1)[path == UNROUTED].sum()),
         not_compared=tuple(skipped), alike_jobs=alike_jobs,
         mlu_seeds=tuple(done.mlus) if alike_jobs else (),
-        reference_values=done.base, job_values=done.te,
+        reference_values=done.base, job_values=done.te, compared_values=done.others,
     )  # fmt: skip
     if alike_jobs:
         cert = replace(cert, mlu=float("nan"), mlu_pending=True)
@@ -586,6 +589,7 @@ class _Checked:
     reference_runs: int
     base: np.ndarray | None = None  # per job, the reference values (None: none at risk)
     te: np.ndarray | None = None  # per job, the values certified
+    others: dict[str, np.ndarray] = field(default_factory=dict)  # per job, per `compare`
 
 
 def _checked(
@@ -700,8 +704,9 @@ def _checked(
         worst[kind], below[kind] = _compared(te, ref.values(kind), need)
     floors = ref.values(opts.reference) if checked.any() else None
     values = np.where(has_flows, te, np.nan) if checked.any() else None
+    compared = {kind: ref.values(kind) for kind in others} if need.any() else {}
     return _Checked(path, int(need.sum()), worst, below, fallback, rounds, mlus, ref.computed,
-                    floors, values)  # fmt: skip
+                    floors, values, compared)  # fmt: skip
 
 
 def _compared(te: np.ndarray, base: np.ndarray, jobs: np.ndarray) -> tuple[float | None, int]:

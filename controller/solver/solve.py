@@ -18,11 +18,13 @@
     8. the certificate (controller.solver.certificate): every job's predicted bus bandwidth
        against the fabric's own routing (E-ECMP by default); jobs below it are handed back
        to hashing (no TE entries) until none is, and the certificate is kept in the result
-    9. when step 8 handed jobs back, step 7 once more from the same routing, raising first
-       every job to the reference value step 8 found for it (its floor), then step 8 on
-       that; of the two certified routings the better by the job objective's vector is
-       kept (a routing that pleases the worst job may leave another just below its
-       reference, and handing that one back can cascade to the reference itself)
+    9. when step 8 handed jobs back, or left a job below a hashing it was asked to compare
+       (CertifyOptions.compare: `tectl solve` compares the other one), step 7 once more
+       from the same routing, raising first every job to the best of those hashings' values
+       for it (its floor), then step 8 on that; of the two certified routings the better by
+       the floored objective vector is kept (a routing that pleases the worst job may leave
+       another just below its reference, and handing that one back can cascade to the
+       reference itself)
 
 Switch tables are finite: every step keeps to the per-switch entry budget (the fabric's
 `te_entries` per tier, or `SolveOptions.table_budget`); flows that do not fit ride ECMP and
@@ -93,8 +95,8 @@ from controller.solver.job_objective import ROUNDS as JOB_ROUNDS
 from controller.solver.job_objective import (
     JobObjective,
     compare,
+    floored_vector,
     job_priorities,
-    objective_vector,
     raise_worst,
 )
 from controller.solver.lp import LpSolution, solve_lp
@@ -805,19 +807,24 @@ def floored(
     stop: Stop = None,
     steered: np.ndarray | None = None,
 ) -> SolveResult:
-    """Step 9 of the module docstring: `placed` (the routing `first` certified) through the
-    job-level pass again, every job's floor its reference value in `first`'s certificate,
-    and certified; the better of the two certified results by the job objective's vector
-    over the jobs both valued (`first` on a tie, or when its certificate handed nothing
-    back, or the pass did not run or moved nothing)."""
+    """Step 9 of the module docstring: when `first`'s certificate handed jobs back, or left a
+    job below a hashing it compared (CertifyOptions.compare), `placed` (the routing `first`
+    certified) through the job-level pass again, every job's floor the best of those
+    hashings' values for it, and certified; the better of the two certified results by the
+    floored objective vector over the jobs both valued (`first` on a tie, or when the pass
+    did not run or moved nothing)."""
     cert, report = first.certificate, placed.objective
-    if (cert is None or not cert.fallback_jobs or cert.reference_values is None
-            or cert.job_values is None or report is None or report.work == 0
-            or opts.job_rounds == 0):  # fmt: skip
+    if (cert is None or cert.reference_values is None or cert.job_values is None
+            or report is None or report.work == 0 or opts.job_rounds == 0):  # fmt: skip
+        return first
+    floor = cert.reference_values.copy()
+    for values in cert.compared_values.values():
+        floor = np.fmax(floor, values)
+    below = np.isfinite(cert.job_values) & (cert.job_values < floor * (1 - 1e-9))
+    if not cert.fallback_jobs and not below.any():
         return first
     t = time.perf_counter()
-    again = job_objective(fabric, health, flows, placed, previous, opts,
-                          floor=cert.reference_values)  # fmt: skip
+    again = job_objective(fabric, health, flows, placed, previous, opts, floor=floor)
     if again.objective is None or again.objective.moves == 0:
         return first
     _go_on(stop, "the floored job pass")
@@ -830,13 +837,13 @@ def floored(
         theirs = np.ones_like(ours) if other.job_values is None else other.job_values
         jobs = np.flatnonzero(np.isfinite(ours) & np.isfinite(theirs))
         priority = job_priorities(flows)
-        if compare(objective_vector(theirs, priority, jobs),
-                   objective_vector(ours, priority, jobs)) > 0:  # fmt: skip
+        if compare(floored_vector(theirs, priority, jobs, floor),
+                   floored_vector(ours, priority, jobs, floor)) > 0:  # fmt: skip
             keep = second
     times = dict(keep.times)
     times["floored"] = time.perf_counter() - t
-    log.info("certificate handed %d job(s) back; the pass raising them to their reference "
-             "first %s", len(cert.fallback_jobs),
+    log.info("certificate: %d job(s) handed back, %d below a hashing compared; the pass "
+             "raising them to it first %s", len(cert.fallback_jobs), int(below.sum()),
              "was kept" if keep is second else "did no better")  # fmt: skip
     return replace(keep, times=times)
 

@@ -456,3 +456,25 @@ def test_raising_jobs_to_their_reference_first_replaces_a_hand_back(
     names = sorted(a)
     assert sorted(a.values()) > sorted(b.values())  # lexicographically, worst first
     assert sum(a[j] for j in names) > sum(b[j] for j in names)
+
+
+def test_a_job_below_a_hashing_compared_is_raised_to_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pod, scenario 14 of the certificate bench, compared with WCMP as `tectl solve` does:
+    the certificate hands nothing back, yet one job is below its WCMP value; the pass again
+    with every job's floor the better of E-ECMP and WCMP lifts it, and that routing is kept."""
+    fabric = build(PRESETS["pod"])
+    health = scenario_health(fabric, 14)
+    flows = jobs_flows(fabric, random_jobs(fabric, seed=14))
+    opts = SolveOptions(certify=CertifyOptions(compare=("wcmp",)))
+    kept = solve(fabric, health, flows, options=opts)
+    solve_module = importlib.import_module("controller.solver.solve")
+    monkeypatch.setattr(solve_module, "floored", lambda *a, **k: a[4])  # step 9 off
+    first = solve(fabric, health, flows, options=opts)
+    assert first.certificate is not None and kept.certificate is not None
+    assert not first.certificate.fallback_jobs and first.certificate.below["wcmp"] >= 1
+    assert kept.certificate.passed and kept.certificate.below == {"eecmp": 0, "wcmp": 0}
+    assert kept.objective is not None and kept.objective.floored > 0
+    te = _job_means(fabric, health, flows, kept, "eecmp")
+    for kind in ("eecmp", "wcmp"):
+        ref = _hashed_means(fabric, health, flows, kind)
+        assert all(te[j] >= ref[j] * (1 - 1e-9) for j in ref), kind
