@@ -2,8 +2,9 @@
 
 Scenario s on a fabric: the seeded job mix (sim.jobmix, seed s); in every pod 1-6 random
 RTSW-CTSW links down and 0-3 random switch-to-switch links (any tier) degraded to
-0.1-0.9; with probability 0.2 one random CTSW drained. TE is solved with the default options
-(certified against E-ECMP, 16 QPs, K = 4 hash seeds). Every job's TE bus bandwidth (mean
+0.1-0.9; with probability 0.2 one random CTSW drained. TE is solved as `tectl solve` solves
+(certified against E-ECMP, 16 QPs, K = 4 hash seeds, compared with WCMP, whose values are
+floors the solve seeks: controller.solver.solve step 9). Every job's TE bus bandwidth (mean
 over the 4 seeds where rows ride the defaults) is compared with each rival's: E-ECMP and
 WCMP as the certificate defines them (mean over the same seeds), ECMP (mean over them),
 pinning and oblivious spray (deterministic); adaptive spray is the fractional optimum's
@@ -194,8 +195,9 @@ def bench_certificate(cfg: Any) -> Iterator[Any]:
     sec.text(
         "Scenario s: the seeded job mix (seed s); per pod 1-6 random RTSW-CTSW links down and "
         "0-3 random links degraded to 0.1-0.9; a random CTSW drained with probability 0.2. "
-        "TE solved with the default options (certified against E-ECMP, 16 QPs, the mean over "
-        "hash seeds 1-4; docs/certificate.md). Per job, TE's bus bandwidth over each rival's: "
+        "TE solved as `tectl solve` solves (certified against E-ECMP, 16 QPs, the mean over "
+        "hash seeds 1-4, compared with WCMP, whose values the solve seeks as floors; "
+        "docs/certificate.md, docs/objective.md). Per job, TE's bus bandwidth over each rival's: "
         "E-ECMP, WCMP and ECMP as the mean over the same 4 seeds, pinning and oblivious spray "
         "(every flow evenly over all live paths) as they are. `below`: jobs under the rival "
         "(target 0 for eecmp, the reference enforced). Where the fabric runs WCMP, WCMP is "
