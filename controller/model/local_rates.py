@@ -126,5 +126,13 @@ class Plane:
         self.unexplained += d == -2
         arcs = self.arcs.copy()
         arcs[changed] = changed_arcs
-        rates = max_min_rates(arcs, cap, self.demand, weight=self.weight)
+        # the offered load after the change, from the plane's: a pass over the changed rows
+        # instead of every row (a hashed meta-24k plane: 1M rows, ~40 ms a count)
+        load = self.load.copy()
+        hops = arcs.shape[1]
+        for sign, rows_arcs in ((-1.0, self.arcs[changed]), (1.0, changed_arcs)):
+            valid = rows_arcs >= 0
+            np.add.at(load, rows_arcs[valid],
+                      sign * np.repeat(self.demand[changed], hops)[valid.ravel()])  # fmt: skip
+        rates = max_min_rates(arcs, cap, self.demand, weight=self.weight, load=load)
         return np.arange(arcs.shape[0], dtype=np.int64), rates

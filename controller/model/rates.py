@@ -67,10 +67,13 @@ def max_min_rates(
     demand: np.ndarray,
     rel_tol: float = REL_TOL,
     weight: np.ndarray | None = None,
+    load: np.ndarray | None = None,
 ) -> np.ndarray:
     """Max-min fair rate of every flow on its fixed path (arc ids [F, H], -1 padded); a
-    flow of `weight` w competes as w equal subflows on its path (default 1)."""
-    rates, _, _ = _max_min(arcs, capacity, demand, rel_tol, weight)
+    flow of `weight` w competes as w equal subflows on its path (default 1). `load`: the
+    offered load per arc, if at hand (it only decides which arcs can bind: an arc offered
+    no more than its capacity never does)."""
+    rates, _, _ = _max_min(arcs, capacity, demand, rel_tol, weight, load=load)
     return rates
 
 

@@ -51,6 +51,12 @@ def test_a_local_refill_is_the_max_min_allocation(case: tuple[np.ndarray, ...]) 
     moved[changed] = new
     want = max_min_rates(moved, cap2, demand, weight=weight)
     np.testing.assert_allclose(got, want, rtol=10 * TOL, atol=1e-9)
+    # with no room for a local refill the whole plane is filled again, on the offered load
+    # counted from the plane's and the changed rows': the same allocation
+    rows, rates = plane.after(cap2, changed, new, lost, most=0)
+    whole = plane.rate.copy()
+    whole[rows] = rates
+    np.testing.assert_allclose(whole, want, rtol=10 * TOL, atol=1e-9)
     # the plane is unchanged: the next change starts from the same rates
     assert np.array_equal(plane.rate, max_min_rates(arcs, cap, demand, weight=weight))
 
