@@ -354,6 +354,7 @@ class _State:
     pred: Prediction
     vector: np.ndarray
     usage: np.ndarray
+    levels: _Levels | None = None  # read from `pred` once, on first need
 
 
 def raise_worst(
@@ -567,7 +568,9 @@ def _proposals(
     # small QPs gets 1/200 of it where 20 large ones would leave it 1/20
     worst_rows = np.flatnonzero(movable & worst[parent])
     if worst_rows.size:
-        batch = _levelled(cand, path, worst_rows, rows.demand, _arc_levels(pred, path, cap))
+        if state.levels is None:
+            state.levels = _arc_levels(pred, path, cap)
+        batch = _levelled(cand, path, worst_rows, rows.demand, state.levels.copy())
         if (batch != path).any():
             yield batch
     # (b) rip up every TE row crossing those arcs and place them again, the worst flows'
@@ -646,6 +649,10 @@ class _Levels:
         room = self.spare[arcs] / w
         shared = self.top[arcs] * self.qps[arcs] / (self.qps[arcs] + w)
         return np.where(room >= per_qp * (1 - REL_TOL), per_qp, np.maximum(room, shared))
+
+    def copy(self) -> _Levels:
+        return _Levels(self.qps.copy(), self.spare.copy(), self.top.copy(), self.row_level,
+                       self.weight)  # fmt: skip
 
     def move(self, arcs: np.ndarray, w: float, level: float, sign: float) -> None:
         """Count a row of w QPs at `level` per QP onto (sign 1) or off (sign -1) `arcs`."""
