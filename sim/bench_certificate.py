@@ -71,17 +71,23 @@ def _mean_jobs(reports: list[dict[str, float]]) -> dict[str, float]:
     return {job: float(np.mean([r.get(job, np.nan) for r in reports])) for job in reports[0]}
 
 
+def hashed_jobs(name: str, fabric: Fabric, health: LinkHealth, flows: FlowSet) -> dict[str, float]:
+    """Every job's bus bandwidth under the hashing `name` ("eecmp", "wcmp", "ecmp"), the
+    mean over SEEDS, as the certificate defines the reference."""
+    return _mean_jobs([baseline(name, fabric, health, flows, s).report.job_busbw_fraction
+                       for s in SEEDS])  # fmt: skip
+
+
 def _rivals(fabric: Fabric, health: LinkHealth, flows: FlowSet) -> dict[str, dict[str, float]]:
     out = {}
     for name in ("eecmp", "wcmp", "ecmp"):
-        out[name] = _mean_jobs([baseline(name, fabric, health, flows, s).report.job_busbw_fraction
-                                for s in SEEDS])  # fmt: skip
+        out[name] = hashed_jobs(name, fabric, health, flows)
     out["pinning"] = baseline("pinning", fabric, health, flows, 1).report.job_busbw_fraction
     out["spray"] = oblivious_spray(fabric, health, flows).report.job_busbw_fraction
     return out
 
 
-def _te_jobs(
+def te_jobs(
     fabric: Fabric, health: LinkHealth, res: SolveResult, hashing: str
 ) -> dict[str, float]:
     """Every job's TE bus bandwidth as the data plane carries `res`, rows without a TE
@@ -103,14 +109,14 @@ def run_scenario(fabric: Fabric, seed: int, enforce_wcmp: bool = False) -> dict[
     solve_s = time.perf_counter() - start
     cert = res.certificate
     assert cert is not None
-    te = _te_jobs(fabric, health, res, "eecmp")
+    te = te_jobs(fabric, health, res, "eecmp")
     te_wcmp, wcmp_passed = None, True
     if enforce_wcmp:
         opts = SolveOptions(certify=CertifyOptions(reference="wcmp", compare=("eecmp",)))
         res_w = solve(fabric, health, flows, options=opts)
         assert res_w.certificate is not None
         wcmp_passed = res_w.certificate.passed
-        te_wcmp = _te_jobs(fabric, health, res_w, "wcmp")
+        te_wcmp = te_jobs(fabric, health, res_w, "wcmp")
     comm = commodities(fabric, flows)
     optimum = max(solve_lp(fabric, health, comm).mlu if len(comm.demand) else 0.0,
                   res.bound.parts.get("access", 0.0))  # fmt: skip

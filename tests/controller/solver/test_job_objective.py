@@ -37,8 +37,7 @@ from controller.solver.job_objective import (
     raise_worst,
 )
 from controller.solver.solve import SolveOptions, solve
-from sim.bench_certificate import scenario_health
-from sim.compare import routed
+from sim.bench_certificate import hashed_jobs, scenario_health, te_jobs
 from sim.jobmix import random_jobs
 
 ISSUE_FAILURES = ["rtsw-p0-r0:ctsw-p0-c1", "rtsw-p0-r1:ctsw-p0-c2=0.5",
@@ -404,30 +403,10 @@ def test_a_small_fabric_case_the_offered_load_missed_is_raised() -> None:
     assert res.objective is not None and res.certificate is not None
     assert res.objective.worst_before < 0.1 and res.objective.worst > 0.5
     assert not res.certificate.fallback_jobs and res.certificate.passed
-    te = _job_means(fabric, health, flows, res, "eecmp")
+    te = te_jobs(fabric, health, res, "eecmp")
     for kind in ("eecmp", "wcmp"):
-        ref = _hashed_means(fabric, health, flows, kind)
+        ref = hashed_jobs(kind, fabric, health, flows)
         assert all(te[j] >= ref[j] * (1 - 1e-9) for j in ref), kind
-
-
-def _hashed_means(
-    fabric: Fabric, health: LinkHealth, flows: FlowSet, kind: str
-) -> dict[str, float]:
-    """Every job's bus bandwidth under hashing `kind`, the mean over seeds 1-4."""
-    runs = []
-    for seed in range(1, 5):
-        sub, a, parent = hashed(kind, fabric, flows, health, seed, 16)
-        runs.append(simulate(fabric, health, a, sub, parent).job_busbw_fraction)
-    return {j: float(np.mean([r[j] for r in runs])) for j in runs[0]}
-
-
-def _job_means(fabric: Fabric, health: LinkHealth, flows: FlowSet, res,  # type: ignore[no-untyped-def]
-               kind: str) -> dict[str, float]:  # fmt: skip
-    """Every job's bus bandwidth as the data plane carries `res` (rows without a TE path on
-    hashing `kind`, the mean over seeds 1-4)."""
-    runs = [routed("te", fabric, health, res.assignment, 0.0, s, 16, res.parent,
-                   hashing=kind).report.job_busbw_fraction for s in range(1, 5)]  # fmt: skip
-    return {j: float(np.mean([r[j] for r in runs])) for j in runs[0]}
 
 
 def test_raising_jobs_to_their_reference_first_replaces_a_hand_back(
@@ -449,9 +428,9 @@ def test_raising_jobs_to_their_reference_first_replaces_a_hand_back(
     assert not kept.certificate.fallback_jobs
     assert kept.objective is not None and kept.objective.floored > 0
     assert "raised to their reference first" in kept.objective.summary()
-    a = _job_means(fabric, health, flows, kept, "eecmp")
-    b = _job_means(fabric, health, flows, first, "eecmp")
-    ref = _hashed_means(fabric, health, flows, "eecmp")
+    a = te_jobs(fabric, health, kept, "eecmp")
+    b = te_jobs(fabric, health, first, "eecmp")
+    ref = hashed_jobs("eecmp", fabric, health, flows)
     assert all(a[j] >= ref[j] * (1 - 1e-9) for j in ref)
     names = sorted(a)
     assert sorted(a.values()) > sorted(b.values())  # lexicographically, worst first
@@ -474,7 +453,7 @@ def test_a_job_below_a_hashing_compared_is_raised_to_it(monkeypatch: pytest.Monk
     assert not first.certificate.fallback_jobs and first.certificate.below["wcmp"] >= 1
     assert kept.certificate.passed and kept.certificate.below == {"eecmp": 0, "wcmp": 0}
     assert kept.objective is not None and kept.objective.floored > 0
-    te = _job_means(fabric, health, flows, kept, "eecmp")
+    te = te_jobs(fabric, health, kept, "eecmp")
     for kind in ("eecmp", "wcmp"):
-        ref = _hashed_means(fabric, health, flows, kind)
+        ref = hashed_jobs(kind, fabric, health, flows)
         assert all(te[j] >= ref[j] * (1 - 1e-9) for j in ref), kind
