@@ -163,6 +163,7 @@ class JobObjective:
             "objective_moves": float(self.moves),
             "objective_tried": float(self.tried),
             "objective_seconds": self.seconds,
+            "objective_floored_jobs": float(self.floored),
         }
 
     def summary(self) -> str:

@@ -428,6 +428,8 @@ def test_raising_jobs_to_their_reference_first_replaces_a_hand_back(
     assert not kept.certificate.fallback_jobs
     assert kept.objective is not None and kept.objective.floored > 0
     assert "raised to their reference first" in kept.objective.summary()
+    assert kept.metrics()["objective_floored_jobs"] == kept.objective.floored
+    assert kept.objective.to_dict()["floored"] == kept.objective.floored
     a = te_jobs(fabric, health, kept, "eecmp")
     b = te_jobs(fabric, health, first, "eecmp")
     ref = hashed_jobs("eecmp", fabric, health, flows)
