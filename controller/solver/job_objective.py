@@ -266,6 +266,14 @@ def objective_vector(values: np.ndarray, priority: np.ndarray, jobs: np.ndarray)
     return np.where(np.isnan(values[order]), -1.0, values[order])
 
 
+def over_floor(values: np.ndarray, floor: np.ndarray) -> np.ndarray:
+    """Per job, its value over its floor (not delivered: -1); NaN where it has no floor
+    (NaN or 0)."""
+    has = np.isfinite(floor) & (floor > 0)
+    ratio = np.where(np.isnan(values), -1.0, values / np.where(has, floor, 1.0))
+    return np.where(has, ratio, np.nan)
+
+
 def floored_vector(
     values: np.ndarray, priority: np.ndarray, jobs: np.ndarray, floor: np.ndarray | None
 ) -> np.ndarray:
@@ -274,10 +282,8 @@ def floored_vector(
     plain = objective_vector(values, priority, jobs)
     if floor is None:
         return plain
-    has = jobs[np.isfinite(floor[jobs]) & (floor[jobs] > 0)]
-    v = values[has]
-    ratio = np.where(np.isnan(v), -1.0, np.minimum(1.0, v / np.maximum(floor[has], 1e-300)))
-    return np.concatenate([np.sort(ratio), plain])
+    ratio = over_floor(values, floor)[jobs]
+    return np.concatenate([np.sort(np.minimum(1.0, ratio[~np.isnan(ratio)])), plain])
 
 
 def compare(a: np.ndarray, b: np.ndarray, rel_tol: float = REL_TOL) -> int:
@@ -516,11 +522,9 @@ def _below(
     out = order[np.isfinite(v) & (v < b * (1 - 1e-6))]
     if floor is None:
         return out
-    f = floor[jobs]
-    v = np.where(np.isnan(values[jobs]), -1.0, values[jobs])
-    under = np.isfinite(f) & (f > 0) & (v < f * (1 - 1e-6))
-    ratio = v[under] / f[under]
-    first = jobs[under][np.lexsort((jobs[under], ratio))]
+    ratio = over_floor(values, floor)[jobs]
+    under = ratio < 1 - 1e-6  # NaN (no floor): False
+    first = jobs[under][np.lexsort((jobs[under], ratio[under]))]
     return np.concatenate([first, out[~np.isin(out, first)]])
 
 
@@ -557,8 +561,8 @@ def _proposals(
     rank = np.zeros(priority.size, np.int64)
     key = pred.values
     if floor is not None:
-        has = np.isfinite(floor) & (floor > 0)
-        key = np.where(has, key / np.where(has, floor, 1.0), key)
+        ratio = over_floor(key, floor)
+        key = np.where(np.isnan(ratio), key, ratio)
     order = job_order(key, priority, jobs)
     rank[order] = np.arange(order.size)
     chosen = cand.all_chosen(path)
