@@ -20,7 +20,7 @@ not to the bit: filling D alone adds in another order than filling the whole pla
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 
 import numpy as np
 
@@ -52,6 +52,8 @@ class Plane:
     demand: np.ndarray  # per row, for all its QPs
     weight: np.ndarray  # QPs a row stands for
     cap: np.ndarray  # capacity per arc the rates were filled on
+    # the max-min rates on `cap`, if known (a plane after a change: `moved`); else filled
+    known: InitVar[np.ndarray | None] = None
     rate: np.ndarray = field(init=False)
     start: np.ndarray = field(init=False, repr=False)
     rows: np.ndarray = field(init=False, repr=False)
@@ -62,12 +64,15 @@ class Plane:
     unexplained: int = 0  # of them, those where a row of D had no bottleneck to blame
     _epoch: int = 0
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, known: np.ndarray | None) -> None:
         self.arcs = np.ascontiguousarray(self.arcs, np.int64)
         self.demand = np.ascontiguousarray(self.demand, np.float64)
         self.weight = np.ascontiguousarray(self.weight, np.float64)
         self.cap = np.ascontiguousarray(self.cap, np.float64)
-        self.rate = max_min_rates(self.arcs, self.cap, self.demand, weight=self.weight)
+        if known is None:
+            self.rate = max_min_rates(self.arcs, self.cap, self.demand, weight=self.weight)
+        else:
+            self.rate = np.ascontiguousarray(known, np.float64)
         num = self.cap.size
         self.start, self.rows = arcs_csr(self.arcs, num)
         valid = self.arcs >= 0
@@ -92,6 +97,16 @@ class Plane:
         arcs = np.asarray(arcs, np.int64)
         parts = [self.rows[self.start[a] : self.start[a + 1]] for a in arcs.tolist()]
         return np.unique(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
+
+    def moved(self, changed: np.ndarray, changed_arcs: np.ndarray, rows: np.ndarray,
+              rates: np.ndarray) -> Plane:  # fmt: skip
+        """The plane once rows `changed` take paths `changed_arcs` and `rows` have `rates`
+        (what `after` gave for the change, capacity unchanged), indexed again, not filled."""
+        arcs = self.arcs.copy()
+        arcs[changed] = np.asarray(changed_arcs, np.int64).reshape(-1, self.arcs.shape[1])
+        rate = self.rate.copy()
+        rate[rows] = rates
+        return Plane(arcs, self.demand, self.weight, self.cap, rate)
 
     def after(
         self,

@@ -203,6 +203,25 @@ def _parent_shares(
     cap = np.ascontiguousarray(cap, np.float64)
     rates, rounds, found = _max_min(arcs, cap, demand, REL_TOL,
                                     w if model == "striped" else None, hashed, load)  # fmt: skip
+    p_rate, p_demand, p_routed, p_dead = _summed(arcs, cap, demand, rates, w, parent,
+                                                 num_parents, model)  # fmt: skip
+    if hashed is not None:
+        _hashed_parents(hashed, found, model, num_parents, parent, p_rate, p_demand, p_routed)
+    share = np.divide(p_rate, p_demand, out=np.ones(num_parents), where=p_demand > 0)
+    return share, p_rate, p_demand, p_routed, p_dead, rounds, found
+
+
+def _summed(
+    arcs: np.ndarray,
+    cap: np.ndarray,
+    demand: np.ndarray,
+    rates: np.ndarray,
+    w: np.ndarray,
+    parent: np.ndarray,
+    num_parents: int,
+    model: str,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(rate, demand, routed, on a dead arc) per parent flow from its rows' rates."""
     if parent.shape != (arcs.shape[0],) or (
         parent.size and not 0 <= parent.min() <= parent.max() < num_parents
     ):
@@ -211,14 +230,33 @@ def _parent_shares(
     slowest, qps = np.full(num_parents, np.inf), np.zeros(num_parents)
     p_rate, p_demand = np.zeros(num_parents), np.zeros(num_parents)
     p_routed, p_dead = np.zeros(num_parents, bool), np.zeros(num_parents, bool)
-    kernels.per_parent(arcs, cap, np.ascontiguousarray(demand, np.float64), rates,
+    kernels.per_parent(arcs, cap, np.ascontiguousarray(demand, np.float64),
+                       np.ascontiguousarray(rates, np.float64),
                        np.ascontiguousarray(w, np.float64),
                        np.ascontiguousarray(parent, np.int64), model == "striped", slowest,
                        qps, p_rate, p_demand, p_routed, p_dead)  # fmt: skip
-    if hashed is not None:
-        _hashed_parents(hashed, found, model, num_parents, parent, p_rate, p_demand, p_routed)
+    return p_rate, p_demand, p_routed, p_dead
+
+
+def shares_of_rates(
+    arcs: np.ndarray,
+    cap: np.ndarray,
+    demand: np.ndarray,
+    rates: np.ndarray,
+    weight: np.ndarray,
+    parent: np.ndarray,
+    *,
+    num_parents: int,
+    model: str = "striped",
+) -> np.ndarray:
+    """flow_shares from rows' rates already filled (e.g. controller.model.local_rates):
+    rate / demand per parent flow (NaN: not routed), summed as flow_shares sums them."""
+    p_rate, p_demand, routed, _ = _summed(np.ascontiguousarray(arcs, np.int64),
+                                          np.ascontiguousarray(cap, np.float64), demand,
+                                          rates, weight, np.asarray(parent, np.int64),
+                                          num_parents, model)  # fmt: skip
     share = np.divide(p_rate, p_demand, out=np.ones(num_parents), where=p_demand > 0)
-    return share, p_rate, p_demand, p_routed, p_dead, rounds, found
+    return np.where(routed, share, np.nan)
 
 
 def _hashed_parents(

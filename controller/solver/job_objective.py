@@ -59,10 +59,20 @@ controller.solver.solve step 9), the objective vector is led by every floored jo
 over its floor (at most 1), ascending: the pass first raises the jobs below their floor, the
 furthest first, taking from the jobs furthest above theirs (proposal (d) ranks jobs by value
 over floor), and only then the worst job.
+
+Local predictions. Where every row has a TE path (one plane, no hashing) and a try predicted
+in full would pass half the work limit (the meta-24k mix: 0.5-0.9M rows a prediction), the
+start's rates are kept indexed (controller.model.local_rates.Plane) and each try fills again
+only the rows its moved rows reach (`predict_moved`); a kept try's plane is indexed again
+(`settled`). The work limit then counts the tries' rows alone: the moved rows and those
+filled again (a cascade past local_rates' limit fills every row, and counts them all).
+Local rates are exact to local_rates' tolerance (relative 1e-7), so a kept move must beat
+the current vector by ten times that; the certificate that follows predicts in full.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -75,8 +85,10 @@ from controller.model.dataplane import Carried, carried, overrides_of
 from controller.model.fabric import ACCESS, Fabric
 from controller.model.flows import FlowSet
 from controller.model.health import LinkHealth
+from controller.model.local_rates import TOL as LOCAL_TOL
+from controller.model.local_rates import Plane
 from controller.model.paths import SAME_RACK
-from controller.model.rates import REL_TOL, flow_shares, max_min_rates
+from controller.model.rates import REL_TOL, flow_shares, max_min_rates, shares_of_rates
 from controller.routes.budget import table_usage
 from controller.routes.entries import align_entries
 from controller.solver.bounds import lower_bound
@@ -106,8 +118,27 @@ class Prediction:
     util: np.ndarray  # per arc: offered load / capacity, mean over seeds
     load: np.ndarray  # per arc: offered load (Gbps), mean over seeds
     mlu: float  # mean over seeds of the data plane's MLU
-    planes: list[Carried] = field(repr=False)  # per seed, the rows as carried
+    planes: list[Carried] = field(repr=False)  # per seed, the rows as carried ([]: not kept)
     rows: int = 0  # carried rows simulated
+    local: _Local | None = field(default=None, repr=False)  # predicted locally (_Local)
+
+
+@dataclass(frozen=True)
+class _Local:
+    """A fixed routing's rows and max-min rates indexed for local changes
+    (controller.model.local_rates), and the change a routing tried makes to them: the rows
+    moved, their new arcs, the rows filled again and their rates (None: none)."""
+
+    plane: Plane
+    rows: Carried  # the rows as carried when `plane` was indexed (fixed: one per TE row)
+    change: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    def settled(self) -> _Local:
+        """The change made and the plane indexed again (a routing kept)."""
+        if self.change is None:
+            return self
+        plane = self.plane.moved(*self.change)
+        return _Local(plane, dataclasses.replace(self.rows, arcs=plane.arcs))
 
 
 @dataclass(frozen=True)
@@ -228,6 +259,87 @@ def predict(
     return Prediction(
         values=np.mean(values, axis=0), share=np.mean(shares, axis=0), util=_util(load, cap),
         load=load, mlu=float(np.mean(mlus)), planes=planes, rows=work,
+    )  # fmt: skip
+
+
+def predict_fixed(
+    fabric: Fabric,
+    health: LinkHealth,
+    rows: FlowSet,
+    path: np.ndarray,
+    parent: np.ndarray,
+    flows: FlowSet,
+    *,
+    qps: int,
+    model: str = "striped",
+) -> Prediction:
+    """`predict` of a routing with a TE path for every row, its rates kept indexed so that
+    `predict_moved` can predict a few rows moved without filling every row again; the same
+    values as `predict`, to the bit."""
+    if (np.asarray(path) == UNROUTED).any():
+        raise ValueError("predict_fixed needs a TE path for every row")
+    # every row on its TE path: carried keeps them in order, hashing plays no part
+    te = carried(fabric, health, Assignment(rows, path), parent, kind="eecmp", seed=0, qps=qps)
+    plane = Plane(te.arcs, te.flows.demand, te.weight, health.arc_capacity(fabric))
+    return _local_prediction(_Local(plane, te), plane.rate, plane.load, flows, model,
+                             rows=len(te.flows))  # fmt: skip
+
+
+def predict_moved(
+    fabric: Fabric,
+    rows: FlowSet,
+    before: Prediction,
+    path_before: np.ndarray,
+    path: np.ndarray,
+    flows: FlowSet,
+    *,
+    model: str = "striped",
+) -> Prediction:
+    """The prediction of `path`, a routing of the same rows as `before`'s (from
+    `predict_fixed` or kept from this), from `before`'s rates: only the rows the moved
+    rows reach are filled again (controller.model.local_rates: exact to its tolerance)."""
+    if before.local is None:
+        raise ValueError("predict_moved needs a prediction from predict_fixed")
+    start = before.local.settled()
+    base = start.plane
+    changed = np.flatnonzero(path != path_before)
+    changed_arcs = Assignment(rows.take(changed), path[changed]).arcs(fabric)
+    refilled, rates = base.after(base.cap, changed, changed_arcs, np.zeros(0, np.int64))
+    rate = base.rate.copy()
+    rate[refilled] = rates
+    load = base.load.copy()
+    hops = changed_arcs.shape[1]
+    for sign, arcs in ((-1.0, base.arcs[changed]), (1.0, changed_arcs)):
+        valid = arcs >= 0
+        np.add.at(load, arcs[valid], sign * np.repeat(base.demand[changed], hops)[valid.ravel()])
+    # a moved row has arcs before and after: which flows are routed does not change, so
+    # the shares are summed over the plane's arcs as they were
+    local = _Local(base, start.rows, (changed, changed_arcs, refilled, rates))
+    return _local_prediction(local, rate, load, flows, model,
+                             rows=changed.size + refilled.size)  # fmt: skip
+
+
+def settled(pred: Prediction) -> Prediction:
+    """`pred` ready to be the start of the next prediction and of proposals: a local
+    change made and indexed, its rows as carried (the routing was kept)."""
+    if pred.local is None or pred.local.change is None:
+        return pred
+    local = pred.local.settled()
+    return dataclasses.replace(pred, planes=[local.rows], local=local)
+
+
+def _local_prediction(local: _Local, rate: np.ndarray, load: np.ndarray, flows: FlowSet,
+                      model: str, *, rows: int) -> Prediction:  # fmt: skip
+    """Values, load and MLU from a fixed plane's rates; its rows as carried only once
+    indexed (`settled`)."""
+    base = local.plane
+    share = shares_of_rates(base.arcs, base.cap, base.demand, rate, base.weight,
+                            local.rows.parent, num_parents=len(flows), model=model)  # fmt: skip
+    util = _util(load, base.cap)
+    return Prediction(
+        values=job_values(share, flows.job, _num_jobs(flows)), share=share, util=util,
+        load=load, mlu=float(util.max(initial=0.0)),
+        planes=[local.rows] if local.change is None else [], rows=rows, local=local,
     )  # fmt: skip
 
 
@@ -384,6 +496,7 @@ def raise_worst(
     work: int = WORK,
     mlu: float | None = None,
     floor: np.ndarray | None = None,
+    local: bool | None = None,
 ) -> tuple[np.ndarray, JobObjective]:
     """The rows' paths after the pass (module docstring; `path` itself when nothing moved)
     and what it found. `parent[i]`: row i's input flow in `flows` (whose jobs and priorities
@@ -391,7 +504,9 @@ def raise_worst(
     lower bound; `lp_mlu`: the LP optimum, if the solve ran it; `mlu`: the rows' MLU if
     known (load / capacity at most 1 everywhere: nothing to raise, no load counted);
     `floor`: per job index a value to raise it to before any other job is raised (a
-    certificate's reference values; NaN or 0: none), module docstring "Floors"."""
+    certificate's reference values; NaN or 0: none), module docstring "Floors"; `local`:
+    predict the tries locally where the routing is fixed (None: where a try predicted in
+    full would pass half the work limit), module docstring "Local predictions"."""
     start = time.perf_counter()
     path = np.asarray(path, np.int64)
     parent = np.asarray(parent, np.int64)
@@ -402,7 +517,12 @@ def raise_worst(
         return path, _report(1.0, 1.0, 1.0, "none", start, stopped="no flows")
     te = path != UNROUTED
     one = len(rows) * (1 if te.all() else len(seeds))
-    too_much = bool(rounds) and 2 * one > work
+    # a try predicted in full would pass half the work limit: predict tries locally where
+    # the routing is fixed (every row on a TE path), else the pass would only report
+    full_too_much = bool(rounds) and 2 * one > work
+    local = bool(te.all()) and model == "striped" and (
+        full_too_much if local is None else local)
+    too_much = full_too_much and not local
     if te.all() and (mlu is None or mlu <= 1.0 or not too_much):
         # every flow gets its demand: every job at 1, the bound (cost: one load count, none
         # when the solve's MLU says so; a pass over the work limit needs no count)
@@ -424,14 +544,23 @@ def raise_worst(
                                      f"half the work limit ({work:,})")  # fmt: skip
 
     def run(p: np.ndarray) -> Prediction:
+        if local:
+            return predict_moved(fabric, rows, state.pred, state.path, p, flows, model=model)
         return predict(fabric, health, rows, p, parent, flows, qps=qps, kind=kind,
                        seeds=seeds, model=model)  # fmt: skip
 
-    first = run(path)
+    if local:
+        first = predict_fixed(fabric, health, rows, path, parent, flows, qps=qps, model=model)
+    else:
+        first = predict(fabric, health, rows, path, parent, flows, qps=qps, kind=kind,
+                        seeds=seeds, model=model)  # fmt: skip
     delivered = np.isfinite(first.share)
     per_class, bound, source = class_bounds(fabric, health, flows, delivered, priority, lp_mlu)
     worst0, mean0 = _worst_mean(first.values, jobs)
-    spent = first.rows
+    # the work limit counts the start's prediction too, unless the tries are local
+    spent = 0 if local else first.rows
+    # local predictions are exact to local_rates' tolerance: a kept move must beat it
+    tol = 10 * LOCAL_TOL if local else REL_TOL
     vector = floored_vector(first.values, priority, jobs, floor)
     usage = table_usage(fabric, Assignment(rows, path))
     limit = np.maximum(budget, usage)
@@ -469,8 +598,8 @@ def raise_worst(
                 if pred.mlu > ceiling * (1 + REL_TOL) + REL_TOL:
                     continue
                 vec = floored_vector(pred.values, priority, jobs, floor)
-                if compare(vec, state.vector) > 0 and compare(vec, vector) >= 0:
-                    state = _State(new, pred, vec, after)
+                if compare(vec, state.vector, tol) > 0 and compare(vec, vector, tol) >= 0:
+                    state = _State(new, settled(pred), vec, after)
                     moves += 1
                     kept = True
                     break
@@ -490,7 +619,8 @@ def raise_worst(
     out = state.path if moves else path
     return out, JobObjective(
         worst=worst, mean=mean, bound=bound, bound_source=source, worst_before=worst0,
-        mean_before=mean0, classes=classes, moves=moves, tried=tried, work=spent,
+        mean_before=mean0, classes=classes, moves=moves, tried=tried,
+        work=spent + (first.rows if local else 0),
         rows_moved=int((out != path).sum()), mlu_before=first.mlu, mlu_after=state.pred.mlu,
         mlu_ceiling=ceiling, stopped=stopped, seconds=time.perf_counter() - start,
         floored=0 if floor is None else int((np.isfinite(floor[jobs]) & (floor[jobs] > 0)).sum()),
@@ -677,7 +807,10 @@ def _arc_levels(pred: Prediction, path: np.ndarray, cap: np.ndarray) -> _Levels:
     row_level = np.zeros(path.size)
     weight = np.ones(path.size)
     for plane in pred.planes:
-        rate = max_min_rates(plane.arcs, cap, plane.flows.demand, weight=plane.weight)
+        if pred.local is not None and pred.local.change is None:  # the rates at hand
+            rate = pred.local.plane.rate
+        else:
+            rate = max_min_rates(plane.arcs, cap, plane.flows.demand, weight=plane.weight)
         valid = plane.arcs >= 0
         hops = plane.arcs.shape[1]
         arcs = plane.arcs[valid]

@@ -87,3 +87,25 @@ def test_rows_per_arc() -> None:
     start, rows = arcs_csr(np.array([[2, 0], [0, -1], [1, 2]]), 4)
     assert start.tolist() == [0, 2, 3, 5, 5]
     assert rows.tolist() == [0, 1, 2, 0, 2]
+
+
+@settings(max_examples=100, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
+@given(planes())
+def test_a_plane_moved_is_the_plane_indexed_anew(case: tuple[np.ndarray, ...]) -> None:
+    """`moved` (rates given, not filled) indexes the rows as a plane built on the moved
+    paths does, and carries the rates the refill gave: the next change starts right."""
+    arcs, cap, demand, weight, changed, new, _, _ = case
+    plane = Plane(arcs, demand, weight, cap)
+    rows, rates = plane.after(cap, changed, new, np.zeros(0, np.int64))
+    got = plane.moved(changed, new, rows, rates)
+    moved = arcs.copy()
+    moved[changed] = new
+    fresh = Plane(moved, demand, weight, cap)
+    assert np.array_equal(got.arcs, fresh.arcs)
+    assert np.array_equal(got.start, fresh.start) and np.array_equal(got.rows, fresh.rows)
+    assert np.array_equal(got.load, fresh.load)
+    np.testing.assert_allclose(got.rate, fresh.rate, rtol=10 * TOL, atol=1e-9)
+    np.testing.assert_allclose(got.base_sum, fresh.base_sum, rtol=10 * TOL, atol=1e-9)
+    np.testing.assert_allclose(got.base_max, fresh.base_max, rtol=10 * TOL, atol=1e-9)
+    assert np.array_equal(plane.arcs, arcs)  # the plane moved from is left as it was
