@@ -54,6 +54,8 @@ class Plane:
     cap: np.ndarray  # capacity per arc the rates were filled on
     # the max-min rates on `cap`, if known (a plane after a change: `moved`); else filled
     known: InitVar[np.ndarray | None] = None
+    # the rows per arc (arcs_csr of `arcs`), if known (`moved` updates them, not sorts)
+    csr: InitVar[tuple[np.ndarray, np.ndarray] | None] = None
     rate: np.ndarray = field(init=False)
     start: np.ndarray = field(init=False, repr=False)
     rows: np.ndarray = field(init=False, repr=False)
@@ -64,7 +66,8 @@ class Plane:
     unexplained: int = 0  # of them, those where a row of D had no bottleneck to blame
     _epoch: int = 0
 
-    def __post_init__(self, known: np.ndarray | None) -> None:
+    def __post_init__(self, known: np.ndarray | None,
+                      csr: tuple[np.ndarray, np.ndarray] | None) -> None:  # fmt: skip
         self.arcs = np.ascontiguousarray(self.arcs, np.int64)
         self.demand = np.ascontiguousarray(self.demand, np.float64)
         self.weight = np.ascontiguousarray(self.weight, np.float64)
@@ -74,7 +77,7 @@ class Plane:
         else:
             self.rate = np.ascontiguousarray(known, np.float64)
         num = self.cap.size
-        self.start, self.rows = arcs_csr(self.arcs, num)
+        self.start, self.rows = arcs_csr(self.arcs, num) if csr is None else csr
         valid = self.arcs >= 0
         hops = self.arcs.shape[1]
         self.load = np.bincount(self.arcs[valid], np.repeat(self.demand, hops)[valid.ravel()],
@@ -102,11 +105,27 @@ class Plane:
               rates: np.ndarray) -> Plane:  # fmt: skip
         """The plane once rows `changed` take paths `changed_arcs` and `rows` have `rates`
         (what `after` gave for the change, capacity unchanged), indexed again, not filled."""
+        changed = np.asarray(changed, np.int64)
+        hops = self.arcs.shape[1]
+        new = np.asarray(changed_arcs, np.int64).reshape(-1, hops)
         arcs = self.arcs.copy()
-        arcs[changed] = np.asarray(changed_arcs, np.int64).reshape(-1, self.arcs.shape[1])
+        arcs[changed] = new
         rate = self.rate.copy()
         rate[rows] = rates
-        return Plane(arcs, self.demand, self.weight, self.cap, rate)
+        # the rows per arc: the changed rows' entries out, their new ones merged in by
+        # (arc, row), as arcs_csr orders them: no sort of every entry
+        n, num = self.arcs.shape[0], self.cap.size
+        gone = np.zeros(n, bool)
+        gone[changed] = True
+        keep = ~gone[self.rows]
+        key = np.repeat(np.arange(num, dtype=np.int64), np.diff(self.start))[keep] * n
+        key += self.rows[keep]
+        valid = new >= 0
+        add = np.sort(new[valid] * n + np.repeat(changed, hops)[valid.ravel()])
+        key = np.insert(key, np.searchsorted(key, add), add)
+        start = np.zeros(num + 1, np.int64)
+        np.cumsum(np.bincount(key // n, minlength=num), out=start[1:])
+        return Plane(arcs, self.demand, self.weight, self.cap, rate, (start, key % n))
 
     def after(
         self,
