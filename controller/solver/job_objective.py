@@ -60,14 +60,15 @@ over its floor (at most 1), ascending: the pass first raises the jobs below thei
 furthest first, taking from the jobs furthest above theirs (proposal (d) ranks jobs by value
 over floor), and only then the worst job.
 
-Local predictions. Where every row has a TE path (one plane, no hashing) and a try predicted
-in full would pass half the work limit (the meta-24k mix: 0.5-0.9M rows a prediction), the
-start's rates are kept indexed (controller.model.local_rates.Plane) and each try fills again
-only the rows its moved rows reach (`predict_moved`); a kept try's plane is indexed again
-(`settled`). The work limit then counts the tries' rows alone: the moved rows and those
-filled again (a cascade past local_rates' limit fills every row, and counts them all).
-Local rates are exact to local_rates' tolerance (relative 1e-7), so a kept move must beat
-the current vector by ten times that; the certificate that follows predicts in full.
+Local predictions. Where every row has a TE path (one plane, no hashing), a try predicted
+in full would pass half the work limit (the meta-24k mix: 0.5-0.9M rows a prediction) and
+jobs have floors (step 9: a certificate handed jobs back or left one below a hashing it
+compared), the start's rates are kept indexed (controller.model.local_rates.Plane) and each
+try fills again only the rows its moved rows reach (`predict_moved`); a kept try's plane is
+indexed again (`settled`). The work limit then counts the tries' rows alone: the moved rows
+and those filled again (a cascade past local_rates' limit fills every row, and counts them
+all). Local rates are exact to local_rates' tolerance (relative 1e-7), so a kept move must
+beat the current vector by ten times that; the certificate that follows predicts in full.
 """
 
 from __future__ import annotations
@@ -506,7 +507,8 @@ def raise_worst(
     `floor`: per job index a value to raise it to before any other job is raised (a
     certificate's reference values; NaN or 0: none), module docstring "Floors"; `local`:
     predict the tries locally where the routing is fixed (None: where a try predicted in
-    full would pass half the work limit), module docstring "Local predictions"."""
+    full would pass half the work limit and `floor` is given), module docstring "Local
+    predictions"."""
     start = time.perf_counter()
     path = np.asarray(path, np.int64)
     parent = np.asarray(parent, np.int64)
@@ -518,10 +520,11 @@ def raise_worst(
     te = path != UNROUTED
     one = len(rows) * (1 if te.all() else len(seeds))
     # a try predicted in full would pass half the work limit: predict tries locally where
-    # the routing is fixed (every row on a TE path), else the pass would only report
+    # the routing is fixed (every row on a TE path) and jobs have floors to reach (step 9:
+    # the promise at stake), else the pass would only report
     full_too_much = bool(rounds) and 2 * one > work
     local = bool(te.all()) and model == "striped" and (
-        full_too_much if local is None else local)
+        full_too_much and floor is not None if local is None else local)
     too_much = full_too_much and not local
     if te.all() and (mlu is None or mlu <= 1.0 or not too_much):
         # every flow gets its demand: every job at 1, the bound (cost: one load count, none

@@ -24,7 +24,8 @@
        for it (its floor), then step 8 on that; of the two certified routings the better by
        the floored objective vector is kept (a routing that pleases the worst job may leave
        another just below its reference, and handing that one back can cascade to the
-       reference itself)
+       reference itself); where step 7 was over its work limit (a large mix), this pass
+       predicts its tries locally: the extra time is paid only where a job is at stake
 
 Switch tables are finite: every step keeps to the per-switch entry budget (the fabric's
 `te_entries` per tier, or `SolveOptions.table_budget`); flows that do not fit ride ECMP and
@@ -815,7 +816,7 @@ def floored(
     did not run or moved nothing)."""
     cert, report = first.certificate, placed.objective
     if (cert is None or cert.reference_values is None or cert.job_values is None
-            or report is None or report.work == 0 or opts.job_rounds == 0):  # fmt: skip
+            or report is None or opts.job_rounds == 0):  # fmt: skip
         return first
     floor = cert.reference_values.copy()
     for values in cert.compared_values.values():

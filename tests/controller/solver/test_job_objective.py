@@ -469,6 +469,39 @@ def test_a_job_below_a_hashing_compared_is_raised_to_it(monkeypatch: pytest.Monk
         assert all(te[j] >= ref[j] * (1 - 1e-9) for j in ref), kind
 
 
+def test_over_its_work_limit_the_pass_still_raises_jobs_to_their_floors(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Pod scenario 14 (above) with a work limit under two predictions, as on the meta-24k
+    mix: the first pass is skipped, yet step 9 runs, its tries predicted locally, and lifts
+    the job below WCMP as the full pass does."""
+    fabric = build(PRESETS["pod"])
+    health = scenario_health(fabric, 14)
+    flows = jobs_flows(fabric, random_jobs(fabric, seed=14))
+    solve_module = importlib.import_module("controller.solver.solve")
+    passes = []
+    real = solve_module.raise_worst
+
+    def tight(fabric, health, rows, path, *args, **kw):  # type: ignore[no-untyped-def]
+        kw["work"] = 2 * len(rows) - 1  # a try predicted in full: over half the limit
+        out = real(fabric, health, rows, path, *args, **kw)
+        passes.append(out[1])
+        return out
+
+    monkeypatch.setattr(solve_module, "raise_worst", tight)
+    opts = SolveOptions(certify=CertifyOptions(compare=("wcmp",)))
+    kept = solve(fabric, health, flows, options=opts)
+    assert len(passes) == 2 and passes[0].moves == 0 and "skipped" in passes[0].stopped
+    assert passes[1].moves > 0 and passes[1].floored > 0
+    assert kept.certificate is not None and kept.certificate.passed
+    assert kept.certificate.below == {"eecmp": 0, "wcmp": 0}
+    assert kept.objective is passes[1] or kept.objective == passes[1]
+    te = te_jobs(fabric, health, kept, "eecmp")
+    for kind in ("eecmp", "wcmp"):
+        ref = hashed_jobs(kind, fabric, health, flows)
+        assert all(te[j] >= ref[j] * (1 - 1e-9) for j in ref), kind
+
+
 def test_local_predictions_are_the_full_ones() -> None:
     """A fixed routing predicted for local changes gives predict's values to the bit; a
     chain of random moves, each predicted locally and kept, gives them to local_rates'
