@@ -63,7 +63,8 @@ over floor), and only then the worst job.
 Local predictions. Where every row has a TE path (one plane, no hashing), a try predicted
 in full would pass half the work limit (the meta-24k mix: 0.5-0.9M rows a prediction) and
 jobs have floors (step 9: a certificate handed jobs back or left one below a hashing it
-compared), the start's rates are kept indexed (controller.model.local_rates.Plane) and each
+compared), or the caller asks (`local`: step 9 runs the pass without floors first where it
+was skipped), the start's rates are kept indexed (controller.model.local_rates.Plane) and each
 try fills again only the rows its moved rows reach (`predict_moved`); a kept try's plane is
 indexed again (`settled`). The work limit then counts the tries' rows alone: the moved rows
 and those filled again (a cascade past local_rates' limit fills every row, and counts them
@@ -105,6 +106,7 @@ TARGETS = 3  # jobs tried per round, in the objective's order
 ROW_TRIES = 4  # flows' rows tried one by one per job
 HOT_ARCS = 2  # over-capacity arcs relieved per job
 RIP_ROWS = 4096  # TE rows ripped up and placed again per proposal at most
+NOT_PREDICTED = "not predicted"  # bound_source of a pass skipped: over half its work limit
 MLU_SLACK = 0.5  # the MLU may rise to (1 + this) x its bound (or stay at the start's, if higher)
 # the cut bounds that hold for fractional routings (controller.solver.bounds)
 FRACTIONAL = ("access", "rack-egress", "rack-ingress", "pod-egress", "pod-ingress")
@@ -207,7 +209,7 @@ class JobObjective:
             else ""
         )
         floored = f"; {self.floored} job(s) raised to their reference first" if self.floored else ""
-        if self.bound_source == "not predicted":
+        if self.bound_source == NOT_PREDICTED:
             return f"job objective: not run ({self.stopped})"
         return (
             f"job objective: worst job {self.worst:.4g} = {self.ratio:.4f} x its bound "
@@ -542,7 +544,7 @@ def raise_worst(
         # not even one proposal fits the work limit after the first prediction: the pass
         # would only report, at the price of a prediction as long as the certificate's
         nan = float("nan")
-        return path, _report(nan, nan, nan, "not predicted", start,
+        return path, _report(nan, nan, nan, NOT_PREDICTED, start,
                              stopped=f"skipped: a prediction simulates {one:,} rows, over "
                                      f"half the work limit ({work:,})")  # fmt: skip
 

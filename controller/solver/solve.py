@@ -24,8 +24,9 @@
        for it (its floor), then step 8 on that; of the two certified routings the better by
        the floored objective vector is kept (a routing that pleases the worst job may leave
        another just below its reference, and handing that one back can cascade to the
-       reference itself); where step 7 was over its work limit (a large mix), this pass
-       predicts its tries locally: the extra time is paid only where a job is at stake
+       reference itself); where step 7 was over its work limit (a large mix), step 7 runs
+       here first and both predict their tries locally: the time is paid only where a job
+       is at stake
 
 Switch tables are finite: every step keeps to the per-switch entry budget (the fabric's
 `te_entries` per tier, or `SolveOptions.table_budget`); flows that do not fit ride ECMP and
@@ -92,14 +93,15 @@ from controller.solver.greedy import (
     utilisation,
     utilisation_of,
 )
-from controller.solver.job_objective import ROUNDS as JOB_ROUNDS
 from controller.solver.job_objective import (
+    NOT_PREDICTED,
     JobObjective,
     compare,
     floored_vector,
     job_priorities,
     raise_worst,
 )
+from controller.solver.job_objective import ROUNDS as JOB_ROUNDS
 from controller.solver.lp import LpSolution, solve_lp
 from controller.solver.problem import Problem
 from controller.solver.qp_buckets import DEFAULT_QPS, Split, split_overloaded, spray
@@ -768,10 +770,12 @@ def job_objective(
     previous: Assignment | None,
     opts: SolveOptions,
     floor: np.ndarray | None = None,
+    local: bool | None = None,
 ) -> SolveResult:
     """`result` after the job-level pass (controller.solver.job_objective), with its report;
     the rows it moved counted again (MLU, collisions, tables, churn against `previous`).
-    `floor`: per job, a value to raise it to first (raise_worst)."""
+    `floor`: per job, a value to raise it to first; `local`: predict the tries locally
+    (raise_worst)."""
     t = time.perf_counter()
     cert = opts.certify
     path, report = raise_worst(
@@ -780,7 +784,7 @@ def job_objective(
         budget=switch_budget(fabric, _budget(fabric, opts)), mlu_bound=result.bound.value,
         lp_mlu=None if result.lp is None else result.lp.mlu, kind=cert.reference,
         seeds=cert.seeds, model=cert.model, rounds=opts.job_rounds, mlu=result.mlu,
-        floor=floor,
+        floor=floor, local=local,
     )  # fmt: skip
     times = dict(result.times)
     times["job_objective"] = time.perf_counter() - t
@@ -825,7 +829,14 @@ def floored(
     if not cert.fallback_jobs and not below.any():
         return first
     t = time.perf_counter()
-    again = job_objective(fabric, health, flows, placed, previous, opts, floor=floor)
+    start = placed
+    if report.bound_source == NOT_PREDICTED:
+        # step 7 was over its work limit (a large mix): run it now, its tries predicted
+        # locally, where a job is at stake; then the floors from where it got
+        start = job_objective(fabric, health, flows, placed, previous, opts, local=True)
+    again = job_objective(fabric, health, flows, start, previous, opts, floor=floor)
+    if again.objective is not None and again.objective.moves == 0:
+        again = start  # the floors moved nothing: what step 7 moved, if anything
     if again.objective is None or again.objective.moves == 0:
         return first
     _go_on(stop, "the floored job pass")
