@@ -310,11 +310,7 @@ def predict_moved(
     refilled, rates = base.after(base.cap, changed, changed_arcs, np.zeros(0, np.int64))
     rate = base.rate.copy()
     rate[refilled] = rates
-    load = base.load.copy()
-    hops = changed_arcs.shape[1]
-    for sign, arcs in ((-1.0, base.arcs[changed]), (1.0, changed_arcs)):
-        valid = arcs >= 0
-        np.add.at(load, arcs[valid], sign * np.repeat(base.demand[changed], hops)[valid.ravel()])
+    load = base.load_after(changed, changed_arcs)
     # a moved row has arcs before and after: which flows are routed does not change, so
     # the shares are summed over the plane's arcs as they were
     local = _Local(base, start.rows, (changed, changed_arcs, refilled, rates))
