@@ -40,7 +40,7 @@ from controller.solver.job_objective import (
     raise_worst,
     settled,
 )
-from controller.solver.solve import SolveOptions, solve
+from controller.solver.solve import SolveOptions, SolveResult, solve
 from sim.bench_certificate import hashed_jobs, scenario_health, te_jobs
 from sim.jobmix import random_jobs
 
@@ -73,6 +73,15 @@ def _run(fabric: Fabric, health: LinkHealth, flows: FlowSet, path: list[int],
 def _values(fabric: Fabric, health: LinkHealth, flows: FlowSet, path: np.ndarray) -> np.ndarray:
     return predict(fabric, health, flows, path, np.arange(len(flows)), flows, qps=16,
                    kind="eecmp", seeds=(1, 2, 3, 4), model="striped").values  # fmt: skip
+
+
+def assert_at_or_above_both_hashings(fabric: Fabric, health: LinkHealth, flows: FlowSet,
+                                     res: SolveResult) -> None:  # fmt: skip
+    """Every job of `res` at or above its E-ECMP and its WCMP value, from sim's side."""
+    te = te_jobs(fabric, health, res, "eecmp")
+    for kind in ("eecmp", "wcmp"):
+        ref = hashed_jobs(kind, fabric, health, flows)
+        assert all(te[j] >= ref[j] * (1 - 1e-9) for j in ref), kind
 
 
 def test_an_mlu_optimal_routing_leaves_a_job_low_and_the_pass_raises_it() -> None:
@@ -411,10 +420,7 @@ def test_a_small_fabric_case_the_offered_load_missed_is_raised() -> None:
     assert res.objective is not None and res.certificate is not None
     assert res.objective.worst_before < 0.1 and res.objective.worst > 0.5
     assert not res.certificate.fallback_jobs and res.certificate.passed
-    te = te_jobs(fabric, health, res, "eecmp")
-    for kind in ("eecmp", "wcmp"):
-        ref = hashed_jobs(kind, fabric, health, flows)
-        assert all(te[j] >= ref[j] * (1 - 1e-9) for j in ref), kind
+    assert_at_or_above_both_hashings(fabric, health, flows, res)
 
 
 def test_raising_jobs_to_their_reference_first_replaces_a_hand_back(
@@ -463,10 +469,7 @@ def test_a_job_below_a_hashing_compared_is_raised_to_it(monkeypatch: pytest.Monk
     assert not first.certificate.fallback_jobs and first.certificate.below["wcmp"] >= 1
     assert kept.certificate.passed and kept.certificate.below == {"eecmp": 0, "wcmp": 0}
     assert kept.objective is not None and kept.objective.floored > 0
-    te = te_jobs(fabric, health, kept, "eecmp")
-    for kind in ("eecmp", "wcmp"):
-        ref = hashed_jobs(kind, fabric, health, flows)
-        assert all(te[j] >= ref[j] * (1 - 1e-9) for j in ref), kind
+    assert_at_or_above_both_hashings(fabric, health, flows, kept)
 
 
 def test_over_its_work_limit_the_pass_still_raises_jobs_to_their_floors(
@@ -497,10 +500,7 @@ def test_over_its_work_limit_the_pass_still_raises_jobs_to_their_floors(
     assert kept.certificate is not None and kept.certificate.passed
     assert kept.certificate.below == {"eecmp": 0, "wcmp": 0}
     assert kept.objective in (passes[1], passes[2]) and kept.objective.moves > 0
-    te = te_jobs(fabric, health, kept, "eecmp")
-    for kind in ("eecmp", "wcmp"):
-        ref = hashed_jobs(kind, fabric, health, flows)
-        assert all(te[j] >= ref[j] * (1 - 1e-9) for j in ref), kind
+    assert_at_or_above_both_hashings(fabric, health, flows, kept)
 
 
 def test_local_predictions_are_the_full_ones() -> None:
