@@ -233,11 +233,22 @@ def predict(
     kind: str,
     seeds: tuple[int, ...],
     model: str,
+    indexed: bool = False,
 ) -> Prediction:
     """Every job's value under the rows' paths (module docstring); `parent[i]` is row i's
-    input flow in `flows`."""
+    input flow in `flows`. `indexed`: keep the rates indexed, so that `predict_moved` can
+    predict a few rows moved without filling every row again (every row must have a TE
+    path; the same values, to the bit)."""
     assignment = Assignment(rows, path)
     fixed = bool((path != UNROUTED).all())
+    if indexed:
+        if not fixed:
+            raise ValueError("an indexed prediction needs a TE path for every row")
+        # every row on its TE path: carried keeps them in order, hashing plays no part
+        te = carried(fabric, health, assignment, parent, kind=kind, seed=seeds[0], qps=qps)
+        rates = Plane(te.arcs, te.flows.demand, te.weight, health.arc_capacity(fabric))
+        return _local_prediction(_Local(rates, te), rates.rate, rates.load, flows, model,
+                                 rows=len(te.flows))  # fmt: skip
     use = seeds[:1] if fixed else seeds
     overrides = None if fixed else overrides_of(fabric, assignment)
     cap = health.arc_capacity(fabric)
@@ -265,29 +276,6 @@ def predict(
     )  # fmt: skip
 
 
-def predict_fixed(
-    fabric: Fabric,
-    health: LinkHealth,
-    rows: FlowSet,
-    path: np.ndarray,
-    parent: np.ndarray,
-    flows: FlowSet,
-    *,
-    qps: int,
-    model: str = "striped",
-) -> Prediction:
-    """`predict` of a routing with a TE path for every row, its rates kept indexed so that
-    `predict_moved` can predict a few rows moved without filling every row again; the same
-    values as `predict`, to the bit."""
-    if (np.asarray(path) == UNROUTED).any():
-        raise ValueError("predict_fixed needs a TE path for every row")
-    # every row on its TE path: carried keeps them in order, hashing plays no part
-    te = carried(fabric, health, Assignment(rows, path), parent, kind="eecmp", seed=0, qps=qps)
-    plane = Plane(te.arcs, te.flows.demand, te.weight, health.arc_capacity(fabric))
-    return _local_prediction(_Local(plane, te), plane.rate, plane.load, flows, model,
-                             rows=len(te.flows))  # fmt: skip
-
-
 def predict_moved(
     fabric: Fabric,
     rows: FlowSet,
@@ -298,11 +286,11 @@ def predict_moved(
     *,
     model: str = "striped",
 ) -> Prediction:
-    """The prediction of `path`, a routing of the same rows as `before`'s (from
-    `predict_fixed` or kept from this), from `before`'s rates: only the rows the moved
+    """The prediction of `path`, a routing of the same rows as `before`'s (indexed, from
+    `predict`, or kept from this), from `before`'s rates: only the rows the moved
     rows reach are filled again (controller.model.local_rates: exact to its tolerance)."""
     if before.local is None:
-        raise ValueError("predict_moved needs a prediction from predict_fixed")
+        raise ValueError("predict_moved needs an indexed prediction (predict)")
     start = before.local.settled()
     base = start.plane
     changed = np.flatnonzero(path != path_before)
@@ -550,11 +538,8 @@ def raise_worst(
         return predict(fabric, health, rows, p, parent, flows, qps=qps, kind=kind,
                        seeds=seeds, model=model)  # fmt: skip
 
-    if local:
-        first = predict_fixed(fabric, health, rows, path, parent, flows, qps=qps, model=model)
-    else:
-        first = predict(fabric, health, rows, path, parent, flows, qps=qps, kind=kind,
-                        seeds=seeds, model=model)  # fmt: skip
+    first = predict(fabric, health, rows, path, parent, flows, qps=qps, kind=kind,
+                    seeds=seeds, model=model, indexed=local)  # fmt: skip
     delivered = np.isfinite(first.share)
     per_class, bound, source = class_bounds(fabric, health, flows, delivered, priority, lp_mlu)
     worst0, mean0 = _worst_mean(first.values, jobs)

@@ -35,7 +35,6 @@ from controller.solver.job_objective import (
     job_priorities,
     objective_vector,
     predict,
-    predict_fixed,
     predict_moved,
     raise_worst,
     settled,
@@ -517,7 +516,8 @@ def test_local_predictions_are_the_full_ones() -> None:
         return predict(SMALL, health, rows, p, parent, flows, qps=16, kind="eecmp",
                        seeds=(1, 2, 3, 4), model="striped")  # fmt: skip
 
-    pred = predict_fixed(SMALL, health, rows, path, parent, flows, qps=16)
+    pred = predict(SMALL, health, rows, path, parent, flows, qps=16, kind="eecmp",
+                   seeds=(1, 2, 3, 4), model="striped", indexed=True)  # fmt: skip
     want = full(path)
     assert np.array_equal(pred.values, want.values, equal_nan=True)
     assert np.array_equal(pred.load, want.load) and pred.mlu == want.mlu
