@@ -238,12 +238,14 @@ def predict(
     """Every job's value under the rows' paths (module docstring); `parent[i]` is row i's
     input flow in `flows`. `indexed`: keep the rates indexed, so that `predict_moved` can
     predict a few rows moved without filling every row again (every row must have a TE
-    path; the same values, to the bit)."""
+    path, and the model be "striped", the one local_rates fills; the same values, to the
+    bit)."""
     assignment = Assignment(rows, path)
     fixed = bool((path != UNROUTED).all())
     if indexed:
-        if not fixed:
-            raise ValueError("an indexed prediction needs a TE path for every row")
+        if not fixed or model != "striped":
+            raise ValueError("an indexed prediction needs a TE path for every row and the "
+                             f"striped rate model (got {model!r})")  # fmt: skip
         # every row on its TE path: carried keeps them in order, hashing plays no part
         te = carried(fabric, health, assignment, parent, kind=kind, seed=seeds[0], qps=qps)
         rates = Plane(te.arcs, te.flows.demand, te.weight, health.arc_capacity(fabric))

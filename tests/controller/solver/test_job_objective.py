@@ -518,6 +518,9 @@ def test_local_predictions_are_the_full_ones() -> None:
 
     pred = predict(SMALL, health, rows, path, parent, flows, qps=16, kind="eecmp",
                    seeds=(1, 2, 3, 4), model="striped", indexed=True)  # fmt: skip
+    with pytest.raises(ValueError, match="striped"):  # local_rates fills striped rates
+        predict(SMALL, health, rows, path, parent, flows, qps=16, kind="eecmp",
+                seeds=(1, 2, 3, 4), model="summed", indexed=True)  # fmt: skip
     want = full(path)
     assert np.array_equal(pred.values, want.values, equal_nan=True)
     assert np.array_equal(pred.load, want.load) and pred.mlu == want.mlu
