@@ -589,6 +589,72 @@ def hot_groups(
     return groups, g_arcs, g_dm, g_w, table
 
 
+@njit(cache=True, nogil=True)
+def regroup(
+    demand: np.ndarray,
+    weight: np.ndarray,
+    over: np.ndarray,
+    rows: np.ndarray,
+    rows_arcs: np.ndarray,
+    gid: np.ndarray,
+    groups: int,
+    g_arcs: np.ndarray,
+    g_dm: np.ndarray,
+    g_w: np.ndarray,
+    table: np.ndarray,
+) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """`hot_groups`' groups of rows (gid, groups, g_arcs, g_dm, g_w, table), updated in place
+    for rows `rows` on paths `rows_arcs` under the over-capacity arcs `over`: each leaves its
+    group (its weight taken off; a group of weight 0 is empty) and joins the group of its
+    new key, made when new. Every row not listed must keep its key (its arcs, and whether
+    each is in `over`). Returns (groups, g_arcs, g_dm, g_w, table): the arrays grow when full."""
+    for x in range(rows.size):
+        g = gid[rows[x]]
+        if g >= 0:
+            g_w[g] -= weight[rows[x]]
+    hops = rows_arcs.shape[1]
+    key = np.empty(g_arcs.shape[1], np.int64)
+    for x in range(rows.size):
+        i = rows[x]
+        gid[i] = -1
+        dm_i, w_i, k = demand[i], weight[i], 0
+        for h in range(hops):
+            e = rows_arcs[x, h]
+            if e >= 0 and over[e]:
+                key[k] = e
+                k += 1
+        if not dm_i > 0 or k == 0:
+            continue
+        g, groups, g_arcs, g_dm, g_w, table = _join(key, k, dm_i / w_i, w_i, groups, g_arcs,
+                                                    g_dm, g_w, table)  # fmt: skip
+        gid[i] = g
+    return groups, g_arcs, g_dm, g_w, table
+
+
+@njit(cache=True, nogil=True)
+def grouped_rates(
+    arcs: np.ndarray,
+    demand: np.ndarray,
+    weight: np.ndarray,
+    gid: np.ndarray,
+    level: np.ndarray,
+    rates: np.ndarray,
+) -> None:
+    """Each row's rate from its group's per-QP level (rates[i] = level[gid[i]] * weight[i]),
+    or, in no group, its demand when routed (0 when not), as controller.model.rates fills."""
+    n, hops = arcs.shape
+    for i in range(n):
+        g = gid[i]
+        if g >= 0:
+            rates[i] = level[g] * weight[i]
+            continue
+        routed = False
+        for h in range(hops):
+            if arcs[i, h] >= 0:
+                routed = True
+        rates[i] = demand[i] if routed and demand[i] > 0 else 0.0
+
+
 @njit(cache=True, nogil=True, inline="always")
 def _join(key: np.ndarray, k: int, dm: float, w: float, groups: int, g_arcs: np.ndarray,
           g_dm: np.ndarray, g_w: np.ndarray, table: np.ndarray

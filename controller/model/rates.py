@@ -131,6 +131,21 @@ def _max_min(
     return rates, rounds, _Groups(qp_gid, g_rates / g_w[:groups], g_arcs[:groups])
 
 
+def row_groups(
+    arcs: np.ndarray, demand: np.ndarray, weight: np.ndarray, over: np.ndarray
+) -> tuple[np.ndarray, int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The reduced problem's groups of rows alone (module docstring; kernels.hot_groups):
+    (each row's group, -1 for none; groups; their over-capacity arcs, -1 padded; per-QP
+    demand; weight; the lookup table kernels.regroup updates them with)."""
+    gid = np.empty(arcs.shape[0], np.int64)
+    qp_gid = np.empty(0, np.int32)
+    src, dst, p_demand, seed, qps, alive, shape, weighted, tables = _NO_WALK
+    groups, g_arcs, g_dm, g_w, table = kernels.hot_groups(
+        arcs, demand, weight, over, src, dst, p_demand, seed, qps, alive, shape, weighted,
+        tables, gid, qp_gid)  # fmt: skip
+    return gid, groups, g_arcs, g_dm, g_w, table
+
+
 def _row_load(arcs: np.ndarray, demand: np.ndarray, num_arcs: int) -> np.ndarray:
     """Offered load per arc, each arc's sum taken row by row."""
     valid = arcs >= 0

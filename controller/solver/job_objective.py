@@ -297,7 +297,10 @@ def predict_moved(
     base = start.plane
     changed = np.flatnonzero(path != path_before)
     changed_arcs = Assignment(rows.take(changed), path[changed]).arcs(fabric)
+    refills = base.refills
     refilled, rates = base.after(base.cap, changed, changed_arcs, np.zeros(0, np.int64))
+    # a cascade past the local limit fills every row (its rows out: those whose rate moved)
+    filled = base.arcs.shape[0] if base.refills > refills else refilled.size
     rate = base.rate.copy()
     rate[refilled] = rates
     load = base.load_after(changed, changed_arcs)
@@ -305,7 +308,7 @@ def predict_moved(
     # the shares are summed over the plane's arcs as they were
     local = _Local(base, start.rows, (changed, changed_arcs, refilled, rates))
     return _local_prediction(local, rate, load, flows, model,
-                             rows=changed.size + refilled.size)  # fmt: skip
+                             rows=changed.size + filled)  # fmt: skip
 
 
 def settled(pred: Prediction) -> Prediction:

@@ -57,6 +57,23 @@ def test_a_local_refill_is_the_max_min_allocation(case: tuple[np.ndarray, ...]) 
     whole = plane.rate.copy()
     whole[rows] = rates
     np.testing.assert_allclose(whole, want, rtol=10 * TOL, atol=1e-9)
+    # a whole refill regroups a copy of the plane's groups: a second change (here a part
+    # of the rows changed back, at the capacity before) starts from the plane as it was
+    back = changed[::2]
+    rows, rates = plane.after(cap, back, arcs[back], lost, most=0)
+    again = plane.rate.copy()
+    again[rows] = rates
+    np.testing.assert_allclose(again, plane.rate, rtol=10 * TOL, atol=1e-9)
+    rows, rates = plane.after(cap2, changed, new, lost, most=0)
+    assert np.array_equal(rows, np.union1d(np.flatnonzero(whole != plane.rate), changed))
+    assert np.array_equal(rates, whole[rows])
+    # weights that are not whole QP counts (group sums would not be exact): filled anew
+    odd = Plane(arcs, demand, weight * 0.7, cap)
+    rows, rates = odd.after(cap2, changed, new, lost, most=0)
+    whole = odd.rate.copy()
+    whole[rows] = rates
+    np.testing.assert_allclose(whole, max_min_rates(moved, cap2, demand, weight=weight * 0.7),
+                               rtol=10 * TOL, atol=1e-9)  # fmt: skip
     # the plane is unchanged: the next change starts from the same rates
     assert np.array_equal(plane.rate, max_min_rates(arcs, cap, demand, weight=weight))
 
