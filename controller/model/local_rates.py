@@ -18,7 +18,8 @@ offered more than its capacity, grouped by those arcs and their per-QP demand) w
 grouping every row again: the plane keeps its groups, and only the changed rows and the rows
 on an arc that crossed its capacity either way can change key; they leave their groups and
 join their new ones (kernels.regroup), on a copy. On a hashed meta-24k plane (a million
-rows, 185,000 groups) that is ~35 ms against ~120 ms grouping and filling anew; a group's
+rows, 185,000 groups) that is ~35 ms against ~120 ms grouping and filling anew (the rates
+equal to rounding: the groups are filled in another order); a group's
 weight is a sum of QP counts, exact in floating point, so an emptied group is exactly 0
 (weights that are not whole numbers fill anew).
 
