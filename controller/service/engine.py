@@ -498,14 +498,23 @@ class Engine(RouteCommands):
         """Settle a link-change round (jobs unchanged since the last global solve) from its
         repair when that is as good as the solve was (MLU / bound within `move_threshold`
         of its ratio); else push a bounded re-optimisation warm from the repair, and solve
-        globally only when that is still beyond `spray_gap` (`solver.repair.follow_up`)."""
+        globally only when that is still beyond `spray_gap` (`solver.repair.follow_up`),
+        or when every job rides hashing and some capacity is back that the last solve lacked
+        (a repair re-places no row handed back, so nothing else would bring TE back)."""
         baseline, target = self._baseline, self.installer.target
         assert baseline is not None and target is not None
         health, last, opts = taken.health, baseline.result, self.options
         start = time.perf_counter()
         bound = baseline.bound_for(before, health)
         assert self.installer.index is not None
-        if not repaired.assignment.routed.any() and not last.assignment.routed.any():
+        nothing_routed = not repaired.assignment.routed.any() and not last.assignment.routed.any()
+        if nothing_routed and (health.factor > baseline.health.factor).any():
+            # every job left to hashing by a solve under less capacity (the certificate
+            # handed them back, or a link was down): with capacity back, TE may certify again
+            log.info("capacity restored with every job on the fabric's hashing: global solve")
+            self._start_solve()
+            return
+        if nothing_routed:
             # the fabric's hashing before and after (every job left to it whole): nothing
             # to judge, re-optimise or solve again, so the last solve's MLU is not counted
             # here (for a pod-wide all-to-all it held this thread for seconds)

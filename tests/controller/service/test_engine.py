@@ -321,6 +321,46 @@ def test_link_changes_settle_from_the_repair_without_a_global_solve() -> None:
         engine.close()
 
 
+def test_capacity_back_after_every_job_was_handed_to_hashing_gets_a_global_solve() -> None:
+    """One uplink down leaves no routing the certificate passes (every job handed back to
+    E-ECMP, no TE entry); once it is back, a repair of nothing routed would keep the fabric
+    on hashing for good (with these job ids the repair retries none of the rows handed
+    back): the engine solves again and TE's routes return."""
+    from controller.formats.placement import parse_placement
+
+    hosts = [f"host-p0-r{r}-h0" for r in range(4)] + [f"host-p1-r{r}-h0" for r in range(4)]
+    jobs = parse_placement(FABRIC, {"jobs": [
+        {"id": "llm-a", "hosts": hosts},
+        {"id": "llm-b", "hosts": [f"host-p0-r{r}-h1" for r in range(6)],
+         "collectives": ["alltoall"]},
+        {"id": "moe", "hosts": [f"host-p1-r{r}-h0" for r in range(4, 8)]
+         + ["host-p0-r4-h0", "host-p0-r5-h0"], "pp": 2},
+    ]})  # fmt: skip
+    engine = Engine(FABRIC, EmulatedDriver(FABRIC), debounce=0.0, reconcile_interval=60.0)
+    solves: list[LinkHealth] = []
+    engine.solve_hook = solves.append
+    try:
+        for job in jobs:
+            engine.put_job(job, 0)
+        assert engine.wait_idle(60)
+        first, solved = engine.last_result, len(solves)  # the puts: one solve or two
+        assert first is not None and first.assignment.routed.any()
+        link = FABRIC.link_by_name("rtsw-p0-r0:ctsw-p0-c4")
+        engine.report_links({link: 0.0})
+        assert engine.wait_idle(60)
+        down = engine.last_result
+        assert down is not None and not down.assignment.routed.any()
+        assert len(solves) == solved + 1
+        engine.report_links({link: 1.0})
+        assert engine.wait_idle(60)
+        up = engine.last_result
+        assert up is not None and len(solves) == solved + 2
+        assert up.assignment.routed.sum() == first.assignment.routed.sum()
+        assert up.mlu == pytest.approx(first.mlu) and engine.installed == engine.wanted
+    finally:
+        engine.close()
+
+
 def test_a_repair_the_bounded_search_cannot_bring_within_the_gap_gets_a_global_solve(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
