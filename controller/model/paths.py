@@ -146,6 +146,51 @@ def hop_arc(
     raise ValueError(f"no hop {pos} on a path of class {cls}")
 
 
+def agg_grid(fabric: Fabric) -> np.ndarray:
+    """Link ids [pods, C, A, L] of every CTSW's ATSW links."""
+    return fabric.agg_link(
+        np.arange(fabric.pods)[:, None, None, None],
+        np.arange(fabric.ctsws_per_pod)[None, :, None, None],
+        np.arange(fabric.atsws_per_plane)[None, None, :, None],
+        np.arange(fabric.agg_links)[None, None, None, :],
+    )
+
+
+def best_bottleneck(
+    fabric: Fabric, arc_capacity: np.ndarray, src_nic: np.ndarray, dst_nic: np.ndarray
+) -> np.ndarray:
+    """Per flow, the largest bottleneck capacity over its candidate paths, access links
+    included: 0 when no path is alive (its NIC's link down, its RTSW drained, or every way
+    out of or into its rack cut), the flow then stalled under any routing.
+
+    Parallel members are independent choices, so the best member of each hop is taken
+    first; then the best plane c (and ATSW j) maximises the smallest hop. The best path
+    depends on the rack pair only: one row per pair."""
+    cap = arc_capacity
+    src, dst = np.asarray(src_nic), np.asarray(dst_nic)
+    out = np.minimum(cap[fabric.up(src)], cap[fabric.down(dst)])
+    sr, dr = fabric.rtsw_of_nic(src), fabric.rtsw_of_nic(dst)
+    leave = np.flatnonzero(sr != dr)
+    if not leave.size:
+        return out
+    pair, inv = np.unique(sr[leave] * fabric.num_rtsws + dr[leave], return_inverse=True)
+    psr, pdr = pair // fabric.num_rtsws, pair % fabric.num_rtsws
+    links = fabric.rack_uplinks()
+    rack_up = cap[fabric.up(links)].max(axis=2)  # [racks, C]
+    rack_down = cap[fabric.down(links)].max(axis=2)
+    plane = np.minimum(rack_up[psr], rack_down[pdr])  # [pairs, C]
+    sp, dp = fabric.pod_of_rtsw(psr), fabric.pod_of_rtsw(pdr)
+    cross = sp != dp
+    if cross.any():
+        agg = agg_grid(fabric)
+        agg_up = cap[fabric.up(agg)].max(axis=3)  # [pods, C, A]
+        agg_down = cap[fabric.down(agg)].max(axis=3)
+        via_atsw = np.minimum(agg_up[sp[cross]], agg_down[dp[cross]]).max(axis=2)
+        plane[cross] = np.minimum(plane[cross], via_atsw)
+    out[leave] = np.minimum(out[leave], plane.max(axis=1)[inv.ravel()])
+    return out
+
+
 def path_alive(arcs: np.ndarray, arc_capacity: np.ndarray) -> np.ndarray:
     """True where every arc of a padded path row has capacity left."""
     ok = np.where(arcs >= 0, arc_capacity[np.maximum(arcs, 0)] > 0, True)

@@ -20,6 +20,10 @@ the candidate paths, and all but `largest-flow` for fractional routings too:
   least d / b on that arc; the best path has the largest b.
 - lp: the fractional min-MLU optimum (controller.solver.lp) bounds every routing.
 
+Flows with no alive path (controller.model.paths.best_bottleneck is 0: a NIC link down, a
+drained RTSW, a rack cut off) are left out of every part: no routing carries them, so they
+load nothing (they are reported unroutable, and their jobs stalled).
+
 With `qps` > 1 the bounds hold for routings that may split each flow into up to `qps` equal
 QP buckets (controller.solver.qp_buckets): the unsplit and largest-flow bounds then count buckets of
 demand / qps instead of whole flows (and the unsplit ones are named rack-egress-16qp etc.).
@@ -34,7 +38,7 @@ import numpy as np
 from controller.model.fabric import Fabric
 from controller.model.flows import ALL_QPS, FlowSet
 from controller.model.health import LinkHealth
-from controller.model.paths import CROSS_POD, SAME_RACK, flow_class
+from controller.model.paths import CROSS_POD, SAME_RACK, agg_grid, best_bottleneck, flow_class
 from controller.solver.lp import LpSolution
 
 
@@ -89,6 +93,11 @@ def cheap_bound(
     """`lower_bound` without the LP, from the arc capacities `cap` and the flows' classes
     and source and destination racks (controller.model.paths), as a Problem holds them."""
     parts: dict[str, float] = {}
+    best = best_bottleneck(fabric, cap, flows.src_nic, flows.dst_nic)
+    alive = best > 0
+    if not alive.all():  # stalled under any routing: they load nothing
+        keep = np.flatnonzero(alive)
+        flows, cls, sr, dr, best = flows.take(keep), cls[keep], sr[keep], dr[keep], best[keep]
     if len(flows):
         src, dst, d = flows.src_nic, flows.dst_nic, flows.demand
         nic_out = np.bincount(src, weights=d, minlength=fabric.num_nics)
@@ -121,7 +130,7 @@ def cheap_bound(
         cross = cls == CROSS_POD
         if cross.any():
             pods = fabric.pods
-            agg = _agg_grid(fabric).reshape(pods, -1)
+            agg = agg_grid(fabric).reshape(pods, -1)
             sp, dp = fabric.pod_of_rtsw(sr[cross]), fabric.pod_of_rtsw(dr[cross])
             parts["pod-egress"] = _ratio(
                 np.bincount(sp, d[cross], pods), cap[fabric.up(agg)].sum(axis=1)
@@ -135,7 +144,7 @@ def cheap_bound(
             parts[f"pod-ingress-{tag}"] = max(
                 parts["pod-ingress"], unsplit(dp, cross, cap[fabric.down(agg)])
             )
-        parts["largest-flow"] = _largest_flow(fabric, cap, unit, flows, cls, sr, dr)
+        parts["largest-flow"] = _largest_flow(fabric, unit, best)
     return _best(parts)
 
 
@@ -145,16 +154,6 @@ def _best(parts: dict[str, float]) -> Bound:
         return Bound(0.0, "none", parts)
     name = max(sorted(parts), key=lambda k: parts[k])
     return Bound(parts[name], name, parts)
-
-
-def _agg_grid(fabric: Fabric) -> np.ndarray:
-    """Link ids [pods, C, A, L] of every CTSW's ATSW links."""
-    return fabric.agg_link(
-        np.arange(fabric.pods)[:, None, None, None],
-        np.arange(fabric.ctsws_per_pod)[None, :, None, None],
-        np.arange(fabric.atsws_per_plane)[None, None, :, None],
-        np.arange(fabric.agg_links)[None, None, None, :],
-    )
 
 
 def _unsplit(
@@ -186,40 +185,7 @@ def _unsplit(
     return float(((t[pick] + 1) * dm[pick] / cap_max[g[pick]]).max())
 
 
-def _largest_flow(
-    fabric: Fabric,
-    cap: np.ndarray,
-    demand: np.ndarray,
-    flows: FlowSet,
-    cls: np.ndarray,
-    sr: np.ndarray,
-    dr: np.ndarray,
-) -> float:
-    """max over flows of demand (the unsplittable unit) / (best alive path's bottleneck),
-    access links included.
-
-    Parallel members are independent choices, so the best member of each hop is taken
-    first; then the best plane c (and ATSW j) maximises the smallest hop."""
-    access = np.minimum(cap[fabric.up(flows.src_nic)], cap[fabric.down(flows.dst_nic)])
-    out = _ratio(demand, access)  # demand / min(a, b) = max(demand / a, demand / b)
-    leave = cls != SAME_RACK
-    if not leave.any():
-        return out
-    # the best path depends on the rack pair only: one row per pair, its largest unit
-    pair, inv = np.unique(sr[leave] * fabric.num_rtsws + dr[leave], return_inverse=True)
-    top = np.zeros(pair.size)
-    np.maximum.at(top, inv, demand[leave])
-    psr, pdr = pair // fabric.num_rtsws, pair % fabric.num_rtsws
-    links = fabric.rack_uplinks()
-    rack_up = cap[fabric.up(links)].max(axis=2)  # [racks, C]
-    rack_down = cap[fabric.down(links)].max(axis=2)
-    plane = np.minimum(rack_up[psr], rack_down[pdr])  # [pairs, C]
-    sp, dp = fabric.pod_of_rtsw(psr), fabric.pod_of_rtsw(pdr)
-    cross = sp != dp
-    if cross.any():
-        agg = _agg_grid(fabric)
-        agg_up = cap[fabric.up(agg)].max(axis=3)  # [pods, C, A]
-        agg_down = cap[fabric.down(agg)].max(axis=3)
-        via_atsw = np.minimum(agg_up[sp[cross]], agg_down[dp[cross]]).max(axis=2)
-        plane[cross] = np.minimum(plane[cross], via_atsw)
-    return max(out, _ratio(top, plane.max(axis=1)))
+def _largest_flow(fabric: Fabric, unit: np.ndarray, best: np.ndarray) -> float:
+    """max over flows of demand (the unsplittable unit) / (best alive path's bottleneck,
+    controller.model.paths.best_bottleneck), access links included."""
+    return _ratio(unit, best)

@@ -41,7 +41,7 @@ from controller.model.assignment import UNROUTED, Assignment
 from controller.model.fabric import ACCESS, AGG, RACK, Fabric
 from controller.model.flows import FlowSet
 from controller.model.health import LinkHealth
-from controller.model.paths import CROSS_POD, MAX_HOPS, SAME_RACK, path_arcs
+from controller.model.paths import CROSS_POD, MAX_HOPS, SAME_RACK, best_bottleneck, path_arcs
 from controller.model.rates import REL_TOL
 from controller.routes.budget import (
     TableBudget,
@@ -767,8 +767,9 @@ def bound_after(
     """`lower_bound(fabric, new_health, flows, qps=qps)` from `old_bound` (the bound for
     `old_health`) when no capacity went up: only the flows of the NICs, racks and pods whose
     links changed are bounded again, since theirs are the only cuts and paths that changed
-    and every other part of the old bound still holds. None when some capacity went up (a
-    part of the old bound may no longer hold): compute it in full."""
+    and every other part of the old bound still holds. None when some capacity went up, or
+    a flow lost its last alive path (bounds leave such flows out, so a part of the old
+    bound may no longer hold): compute it in full."""
     old, new = old_health.factor, new_health.factor
     if (new > old).any():
         return None
@@ -786,7 +787,12 @@ def bound_after(
     mine = np.isin(flows.src_nic, nics) | np.isin(flows.dst_nic, nics)
     mine |= np.isin(sr, racks) | np.isin(dr, racks)
     mine |= cross & (np.isin(problem.src_pod, pods) | np.isin(problem.dst_pod, pods))
-    part = problem.take(np.flatnonzero(mine)).bound(qps)
+    sub = np.flatnonzero(mine)
+    src, dst = flows.src_nic[sub], flows.dst_nic[sub]
+    if ((best_bottleneck(fabric, new_health.arc_capacity(fabric), src, dst) <= 0)
+            & (best_bottleneck(fabric, old_health.arc_capacity(fabric), src, dst) > 0)).any():
+        return None  # a flow lost its last path: it loads nothing now, parts may fall
+    part = problem.take(sub).bound(qps)
     return part if part.value > old_bound.value else old_bound
 
 

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import networkx as nx
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from controller.model.clos import ClosSpec, build
 from controller.model.fabric import Fabric
+from controller.model.health import LinkHealth
 from controller.model.paths import (
     CROSS_POD,
     SAME_POD,
     SAME_RACK,
+    best_bottleneck,
     decode,
     flow_class,
     hop_arc,
@@ -74,3 +78,33 @@ def test_hop_arc_is_the_column_of_path_arcs() -> None:
         digits = decode(fabric, np.full(count, cls), index)
         for pos in range(hops):
             assert hop_arc(fabric, cls, s, d, digits, pos).tolist() == rows[:, pos].tolist()
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, database=None)
+@given(st.integers(1, 2), st.integers(1, 3), st.integers(1, 3), st.integers(0, 2),
+       st.integers(1, 2), st.integers(0, 2**31), st.floats(0.0, 0.9))
+def test_best_bottleneck_is_the_best_path_s_smallest_capacity(
+    pods: int, racks: int, ctsws: int, atsws: int, links: int, seed: int, dead: float
+) -> None:
+    """Against every candidate path enumerated: the largest over paths of the smallest arc
+    capacity, 0 exactly when no path is alive (links down at random, some degraded)."""
+    agg = max(atsws, 1) if pods > 1 else atsws
+    fabric = build(ClosSpec(name="t", pods=pods, racks_per_pod=racks, hosts_per_rack=1,
+                            nics_per_host=2, ctsws_per_pod=ctsws, rack_links=links,
+                            atsws_per_plane=agg, agg_links=links,
+                            taper=2.0 if agg else None))  # fmt: skip
+    rng = np.random.default_rng(seed)
+    factor = np.where(rng.random(fabric.num_links) < dead, 0.0,
+                      rng.choice([1.0, 0.5, 0.25], fabric.num_links))  # fmt: skip
+    cap = LinkHealth(factor).arc_capacity(fabric)
+    nics = fabric.num_nics
+    src, dst = np.divmod(np.arange(nics * nics), nics)
+    src, dst = src[src // 2 != dst // 2], dst[src // 2 != dst // 2]  # NICs of other hosts
+    got = best_bottleneck(fabric, cap, src, dst)
+    counts = np.array(num_paths(fabric))[flow_class(fabric, src, dst)]
+    for f in range(src.size):
+        rows = path_arcs(fabric, np.full(counts[f], src[f]), np.full(counts[f], dst[f]),
+                         np.arange(counts[f]))  # fmt: skip
+        low = np.where(rows >= 0, cap[np.maximum(rows, 0)], np.inf).min(axis=1)
+        assert got[f] == low.max()
+        assert (got[f] > 0) == path_alive(rows, cap).any()

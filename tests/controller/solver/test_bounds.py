@@ -61,10 +61,17 @@ def test_pod_cut(tiny: Fabric) -> None:
     assert bound.value == pytest.approx(2.0)
 
 
-def test_no_path_is_infinite(pod2: Fabric) -> None:
+def test_a_flow_with_no_path_loads_nothing(pod2: Fabric) -> None:
+    """No routing carries a flow whose rack is cut off: it is left out of every part (an
+    infinite bound would make every routing's MLU / bound read 0)."""
     flows = FlowSet.build([0], [4], 100.0)
     health = parse_health(pod2, ["rtsw-p0-r0:ctsw-p0-c0", "rtsw-p0-r0:ctsw-p0-c1"])
-    assert lower_bound(pod2, health, flows).value == float("inf")
+    assert lower_bound(pod2, health, flows).value == 0.0
+    more = FlowSet.build([0, 4], [4, 0], 100.0)  # the way back is cut too: both left out
+    assert lower_bound(pod2, health, more).value == 0.0
+    alive = FlowSet.build([4, 5], [6, 7], 100.0)  # within rack 1
+    both = FlowSet.concat([flows, alive])
+    assert lower_bound(pod2, health, both) == lower_bound(pod2, health, alive)
 
 
 def test_empty_flows(pod2: Fabric) -> None:

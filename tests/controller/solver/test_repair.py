@@ -169,9 +169,23 @@ def test_bound_after_a_loss_equals_the_full_bound(seed, failures):
     for qps in (1, 16):
         before = lower_bound(fabric, old, flows, qps=qps)
         derived = bound_after(fabric, flows, old, before, new, qps)
+        full = lower_bound(fabric, new, flows, qps=qps)
+        if _lost_last_path(fabric, flows, old, new):
+            assert derived is None  # bounds leave such a flow out: computed in full
+            continue
         assert derived is not None
-        assert derived.value == pytest.approx(lower_bound(fabric, new, flows, qps=qps).value)
+        assert derived.value == pytest.approx(full.value)
         assert bound_after(fabric, flows, new, derived, old, qps) is None  # capacity came back
+
+
+def _lost_last_path(fabric, flows, old, new) -> bool:  # type: ignore[no-untyped-def]
+    from controller.model.paths import best_bottleneck
+
+    def alive(health: LinkHealth) -> np.ndarray:
+        return best_bottleneck(fabric, health.arc_capacity(fabric), flows.src_nic,
+                               flows.dst_nic) > 0  # fmt: skip
+
+    return bool((alive(old) & ~alive(new)).any())
 
 
 @settings(max_examples=10, deadline=None)
@@ -188,7 +202,8 @@ def test_bound_under_derives_where_it_holds_else_counts_in_full(seed, failures):
     for qps in (1, 16):
         before = lower_bound(fabric, old, flows, qps=qps)
         derived = bound_under(fabric, flows, new, qps, (old, before))
-        assert derived == bound_after(fabric, flows, old, before, new, qps)
+        after = bound_after(fabric, flows, old, before, new, qps)
+        assert derived == (lower_bound(fabric, new, flows, qps=qps) if after is None else after)
         assert bound_under(fabric, flows, new, qps, None) == lower_bound(fabric, new, flows,
                                                                          qps=qps)  # fmt: skip
         # capacity came back: nothing is derived from the lower bound under less capacity
