@@ -212,9 +212,9 @@ def cmd_solve(args: argparse.Namespace) -> int:
 
     progress = Progress(quiet=args.json)
     if args.plot:
-        from sim.plot import require_matplotlib
+        from controller.formats.picture import check_picture_path
 
-        require_matplotlib()
+        check_picture_path(args.plot)
     if args.apply:
         from controller.drivers.interface import known_drivers
 
@@ -355,8 +355,18 @@ def _gap_line(rows: list[Any], optimum: float) -> str:
     if te is None:
         return head + "fabric-te not simulated (see below)"
     ceiling = rows[-1].report
-    return (head + f"worst job {te.report.busbw_fraction_min / ceiling.busbw_fraction_min:.4f}"
-            f" of it, mean job {te.report.busbw_fraction_mean / ceiling.busbw_fraction_mean:.4f}")
+    mean = _over(te.report.busbw_fraction_mean, ceiling.busbw_fraction_mean)
+    if not ceiling.busbw_fraction_min > 0:  # a job with a flow no routing can carry
+        stalled = [job for job, v in ceiling.job_busbw_fraction.items() if not v > 0]
+        names = ", ".join(stalled[:5]) + (", ..." if len(stalled) > 5 else "")
+        return head + (f"{len(stalled)} job(s) stalled under any routing (a flow with no alive "
+                       f"path: {names}), mean job {mean} of it")  # fmt: skip
+    worst = _over(te.report.busbw_fraction_min, ceiling.busbw_fraction_min)
+    return head + f"worst job {worst} of it, mean job {mean} of it"
+
+
+def _over(a: float, b: float) -> str:
+    return f"{a / b:.4f}" if b > 0 else "-"
 
 
 def _optimum(inputs: Inputs, result: Any) -> float:

@@ -21,7 +21,7 @@ from controller.model.fabric import Fabric
 from controller.model.flows import FlowSet
 from controller.model.health import LinkHealth
 from controller.model.paths import flow_class, num_paths, path_alive, path_arcs
-from controller.model.rates import SimReport, simulate
+from controller.model.rates import SimReport, simulate, stalled_rows
 from controller.routes.entries import build_routes
 from sim.baselines import ecmp, eecmp, pinning, wcmp
 
@@ -121,8 +121,13 @@ def oblivious_spray(
     index = np.arange(row.size) - np.repeat(np.cumsum(counts) - counts, counts)
     arcs = path_arcs(fabric, flows.src_nic[row], flows.dst_nic[row], index)
     alive = path_alive(arcs, health.arc_capacity(fabric))
+    # a flow with no live path keeps one row with no arcs: unrouted, its job stalled
+    none = np.flatnonzero(np.bincount(row[alive], minlength=len(flows)) == 0)
+    first = np.cumsum(counts) - counts
+    alive[first[none]] = True
+    arcs[first[none]] = -1
     row, arcs = row[alive], arcs[alive]
-    live = np.bincount(row, minlength=len(flows))
+    live = np.maximum(np.bincount(row, minlength=len(flows)), 1)
     sub = FlowSet(flows.src_nic[row], flows.dst_nic[row], flows.demand[row] / live[row],
                   flows.job[row], flows.job_ids)  # fmt: skip
     seconds = time.perf_counter() - start
@@ -137,11 +142,15 @@ def adaptive_spray(
     included): every flow gets min(1, 1 / optimum) of its demand, the most any routing can
     give its worst job (were every flow above it, the rates would route at a lower MLU)."""
     share = min(1.0, 1.0 / optimum) if optimum > 0 else 1.0
-    jobs = {name: share for j, name in enumerate(flows.job_ids) if (flows.job == j).any()}
+    stalled = set(flows.job[stalled_rows(fabric, health.arc_capacity(fabric), flows)].tolist())
+    jobs = {name: 0.0 if j in stalled else share
+            for j, name in enumerate(flows.job_ids) if (flows.job == j).any()}  # fmt: skip
+    values = list(jobs.values()) or [share]
     report = SimReport(
         flows=len(flows), subflows=len(flows), unrouted=0, on_down_links=0, mlu=optimum,
         max_flows_per_link=0, collided_links=0, worst_flow_share=share, mean_flow_share=share,
-        throughput_fraction=share, busbw_fraction_mean=share, busbw_fraction_min=share,
+        throughput_fraction=share, busbw_fraction_mean=float(np.mean(values)),
+        busbw_fraction_min=min(values),
         job_busbw_fraction=jobs,
     )  # fmt: skip
     return Row("adaptive-spray", report, seconds)

@@ -33,7 +33,8 @@ rows, at the cost of one.
 offered load exceeds capacity), collisions (switch-to-switch arcs carrying more than one
 distinct parent flow: a flow sprayed in QP buckets shares many links without overloading
 any, so this counts sharing, not harm), worst flow share of its demand, and per-job bus-bandwidth
-fraction (a collective step ends when its slowest flow ends).
+fraction (a collective step ends when its slowest flow ends; a job with a flow that has no
+alive path at all, its NIC's link down or its rack cut off, is stalled: 0 under any routing).
 How a flow's rows make its rate is the `model`:
 
 - `striped` (default): the NIC stripes each message evenly over the flow's QPs, so it
@@ -55,7 +56,7 @@ from controller.model.fabric import TIER_NAMES, Fabric
 from controller.model.flows import FlowSet
 from controller.model.hashing import NO_TABLES, Hashed, read_only
 from controller.model.health import LinkHealth
-from controller.model.paths import flow_class, num_paths
+from controller.model.paths import best_bottleneck, flow_class, num_paths
 
 REL_TOL = 1e-9
 MODELS = ("striped", "summed")
@@ -396,7 +397,9 @@ class SimReport:
 
     flows: int  # parent flows
     subflows: int  # routed units (== flows unless QPs were split)
-    unrouted: int  # parent flows with no path at all (excluded from the shares)
+    # parent flows with no path at all: left out of the flow shares, their jobs at 0 (a job
+    # with a flow that no routing can carry is stalled)
+    unrouted: int
     on_down_links: int  # parent flows whose path crosses an arc with no capacity
     mlu: float  # max over arcs of offered load / usable capacity (inf if load on a dead arc)
     max_flows_per_link: int  # distinct parent flows on the busiest switch-to-switch arc
@@ -416,6 +419,15 @@ class SimReport:
     def to_dict(self) -> dict[str, object]:
         """A JSON-ready dict (infinite MLU stays float('inf'))."""
         return asdict(self)
+
+
+def stalled_rows(fabric: Fabric, cap: np.ndarray, flows: FlowSet) -> np.ndarray:
+    """Rows with demand whose NIC pair has no alive candidate path (none when every arc is
+    up: then every pair has one)."""
+    if len(flows) == 0 or (cap > 0).all():
+        return np.zeros(0, np.int64)
+    best = best_bottleneck(fabric, cap, flows.src_nic, flows.dst_nic)
+    return np.flatnonzero((best <= 0) & (flows.demand > 0))
 
 
 def _ratio(load: np.ndarray, cap: np.ndarray) -> np.ndarray:
@@ -505,9 +517,13 @@ def simulate(
     p_job[parent] = flows.job
 
     jobs: dict[str, float] = {}
-    if p_routed.any():
-        job_min = np.full(max(len(flows.job_ids), int(p_job.max()) + 1), np.inf)
+    # a flow with no alive path at all is stalled under any routing: its job gets 0
+    stalled = stalled_rows(fabric, cap, flows)
+    if p_routed.any() or stalled.size:
+        job_min = np.full(max(len(flows.job_ids), int(p_job.max(initial=0)) + 1,
+                              int(flows.job[stalled].max(initial=0)) + 1), np.inf)  # fmt: skip
         np.minimum.at(job_min, p_job[p_routed], share[p_routed])
+        job_min[flows.job[stalled]] = 0.0
         for j in np.flatnonzero(np.isfinite(job_min)):
             name = flows.job_ids[j] if j < len(flows.job_ids) else f"job{j}"
             jobs[name] = float(job_min[j])

@@ -388,3 +388,20 @@ def test_the_optimum_needs_no_lp_when_the_even_split_meets_the_bound(
                           "--json"])  # fmt: skip
     spray = next(r for r in data["rows"] if r["method"] == "adaptive-spray")
     assert spray["mlu"] == data["bound"]["value"]
+
+
+@pytest.mark.parametrize("fail", ["host-p0-r0-h0/nic0:rtsw-p0-r0", "rtsw-p0-r0=drain"])
+def test_a_job_no_routing_can_carry_reads_stalled_not_full_rate(
+    fail: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A NIC link down (or its RTSW drained) leaves a flow of the job with no path: the job
+    is at 0 under every routing, the ceiling included, the bound leaves the flow out, and
+    the report says why instead of failing."""
+    data = _json(capsys, ["solve", "--fabric", "tiny", "--fail", fail, "--json"])
+    assert all(row["busbw_fraction_min"] == 0.0 for row in data["rows"])
+    assert 0 < data["bound"]["value"] < float("inf")
+    assert data["te"]["unroutable"] > 0
+    assert main(["solve", "--fabric", "tiny", "--fail", fail]) == 0
+    assert "stalled under any routing" in capsys.readouterr().out
+    sim = _json(capsys, ["simulate", "--fabric", "tiny", "--fail", fail, "--json"])
+    assert all(row["busbw_fraction_min"] == 0.0 for row in sim["rows"])

@@ -278,3 +278,20 @@ def test_striped_eecmp_is_no_better_than_summed(tiny: Fabric) -> None:
     summed = simulate(tiny, health, a, parent=parent, model="summed")
     assert striped.busbw_fraction_min <= summed.busbw_fraction_min + 1e-12
     assert striped.mlu == summed.mlu
+
+
+def test_a_job_with_a_flow_no_routing_can_carry_is_stalled(tiny: Fabric) -> None:
+    """A flow whose NIC link is down has no path under any routing: its job reads 0 (not
+    the share of its other flows), under hashing as under any assignment; the flow itself
+    stays out of the flow shares."""
+    from controller.model.health import parse_health
+
+    flows = FlowSet.build([0, 2], [4, 6], 100.0, job=[0, 0], job_ids=("ring",))
+    health = parse_health(tiny, ["host-p0-r0-h0/nic0:rtsw-p0-r0"])
+    sub, a, parent = eecmp(tiny, flows, health, seed=1, qps=16)
+    for report in (simulate(tiny, health, ecmp(tiny, flows, health, seed=1)),
+                   simulate(tiny, health, a, parent=parent)):  # fmt: skip
+        assert report.job_busbw_fraction == {"ring": 0.0} and report.busbw_fraction_min == 0.0
+        assert report.unrouted == 1 and report.worst_flow_share == 1.0
+    up = LinkHealth.all_up(tiny)  # all up: the same flows run at their demand
+    assert simulate(tiny, up, ecmp(tiny, flows, up, seed=1)).busbw_fraction_min == 1.0
