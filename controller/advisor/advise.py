@@ -1,7 +1,8 @@
 """Placement advice: where a new job runs best, and how good a proposed placement is.
 
 Search (a handful of candidates, never all subsets):
-    free hosts   = hosts in no running job and not in the request's avoid list
+    free hosts   = hosts in no running job, not in the request's avoid list, with every NIC
+                   link up (a NIC cut off, or its RTSW drained, stalls any job there)
     rack health  = alive uplink capacity / built uplink capacity of the rack (down and
                    degraded uplinks make a rack less attractive among equally full racks)
     single pod   for each of the three best-fitting pods (the least free hosts that still
@@ -199,9 +200,13 @@ def _context(
     return ctx
 
 
-def _free_hosts(fabric: Fabric, jobs: Sequence[Job], avoid: Sequence[int]) -> np.ndarray:
+def _free_hosts(fabric: Fabric, jobs: Sequence[Job], avoid: Sequence[int],
+                health: LinkHealth | None = None) -> np.ndarray:  # fmt: skip
     free = np.zeros(fabric.num_hosts, dtype=bool)
     free[fabric.usable_hosts] = True  # a host the inventory lacks, or with a NIC uncabled: never
+    if health is not None:  # nor one with a NIC whose link is down (or its RTSW drained)
+        nic_up = health.factor[: fabric.num_access_links] > 0
+        free &= nic_up.reshape(fabric.num_hosts, -1).all(axis=1)
     for job in jobs:
         free[list(job.hosts)] = False
     free[list(avoid)] = False
@@ -283,11 +288,11 @@ def candidates(
 ) -> list[tuple[str, tuple[int, ...]]]:
     """Hierarchy-aware candidate host sets (name, hosts), deterministic, de-duplicated."""
     n = _hosts_needed(fabric, request)
-    free = _free_hosts(fabric, jobs, request.avoid_hosts)
+    free = _free_hosts(fabric, jobs, request.avoid_hosts, health)
     if free.sum() < n:
         raise AdvisorError(
             f"gpus: {n * fabric.gpus_per_host} GPUs need {n} free hosts, "
-            f"only {int(free.sum())} are free"
+            f"only {int(free.sum())} are free (with every NIC link up)"
         )
     rack_of = fabric.rack_of_host(np.arange(fabric.num_hosts))
     by_rack: dict[int, list[int]] = {}
@@ -346,9 +351,10 @@ def candidates(
             out.append((name, _take(racks, by_rack, n)))
     seen: set[tuple[int, ...]] = set()
     unique: list[tuple[str, tuple[int, ...]]] = []
-    for name, hosts in out:
-        if hosts and hosts not in seen:
-            seen.add(hosts)
+    for name, hosts in out:  # a set of hosts once, whatever order a strategy took them in
+        key = tuple(sorted(hosts))
+        if hosts and key not in seen:
+            seen.add(key)
             unique.append((name, hosts))
     return unique
 

@@ -197,3 +197,19 @@ def test_candidates_name_the_operators_pods(named_tiny: Fabric) -> None:
     names = [name for name, _ in candidates(named_tiny, LinkHealth.all_up(named_tiny), [],
                                             Request(gpus=4, tp=2))]  # fmt: skip
     assert "pack pod Hall-A" in names and not any(n.endswith("pod 0") for n in names)
+
+
+def test_hosts_cut_off_are_never_offered_and_no_set_twice(small: Fabric) -> None:
+    """A host with a NIC link down, or behind a drained RTSW, would stall any job placed
+    there: no candidate holds one. A set of hosts is offered once, whatever order a
+    strategy took them in."""
+    for fail in (["host-p0-r0-h0/nic0:rtsw-p0-r0"], ["rtsw-p0-r0=drain"]):
+        health = parse_health(small, fail)
+        cut = {0} if "nic0" in fail[0] else {0, 1}
+        for request in (Request(gpus=8, tp=4), Request(gpus=16, tp=4)):
+            offered = candidates(small, health, [], request)
+            assert offered and not any(cut & set(hosts) for _, hosts in offered)
+            keys = [tuple(sorted(hosts)) for _, hosts in offered]
+            assert len(keys) == len(set(keys))
+            for advice in advise(small, health, [], request):
+                assert advice.new_job_busbw > 0
