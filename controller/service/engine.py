@@ -143,7 +143,10 @@ class Engine(RouteCommands):
         )  # fmt: skip
         self.predictor = Predictor(fabric, self.metrics, self._cond, busy=lambda: self._busy,
                                    stopped=lambda: self._stop, clock=clock,
-                                   counted=self._counted)  # fmt: skip
+                                   counted=self._counted,
+                                   defaults=(self.options.certify.reference,
+                                             self.options.certify.seed,
+                                             self.options.qps))  # fmt: skip
         self.last_result: SolveResult | None = None
         self._deferred: Certificate | None = None  # of a repair installed since, if pending
         self.last_error = ""

@@ -18,10 +18,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 from controller.errors import Superseded
+from controller.model.dataplane import carried
 from controller.model.fabric import Fabric
 from controller.model.health import LinkHealth
-from controller.model.rates import simulate
+from controller.model.rates import SimReport, simulate
 from controller.service.metrics import Metrics
 from controller.service.priority import background
 from controller.solver import SolveResult
@@ -29,6 +32,9 @@ from controller.solver import SolveResult
 log = logging.getLogger("fabric_te.engine")
 PREDICT_QUIET = 1.0  # s without a new result (and idle) before the last one's rate prediction
 PREDICT_EVERY = 5.0  # s after which it runs even while results keep coming
+# QP rows on the fabric's defaults up to which they are walked for the prediction (the
+# command line's limit too); a pod-wide all-to-all left to hashing is 19M of them
+PREDICT_HASHED = 4_000_000
 
 
 @dataclass(frozen=True)
@@ -52,11 +58,14 @@ class Predictor:
         stopped: Callable[[], bool],
         clock: Callable[[], float] = time.monotonic,
         counted: Callable[[SolveResult, SolveResult], None] = lambda before, after: None,
+        defaults: tuple[str, int, int] = ("eecmp", 1, 16),
     ) -> None:
         """`busy()` and `stopped()` are read under `cond`, which the engine notifies when
         they change; `counted(before, after)` (called under `cond`) hands a result whose MLU
-        was counted here back to the engine."""
+        was counted here back to the engine. `defaults`: (hashing, seed, QPs) of the rows
+        without a TE entry, as the data plane carries them (`_simulate`)."""
         self.fabric = fabric
+        self.defaults = defaults
         self.metrics = metrics
         self._cond = cond
         self._busy = busy
@@ -110,6 +119,21 @@ class Predictor:
             self._counted(job.result, after)
         return replace(job, result=after, count=None)
 
+    def _simulate(self, result: SolveResult, health: LinkHealth) -> SimReport:
+        """The routes as the data plane carries them (controller.model.dataplane): rows
+        without a TE entry (handed back by the certificate, or over the table budget) ride
+        the fabric's hashing, one seed, so their jobs are predicted too and their load
+        counts; past PREDICT_HASHED QP rows on the defaults, the TE rows alone."""
+        assignment, parent = result.assignment, result.parent
+        kind, seed, qps = self.defaults
+        off = int((assignment.path < 0).sum())
+        if not off or off * qps > PREDICT_HASHED:
+            return simulate(self.fabric, health, assignment, parent=parent)
+        rows = np.arange(len(assignment.flows)) if parent is None else np.asarray(parent)
+        plane = carried(self.fabric, health, assignment, rows, kind=kind, seed=seed, qps=qps)
+        return simulate(self.fabric, health, plane.arcs, plane.flows, plane.parent,
+                        weight=plane.weight)  # fmt: skip
+
     def answered(self) -> bool:
         """Whether the gauges answer to the last result recorded (under the lock)."""
         return self._predicted >= self._seq
@@ -144,9 +168,7 @@ class Predictor:
                 self._started = self._clock()
             report = None
             try:
-                report = simulate(
-                    self.fabric, job.health, job.result.assignment, parent=job.result.parent
-                )
+                report = self._simulate(job.result, job.health)
             except Exception:  # noqa: BLE001 - the gauges keep their last values
                 log.exception("rate prediction failed")
             with self._cond:

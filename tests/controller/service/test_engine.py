@@ -325,7 +325,8 @@ def test_capacity_back_after_every_job_was_handed_to_hashing_gets_a_global_solve
     """One uplink down leaves no routing the certificate passes (every job handed back to
     E-ECMP, no TE entry); once it is back, a repair of nothing routed would keep the fabric
     on hashing for good (with these job ids the repair retries none of the rows handed
-    back): the engine solves again and TE's routes return."""
+    back): the engine solves again and TE's routes return. Meanwhile the jobs on hashing
+    get their predicted rates like any other."""
     from controller.formats.placement import parse_placement
 
     hosts = [f"host-p0-r{r}-h0" for r in range(4)] + [f"host-p1-r{r}-h0" for r in range(4)]
@@ -351,6 +352,12 @@ def test_capacity_back_after_every_job_was_handed_to_hashing_gets_a_global_solve
         down = engine.last_result
         assert down is not None and not down.assignment.routed.any()
         assert len(solves) == solved + 1
+        # jobs on the fabric's hashing are predicted too (their QPs walked as carried)
+        assert engine.wait_predicted(60)
+        assert set(engine.predictor.job_busbw) == {"llm-a", "llm-b", "moe"}
+        value = engine.metrics.registry.get_sample_value
+        assert value("fabric_te_job_predicted_busbw_ratio", {"job_id": "llm-a"}) < 1.0
+        assert value("fabric_te_links_over_capacity") > 0
         engine.report_links({link: 1.0})
         assert engine.wait_idle(60)
         up = engine.last_result
