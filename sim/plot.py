@@ -80,5 +80,9 @@ def plot_comparison(path: str, fabric_name: str, reports: Mapping[str, SimReport
     ax_tiers.set_title("busiest link per tier (above the line: congested)")
     fig.suptitle(f"{fabric_name}: {', '.join(names)}", fontweight="bold")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    try:
+        fig.savefig(path, dpi=110)
+    except (OSError, ValueError) as bad:
+        raise InputError(f"--plot: cannot write {path}: {bad}") from None
+    finally:
+        plt.close(fig)

@@ -12,6 +12,7 @@ import numpy as np
 
 from controller.errors import InputError
 from controller.formats.output import Progress, emit, format_table, plural
+from controller.formats.picture import check_picture_path
 from controller.model.validation import MAX_QPS, MAX_SEED, flag
 
 if TYPE_CHECKING:
@@ -97,7 +98,7 @@ def cmd_resilience(args: argparse.Namespace) -> int:
         return _from_server(args)
     progress = Progress(quiet=args.json)
     if args.plot:
-        _require_matplotlib()
+        check_picture_path(args.plot)
     inputs = _inputs(args, progress)
     ticker = _Ticker(args.json)
     if args.ray:
@@ -132,7 +133,7 @@ def _from_server(args: argparse.Namespace) -> int:
         raise InputError(f"{', '.join(given)}: not with --server, which sweeps the "
                          "controller's installed routing and health under its own options")
     if args.plot:
-        _require_matplotlib()
+        check_picture_path(args.plot)
     kinds = tuple(k.strip() for k in args.kinds.split(",")) if args.kinds else ()
     if not args.json:
         print(f"  sweeping what {args.server} has installed ...", file=sys.stderr, flush=True)
