@@ -611,6 +611,14 @@ def add_tls_args(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return p
 
 
+def _listen(value: str) -> str:
+    """--listen: HOST:PORT ([V6]:PORT), the port a number in 0-65535 (0: any free one)."""
+    host, sep, port = value.rpartition(":")
+    if not sep or not host.strip("[]") or not port.isdigit() or int(port) > 65535:
+        raise argparse.ArgumentTypeError(f"{value!r} is not HOST:PORT with a port in 0-65535")
+    return value
+
+
 def register(cli: Commands) -> None:
     """Add `serve`, `job`, `link`, `status` and `routes show` to `tectl`."""
     sub, add_fabric_arg, routes_sub = cli.sub, cli.add_fabric_arg, cli.groups["routes"]
@@ -624,7 +632,8 @@ def register(cli: Commands) -> None:
         help="for --driver sonic: the switches' CONFIG_DB, a Redis URL with a database per "
         "switch in name order, or a JSON file mapping each switch to its URL",
     )  # fmt: skip
-    serve.add_argument("--listen", default=DEFAULT_ADDRESS, help=f"({DEFAULT_ADDRESS})")
+    serve.add_argument("--listen", type=_listen, default=DEFAULT_ADDRESS,
+                       help=f"HOST:PORT to serve on, port 0-65535 ({DEFAULT_ADDRESS})")  # fmt: skip
     serve.add_argument(
         "--debounce", type=flag(float, 0, 60), default=0.2, help="batch window, s (0.2)"
     )

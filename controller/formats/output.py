@@ -106,7 +106,12 @@ class Progress:
         if not self.quiet:
             print(f"  {name} ...", end="", file=sys.stderr, flush=True)
         start = time.perf_counter()
-        yield
+        try:
+            yield
+        except BaseException:
+            if not self.quiet:  # the error that follows starts a line of its own
+                print(" failed", file=sys.stderr, flush=True)
+            raise
         elapsed = time.perf_counter() - start
         self.times[name] = elapsed
         if not self.quiet:

@@ -156,6 +156,8 @@ def open_store(url: str, fabric_name: str) -> Store:
     """The store named by `url`: dir:PATH (built in), or SCHEME://... for a store class
     registered under the `fabric_te.stores` entry point group by that scheme (etcd://
     HOST:PORT[,HOST:PORT..]/PREFIX ships), built by its `from_url(url, fabric_name)`."""
+    if url.startswith("dir:") and not url[4:].strip():
+        raise InputError("--store: dir: needs a path (dir:PATH)")
     if url.startswith("dir:"):
         return DirStore(Path(url[4:]).expanduser(), fabric_name)
     scheme = url.partition("://")[0] if "://" in url else ""
