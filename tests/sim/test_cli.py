@@ -405,3 +405,25 @@ def test_a_job_no_routing_can_carry_reads_stalled_not_full_rate(
     assert "stalled under any routing" in capsys.readouterr().out
     sim = _json(capsys, ["simulate", "--fabric", "tiny", "--fail", fail, "--json"])
     assert all(row["busbw_fraction_min"] == 0.0 for row in sim["rows"])
+
+
+def test_a_bad_plot_path_is_refused_before_the_solve_and_the_push(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tables = tmp_path / "tables"
+    for plot, why in ((tmp_path / "x.txt", "the extension names no picture format"),
+                      (tmp_path / "nope" / "x.png", "no folder")):  # fmt: skip
+        argv = ["solve", "--fabric", "tiny", "--apply", "file", "--driver-dir", str(tables),
+                "--plot", str(plot)]  # fmt: skip
+        assert main(argv) == 2
+        assert why in capsys.readouterr().err
+        assert not tables.exists()  # nothing pushed
+
+
+@pytest.mark.parametrize("listen", ["127.0.0.1:99999", "127.0.0.1", ":50051", "h:x"])
+def test_serve_refuses_a_listen_address_it_cannot_use(
+    listen: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as out:
+        main(["serve", "--fabric", "tiny", "--insecure", "--listen", listen])
+    assert out.value.code == 2 and "--listen" in capsys.readouterr().err
