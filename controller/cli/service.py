@@ -191,14 +191,42 @@ def cmd_job_put(args: argparse.Namespace) -> int:
             entries.append(check_job_entry(job, f"jobs[{i}]"))
         except JobError as err:
             problems.append((err.field or f"jobs[{i}]", err.detail or str(err)))
+    problems += _clashes(entries, {})
     if problems:
         raise all_problems(str(args.file), problems)
     with _client(args) as client:  # the file is checked before any connection is made
         if args.dry_run:
             return _preview(args, client.preview(put=entries))
+        # the jobs held now too, so that a clash found by the third put leaves nothing put
+        held = {job.id: job.hosts for job in client.list_jobs()}
+        clashes = _clashes(entries, held)
+        if clashes:
+            raise all_problems(str(args.file), clashes)
         for entry in entries:
             print(f"{entry['id']}: generation {client.put_job(entry)}")
     return 0
+
+
+def _clashes(entries: list[dict[str, Any]],
+             held: dict[str, tuple[str, ...]]) -> list[tuple[str, str]]:  # fmt: skip
+    """(field, problem) for a job id twice in the file, and a host in two jobs: of the file,
+    or of the file and one `held` by the controller that the file does not replace."""
+    owner = {host: job for job, hosts in held.items()
+             if job not in {e["id"] for e in entries} for host in hosts}  # fmt: skip
+    where = {host: "the controller's job" for host in owner}
+    problems, ids = [], set()
+    for i, entry in enumerate(entries):
+        if entry["id"] in ids:
+            problems.append((f"jobs[{i}].id", f"{entry['id']!r} is in the file twice"))
+        ids.add(entry["id"])
+        for k, host in enumerate(entry["hosts"]):
+            other = owner.get(host)
+            if other is not None and other != entry["id"]:
+                problems.append((f"jobs[{i}].hosts[{k}]",
+                                 f"{host} is already in {where[host]} {other!r}"))  # fmt: skip
+            else:
+                owner[host], where[host] = entry["id"], "the file's job"
+    return problems
 
 
 def cmd_job_rm(args: argparse.Namespace) -> int:
@@ -288,9 +316,9 @@ def cmd_link(args: argparse.Namespace) -> int:
         if args.dry_run:
             links = [(name, *factor_state(factor)) for name, factor in changes]
             return _preview(args, client.preview(links=links))
-        for name, factor in changes:
-            state, fraction = factor_state(factor)
-            version = client.report_link(name, state, fraction)
+        reports = [(name, *factor_state(factor)) for name, factor in changes]
+        version = client.report_links(reports)  # one request: all of them, or none
+        for name, state, fraction in reports:
             print(f"{name}={state if fraction is None else f'{fraction:g}'}: accepted; state "
                   f"version {version}")  # fmt: skip
     return 0

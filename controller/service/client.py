@@ -228,8 +228,13 @@ class Client:
     def report_link(self, link: str, state: str, fraction: float | None = None) -> int:
         """Report `link` down, up or degraded to `fraction` of its capacity; the new state
         version."""
-        report = self._report(link, state, fraction)
-        request = self._pb.ReportLinksRequest(reports=[report])
+        return self.report_links([(link, state, fraction)])
+
+    def report_links(self, links: Sequence[tuple[str, str, float | None]]) -> int:
+        """Report every (link, state, fraction) in one request: all taken, or none (an
+        unknown link refuses the lot); the new state version."""
+        reports = [self._report(link, state, fraction) for link, state, fraction in links]
+        request = self._pb.ReportLinksRequest(reports=reports)
         reply = self._call(self._stub.ReportLinks, request)
         return int(reply.state_version)
 

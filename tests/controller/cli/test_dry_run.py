@@ -87,3 +87,48 @@ def test_dry_runs_show_what_would_move_and_change_nothing(
         unchanged()
     finally:
         running.stop(grace=0.5)
+
+
+def test_a_file_or_a_link_list_with_one_bad_item_changes_nothing(
+    small: Fabric, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`job put FILE` and `link A B ...` take all their items, or none: a host in two jobs
+    (of the file, or of the file and one held), an id twice, an unknown link."""
+    engine = Engine(small, EmulatedDriver(small), debounce=0.01)
+    running = start(engine, "127.0.0.1:0", insecure=True)
+    server = ["--server", f"127.0.0.1:{running.port}", "--insecure"]
+    name = small.host_name
+    try:
+        assert _tectl(capsys, "job", "put", str(_jobs(small, tmp_path / "a.json", "a",
+                                                      [0, 2])), *server)[0] == 0  # fmt: skip
+        assert engine.wait_idle()
+        state = engine.state_version
+        cases = {
+            "two jobs of the file": [{"id": "n1", "hosts": [name(4), name(5)]},
+                                     {"id": "n2", "hosts": [name(5), name(6)]}],
+            "an id twice": [{"id": "d", "hosts": [name(8)]}, {"id": "d", "hosts": [name(9)]}],
+            "a held job": [{"id": "n3", "hosts": [name(10)]}, {"id": "n4", "hosts": [name(2)]}],
+        }  # fmt: skip
+        for why, jobs in cases.items():
+            path = tmp_path / "bad.json"
+            path.write_text(json.dumps({"jobs": jobs}))
+            code, out, err = _tectl(capsys, "job", "put", str(path), *server)
+            assert code == 2 and out == "", why
+            assert engine.state_version == state, why
+        assert [j.id for j, _ in engine.jobs()] == ["a"]
+        # a job of the file replacing a held one may take its hosts
+        path = tmp_path / "move.json"
+        path.write_text(json.dumps({"jobs": [{"id": "a", "hosts": [name(2), name(4)]}]}))
+        assert _tectl(capsys, "job", "put", str(path), *server)[0] == 0
+        assert engine.wait_idle()
+        state = engine.state_version
+        code, _, err = _tectl(capsys, "link", "rtsw-p1-r3:ctsw-p1-c3=down",
+                              "rtsw-p1-r3:ctsw-p1-c99=down", *server)  # fmt: skip
+        assert code == 2 and "ctsw-p1-c99" in err
+        assert engine.state_version == state and not engine.links_not_up()
+        assert _tectl(capsys, "link", "rtsw-p1-r3:ctsw-p1-c3=down",
+                      "rtsw-p1-r3:ctsw-p1-c2=0.5", *server)[0] == 0  # fmt: skip
+        assert engine.state_version == state + 1
+    finally:
+        running.stop(0)
+        engine.close()
