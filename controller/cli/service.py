@@ -767,7 +767,8 @@ def register(cli: Commands) -> None:
 
     link = client(sub.add_parser(
         "link", help="report links' states to a running controller: LINK=down, LINK=up or "
-        "LINK=0.5 (the fraction of capacity left), as --fail spells them",
+        "LINK=0.5 (the fraction of capacity left), as --fail spells a link's (a switch is "
+        "drained by reporting each of its links down)",
         description="Report links' states: tectl link rtsw-p0-r3:ctsw-p0-c2=0.5 (degraded to "
         "half), ...=down, ...=up; several at once. The older `link down LINK`, `link up "
         "LINK` and `link degrade LINK FRACTION` are taken too. `tectl link ls` lists the "

@@ -76,6 +76,9 @@ def link_factor(name: str, state: str) -> float:
         return 0.0
     if state == "up":
         return 1.0
+    if state == "drain":
+        raise FabricError(f"{name}=drain: drain names a switch (as --fail takes it); a link "
+                          "report takes down, up or a fraction: report the switch's links down")
     try:
         value = float(state)
     except ValueError:
