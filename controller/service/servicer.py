@@ -16,7 +16,8 @@ import grpc
 from controller.advisor.advise import Request, advise, score_many
 from controller.api.fabric_te.v1 import te_pb2 as pb
 from controller.api.fabric_te.v1 import te_pb2_grpc as pb_grpc
-from controller.errors import InputError, LimitError
+from controller.errors import InputError, JobError, LimitError
+from controller.model import validation
 from controller.model.assignment import Assignment
 from controller.model.counts import Counts
 from controller.routes.tables import Entry, RouteSet
@@ -59,6 +60,7 @@ class TrafficEngineering(pb_grpc.TrafficEngineeringServicer):
     def DeleteJob(
         self, request: pb.DeleteJobRequest, context: grpc.ServicerContext
     ) -> pb.DeleteJobResponse:
+        validation.text(request.id, "id", JobError)  # as PutJob takes a job's id
         existed, version = self.engine.delete_job(request.id)
         return pb.DeleteJobResponse(existed=existed, state_version=version)
 
@@ -177,6 +179,14 @@ class TrafficEngineering(pb_grpc.TrafficEngineeringServicer):
         put = [convert.job_from_pb(self.fabric, job, f"put_jobs[{i}]")
                for i, job in enumerate(request.put_jobs)]  # fmt: skip
         delete = list(request.delete_jobs)
+        for i, job_id in enumerate(delete):
+            validation.text(job_id, f"delete_jobs[{i}]", JobError)
+        named: dict[str, str] = {}  # an id once over put_jobs and delete_jobs
+        for where, job_id in [*((f"put_jobs[{i}].id", j.id) for i, j in enumerate(put)),
+                              *((f"delete_jobs[{i}]", d) for i, d in enumerate(delete))]:
+            if job_id in named:
+                raise JobError(f"{job_id!r} is also {named[job_id]}", field=where)
+            named[job_id] = where
         gone = {job.id for job in put} | set(delete)
         jobs = [job for job, _ in self.engine.jobs() if job.id not in gone] + extra + put
         check_flows(self.fabric, jobs, self.limits.whatif_max_flows,
