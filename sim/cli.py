@@ -230,6 +230,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
         args.lab = pick_lab(args.lab, inputs.fabric, args.apply)
     elif args.apply and args.lab is not None:
         raise InputError(f"--lab is for --apply linux or ovs, not --apply {args.apply}")
+    _apply_flags(args)
     options = SolveOptions(
         lp=args.lp,
         backend=args.backend,
@@ -405,6 +406,25 @@ def _tables_line(metrics: dict[str, float], on_ecmp: int) -> str:
     )
 
 
+def _apply_flags(args: argparse.Namespace) -> None:
+    """Refuse the push's flags where they would be ignored; fill in their defaults."""
+    given = [name for name, value in (("--dry-run", args.dry_run),
+                                      ("--driver-dir", args.driver_dir),
+                                      ("--sample", args.sample), ("--packets", args.packets))
+             if value not in (None, False)]  # fmt: skip
+    if given and not args.apply:
+        raise InputError(f"{', '.join(given)}: only with --apply DRIVER (nothing is pushed "
+                         "without it)")  # fmt: skip
+    if args.driver_dir is not None and args.apply != "file":
+        raise InputError(f"--driver-dir is for --apply file, not --apply {args.apply}")
+    for name, value in (("--sample", args.sample), ("--packets", args.packets)):
+        if value is not None and args.apply not in ("linux", "ovs"):
+            raise InputError(f"{name} is for --apply linux or ovs, not --apply {args.apply}")
+    args.driver_dir = "tables" if args.driver_dir is None else args.driver_dir
+    args.sample = 64 if args.sample is None else args.sample
+    args.packets = 5 if args.packets is None else args.packets
+
+
 def _apply(
     args: argparse.Namespace, inputs: Inputs, assignment: Any, progress: Progress
 ) -> tuple[bool, list[str], dict[str, object]]:
@@ -433,6 +453,8 @@ def _apply(
         with progress.stage(f"pushing to {args.apply}"):
             report = push(driver, plan, dry_run=args.dry_run)
         text.append(f"push: {report.summary()}")
+        if args.apply == "file" and not args.dry_run:
+            text.append(f"tables: {args.driver_dir}/ (one file per switch)")
         out: dict[str, object] = {"plan": counts, "push_ok": report.ok}
         if not report.ok:
             return False, text, out
@@ -589,14 +611,15 @@ def register(cli: Any) -> None:
     solve.add_argument(
         "--apply", metavar="DRIVER", help="push the routes through a driver (emulated, file, ...)"
     )
-    solve.add_argument("--driver-dir", default="tables", help="directory for --apply file")
+    solve.add_argument("--driver-dir", default=None,
+                       help="directory for --apply file (./tables)")  # fmt: skip
     solve.add_argument("--lab", metavar="NAME", default=None,
                        help="lab for --apply linux or ovs (default: the one lab of this fabric "
                        "and switch kind running; see `tectl lab ls`)")  # fmt: skip
-    solve.add_argument("--sample", type=flag(int, 0, 1_000_000), default=64,
+    solve.add_argument("--sample", type=flag(int, 0, 1_000_000), default=None,
                        help="with --apply linux or ovs: flows checked with real packets (64; 0: "
                        "none)")  # fmt: skip
-    solve.add_argument("--packets", type=flag(int, 1, 10_000), default=5,
+    solve.add_argument("--packets", type=flag(int, 1, 10_000), default=None,
                        help="with --apply linux or ovs: packets per checked flow (5)")  # fmt: skip
     solve.add_argument("--dry-run", action="store_true", help="with --apply: plan only")
     solve.set_defaults(func=cmd_solve)  # fmt: skip

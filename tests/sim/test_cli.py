@@ -427,3 +427,24 @@ def test_serve_refuses_a_listen_address_it_cannot_use(
     with pytest.raises(SystemExit) as out:
         main(["serve", "--fabric", "tiny", "--insecure", "--listen", listen])
     assert out.value.code == 2 and "--listen" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--dry-run"], "--dry-run: only with --apply"),
+    (["--driver-dir", "t"], "--driver-dir: only with --apply"),
+    (["--sample", "8"], "--sample: only with --apply"),
+    (["--apply", "emulated", "--driver-dir", "t"], "--driver-dir is for --apply file"),
+    (["--apply", "file", "--packets", "3"], "--packets is for --apply linux or ovs"),
+])  # fmt: skip
+def test_push_flags_without_their_push_are_refused(
+    argv: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["solve", "--fabric", "tiny", *argv]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_apply_file_says_where_it_wrote(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tables = tmp_path / "t"
+    assert main(["solve", "--fabric", "tiny", "--apply", "file", "--driver-dir", str(tables)]) == 0
+    assert f"tables: {tables}/ (one file per switch)" in capsys.readouterr().out
+    assert any(tables.iterdir())
