@@ -382,5 +382,8 @@ def read_routes(path: str | Path, fabric: Fabric) -> tuple[Assignment, RouteSet]
         from controller.formats.route_columns import read_route_columns
 
         return read_route_columns(path, fabric)
+    if str(path).lower().endswith(".npz") and Path(path).is_file():
+        raise RouteError(f"{path}: not a route file: a .npz route file is a zip archive of "
+                         "columns (tectl solve --out FILE.npz), and this is none")  # fmt: skip
     doc = read_document(path, RouteError, "route file", "json")
     return parse_routes(fabric, doc, str(path))

@@ -448,3 +448,12 @@ def test_apply_file_says_where_it_wrote(tmp_path: Path, capsys: pytest.CaptureFi
     assert main(["solve", "--fabric", "tiny", "--apply", "file", "--driver-dir", str(tables)]) == 0
     assert f"tables: {tables}/ (one file per switch)" in capsys.readouterr().out
     assert any(tables.iterdir())
+
+
+def test_a_npz_that_is_no_archive_is_named_so(tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "r.npz"
+    bad.write_text("garbage")
+    assert main(["routes", "verify", "--fabric", "small", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "not a route file" in err and "JSON" not in err
