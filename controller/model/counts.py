@@ -53,15 +53,17 @@ class Counts:
         return self.subflows - (self.flows - self.split_flows)
 
     def jobs_text(self) -> str:
-        """"12 jobs (11 with flows; ring-04 has none, its GPUs in one host)"."""
+        """"12 jobs (11 with flows; ring-04 has none: no collective of it crosses hosts)"
+        (its GPUs in one host, or data parallel 1 without a pipeline collective, ...)."""
         g = "{:,}".format
         none = self.jobs_without_flows
         if not none:
             return f"{g(self.jobs)} jobs"
         named = ", ".join(none[:5]) + (" ..." if len(none) > 5 else "")
-        verb = "has none, its GPUs" if len(none) == 1 else "have none, each with its GPUs"
+        verb = "has none: no collective of it crosses" if len(none) == 1 else (
+            "have none: no collective of theirs crosses")
         return (f"{g(self.jobs)} jobs ({g(self.jobs_with_flows)} with flows; {named} {verb} "
-                "in one host)")  # fmt: skip
+                "hosts)")  # fmt: skip
 
     def flows_text(self) -> str:
         """"11,144 flows (3,488 split into 55,808 QP buckets: 63,464 subflows)"."""
