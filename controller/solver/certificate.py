@@ -248,6 +248,9 @@ class Certificate:
             if self.fallback_jobs
             else ""
         )
+        if not self.jobs and not self.pending:
+            return (f"certificate: passed against {self.reference}: no job with flows, nothing "
+                    f"to compare; {self.seconds:.3f} s")  # fmt: skip
         if self.pending:
             return (f"certificate: pending against {self.reference}: {self.jobs:,} jobs with "
                     "flows not checked yet; it is certified in full next, off the reaction "
