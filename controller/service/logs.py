@@ -68,7 +68,9 @@ def native_record(line: str) -> dict[str, Any]:
     if m:
         return {"time": stamp, "level": NATIVE_LEVELS[m.group(1)], "logger": "grpc",
                 "source": m.group(2), "message": m.group(3)}  # fmt: skip
-    return {"time": stamp, "level": "info", "logger": "stderr", "message": line}
+    # the command's own fatal error (`tectl: error: ...`) and a traceback are errors
+    level = "error" if line.startswith(("tectl: error:", "Traceback ")) else "info"
+    return {"time": stamp, "level": level, "logger": "stderr", "message": line}
 
 
 class NativeStderr:
