@@ -309,7 +309,8 @@ def jobs_flows(
             a, b = order[clash[0]], order[clash[0] + 1]
             host = int(all_hosts[a])
             raise JobError(
-                f"host {host} is in job {jobs[which[a]].id!r} and job {jobs[which[b]].id!r}",
+                f"{fabric.host_name(host)} is in job {jobs[which[a]].id!r} and job "
+                f"{jobs[which[b]].id!r}",
                 f"jobs[{which[b]}].hosts",
             )
     known = known or {}

@@ -238,7 +238,8 @@ def test_jobs_flows_concatenates_in_job_order(tiny: Fabric) -> None:
 
 
 def test_jobs_flows_rejects_shared_hosts_and_ids(tiny: Fabric) -> None:
-    with pytest.raises(JobError, match=r"jobs\[1\].hosts: host 2 is in job 'a' and job 'b'"):
+    with pytest.raises(JobError,
+                       match=r"jobs\[1\].hosts: host-p0-r1-h0 is in job 'a' and job 'b'"):
         jobs_flows(tiny, [Job("a", (0, 2), dp=4), Job("b", (1, 2), dp=4)])
     with pytest.raises(JobError, match=r"jobs\[1\].id: duplicate job id 'a'"):
         jobs_flows(tiny, [Job("a", (0,), dp=2), Job("a", (1,), dp=2)])
