@@ -122,12 +122,17 @@ class FileDriver(Driver):
     def read(self, switch: str) -> tuple[Entry, ...]:
         self._check_open()
         path = self._path(switch)
-        try:
-            text = read_text(path, DriverError, "switch table", unreadable=DriverUnavailable)
-        except DriverUnavailable:
-            if not path.exists():  # a switch without a file has an empty table
-                return ()
-            raise
+        for attempt in range(3):
+            try:
+                text = read_text(path, DriverError, "switch table", unreadable=DriverUnavailable)
+                break
+            except DriverUnavailable:
+                if not path.exists():  # a switch without a file has an empty table
+                    return ()
+                if attempt == 2:
+                    raise
+                # there now, not a moment ago: another process's table write landed
+                # between the failed open and this check; read it again
         doc = parse_text(text, "json", f"{path}: corrupt table", DriverError)
         try:
             entries = self._entries(switch, doc)

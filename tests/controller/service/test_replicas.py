@@ -14,6 +14,7 @@ import grpc
 
 from controller.api.fabric_te.v1 import te_pb2 as pb
 from controller.drivers.file import FileDriver
+from controller.errors import DriverUnavailable
 from controller.model.fabric import Fabric
 
 
@@ -26,7 +27,7 @@ def _until(pred, timeout: float = 20.0):  # type: ignore[no-untyped-def]
     while time.monotonic() < deadline:
         try:
             got = pred()
-        except grpc.RpcError:
+        except (grpc.RpcError, DriverUnavailable):  # a table file emptied as it was listed
             got = None
         if got:
             return got
