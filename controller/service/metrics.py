@@ -50,7 +50,8 @@ class Metrics:
         # ---- routing quality (of the last solve) ------------------------------------
         self.mlu = Gauge(
             PREFIX + "max_link_utilisation_ratio",
-            "Offered load over capacity of the busiest link, TE routes (1 = full)", registry=r,
+            "Offered load over capacity of the busiest link, TE routes (1 = full); NaN before "
+            "the first solve", registry=r,
         )  # fmt: skip
         self.mlu_bound = Gauge(
             PREFIX + "max_link_utilisation_bound_ratio",
@@ -60,6 +61,8 @@ class Metrics:
             PREFIX + "mlu_over_bound_ratio", "MLU over its lower bound (1 = optimal)",
             registry=r,
         )  # fmt: skip
+        for gauge in (self.mlu, self.mlu_bound, self.bound_ratio):
+            gauge.set(float("nan"))  # NaN until a routing is solved (0 would read "no load")
         self.job_busbw = Gauge(
             PREFIX + "job_predicted_busbw_ratio",
             "Predicted bus bandwidth of a training job, as a fraction of its line rate",
