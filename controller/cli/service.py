@@ -472,6 +472,9 @@ def status_text(d: dict[str, Any]) -> str:
             f"{g(int(last.get('churn', 0)))} moved, {g(int(last.get('fallback_ecmp', 0)))} on "
             "ECMP by the table budget"
         )
+    elif d["installed_entries"]:
+        lines.append("last solve  none since this controller started: the routes installed were "
+                     "there (or stored) before it; figures follow the next change")  # fmt: skip
     if cert and cert.get("pending"):
         lines.append(f"certificate pending against {cert['reference']}: a repair of "
                      f"{g(cert['jobs'])} jobs installed, not checked yet; it is certified "

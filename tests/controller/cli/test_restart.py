@@ -79,6 +79,12 @@ def test_sigterm_restart_keeps_inputs_and_pushes_nothing(small: Fabric, tmp_path
         assert after.ops_pushed == 0 and after.installed_entries == before.installed_entries
         assert after.driver_ok and after.entries_missing == 0 and after.store.startswith("dir:")
         assert list(srv.stub.GetRoutes(pb.GetRoutesRequest()).entries) == list(routes)
+        # no solve since the start: the status says so rather than showing nothing
+        from controller.cli.service import status_text
+        from controller.service.client import Client
+
+        text = status_text(Client(srv.stub).status())
+        assert "last solve  none since this controller started" in text
     finally:
         srv.stop(signal.SIGTERM)
 
