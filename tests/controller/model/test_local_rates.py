@@ -57,13 +57,13 @@ def test_a_local_refill_is_the_max_min_allocation(case: tuple[np.ndarray, ...]) 
     whole = plane.rate.copy()
     whole[rows] = rates
     np.testing.assert_allclose(whole, want, rtol=10 * TOL, atol=1e-9)
-    # a whole refill regroups a copy of the plane's groups: a second change (here a part
-    # of the rows changed back, at the capacity before) starts from the plane as it was
-    back = changed[::2]
-    rows, rates = plane.after(cap, back, arcs[back], lost, most=0)
+    # a whole refill regroups a copy of the plane's groups: a second change (the same rows
+    # moved, at the capacity before) starts from the plane as it was
+    rows, rates = plane.after(cap, changed, new, np.zeros(0, np.int64), most=0)
     again = plane.rate.copy()
     again[rows] = rates
-    np.testing.assert_allclose(again, plane.rate, rtol=10 * TOL, atol=1e-9)
+    np.testing.assert_allclose(again, max_min_rates(moved, cap, demand, weight=weight),
+                               rtol=10 * TOL, atol=1e-9)  # fmt: skip
     rows, rates = plane.after(cap2, changed, new, lost, most=0)
     assert np.array_equal(rows, np.union1d(np.flatnonzero(whole != plane.rate), changed))
     assert np.array_equal(rates, whole[rows])
@@ -76,6 +76,28 @@ def test_a_local_refill_is_the_max_min_allocation(case: tuple[np.ndarray, ...]) 
                                rtol=10 * TOL, atol=1e-9)  # fmt: skip
     # the plane is unchanged: the next change starts from the same rates
     assert np.array_equal(plane.rate, max_min_rates(arcs, cap, demand, weight=weight))
+
+
+def test_a_whole_refill_grows_the_groups_it_regroups_into() -> None:
+    """Thousands of rows on distinct over-capacity arc pairs, some of demand 0, then every
+    row moved at once: the groups outgrow their arrays and table while regrouping (the
+    growth path of kernels.regroup), and the rates are still the max-min ones."""
+    rng = np.random.default_rng(7)
+    n, num = 3000, 400
+    arcs = np.full((n, 3), -1, np.int64)
+    arcs[:, :2] = np.sort(rng.choice(num, size=(n, 2)), axis=1)
+    arcs[arcs[:, 0] == arcs[:, 1], 1] = -1
+    demand = rng.choice([0.0, 1.0, 2.5, 4.0], size=n)
+    weight = rng.choice([1.0, 16.0], size=n)
+    cap = rng.choice([1.0, 3.0], size=num)
+    plane = Plane(arcs, demand, weight, cap)
+    changed = np.arange(n)
+    new = np.array([np.sort(rng.choice(num, 3, replace=False)) for _ in range(n)])
+    rows, rates = plane.after(cap, changed, new, np.zeros(0, np.int64), most=0)
+    got = plane.rate.copy()
+    got[rows] = rates
+    np.testing.assert_allclose(got, max_min_rates(new, cap, demand, weight=weight),
+                               rtol=10 * TOL, atol=1e-9)  # fmt: skip
 
 
 def test_nothing_changed_refills_nothing() -> None:
