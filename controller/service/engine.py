@@ -502,8 +502,9 @@ class Engine(RouteCommands):
         repair when that is as good as the solve was (MLU / bound within `move_threshold`
         of its ratio); else push a bounded re-optimisation warm from the repair, and solve
         globally only when that is still beyond `spray_gap` (`solver.repair.follow_up`),
-        or when every job rides hashing and some capacity is back that the last solve lacked
-        (a repair re-places no row handed back, so nothing else would bring TE back)."""
+        or when the certificate handed every job back to hashing and some capacity is back
+        that the last solve lacked (a repair re-places no row handed back, so nothing else
+        would bring TE back)."""
         baseline, target = self._baseline, self.installer.target
         assert baseline is not None and target is not None
         health, last, opts = taken.health, baseline.result, self.options
@@ -511,9 +512,11 @@ class Engine(RouteCommands):
         bound = baseline.bound_for(before, health)
         assert self.installer.index is not None
         nothing_routed = not repaired.assignment.routed.any() and not last.assignment.routed.any()
-        if nothing_routed and (health.factor > baseline.health.factor).any():
-            # every job left to hashing by a solve under less capacity (the certificate
-            # handed them back, or a link was down): with capacity back, TE may certify again
+        handed_back = last.certificate is not None and bool(last.certificate.fallback_jobs)
+        if nothing_routed and handed_back and (health.factor > baseline.health.factor).any():
+            # every job handed back to hashing by the certificate of a solve under less
+            # capacity: with capacity back, TE may certify again (jobs left to hashing for
+            # their size, or no job with flows, would come back the same: not solved again)
             log.info("capacity restored with every job on the fabric's hashing: global solve")
             self._start_solve()
             return
