@@ -39,7 +39,7 @@ from controller.model.flows import ALL_QPS, FlowSet
 from controller.model.hashing import hashed_arcs_seeds, hashed_routes
 from controller.model.health import LinkHealth
 from controller.model.local_rates import Plane
-from controller.model.paths import CROSS_POD, flow_class
+from controller.model.paths import CROSS_POD, best_bottleneck, flow_class
 from controller.model.rates import REL_TOL, flow_shares
 from controller.routes.budget import TableBudget
 from controller.solver.certificate import CertifyOptions, input_flows, job_values, row_parents
@@ -566,9 +566,9 @@ class Sweep:
         every routing (all their arcs -1 in the plane, as carried walks them)."""
         if not off.size:
             return False
-        rows = self.inputs.assignment.flows.take(off)
-        path = hashed_routes("eecmp", self.inputs.fabric, rows, health, 1, 1)[0]
-        return bool((path >= 0).any())
+        rows, fabric = self.inputs.assignment.flows.take(off), self.inputs.fabric
+        best = best_bottleneck(fabric, health.arc_capacity(fabric), rows.src_nic, rows.dst_nic)
+        return bool((best > 0).any())  # hashing finds a path wherever one is alive
 
     def _full(self, health: LinkHealth, res: object, fresh: RouteIndex,
               hashed: dict[str, tuple[np.ndarray, np.ndarray]],

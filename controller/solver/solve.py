@@ -56,9 +56,9 @@ from controller.model.assignment import UNROUTED, Assignment, moved_pairs
 from controller.model.coupling import coupled_jobs
 from controller.model.fabric import SWITCH_TIERS, Fabric
 from controller.model.flows import ALL_QPS, FlowSet, distinct, match_pairs, pair_keys
-from controller.model.hashing import hashed_load, hashed_routes
+from controller.model.hashing import hashed_load
 from controller.model.health import LinkHealth
-from controller.model.paths import path_alive
+from controller.model.paths import best_bottleneck, path_alive
 from controller.model.rates import REL_TOL
 from controller.routes.budget import (
     TableBudget,
@@ -575,9 +575,9 @@ def _placed_around(
     # the bound over every flow: the hashed ones load the links too
     bound = Problem(fabric, health, flows).bound()
     # hashed flows with no healthy path at all (a NIC link down): unroutable, as reported
-    # for every other flow; with every link up each has one (not walked: 1.2M flows of a
-    # pod-wide all-to-all take 0.3 s)
-    stranded = (rest[hashed_routes("eecmp", fabric, left, health, 1, 1)[0] < 0]
+    # for every other flow; with every link up each has one (not checked: 1.2M flows)
+    cap = health.arc_capacity(fabric)
+    stranded = (rest[best_bottleneck(fabric, cap, left.src_nic, left.dst_nic) <= 0]
                 if (health.factor <= 0).any() else rest[:0])  # fmt: skip
     return replace(
         inner,
