@@ -222,6 +222,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
             raise InputError(
                 f"--apply: unknown driver {args.apply!r}; known: {', '.join(known_drivers())}"
             )
+    _apply_flags(args)  # before any work
     with progress.stage("loading inputs"):
         inputs = load_inputs(args)
     if args.apply in ("linux", "ovs"):  # before the solve: a missing lab is an input error
@@ -230,7 +231,6 @@ def cmd_solve(args: argparse.Namespace) -> int:
         args.lab = pick_lab(args.lab, inputs.fabric, args.apply)
     elif args.apply and args.lab is not None:
         raise InputError(f"--lab is for --apply linux or ovs, not --apply {args.apply}")
-    _apply_flags(args)
     options = SolveOptions(
         lp=args.lp,
         backend=args.backend,
@@ -416,10 +416,10 @@ def _tables_line(metrics: dict[str, float], on_ecmp: int) -> str:
 
 def _apply_flags(args: argparse.Namespace) -> None:
     """Refuse the push's flags where they would be ignored; fill in their defaults."""
-    given = [name for name, value in (("--dry-run", args.dry_run),
-                                      ("--driver-dir", args.driver_dir),
+    given = [name for name, value in (("--driver-dir", args.driver_dir),
                                       ("--sample", args.sample), ("--packets", args.packets))
-             if value not in (None, False)]  # fmt: skip
+             if value is not None]  # fmt: skip
+    given = ["--dry-run"] * bool(args.dry_run) + given
     if given and not args.apply:
         raise InputError(f"{', '.join(given)}: only with --apply DRIVER (nothing is pushed "
                          "without it)")  # fmt: skip

@@ -142,12 +142,14 @@ def adaptive_spray(
     included): every flow gets min(1, 1 / optimum) of its demand, the most any routing can
     give its worst job (were every flow above it, the rates would route at a lower MLU)."""
     share = min(1.0, 1.0 / optimum) if optimum > 0 else 1.0
-    stalled = set(flows.job[stalled_rows(fabric, health.arc_capacity(fabric), flows)].tolist())
+    dead = stalled_rows(fabric, health.arc_capacity(fabric), flows)  # no routing carries
+    stalled = set(flows.job[dead].tolist())
     jobs = {name: 0.0 if j in stalled else share
             for j, name in enumerate(flows.job_ids) if (flows.job == j).any()}  # fmt: skip
     values = list(jobs.values()) or [share]
     report = SimReport(
-        flows=len(flows), subflows=len(flows), unrouted=0, on_down_links=0, mlu=optimum,
+        flows=len(flows), subflows=len(flows), unrouted=int(dead.size), on_down_links=0,
+        mlu=optimum,
         max_flows_per_link=0, collided_links=0, worst_flow_share=share, mean_flow_share=share,
         throughput_fraction=share, busbw_fraction_mean=float(np.mean(values)),
         busbw_fraction_min=min(values),

@@ -397,8 +397,10 @@ class SimReport:
 
     flows: int  # parent flows
     subflows: int  # routed units (== flows unless QPs were split)
-    # parent flows with no path at all: left out of the flow shares, their jobs at 0 (a job
-    # with a flow that no routing can carry is stalled)
+    # parent flows without a path in this routing: left out of the flow shares; a job with
+    # one that no routing can carry (no alive candidate path, `stalled_rows`) reads 0, one
+    # the routing merely left without a path (e.g. a TE row riding the defaults, simulated
+    # without them) is left out of its job's value
     unrouted: int
     on_down_links: int  # parent flows whose path crosses an arc with no capacity
     mlu: float  # max over arcs of offered load / usable capacity (inf if load on a dead arc)

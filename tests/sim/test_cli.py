@@ -432,7 +432,7 @@ def test_serve_refuses_a_listen_address_it_cannot_use(
 @pytest.mark.parametrize(("argv", "message"), [
     (["--dry-run"], "--dry-run: only with --apply"),
     (["--driver-dir", "t"], "--driver-dir: only with --apply"),
-    (["--sample", "8"], "--sample: only with --apply"),
+    (["--sample", "0"], "--sample: only with --apply"),
     (["--apply", "emulated", "--driver-dir", "t"], "--driver-dir is for --apply file"),
     (["--apply", "file", "--packets", "3"], "--packets is for --apply linux or ovs"),
 ])  # fmt: skip
