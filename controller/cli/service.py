@@ -752,7 +752,10 @@ def register(cli: Commands) -> None:
 
     job = sub.add_parser("job", help="jobs on a running controller")
     jsub = job.add_subparsers(dest="job_command", required=True, metavar="SUBCOMMAND")
-    put = client(jsub.add_parser("put", help="create or replace the jobs of a placement file"))
+    put = client(jsub.add_parser(
+        "put", help="create or replace the jobs of a placement file (checked against each "
+        "other and the controller's jobs before the first is sent; one request per job, so "
+        "a job refused on its own stops the rest: check with --dry-run first)"))  # fmt: skip
     put.add_argument("file")
     put.add_argument("--dry-run", action="store_true",
                      help="print what would move (flows, entries per switch, jobs affected) "

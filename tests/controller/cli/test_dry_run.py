@@ -92,8 +92,10 @@ def test_dry_runs_show_what_would_move_and_change_nothing(
 def test_a_file_or_a_link_list_with_one_bad_item_changes_nothing(
     small: Fabric, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """`job put FILE` and `link A B ...` take all their items, or none: a host in two jobs
-    (of the file, or of the file and one held), an id twice, an unknown link."""
+    """`link A B ...` takes all its changes or none (one request); `job put FILE` sends
+    none of its jobs when two clash (a host in two jobs, of the file or of the file and one
+    held) or an id is there twice. A job the controller refuses on its own (an unknown
+    host) still stops the puts there: the puts are one request each."""
     engine = Engine(small, EmulatedDriver(small), debounce=0.01)
     running = start(engine, "127.0.0.1:0", insecure=True)
     server = ["--server", f"127.0.0.1:{running.port}", "--insecure"]
