@@ -7,23 +7,13 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from controller.errors import InputError
+from controller.formats.picture import require_matplotlib, save_picture
 from controller.model.fabric import TIER_NAMES
 from controller.model.rates import SimReport
 
 # One colour per routing, the same in every panel; TE first.
 COLOURS = {"fabric-te": "#1b7837", "eecmp": "#f1a340", "ecmp": "#d73027", "pinning": "#8073ac"}
 MAX_JOBS = 24  # bars per panel; with more jobs, the ones ECMP treats worst are shown
-
-
-def require_matplotlib() -> None:
-    """Fail early, with the fix, when plotting is asked for but matplotlib is missing."""
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        raise InputError(
-            "--plot needs matplotlib: pip install 'fabric-te[plot]' (or matplotlib)"
-        ) from None
 
 
 def _colour(method: str) -> str:
@@ -80,9 +70,4 @@ def plot_comparison(path: str, fabric_name: str, reports: Mapping[str, SimReport
     ax_tiers.set_title("busiest link per tier (above the line: congested)")
     fig.suptitle(f"{fabric_name}: {', '.join(names)}", fontweight="bold")
     fig.tight_layout()
-    try:
-        fig.savefig(path, dpi=110)
-    except (OSError, ValueError) as bad:
-        raise InputError(f"--plot: cannot write {path}: {bad}") from None
-    finally:
-        plt.close(fig)
+    save_picture(fig, path)

@@ -12,7 +12,7 @@ import numpy as np
 
 from controller.errors import InputError
 from controller.formats.output import Progress, emit, format_table, plural
-from controller.formats.picture import check_picture_path
+from controller.formats.picture import check_picture_path, require_matplotlib, save_picture
 from controller.model.validation import MAX_QPS, MAX_SEED, flag
 
 if TYPE_CHECKING:
@@ -154,13 +154,6 @@ def _from_server(args: argparse.Namespace) -> int:
     return 0
 
 
-def _require_matplotlib() -> None:
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        raise InputError("--plot needs matplotlib: pip install 'fabric-te[plot]'") from None
-
-
 def _pct(x: float) -> str:
     return "-" if not np.isfinite(x) else f"{100 * x:.1f}%"
 
@@ -265,7 +258,7 @@ def report_data(r: Resilience, fabric_name: str) -> dict[str, Any]:
 def plot(path: str, r: Resilience, fabric_name: str, top: int = TOP) -> None:
     """Ranked bars: the `top` elements by fabric-te's worst job loss, each with the worst
     job loss under the three routings, and beside them each kind's mean (PNG or SVG)."""
-    _require_matplotlib()
+    require_matplotlib()
     import matplotlib
 
     matplotlib.use("Agg")
@@ -299,12 +292,7 @@ def plot(path: str, r: Resilience, fabric_name: str, top: int = TOP) -> None:
     fig.suptitle(f"{fabric_name}: single failures, worst job loss per routing",
                  fontweight="bold")  # fmt: skip
     fig.tight_layout()
-    try:
-        fig.savefig(path, dpi=110)
-    except (OSError, ValueError) as bad:
-        raise InputError(f"--plot: cannot write {path}: {bad}") from None
-    finally:
-        plt.close(fig)
+    save_picture(fig, path)
 
 
 def register(cli: Commands) -> None:

@@ -553,12 +553,8 @@ def hot_groups(
     while i < total:
         if i < n:  # a row
             gid[i] = -1
-            dm_i, w_i, k = demand[i], weight[i], 0
-            for h in range(width):
-                e = arcs[i, h]
-                if e >= 0 and over[e]:
-                    key[k] = e
-                    k += 1
+            dm_i, w_i = demand[i], weight[i]
+            k = _over_key(arcs[i], over, key)
             i += 1
             if not dm_i > 0 or k == 0:
                 continue
@@ -612,17 +608,12 @@ def regroup(
         g = gid[rows[x]]
         if g >= 0:
             g_w[g] -= weight[rows[x]]
-    hops = rows_arcs.shape[1]
     key = np.empty(g_arcs.shape[1], np.int64)
     for x in range(rows.size):
         i = rows[x]
         gid[i] = -1
-        dm_i, w_i, k = demand[i], weight[i], 0
-        for h in range(hops):
-            e = rows_arcs[x, h]
-            if e >= 0 and over[e]:
-                key[k] = e
-                k += 1
+        dm_i, w_i = demand[i], weight[i]
+        k = _over_key(rows_arcs[x], over, key)
         if not dm_i > 0 or k == 0:
             continue
         g, groups, g_arcs, g_dm, g_w, table = _join(key, k, dm_i / w_i, w_i, groups, g_arcs,
@@ -653,6 +644,19 @@ def grouped_rates(
             if arcs[i, h] >= 0:
                 routed = True
         rates[i] = demand[i] if routed and demand[i] > 0 else 0.0
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _over_key(path: np.ndarray, over: np.ndarray, key: np.ndarray) -> int:
+    """A row's group key: the arcs of `path` (-1 padded) in `over`, in path order, written
+    to `key`; how many."""
+    k = 0
+    for h in range(path.size):
+        e = path[h]
+        if e >= 0 and over[e]:
+            key[k] = e
+            k += 1
+    return k
 
 
 @njit(cache=True, nogil=True, inline="always")

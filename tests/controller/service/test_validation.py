@@ -200,26 +200,20 @@ def test_advise_and_score_name_the_request_field(
              message)  # fmt: skip
 
 
-@pytest.mark.parametrize(("request_", "message"), [
-    (pb.DeleteJobRequest(id=""), "id: must not be empty"),
-    (pb.DeleteJobRequest(id="a\nb"), "id: 'a\\nb' contains control characters"),
-])  # fmt: skip
-def test_delete_job_takes_ids_as_put_job_does(service, request_, message: str) -> None:
-    running, stub = service
-    before = _state(running, stub)
-    _refused(stub.DeleteJob, request_, grpc.StatusCode.INVALID_ARGUMENT, message)
-    assert _state(running, stub) == before
-
-
-@pytest.mark.parametrize(("request_", "message"), [
-    (pb.SolveRequest(preview=True, put_jobs=[_job(id="n"), _job(id="n")]),
+@pytest.mark.parametrize(("rpc", "request_", "message"), [
+    ("DeleteJob", pb.DeleteJobRequest(id=""), "id: must not be empty"),
+    ("DeleteJob", pb.DeleteJobRequest(id="a\nb"), "id: 'a\\nb' contains control characters"),
+    ("Solve", pb.SolveRequest(preview=True, put_jobs=[_job(id="n"), _job(id="n")]),
      "put_jobs[1].id: 'n' is also put_jobs[0].id"),
-    (pb.SolveRequest(preview=True, put_jobs=[_job(id="a")], delete_jobs=["a"]),
+    ("Solve", pb.SolveRequest(preview=True, put_jobs=[_job(id="a")], delete_jobs=["a"]),
      "delete_jobs[0]: 'a' is also put_jobs[0].id"),
-    (pb.SolveRequest(preview=True, delete_jobs=[""]), "delete_jobs[0]: must not be empty"),
+    ("Solve", pb.SolveRequest(preview=True, delete_jobs=[""]),
+     "delete_jobs[0]: must not be empty"),
 ])  # fmt: skip
-def test_a_preview_names_an_id_given_twice(service, request_, message: str) -> None:
+def test_job_ids_are_taken_as_put_job_takes_them(service, rpc: str, request_,
+                                                  message: str) -> None:  # fmt: skip
+    """DeleteJob and a preview's ids: checked as PutJob checks a job's, once each."""
     running, stub = service
     before = _state(running, stub)
-    _refused(stub.Solve, request_, grpc.StatusCode.INVALID_ARGUMENT, message)
+    _refused(getattr(stub, rpc), request_, grpc.StatusCode.INVALID_ARGUMENT, message)
     assert _state(running, stub) == before
