@@ -171,6 +171,7 @@ class RouteCommands(EngineReads):
         assert held is not None and held.checkpoint is not None
         point = held.checkpoint
         health, digest = self._inputs_now()
+        before = self.installed
         view = self.plan_routes(point)
         if held.checkpoint_source:  # a file's routes: held again, with no checkpoint left
             self.intake.store_held(Held(held.checkpoint_source, view.flows, view.entries, None))
@@ -191,7 +192,9 @@ class RouteCommands(EngineReads):
         if not held.checkpoint_source:
             self._resume(solve=held.checkpoint_inputs != digest)
         log.info("routes rolled back", extra={"to": held.checkpoint_source or "engine"})
-        return view
+        # what was pushed: the checkpoint as repaired for the links down since, not as kept
+        plan, wanted = plan_update(self.fabric, before, point)
+        return PlanView.of(plan, point, len(wanted))
 
     def _release(self, command: Command) -> PlanView:
         self.intake.store_held(None)
