@@ -511,16 +511,16 @@ class Engine(RouteCommands):
         start = time.perf_counter()
         bound = baseline.bound_for(before, health)
         assert self.installer.index is not None
-        nothing_routed = not repaired.assignment.routed.any() and not last.assignment.routed.any()
-        handed_back = last.certificate is not None and bool(last.certificate.fallback_jobs)
-        if nothing_routed and handed_back and (health.factor > baseline.health.factor).any():
-            # every job handed back to hashing by the certificate of a solve under less
-            # capacity: with capacity back, TE may certify again (jobs left to hashing for
-            # their size, or no job with flows, would come back the same: not solved again)
+        routed_now = bool(repaired.assignment.routed.any())
+        routed_last = bool(last.assignment.routed.any())
+        if rounds.solve_on_capacity_back(
+                routed_now=routed_now, routed_last=routed_last,
+                handed_back=last.certificate is not None and bool(last.certificate.fallback_jobs),
+                capacity_up=bool((health.factor > baseline.health.factor).any())):  # fmt: skip
             log.info("capacity restored with every job on the fabric's hashing: global solve")
             self._start_solve()
             return
-        if nothing_routed:
+        if not routed_now and not routed_last:
             # the fabric's hashing before and after (every job left to it whole): nothing
             # to judge, re-optimise or solve again, so the last solve's MLU is not counted
             # here (for a pod-wide all-to-all it held this thread for seconds)

@@ -210,3 +210,12 @@ def adopt_stored(stored_digest: str | None, digest: str) -> bool:
     """On start or takeover, the stored assignment is adopted (the switches only
     reconciled towards it) when it answers to the current inputs; else they are solved."""
     return stored_digest is not None and stored_digest == digest
+
+
+def solve_on_capacity_back(*, routed_now: bool, routed_last: bool, handed_back: bool,
+                           capacity_up: bool) -> bool:  # fmt: skip
+    """A link-change round solves globally when nothing is routed before or after it (the
+    repair has no TE row to re-place), the last solve's certificate handed jobs back to
+    hashing, and some capacity is above that solve's: TE may certify again. Jobs left to
+    hashing for their size, or no job with flows, come back the same: not solved again."""
+    return not routed_now and not routed_last and handed_back and capacity_up

@@ -150,3 +150,16 @@ def test_adopt_stored_only_when_it_answers_to_the_inputs() -> None:
     assert adopt_stored("abc", "abc")
     assert not adopt_stored("abc", "abd")
     assert not adopt_stored(None, "abc")
+
+
+def test_capacity_back_solves_only_where_the_certificate_handed_every_job_back() -> None:
+    from controller.service.rounds import solve_on_capacity_back
+
+    assert solve_on_capacity_back(routed_now=False, routed_last=False, handed_back=True,
+                                  capacity_up=True)  # fmt: skip
+    for routed_now, routed_last, handed_back, up in (
+            (True, False, True, True), (False, True, True, True),  # something to judge
+            (False, False, False, True),  # left to hashing for its size, or no job
+            (False, False, True, False)):  # no capacity the last solve lacked  # fmt: skip
+        assert not solve_on_capacity_back(routed_now=routed_now, routed_last=routed_last,
+                                          handed_back=handed_back, capacity_up=up)
