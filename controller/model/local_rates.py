@@ -111,10 +111,11 @@ class Plane:
         self._arc_slot = np.zeros(num, np.int64)
 
     def rows_on(self, arcs: np.ndarray) -> np.ndarray:
-        """Sorted rows crossing any of `arcs`."""
+        """Sorted rows crossing any of `arcs` (their CSR slices gathered at once)."""
         arcs = np.asarray(arcs, np.int64)
-        parts = [self.rows[self.start[a] : self.start[a + 1]] for a in arcs.tolist()]
-        return np.unique(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
+        lens = self.start[arcs + 1] - self.start[arcs]
+        at = np.repeat(self.start[arcs] - np.cumsum(lens) + lens, lens)
+        return np.unique(self.rows[at + np.arange(at.size)])
 
     def load_after(self, changed: np.ndarray, changed_arcs: np.ndarray) -> np.ndarray:
         """The offered load per arc once rows `changed` take paths `changed_arcs`, from the
@@ -209,10 +210,7 @@ class Plane:
             self._groups = (over, *row_groups(self.arcs, self.demand, self.weight, over))
         over, gid, groups, g_arcs, g_dm, g_w, table = self._groups
         over_now = load > np.maximum(cap, 0.0)
-        flipped = np.flatnonzero(over_now != over)
-        lens = self.start[flipped + 1] - self.start[flipped]
-        at = np.repeat(self.start[flipped] - np.cumsum(lens) + lens, lens)
-        rows = np.union1d(changed, self.rows[at + np.arange(at.size)])
+        rows = np.union1d(changed, self.rows_on(np.flatnonzero(over_now != over)))
         rows_arcs = self.arcs[rows]
         rows_arcs[np.searchsorted(rows, changed)] = changed_arcs
         gid = gid.copy()
