@@ -16,7 +16,7 @@ import numpy as np
 from controller.errors import InputError
 from controller.formats.output import Percent
 from controller.model.assignment import Assignment
-from controller.model.dataplane import carried
+from controller.model.dataplane import simulate_carried
 from controller.model.fabric import Fabric
 from controller.model.flows import FlowSet
 from controller.model.health import LinkHealth
@@ -102,11 +102,8 @@ def routed(
     hash `seed`), their QPs walked through the installed entries and hashed elsewhere.
     `parent` maps the assignment's rows to the flows they are part of (QP buckets of one
     flow, see SolveResult.parent); shares are counted per flow, under `model`."""
-    flows = assignment.flows
-    rows = np.arange(len(flows), dtype=np.int64) if parent is None else np.asarray(parent)
-    plane = carried(fabric, health, assignment, rows, kind=hashing, seed=seed, qps=qps)
-    report = simulate(fabric, health, plane.arcs, plane.flows, plane.parent,
-                      weight=plane.weight, model=model)  # fmt: skip
+    report = simulate_carried(fabric, health, assignment, parent, kind=hashing, seed=seed,
+                              qps=qps, model=model)  # fmt: skip
     return Row(method, report, seconds, entries)
 
 

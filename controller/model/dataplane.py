@@ -38,6 +38,7 @@ from controller.model.hashing import (
 )
 from controller.model.health import LinkHealth
 from controller.model.paths import CROSS_POD, MAX_HOPS, SAME_POD, decode, flow_class
+from controller.model.rates import SimReport, simulate
 
 
 @dataclass(frozen=True)
@@ -162,6 +163,27 @@ def carried(
         weight=np.concatenate([te_weight, np.ones(row.size)]),
         walked=int(row.size),
     )
+
+
+def simulate_carried(
+    fabric: Fabric,
+    health: LinkHealth,
+    assignment: Assignment,
+    parent: np.ndarray | None = None,
+    *,
+    kind: str,
+    seed: int,
+    qps: int,
+    model: str = "striped",
+) -> SimReport:
+    """controller.model.rates.simulate of the assignment's rows as carried (`carried`):
+    whole flows as `qps` QPs on their TE path, rows without a TE entry walked through the
+    entries and hashed (`kind`, `seed`) elsewhere; `parent` maps rows to input flows
+    (default: a row each), shares counted per input flow under `model`."""
+    rows = np.arange(len(assignment.flows), dtype=np.int64) if parent is None else parent
+    plane = carried(fabric, health, assignment, np.asarray(rows), kind=kind, seed=seed, qps=qps)
+    return simulate(fabric, health, plane.arcs, plane.flows, plane.parent,
+                    weight=plane.weight, model=model)  # fmt: skip
 
 
 def _hashed_apart(

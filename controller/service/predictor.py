@@ -18,10 +18,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-import numpy as np
-
 from controller.errors import Superseded
-from controller.model.dataplane import carried
+from controller.model.dataplane import simulate_carried
 from controller.model.fabric import Fabric
 from controller.model.health import LinkHealth
 from controller.model.rates import SimReport, simulate
@@ -129,10 +127,8 @@ class Predictor:
         off = int((assignment.path < 0).sum())
         if not off or off * qps > PREDICT_HASHED:
             return simulate(self.fabric, health, assignment, parent=parent)
-        rows = np.arange(len(assignment.flows)) if parent is None else np.asarray(parent)
-        plane = carried(self.fabric, health, assignment, rows, kind=kind, seed=seed, qps=qps)
-        return simulate(self.fabric, health, plane.arcs, plane.flows, plane.parent,
-                        weight=plane.weight)  # fmt: skip
+        return simulate_carried(self.fabric, health, assignment, parent, kind=kind, seed=seed,
+                                qps=qps)  # fmt: skip
 
     def answered(self) -> bool:
         """Whether the gauges answer to the last result recorded (under the lock)."""
