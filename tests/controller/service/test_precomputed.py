@@ -259,10 +259,14 @@ def test_degradations_and_double_failures_go_on_demand(engine: Engine) -> None:
 
 class _Flag:
     """An event seen across the fork, that a child killed while waiting on it cannot
-    wedge (a multiprocessing.Event's set waits for its sleepers to wake): a file."""
+    wedge (a multiprocessing.Event's set waits for its sleepers to wake): a file, in the
+    test's own folder (a child leaves without running finalizers)."""
+
+    folder = ""
 
     def __init__(self) -> None:
-        fd, self.path = tempfile.mkstemp(prefix="fabric-te-flag-")
+        assert self.folder, "flags live in the test's tmp_path (the _flag_folder fixture)"
+        fd, self.path = tempfile.mkstemp(prefix="flag-", dir=self.folder)
         os.close(fd)
         os.unlink(self.path)
 
@@ -280,9 +284,10 @@ class _Flag:
             time.sleep(0.002)
         return True
 
-    def __del__(self) -> None:
-        if os.path.exists(self.path):
-            os.unlink(self.path)
+
+@pytest.fixture(autouse=True)
+def _flag_folder(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(_Flag, "folder", str(tmp_path))
 
 
 class _Gate:
