@@ -21,12 +21,13 @@
     9. when step 8 handed jobs back, or left a job below a hashing it was asked to compare
        (CertifyOptions.compare: `tectl solve` compares the other one), step 7 once more
        from the same routing, raising first every job to the best of those hashings' values
-       for it (its floor), then step 8 on that; of the two certified routings the better by
-       the floored objective vector is kept (a routing that pleases the worst job may leave
-       another just below its reference, and handing that one back can cascade to the
-       reference itself); where step 7 was over its work limit (a large mix), step 7 runs
-       here first and both predict their tries locally: the time is paid only where a job
-       is at stake
+       for it (its floor), and step 7 with those floors from every flow sprayed over its
+       paths in `qps` buckets (as finely as the hashed QPs the floors come from), each
+       certified (step 8); of the certified routings the best by the floored objective
+       vector is kept (a routing that pleases the worst job may leave another just below
+       its reference, and handing that one back can cascade to the reference itself);
+       where step 7 was over its work limit (a large mix), step 7 runs here first and the
+       passes predict their tries locally: the time is paid only where a job is at stake
 
 Switch tables are finite: every step keeps to the per-switch entry budget (the fabric's
 `te_entries` per tier, or `SolveOptions.table_budget`); flows that do not fit ride ECMP and
@@ -505,14 +506,21 @@ def solve(
                  stop=lambda: returned.is_set() or (stop is not None and stop()),
                  steered=steered)  # fmt: skip
     try:
-        if unfit:
-            out = _placed_around(fabric, health, flows, unfit, previous, opts, start, stop)
-        else:
-            out = _placed(fabric, health, flows, previous, opts, start, stop)
+
+        def place(spray_only: bool = False) -> SolveResult | None:
+            if unfit:
+                return _placed_around(fabric, health, flows, unfit, previous, opts, start,
+                                      stop, spray_only=spray_only)  # fmt: skip
+            return _placed(fabric, health, flows, previous, opts, start, stop,
+                           spray_only=spray_only)  # fmt: skip
+
+        placed = place()
+        assert placed is not None  # only a spray may not be made
         _go_on(stop, "placement")
-        out = job_objective(fabric, health, flows, out, previous, opts)
+        out = job_objective(fabric, health, flows, placed, previous, opts)
         first = certified(fabric, health, out, opts, inputs=flows, stop=stop, steered=steered)
-        out = floored(fabric, health, flows, out, first, previous, opts, stop, steered)
+        out = floored(fabric, health, flows, out, first, previous, opts, stop, steered,
+                      spray=lambda: place(spray_only=True))  # fmt: skip
     finally:
         returned.set()
     out.times["total"] = time.perf_counter() - start
@@ -537,9 +545,12 @@ def _placed_around(
     opts: SolveOptions,
     start: float,
     stop: Stop = None,
-) -> SolveResult:
+    *,
+    spray_only: bool = False,
+) -> SolveResult | None:
     """The other jobs placed (`_placed`), and the `unfit` jobs' flows appended as rows
-    without a TE path (controller.solver.unfit_jobs): they ride the fabric's hashing."""
+    without a TE path (controller.solver.unfit_jobs): they ride the fabric's hashing.
+    `spray_only`: as `_placed`'s."""
     hashed = np.isin(flows.job, np.fromiter(unfit, np.int64, len(unfit)))
     keep, rest = np.flatnonzero(~hashed), np.flatnonzero(hashed)
     left = flows.take(rest)
@@ -552,7 +563,10 @@ def _placed_around(
     planned = _left_over(fabric, health, left.take(np.flatnonzero(near)), opts) \
         if near.any() else health
     _go_on(stop, "the hashed jobs' load")
-    inner = _placed(fabric, planned, flows.take(keep), previous, opts, start, stop)
+    inner = _placed(fabric, planned, flows.take(keep), previous, opts, start, stop,
+                    spray_only=spray_only)  # fmt: skip
+    if inner is None:
+        return None
     if planned is not health:
         # planned on what the hashed jobs leave: its MLU, collisions and LP are of those
         # capacities, not the fabric's; counted again on the fabric (the LP is no bound
@@ -622,11 +636,30 @@ def _placed(
     opts: SolveOptions,
     start: float,
     stop: Stop = None,
-) -> SolveResult:
+    *,
+    spray_only: bool = False,
+) -> SolveResult | None:
     """Every flow placed: the MLU-minimising part of `solve` (module docstring, steps 1-6);
-    `stop` asked between its passes (see `solve`)."""
+    `stop` asked between its passes (see `solve`). `spray_only`: every flow sprayed as far
+    as the tables afford (`_spray_within_tables`) and nothing else; None when it cannot
+    (flows are not split: `qps` 1)."""
     times: dict[str, float] = {}
     problem = Problem(fabric, health, flows)
+    if spray_only and opts.qps < 2:
+        return None
+    if spray_only:
+        t = time.perf_counter()
+        bound = problem.bound(opts.qps)
+        empty = AssignResult(
+            Assignment(flows, np.full(len(flows), UNROUTED, np.int64)), np.inf,
+            *(np.zeros(0, np.int64),) * 4, method="spray", seconds=0.0,
+        )  # fmt: skip
+        sprayed = _spray_within_tables(problem, empty, opts) if len(flows) else None
+        times["qp_spray"] = time.perf_counter() - t
+        if sprayed is None:
+            return None
+        return _finish(problem, replace(sprayed[0], method="qp-spray"), bound, None, times,
+                       start, sprayed[1], previous, opts)  # fmt: skip
 
     def run(guidance: Guidance | None) -> AssignResult:
         return assign_paths(
@@ -811,13 +844,15 @@ def floored(
     opts: SolveOptions,
     stop: Stop = None,
     steered: np.ndarray | None = None,
+    spray: Callable[[], SolveResult | None] | None = None,
 ) -> SolveResult:
     """Step 9 of the module docstring: when `first`'s certificate handed jobs back, or left a
-    job below a hashing it compared (CertifyOptions.compare), `placed` (the routing `first`
-    certified) through the job-level pass again, every job's floor the best of those
-    hashings' values for it, and certified; the better of the two certified results by the
-    floored objective vector over the jobs both valued (`first` on a tie, or when the pass
-    did not run or moved nothing)."""
+    job below a hashing it compared (CertifyOptions.compare), every job's floor is the best
+    of those hashings' values for it, and two more routings are made and certified:
+    `placed` (the routing `first` certified) through the job-level pass with those floors,
+    and every flow sprayed over its paths (`spray`, as far as the tables afford) through the
+    same pass; of the certified results the best by the floored objective vector over the
+    jobs all valued is kept (`first` on a tie, then the pass's)."""
     cert, report = first.certificate, placed.objective
     if (cert is None or cert.reference_values is None or cert.job_values is None
             or report is None or opts.job_rounds == 0):  # fmt: skip
@@ -829,6 +864,7 @@ def floored(
     if not cert.fallback_jobs and not below.any():
         return first
     t = time.perf_counter()
+    tried: list[tuple[str, SolveResult]] = []
     start = placed
     if report.bound_source == NOT_PREDICTED:
         # step 7 was over its work limit (a large mix): run it now, its tries predicted
@@ -837,26 +873,42 @@ def floored(
     again = job_objective(fabric, health, flows, start, previous, opts, floor=floor)
     if again.objective is not None and again.objective.moves == 0:
         again = start  # the floors moved nothing: what step 7 moved, if anything
-    if again.objective is None or again.objective.moves == 0:
-        return first
-    _go_on(stop, "the floored job pass")
-    second = certified(fabric, health, again, opts, inputs=flows, stop=stop, steered=steered)
-    other = second.certificate
-    assert other is not None
-    keep = first
-    if other.passed:
-        ours = cert.job_values
-        theirs = np.ones_like(ours) if other.job_values is None else other.job_values
-        jobs = np.flatnonzero(np.isfinite(ours) & np.isfinite(theirs))
-        priority = job_priorities(flows)
+    if again.objective is not None and again.objective.moves > 0:
+        _go_on(stop, "the floored job pass")
+        tried.append(("the pass with floors", certified(
+            fabric, health, again, opts, inputs=flows, stop=stop, steered=steered)))  # fmt: skip
+    # every flow sprayed: 16 buckets over the paths spread a job as finely as the hashed
+    # QPs it is compared with (an all-to-all of small flows gets its demand under E-ECMP,
+    # where whole flows and a few buckets crowd some links with it)
+    sprayed = spray() if spray is not None else None
+    if sprayed is not None and not (
+        len(sprayed.assignment.flows) == len(placed.assignment.flows)
+        and np.array_equal(sprayed.assignment.path, placed.assignment.path)
+        and np.array_equal(sprayed.assignment.flows.qp, placed.assignment.flows.qp)
+    ):  # fmt: skip
+        _go_on(stop, "the spray")
+        sprayed = job_objective(fabric, health, flows, sprayed, previous, opts, floor=floor)
+        _go_on(stop, "the sprayed job pass")
+        tried.append(("the spray with floors", certified(
+            fabric, health, sprayed, opts, inputs=flows, stop=stop, steered=steered)))  # fmt: skip
+    keep, kept = first, "the first did no better"
+    best = cert.job_values
+    priority = job_priorities(flows)
+    for name, other in tried:
+        got = other.certificate
+        assert got is not None
+        if not got.passed:
+            continue
+        theirs = np.ones_like(best) if got.job_values is None else got.job_values
+        jobs = np.flatnonzero(np.isfinite(best) & np.isfinite(theirs))
         if compare(floored_vector(theirs, priority, jobs, floor),
-                   floored_vector(ours, priority, jobs, floor)) > 0:  # fmt: skip
-            keep = second
+                   floored_vector(best, priority, jobs, floor)) > 0:  # fmt: skip
+            keep, best, kept = other, theirs, f"{name} was kept"
     times = dict(keep.times)
     times["floored"] = time.perf_counter() - t
-    log.info("certificate: %d job(s) handed back, %d below a hashing compared; the pass "
-             "raising them to it first %s", len(cert.fallback_jobs), int(below.sum()),
-             "was kept" if keep is second else "did no better")  # fmt: skip
+    log.info("certificate: %d job(s) handed back, %d below a hashing compared; of %d "
+             "routing(s) raising them to it first, %s", len(cert.fallback_jobs),
+             int(below.sum()), len(tried), kept)  # fmt: skip
     return replace(keep, times=times)
 
 

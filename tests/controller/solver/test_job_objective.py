@@ -493,13 +493,52 @@ def test_over_its_work_limit_the_pass_still_raises_jobs_to_their_floors(
     monkeypatch.setattr(solve_module, "raise_worst", tight)
     opts = SolveOptions(certify=CertifyOptions(compare=("wcmp",)))
     kept = solve(fabric, health, flows, options=opts)
-    assert len(passes) == 3 and passes[0].moves == 0 and "skipped" in passes[0].stopped
-    assert passes[1].floored == 0 and passes[2].floored > 0  # step 7, then the floors
+    assert len(passes) == 4 and passes[0].moves == 0 and "skipped" in passes[0].stopped
+    # step 7, then the floors from there and from the spray
+    assert passes[1].floored == 0 and passes[2].floored > 0 and passes[3].floored > 0
     assert passes[1].moves + passes[2].moves > 0
     assert kept.certificate is not None and kept.certificate.passed
     assert kept.certificate.below == {"eecmp": 0, "wcmp": 0}
-    assert kept.objective in (passes[1], passes[2]) and kept.objective.moves > 0
+    assert kept.objective in passes[1:]
     assert_at_or_above_both_hashings(fabric, health, flows, kept)
+
+
+def test_a_spray_replaces_hand_backs_where_no_pass_spreads_a_job_finely_enough(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Small, one rack uplink down, three jobs on shared racks (a ring over 8 racks, a 6-host
+    all-to-all of 80 Gb/s flows, a pp=2 job): E-ECMP's 16 hashed QPs give the all-to-all its
+    demand, where the MLU solution crowds its flows onto three uplinks (0.87); no move of the
+    pass with floors lifts it without pushing the ring below its floor, and the certificate
+    handed all three jobs back (worst job 0.42). Every flow sprayed over its paths, then the
+    pass with floors, is certified with nothing handed back, every job above E-ECMP and WCMP."""
+    hosts = [f"host-p{p}-r{r}-h0" for p in (0, 1) for r in range(4)]
+    data = {"jobs": [
+        {"id": "ring", "hosts": hosts},
+        {"id": "a2a", "hosts": [f"host-p0-r{r}-h1" for r in range(6)],
+         "collectives": ["alltoall"]},
+        {"id": "pp", "hosts": [f"host-p1-r{r}-h0" for r in range(4, 8)]
+         + ["host-p0-r4-h0", "host-p0-r5-h0"], "pp": 2},
+    ]}  # fmt: skip
+    fabric = SMALL
+    flows = jobs_flows(fabric, parse_placement(fabric, data))
+    health = parse_health(fabric, ["rtsw-p0-r0:ctsw-p0-c4"])
+    opts = SolveOptions(certify=CertifyOptions(compare=("wcmp",)))
+    kept = solve(fabric, health, flows, options=opts)
+    solve_module = importlib.import_module("controller.solver.solve")
+    real = solve_module.floored
+    monkeypatch.setattr(solve_module, "floored",
+                        lambda *a, **k: real(*a, **{**k, "spray": None}))  # no spray
+    unsprayed = solve(fabric, health, flows, options=opts)
+    assert unsprayed.certificate is not None and len(unsprayed.certificate.fallback_jobs) == 3
+    assert kept.certificate is not None and kept.certificate.passed
+    assert not kept.certificate.fallback_jobs
+    assert kept.method.endswith("qp-spray") and kept.objective is not None
+    assert kept.objective.floored == 3
+    assert_at_or_above_both_hashings(fabric, health, flows, kept)
+    a = te_jobs(fabric, health, kept, "eecmp")
+    b = te_jobs(fabric, health, unsprayed, "eecmp")
+    assert min(a.values()) > min(b.values()) + 0.2
 
 
 def test_local_predictions_are_the_full_ones() -> None:
