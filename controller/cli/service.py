@@ -391,7 +391,8 @@ def cmd_routes_show(args: argparse.Namespace) -> int:
     with _client(args) as client:
         try:
             if args.watch:
-                _watch(client, args.since, set(args.switch))
+                epoch, since = args.since
+                _watch(client, since, set(args.switch), epoch)
             else:
                 _show(client, args)
         except BrokenPipeError:  # `tectl routes show | head`
@@ -408,18 +409,19 @@ def _show(client: Client, args: argparse.Namespace) -> None:
     sys.stdout.flush()
 
 
-def _watch(client: Client, since: int, switches: Collection[str] = ()) -> None:
+def _watch(client: Client, since: int, switches: Collection[str] = (), epoch: str = "") -> None:
     """Print the watch (only `switches`' entries, when named); the client resumes it when the
-    server drops it for falling behind."""
+    server drops it for falling behind. Each sync line says how to resume from it."""
     first_chunk = True
-    for event in client.watch_routes(since):
+    for event in client.watch_routes(since, epoch):
         if isinstance(event, Snapshot):
             if first_chunk:
                 print(f"# snapshot version {event.version}: {event.total_entries} entries",
                       flush=True)  # fmt: skip
             first_chunk = not event.more
         elif isinstance(event, InSync):
-            print(f"# in sync at version {event.version}", flush=True)
+            print(f"# in sync at version {event.version} (resume with --since "
+                  f"{event.epoch}:{event.version})", flush=True)  # fmt: skip
         elif isinstance(event, Resumed):
             print(f"# fell behind; resuming from version {event.version}", flush=True)
             first_chunk = True
@@ -428,6 +430,17 @@ def _watch(client: Client, since: int, switches: Collection[str] = ()) -> None:
             lines += [_entry_line("- ", e) for e in event.removed if _shown(e, switches)]
             if lines or not switches:  # filtered: a delta of other switches says nothing
                 print("\n".join([f"# delta version {event.version}", *lines]), flush=True)
+
+
+def _since(text: str) -> tuple[str, int]:
+    """`--since EPOCH:VERSION` as (epoch, version)."""
+    epoch, colon, version = text.rpartition(":")
+    if not colon or not epoch:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not EPOCH:VERSION: a watch's sync lines print it (`# in sync at "
+            "version V (resume with --since EPOCH:V)`); versions count from 1 in each "
+            "controller process, so a version alone names no table")
+    return epoch, flag(int, 1, 2**63 - 1)(version)
 
 
 def _shown(e: RouteLine, switches: Collection[str]) -> bool:
@@ -806,8 +819,10 @@ def register(cli: Commands) -> None:
                       help="entries per streamed message (10000)")  # fmt: skip
     show.add_argument("--watch", action="store_true", help="stream changes")
     show.add_argument(
-        "--since", type=flag(int, 0, 2**63 - 1), default=0, help="resume a watch from a version"
-    )
+        "--since", type=_since, default=("", 0), metavar="EPOCH:VERSION",
+        help="resume a watch from a version, as its sync lines print it (the epoch names the "
+             "controller process: from another, or a restarted one, a snapshot comes first)",
+    )  # fmt: skip
     show.set_defaults(func=cmd_routes_show)
 
     apply = _output(client(routes_sub.add_parser(

@@ -135,13 +135,16 @@ class Snapshot:
     total_entries: int
     entries: tuple[RouteLine, ...]
     more: bool
+    epoch: str = ""  # the routes epoch of `version`
 
 
 @dataclass(frozen=True)
 class InSync:
-    """The watch has delivered everything up to `version`."""
+    """The watch has delivered everything up to `version` of routes epoch `epoch` (resume
+    from there with both)."""
 
     version: int
+    epoch: str = ""
 
 
 @dataclass(frozen=True)
@@ -158,6 +161,7 @@ class Resumed:
     """The server dropped the watch for falling behind; it goes on from `version`."""
 
     version: int
+    epoch: str = ""
 
 
 WatchEvent = Snapshot | InSync | Delta | Resumed
@@ -336,34 +340,37 @@ class Client:
         except grpc.RpcError as err:  # a stream ends with a status
             raise _failed(err) from None
 
-    def watch_routes(self, since: int = 0) -> Iterator[WatchEvent]:
-        """Route changes after version `since` (0: a snapshot first). When the server drops
-        the watch for falling behind, a `Resumed` event, and the watch goes on from the
-        version the server names; any other end raises."""
+    def watch_routes(self, since: int = 0, epoch: str = "") -> Iterator[WatchEvent]:
+        """Route changes after version `since` of routes epoch `epoch` (as an InSync gave
+        them; 0, or another epoch than the server's: a snapshot first). When the server
+        drops the watch for falling behind, a `Resumed` event, and the watch goes on from
+        the version the server names; any other end raises."""
         import grpc
 
-        from controller.service.servicer import RESUME_VERSION_KEY
+        from controller.service.servicer import RESUME_EPOCH_KEY, RESUME_VERSION_KEY
 
         while True:
             try:
-                yield from self._watch_once(since)
+                yield from self._watch_once(since, epoch)
                 return
             except grpc.RpcError as err:
-                resume = dict(err.trailing_metadata() or ()).get(RESUME_VERSION_KEY)
+                trailer = dict(err.trailing_metadata() or ())
+                resume = trailer.get(RESUME_VERSION_KEY)
                 if err.code() != grpc.StatusCode.ABORTED or resume is None:
                     raise _failed(err) from None
-            since = int(resume)
-            yield Resumed(since)
+            since, epoch = int(resume), str(trailer.get(RESUME_EPOCH_KEY, ""))
+            yield Resumed(since, epoch)
 
-    def _watch_once(self, since: int) -> Iterator[WatchEvent]:
-        for event in self._stub.WatchRoutes(self._pb.WatchRoutesRequest(since_version=since)):
+    def _watch_once(self, since: int, epoch: str) -> Iterator[WatchEvent]:
+        request = self._pb.WatchRoutesRequest(since_version=since, since_epoch=epoch)
+        for event in self._stub.WatchRoutes(request):
             kind = event.WhichOneof("event")
             if kind == "snapshot":
                 s = event.snapshot
                 yield Snapshot(s.version, s.total_entries, _lines(s.entries),
-                               bool(s.next_page_token))  # fmt: skip
+                               bool(s.next_page_token), s.epoch)  # fmt: skip
             elif kind == "sync":
-                yield InSync(event.sync.version)
+                yield InSync(event.sync.version, event.sync.epoch)
             else:
                 d = event.delta
                 yield Delta(d.version, _lines(d.added), _lines(d.removed))

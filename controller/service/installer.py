@@ -60,6 +60,7 @@ class RouteEvent:
     version: int
     entries: Iterable[Entry] = ()  # snapshot: all; delta: added (listed by the watcher)
     removed: Iterable[Entry] = ()
+    epoch: str = ""  # the routes epoch of `version` (snapshot, sync, behind)
 
 
 @dataclass
@@ -392,19 +393,20 @@ class Installer:
         return self._sweep
 
     def watch(
-        self, since: int, alive: Callable[[], bool] | None, max_lag: int
+        self, since: int, alive: Callable[[], bool] | None, max_lag: int, epoch: str = ""
     ) -> Iterator[RouteEvent]:
         """See `Engine.watch`."""
         cond, log_ = self._cond, self.routes
+        mine = log_.epoch
         with cond:
             version = log_.version
-            backlog = log_.after(since) if since else None
+            backlog = log_.after(since, epoch) if since else None
             if backlog is None:
-                first = [RouteEvent("snapshot", version, log_.installed)]
+                first = [RouteEvent("snapshot", version, log_.installed, epoch=mine)]
             else:
                 first = [RouteEvent("delta", d.version, d.added, d.removed) for d in backlog]
         yield from first
-        yield RouteEvent("sync", version)
+        yield RouteEvent("sync", version, epoch=mine)
         seen = version
         while True:
             with cond:
@@ -414,7 +416,7 @@ class Installer:
                         return
                 if self._stopped():
                     return
-                pending = log_.after(seen)
+                pending = log_.after(seen, mine)
                 lag = log_.version - seen
                 behind = bool(max_lag) and (pending is None or lag > max_lag)
                 if not behind:
@@ -422,11 +424,11 @@ class Installer:
                     if pending is None:  # fell behind the retained deltas: start afresh
                         fresh = log_.installed
             if behind:
-                yield RouteEvent("behind", seen)
+                yield RouteEvent("behind", seen, epoch=mine)
                 return
             if pending is None:
-                yield RouteEvent("snapshot", seen, fresh)
-                yield RouteEvent("sync", seen)
+                yield RouteEvent("snapshot", seen, fresh, epoch=mine)
+                yield RouteEvent("sync", seen, epoch=mine)
                 continue
             for d in pending:
                 yield RouteEvent("delta", d.version, d.added, d.removed)

@@ -122,6 +122,12 @@ class EngineReads:
         with self._cond:
             return self.installer.routes.version
 
+    @property
+    def routes_epoch(self) -> str:
+        """The epoch of the routes versions (controller.service.state.RouteLog): drawn when
+        this process started, so a version of another process is never taken for one."""
+        return self.installer.routes.epoch
+
     def snapshot(self) -> tuple[int, RouteSet]:
         """(routes version, installed routes), consistent with each other."""
         with self._cond:
@@ -179,10 +185,12 @@ class EngineReads:
             return True
 
     def watch(
-        self, since: int = 0, alive: Callable[[], bool] | None = None, max_lag: int = 0
+        self, since: int = 0, alive: Callable[[], bool] | None = None, max_lag: int = 0,
+        epoch: str = "",
     ) -> Iterator[RouteEvent]:
-        """Snapshot (or only the deltas after `since`, if all still logged), a sync marker,
-        then deltas as they come. Ends when the engine closes or `alive()` turns False.
-        A watcher that falls behind (more than `max_lag` versions, or out of the delta log)
-        gets a last "behind" event carrying the version it has seen, to resume from."""
-        return self.installer.watch(since, alive, max_lag)
+        """Snapshot (or only the deltas after `since`, if all still logged and `epoch` is
+        the routes epoch: controller.service.state.RouteLog), a sync marker, then deltas as
+        they come. Ends when the engine closes or `alive()` turns False. A watcher that
+        falls behind (more than `max_lag` versions, or out of the delta log) gets a last
+        "behind" event carrying the version it has seen, to resume from."""
+        return self.installer.watch(since, alive, max_lag, epoch)

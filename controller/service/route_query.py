@@ -2,7 +2,8 @@
 
 Pure: a RouteSet and a query in, entries and the next page token out. Pages are slices of
 the RouteSet's stable order (switch name, then table order); a token names the routes
-version it was cut from, so a page is never mixed from two versions.
+version it was cut from and its epoch (controller.service.state.RouteLog), so a page is
+never mixed from two versions, nor from two controller processes.
 """
 
 from __future__ import annotations
@@ -97,40 +98,48 @@ class Selection(Sequence[Entry]):
         return out
 
 
-def page(entries: Sequence[Entry], version: int, size: int, token: str) -> tuple[list[Entry], str]:
+def page(entries: Sequence[Entry], version: int, size: int, token: str, epoch: str = ""
+         ) -> tuple[list[Entry], str]:  # fmt: skip
     """(entries of this page, token of the next page or "") for `size` entries a page
-    (0 = all) starting where `token` says."""
-    start = _offset(token, version, len(entries))
+    (0 = all) starting where `token` says; `version` of routes epoch `epoch`."""
+    start = _offset(token, version, epoch, len(entries))
     end = len(entries) if size <= 0 else min(start + size, len(entries))
-    return list(entries[start:end]), (f"{version}:{end}" if end < len(entries) else "")
+    return list(entries[start:end]), (f"{epoch}.{version}:{end}" if end < len(entries) else "")
 
 
 def chunks(
-    entries: Sequence[Entry], version: int, size: int, token: str
+    entries: Sequence[Entry], version: int, size: int, token: str, epoch: str = ""
 ) -> Iterator[tuple[list[Entry], str]]:
     """The (page, next token) pairs `page` would return one by one (at least one). The
     token is checked here; the pages are made as the caller takes them."""
     size = size or STREAM_CHUNK
-    first = page(entries, version, size, token)
-    return _pages(entries, version, size, first)
+    first = page(entries, version, size, token, epoch)
+    return _pages(entries, version, size, first, epoch)
 
 
 def _pages(
-    entries: Sequence[Entry], version: int, size: int, first: tuple[list[Entry], str]
-) -> Iterator[tuple[list[Entry], str]]:
+    entries: Sequence[Entry], version: int, size: int, first: tuple[list[Entry], str],
+    epoch: str,
+) -> Iterator[tuple[list[Entry], str]]:  # fmt: skip
     part, token = first
     yield part, token
     while token:
-        part, token = page(entries, version, size, token)
+        part, token = page(entries, version, size, token, epoch)
         yield part, token
 
 
-def _offset(token: str, version: int, total: int) -> int:
+def _offset(token: str, version: int, epoch: str, total: int) -> int:
     if not token:
         return 0
-    v, sep, off = token.partition(":")
-    if not (sep and v.isdigit() and off.isdigit()):
+    mark, sep, off = token.rpartition(":")
+    was, dot, v = mark.rpartition(".")
+    if not (sep and dot and v.isdigit() and off.isdigit()):
         raise InputError(f"page_token: {token!r} is not a token this service issued")
+    if was != epoch:
+        raise PreconditionError(
+            "page_token: cut by another controller process (or before a restart); start "
+            "again from the first page"
+        )
     if int(v) != version:
         raise PreconditionError(
             f"page_token: the routes changed since (version {v}, now {version}); "

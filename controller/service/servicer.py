@@ -30,6 +30,7 @@ from controller.solver import SolveOptions
 
 T = TypeVar("T")
 RESUME_VERSION_KEY = "resume-version"  # trailing metadata of a dropped watch
+RESUME_EPOCH_KEY = "resume-epoch"  # ... and the routes epoch of that version
 
 
 class TrafficEngineering(pb_grpc.TrafficEngineeringServicer):
@@ -102,7 +103,8 @@ class TrafficEngineering(pb_grpc.TrafficEngineeringServicer):
         self, request: pb.GetRoutesRequest, context: grpc.ServicerContext
     ) -> pb.RouteSnapshot:
         version, entries = self._select(request)
-        part, token = route_query.page(entries, version, request.page_size, request.page_token)
+        part, token = route_query.page(entries, version, request.page_size, request.page_token,
+                                       self.engine.routes_epoch)  # fmt: skip
         return self._snapshot(version, part, token, len(entries))
 
     def StreamRoutes(
@@ -117,7 +119,8 @@ class TrafficEngineering(pb_grpc.TrafficEngineeringServicer):
         self, request: pb.GetRoutesRequest, context: grpc.ServicerContext
     ) -> tuple[int, Iterator[tuple[list[Entry], str]], int]:
         version, entries = self._select(request)
-        parts = route_query.chunks(entries, version, request.page_size, request.page_token)
+        parts = route_query.chunks(entries, version, request.page_size, request.page_token,
+                                   self.engine.routes_epoch)  # fmt: skip
         return version, parts, len(entries)
 
     def _select(self, request: pb.GetRoutesRequest) -> tuple[int, route_query.Selection]:
@@ -142,30 +145,34 @@ class TrafficEngineering(pb_grpc.TrafficEngineeringServicer):
         self, request: pb.WatchRoutesRequest, context: grpc.ServicerContext
     ) -> Iterator[pb.RouteEvent]:
         watch = self.engine.watch(
-            request.since_version, alive=context.is_active, max_lag=self.limits.watch_max_lag
-        )
+            request.since_version, alive=context.is_active, max_lag=self.limits.watch_max_lag,
+            epoch=request.since_epoch,
+        )  # fmt: skip
         for event in watch:
             if event.kind == "behind":  # dropped rather than buffered: the client resumes
-                context.set_trailing_metadata(((RESUME_VERSION_KEY, str(event.version)),))
+                context.set_trailing_metadata(((RESUME_VERSION_KEY, str(event.version)),
+                                               (RESUME_EPOCH_KEY, event.epoch)))  # fmt: skip
                 context.abort(grpc.StatusCode.ABORTED,
                               "this watcher fell behind the route changes; resume with "
-                              f"since_version={event.version}")  # fmt: skip
+                              f"since_version={event.version} "
+                              f"since_epoch={event.epoch}")  # fmt: skip
             if event.kind == "snapshot":  # large tables go out in chunks, as StreamRoutes
                 entries = (
                     route_query.Selection.of(event.entries)
                     if isinstance(event.entries, RouteSet)
                     else list(event.entries)
                 )
-                for part, token in route_query.chunks(entries, event.version, 0, ""):
-                    yield pb.RouteEvent(
-                        snapshot=self._snapshot(event.version, part, token, len(entries))
-                    )
+                for part, token in route_query.chunks(entries, event.version, 0, "",
+                                                      event.epoch):  # fmt: skip
+                    snap = self._snapshot(event.version, part, token, len(entries))
+                    snap.epoch = event.epoch
+                    yield pb.RouteEvent(snapshot=snap)
             else:
                 yield self._event(event)
 
     def _event(self, event: RouteEvent) -> pb.RouteEvent:
         if event.kind == "sync":
-            return pb.RouteEvent(sync=pb.Sync(version=event.version))
+            return pb.RouteEvent(sync=pb.Sync(version=event.version, epoch=event.epoch))
         delta = convert.delta_to_pb(self.fabric, event.version, event.entries, event.removed)
         return pb.RouteEvent(delta=delta)
 

@@ -6,13 +6,17 @@ a rejected one, and one that leaves the state as it was, changes nothing (valida
 before the first write).
 
 `RouteLog` holds what the switches reported back as installed, with a version bumped by
-every change and a bounded log of deltas so that a watcher can resume from a version.
+every change and a bounded log of deltas so that a watcher can resume from a version. Its
+versions count from 1 in each process, so each log has an `epoch` (random, drawn when it is
+made): a version resumes a watch only with the epoch it was seen in; a controller restarted
+or another replica has another epoch, and a version from before names another table.
 
 Neither class locks, sleeps or talks to a driver; the engine serialises access.
 """
 
 from __future__ import annotations
 
+import secrets
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -166,9 +170,11 @@ class Delta:
 class RouteLog:
     """Installed routes as read back, versioned, with the most recent deltas."""
 
-    def __init__(self, installed: RouteSet, keep: int = DELTA_LOG) -> None:
+    def __init__(self, installed: RouteSet, keep: int = DELTA_LOG, epoch: str | None = None
+                 ) -> None:  # fmt: skip
         self.installed = installed
         self.version = 1
+        self.epoch = secrets.token_hex(8) if epoch is None else epoch
         self._deltas: deque[Delta] = deque(maxlen=keep)
 
     def record(
@@ -218,10 +224,11 @@ class RouteLog:
         self._deltas.append(delta)
         return delta
 
-    def after(self, since: int) -> list[Delta] | None:
-        """The deltas after version `since`, or None if they are no longer (or never were)
-        all in the log; `since == version` gives an empty list."""
-        if not 0 < since <= self.version:
+    def after(self, since: int, epoch: str) -> list[Delta] | None:
+        """The deltas after version `since` of `epoch`, or None if they are no longer (or
+        never were) all in the log, or `epoch` is not this log's; `since == version` gives an
+        empty list."""
+        if epoch != self.epoch or not 0 < since <= self.version:
             return None
         if since == self.version:
             return []

@@ -139,7 +139,7 @@ def test_routes_watch_of_one_switch_prints_only_that_switch(
     other = RouteLine("rtsw-p0-r6", "c", "h2", "d")
 
     class Stub:
-        def watch_routes(self, since: int):  # type: ignore[no-untyped-def]
+        def watch_routes(self, since: int, epoch: str = ""):  # type: ignore[no-untyped-def]
             yield InSync(1)
             yield Delta(2, (other,), ())
             yield Delta(3, (mine, other), (other,))
@@ -150,3 +150,30 @@ def test_routes_watch_of_one_switch_prints_only_that_switch(
     assert "# delta version 3\n+ rtsw-p0-r5" in out
     _watch(Stub(), 0, set())  # type: ignore[arg-type]
     assert "rtsw-p0-r6" in capsys.readouterr().out  # no switch named: every switch
+
+
+def test_a_watch_resumes_from_epoch_and_version_as_its_sync_lines_print_them(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Each sync line says how to resume; `--since` takes that EPOCH:VERSION and refuses a
+    version alone (versions count from 1 in each controller process)."""
+    from controller.cli.main import main
+    from controller.cli.service import _watch
+    from controller.service.client import InSync
+
+    asked = []
+
+    class Stub:
+        def watch_routes(self, since: int, epoch: str = ""):  # type: ignore[no-untyped-def]
+            asked.append((since, epoch))
+            yield InSync(7, "0a1b2c3d4e5f6071")
+
+    _watch(Stub(), 5, (), "ffee")  # type: ignore[arg-type]
+    assert asked == [(5, "ffee")]
+    assert "# in sync at version 7 (resume with --since 0a1b2c3d4e5f6071:7)" in (
+        capsys.readouterr().out)  # fmt: skip
+    for bad in ("5", ":5", "e:0", "e:x"):
+        with pytest.raises(SystemExit) as exit_:
+            main(["routes", "show", "--watch", "--since", bad, "--server", "127.0.0.1:1"])
+        assert exit_.value.code == 2
+    assert "a version alone names no table" in capsys.readouterr().err

@@ -269,10 +269,13 @@ def test_slow_watcher_is_dropped_with_a_resumable_version(small: Fabric) -> None
             for event in watch:
                 seen.append(event.delta.version)
         assert err.value.code() == grpc.StatusCode.ABORTED, err.value.details()
-        resume = int(dict(err.value.trailing_metadata())["resume-version"])
+        trailer = dict(err.value.trailing_metadata())
+        resume, epoch = int(trailer["resume-version"]), trailer["resume-epoch"]
+        assert epoch == engine.routes_epoch
         assert seen and resume == seen[-1] < engine.routes_version
         assert f"since_version={resume}" in err.value.details()
-        again = direct.WatchRoutes(pb.WatchRoutesRequest(since_version=resume), timeout=30)
+        again = direct.WatchRoutes(pb.WatchRoutesRequest(since_version=resume, since_epoch=epoch),
+                                   timeout=30)  # fmt: skip
         rest = [next(again) for _ in range(engine.routes_version - resume)]
         assert [e.delta.version for e in rest] == list(range(resume + 1, engine.routes_version + 1))
         again.cancel()

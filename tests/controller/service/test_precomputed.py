@@ -206,7 +206,7 @@ def test_a_single_link_down_uses_the_precomputed_repair_with_the_same_outcome(
         assert target is not None  # the wanted routes spliced are the repair's routes
         assert engine.installer.wanted() == build_routes(FABRIC, target.assignment)
         # the route log's deltas since take the routes before to the routes after
-        deltas = engine.installer.routes.after(version)
+        deltas = engine.installer.routes.after(version, engine.routes_epoch)
         assert deltas
         for d in deltas:
             for e in d.removed:

@@ -140,3 +140,56 @@ def test_watch_sends_a_large_snapshot_in_chunks(service, monkeypatch) -> None:
     assert all(c.next_page_token for c in chunks[:-1]) and not chunks[-1].next_page_token
     assert all(c.total_entries == len(full.entries) for c in chunks)
     assert [_key(e) for c in chunks for e in c.entries] == [_key(e) for e in full.entries]
+
+
+def _events(stub: pb_grpc.TrafficEngineeringStub, since: int, epoch: str) -> Iterator[str]:
+    """The kinds of a watch's events, with the sync's version and epoch."""
+    for event in stub.WatchRoutes(pb.WatchRoutesRequest(since_version=since, since_epoch=epoch)):
+        kind = event.WhichOneof("event")
+        yield f"sync {event.sync.version} {event.sync.epoch}" if kind == "sync" else kind
+
+
+def test_a_watch_resumes_by_version_and_epoch_and_a_restarted_service_sends_a_snapshot(
+    small: Fabric, service
+) -> None:
+    """Resumed with the epoch of its sync, a watch gets only the deltas after its version;
+    a controller started again counts versions from 1 (its own epoch), so the same version
+    and the old epoch get a snapshot, never "in sync" with a table they never saw."""
+    running, stub = service
+    watch = _events(stub, 0, "")
+    assert next(watch) == "snapshot"
+    _, version, epoch = next(watch).split()
+    assert epoch == running.engine.routes_epoch and len(epoch) == 16
+    watch.close()
+    stub.DeleteJob(pb.DeleteJobRequest(id="b"))
+    assert running.engine.wait_idle()
+    watch = _events(stub, int(version), epoch)
+    assert next(watch) == "delta"
+    assert next(watch).startswith("sync ")
+    watch.close()
+    watch = _events(stub, int(version), "another")  # an epoch not this process's
+    assert next(watch) == "snapshot"
+    watch.close()
+
+    again = start(Engine(small, EmulatedDriver(small), debounce=0.01), "127.0.0.1:0")
+    channel = grpc.insecure_channel(f"127.0.0.1:{again.port}")
+    try:
+        other = pb_grpc.TrafficEngineeringStub(channel)
+        hosts = [small.host_name(h) for h in range(small.num_hosts)]
+        other.PutJob(pb.PutJobRequest(job=pb.Job(id="c", hosts=hosts[4:12], tp=4)))
+        assert again.engine.wait_idle()
+        now = again.engine.routes_version
+        assert again.engine.routes_epoch != epoch
+        watch = _events(other, now, epoch)  # a version it has, from the other epoch
+        assert next(watch) == "snapshot" and next(watch).split()[1:] == [
+            str(now), again.engine.routes_epoch]
+        watch.close()
+        page = other.GetRoutes(pb.GetRoutesRequest(page_size=3))
+        with pytest.raises(grpc.RpcError) as err:  # a page token of the first service
+            other.GetRoutes(pb.GetRoutesRequest(page_size=3, page_token=stub.GetRoutes(
+                pb.GetRoutesRequest(page_size=3)).next_page_token))
+        assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert page.next_page_token
+    finally:
+        channel.close()
+        again.stop(grace=0.5)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from controller.errors import InputError, PreconditionError
 from controller.routes.tables import Entry, RouteSet
 from controller.service import route_query
 from controller.service.route_query import RouteQuery, Selection
@@ -45,6 +47,22 @@ def test_a_page_lists_only_its_own_rows() -> None:
     table = RouteSet.from_entries(Entry("rtsw-0", 1, d, 2) for d in range(100)).tables["rtsw-0"]
     fresh = RouteSet({"rtsw-0": table.take(slice(0, 100))})  # nothing listed yet
     part, token = route_query.page(Selection.of(fresh), 7, 10, "")
-    assert [e.dst_host for e in part] == list(range(10)) and token == "7:10"
+    assert [e.dst_host for e in part] == list(range(10)) and token == ".7:10"
     assert fresh.tables["rtsw-0"]._entries is None  # the other 90 rows were never made
     assert fresh.tables["rtsw-0"].rows(90, 100) == tuple(table)[90:]
+
+
+def test_a_token_names_its_version_and_epoch() -> None:
+    """A page token of another version, or of another controller process (whose versions
+    count from 1 again), is refused rather than read as an offset into this table."""
+    rows = Selection.of(RouteSet.from_entries(Entry("rtsw-0", 1, d, 2) for d in range(30)))
+    part, token = route_query.page(rows, 4, 10, "", "e1")
+    assert token == "e1.4:10"
+    assert route_query.page(rows, 4, 10, token, "e1")[0] == list(rows[10:20])
+    with pytest.raises(PreconditionError, match="another controller process"):
+        route_query.page(rows, 4, 10, token, "e2")
+    with pytest.raises(PreconditionError, match="changed since"):
+        route_query.page(rows, 5, 10, token, "e1")
+    for junk in ("4:10", "e1.x:10", "e1.4"):
+        with pytest.raises(InputError, match="not a token"):
+            route_query.page(rows, 4, 10, junk, "e1")

@@ -115,7 +115,8 @@ def test_watch_gets_snapshot_sync_then_deltas(small: Fabric, service) -> None:
     assert kinds[:3] == ["snapshot", "sync", "delta"]
     assert events[2].delta.version == events[1].sync.version + 1
     # resuming from the sync version replays the delta, no snapshot
-    resumed = stub.WatchRoutes(pb.WatchRoutesRequest(since_version=events[1].sync.version))
+    resumed = stub.WatchRoutes(pb.WatchRoutesRequest(since_version=events[1].sync.version,
+                                                     since_epoch=events[1].sync.epoch))
     first = next(resumed)
     resumed.cancel()
     assert first.WhichOneof("event") == "delta"

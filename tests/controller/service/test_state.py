@@ -65,11 +65,15 @@ def test_route_log_resumes_from_logged_versions_only() -> None:
         log.record(RouteSet.from_entries(tables), ["rtsw-p0-r0"])
     assert log.version == 4
     assert log.record(RouteSet.from_entries(tables), ["rtsw-p0-r0"]) is None
-    assert [d.version for d in log.after(2) or []] == [3, 4]
-    assert log.after(4) == []
-    assert log.after(1) is None  # version 2's delta fell out of the log
-    assert log.after(0) is None and log.after(5) is None
-    assert tuple(log.after(3)[0].added) == (_entry("rtsw-p0-r0", 2),)  # type: ignore[index]
+    e = log.epoch
+    assert [d.version for d in log.after(2, e) or []] == [3, 4]
+    assert log.after(4, e) == []
+    assert log.after(1, e) is None  # version 2's delta fell out of the log
+    assert log.after(0, e) is None and log.after(5, e) is None
+    assert tuple(log.after(3, e)[0].added) == (_entry("rtsw-p0-r0", 2),)  # type: ignore[index]
+    # a version of another log (a restarted controller counts from 1 again) resumes nothing
+    assert log.after(4, "") is None and log.after(4, RouteLog(RouteSet()).epoch) is None
+    assert len({RouteLog(RouteSet()).epoch for _ in range(50)}) == 50
 
 
 _SWITCHES = ("rtsw-p0-r0", "rtsw-p0-r1")
