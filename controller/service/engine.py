@@ -502,9 +502,10 @@ class Engine(RouteCommands):
         repair when that is as good as the solve was (MLU / bound within `move_threshold`
         of its ratio); else push a bounded re-optimisation warm from the repair, and solve
         globally only when that is still beyond `spray_gap` (`solver.repair.follow_up`),
-        or when the certificate handed every job back to hashing and some capacity is back
-        that the last solve lacked (a repair re-places no row handed back, so nothing else
-        would bring TE back)."""
+        when the repair's certificate handed back a job the last solve did not (the repair
+        stays installed; the solve may hand back nobody), or when the certificate handed
+        every job back to hashing and some capacity is back that the last solve lacked (a
+        repair re-places no row handed back, so nothing else would bring TE back)."""
         baseline, target = self._baseline, self.installer.target
         assert baseline is not None and target is not None
         health, last, opts = taken.health, baseline.result, self.options
@@ -551,6 +552,13 @@ class Engine(RouteCommands):
         seconds = time.perf_counter() - start + repaired.seconds
         usage = judged.index.counted_usage  # of `res`, as the repair (or re-optimisation) kept it
         result = baseline.settled(res, np.concatenate(churn), bound, method, seconds, usage)
+        if not _pending(result) and rounds.solve_on_new_hand_back(
+                handed_now=_handed(result), handed_last=_handed(last)):  # fmt: skip
+            log.info("the repair handed %d job(s) back to the fabric's hashing that the last "
+                     "solve did not: global solve",
+                     len(_handed(result) - _handed(last)))  # fmt: skip
+            self._start_solve()
+            return
         if _pending(result):
             # jobs at risk, not compared on the reaction path: certified in full in the
             # solve's thread; the round settles on that (see `_finish_solve`)
@@ -717,6 +725,11 @@ class Engine(RouteCommands):
                 self._taken = min(self._taken, version - 1)
         log.info("took over at state version %d (%s)", version,
                  "adopted the stored assignment" if adopt else "solving")  # fmt: skip
+
+
+def _handed(result: AssignResult | SolveResult) -> set[str]:
+    """The jobs `result`'s certificate handed back to the fabric's hashing."""
+    return set() if result.certificate is None else set(result.certificate.fallback_jobs)
 
 
 def _pending(result: AssignResult | SolveResult) -> bool:

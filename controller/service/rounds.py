@@ -212,6 +212,15 @@ def adopt_stored(stored_digest: str | None, digest: str) -> bool:
     return stored_digest is not None and stored_digest == digest
 
 
+def solve_on_new_hand_back(*, handed_now: set[str], handed_last: set[str]) -> bool:
+    """A link-change round solves globally when its repair's certificate handed back to
+    hashing a job the last solve did not: the repair re-places only what the change touched,
+    and a solve (its step 9 included) may find a routing nobody is handed back from. The
+    repair stays installed meanwhile (it is certified); a job the last solve handed back
+    too asks for nothing new (else every change would solve again)."""
+    return bool(handed_now - handed_last)
+
+
 def solve_on_capacity_back(*, routed_now: bool, routed_last: bool, handed_back: bool,
                            capacity_up: bool) -> bool:  # fmt: skip
     """A link-change round solves globally when nothing is routed before or after it (the

@@ -321,6 +321,51 @@ def test_link_changes_settle_from_the_repair_without_a_global_solve() -> None:
         engine.close()
 
 
+@pytest.mark.parametrize("hands_back", [True, False])
+def test_a_repair_settled_with_a_job_handed_back_gets_a_global_solve(
+    monkeypatch: pytest.MonkeyPatch, hands_back: bool
+) -> None:
+    """A link change whose repair is near enough its bound to settle, but whose certificate
+    handed back a job the last solve did not: the repair stays installed and a global solve
+    follows (it may hand back nobody); without a hand-back the round settles from the
+    repair. The follow-up is stubbed to settle, with or without a hand-back, so that only the
+    engine's decision is under test."""
+    import controller.service.engine as engine_module
+    from controller.solver.repair import FollowUp
+
+    def settle(health, repaired, index, *args, **kw):  # type: ignore[no-untyped-def]
+        cert = repaired.certificate
+        if hands_back:
+            cert = replace(cert, fallback_jobs={"b": "0.9 x eecmp"})
+        return FollowUp(replace(repaired, certificate=cert), index, 1.0, False, False)
+
+    monkeypatch.setattr(engine_module, "follow_up", settle)
+    engine = Engine(FABRIC, EmulatedDriver(FABRIC), debounce=0.0, reconcile_interval=60.0)
+    solves: list[LinkHealth] = []
+    engine.solve_hook = solves.append
+    try:
+        engine.put_job(Job("a", tuple(range(0, 16)), dp=16, tp=4), 0)
+        engine.put_job(Job("b", tuple(range(16, 32)), dp=16, tp=4), 0)
+        assert engine.wait_idle(60)
+        solved, first = len(solves), engine.last_result
+        assert first is not None
+        arcs = first.assignment.arcs(FABRIC)
+        links = np.unique(arcs[arcs >= 0] // 2)
+        link = int(links[links >= FABRIC.rack_base][0])  # a switch link the routes cross
+        engine.report_links({link: 0.0})
+        assert engine.wait_idle(60)
+        assert len(solves) == solved + hands_back
+        assert engine.installed == engine.wanted
+        last = engine.last_result
+        assert last is not None and last.certificate is not None
+        if hands_back:  # the global solve's result, its own certificate
+            assert last.method != "repair" and "b" not in last.certificate.fallback_jobs
+        else:
+            assert last.method == "repair"
+    finally:
+        engine.close()
+
+
 def test_capacity_back_after_every_job_was_handed_to_hashing_gets_a_global_solve(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -163,3 +163,12 @@ def test_capacity_back_solves_only_where_the_certificate_handed_every_job_back()
             (False, False, True, False)):  # no capacity the last solve lacked  # fmt: skip
         assert not solve_on_capacity_back(routed_now=routed_now, routed_last=routed_last,
                                           handed_back=handed_back, capacity_up=up)
+
+
+def test_a_repair_that_hands_back_a_job_the_last_solve_did_not_solves_again() -> None:
+    from controller.service.rounds import solve_on_new_hand_back
+
+    assert solve_on_new_hand_back(handed_now={"a"}, handed_last=set())
+    assert solve_on_new_hand_back(handed_now={"a", "b"}, handed_last={"a"})
+    assert not solve_on_new_hand_back(handed_now={"a"}, handed_last={"a", "b"})  # none new
+    assert not solve_on_new_hand_back(handed_now=set(), handed_last={"a"})
