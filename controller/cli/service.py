@@ -420,8 +420,8 @@ def _watch(client: Client, since: int, switches: Collection[str] = (), epoch: st
                       flush=True)  # fmt: skip
             first_chunk = not event.more
         elif isinstance(event, InSync):
-            print(f"# in sync at version {event.version} (resume with --since "
-                  f"{event.epoch}:{event.version})", flush=True)  # fmt: skip
+            resume = f" (resume with --since {event.epoch}:{event.version})" if event.epoch else ""
+            print(f"# in sync at version {event.version}{resume}", flush=True)
         elif isinstance(event, Resumed):
             print(f"# fell behind; resuming from version {event.version}", flush=True)
             first_chunk = True

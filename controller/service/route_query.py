@@ -132,10 +132,13 @@ def _offset(token: str, version: int, epoch: str, total: int) -> int:
     if not token:
         return 0
     mark, sep, off = token.rpartition(":")
+    was: str | None
     was, dot, v = mark.rpartition(".")
-    if not (sep and dot and v.isdigit() and off.isdigit()):
+    if sep and not dot and mark.isdigit() and off.isdigit():
+        was, v = None, mark  # a token of a version before epochs: another process's
+    elif not (sep and dot and v.isdigit() and off.isdigit()):
         raise InputError(f"page_token: {token!r} is not a token this service issued")
-    if was != epoch:
+    if was is None or was != epoch:
         raise PreconditionError(
             "page_token: cut by another controller process (or before a restart); start "
             "again from the first page"

@@ -139,6 +139,7 @@ class TrafficEngineering(pb_grpc.TrafficEngineeringServicer):
     ) -> pb.RouteSnapshot:
         snap = convert.snapshot_to_pb(self.fabric, version, part)
         snap.next_page_token, snap.total_entries = token, total
+        snap.epoch = self.engine.routes_epoch  # one per process: a watch resumes from it
         return snap
 
     def WatchRoutes(
@@ -164,9 +165,8 @@ class TrafficEngineering(pb_grpc.TrafficEngineeringServicer):
                 )
                 for part, token in route_query.chunks(entries, event.version, 0, "",
                                                       event.epoch):  # fmt: skip
-                    snap = self._snapshot(event.version, part, token, len(entries))
-                    snap.epoch = event.epoch
-                    yield pb.RouteEvent(snapshot=snap)
+                    yield pb.RouteEvent(
+                        snapshot=self._snapshot(event.version, part, token, len(entries)))
             else:
                 yield self._event(event)
 

@@ -379,15 +379,28 @@ def over_floor(values: np.ndarray, floor: np.ndarray) -> np.ndarray:
 
 
 def floored_vector(
-    values: np.ndarray, priority: np.ndarray, jobs: np.ndarray, floor: np.ndarray | None
+    values: np.ndarray, priority: np.ndarray, jobs: np.ndarray, floor: np.ndarray | None,
+    *, by_class: bool = False,
 ) -> np.ndarray:
     """objective_vector, led by every floored job's value over its floor (at most 1; not
-    delivered: -1), ascending: first no job below its floor, then the usual order."""
-    plain = objective_vector(values, priority, jobs)
+    delivered: -1), ascending: first no job below its floor, then the usual order.
+    `by_class`: per priority class instead, the highest first: the class's floored jobs'
+    values over their floors, then the class's values; a floor of a lower class then never
+    outranks a higher class's values (with one class, the same vector)."""
     if floor is None:
-        return plain
-    ratio = over_floor(values, floor)[jobs]
-    return np.concatenate([np.sort(np.minimum(1.0, ratio[~np.isnan(ratio)])), plain])
+        return objective_vector(values, priority, jobs)
+    ratio = over_floor(values, floor)
+    if not by_class:
+        r = ratio[jobs]
+        return np.concatenate([np.sort(np.minimum(1.0, r[~np.isnan(r)])),
+                               objective_vector(values, priority, jobs)])  # fmt: skip
+    parts = []
+    for p in np.unique(priority[jobs])[::-1]:
+        mine = jobs[priority[jobs] == p]
+        r = ratio[mine]
+        parts += [np.sort(np.minimum(1.0, r[~np.isnan(r)])),
+                  objective_vector(values, priority, mine)]  # fmt: skip
+    return np.concatenate(parts)
 
 
 def compare(a: np.ndarray, b: np.ndarray, rel_tol: float = REL_TOL) -> int:

@@ -642,7 +642,7 @@ def _placed(
     """Every flow placed: the MLU-minimising part of `solve` (module docstring, steps 1-6);
     `stop` asked between its passes (see `solve`). `spray_only`: every flow sprayed as far
     as the tables afford (`_spray_within_tables`) and nothing else; None when it cannot
-    (flows are not split: `qps` 1)."""
+    (`qps` 1: flows are not split; no flow; or the tables would leave flows to ECMP)."""
     times: dict[str, float] = {}
     problem = Problem(fabric, health, flows)
     if spray_only and opts.qps < 2:
@@ -650,6 +650,7 @@ def _placed(
     if spray_only:
         t = time.perf_counter()
         bound = problem.bound(opts.qps)
+        _go_on(stop, "bound")
         empty = AssignResult(
             Assignment(flows, np.full(len(flows), UNROUTED, np.int64)), np.inf,
             *(np.zeros(0, np.int64),) * 4, method="spray", seconds=0.0,
@@ -848,11 +849,14 @@ def floored(
 ) -> SolveResult:
     """Step 9 of the module docstring: when `first`'s certificate handed jobs back, or left a
     job below a hashing it compared (CertifyOptions.compare), every job's floor is the best
-    of those hashings' values for it, and two more routings are made and certified:
-    `placed` (the routing `first` certified) through the job-level pass with those floors,
-    and every flow sprayed over its paths (`spray`, as far as the tables afford) through the
-    same pass; of the certified results the best by the floored objective vector over the
-    jobs all valued is kept (`first` on a tie, then the pass's)."""
+    of those hashings' values for it, and up to two more routings are made and certified:
+    `placed` (the routing `first` certified) through the job-level pass with those floors
+    (when it moves a row), and every flow sprayed over its paths (`spray`, when the tables
+    afford it without ECMP, `qps` > 1 and `placed` is not a spray already) through the same
+    pass; of the certified results the best by the floored objective vector, priority class
+    by class, over the jobs all valued is kept (`first` on a tie, then the pass's). A kept
+    spray is not held near `previous` (it may move every flow): it is kept only where it
+    is better for the jobs."""
     cert, report = first.certificate, placed.objective
     if (cert is None or cert.reference_values is None or cert.job_values is None
             or report is None or opts.job_rounds == 0):  # fmt: skip
@@ -877,32 +881,36 @@ def floored(
         _go_on(stop, "the floored job pass")
         tried.append(("the pass with floors", certified(
             fabric, health, again, opts, inputs=flows, stop=stop, steered=steered)))  # fmt: skip
-    # every flow sprayed: 16 buckets over the paths spread a job as finely as the hashed
+    # every flow sprayed: `qps` buckets over the paths spread a job as finely as the hashed
     # QPs it is compared with (an all-to-all of small flows gets its demand under E-ECMP,
-    # where whole flows and a few buckets crowd some links with it)
-    sprayed = spray() if spray is not None else None
-    if sprayed is not None and not (
-        len(sprayed.assignment.flows) == len(placed.assignment.flows)
-        and np.array_equal(sprayed.assignment.path, placed.assignment.path)
-        and np.array_equal(sprayed.assignment.flows.qp, placed.assignment.flows.qp)
-    ):  # fmt: skip
+    # where whole flows and a few buckets crowd some links with it); not where the
+    # placement is that spray already (the meta-24k mix is sprayed first)
+    _go_on(stop, "the floored job pass")
+    sprayed = (spray() if spray is not None and opts.qps > 1
+               and not placed.method.endswith("qp-spray") else None)  # fmt: skip
+    if sprayed is not None:
         _go_on(stop, "the spray")
         sprayed = job_objective(fabric, health, flows, sprayed, previous, opts, floor=floor)
         _go_on(stop, "the sprayed job pass")
         tried.append(("the spray with floors", certified(
             fabric, health, sprayed, opts, inputs=flows, stop=stop, steered=steered)))  # fmt: skip
-    keep, kept = first, "the first did no better"
-    best = cert.job_values
-    priority = job_priorities(flows)
+    # over the jobs every certified routing valued, one set for all comparisons
+    passed: list[tuple[str, SolveResult, np.ndarray]] = []
     for name, other in tried:
         got = other.certificate
-        assert got is not None
-        if not got.passed:
-            continue
-        theirs = np.ones_like(best) if got.job_values is None else got.job_values
-        jobs = np.flatnonzero(np.isfinite(best) & np.isfinite(theirs))
-        if compare(floored_vector(theirs, priority, jobs, floor),
-                   floored_vector(best, priority, jobs, floor)) > 0:  # fmt: skip
+        if got is not None and got.passed:
+            theirs = np.ones_like(cert.job_values) if got.job_values is None else got.job_values
+            passed.append((name, other, theirs))
+    jobs = np.flatnonzero(np.logical_and.reduce(
+        [np.isfinite(cert.job_values)] + [np.isfinite(v) for _, _, v in passed]))  # fmt: skip
+    priority = job_priorities(flows)
+    keep, kept, best = first, "the first did no better", cert.job_values
+    for name, other, theirs in passed:
+        # by class: a floor is promised only where the reference gives it (both routings
+        # are certified: every job at or above it), a compared hashing's is sought, and not
+        # at the price of a job of a higher class
+        if compare(floored_vector(theirs, priority, jobs, floor, by_class=True),
+                   floored_vector(best, priority, jobs, floor, by_class=True)) > 0:  # fmt: skip
             keep, best, kept = other, theirs, f"{name} was kept"
     times = dict(keep.times)
     times["floored"] = time.perf_counter() - t

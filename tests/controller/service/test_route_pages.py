@@ -161,6 +161,7 @@ def test_a_watch_resumes_by_version_and_epoch_and_a_restarted_service_sends_a_sn
     _, version, epoch = next(watch).split()
     assert epoch == running.engine.routes_epoch and len(epoch) == 16
     watch.close()
+    assert stub.GetRoutes(pb.GetRoutesRequest()).epoch == epoch  # a watch may resume from it
     stub.DeleteJob(pb.DeleteJobRequest(id="b"))
     assert running.engine.wait_idle()
     watch = _events(stub, int(version), epoch)

@@ -63,6 +63,8 @@ def test_a_token_names_its_version_and_epoch() -> None:
         route_query.page(rows, 4, 10, token, "e2")
     with pytest.raises(PreconditionError, match="changed since"):
         route_query.page(rows, 5, 10, token, "e1")
-    for junk in ("4:10", "e1.x:10", "e1.4"):
+    with pytest.raises(PreconditionError, match="another controller process"):
+        route_query.page(rows, 4, 10, "4:10", "e1")  # a token cut before epochs were
+    for junk in ("e1.x:10", "e1.4", "x:10"):
         with pytest.raises(InputError, match="not a token"):
             route_query.page(rows, 4, 10, junk, "e1")

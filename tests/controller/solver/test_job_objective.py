@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -405,6 +406,56 @@ def test_floors_lead_the_vector_and_the_order() -> None:
     better = floored_vector(np.array([1.0, 0.45, 0.3]), priority, jobs, floor)
     other = floored_vector(np.array([0.9, 0.5, 0.6]), priority, jobs, floor)
     assert compare(better, other) == 1
+
+
+def test_by_class_a_lower_class_floor_never_outranks_a_higher_class() -> None:
+    values = np.array([0.9, 0.5, 0.3])
+    priority = np.array([0, 1, 1])
+    jobs = np.arange(3)
+    floor = np.array([1.0, 0.4, np.nan])
+    # class 1 first: job 1's ratio (capped), then its values; then class 0
+    vec = floored_vector(values, priority, jobs, floor, by_class=True)
+    assert vec.tolist() == [1.0, 0.3, 0.5, 0.9, 0.9]
+    # job 0 (class 0) raised to its floor at the price of job 2 (class 1): worse by class,
+    # better with every floor first
+    raised = np.array([1.0, 0.5, 0.2])
+    assert compare(floored_vector(raised, priority, jobs, floor, by_class=True), vec) == -1
+    assert compare(floored_vector(raised, priority, jobs, floor),
+                   floored_vector(values, priority, jobs, floor)) == 1  # fmt: skip
+    # one class: the same vector either way
+    one = np.zeros(3, np.int64)
+    assert np.array_equal(floored_vector(values, one, jobs, floor, by_class=True),
+                          floored_vector(values, one, jobs, floor))  # fmt: skip
+
+
+def test_step_9_keeps_a_higher_class_over_a_lower_class_floor_sought(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Step 9's choice between certified routings: the pass with floors raised a class-0 job
+    towards its WCMP floor (sought, not promised) and took a class-1 job from 0.75 to 0.5;
+    the first routing is kept. Without priorities the raised one is (its floor first)."""
+    solve_module = importlib.import_module("controller.solver.solve")
+    fabric = SMALL
+    jobs_ = [Job("low", tuple(range(0, 8)), dp=8, tp=4), Job("high", tuple(range(8, 16)),
+             dp=8, tp=4)]  # fmt: skip
+    for prio, kept_first in (((0, 1), True), ((0, 0), False)):
+        flows = jobs_flows(fabric, jobs_)
+        flows = FlowSet(flows.src_nic, flows.dst_nic, flows.demand, flows.job, flows.job_ids,
+                        flows.qp, prio)  # fmt: skip
+        health = LinkHealth.all_up(fabric)
+        res = solve(fabric, health, flows, options=SolveOptions(job_rounds=0))
+        assert res.certificate is not None and res.objective is not None
+        cert = replace(res.certificate, fallback_jobs={}, passed=True,
+                       job_values=np.array([0.9, 0.75]), reference_values=np.array([0.5, 0.4]),
+                       compared_values={"wcmp": np.array([1.0, 0.45])})  # fmt: skip
+        first = replace(res, certificate=cert)
+        raised = replace(res, certificate=replace(cert, job_values=np.array([0.95, 0.5])))
+        moved = replace(res, objective=replace(res.objective, moves=1))
+        monkeypatch.setattr(solve_module, "job_objective", lambda *a, _m=moved, **k: _m)
+        monkeypatch.setattr(solve_module, "certified", lambda *a, _r=raised, **k: _r)
+        got = solve_module.floored(fabric, health, flows, res, first, None, SolveOptions())
+        assert (got.certificate is cert) is kept_first
+        assert (got.certificate is raised.certificate) is not kept_first
 
 
 def test_a_small_fabric_case_the_offered_load_missed_is_raised() -> None:
