@@ -608,6 +608,16 @@ class Fabric:
             swapped = f"{b}:{a}" + (sep + member if sep else "")
             if swapped in index:
                 return index[swapped]
+            if not sep:
+                members = [n for n in (f"{base}#0", f"{b}:{a}#0") if n in index]
+                if members:
+                    raise FabricError(
+                        f"unknown link {name!r} in fabric {self.name!r}: its switches are "
+                        f"joined by parallel links, named {members[0][:-2]}#0, #1, ...")
+        if name in self._node_index:
+            raise FabricError(
+                f"{name!r} is a node of fabric {self.name!r}, not a link (a link is named "
+                "'A:B'; a switch goes down whole as 'SWITCH=drain')")
         raise FabricError(f"unknown link {name!r} in fabric {self.name!r}")
 
     def node_by_name(self, name: str) -> int:

@@ -136,6 +136,7 @@ def parse_health(
     is taken too."""
     health = base or LinkHealth.all_up(fabric)
     updates: dict[int, float] = {}
+    given: dict[int, str] = {}  # link -> the spec that named it (a drain names none)
     for spec in specs:
         name, _, state = spec.strip().partition("=")
         state = state.strip().lower() or "down"
@@ -143,6 +144,10 @@ def parse_health(
             updates.update({int(link): 0.0 for link in fabric.switch_links(name)})
             continue
         link = fabric.link_by_name(name)
+        if link in given:
+            raise FabricError(f"link {fabric.link_name(link)} given twice ({given[link]!r} and "
+                              f"{spec.strip()!r}): give each link one state")  # fmt: skip
+        given[link] = spec.strip()
         updates[link] = link_factor(name, state.removeprefix("degrade:"))
     fabric.check_installed(link for link, value in updates.items() if value > 0)
     return health.with_factors(updates)

@@ -47,11 +47,24 @@ def test_up_restores(tiny: Fabric) -> None:
         ("rtsw-p0-r0:ctsw-p0-c1=1.5", r"not within \[0, 1\]"),
         ("rtsw-p0-r0:ctsw-p0-c1=broken", "bad link state 'broken'"),
         ("host-p0-r0-h0=drain", "not a switch"),
+        ("ctsw-p0-c1=0.5", "is a node .* not a link .*'SWITCH=drain'"),
     ],
 )
 def test_bad_specs_are_named(tiny: Fabric, spec: str, message: str) -> None:
     with pytest.raises(FabricError, match=message):
         parse_health(tiny, [spec])
+
+
+def test_a_link_given_twice_is_refused_and_parallel_links_are_named(wide: Fabric) -> None:
+    """`--fail L --fail L=0.5` kept the last silently; a link of parallel members named
+    without its member said only "unknown link"."""
+    with pytest.raises(FabricError, match="given twice .*give each link one state"):
+        parse_health(wide, ["rtsw-p0-r0:ctsw-p0-c0#0", "ctsw-p0-c0:rtsw-p0-r0#0=0.5"])
+    with pytest.raises(FabricError, match=r"parallel links, named rtsw-p0-r0:ctsw-p0-c0#0, #1"):
+        parse_health(wide, ["rtsw-p0-r0:ctsw-p0-c0"])
+    # a drain and a link of that switch agree (down): not a clash
+    drained = parse_health(wide, ["ctsw-p0-c0=drain", "rtsw-p0-r0:ctsw-p0-c0#0"])
+    assert drained.factor[wide.link_by_name("rtsw-p0-r0:ctsw-p0-c0#0")] == 0.0
 
 
 def test_random_failures_seeded(small: Fabric) -> None:
