@@ -103,7 +103,7 @@ def parse_job(fabric: Fabric, entry: Any, path: str = "job") -> Job:
         if hosts[-1] in first:
             also = first[hosts[-1]]
             raise _fail(
-                "", f"{path}.hosts[{i}]", f"duplicate GPU: host {name!r} is also hosts[{also}]"
+                "", f"{path}.hosts[{i}]", f"host {name!r} is listed twice (also hosts[{also}])"
             )
         first[hosts[-1]] = i
     kwargs: dict[str, Any] = {
@@ -165,8 +165,8 @@ def parse_placement(fabric: Fabric, data: Any, source: str = "<placement>") -> l
                 other_id, other, at = owner[host]
                 problems.append((
                     f"jobs[{k}].hosts[{i}]",
-                    f"duplicate GPU: host {fabric.host_name(host)!r} is already in job "
-                    f"{other_id!r} (jobs[{other}].hosts[{at}])",
+                    f"host {fabric.host_name(host)!r} is already in job {other_id!r} "
+                    f"(jobs[{other}].hosts[{at}]): a job takes whole hosts, one job a host",
                 ))  # fmt: skip
                 break
             owner[host] = (job.id, k, i)

@@ -94,7 +94,7 @@ class DesiredState:
             if host in owner:
                 raise InputError(
                     f"job.hosts[{i}]: {self.fabric.host_name(host)} is already in job "
-                    f"{owner[host]!r} (duplicate GPU)"
+                    f"{owner[host]!r} (a job takes whole hosts, one job a host)"
                 )
         if not flows_checked:
             jobs_flows(self.fabric, [job])  # the job's own traffic must be valid

@@ -99,12 +99,12 @@ DELETE = object()
         (
             "jobs.0.hosts.2",
             "host-p0-r0-h0",
-            "jobs[0].hosts[2]: duplicate GPU: host 'host-p0-r0-h0' is also hosts[0]",
+            "jobs[0].hosts[2]: host 'host-p0-r0-h0' is listed twice (also hosts[0])",
         ),
         (
             "jobs.2.hosts.0",
             "host-p0-r1-h0",
-            "jobs[2].hosts[0]: duplicate GPU: host 'host-p0-r1-h0' is already in job 'llm-1' "
+            "jobs[2].hosts[0]: host 'host-p0-r1-h0' is already in job 'llm-1' "
             "(jobs[0].hosts[2])",
         ),
         ("jobs.2.id", "llm-1", "jobs[2].id: duplicate job id 'llm-1' (also jobs[0])"),

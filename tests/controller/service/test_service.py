@@ -153,7 +153,7 @@ def test_restart_with_same_inputs_pushes_nothing(small: Fabric, driver) -> None:
          grpc.StatusCode.INVALID_ARGUMENT, "host"),
         (pb.PutJobRequest(job=pb.Job(id="dup", hosts=["host-p0-r0-h0"])),
          grpc.StatusCode.INVALID_ARGUMENT,
-         "host-p0-r0-h0 is already in job 'a' (duplicate GPU)"),
+         "host-p0-r0-h0 is already in job 'a' (a job takes whole hosts"),
         (pb.PutJobRequest(job=pb.Job(id="a", hosts=["host-p0-r1-h0"]), generation=1),
          grpc.StatusCode.FAILED_PRECONDITION, "generation 1 is not newer than 5"),
         (pb.ReportLinksRequest(reports=[pb.LinkReport(link="rtsw-p0-r0:ctsw-p0-c99",

@@ -73,7 +73,7 @@ BAD_JOBS = [
     (_job(collectives=["bcast"]), "job.collectives[0]: unknown pattern 'bcast'"),
     (
         _job(hosts=[FABRIC.host_name(8), HOSTS[1]]),
-        f"job.hosts[1]: {HOSTS[1]} is already in job 'a' (duplicate GPU)",
+        f"job.hosts[1]: {HOSTS[1]} is already in job 'a' (a job takes whole hosts, one job a host)",
     ),
 ]
 
