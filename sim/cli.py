@@ -141,8 +141,13 @@ def counts_of(result: Any, entries: int) -> tuple[str, dict[str, Any]]:
     from controller.model.counts import Counts
 
     counts = Counts.of(result.assignment.flows)
-    line = f"counts: {counts.text()} on paths; {entries:,} TE entries"
-    return line, counts.to_dict() | {"te_entries": entries}
+    # rows without a TE path: on ECMP for the tables, handed back, left to hashing whole,
+    # or with no path alive (reported on the lines around)
+    off = int(np.unique(np.asarray(result.parent)[~result.assignment.routed]).size
+              if result.parent is not None else (~result.assignment.routed).sum())  # fmt: skip
+    where = f" ({off:,} of them without a TE path)" if off else ""
+    line = f"counts: {counts.text()}{where}; {entries:,} TE entries"
+    return line, counts.to_dict() | {"te_entries": entries, "flows_without_te_path": off}
 
 
 def health_report(inputs: Inputs) -> tuple[list[str], dict[str, object]]:
@@ -278,6 +283,13 @@ def cmd_solve(args: argparse.Namespace) -> int:
         rows.append(adaptive_spray(inputs.fabric, inputs.health, inputs.flows, optimum,
                                    time.perf_counter() - t))  # fmt: skip
     bound = result.bound.value
+    cert = result.certificate
+    # rows without a TE entry ride the hashing: then TE's MLU is the certificate's mean over
+    # its seeds, where the table's row is one seed's
+    hashed_rows = bool((~result.assignment.routed).any())
+    over_seeds = (f" (mean over the certificate's {len(cert.seeds)} hash seeds: rows ride "
+                  "the hashing)" if cert is not None and hashed_rows and len(cert.seeds) > 1
+                  else "")  # fmt: skip
     counts_line, counts = counts_of(result, len(routes))
     metrics = result.metrics()  # its "flows" are the routing's rows: subflows, so named
     metrics["subflows"], metrics["flows"] = metrics["flows"], float(counts["flows"])
@@ -287,10 +299,15 @@ def cmd_solve(args: argparse.Namespace) -> int:
         *health_lines,
         "",
         format_table(HEADER, table_rows(rows, bound)).rstrip("\n"),
+        *([f"hashed rows (ecmp, eecmp, wcmp; fabric-te's rows without an entry): hash seed "
+           f"{args.seed}; the certificate compares each job's mean over seeds "
+           f"{cert.seeds[0]}-{cert.seeds[-1]}"] if cert is not None and len(cert.seeds) > 1
+          else []),  # fmt: skip
         "",
         f"lower bound on MLU: {bound:.4g} ({result.bound.name}{_whole_units(result.bound.name)})"
         + (f"; LP optimum {result.lp.mlu:.4g} via {result.lp.backend}" if result.lp else ""),
-        f"fabric-te: MLU {result.mlu:.4g} = {result.ratio:.4f} x bound, method {result.method}, "
+        f"fabric-te: MLU {result.mlu:.4g}{over_seeds} = {result.ratio:.4f} x bound, "
+        f"method {result.method}, "
         f"{result.unroutable.size} unroutable, {result.fallback_ecmp.size} on ECMP (tables), "
         f"solve {result.times['total']:.3f} s",
         _tables_line(result.metrics(), result.fallback_ecmp.size),
@@ -317,7 +334,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
         "objective": None if result.objective is None else result.objective.to_dict(),
         "hashed_jobs": dict(result.hashed_jobs),
         "not_simulated": dict(skipped),
-        "certificate": None if result.certificate is None else result.certificate.to_dict(),
+        "certificate": None if cert is None else {**cert.to_dict(),
+                                                  "per_job": _per_job(cert, inputs.flows)},
     }
     if args.out or args.apply:
         per = list(routes.counts().values()) or [0]
@@ -347,6 +365,19 @@ def cmd_solve(args: argparse.Namespace) -> int:
         lines.append(f"wrote {args.plot}")
     emit(args.json, data, "\n".join(lines) + "\n")
     return 0
+
+
+def _per_job(cert: Any, flows: Any) -> dict[str, dict[str, float]]:
+    """Per job the certificate compared: TE's value and each hashing's, as it defines them
+    (the mean over its seeds), so that the promise can be checked from the JSON; empty
+    when no job was at risk (every job then gets its demand)."""
+    if cert.job_values is None or cert.reference_values is None:
+        return {}
+    columns = {"te": cert.job_values, cert.reference: cert.reference_values,
+               **cert.compared_values}  # fmt: skip
+    return {job: {name: float(v[j]) for name, v in columns.items() if np.isfinite(v[j])}
+            for j, job in enumerate(flows.job_ids)
+            if j < cert.job_values.size and np.isfinite(cert.job_values[j])}
 
 
 def _whole_units(name: str) -> str:

@@ -457,3 +457,24 @@ def test_a_npz_that_is_no_archive_is_named_so(tmp_path: Path,
     assert main(["routes", "verify", "--fabric", "small", str(bad)]) == 2
     err = capsys.readouterr().err
     assert "not a route file" in err and "JSON" not in err
+
+
+def test_solve_says_which_seed_its_hashed_rows_are_and_lists_what_the_certificate_compared(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Rows ride the hashing (a table budget of 2): the table's hashed rows are one seed,
+    the certificate a mean over its seeds, and the JSON lists per job the values it
+    compared, so the promise can be checked from it (no job's te below its eecmp)."""
+    argv = ["solve", "--fabric", "small", "--jobs", "random", "--seed", "3", "--fail",
+            "rtsw-p0-r0:ctsw-p0-c1", "--table-budget", "2"]  # fmt: skip
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "hash seed 3; the certificate compares each job's mean over seeds 3-6" in text
+    assert "(mean over the certificate's 4 hash seeds: rows ride the hashing)" in text
+    assert "without a TE path)" in text
+    data = _json(capsys, [*argv, "--json"])
+    per_job = data["certificate"]["per_job"]
+    assert per_job and data["counts"]["flows_without_te_path"] > 0
+    for job, values in per_job.items():
+        assert values["te"] >= values["eecmp"] * (1 - 1e-9), job
+        assert "wcmp" in values
