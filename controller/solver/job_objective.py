@@ -90,7 +90,13 @@ from controller.model.health import LinkHealth
 from controller.model.local_rates import TOL as LOCAL_TOL
 from controller.model.local_rates import Plane
 from controller.model.paths import SAME_RACK
-from controller.model.rates import REL_TOL, flow_shares, max_min_rates, shares_of_rates
+from controller.model.rates import (
+    REL_TOL,
+    flow_shares,
+    max_min_rates,
+    shares_of_rates,
+    stalled_rows,
+)
 from controller.routes.budget import table_usage
 from controller.routes.entries import align_entries
 from controller.solver.bounds import lower_bound
@@ -167,6 +173,8 @@ class JobObjective:
     seconds: float = 0.0
     # jobs the pass raised to a floor first (a certificate's reference values; 0: none)
     floored: int = 0
+    # jobs left out: a flow of theirs has no alive path (0 under any routing)
+    stalled: int = 0
 
     @property
     def ratio(self) -> float:
@@ -184,6 +192,7 @@ class JobObjective:
             "rows_moved": self.rows_moved, "mlu_before": self.mlu_before,
             "mlu_after": self.mlu_after, "mlu_ceiling": self.mlu_ceiling,
             "stopped": self.stopped, "seconds": self.seconds, "floored": self.floored,
+            "stalled": self.stalled,
         }  # fmt: skip
 
     def metrics(self) -> dict[str, float]:
@@ -198,6 +207,7 @@ class JobObjective:
             "objective_tried": float(self.tried),
             "objective_seconds": self.seconds,
             "objective_floored_jobs": float(self.floored),
+            "objective_stalled_jobs": float(self.stalled),
         }
 
     def summary(self) -> str:
@@ -209,6 +219,9 @@ class JobObjective:
             else ""
         )
         floored = f"; {self.floored} job(s) raised to their reference first" if self.floored else ""
+        if self.stalled:
+            floored += (f"; {self.stalled} job(s) stalled (a flow with no alive path: 0 under "
+                        "any routing), left out of worst and mean")  # fmt: skip
         if self.bound_source == NOT_PREDICTED:
             return f"job objective: not run ({self.stopped})"
         return (
@@ -519,8 +532,18 @@ def raise_worst(
     priority = job_priorities(flows)
     jobs = np.flatnonzero(np.bincount(flows.job, minlength=priority.size) > 0)
     cap = health.arc_capacity(fabric)
+    # a job with a flow no path is alive for is 0 under any routing: left out, reported
+    dead = stalled_rows(fabric, cap, flows)
+    stalled = np.intersect1d(jobs, flows.job[dead]) if dead.size else dead
+    jobs = jobs[~np.isin(jobs, stalled)]
+
+    def done(p: np.ndarray, report: JobObjective) -> tuple[np.ndarray, JobObjective]:
+        return p, dataclasses.replace(report, stalled=int(stalled.size))
+
     if not len(rows) or not jobs.size:
-        return path, _report(1.0, 1.0, 1.0, "none", start, stopped="no flows")
+        return done(path, _report(1.0, 1.0, 1.0, "none", start,
+                                  stopped="no flows" if not stalled.size else
+                                  "every job stalled"))  # fmt: skip
     te = path != UNROUTED
     one = len(rows) * (1 if te.all() else len(seeds))
     # a try predicted in full would pass half the work limit: predict tries locally where
@@ -539,16 +562,16 @@ def raise_worst(
         else:
             over = False
         if not over:
-            return path, _report(1.0, 1.0, 1.0, "none", start,
-                                 stopped="skipped: no link over capacity")  # fmt: skip
+            return done(path, _report(1.0, 1.0, 1.0, "none", start,
+                                      stopped="skipped: no link over capacity"))  # fmt: skip
 
     if too_much:
         # not even one proposal fits the work limit after the first prediction: the pass
         # would only report, at the price of a prediction as long as the certificate's
         nan = float("nan")
-        return path, _report(nan, nan, nan, NOT_PREDICTED, start,
-                             stopped=f"skipped: a prediction simulates {one:,} rows, over "
-                                     f"half the work limit ({work:,})")  # fmt: skip
+        return done(path, _report(nan, nan, nan, NOT_PREDICTED, start,
+                                  stopped=f"skipped: a prediction simulates {one:,} rows, "
+                                          f"over half the work limit ({work:,})"))  # fmt: skip
 
     def run(p: np.ndarray) -> Prediction:
         if local:
@@ -621,14 +644,14 @@ def raise_worst(
         mine = jobs[priority[jobs] == p]
         classes[p] = (_worst_mean(state.pred.values, mine)[0], b)
     out = state.path if moves else path
-    return out, JobObjective(
+    return done(out, JobObjective(
         worst=worst, mean=mean, bound=bound, bound_source=source, worst_before=worst0,
         mean_before=mean0, classes=classes, moves=moves, tried=tried,
         work=spent + (first.rows if local else 0),
         rows_moved=int((out != path).sum()), mlu_before=first.mlu, mlu_after=state.pred.mlu,
         mlu_ceiling=ceiling, stopped=stopped, seconds=time.perf_counter() - start,
         floored=0 if floor is None else int((np.isfinite(floor[jobs]) & (floor[jobs] > 0)).sum()),
-    )  # fmt: skip
+    ))  # fmt: skip
 
 
 def _report(worst: float, mean: float, bound: float, source: str, start: float, *,

@@ -627,3 +627,17 @@ def test_local_predictions_are_the_full_ones() -> None:
         pred, path = settled(got), new
         assert pred.planes and np.array_equal(pred.planes[0].arcs,
                                               Assignment(rows, path).arcs(SMALL))  # fmt: skip
+
+
+def test_a_stalled_job_is_left_out_of_the_pass_and_reported() -> None:
+    """A job with a flow no path is alive for (its RTSW drained) is 0 under any routing:
+    the pass leaves it out (its other flows' speed is no value of it) and says so."""
+    health = parse_health(SMALL, ["rtsw-p0-r0=drain"])
+    flows = jobs_flows(SMALL, random_jobs(SMALL, seed=2))
+    res = solve(SMALL, health, flows)
+    assert res.objective is not None
+    assert res.objective.stalled == 2 and res.objective.to_dict()["stalled"] == 2
+    assert "2 job(s) stalled" in res.objective.summary()
+    assert res.metrics()["objective_stalled_jobs"] == 2.0
+    healthy = solve(SMALL, LinkHealth.all_up(SMALL), flows)
+    assert healthy.objective is not None and healthy.objective.stalled == 0
