@@ -581,7 +581,9 @@ def raise_worst(
 
     first = predict(fabric, health, rows, path, parent, flows, qps=qps, kind=kind,
                     seeds=seeds, model=model, indexed=local)  # fmt: skip
-    delivered = np.isfinite(first.share)
+    # the bound over the jobs the pass values: the stalled ones' flows left out too (their
+    # load only lowers what the others can get, so the bound stays valid)
+    delivered = np.isfinite(first.share) & ~np.isin(flows.job, stalled)
     per_class, bound, source = class_bounds(fabric, health, flows, delivered, priority, lp_mlu)
     worst0, mean0 = _worst_mean(first.values, jobs)
     # the work limit counts the start's prediction too, unless the tries are local
