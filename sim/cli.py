@@ -141,13 +141,20 @@ def counts_of(result: Any, entries: int) -> tuple[str, dict[str, Any]]:
     from controller.model.counts import Counts
 
     counts = Counts.of(result.assignment.flows)
-    # rows without a TE path: on ECMP for the tables, handed back, left to hashing whole,
-    # or with no path alive (reported on the lines around)
-    off = int(np.unique(np.asarray(result.parent)[~result.assignment.routed]).size
-              if result.parent is not None else (~result.assignment.routed).sum())  # fmt: skip
+    off = without_te_path(result)
     where = f" ({off:,} of them without a TE path)" if off else ""
     line = f"counts: {counts.text()}{where}; {entries:,} TE entries"
-    return line, counts.to_dict() | {"te_entries": entries, "flows_without_te_path": off}
+    return line, counts.to_dict() | {"te_entries": entries}
+
+
+def without_te_path(result: Any) -> int:
+    """Input flows with a row without a TE path: on ECMP for the tables, handed back by the
+    certificate, left to the hashing whole, or with no path alive (the lines around say
+    which)."""
+    off = ~result.assignment.routed
+    if result.parent is None:
+        return int(off.sum())
+    return int(np.unique(np.asarray(result.parent)[off]).size)
 
 
 def health_report(inputs: Inputs) -> tuple[list[str], dict[str, object]]:
@@ -293,6 +300,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
     counts_line, counts = counts_of(result, len(routes))
     metrics = result.metrics()  # its "flows" are the routing's rows: subflows, so named
     metrics["subflows"], metrics["flows"] = metrics["flows"], float(counts["flows"])
+    metrics["flows_without_te_path"] = float(without_te_path(result))
     health_lines, health_data = health_report(inputs)
     lines = [
         _describe(inputs),

@@ -474,7 +474,7 @@ def test_solve_says_which_seed_its_hashed_rows_are_and_lists_what_the_certificat
     assert "without a TE path)" in text
     data = _json(capsys, [*argv, "--json"])
     per_job = data["certificate"]["per_job"]
-    assert per_job and data["counts"]["flows_without_te_path"] > 0
+    assert per_job and data["te"]["flows_without_te_path"] > 0
     for job, values in per_job.items():
         assert values["te"] >= values["eecmp"] * (1 - 1e-9), job
         assert "wcmp" in values
