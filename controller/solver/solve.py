@@ -651,11 +651,8 @@ def _placed(
         t = time.perf_counter()
         bound = problem.bound(opts.qps)
         _go_on(stop, "bound")
-        empty = AssignResult(
-            Assignment(flows, np.full(len(flows), UNROUTED, np.int64)), np.inf,
-            *(np.zeros(0, np.int64),) * 4, method="spray", seconds=0.0,
-        )  # fmt: skip
-        sprayed = _spray_within_tables(problem, empty, opts) if len(flows) else None
+        sprayed = _spray_within_tables(problem, _unplaced(flows, "spray"), opts) \
+            if len(flows) else None
         times["qp_spray"] = time.perf_counter() - t
         if sprayed is None:
             return None
@@ -685,11 +682,7 @@ def _placed(
         times["bound"] = time.perf_counter() - t
         _go_on(stop, "bound")
         t = time.perf_counter()
-        empty = AssignResult(
-            Assignment(flows, np.full(len(flows), UNROUTED, np.int64)), np.inf,
-            *(np.zeros(0, np.int64),) * 4, method="spray-first", seconds=0.0,
-        )  # fmt: skip
-        first = _spray_within_tables(problem, empty, opts)
+        first = _spray_within_tables(problem, _unplaced(flows, "spray-first"), opts)
         times["qp_spray"] = time.perf_counter() - t
         near = first is not None and (
             first[0].mlu <= spray_bound.value * (1 + opts.spray_gap) + REL_TOL
@@ -757,6 +750,14 @@ def _placed(
                 res, parent = kept
         times["qp_split"] = time.perf_counter() - t
     return _finish(problem, res, bound, lp, times, start, parent, previous, opts)
+
+
+def _unplaced(flows: FlowSet, method: str) -> AssignResult:
+    """No flow placed yet: what a spray starts from."""
+    return AssignResult(
+        Assignment(flows, np.full(len(flows), UNROUTED, np.int64)), np.inf,
+        *(np.zeros(0, np.int64),) * 4, method=method, seconds=0.0,
+    )  # fmt: skip
 
 
 def _spray_first(flows: FlowSet, opts: SolveOptions) -> bool:
