@@ -135,13 +135,12 @@ def _describe(inputs: Inputs) -> str:
     )
 
 
-def counts_of(result: Any, entries: int) -> tuple[str, dict[str, Any]]:
+def counts_of(result: Any, entries: int, off: int) -> tuple[str, dict[str, Any]]:
     """The routing's counts in the one vocabulary (controller.model.counts): a line for
-    people, fields for --json."""
+    people, fields for --json; `off`: flows without a TE path (`without_te_path`)."""
     from controller.model.counts import Counts
 
     counts = Counts.of(result.assignment.flows)
-    off = without_te_path(result)
     where = f" ({off:,} of them without a TE path)" if off else ""
     line = f"counts: {counts.text()}{where}; {entries:,} TE entries"
     return line, counts.to_dict() | {"te_entries": entries}
@@ -293,14 +292,14 @@ def cmd_solve(args: argparse.Namespace) -> int:
     cert = result.certificate
     # rows without a TE entry ride the hashing: then TE's MLU is the certificate's mean over
     # its seeds, where the table's row is one seed's
-    hashed_rows = bool((~result.assignment.routed).any())
+    off = without_te_path(result)
     over_seeds = (f" (mean over the certificate's {len(cert.seeds)} hash seeds: rows ride "
-                  "the hashing)" if cert is not None and hashed_rows and len(cert.seeds) > 1
+                  "the hashing)" if cert is not None and off and len(cert.seeds) > 1
                   else "")  # fmt: skip
-    counts_line, counts = counts_of(result, len(routes))
+    counts_line, counts = counts_of(result, len(routes), off)
     metrics = result.metrics()  # its "flows" are the routing's rows: subflows, so named
     metrics["subflows"], metrics["flows"] = metrics["flows"], float(counts["flows"])
-    metrics["flows_without_te_path"] = float(without_te_path(result))
+    metrics["flows_without_te_path"] = float(off)
     health_lines, health_data = health_report(inputs)
     lines = [
         _describe(inputs),
