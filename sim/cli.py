@@ -256,6 +256,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
         **({} if args.search_tries is None else {"search_tries": args.search_tries}),
         **({} if args.relief_tries is None else {"relief_tries": args.relief_tries}),
         **({} if args.job_rounds is None else {"job_rounds": args.job_rounds}),
+        **({} if args.job_pass_below is None else {"job_pass_below": args.job_pass_below}),
     )
     from controller.solver.greedy import warm_up
 
@@ -633,6 +634,12 @@ def register(cli: Any) -> None:
         help="moves the job-level pass may keep to raise the worst job, then the next "
              "(docs/objective.md; default 32; 0: the jobs and their bound reported, nothing "
              "moved)",
+    )  # fmt: skip
+    solve.add_argument(
+        "--job-pass-below", type=flag(float, 0.0, 1.0), default=None, metavar="F",
+        help="on a mix too large for the job-level pass's work limit (the meta-24k mix), run "
+             "it with local predictions where a job is below F of line rate (docs/objective.md; "
+             "default 0.85; 0: only where a job is below its hashing)",
     )  # fmt: skip
     solve.add_argument(
         "--reference", choices=HASHINGS, default="eecmp",

@@ -27,7 +27,9 @@
        vector is kept (a routing that pleases the worst job may leave another just below
        its reference, and handing that one back can cascade to the reference itself);
        where step 7 was over its work limit (a large mix), step 7 runs here first and the
-       passes predict their tries locally: the time is paid only where a job is at stake
+       passes predict their tries locally: the time is paid only where a job is at stake,
+       or where a job is below `job_pass_below` of line rate (then step 7 alone, certified
+       and kept if it raised the jobs)
 
 Switch tables are finite: every step keeps to the per-switch entry budget (the fabric's
 `te_entries` per tier, or `SolveOptions.table_budget`); flows that do not fit ride ECMP and
@@ -148,6 +150,11 @@ class SolveOptions:
     # moves the job-level pass may keep (controller.solver.job_objective); 0: it only
     # predicts the jobs and their bound, and moves nothing
     job_rounds: int = JOB_ROUNDS
+    # where step 7 is over its work limit (a large mix), step 9 runs it, its tries predicted
+    # locally, also when a job is below this fraction of line rate with none at stake (it
+    # costs 0.5-2.5 s on the meta-24k mix): 0, only where a job is at stake; 1, wherever a
+    # job is below its demand
+    job_pass_below: float = 0.85
 
     def __post_init__(self) -> None:
         if self.lp not in LP_MODES:
@@ -156,6 +163,8 @@ class SolveOptions:
             raise InputError(f"relief_tries must be >= 0, got {self.relief_tries}")
         if self.job_rounds < 0:
             raise InputError(f"job_rounds must be >= 0, got {self.job_rounds}")
+        if not 0.0 <= self.job_pass_below <= 1.0:
+            raise InputError(f"job_pass_below must be within [0, 1], got {self.job_pass_below}")
         if self.search_tries is not None and self.search_tries < 0:
             raise InputError(f"search_tries must be >= 0, got {self.search_tries}")
         if self.lp_time_limit <= 0:
@@ -857,7 +866,10 @@ def floored(
     pass; of the certified results the best by the floored objective vector, priority class
     by class, over the jobs all valued is kept (`first` on a tie, then the pass's). A kept
     spray is not held near `previous` (it may move every flow): it is kept only where it
-    is better for the jobs."""
+    is better for the jobs. Where step 7 was over its work limit (`placed`'s pass was not
+    predicted), it runs here first, its tries predicted locally, also with no job at stake
+    when a job is below `opts.job_pass_below` of line rate; its routing is then the one
+    certified and compared (no floors, no spray: nothing is at stake)."""
     cert, report = first.certificate, placed.objective
     if (cert is None or cert.reference_values is None or cert.job_values is None
             or report is None or opts.job_rounds == 0):  # fmt: skip
@@ -866,28 +878,32 @@ def floored(
     for values in cert.compared_values.values():
         floor = np.fmax(floor, values)
     below = np.isfinite(cert.job_values) & (cert.job_values < floor * (1 - 1e-9))
-    if not cert.fallback_jobs and not below.any():
+    at_stake = bool(cert.fallback_jobs) or bool(below.any())
+    skipped = report.bound_source == NOT_PREDICTED
+    if not at_stake and not (skipped and _worst_low(cert, opts.job_pass_below)):
         return first
     t = time.perf_counter()
     tried: list[tuple[str, SolveResult]] = []
     start = placed
-    if report.bound_source == NOT_PREDICTED:
+    if skipped:
         # step 7 was over its work limit (a large mix): run it now, its tries predicted
-        # locally, where a job is at stake; then the floors from where it got
+        # locally, where a job is at stake or the worst job is low; then the floors
         start = job_objective(fabric, health, flows, placed, previous, opts, local=True)
-    again = job_objective(fabric, health, flows, start, previous, opts, floor=floor)
-    if again.objective is not None and again.objective.moves == 0:
-        again = start  # the floors moved nothing: what step 7 moved, if anything
+    again = start
+    if at_stake:
+        again = job_objective(fabric, health, flows, start, previous, opts, floor=floor)
+        if again.objective is not None and again.objective.moves == 0:
+            again = start  # the floors moved nothing: what step 7 moved, if anything
     if again.objective is not None and again.objective.moves > 0:
         _go_on(stop, "the floored job pass")
-        tried.append(("the pass with floors", certified(
+        tried.append(("the pass with floors" if at_stake else "the job pass", certified(
             fabric, health, again, opts, inputs=flows, stop=stop, steered=steered)))  # fmt: skip
     # every flow sprayed: `qps` buckets over the paths spread a job as finely as the hashed
     # QPs it is compared with (an all-to-all of small flows gets its demand under E-ECMP,
     # where whole flows and a few buckets crowd some links with it); not where the
     # placement is that spray already (the meta-24k mix is sprayed first)
     _go_on(stop, "the floored job pass")
-    sprayed = (spray() if spray is not None and opts.qps > 1
+    sprayed = (spray() if at_stake and spray is not None and opts.qps > 1
                and not placed.method.endswith("qp-spray") else None)  # fmt: skip
     if sprayed is not None:
         _go_on(stop, "the spray")
@@ -915,10 +931,22 @@ def floored(
             keep, best, kept = other, theirs, f"{name} was kept"
     times = dict(keep.times)
     times["floored"] = time.perf_counter() - t
-    log.info("certificate: %d job(s) handed back, %d below a hashing compared; of %d "
-             "routing(s) raising them to it first, %s", len(cert.fallback_jobs),
-             int(below.sum()), len(tried), kept)  # fmt: skip
+    if at_stake:
+        log.info("certificate: %d job(s) handed back, %d below a hashing compared; of %d "
+                 "routing(s) raising them to it first, %s", len(cert.fallback_jobs),
+                 int(below.sum()), len(tried), kept)  # fmt: skip
+    else:
+        log.info("job pass at scale (a job below %g of line rate): %s",
+                 opts.job_pass_below, kept if tried else "it moved nothing")  # fmt: skip
     return replace(keep, times=times)
+
+
+def _worst_low(cert: Certificate, below: float) -> bool:
+    """Is a job the certificate valued, one its reference delivers, below `below` of line
+    rate (step 9's trigger, where step 7 was over its work limit)?"""
+    assert cert.job_values is not None and cert.reference_values is not None
+    valued = np.isfinite(cert.job_values) & (np.nan_to_num(cert.reference_values) > 0)
+    return bool((cert.job_values[valued] < below).any())
 
 
 def certified(

@@ -572,6 +572,48 @@ def test_over_its_work_limit_the_pass_still_raises_jobs_to_their_floors(
     assert_at_or_above_both_hashings(fabric, health, flows, kept)
 
 
+@pytest.mark.parametrize("below", [0.0, 0.85])
+def test_over_its_work_limit_the_pass_runs_where_a_job_is_low(
+    monkeypatch: pytest.MonkeyPatch, below: float
+) -> None:
+    """Small scenario 16 with a work limit under two predictions, as on the meta-24k mix:
+    nothing is at stake (no hand-back, no job below E-ECMP), yet the MLU solution leaves a
+    job at 0.14 of line rate. With `job_pass_below` 0.85 (the default) step 9 runs the
+    skipped pass, its tries predicted locally, and keeps its certified routing (the worst
+    job 0.81); with 0 the first routing stands, the pass not run."""
+    fabric = build(PRESETS["small"])
+    health = scenario_health(fabric, 16)
+    flows = jobs_flows(fabric, random_jobs(fabric, seed=16))
+    solve_module = importlib.import_module("controller.solver.solve")
+    passes = []
+    real = solve_module.raise_worst
+
+    def tight(fabric, health, rows, path, *args, **kw):  # type: ignore[no-untyped-def]
+        kw["work"] = 2 * len(rows) - 1  # a try predicted in full: over half the limit
+        out = real(fabric, health, rows, path, *args, **kw)
+        passes.append(out[1])
+        return out
+
+    monkeypatch.setattr(solve_module, "raise_worst", tight)
+    res = solve(fabric, health, flows, options=SolveOptions(job_pass_below=below))
+    cert = res.certificate
+    assert cert is not None and cert.passed and not cert.fallback_jobs
+    assert "skipped" in passes[0].stopped
+    te = te_jobs(fabric, health, res, "eecmp")
+    if below == 0.0:
+        assert len(passes) == 1 and min(te.values()) < 0.2
+    else:  # step 7 once more (no floors: nothing at stake), then kept
+        assert len(passes) == 2 and passes[1].floored == 0 and passes[1].moves > 0
+        assert res.objective is passes[1] and min(te.values()) > 0.8
+    ref = hashed_jobs("eecmp", fabric, health, flows)
+    assert all(te[j] >= v * (1 - 1e-9) for j, v in ref.items())
+
+
+def test_job_pass_below_is_a_fraction_of_line_rate() -> None:
+    with pytest.raises(InputError, match="job_pass_below"):
+        SolveOptions(job_pass_below=1.5)
+
+
 def test_a_spray_replaces_hand_backs_where_no_pass_spreads_a_job_finely_enough(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
