@@ -929,6 +929,8 @@ def floored(
         if compare(floored_vector(theirs, priority, jobs, floor, by_class=True),
                    floored_vector(best, priority, jobs, floor, by_class=True)) > 0:  # fmt: skip
             keep, best, kept = other, theirs, f"{name} was kept"
+    if keep is first and start is not placed:
+        keep = _not_kept(first, start, at_stake, opts)
     times = dict(keep.times)
     times["floored"] = time.perf_counter() - t
     if at_stake:
@@ -939,6 +941,25 @@ def floored(
         log.info("job pass at scale (a job below %g of line rate): %s",
                  opts.job_pass_below, kept if tried else "it moved nothing")  # fmt: skip
     return replace(keep, times=times)
+
+
+def _not_kept(first: SolveResult, ran: SolveResult, at_stake: bool, opts: SolveOptions
+              ) -> SolveResult:
+    """`first` kept after step 9 ran the pass step 7 skipped (`ran`): its report says so.
+    With nothing at stake `first` is the pass's start, so the pass's figures before its
+    moves are `first`'s (bound included); else only the reason is added."""
+    report, done = first.objective, ran.objective
+    if report is None or done is None:
+        return first
+    why = "a job at stake" if at_stake else f"a job below {opts.job_pass_below:g} of line rate"
+    note = (f"run in step 9 ({why}): " + (
+        f"{done.moves} move(s) of {done.tried} tried, not kept (no better for the jobs once "
+        "certified)" if done.moves else f"no move raised the jobs ({done.stopped})"))  # fmt: skip
+    if at_stake:
+        return replace(first, objective=replace(report, stopped=f"{report.stopped}; {note}"))
+    return replace(first, objective=replace(
+        done, worst=done.worst_before, mean=done.mean_before, moves=0, rows_moved=0,
+        mlu_after=done.mlu_before, classes={}, stopped=note))  # fmt: skip
 
 
 def _worst_low(cert: Certificate, below: float) -> bool:

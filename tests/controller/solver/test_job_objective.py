@@ -609,6 +609,31 @@ def test_over_its_work_limit_the_pass_runs_where_a_job_is_low(
     assert all(te[j] >= v * (1 - 1e-9) for j, v in ref.items())
 
 
+def test_a_pass_run_in_step_9_and_not_kept_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Small scenario 16 as above, the pass's routing judged no better (the comparison
+    stubbed): the first routing stays, and its report says the pass ran, with the first
+    routing's figures (its worst job, the bound), not "skipped"."""
+    fabric = build(PRESETS["small"])
+    health = scenario_health(fabric, 16)
+    flows = jobs_flows(fabric, random_jobs(fabric, seed=16))
+    solve_module = importlib.import_module("controller.solver.solve")
+    real = solve_module.raise_worst
+
+    def tight(fabric, health, rows, path, *args, **kw):  # type: ignore[no-untyped-def]
+        kw["work"] = 2 * len(rows) - 1
+        return real(fabric, health, rows, path, *args, **kw)
+
+    monkeypatch.setattr(solve_module, "raise_worst", tight)
+    monkeypatch.setattr(solve_module, "compare", lambda a, b: 0)
+    res = solve(fabric, health, flows)
+    report = res.objective
+    assert report is not None and "run in step 9 (a job below 0.85" in report.stopped
+    assert "not kept" in report.stopped and report.moves == 0
+    te = te_jobs(fabric, health, res, "eecmp")
+    assert report.worst == pytest.approx(min(te.values()), rel=1e-6) and report.worst < 0.2
+    assert report.bound >= report.worst and "not run" not in report.summary()
+
+
 def test_job_pass_below_is_a_fraction_of_line_rate() -> None:
     with pytest.raises(InputError, match="job_pass_below"):
         SolveOptions(job_pass_below=1.5)
