@@ -25,7 +25,7 @@ from controller.model.fabric import Fabric
 from controller.model.flows import FlowSet
 from controller.model.hashing import HASHINGS
 from controller.model.health import LinkHealth, parse_health, random_failures
-from controller.model.jobs import Job
+from controller.model.jobs import Job, over_line_rate
 from controller.model.validation import MAX_LINKS, MAX_QPS, MAX_SEED, flag
 
 if TYPE_CHECKING:
@@ -328,6 +328,11 @@ def cmd_solve(args: argparse.Namespace) -> int:
                                                     for n, k in skipped.items()))  # fmt: skip
     for job, why in result.hashed_jobs.items():
         lines.append(f"job {job}: {why}")
+    over = over_line_rate(inputs.fabric, inputs.flows)
+    for job, ratio in over.items():
+        lines.append(f"job {job}: a NIC of it is asked {ratio:.4g} x its line rate, so no "
+                     f"routing gives it more than {1 / ratio:.1%} of its demand (a demand_gbps "
+                     "above the NIC's rate?)")  # fmt: skip
     if result.objective is not None:
         lines.append(result.objective.summary())
     if result.certificate is not None:
@@ -341,6 +346,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
         "rows": [row.to_dict(bound) for row in rows],
         "objective": None if result.objective is None else result.objective.to_dict(),
         "hashed_jobs": dict(result.hashed_jobs),
+        "over_line_rate": over,
         "not_simulated": dict(skipped),
         "certificate": None if cert is None else {**cert.to_dict(),
                                                   "per_job": _per_job(cert, inputs.flows)},

@@ -281,6 +281,29 @@ def job_flows(fabric: Fabric, job: Job) -> FlowSet:
     return _with_priority(FlowSet.build(src_u, dst_u, total, None, (job.id,)), job)
 
 
+def over_line_rate(fabric: Fabric, flows: FlowSet) -> dict[str, float]:
+    """Per job whose flows ask one of its NICs to send or receive more than the NIC's line
+    rate (a `demand_gbps` above it, say), the largest such demand over the line rate, r: no
+    routing gives that job more than 1 / r of its demand (one job a host, so a NIC's flows
+    are its job's). Jobs within line rate are left out."""
+    if not len(flows):
+        return {}
+    nics = fabric.num_nics
+    send = np.bincount(flows.src_nic, weights=flows.demand, minlength=nics)
+    recv = np.bincount(flows.dst_nic, weights=flows.demand, minlength=nics)
+    line = fabric.capacity[2 * np.arange(nics)]  # a NIC's access link, as built
+    ratio = np.maximum(send, recv) / line
+    per_nic_job = np.full(nics, -1, np.int64)
+    per_nic_job[flows.src_nic] = flows.job
+    per_nic_job[flows.dst_nic] = flows.job
+    over = np.flatnonzero(ratio > 1 + 1e-9)
+    out: dict[str, float] = {}
+    for nic in over.tolist():
+        job = flows.job_ids[per_nic_job[nic]]
+        out[job] = max(out.get(job, 0.0), float(ratio[nic]))
+    return dict(sorted(out.items()))
+
+
 def _with_priority(flows: FlowSet, job: Job) -> FlowSet:
     """`flows` (all of `job`) carrying the job's priority (none given: the default, 0)."""
     return replace(flows, job_priority=(job.priority,)) if job.priority else flows

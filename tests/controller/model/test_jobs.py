@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from controller.errors import JobError
 from controller.model.fabric import Fabric
-from controller.model.jobs import Job, check_job, job_flows, jobs_flows
+from controller.model.jobs import Job, check_job, job_flows, jobs_flows, over_line_rate
 
 
 def triples(flows) -> list[tuple[int, int, float]]:  # type: ignore[no-untyped-def]
@@ -335,3 +335,13 @@ def test_ports_per_nic_must_divide_the_ports_of_a_host() -> None:
     with pytest.raises(JobError, match="exceeds the 2 GPUs/NICs per host"):
         job_flows(build(ClosSpec(name="x", nics_per_host=4, ports_per_nic=2, ctsws_per_pod=2)),
                   Job("j", (0, 1), dp=8, gpus_per_host=4))  # fmt: skip
+
+
+def test_over_line_rate_names_the_jobs_a_nic_of_which_is_asked_too_much(tiny) -> None:  # type: ignore[no-untyped-def]
+    """Send or receive: a ring of two hosts at 2.5 x the NIC's rate, one within it."""
+    line = float(tiny.capacity[0])
+    fast = Job("fast", (0, 1), dp=2, gpus_per_host=1, demand_gbps=2.5 * line)
+    ok = Job("ok", (2, 3), dp=2, gpus_per_host=1, demand_gbps=line)
+    flows = jobs_flows(tiny, [fast, ok])
+    assert over_line_rate(tiny, flows) == {"fast": pytest.approx(2.5)}
+    assert over_line_rate(tiny, flows.take(np.flatnonzero(flows.job == 1))) == {}
