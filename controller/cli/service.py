@@ -275,6 +275,10 @@ def cmd_job_describe(args: argparse.Namespace) -> int:
         lines.append(f"busbw       {_busbw(fig) or 'not predicted yet'}")
         if fig["handed_back"]:
             lines.append(f"why hashed  {fig['handed_back']}")
+        if fig.get("over_line_rate"):
+            ratio = fig["over_line_rate"]
+            lines.append(f"line rate   a NIC of it is asked {ratio:.4g} x its line rate: "
+                         f"no routing gives it more than {1 / ratio:.1%} of its demand")
     lines.append(f"entries     {g(doc['te_entries_towards'])} TE entries towards its hosts")
     print("\n".join(lines))
     return 0

@@ -21,12 +21,16 @@ class JobFigures:
     # why the job rides the hashing whole, if it does: the certificate handed it back, or
     # it needs more TE entries than a table holds (controller.solver.unfit_jobs)
     handed_back: str = ""
+    # the most one of its NICs is asked over its line rate (controller.model.jobs.
+    # over_line_rate); 0: within it
+    over_line_rate: float = 0.0
 
 
 def job_figures(
-    result: SolveResult | None, busbw: Mapping[str, float]
+    result: SolveResult | None, busbw: Mapping[str, float], over: Mapping[str, float] | None = None
 ) -> dict[str, JobFigures]:
-    """Per job id of `result`'s flows, its figures (`busbw`: the last prediction)."""
+    """Per job id of `result`'s flows, its figures (`busbw`: the last prediction; `over`:
+    over_line_rate of its flows)."""
     if result is None:
         return {}
     flows, parent = result.assignment.flows, result.parent
@@ -42,7 +46,8 @@ def job_figures(
     fell = {} if result.certificate is None else result.certificate.fallback_jobs
     return {
         job: JobFigures(int(total[j]), int(te[j]), int(total[j] - te[j]), busbw.get(job),
-                        fell.get(job, "") or result.hashed_jobs.get(job, ""))  # fmt: skip
+                        fell.get(job, "") or result.hashed_jobs.get(job, ""),
+                        (over or {}).get(job, 0.0))  # fmt: skip
         for j, job in enumerate(ids)
         if total[j]
     }

@@ -33,7 +33,9 @@ def test_client_commands(small: Fabric, tmp_path: Path, capsys: pytest.CaptureFi
     try:
         jobs = tmp_path / "jobs.json"
         hosts = [fabric.host_name(h) for h in range(8)]
-        jobs.write_text(json.dumps({"jobs": [{"id": "llm", "hosts": hosts, "tp": 4}]}))
+        # asked twice its NICs' line rate: accepted, and said (job describe, figures)
+        jobs.write_text(json.dumps({"jobs": [{"id": "llm", "hosts": hosts, "tp": 4,
+                                              "demand_gbps": 800}]}))  # fmt: skip
         assert main(["job", "put", str(jobs), *server]) == 0
         assert running.engine.wait_idle()
         assert main(["job", "ls", *server]) == 0
@@ -78,6 +80,9 @@ def test_client_commands(small: Fabric, tmp_path: Path, capsys: pytest.CaptureFi
         text = capsys.readouterr().out
         assert f"flows       {figures['flows']:,}: {figures['te_flows']:,} on TE paths" in text
         assert "busbw       " in text and "of line rate" in text
+        assert figures["over_line_rate"] == 2.0 and figures["predicted_busbw"] <= 0.5 + 1e-9
+        assert ("line rate   a NIC of it is asked 2 x its line rate: no routing gives it more "
+                "than 50.0% of its demand") in text  # fmt: skip
         entries = int(text.split("entries     ")[1].split()[0].replace(",", ""))
         assert 0 < entries <= status["installed_entries"]
         assert main(["job", "describe", "nope", *server]) == 2

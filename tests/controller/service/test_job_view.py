@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from controller.model.clos import PRESETS, build
 from controller.model.health import LinkHealth
-from controller.model.jobs import Job, jobs_flows
+from controller.model.jobs import Job, jobs_flows, over_line_rate
 from controller.service.job_view import job_figures
 from controller.solver import SolveOptions, solve
 
@@ -21,3 +21,13 @@ def test_a_job_left_to_the_hashing_says_why_and_has_no_te_flow() -> None:
     assert "left to the fabric's hashing" in figures["moe"].handed_back
     assert figures["ring"].te_flows == figures["ring"].flows and not figures["ring"].handed_back
     assert figures["ring"].predicted_busbw == 1.0 and figures["moe"].predicted_busbw is None
+    assert figures["ring"].over_line_rate == 0.0  # none given: within
+
+
+def test_a_job_asked_more_than_line_rate_carries_the_ratio() -> None:
+    fast = Job("fast", tuple(range(4)), dp=4 * 8, demand_gbps=1200)
+    ring = Job("ring", tuple(range(4, 8)), dp=4 * 8)
+    flows = jobs_flows(POD, [fast, ring])
+    res = solve(POD, LinkHealth.all_up(POD), flows)
+    figures = job_figures(res, {}, over_line_rate(POD, res.assignment.flows))
+    assert figures["fast"].over_line_rate == 3.0 and figures["ring"].over_line_rate == 0.0
