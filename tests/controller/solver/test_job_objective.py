@@ -28,6 +28,7 @@ from controller.routes.budget import switch_budget, table_usage
 from controller.solver.candidates import candidates
 from controller.solver.certificate import CertifyOptions
 from controller.solver.job_objective import (
+    JobObjective,
     _below,
     _levelled,
     _Levels,
@@ -540,17 +541,11 @@ def test_a_job_below_a_hashing_compared_is_raised_to_it(monkeypatch: pytest.Monk
     assert_at_or_above_both_hashings(fabric, health, flows, kept)
 
 
-def test_over_its_work_limit_the_pass_still_raises_jobs_to_their_floors(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Pod scenario 14 (above) with a work limit under two predictions, as on the meta-24k
-    mix: the first pass is skipped, yet where the certificate finds a job below WCMP step 9
-    runs it, then the pass with floors, their tries predicted locally, and lifts the job."""
-    fabric = build(PRESETS["pod"])
-    health = scenario_health(fabric, 14)
-    flows = jobs_flows(fabric, random_jobs(fabric, seed=14))
+def _over_the_work_limit(monkeypatch: pytest.MonkeyPatch) -> list[JobObjective]:
+    """The solve's job passes given a work limit under two predictions in full, as on the
+    meta-24k mix (so step 7 is skipped); the list fills with their reports, in order."""
     solve_module = importlib.import_module("controller.solver.solve")
-    passes = []
+    passes: list[JobObjective] = []
     real = solve_module.raise_worst
 
     def tight(fabric, health, rows, path, *args, **kw):  # type: ignore[no-untyped-def]
@@ -560,6 +555,19 @@ def test_over_its_work_limit_the_pass_still_raises_jobs_to_their_floors(
         return out
 
     monkeypatch.setattr(solve_module, "raise_worst", tight)
+    return passes
+
+
+def test_over_its_work_limit_the_pass_still_raises_jobs_to_their_floors(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Pod scenario 14 (above) with a work limit under two predictions, as on the meta-24k
+    mix: the first pass is skipped, yet where the certificate finds a job below WCMP step 9
+    runs it, then the pass with floors, their tries predicted locally, and lifts the job."""
+    fabric = build(PRESETS["pod"])
+    health = scenario_health(fabric, 14)
+    flows = jobs_flows(fabric, random_jobs(fabric, seed=14))
+    passes = _over_the_work_limit(monkeypatch)
     opts = SolveOptions(certify=CertifyOptions(compare=("wcmp",)))
     kept = solve(fabric, health, flows, options=opts)
     assert len(passes) == 4 and passes[0].moves == 0 and "skipped" in passes[0].stopped
@@ -584,17 +592,7 @@ def test_over_its_work_limit_the_pass_runs_where_a_job_is_low(
     fabric = build(PRESETS["small"])
     health = scenario_health(fabric, 16)
     flows = jobs_flows(fabric, random_jobs(fabric, seed=16))
-    solve_module = importlib.import_module("controller.solver.solve")
-    passes = []
-    real = solve_module.raise_worst
-
-    def tight(fabric, health, rows, path, *args, **kw):  # type: ignore[no-untyped-def]
-        kw["work"] = 2 * len(rows) - 1  # a try predicted in full: over half the limit
-        out = real(fabric, health, rows, path, *args, **kw)
-        passes.append(out[1])
-        return out
-
-    monkeypatch.setattr(solve_module, "raise_worst", tight)
+    passes = _over_the_work_limit(monkeypatch)
     res = solve(fabric, health, flows, options=SolveOptions(job_pass_below=below))
     cert = res.certificate
     assert cert is not None and cert.passed and not cert.fallback_jobs
@@ -616,15 +614,9 @@ def test_a_pass_run_in_step_9_and_not_kept_says_so(monkeypatch: pytest.MonkeyPat
     fabric = build(PRESETS["small"])
     health = scenario_health(fabric, 16)
     flows = jobs_flows(fabric, random_jobs(fabric, seed=16))
-    solve_module = importlib.import_module("controller.solver.solve")
-    real = solve_module.raise_worst
-
-    def tight(fabric, health, rows, path, *args, **kw):  # type: ignore[no-untyped-def]
-        kw["work"] = 2 * len(rows) - 1
-        return real(fabric, health, rows, path, *args, **kw)
-
-    monkeypatch.setattr(solve_module, "raise_worst", tight)
-    monkeypatch.setattr(solve_module, "compare", lambda a, b: 0)
+    _over_the_work_limit(monkeypatch)
+    monkeypatch.setattr(importlib.import_module("controller.solver.solve"), "compare",
+                        lambda a, b: 0)  # fmt: skip
     res = solve(fabric, health, flows)
     report = res.objective
     assert report is not None and "run in step 9 (a job below 0.85" in report.stopped
