@@ -297,11 +297,9 @@ def over_line_rate(fabric: Fabric, flows: FlowSet) -> dict[str, float]:
     per_nic_job[flows.src_nic] = flows.job
     per_nic_job[flows.dst_nic] = flows.job
     over = np.flatnonzero(ratio > 1 + 1e-9)
-    out: dict[str, float] = {}
-    for nic in over.tolist():
-        job = flows.job_ids[per_nic_job[nic]]
-        out[job] = max(out.get(job, 0.0), float(ratio[nic]))
-    return dict(sorted(out.items()))
+    most = np.zeros(len(flows.job_ids))
+    np.maximum.at(most, per_nic_job[over], ratio[over])
+    return dict(sorted((flows.job_ids[j], float(most[j])) for j in np.flatnonzero(most)))
 
 
 def _with_priority(flows: FlowSet, job: Job) -> FlowSet:
