@@ -22,7 +22,7 @@ from controller.formats.output import (
     strict,
 )
 from controller.model.fabric import Fabric
-from controller.model.flows import FlowSet
+from controller.model.flows import FlowSet, distinct
 from controller.model.hashing import HASHINGS
 from controller.model.health import LinkHealth, parse_health, random_failures
 from controller.model.jobs import Job, over_line_rate
@@ -153,7 +153,7 @@ def without_te_path(result: Any) -> int:
     off = ~result.assignment.routed
     if result.parent is None:
         return int(off.sum())
-    return int(np.unique(np.asarray(result.parent)[off]).size)
+    return int(distinct(np.asarray(result.parent)[off]).size)
 
 
 def health_report(inputs: Inputs) -> tuple[list[str], dict[str, object]]:

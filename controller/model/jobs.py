@@ -291,7 +291,7 @@ def over_line_rate(fabric: Fabric, flows: FlowSet) -> dict[str, float]:
     nics = fabric.num_nics
     send = np.bincount(flows.src_nic, weights=flows.demand, minlength=nics)
     recv = np.bincount(flows.dst_nic, weights=flows.demand, minlength=nics)
-    line = fabric.capacity[2 * np.arange(nics)]  # a NIC's access link, as built
+    line = fabric.capacity[fabric.up(np.arange(nics))]  # a NIC's access link, as built
     ratio = np.maximum(send, recv) / line
     per_nic_job = np.full(nics, -1, np.int64)
     per_nic_job[flows.src_nic] = flows.job
