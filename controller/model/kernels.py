@@ -738,6 +738,99 @@ def _admit(g: int, d: int, epoch: int, most: int, mark: np.ndarray, where: np.nd
     return d + 1
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _bottlenecked(g: int, arcs: np.ndarray, rate: np.ndarray, weight: np.ndarray,
+                  cap: np.ndarray, base_sum: np.ndarray, base_max: np.ndarray,
+                  arc_mark: np.ndarray, arc_slot: np.ndarray, stamp: int, sat: np.ndarray,
+                  top: np.ndarray, tol: float) -> bool:  # fmt: skip
+    """Whether row g (outside `refill`'s D, below its demand) crosses a saturated arc where
+    no row has a higher per-QP level: this round's sums for the arcs in the set (stamped),
+    the base's elsewhere."""
+    lv = rate[g] / weight[g]
+    for h in range(arcs.shape[1]):
+        f = arcs[g, h]
+        if f < 0:
+            continue
+        if arc_mark[f] == stamp:
+            b = arc_slot[f]
+            if sat[b] and lv >= top[b] * (1.0 - tol):
+                return True
+        else:
+            c = cap[f] if cap[f] > 0.0 else 0.0
+            if base_sum[f] >= c * (1.0 - tol) - tol and lv >= base_max[f] * (1.0 - tol):
+                return True
+    return False
+
+
+@njit(cache=True, nogil=True)
+def bottleneck_index(
+    arcs: np.ndarray,
+    rate: np.ndarray,
+    demand: np.ndarray,
+    weight: np.ndarray,
+    cap: np.ndarray,
+    base_sum: np.ndarray,
+    base_max: np.ndarray,
+    start: np.ndarray,
+    rows: np.ndarray,
+    tol: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """What `refill` reads instead of scanning every row of an arc: (neck_start,
+    neck_rows), the rows below their demand by the first arc that bottlenecks them in the
+    base (saturated, no row on it at a higher per-QP level), arc e's at
+    neck_rows[neck_start[e]:neck_start[e + 1]] in row order; `loose`, the rows below their
+    demand with no such arc (rounding); and per arc the first row (by the CSR) at its
+    highest per-QP level, -1 when none crosses it. Rows on no arc are in neither."""
+    n, hops = arcs.shape
+    num = cap.size
+    neck = np.full(n, -1, np.int64)
+    counts = np.zeros(num + 1, np.int64)
+    n_loose = 0
+    for i in range(n):
+        if rate[i] >= demand[i] * (1.0 - tol):
+            neck[i] = -2
+            continue
+        lv = rate[i] / weight[i]
+        routed = False
+        for h in range(hops):
+            f = arcs[i, h]
+            if f < 0:
+                continue
+            routed = True
+            c = cap[f] if cap[f] > 0.0 else 0.0
+            if base_sum[f] >= c * (1.0 - tol) - tol and lv >= base_max[f] * (1.0 - tol):
+                neck[i] = f
+                break
+        if not routed:  # on no arc: no check ever reaches it
+            neck[i] = -2
+        elif neck[i] >= 0:
+            counts[neck[i] + 1] += 1
+        else:
+            n_loose += 1
+    neck_start = np.cumsum(counts)
+    fill_at = neck_start[:num].copy()
+    neck_rows = np.empty(neck_start[num], np.int64)
+    loose = np.empty(n_loose, np.int64)
+    m = 0
+    for i in range(n):
+        if neck[i] >= 0:
+            neck_rows[fill_at[neck[i]]] = i
+            fill_at[neck[i]] += 1
+        elif neck[i] == -1:
+            loose[m] = i
+            m += 1
+    top_row = np.full(num, -1, np.int64)
+    for e in range(num):
+        best = -1.0
+        for k in range(start[e], start[e + 1]):
+            g = rows[k]
+            lv = rate[g] / weight[g]
+            if lv > best:
+                best = lv
+                top_row[e] = g
+    return neck_start, neck_rows, loose, top_row
+
+
 @njit(cache=True, nogil=True)
 def refill(
     arcs: np.ndarray,
@@ -748,6 +841,10 @@ def refill(
     rows: np.ndarray,
     base_sum: np.ndarray,
     base_max: np.ndarray,
+    neck_start: np.ndarray,
+    neck_rows: np.ndarray,
+    loose: np.ndarray,
+    top_row: np.ndarray,
     cap: np.ndarray,
     changed: np.ndarray,
     changed_arcs: np.ndarray,
@@ -772,8 +869,9 @@ def refill(
 
     Base: row i crossed arcs[i] at rate[i] (demand[i] for weight[i] QPs), rows per arc in
     the CSR (start, rows), per arc the sum of rates (base_sum) and the highest per-QP level
-    (base_max). Scratch: mark/where per row and arc_mark/arc_slot per arc, stamped with
-    `epoch` (a number never used before with them), so nothing is cleared per call."""
+    (base_max), and the base's bottlenecks (`bottleneck_index`). Scratch: mark/where per row
+    and arc_mark/arc_slot per arc, stamped with `epoch` (a number never used before with
+    them), so nothing is cleared per call."""
     n, hops = arcs.shape
     if changed.size > most:
         return -1
@@ -848,6 +946,10 @@ def refill(
             e = arc_ids[a]
             c = cap[e] if cap[e] > 0.0 else 0.0
             total[a] = c - resid[a]
+            g = top_row[e]
+            if g >= 0 and mark[g] != epoch:  # the arc's top row is outside D: its level
+                top[a] = base_max[e]
+                continue
             top[a] = 0.0
             for k in range(start[e], start[e + 1]):
                 g = rows[k]
@@ -876,30 +978,32 @@ def refill(
                         d = _admit(g, d, epoch, most, mark, where, out_rows)
                         added += 1
         # every row on the arc set needs a bottleneck: at its demand, or on a saturated arc
-        # where no row has a higher per-QP level
+        # where no row has a higher per-QP level. A row whose base bottleneck is outside the
+        # set keeps it (nothing on that arc changed), so only the rows bottlenecked on an
+        # arc of the set, and those with none in the base, are checked
         for a in range(na):
             e = arc_ids[a]
-            for k in range(start[e], start[e + 1]):
-                g = rows[k]
-                if mark[g] == epoch or rate[g] >= demand[g] * (1.0 - tol):
+            for k in range(neck_start[e], neck_start[e + 1]):
+                g = neck_rows[k]
+                if mark[g] == epoch:
                     continue
-                lv = rate[g] / weight[g]
-                ok = False
-                for h in range(hops):
-                    f = arcs[g, h]
-                    if f < 0:
-                        continue
-                    if arc_mark[f] == stamp:
-                        b = arc_slot[f]
-                        if sat[b] and lv >= top[b] * (1.0 - tol):
-                            ok = True
-                    else:
-                        c = cap[f] if cap[f] > 0.0 else 0.0
-                        if base_sum[f] >= c * (1.0 - tol) - tol and lv >= base_max[f] * (1.0 - tol):
-                            ok = True
-                if not ok:
+                if not _bottlenecked(g, arcs, rate, weight, cap, base_sum, base_max, arc_mark,
+                                     arc_slot, stamp, sat, top, tol):  # fmt: skip
                     d = _admit(g, d, epoch, most, mark, where, out_rows)
                     added += 1
+        for x in range(loose.size):
+            g = loose[x]
+            if mark[g] == epoch:
+                continue
+            on = False
+            for h in range(hops):
+                f = arcs[g, h]
+                if f >= 0 and arc_mark[f] == stamp:
+                    on = True
+            if on and not _bottlenecked(g, arcs, rate, weight, cap, base_sum, base_max,
+                                        arc_mark, arc_slot, stamp, sat, top, tol):  # fmt: skip
+                d = _admit(g, d, epoch, most, mark, where, out_rows)
+                added += 1
         for s in range(filled):
             i = out_rows[s]
             if r_rate[s] >= demand[i] * (1.0 - tol):

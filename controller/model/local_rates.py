@@ -4,14 +4,17 @@ some arcs lose capacity, and only the rows the change reaches are filled again.
 A `Plane` is rows on fixed paths (arc ids, -1 padded; demand for `weight` QPs each) with
 their max-min fair rates (controller.model.rates.max_min_rates) and the rows per arc. After
 a change (`Plane.after`), the set D starts as the changed rows; the rows outside D keep
-their rates, D is filled (controller.model.kernels.fill) on what they leave of each arc,
-and the result is checked on every arc D touches (before or after): an allocation is the
-max-min fair one, which is unique, exactly when it is feasible and every row is at its
-demand or crosses a saturated arc on which no row has a higher per-QP level (its
-bottleneck). Rows outside D away from D's arcs keep their bottleneck (nothing on their arcs
-changed); a row that fails the check joins D (for a row of D, the rows above it on its
-arcs join), an over-full arc's rows join, and D is filled again, until the check passes or
-D grows beyond `most` rows (then the whole plane is filled again).
+their rates, D is filled (controller.model.kernels.fill) on what they leave of each arc, and
+the result is checked on every arc D touches (before or after): an allocation is the max-min
+fair one, which is unique, exactly when it is feasible and every row is at its demand or
+crosses a saturated arc on which no row has a higher per-QP level (its bottleneck). Rows
+outside D away from D's arcs keep their bottleneck (nothing on their arcs changed), and so
+does a row whose bottleneck in the base is an arc D does not touch: the plane indexes each
+row by its first bottleneck once (kernels.bottleneck_index), and the check visits only the
+rows bottlenecked on D's arcs, not every row crossing them; a row that fails the check joins
+D (for a row of D, the rows above it on its arcs join), an over-full arc's rows join, and D
+is filled again, until the check passes or D grows beyond `most` rows (then the whole plane
+is filled again).
 
 A whole refill fills the reduced problem of controller.model.rates (rows crossing an arc
 offered more than its capacity, grouped by those arcs and their per-QP demand) without
@@ -77,6 +80,9 @@ class Plane:
     # the max-min fill's groups of the rows on `cap` (rates.row_groups, with the arcs over
     # capacity first), made by the first whole refill; each whole refill updates a copy
     _groups: tuple | None = field(default=None, init=False, repr=False)
+    # the rows by the arc that bottlenecks them (kernels.bottleneck_index), made by the first
+    # change: a row whose bottleneck the change leaves alone is not checked again
+    _necks: tuple | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self, known: np.ndarray | None,
                       csr: tuple[np.ndarray, np.ndarray] | None) -> None:  # fmt: skip
@@ -180,10 +186,16 @@ class Plane:
         # epochs: one for the rows, then one per round for the arcs (at most `most` rounds)
         epoch = self._epoch + 1
         self._epoch += most + 3
+        if self._necks is None:
+            self._necks = kernels.bottleneck_index(
+                self.arcs, self.rate, self.demand, self.weight, self.cap, self.base_sum,
+                self.base_max, self.start, self.rows, TOL)  # fmt: skip
+        n_start, n_rows, loose, top_row = self._necks
         d = kernels.refill(self.arcs, self.rate, self.demand, self.weight, self.start,
-                           self.rows, self.base_sum, self.base_max, cap, changed, changed_arcs,
-                           lost, self._mark, self._where, self._arc_mark, self._arc_slot,
-                           epoch, most, TOL, SLACK, out_rows, out_rates)  # fmt: skip
+                           self.rows, self.base_sum, self.base_max, n_start, n_rows, loose,
+                           top_row, cap, changed, changed_arcs, lost, self._mark, self._where,
+                           self._arc_mark, self._arc_slot, epoch, most, TOL, SLACK, out_rows,
+                           out_rates)  # fmt: skip
         if d >= 0:
             return out_rows[:d].copy(), out_rates[:d].copy()
         self.refills += 1

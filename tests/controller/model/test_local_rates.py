@@ -6,6 +6,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from controller.model import kernels
 from controller.model.local_rates import TOL, Plane, arcs_csr
 from controller.model.rates import max_min_rates
 
@@ -148,3 +149,33 @@ def test_a_plane_moved_is_the_plane_indexed_anew(case: tuple[np.ndarray, ...]) -
     np.testing.assert_allclose(got.base_sum, fresh.base_sum, rtol=10 * TOL, atol=1e-9)
     np.testing.assert_allclose(got.base_max, fresh.base_max, rtol=10 * TOL, atol=1e-9)
     assert np.array_equal(plane.arcs, arcs)  # the plane moved from is left as it was
+
+
+@settings(max_examples=200, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
+@given(planes())
+def test_each_row_below_its_demand_is_indexed_by_a_bottleneck(case: tuple[np.ndarray, ...]) -> None:
+    """The index the refill's check reads (kernels.bottleneck_index): every routed row below
+    its demand under exactly one arc it crosses, saturated and with no row on it higher, or
+    among the loose rows; the rows at their demand nowhere; each arc's top row at its top."""
+    arcs, cap, demand, weight = case[:4]
+    p = Plane(arcs, demand, weight, cap)
+    start, rows, loose, top_row = kernels.bottleneck_index(
+        p.arcs, p.rate, p.demand, p.weight, p.cap, p.base_sum, p.base_max, p.start, p.rows, TOL)
+    below = np.flatnonzero((p.rate < p.demand * (1 - TOL)) & (p.arcs >= 0).any(axis=1))
+    assert np.array_equal(np.sort(np.concatenate([rows, loose])), below)
+    level = p.rate / p.weight
+    for e in range(cap.size):
+        on = rows[start[e] : start[e + 1]]
+        assert np.array_equal(on, np.sort(on))
+        assert all(e in p.arcs[g] for g in on)
+        if on.size:
+            assert p.base_sum[e] >= cap[e] * (1 - TOL) - TOL
+            assert (level[on] >= p.base_max[e] * (1 - TOL)).all()
+        crossing = p.rows[p.start[e] : p.start[e + 1]]
+        if crossing.size:
+            assert top_row[e] in crossing and level[top_row[e]] == p.base_max[e]
+        else:
+            assert top_row[e] == -1
+    # a max-min allocation leaves no row without a bottleneck (but for rounding)
+    assert loose.size == 0
