@@ -253,6 +253,7 @@ class _Work:
         self.span = _Mates.spans(self.fabric)
         self.arcs: dict[int, np.ndarray] = {}  # current arcs of the rows changed here
         self._mates: dict[tuple[int, int], np.ndarray] = {}  # (src rack, dst host) -> rows
+        self._changed: dict[tuple[int, int], list[int]] = {}  # the same, of the rows in arcs
 
     def rows(self, rows: np.ndarray) -> Problem:
         """The Problem of `rows` alone under the new health (their classes and candidates
@@ -269,7 +270,12 @@ class _Work:
         np.subtract.at(self.load, arcs[keep], demand[keep])
         np.subtract.at(self.count, arcs[keep], 1)
         self.path[rows] = UNROUTED
-        for f in rows.tolist():
+        fab = self.fabric
+        racks = fab.rtsw_of_nic(self.flows.src_nic[rows]).tolist()
+        hosts = fab.host_of_nic(self.flows.dst_nic[rows]).tolist()
+        for f, rack, host in zip(rows.tolist(), racks, hosts, strict=True):
+            if f not in self.arcs:
+                self._changed.setdefault((rack, host), []).append(f)
             self.arcs[f] = np.zeros(0, np.int64)
 
     def remove(self, f: int, arcs: np.ndarray) -> np.ndarray:
@@ -298,13 +304,7 @@ class _Work:
             rows = self._mates[rack, host] = self.index.group(f)
         rows = rows[(rows != f) & (self.path[rows] >= 0)]
         # rows re-placed here that the index does not know on these arcs
-        new = [
-            g for g in self.arcs
-            if g != f and self.path[g] >= 0
-            and int(self.fabric.host_of_nic(self.flows.dst_nic[g])) == host
-            and int(self.fabric.rtsw_of_nic(self.flows.src_nic[g]))
-            == rack
-        ]  # fmt: skip
+        new = [g for g in self._changed.get((rack, host), ()) if g != f and self.path[g] >= 0]
         if new:
             rows = np.union1d(rows, np.array(new, np.int64))
         if not rows.size:
@@ -317,6 +317,10 @@ class _Work:
         arcs = np.concatenate([[fab.up(fab.access_link(self.flows.src_nic[f]))], core,
                                [fab.down(fab.access_link(self.flows.dst_nic[f]))]])  # fmt: skip
         self.path[f] = p
+        if f not in self.arcs:
+            key = (int(fab.rtsw_of_nic(self.flows.src_nic[f])),
+                   int(fab.host_of_nic(self.flows.dst_nic[f])))  # fmt: skip
+            self._changed.setdefault(key, []).append(f)
         self.arcs[f] = arcs
         self.load[arcs] += float(self.flows.demand[f])
         self.count[arcs] += 1
