@@ -171,6 +171,17 @@ def distinct(values: np.ndarray) -> np.ndarray:
     return distinct_counts(values)[0]
 
 
+def distinct_below(ids: np.ndarray, n: int) -> np.ndarray:
+    """np.unique of integer ids all below `n`: a mask over [0, n) when they are many (a
+    hash or sort of hundreds of thousands costs far more than one pass over a mask)."""
+    ids = np.asarray(ids, np.int64)
+    if ids.size * 16 < n:
+        return np.unique(ids)
+    mask = np.zeros(n, bool)
+    mask[ids] = True
+    return np.flatnonzero(mask)
+
+
 def distinct_counts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """np.unique(values, return_counts=True), in one pass when they are already in order
     (keys built from flows in the order jobs_flows makes them usually are)."""

@@ -37,6 +37,7 @@ from dataclasses import InitVar, dataclass, field
 import numpy as np
 
 from controller.model import kernels
+from controller.model.flows import distinct_below
 from controller.model.rates import max_min_rates, row_groups
 
 TOL = 1e-7  # relative tolerance of the bottleneck checks
@@ -121,7 +122,7 @@ class Plane:
         arcs = np.asarray(arcs, np.int64)
         lens = self.start[arcs + 1] - self.start[arcs]
         at = np.repeat(self.start[arcs] - np.cumsum(lens) + lens, lens)
-        return np.unique(self.rows[at + np.arange(at.size)])
+        return distinct_below(self.rows[at + np.arange(at.size)], self.arcs.shape[0])
 
     def load_after(self, changed: np.ndarray, changed_arcs: np.ndarray) -> np.ndarray:
         """The offered load per arc once rows `changed` take paths `changed_arcs`, from the
@@ -207,7 +208,9 @@ class Plane:
             rates = max_min_rates(arcs, cap, self.demand, weight=self.weight, load=load)
             return np.arange(arcs.shape[0], dtype=np.int64), rates
         rates = self._regrouped(cap, changed, changed_arcs, load)
-        rows = np.union1d(np.flatnonzero(rates != self.rate), changed)
+        differ = rates != self.rate
+        differ[changed] = True
+        rows = np.flatnonzero(differ)
         return rows, rates[rows]
 
     def _regrouped(self, cap: np.ndarray, changed: np.ndarray, changed_arcs: np.ndarray,
@@ -222,7 +225,8 @@ class Plane:
             self._groups = (over, *row_groups(self.arcs, self.demand, self.weight, over))
         over, gid, groups, g_arcs, g_dm, g_w, table = self._groups
         over_now = load > np.maximum(cap, 0.0)
-        rows = np.union1d(changed, self.rows_on(np.flatnonzero(over_now != over)))
+        flipped = self.rows_on(np.flatnonzero(over_now != over))
+        rows = distinct_below(np.concatenate([changed, flipped]), self.arcs.shape[0])
         rows_arcs = self.arcs[rows]
         rows_arcs[np.searchsorted(rows, changed)] = changed_arcs
         gid = gid.copy()
@@ -241,3 +245,4 @@ class Plane:
         routed = (rows_arcs[np.searchsorted(rows, free)] >= 0).any(axis=1)
         rates[free] = np.where(routed & (self.demand[free] > 0), self.demand[free], 0.0)
         return rates
+

@@ -39,7 +39,7 @@ import numpy as np
 from controller.errors import Superseded
 from controller.model.assignment import UNROUTED, Assignment
 from controller.model.fabric import ACCESS, AGG, RACK, Fabric
-from controller.model.flows import FlowSet
+from controller.model.flows import FlowSet, distinct_below
 from controller.model.health import LinkHealth
 from controller.model.paths import CROSS_POD, MAX_HOPS, SAME_RACK, best_bottleneck, path_arcs
 from controller.model.rates import REL_TOL
@@ -77,16 +77,6 @@ def affected_flows(
     arcs = assignment.arcs(fabric)
     hit = np.where(arcs >= 0, dropped[np.maximum(arcs, 0)], False).any(axis=1)
     return np.flatnonzero(hit & assignment.routed)
-
-
-def _distinct(rows: np.ndarray, n: int) -> np.ndarray:
-    """`np.unique(rows)` for row ids below `n`: a mask over all rows when there are many
-    (a hash or sort of hundreds of thousands costs far more than one pass over a mask)."""
-    if rows.size * 16 < n:
-        return np.unique(rows)
-    mask = np.zeros(n, bool)
-    mask[rows] = True
-    return np.flatnonzero(mask)
 
 
 def _gather(start: np.ndarray, rows: np.ndarray, keys: np.ndarray) -> np.ndarray:
@@ -182,7 +172,7 @@ class RouteIndex:
             found = found[self._moved[pos] != found]  # the base rows not moved since
             now = np.isin(self._moved_arcs, arcs).any(axis=1)
             found = np.concatenate([found, self._moved[now]])
-        return _distinct(found, len(self.assignment.flows))
+        return distinct_below(found, len(self.assignment.flows))
 
     def unrouted(self, hashed_jobs: Collection[str] = ()) -> np.ndarray:
         """Sorted rows with no path, but those of `hashed_jobs` (ids of the jobs the solve
@@ -395,7 +385,7 @@ class _Work:
         # here, for ECMP or back to its path, stays among them)
         was = self.index.rows_on(into)
         before = arc_usage(fab, Assignment(flows.take(was), old[was]))[arcs]
-        rows = _distinct(np.concatenate([was, self._placed_on(into)]), len(flows))
+        rows = distinct_below(np.concatenate([was, self._placed_on(into)]), len(flows))
         sub = flows.take(rows)
         heads = fab.arc_ends[1]
         nodes = np.unique(heads[arcs])

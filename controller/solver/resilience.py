@@ -35,7 +35,7 @@ from controller.model.assignment import UNROUTED, Assignment
 from controller.model.dataplane import carried
 from controller.model.fabric import ACCESS, AGG, RACK, Fabric
 from controller.model.failures import ELEMENT_KINDS, SingleFailures, single_failures
-from controller.model.flows import ALL_QPS, FlowSet
+from controller.model.flows import ALL_QPS, FlowSet, distinct_below
 from controller.model.hashing import hashed_arcs_seeds, hashed_routes
 from controller.model.health import LinkHealth
 from controller.model.local_rates import Plane
@@ -319,7 +319,7 @@ class _Parents:
               routed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
         """(job values, stalled jobs) once `rows` have `rates` and `routed_rows` are routed
         or not (`routed`); every other row as in the plane."""
-        touched = _ids(np.concatenate([rows, routed_rows]), self.plane.arcs.shape[0])
+        touched = distinct_below(np.concatenate([rows, routed_rows]), self.plane.arcs.shape[0])
         if not touched.size:
             return self.values, self.stalled
         n = self.plane.arcs.shape[0]
@@ -331,7 +331,7 @@ class _Parents:
             share = self._shares(np.arange(self.n), rate, ok, None)
             return (job_values(share, self.job, self.num_jobs),
                     _stalled_jobs(share, self.job, self.num_jobs))  # fmt: skip
-        parents = _ids(self.parent[touched], self.n)
+        parents = distinct_below(self.parent[touched], self.n)
         prow = self.rows_of(parents)
         rate = self.plane.rate[prow]
         pos = np.searchsorted(rows, prow)
@@ -347,7 +347,7 @@ class _Parents:
         share = self._shares(parents, rate, ok, prow)
         full = self.share.copy()  # O(parents): the jobs' minima need every flow of them
         full[parents] = share
-        jobs = _ids(self.job[parents], self.num_jobs)
+        jobs = distinct_below(self.job[parents], self.num_jobs)
         values = self.values.copy()
         stalled = self.stalled.copy()
         for j in jobs.tolist():
@@ -357,15 +357,6 @@ class _Parents:
             values[j] = fin.min() if fin.size else np.nan
             stalled[j] = bool(np.isnan(s).any())
         return values, stalled
-
-
-def _ids(x: np.ndarray, n: int) -> np.ndarray:
-    """Sorted distinct ids of `x` (all below `n`): a mask when there are many."""
-    if x.size * 16 < n:
-        return np.unique(x)
-    mask = np.zeros(n, bool)
-    mask[x] = True
-    return np.flatnonzero(mask)
 
 
 def _sorted_rows(rows: np.ndarray, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:

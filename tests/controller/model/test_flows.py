@@ -6,7 +6,14 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from controller.model.flows import FlowSet, distinct, distinct_counts, match_pairs, pair_keys
+from controller.model.flows import (
+    FlowSet,
+    distinct,
+    distinct_below,
+    distinct_counts,
+    match_pairs,
+    pair_keys,
+)
 
 
 def test_pair_keys_agree_across_sets_exactly_when_the_pairs_do() -> None:
@@ -38,3 +45,11 @@ def test_distinct_is_numpy_unique_in_order_or_not(values: list[int], in_order: b
     keys, counts = distinct_counts(a)
     want_keys, want_counts = np.unique(a, return_counts=True)
     assert keys.tolist() == want_keys.tolist() and counts.tolist() == want_counts.tolist()
+
+
+def test_distinct_below_is_unique_either_way() -> None:
+    rng = np.random.default_rng(7)
+    for size, n in ((5, 1_000), (900, 1_000), (0, 10)):  # a sort, then a mask, then none
+        ids = rng.integers(0, n, size=size)
+        got = distinct_below(ids, n)
+        assert np.array_equal(got, np.unique(ids)) and got.dtype == np.int64
