@@ -739,10 +739,40 @@ def _admit(g: int, d: int, epoch: int, most: int, mark: np.ndarray, where: np.nd
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _top(a: int, e: int, top: np.ndarray, known: np.ndarray, start: np.ndarray,
+         rows: np.ndarray, rate: np.ndarray, weight: np.ndarray, mark: np.ndarray,
+         where: np.ndarray, epoch: int, filled: int, top_row: np.ndarray,
+         base_max: np.ndarray) -> float:  # fmt: skip
+    """The highest per-QP level on arc e (slot a of `refill`'s round): D's, which top[a]
+    holds, and, read once per round when first asked, the rows' outside D as the round
+    began (rows admitted since have slots from `filled` on): the base's top row's level
+    unless that row is in D, else a scan of the arc's rows."""
+    if known[a]:
+        return top[a]
+    known[a] = True
+    g = top_row[e]
+    if g >= 0 and (mark[g] != epoch or where[g] >= filled):
+        out = base_max[e]
+    else:
+        out = 0.0
+        for k in range(start[e], start[e + 1]):
+            g = rows[k]
+            if mark[g] != epoch or where[g] >= filled:
+                lv = rate[g] / weight[g]
+                if lv > out:
+                    out = lv
+    if out > top[a]:
+        top[a] = out
+    return top[a]
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _bottlenecked(g: int, arcs: np.ndarray, rate: np.ndarray, weight: np.ndarray,
                   cap: np.ndarray, base_sum: np.ndarray, base_max: np.ndarray,
                   arc_mark: np.ndarray, arc_slot: np.ndarray, stamp: int, sat: np.ndarray,
-                  top: np.ndarray, tol: float) -> bool:  # fmt: skip
+                  top: np.ndarray, known: np.ndarray, start: np.ndarray, rows: np.ndarray,
+                  mark: np.ndarray, where: np.ndarray, epoch: int, filled: int,
+                  top_row: np.ndarray, tol: float) -> bool:  # fmt: skip
     """Whether row g (outside `refill`'s D, below its demand) crosses a saturated arc where
     no row has a higher per-QP level: this round's sums for the arcs in the set (stamped),
     the base's elsewhere."""
@@ -753,7 +783,8 @@ def _bottlenecked(g: int, arcs: np.ndarray, rate: np.ndarray, weight: np.ndarray
             continue
         if arc_mark[f] == stamp:
             b = arc_slot[f]
-            if sat[b] and lv >= top[b] * (1.0 - tol):
+            if sat[b] and lv >= _top(b, f, top, known, start, rows, rate, weight, mark, where,
+                                     epoch, filled, top_row, base_max) * (1.0 - tol):  # fmt: skip
                 return True
         else:
             c = cap[f] if cap[f] > 0.0 else 0.0
@@ -891,6 +922,7 @@ def refill(
     resid = np.empty(arc_ids.size)
     total = np.empty(arc_ids.size)
     top = np.empty(arc_ids.size)
+    known = np.empty(arc_ids.size, np.bool_)
     sat = np.empty(arc_ids.size, np.bool_)
     r_dm = np.empty(most)
     r_w = np.empty(most)
@@ -941,22 +973,14 @@ def refill(
         filled = d
         for s in range(d):
             out_rates[s] = r_rate[s]
-        # sums and highest per-QP levels over the arc set, now
+        # sums over the arc set, now, and D's highest per-QP levels (those of the rows
+        # outside D are read when a check first needs them: _top)
         for a in range(na):
             e = arc_ids[a]
             c = cap[e] if cap[e] > 0.0 else 0.0
             total[a] = c - resid[a]
-            g = top_row[e]
-            if g >= 0 and mark[g] != epoch:  # the arc's top row is outside D: its level
-                top[a] = base_max[e]
-                continue
             top[a] = 0.0
-            for k in range(start[e], start[e + 1]):
-                g = rows[k]
-                if mark[g] != epoch:
-                    lv = rate[g] / weight[g]
-                    if lv > top[a]:
-                        top[a] = lv
+            known[a] = False
         for s in range(d):
             lv = r_rate[s] / r_w[s]
             for h in range(hops):
@@ -977,6 +1001,8 @@ def refill(
                     if mark[g] != epoch:
                         d = _admit(g, d, epoch, most, mark, where, out_rows)
                         added += 1
+                        if d > most:
+                            return -1
         # every row on the arc set needs a bottleneck: at its demand, or on a saturated arc
         # where no row has a higher per-QP level. A row whose base bottleneck is outside the
         # set keeps it (nothing on that arc changed), so only the rows bottlenecked on an
@@ -988,9 +1014,12 @@ def refill(
                 if mark[g] == epoch:
                     continue
                 if not _bottlenecked(g, arcs, rate, weight, cap, base_sum, base_max, arc_mark,
-                                     arc_slot, stamp, sat, top, tol):  # fmt: skip
+                                     arc_slot, stamp, sat, top, known, start, rows, mark,
+                                     where, epoch, filled, top_row, tol):  # fmt: skip
                     d = _admit(g, d, epoch, most, mark, where, out_rows)
                     added += 1
+                    if d > most:
+                        return -1
         for x in range(loose.size):
             g = loose[x]
             if mark[g] == epoch:
@@ -1000,10 +1029,13 @@ def refill(
                 f = arcs[g, h]
                 if f >= 0 and arc_mark[f] == stamp:
                     on = True
-            if on and not _bottlenecked(g, arcs, rate, weight, cap, base_sum, base_max,
-                                        arc_mark, arc_slot, stamp, sat, top, tol):  # fmt: skip
+            if on and not _bottlenecked(
+                g, arcs, rate, weight, cap, base_sum, base_max, arc_mark, arc_slot, stamp, sat,
+                top, known, start, rows, mark, where, epoch, filled, top_row, tol):  # fmt: skip
                 d = _admit(g, d, epoch, most, mark, where, out_rows)
                 added += 1
+                if d > most:
+                    return -1
         for s in range(filled):
             i = out_rows[s]
             if r_rate[s] >= demand[i] * (1.0 - tol):
@@ -1016,7 +1048,9 @@ def refill(
                     ok = False
             for h in range(hops):
                 a = local[s, h]
-                if a >= 0 and sat[a] and lv >= top[a] * (1.0 - tol):
+                if a >= 0 and sat[a] and lv >= _top(a, arc_ids[a], top, known, start, rows,
+                                                    rate, weight, mark, where, epoch, filled,
+                                                    top_row, base_max) * (1.0 - tol):  # fmt: skip
                     ok = True
             if ok:
                 continue
@@ -1031,6 +1065,8 @@ def refill(
                     if mark[g] != epoch and rate[g] / weight[g] > lv * (1.0 + tol):
                         d = _admit(g, d, epoch, most, mark, where, out_rows)
                         added += 1
+                        if d > most:  # too many: the whole plane (and slots stay valid)
+                            return -1
         if added == 0:
             return -2 if unsat else d
         if d > most:
