@@ -213,19 +213,71 @@ class _Bandwidth:
         as wcmp_chooser sums them (so the weights are equal to the bit): rack_cap, its sum
         over K, b3, the bandwidth behind each uplink of a cross-pod flow per (source pod,
         destination rack, C), agg_up, its sum over L, b2, agg_down, rack_down."""
+        up, has_up, has_down, dpod = self._agg_parts()
         P, racks = self.agg_up.shape[0], self.b3.shape[0]
-        up = self.agg_up.sum(axis=3)  # [P, C, A]
-        has_up = np.asarray((self.agg_up > 0).any(axis=3))
-        has_down = np.asarray((self.agg_down > 0).any(axis=3))
-        dpod = np.arange(racks) // max(racks // max(P, 1), 1)
         behind_x = np.zeros((P, racks, self.b3.shape[1]))
         if self.agg_up.shape[2]:
             for sp in range(P):
                 ok = has_up[sp][None] & has_down[dpod]  # [racks, C, A]
                 behind_x[sp] = np.where(ok, np.minimum(up[sp][None], self.b2), 0.0).sum(axis=2)
+        return self._tables(up, behind_x)
+
+    def _agg_parts(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(agg_up summed over L, whether any of its L links is up, the same down, the pod
+        of each rack)."""
+        P, racks = self.agg_up.shape[0], self.b3.shape[0]
+        up = self.agg_up.sum(axis=3)  # [P, C, A]
+        has_up = np.asarray((self.agg_up > 0).any(axis=3))
+        has_down = np.asarray((self.agg_down > 0).any(axis=3))
+        dpod = np.arange(racks) // max(racks // max(P, 1), 1)
+        return up, has_up, has_down, dpod
+
+    def _tables(self, up: np.ndarray, behind_x: np.ndarray) -> tuple[np.ndarray, ...]:
         return tuple(np.ascontiguousarray(t, np.float64) for t in (
             self.rack_cap, self.rack_cap.sum(axis=2), self.b3, behind_x, self.agg_up, up,
             self.b2, self.agg_down, self.rack_down))  # fmt: skip
+
+
+class WcmpTables:
+    """WCMP's walk tables for one health, kept so that those of another health (a few links
+    apart, as in a failure sweep) are made by summing again only the cells of the cross-pod
+    table (source pod, destination rack, CTSW) whose inputs differ: whole, that table is
+    pods x racks x CTSWs sums over the ATSWs (cluster-100k: ~90 ms a health). The sums are
+    numpy's over the same last axis, so the tables equal kernel_tables' to the bit."""
+
+    def __init__(self, fabric: Fabric, health: LinkHealth) -> None:
+        self.fabric = fabric
+        self.bw = _Bandwidth.of(fabric, health)
+        self.parts = self.bw._agg_parts()
+        self.tables = self.bw.kernel_tables()
+
+    def of(self, health: LinkHealth) -> tuple[np.ndarray, ...]:
+        """kernel_tables of `health`."""
+        bw = _Bandwidth.of(self.fabric, health)
+        up, has_up, has_down, dpod = bw._agg_parts()
+        b_up, b_has_up, b_has_down, _ = self.parts
+        P, racks, C = self.tables[3].shape
+        if not bw.agg_up.shape[2]:
+            return bw._tables(up, np.zeros((P, racks, C)))
+        # the cells whose inputs differ: a (source pod, C) whose uplinks changed, a
+        # (destination pod, C) whose downlinks changed, a (rack, C) whose b2 changed
+        src = (up != b_up).any(axis=2) | (has_up != b_has_up).any(axis=2)  # [P, C]
+        dst = (has_down != b_has_down).any(axis=2)  # [P, C]
+        rc = (bw.b2 != self.bw.b2).any(axis=2) | dst[dpod]  # [racks, C]
+        cells = int(src.sum()) * racks + int(rc.sum()) * P
+        if cells * 4 > P * racks * C:  # most of the table: sum it whole
+            return bw.kernel_tables()
+        behind_x = self.tables[3].copy()
+        sp, c = np.nonzero(src)
+        sp, r, c = (np.repeat(sp, racks), np.tile(np.arange(racks), sp.size),
+                    np.repeat(c, racks))  # fmt: skip
+        r2, c2 = np.nonzero(rc)
+        sp = np.concatenate([sp, np.repeat(np.arange(P), r2.size)])
+        r = np.concatenate([r, np.tile(r2, P)])
+        c = np.concatenate([c, np.tile(c2, P)])
+        ok = has_up[sp, c] & has_down[dpod[r], c]  # [cells, A]
+        behind_x[sp, r, c] = np.where(ok, np.minimum(up[sp, c], bw.b2[r, c]), 0.0).sum(axis=1)
+        return bw._tables(up, behind_x)
 
 
 # model.kernels.walk's tables when it does not weigh (E-ECMP): of the right ranks, unread
@@ -412,11 +464,15 @@ def hashed_routes(
 
 def hashed_arcs_seeds(
     kind: str, fabric: Fabric, flows: FlowSet, health: LinkHealth, seeds: tuple[int, ...],
-    qps: int,
+    qps: int, wcmp: WcmpTables | None = None,
 ) -> list[np.ndarray]:  # fmt: skip
-    """hashed_routes' arcs for each of `seeds`, the weights (WCMP) computed once."""
+    """hashed_routes' arcs for each of `seeds`, the weights (WCMP) computed once (from
+    `wcmp`'s, another health's tables, where given)."""
     n = len(flows) * _checked_qps(qps)
-    weighing = _weighing(kind, fabric, health)
+    if kind == "wcmp" and wcmp is not None:
+        weighing: tuple[bool, tuple[np.ndarray, ...]] = (True, wcmp.of(health))
+    else:
+        weighing = _weighing(kind, fabric, health)
     out = []
     for seed in seeds:
         arcs = np.empty((n, MAX_HOPS), np.int64)

@@ -36,7 +36,7 @@ from controller.model.dataplane import carried
 from controller.model.fabric import ACCESS, AGG, RACK, Fabric
 from controller.model.failures import ELEMENT_KINDS, SingleFailures, single_failures
 from controller.model.flows import ALL_QPS, FlowSet, distinct_below
-from controller.model.hashing import hashed_arcs_seeds, hashed_routes
+from controller.model.hashing import WcmpTables, hashed_arcs_seeds, hashed_routes
 from controller.model.health import LinkHealth
 from controller.model.local_rates import Plane
 from controller.model.paths import CROSS_POD, best_bottleneck, flow_class
@@ -389,7 +389,9 @@ class Sweep:
                                opts.model)  # fmt: skip
             self.te_hot = self._hot_rows(plane, self._over(plane.load))
             self.te_job_hot = np.bincount(rows.job[self.te_hot > 0], minlength=self.num_jobs)
-        # hashed planes: per routing, per seed
+        # hashed planes: per routing, per seed; WCMP's weights kept to be summed again only
+        # where a failure changes them
+        self.wcmp = WcmpTables(fabric, health)
         sub_parent = np.repeat(np.arange(n_in, dtype=np.int64), qps)
         self.hashed: dict[str, list[_Parents]] = {}
         for kind in ("eecmp", "wcmp"):
@@ -486,7 +488,7 @@ class Sweep:
         for kind, planes in self.hashed.items():
             runs, stalled = [], np.zeros(self.num_jobs, bool)
             sub = self.flows.take(walked)
-            walks = (hashed_arcs_seeds(kind, fabric, sub, health, opts.seeds, qps)
+            walks = (hashed_arcs_seeds(kind, fabric, sub, health, opts.seeds, qps, self.wcmp)
                      if walked.size else [None] * len(planes))  # fmt: skip
             for new, par in zip(walks, planes, strict=True):
                 plane = par.plane

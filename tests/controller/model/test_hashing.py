@@ -13,7 +13,14 @@ from controller.model.clos import ClosSpec, build
 from controller.model.dataplane import carried
 from controller.model.fabric import Fabric
 from controller.model.flows import ALL_QPS, FlowSet
-from controller.model.hashing import eecmp, hashed, hashed_routes, wcmp
+from controller.model.hashing import (
+    WcmpTables,
+    _Bandwidth,
+    eecmp,
+    hashed,
+    hashed_routes,
+    wcmp,
+)
 from controller.model.health import LinkHealth
 from controller.model.paths import CROSS_POD, decode, flow_class
 from controller.routes.entries import build_routes
@@ -160,3 +167,50 @@ def test_with_every_link_up_every_flow_has_a_hashed_path(
     if slots == 2:  # two planes: the cross-plane cables are not installed
         planes = build(replace(spec, planes=2))
         assert (LinkHealth.all_up(planes).factor == 0).any()
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, database=None)
+@given(st.integers(1, 3), st.integers(1, 3), st.integers(1, 4),
+       st.sampled_from([1, 2, 7, 8, 9, 16]), st.integers(1, 2),
+       st.integers(0, 2**32 - 1))  # fmt: skip
+def test_wcmp_tables_of_another_health_equal_the_tables_made_whole(
+    pods: int, racks: int, ctsws: int, atsws: int, links: int, seed: int
+) -> None:
+    """WcmpTables.of (only the cells whose inputs differ summed again) against
+    kernel_tables made whole, to the bit: a few links down or degraded, and one in every
+    tier at once, over ATSW counts on both sides of numpy's 8-wide pairwise sums."""
+    spec = ClosSpec(pods=pods + 1, racks_per_pod=racks, hosts_per_rack=1, nics_per_host=2,
+                    ctsws_per_pod=ctsws, atsws_per_plane=atsws, agg_links=links,
+                    taper=1.0)  # fmt: skip
+    fab = build(spec)
+    rng = np.random.default_rng(seed)
+    base = LinkHealth(rng.choice([1.0, 1.0, 0.5, 0.0], size=fab.num_links))
+    kept = WcmpTables(fab, base)
+    for count in (1, 2, fab.num_links // 3):
+        factor = base.factor.copy()
+        at = rng.choice(fab.num_links, size=count, replace=False)
+        factor[at] = rng.choice([0.0, 0.3, 1.0], size=count)
+        health = LinkHealth(factor)
+        got, want = kept.of(health), _Bandwidth.of(fab, health).kernel_tables()
+        assert len(got) == len(want)
+        for g, w in zip(got, want, strict=True):
+            assert g.shape == w.shape and np.array_equal(g, w)
+
+
+def test_wcmp_tables_of_each_single_failure_equal_the_tables_made_whole() -> None:
+    """Every link down alone (the sweep's case: few cells differ, so they are summed again
+    alone) on a fabric with 8 ATSWs a plane and two links to each."""
+    fab = build(ClosSpec(pods=4, racks_per_pod=4, hosts_per_rack=1, nics_per_host=2,
+                         ctsws_per_pod=4, atsws_per_plane=8, agg_links=2, taper=1.0))  # fmt: skip
+    base = LinkHealth.all_up(fab)
+    kept = WcmpTables(fab, base)
+    total = fab.pods * fab.num_rtsws * fab.ctsws_per_pod
+    partial = 0
+    for link in range(fab.num_links):
+        factor = base.factor.copy()
+        factor[link] = 0.0
+        health = LinkHealth(factor)
+        got, want = kept.of(health), _Bandwidth.of(fab, health).kernel_tables()
+        assert all(np.array_equal(g, w) for g, w in zip(got, want, strict=True))
+        partial += int((got[3] != kept.tables[3]).sum() * 4 <= total)
+    assert partial == fab.num_links  # the cells changed are few for each
