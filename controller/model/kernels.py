@@ -1055,9 +1055,9 @@ def refill(
             if ok:
                 continue
             unsat += 1
-            for h in range(hops):  # the rows above it on its arcs, outside D, join
+            for h in range(hops):  # the rows above it on its saturated arcs, outside D, join
                 a = local[s, h]
-                if a < 0:
+                if a < 0 or not sat[a]:
                     continue
                 e = arc_ids[a]
                 for k in range(start[e], start[e + 1]):

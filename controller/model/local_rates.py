@@ -12,9 +12,9 @@ outside D away from D's arcs keep their bottleneck (nothing on their arcs change
 does a row whose bottleneck in the base is an arc D does not touch: the plane indexes each
 row by its first bottleneck once (kernels.bottleneck_index), and the check visits only the
 rows bottlenecked on D's arcs, not every row crossing them; a row that fails the check joins
-D (for a row of D, the rows above it on its arcs join), an over-full arc's rows join, and D
-is filled again, until the check passes or D grows beyond `most` rows (then the whole plane
-is filled again).
+D (for a row of D, the rows above it on its saturated arcs join: only a saturated arc can be
+its bottleneck), an over-full arc's rows join, and D is filled again, until the check passes
+or D grows beyond `most` rows (then the whole plane is filled again).
 
 A whole refill fills the reduced problem of controller.model.rates (rows crossing an arc
 offered more than its capacity, grouped by those arcs and their per-QP demand) without
