@@ -35,7 +35,8 @@ def _inputs(args: argparse.Namespace, progress: Progress) -> Any:
     from controller.solver.qp_buckets import DEFAULT_QPS
     from controller.solver.resilience import SweepInputs, sample_doubles
 
-    kinds = tuple(k.strip() for k in args.kinds.split(",")) if args.kinds else ELEMENT_KINDS
+    kinds = (tuple(k.strip() for k in args.kinds.split(",")) if args.kinds is not None
+             else ELEMENT_KINDS)  # fmt: skip
     unknown = sorted(set(kinds) - set(ELEMENT_KINDS))
     if unknown or not kinds:
         raise InputError(f"--kinds: unknown element kind(s) {unknown}; known: "
@@ -49,15 +50,18 @@ def _inputs(args: argparse.Namespace, progress: Progress) -> Any:
     with progress.stage("loading the solver's kernels (compiled on the first run)"):
         warm_up()
     hashed: tuple[str, ...] = ()  # routes from a file say nothing of jobs left to hashing
+    if args.routes and args.jobs is not None:
+        raise InputError("--routes and --jobs: give one (a route file holds its flows)")
     if args.routes:
         from controller.formats.route_file import read_routes
 
         with progress.stage(f"reading {args.routes}"):
             assignment, _ = read_routes(args.routes, fabric)
+        _check_alive(args.routes, fabric, health, assignment)
     else:
         if not 0.0 < args.fill <= 1.0:
             raise InputError(f"--fill must be in (0, 1], got {args.fill}")
-        jobs = load_jobs(fabric, args.jobs, seed=args.seed, fill=args.fill)
+        jobs = load_jobs(fabric, args.jobs or "random", seed=args.seed, fill=args.fill)
         flows = jobs_flows(fabric, jobs)
         options = SolveOptions(qps=qps, table_budget=args.table_budget, certify=certify)
         with progress.stage("TE solve"):
@@ -70,6 +74,25 @@ def _inputs(args: argparse.Namespace, progress: Progress) -> Any:
     return SweepInputs(fabric, health, assignment, qps=qps, table_budget=args.table_budget,
                        certify=certify, kinds=kinds, doubles=doubles,
                        hashed_jobs=hashed)  # fmt: skip
+
+
+def _check_alive(path: str, fabric: Any, health: Any, assignment: Any) -> None:
+    """Refuse a routing with paths over links down in --fail: the sweep starts from a
+    routing installed on this health (the controller repairs such paths before anything
+    else), and would count their flows as stopped."""
+    import numpy as np
+
+    arcs = assignment.arcs(fabric)
+    dead = health.arc_capacity(fabric) <= 0
+    hit = ((arcs >= 0) & dead[np.maximum(arcs, 0)]).any(axis=1)
+    if hit.any():
+        row = int(np.flatnonzero(hit)[0])
+        link = int(arcs[row][(arcs[row] >= 0) & dead[np.maximum(arcs[row], 0)]][0]) // 2
+        raise InputError(
+            f"{path}: {int(hit.sum()):,} flow(s) are routed over links down in --fail (the "
+            f"first over {fabric.link_name(link)}); the sweep starts from routes installed on "
+            "this health: solve with these failures (tectl solve --fail ... --out FILE) and "
+            "give that file, or leave out --routes")
 
 
 class _Ticker:
@@ -120,7 +143,7 @@ def cmd_resilience(args: argparse.Namespace) -> int:
 
 
 # offline inputs a controller decides itself: refused with --server (its own are swept)
-SERVER_OWNS = ("routes", "fail", "ray", "table_budget", "reference", "hashes", "qps")
+SERVER_OWNS = ("routes", "jobs", "fail", "ray", "table_budget", "reference", "hashes", "qps")
 
 
 def _from_server(args: argparse.Namespace) -> int:
@@ -305,7 +328,7 @@ def register(cli: Commands) -> None:
         help="every single failure's cost to each job: fabric-te's repair vs E-ECMP and WCMP",
     )
     cli.add_fabric_arg(p)
-    p.add_argument("--jobs", default="random",
+    p.add_argument("--jobs", default=None,
                    help="placement file (JSON) or a job mix ('random'), solved first (random)")
     p.add_argument("--routes", metavar="FILE",
                    help="the installed routing from a route file (.json or .npz) instead of a "

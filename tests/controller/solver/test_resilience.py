@@ -183,3 +183,29 @@ def test_tectl_resilience_text_json_and_plot(tmp_path, capsys: pytest.CaptureFix
     assert main([*args, "--plot", str(png)]) == 0
     assert png.read_bytes()[:4] == b"\x89PNG"
     assert main(["resilience", "--fabric", "small", "--kinds", "nope"]) == 2
+
+
+def test_tectl_resilience_refuses_routes_over_links_down(
+    tmp_path, capsys: pytest.CaptureFixture[str]  # type: ignore[no-untyped-def]
+) -> None:
+    """A route file solved on a healthy fabric, swept with a link of its paths down: the
+    sweep would start from flows stopped on a dead link (and rank nothing against them),
+    so it is refused, naming the link; with that health solved in, it runs."""
+    from controller.cli.main import main
+
+    routes = tmp_path / "r.json"
+    assert main(["solve", "--fabric", "small", "--seed", "3", "--out", str(routes)]) == 0
+    capsys.readouterr()
+    down = "rtsw-p0-r0:ctsw-p0-c0"
+    sweep_args = ["resilience", "--fabric", "small", "--routes", str(routes), "--workers", "1",
+                  "--kinds", "rtsw", "--fail", down]  # fmt: skip
+    assert main(sweep_args) == 2
+    err = capsys.readouterr().err
+    assert "routed over links down in --fail" in err and down in err
+    assert main(["solve", "--fabric", "small", "--seed", "3", "--fail", down, "--out",
+                 str(routes)]) == 0  # fmt: skip
+    assert main(sweep_args) == 0
+    # a route file holds its flows: --jobs with it would be ignored, so it is refused
+    assert main([*sweep_args, "--jobs", "random"]) == 2
+    assert "give one" in capsys.readouterr().err
+    assert main(["resilience", "--fabric", "small", "--kinds", ""]) == 2  # not "all kinds"
