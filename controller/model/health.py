@@ -136,19 +136,36 @@ def parse_health(
     is taken too."""
     health = base or LinkHealth.all_up(fabric)
     updates: dict[int, float] = {}
-    given: dict[int, str] = {}  # link -> the spec that named it (a drain names none)
+    given: dict[int, str] = {}  # link -> the spec that named it
+    drained: dict[int, str] = {}  # link -> the drain that took it down (drains may overlap)
+
+    def twice(link: int, first: str, spec: str) -> FabricError:
+        return FabricError(f"link {fabric.link_name(link)} given twice ({first!r} and "
+                           f"{spec!r}): give each link one state")  # fmt: skip
+
     for spec in specs:
-        name, _, state = spec.strip().partition("=")
-        state = state.strip().lower() or "down"
-        if state == "drain":
-            updates.update({int(link): 0.0 for link in fabric.switch_links(name)})
+        spec = spec.strip()
+        name, eq, state = spec.partition("=")
+        state = state.strip().lower()
+        if eq and not state:
+            raise FabricError(f"{spec!r}: no state after '='; give LINK, LINK=down, LINK=up, "
+                              "LINK=0.5 or SWITCH=drain")  # fmt: skip
+        state = state or "down"
+        if state == "drain":  # its links down: a link also given down agrees, else a clash
+            for link in map(int, fabric.switch_links(name)):
+                if link in given and updates[link] != 0.0:
+                    raise twice(link, given[link], spec)
+                drained.setdefault(link, spec)
+                updates[link] = 0.0
             continue
         link = fabric.link_by_name(name)
         if link in given:
-            raise FabricError(f"link {fabric.link_name(link)} given twice ({given[link]!r} and "
-                              f"{spec.strip()!r}): give each link one state")  # fmt: skip
-        given[link] = spec.strip()
-        updates[link] = link_factor(name, state.removeprefix("degrade:"))
+            raise twice(link, given[link], spec)
+        given[link] = spec
+        factor = link_factor(name, state.removeprefix("degrade:"))
+        if link in drained and factor != 0.0:
+            raise twice(link, drained[link], spec)
+        updates[link] = factor
     fabric.check_installed(link for link, value in updates.items() if value > 0)
     return health.with_factors(updates)
 

@@ -65,6 +65,14 @@ def test_a_link_given_twice_is_refused_and_parallel_links_are_named(wide: Fabric
     # a drain and a link of that switch agree (down): not a clash
     drained = parse_health(wide, ["ctsw-p0-c0=drain", "rtsw-p0-r0:ctsw-p0-c0#0"])
     assert drained.factor[wide.link_by_name("rtsw-p0-r0:ctsw-p0-c0#0")] == 0.0
+    # but a link of a drained switch given another state, in either order, is a clash (the
+    # order decided which held); and a state left empty is not taken as "down"
+    for specs in (["ctsw-p0-c0=drain", "rtsw-p0-r0:ctsw-p0-c0#0=0.5"],
+                  ["rtsw-p0-r0:ctsw-p0-c0#0=up", "ctsw-p0-c0=drain"]):  # fmt: skip
+        with pytest.raises(FabricError, match="given twice .*drain"):
+            parse_health(wide, specs)
+    with pytest.raises(FabricError, match="no state after '='"):
+        parse_health(wide, ["rtsw-p0-r0:ctsw-p0-c0#0="])
 
 
 def test_random_failures_seeded(small: Fabric) -> None:
