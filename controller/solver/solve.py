@@ -105,6 +105,7 @@ from controller.solver.job_objective import (
     raise_worst,
 )
 from controller.solver.job_objective import ROUNDS as JOB_ROUNDS
+from controller.solver.lp import BACKENDS as LP_BACKENDS
 from controller.solver.lp import LpSolution, solve_lp
 from controller.solver.problem import Problem
 from controller.solver.qp_buckets import DEFAULT_QPS, Split, split_overloaded, spray
@@ -159,6 +160,9 @@ class SolveOptions:
     def __post_init__(self) -> None:
         if self.lp not in LP_MODES:
             raise InputError(f"lp must be one of {', '.join(LP_MODES)}, got {self.lp!r}")
+        if self.backend != "auto" and self.backend not in LP_BACKENDS:  # not only when run
+            raise InputError(f"unknown LP backend {self.backend!r}; known: auto, "
+                             f"{', '.join(LP_BACKENDS)}")  # fmt: skip
         if self.relief_tries is not None and self.relief_tries < 0:
             raise InputError(f"relief_tries must be >= 0, got {self.relief_tries}")
         if self.job_rounds < 0:

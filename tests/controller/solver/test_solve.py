@@ -123,6 +123,9 @@ def test_bad_options() -> None:
         SolveOptions(lp="sometimes")
     with pytest.raises(ValueError, match="search_tries must be >= 0"):
         SolveOptions(search_tries=-1)
+    # refused when the options are made, not only if the LP happens to run
+    with pytest.raises(ValueError, match="unknown LP backend 'bogus'; known: auto, pdlp"):
+        SolveOptions(backend="bogus")
 
 
 def test_no_path_left_is_reported_not_dropped(tiny) -> None:
