@@ -20,6 +20,7 @@ from controller.model.jobs import jobs_flows
 from controller.solver import CertifyOptions, SolveOptions, solve
 from controller.solver.resilience import (
     KINDS,
+    Resilience,
     Sweep,
     SweepInputs,
     sample_doubles,
@@ -209,3 +210,13 @@ def test_tectl_resilience_refuses_routes_over_links_down(
     assert main([*sweep_args, "--jobs", "random"]) == 2
     assert "give one" in capsys.readouterr().err
     assert main(["resilience", "--fabric", "small", "--kinds", ""]) == 2  # not "all kinds"
+
+
+def test_the_ranking_ties_losses_that_differ_by_rounding() -> None:
+    """Elements whose losses differ in the 15th digit (a symmetric fabric's CTSWs) are
+    ranked by id, not by the rounding; a real difference still ranks first."""
+    after = np.array([0.5 + 1e-15, 0.5, 0.4])[:, None, None] * np.ones((3, 3, 1))
+    z = np.zeros(3, np.int64)
+    r = Resilience(("c0", "c1", "c2"), z.astype(np.int8), ("a",), np.array([True]),
+                   np.ones((3, 1)), after, z, z, z, z, z)  # fmt: skip
+    assert r.ranking.tolist() == [2, 0, 1]
