@@ -146,7 +146,7 @@ def adaptive_spray(
     values = list(jobs.values()) or [share]
     report = SimReport(
         flows=len(flows), subflows=len(flows), unrouted=int(dead.size), on_down_links=0,
-        mlu=optimum,
+        mlu=optimum, links_over_capacity=None,  # only the optimum is known, not its loads
         max_flows_per_link=0, collided_links=0, worst_flow_share=share, mean_flow_share=share,
         throughput_fraction=share, busbw_fraction_mean=float(np.mean(values)),
         busbw_fraction_min=min(values),

@@ -415,8 +415,9 @@ class SimReport:
     tier_mlu: dict[str, float] = field(default_factory=dict)  # offered load / capacity
     rounds: int = 0  # progressive-filling rounds taken
     # switch-to-switch arcs whose offered load exceeds their usable capacity: the same rule
-    # for every routing, however its flows are split (QP buckets, E-ECMP queue pairs)
-    links_over_capacity: int = 0
+    # for every routing, however its flows are split (QP buckets, E-ECMP queue pairs); None
+    # where the routing has no per-link loads (adaptive spray: the LP optimum's value only)
+    links_over_capacity: int | None = 0
 
     def to_dict(self) -> dict[str, object]:
         """A JSON-ready dict (infinite MLU stays float('inf'))."""

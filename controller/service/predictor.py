@@ -169,7 +169,7 @@ class Predictor:
                 log.exception("rate prediction failed")
             with self._cond:
                 if job.seq == self._seq and report is not None:
-                    self.metrics.links_over_capacity.set(report.links_over_capacity)
+                    self.metrics.links_over_capacity.set(report.links_over_capacity or 0)
                     self.metrics.set_job_busbw(report.job_busbw_fraction)
                     self.job_busbw = dict(report.job_busbw_fraction)
                 if job.seq == self._seq:

@@ -55,6 +55,7 @@ def test_spray_rivals_oblivious_and_adaptive(small: Fabric) -> None:
     optimum = solve_lp(small, health, commodities(small, flows)).mlu
     ceiling = adaptive_spray(small, health, flows, optimum).report
     assert ceiling.busbw_fraction_min == min(1.0, 1.0 / optimum)
+    assert ceiling.links_over_capacity is None  # the optimum's loads are not known: not 0
     # no routing's worst job is above the ceiling
     res = solve(small, health, flows)
     rows = [routed("te", small, health, res.assignment, 0.0, parent=res.parent).report, sprayed]
