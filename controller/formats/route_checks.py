@@ -52,7 +52,7 @@ def check_flows(
     out += _bad(
         ~np.isfinite(demand),
         rows,
-        lambda i, f: f"flows[{f}][2]: must be a finite number, got {demand[i]!r}",
+        lambda i, f: f"flows[{f}][2]: must be a finite number, got {float(demand[i])!r}",
     )
     out += _bad(
         np.isfinite(demand) & ((demand < lo) | (demand > hi)),
