@@ -176,7 +176,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         baseline(
             name, inputs.fabric, inputs.health, inputs.flows, args.seed, args.qps, args.rate_model
         )
-        for name in (args.routing or BASELINES)
+        for name in dict.fromkeys(args.routing or BASELINES)  # each once, in the order given
     ]
     health_lines, health_data = health_report(inputs)
     data = {"inputs": _describe(inputs), **health_data, "rows": [row.to_dict() for row in rows]}
@@ -581,7 +581,8 @@ def register(cli: Any) -> None:
         help="routing to simulate; repeatable (default: all four)",
     )
     sim.add_argument(
-        "--qps", type=flag(int, 1, MAX_QPS), default=16, help="queue pairs per flow for eecmp (16)"
+        "--qps", type=flag(int, 1, MAX_QPS), default=16,
+        help="queue pairs per flow, each hashed on its own, for eecmp and wcmp (16)",
     )
     sim.set_defaults(func=cmd_simulate)
 

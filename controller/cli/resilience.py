@@ -358,8 +358,8 @@ def register(cli: Commands) -> None:
     p.add_argument("--top", type=flag(int, 1, 1_000_000), default=TOP,
                    help=f"elements and cases listed (and plotted) (default {TOP})")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.add_argument("--plot", metavar="FILE.png|svg",
-                   help="ranked bars of the worst job loss per routing")
+    p.add_argument("--plot", metavar="FILE",
+                   help="ranked bars of the worst job loss per routing (.png, .svg, .pdf, ...)")
     p.add_argument("--server", metavar="HOST:PORT",
                    help="sweep what the controller there has installed (its routing, jobs, "
                         "health and options; --workers bounded by it, --seed draws "

@@ -29,6 +29,10 @@ def test_fabric_show(capsys: pytest.CaptureFixture[str]) -> None:
 def test_simulate_reports_every_baseline(capsys: pytest.CaptureFixture[str]) -> None:
     data = _json(capsys, ["simulate", "--fabric", "small", "--seed", "2", "--json"])
     assert [r["method"] for r in data["rows"]] == ["ecmp", "eecmp-16qp", "wcmp-16qp", "pinning"]
+    # a routing named twice is simulated once, in the order first given
+    data = _json(capsys, ["simulate", "--fabric", "small", "--json", "--routing", "wcmp",
+                          "--routing", "ecmp", "--routing", "wcmp"])  # fmt: skip
+    assert [r["method"] for r in data["rows"]] == ["wcmp-16qp", "ecmp"]
 
 
 def test_solve_apply_and_route_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
