@@ -60,7 +60,7 @@ def add_input_args(p: argparse.ArgumentParser, add_fabric_arg: Callable[..., Non
     p.add_argument(
         "--fill",
         type=float,
-        default=1.0,
+        default=None,
         help="with --jobs random: fraction of hosts the jobs take (1.0: a full fabric, the "
         "hardest case; advise defaults to 0.5 to leave room for the job it places)",
     )
@@ -95,7 +95,7 @@ def load_inputs(args: argparse.Namespace) -> Inputs:
     from controller.model.jobs import jobs_flows
 
     fabric = load_fabric(args.fabric)
-    if not 0.0 < args.fill <= 1.0:
+    if args.fill is not None and not 0.0 < args.fill <= 1.0:
         raise InputError(f"--fill must be in (0, 1], got {args.fill}")
     jobs = load_jobs(fabric, args.jobs, seed=args.seed, fill=args.fill)
     health = random_failures(fabric, args.fail_random, args.seed) if args.fail_random else None

@@ -32,7 +32,7 @@ def cmd_advise(args: argparse.Namespace) -> int:
     progress = Progress(quiet=args.json)
     with progress.stage("loading inputs"):
         fabric = load_fabric(args.fabric)
-        jobs = load_jobs(fabric, args.jobs, seed=args.seed, fill=args.fill)
+        jobs = load_jobs(fabric, args.jobs, seed=args.seed, fill=args.fill, default_fill=0.5)
         health = parse_health(fabric, args.fail)
     request = Request(
         gpus=args.gpus or 0, hosts=args.hosts or 0, dp=args.dp, pp=args.pp, tp=args.tp,
@@ -137,7 +137,7 @@ def register(cli: Commands) -> None:
         help="seed of the random job mix and of the advisor's tie-breaks",
     )
     adv.add_argument(
-        "--fill", type=float, default=0.5,
+        "--fill", type=float, default=None,
         help="with --jobs random: fraction of hosts the running jobs take (0.5: half, so there "
              "is room for the new job; solve and simulate default to 1.0, a full fabric)",
     )  # fmt: skip

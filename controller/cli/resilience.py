@@ -59,7 +59,7 @@ def _inputs(args: argparse.Namespace, progress: Progress) -> Any:
             assignment, _ = read_routes(args.routes, fabric)
         _check_alive(args.routes, fabric, health, assignment)
     else:
-        if not 0.0 < args.fill <= 1.0:
+        if args.fill is not None and not 0.0 < args.fill <= 1.0:
             raise InputError(f"--fill must be in (0, 1], got {args.fill}")
         jobs = load_jobs(fabric, args.jobs or "random", seed=args.seed, fill=args.fill)
         flows = jobs_flows(fabric, jobs)
@@ -335,7 +335,8 @@ def register(cli: Commands) -> None:
                         "solve of --jobs")  # fmt: skip
     p.add_argument("--seed", type=flag(int, 0, MAX_SEED), default=1,
                    help="seed of the job mix, the first hash seed and --doubles (1)")
-    p.add_argument("--fill", type=float, default=1.0, help="with --jobs random: hosts taken (1.0)")
+    p.add_argument("--fill", type=float, default=None,
+                   help="with --jobs random: hosts taken (1.0)")
     p.add_argument("--fail", action="append", default=[], metavar="LINK[=STATE]",
                    help="the health before the sweep: link down (or =0.5, SWITCH=drain)")
     p.add_argument("--qps", type=flag(int, 1, MAX_QPS), default=None,

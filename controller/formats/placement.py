@@ -200,14 +200,21 @@ def job_mixes() -> tuple[str, ...]:
     return tuple(sorted({ep.name for ep in entry_points(group=JOB_MIXES_GROUP)}))
 
 
-def load_jobs(fabric: Fabric, spec: str, *, seed: int, fill: float) -> list[Job]:
+def load_jobs(fabric: Fabric, spec: str, *, seed: int, fill: float | None = None,
+              default_fill: float = 1.0) -> list[Job]:  # fmt: skip
     """Jobs from a command line: 'none', a registered job mix by name (called as
-    ``mix(fabric, seed=seed, fill=fill)``), or a placement file."""
-    if spec == "none":
-        return []
+    ``mix(fabric, seed=seed, fill=fill)``, `default_fill` where `fill` is None), or a
+    placement file. `fill` is a mix's: given with a file or 'none' it is refused (it would
+    be ignored)."""
     mix = [ep for ep in entry_points(group=JOB_MIXES_GROUP) if ep.name == spec]
     if mix:
-        return list(mix[0].load()(fabric, seed=seed, fill=fill))
+        return list(mix[0].load()(fabric, seed=seed,
+                                  fill=default_fill if fill is None else fill))  # fmt: skip
+    if fill is not None:
+        raise JobError(f"--fill {fill:g}: the share of hosts a job mix takes "
+                         f"({', '.join(job_mixes())}), not used with --jobs {spec}")  # fmt: skip
+    if spec == "none":
+        return []
     return load_placement(fabric, spec)
 
 

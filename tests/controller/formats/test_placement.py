@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from controller.errors import JobError
-from controller.formats.placement import dump_placement, load_placement, parse_placement
+from controller.formats.placement import dump_placement, load_jobs, load_placement, parse_placement
 from controller.model.fabric import Fabric
 from controller.model.jobs import Job
 from sim.jobmix import random_jobs
@@ -210,3 +210,16 @@ def test_binary_placement_file_is_not_utf8(tiny: Fabric, tmp_path: Path) -> None
     path.write_bytes(b'{"jobs": [\x00\xc3\x28]}')
     with pytest.raises(JobError, match=r"p.json: not UTF-8 text \(byte 11 is 0xc3\)"):
         load_placement(tiny, path)
+
+
+def test_fill_is_refused_where_it_would_be_ignored(tiny: Fabric, tmp_path: Path) -> None:
+    """`--fill` sizes a job mix; with a placement file (or 'none') it was silently ignored."""
+    path = tmp_path / "jobs.json"
+    path.write_text(json.dumps(dump_placement(tiny, random_jobs(tiny, seed=1))))
+    assert load_jobs(tiny, str(path), seed=1) == load_placement(tiny, str(path))
+    for spec in (str(path), "none"):
+        with pytest.raises(JobError, match="--fill 0.5: the share of hosts a job mix takes"):
+            load_jobs(tiny, spec, seed=1, fill=0.5)
+    # a mix: the caller's default where --fill is not given
+    mixed = load_jobs(tiny, "random", seed=1, default_fill=0.5)
+    assert mixed == random_jobs(tiny, seed=1, fill=0.5)
