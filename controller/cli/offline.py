@@ -45,18 +45,24 @@ def cmd_routes_diff(args: argparse.Namespace) -> int:
         if len(plan) else "same routes: no operations"
     ]  # fmt: skip
     links, hosts = fabric.link_names, fabric.node_names
+    ops: list[dict[str, object]] = []  # what the text lists, one record per operation
     for stage_no, batch in plan.batches():
         for op in batch.ops:
             e = op.entry
+            qp = None if e.qp == ALL_QPS else int(e.qp)
+            ops.append({"stage": stage_no, "stage_name": STAGE_NAMES[stage_no],
+                        "switch": batch.switch, "op": type(op).__name__.lower(),
+                        "in": links[e.in_port], "dst": hosts[e.dst_host], "qp": qp,
+                        "via": links[e.next_hop]})  # fmt: skip
             lines.append(
                 f"  [{stage_no} {STAGE_NAMES[stage_no]}] {batch.switch}: "
                 f"{type(op).__name__.lower()} "
                 f"{links[e.in_port]} -> {hosts[e.dst_host]} "
-                + (f"qp {e.qp} " if e.qp != ALL_QPS else "")
+                + (f"qp {qp} " if qp is not None else "")
                 + f"via {links[e.next_hop]}"
             )
     data = {"same": not len(plan), "operations": len(plan), "counts": plan.counts(),
-            "stages": stages}  # fmt: skip
+            "stages": stages, "ops": ops}  # fmt: skip
     emit(args.json, data, "\n".join(lines) + "\n")
     return EXIT_SAME if not len(plan) else EXIT_DIFFERENT
 

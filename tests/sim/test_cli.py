@@ -47,6 +47,10 @@ def test_solve_apply_and_route_files(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert main(["routes", "diff", str(old), str(new), "--fabric", "small", "--json"]) == 1
     diff = json.loads(capsys.readouterr().out)
     assert sum(diff["counts"].values()) == diff["operations"] > 0 and not diff["same"]
+    # the operations the text lists, as records
+    assert len(diff["ops"]) == diff["operations"]
+    assert {op["op"] for op in diff["ops"]} <= set(diff["counts"])
+    assert all(op["switch"] and op["in"] and op["via"] for op in diff["ops"])
     verify = _json(capsys, ["routes", "verify", "--fabric", "small", "--routes", str(new),
                             "--fail", "rtsw-p0-r0:ctsw-p0-c0", "--json"])  # fmt: skip
     assert verify["ok"]
