@@ -126,6 +126,9 @@ def _hosts_needed(fabric: Fabric, request: Request) -> int:
         raise AdvisorError(
             f"dp*pp*tp: dp {request.dp}, pp {request.pp}, tp {request.tp} must be positive"
         )
+    if not request.dp and gpus % (request.pp * request.tp):  # no dp can make up the rest
+        raise AdvisorError(f"dp*pp*tp: pp {request.pp} x tp {request.tp} = "
+                           f"{request.pp * request.tp} does not divide gpus {gpus}")  # fmt: skip
     dp = request.dp or gpus // (request.pp * request.tp)
     if dp * request.pp * request.tp != gpus:
         raise AdvisorError(

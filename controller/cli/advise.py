@@ -57,7 +57,7 @@ def cmd_advise(args: argparse.Namespace) -> int:
     dp = args.dp or gpus // (args.pp * args.tp)
     text = (
         f"fabric {fabric.name}: {len(jobs):,} running jobs; request {gpus:,} GPUs "
-        f"(dp {dp} x pp {args.pp} x tp {args.tp}{'' if args.dp else ', dp from --gpus'}, "
+        f"(dp {dp} x pp {args.pp} x tp {args.tp}{'' if args.dp else ', dp from the GPUs asked'}, "
         f"{args.pattern})\n\n"
         + format_table(header, rows)
         + "".join(f"\n#{i + 1} hosts: {_names(fabric, s.hosts)}" for i, s in enumerate(advice))

@@ -287,7 +287,7 @@ def test_advise_says_what_it_measures(capsys: pytest.CaptureFixture[str]) -> Non
     assert main(argv) == 0
     out = capsys.readouterr().out
     head = out.splitlines()[0]
-    assert "(dp 4 x pp 1 x tp 4, dp from --gpus, ring)" in head and "dp -" not in head
+    assert "(dp 4 x pp 1 x tp 4, dp from the GPUs asked, ring)" in head and "dp -" not in head
     note = " ".join(out.split("\n\n")[-1].split())
     data = _json(capsys, [*argv, "--json"])
     before = data[0]["mlu_before"]

@@ -85,6 +85,7 @@ def test_deterministic(small: Fabric) -> None:
         (Request(gpus=200, tp=4), "only 22 are free"),
         (Request(gpus=6, tp=2), "not a positive multiple of 4"),
         (Request(gpus=16, dp=3, tp=4), r"dp\*pp\*tp: 3\*1\*4 = 12 must equal gpus 16"),
+        (Request(gpus=16, tp=3), r"pp 1 x tp 3 = 3 does not divide gpus 16"),
         (Request(gpus=16, tp=4, avoid_hosts=(999,)), "avoid_hosts: host id 999"),
         (Request(gpus=16, tp=4, pattern="mesh"), "pattern: 'mesh'"),
         (Request(hosts=3, gpus=16, tp=4), "hosts: 3 hosts hold 12 GPUs, not gpus 16"),
