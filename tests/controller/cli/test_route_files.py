@@ -48,7 +48,7 @@ def test_same_routes_exit_0_in_either_form(
     assert (code, out) == (0, "same routes: no operations\n")
     code, out, _ = _diff(capsys, str(files["a.npz"]), str(files["a.json"]), "--json")
     assert code == 0
-    assert json.loads(out) == {"same": True, "operations": 0, "stages": 0,
+    assert json.loads(out) == {"same": True, "operations": 0, "stages": 0, "ops": [],
                                "counts": {"add": 0, "replace": 0, "delete": 0}}  # fmt: skip
 
 
