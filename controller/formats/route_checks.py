@@ -1,6 +1,9 @@
 """The checks both route file forms share (JSON, controller.formats.route_file; columns,
 controller.formats.route_columns): flows and entries as columns against the fabric, every
-problem reported up to a cap, and the atomic write that never leaves half a file."""
+problem reported up to a cap, content given twice refused (a job id; a flow: the same source
+NIC, destination NIC and QP bucket, where a flow's all-QPs row and its bucket rows differ; an
+entry's match (in_port, dst_host, qp) within one switch's table, whatever its next hop: one
+sort over whole columns each), and the atomic write that never leaves half a file."""
 
 from __future__ import annotations
 
@@ -159,8 +162,7 @@ def check_entries(
 
 
 def routes_of(names: Sequence[str], counts: np.ndarray, columns: Sequence[np.ndarray]) -> RouteSet:
-    """The route set of checked entry columns (see `check_entries`); an entry given twice
-    is kept once."""
+    """The route set of checked entry columns (see `check_entries`, `repeated_entries`)."""
     in_port, dst_host, next_hop, qp = columns
     sw = np.repeat(np.arange(len(names)), counts)
     if sw.size and not _ascending(sw, in_port, dst_host, qp):
@@ -218,3 +220,106 @@ def atomic_file(path: Path, mode: str) -> Iterator[IO[Any]]:
         raise RouteError(f"{path}: cannot write: {bad.strerror or bad}") from None
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def _packed(keys: Sequence[np.ndarray]) -> np.ndarray | None:
+    """The columns `keys` as one int64 key, equal exactly where all of them are and ordered
+    as they are (first column first); None when their value spans do not fit in one."""
+    packed = np.zeros(keys[0].size, np.int64)
+    room = 1
+    for col in keys:
+        lo = int(col.min())
+        span = int(col.max()) - lo + 1
+        room *= span
+        if room >= 1 << 62:
+            return None
+        packed = packed * span + (col - lo)
+    return packed
+
+
+def _repeats(keys: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """The positions of the rows whose key (the columns `keys` together) an earlier row has,
+    ascending, and for each the position of the first row of that key. One stable sort: of a
+    single int64 key packing the columns when their value spans fit, else of the columns."""
+    n = keys[0].size
+    empty = np.zeros(0, np.int64)
+    if n < 2:
+        return empty, empty
+    packed = _packed(keys)
+    if packed is not None:
+        order = np.argsort(packed, kind="stable")
+        ranked = packed[order]
+        same = ranked[1:] == ranked[:-1]
+    else:
+        order = np.lexsort(tuple(reversed(keys)))  # stable; the first column sorts first
+        same = np.ones(n - 1, bool)
+        for col in keys:
+            ranked = col[order]
+            same &= ranked[1:] == ranked[:-1]
+    if not same.any():
+        return empty, empty
+    new = np.r_[True, ~same]  # a key's first row in sorted order (the first in the file)
+    first = order[np.flatnonzero(new)[np.cumsum(new) - 1]]
+    again = np.flatnonzero(~new)
+    later, earlier = order[again], first[again]
+    by_row = np.argsort(later, kind="stable")
+    return later[by_row].astype(np.int64), earlier[by_row].astype(np.int64)
+
+
+def _named(
+    later: np.ndarray, earlier: np.ndarray, row: np.ndarray, say: Callable[[int, int], str]
+) -> list[tuple[int, str]]:
+    """A problem (file row, text) for each repeat, the text of the first MAX_REPORTED made
+    by say(position, first position), the others counted."""
+    shown = validation.MAX_REPORTED
+    out = [
+        (int(row[i]), say(i, j))
+        for i, j in zip(later[:shown].tolist(), earlier[:shown].tolist(), strict=True)
+    ]
+    return out + [(int(r), "") for r in row[later[shown:]].tolist()]
+
+
+def repeated_job_ids(job_ids: Sequence[str]) -> None:
+    """Refuse a job id given twice (job ids already checked as text), naming the first
+    repeat and the row it repeats."""
+    if len(set(job_ids)) == len(job_ids):
+        return
+    n = len(job_ids)
+    first = dict(zip(reversed(job_ids), range(n - 1, -1, -1), strict=True))  # its first row
+    at = np.fromiter(map(first.__getitem__, job_ids), np.int64, n)
+    i = int(np.flatnonzero(at != np.arange(n))[0])
+    validation.fail(RouteError, f"job_ids[{i}]", f"duplicate job id "
+                    f"{validation.shown(job_ids[i])} (also job_ids[{at[i]}])")  # fmt: skip
+
+
+def repeated_flows(
+    columns: Sequence[np.ndarray], rows: np.ndarray | None = None
+) -> list[tuple[int, str]]:
+    """A problem for every flow row (columns as `check_flows` takes them, `rows` their row
+    numbers in the file) with the source NIC, destination NIC and QP bucket of an earlier
+    row. A pair's all-QPs row (-1) and its bucket rows are different flows."""
+    src, dst, _, _, _, qp = columns
+    rows = np.arange(src.size) if rows is None else rows
+    later, earlier = _repeats((src, dst, qp))
+    return _named(later, earlier, rows, lambda i, j: (
+        f"flows[{rows[i]}]: the same flow (source NIC, destination NIC, qp) as "
+        f"flows[{rows[j]}]; give each flow once"))  # fmt: skip
+
+
+def repeated_entries(
+    names: Sequence[str], counts: np.ndarray, columns: Sequence[np.ndarray]
+) -> list[tuple[int, str]]:
+    """A problem for every entry (columns as `check_entries` takes them) with the match
+    (in_port, dst_host, qp) of an earlier entry of the same switch, whatever either's next
+    hop. Rows are numbered across the switches."""
+    in_port, dst_host, _, qp = columns
+    sw = np.repeat(np.arange(len(names), dtype=np.int64), counts)
+    starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    later, earlier = _repeats((sw, in_port, dst_host, qp))
+
+    def where(i: int) -> str:
+        return f"switches.{names[int(sw[i])]}[{i - int(starts[sw[i]])}]"
+
+    return _named(later, earlier, np.arange(sw.size), lambda i, j: (
+        f"{where(i)}: the same match (in_port, dst_host, qp) as {where(j)}; give each match "
+        "once"))  # fmt: skip

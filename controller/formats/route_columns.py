@@ -143,6 +143,9 @@ def parse_route_columns(
         check_fabric,
         check_flows,
         raise_problems,
+        repeated_entries,
+        repeated_flows,
+        repeated_job_ids,
         routes_of,
     )
 
@@ -154,6 +157,7 @@ def parse_route_columns(
     job_ids = _text(arrays, "job_ids")
     for i, job_id in enumerate(job_ids):
         validation.text(job_id, f"job_ids[{i}]", RouteError)
+    repeated_job_ids(job_ids)
     n = arrays["flow_src"].size
     if n > validation.MAX_FLOWS:
         validation.fail(RouteError, "flow_src", f"has {n} rows; at most {validation.MAX_FLOWS}")
@@ -177,8 +181,11 @@ def parse_route_columns(
         )
     total = int(counts.sum())
     entries = [_ints(arrays, name, total) for name in _ENTRIES]
-    problems = check_flows(fabric, job_ids, flows)
-    problems += [(n + row, text) for row, text in check_entries(fabric, switches, counts, entries)]
+    problems = check_flows(fabric, job_ids, flows) + repeated_flows(flows)
+    entry_problems = check_entries(fabric, switches, counts, entries)
+    if not entry_problems:  # ids known good: a match given twice is then the problem
+        entry_problems = repeated_entries(switches, counts, entries)
+    problems += [(n + row, text) for row, text in entry_problems]
     raise_problems(problems)
     return assignment_of(fabric, job_ids, flows), routes_of(switches, counts, entries)
 

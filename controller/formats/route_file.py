@@ -15,8 +15,11 @@ Files written before the fingerprint existed are read by their names, every one 
 A path ending in .npz is written as columns instead (`controller.formats.route_columns`: the
 same content by id, about 1/150 of the size and read in a fraction of the time); reading
 tells the two forms apart by their first bytes. Both are checked by the same column checks
-here (`check_flows`, `check_entries`), which name every row at fault, up to
-validation.MAX_REPORTED. The JSON text is written as a stream, straight from the columns.
+(`controller.formats.route_checks`: `check_flows`, `check_entries`), which name every row at
+fault, up to validation.MAX_REPORTED, and refuse the same content given twice: a job id, a flow
+(source NIC, destination NIC, qp) or a match within one switch's table (`repeated_job_ids`,
+`repeated_flows`, `repeated_entries`, there too). The JSON text is
+written as a stream, straight from the columns.
 """
 
 from __future__ import annotations
@@ -38,6 +41,9 @@ from controller.formats.route_checks import (
     check_fabric,
     check_flows,
     raise_problems,
+    repeated_entries,
+    repeated_flows,
+    repeated_job_ids,
     routes_of,
 )
 from controller.model import validation
@@ -188,6 +194,7 @@ def _flows(fabric: Fabric, doc: Mapping[str, Any]) -> tuple[Assignment | None, l
     )
     for i, job_id in enumerate(job_ids):
         validation.text(job_id, f"job_ids[{i}]", RouteError)
+    repeated_job_ids(job_ids)
     rows = validation.listing(doc.get("flows", []), "flows", validation.MAX_FLOWS, RouteError)
     nic = _nic_index(fabric) if rows else {}
     columns = _columns(rows, nic)
@@ -198,6 +205,7 @@ def _flows(fabric: Fabric, doc: Mapping[str, Any]) -> tuple[Assignment | None, l
         bad = {f for f, _ in problems}
         index = np.array([f for f in range(len(rows)) if f not in bad], np.int64)
     problems += check_flows(fabric, job_ids, columns, index)
+    problems += repeated_flows(columns, index)
     if problems:
         return None, problems
     return assignment_of(fabric, job_ids, columns), []
@@ -266,6 +274,8 @@ def _entries(fabric: Fabric, doc: Mapping[str, Any]) -> tuple[RouteSet | None, l
     if problems:  # rows left out: their positions in the other checks would be wrong
         return None, problems
     problems = check_entries(fabric, names, np.asarray(counts, np.int64), columns)
+    if not problems:  # ids known good: a match given twice is then the problem
+        problems = repeated_entries(names, np.asarray(counts, np.int64), columns)
     if problems:
         return None, problems
     return routes_of(names, np.asarray(counts, np.int64), columns), []

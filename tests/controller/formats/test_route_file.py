@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from controller.errors import RouteError
-from controller.formats import route_columns
+from controller.formats import route_checks, route_columns
 from controller.formats.route_file import dump_routes, parse_routes, read_routes, write_routes
 from controller.model.clos import PRESETS, build
 from controller.model.fabric import Fabric
@@ -248,3 +248,150 @@ def test_columns_with_pickles_or_strays_are_refused(tmp_path: Path) -> None:
     np.savez(path, extra=np.zeros(1), **_arrays())  # type: ignore[arg-type]
     with pytest.raises(RouteError, match=f"^{path}: unknown array\\(s\\) extra"):
         read_routes(path, TINY)
+
+
+# Content given twice: a flow (source NIC, destination NIC, qp), a job id, a switch's match.
+
+
+def _twice(doc: dict[str, Any], field: str) -> dict[str, Any]:
+    """`doc` with the first row of `field` ("flows", "job_ids" or a switch) given again at
+    the end of it."""
+    doc = copy.deepcopy(doc)
+    rows = doc["switches"][field] if field in doc["switches"] else doc[field]
+    rows.append(copy.deepcopy(rows[0]))
+    return doc
+
+
+@pytest.mark.parametrize(
+    ("field", "message"),
+    [
+        ("flows", f"flows[{len(DOC['flows'])}]: the same flow (source NIC, destination NIC, qp) "
+         "as flows[0]; give each flow once"),
+        ("job_ids", "job_ids[2]: duplicate job id 'a' (also job_ids[0])"),
+        (SWITCH, f"switches.{SWITCH}[{len(DOC['switches'][SWITCH])}]: the same match (in_port, "
+         f"dst_host, qp) as switches.{SWITCH}[0]; give each match once"),
+    ],
+)  # fmt: skip
+def test_content_given_twice_is_refused_naming_the_first_repeat(field: str, message: str) -> None:
+    with pytest.raises(RouteError) as info:
+        parse_routes(TINY, _twice(DOC, field), "r.json")
+    assert str(info.value) == f"r.json: {message}", info.value
+
+
+def test_a_flow_is_its_pair_and_bucket_whatever_else_differs() -> None:
+    # the same (source NIC, destination NIC, qp) with another demand, job and path: twice
+    doc = copy.deepcopy(DOC)
+    again = [*doc["flows"][0][:2], 1.5, 1, -1]
+    doc["flows"].insert(3, again)
+    with pytest.raises(RouteError, match=r"^r.json: flows\[3\]: the same flow .* as flows\[0\]"):
+        parse_routes(TINY, doc, "r.json")
+    # the pair's all-QPs row beside its bucket rows, and two buckets: different flows
+    doc = copy.deepcopy(DOC)
+    whole = [row for row in doc["flows"] if len(row) == 5][0]
+    doc["flows"] += [[*whole[:5], 0], [*whole[:5], 1]]
+    assignment, _ = parse_routes(TINY, doc, "r.json")
+    assert len(assignment.flows) == len(DOC["flows"]) + 2
+
+
+def test_a_match_given_twice_is_refused_whatever_its_next_hop() -> None:
+    rows = DOC["switches"][SWITCH]
+    hops = {row[2] for row in rows}
+    assert len(hops) > 1
+    other = next(hop for hop in sorted(hops) if hop != rows[0][2])
+    doc = copy.deepcopy(DOC)
+    doc["switches"][SWITCH].append([*rows[0][:2], other, *rows[0][3:]])
+    with pytest.raises(RouteError, match=rf"^r.json: switches\.{SWITCH}\[{len(rows)}\]: "
+                       ".*same match.*another next hop"):  # fmt: skip
+        parse_routes(TINY, doc, "r.json")
+    # the same match in another switch's table is that switch's own entry, not a repeat
+    same = [np.array([5, 5, 5]), np.array([1, 1, 1]), np.array([7, 8, 9]), np.array([-1, -1, 0])]
+    assert route_checks.repeated_entries(["s0", "s1"], np.array([1, 2]), same) == []
+    assert route_checks.repeated_entries(["s0", "s1"], np.array([2, 1]), same) == [
+        (1, "switches.s0[1]: the same match (in_port, dst_host, qp) as switches.s0[0]; give "
+         "each match once")
+    ]  # fmt: skip
+
+
+def test_repeats_are_named_by_file_row_among_other_bad_rows() -> None:
+    # a row the fast path cannot take sends the flows row by row: rows keep their numbers
+    doc = _twice(DOC, "flows")
+    doc["flows"][1][3] = True
+    with pytest.raises(RouteError) as info:
+        parse_routes(TINY, doc, "r.json")
+    lines = [line.strip() for line in str(info.value).split("\n")]
+    assert lines == [
+        "r.json: flows[1][3]: must be an integer, got True",
+        f"flows[{len(DOC['flows'])}]: the same flow (source NIC, destination NIC, qp) as "
+        "flows[0]; give each flow once",
+    ]
+    # every flow given twice: the first MAX_REPORTED named, then how many more
+    doc = copy.deepcopy(DOC)
+    doc["flows"] += copy.deepcopy(DOC["flows"])
+    with pytest.raises(RouteError) as info:
+        parse_routes(TINY, doc, "r.json")
+    lines = str(info.value).split("\n")
+    n = len(DOC["flows"])
+    assert lines[0] == (
+        f"r.json: flows[{n}]: the same flow (source NIC, destination NIC, qp) as flows[0]; "
+        "give each flow once"
+    )
+    assert lines[1].strip().startswith(f"flows[{n + 1}]: the same flow")
+    assert lines[-1].strip() == f"... and {n - MAX_REPORTED} more"
+
+
+def _columns_twice(field: str) -> dict[str, np.ndarray]:
+    """The arrays with the first flow, job id or entry (of the first switch) given again,
+    after it."""
+    arrays = _arrays()
+    if field == "flows":
+        for name in route_columns._FLOWS:
+            arrays[name] = np.r_[arrays[name][:1], arrays[name]]
+    elif field == "job_ids":
+        arrays["job_ids"] = np.r_[arrays["job_ids"], arrays["job_ids"][:1]]
+    else:
+        for name in route_columns._ENTRIES:
+            arrays[name] = np.r_[arrays[name][:1], arrays[name]]
+        counts = arrays["switch_entries"].copy()
+        counts[0] += 1
+        arrays["switch_entries"] = counts
+    return arrays
+
+
+@pytest.mark.parametrize(
+    ("field", "message"),
+    [
+        ("flows", "flows[1]: the same flow (source NIC, destination NIC, qp) as flows[0]"),
+        ("job_ids", "job_ids[2]: duplicate job id 'a' (also job_ids[0])"),
+        ("entries", f"switches.{ROUTES.switches()[0]}[1]: the same match (in_port, dst_host, "
+         f"qp) as switches.{ROUTES.switches()[0]}[0]"),
+    ],
+)  # fmt: skip
+def test_columns_given_twice_are_refused(tmp_path: Path, field: str, message: str) -> None:
+    path = tmp_path / "r.npz"
+    np.savez_compressed(path, **_columns_twice(field))  # type: ignore[arg-type]
+    with pytest.raises(RouteError) as info:
+        read_routes(path, TINY)
+    assert str(info.value).startswith(f"{path}: {message}"), info.value
+
+
+def _repeats_by_hand(keys: list[list[int]]) -> tuple[list[int], list[int]]:
+    first: dict[tuple[int, ...], int] = {}
+    later, earlier = [], []
+    for i, key in enumerate(zip(*keys, strict=True)):
+        if key in first:
+            later.append(i)
+            earlier.append(first[key])
+        else:
+            first[key] = i
+    return later, earlier
+
+
+@pytest.mark.parametrize("scale", [1, 1 << 40])  # packed into one key; too wide, sorted by column
+def test_repeats_agree_with_a_plain_loop(scale: int) -> None:
+    rng = np.random.default_rng(7)
+    for n in (0, 1, 2, 50, 500):
+        keys = [rng.integers(-1, 4, n) * scale for _ in range(3)]
+        if n >= 50:  # values of every span: the branch is the scale's
+            assert (route_checks._packed(keys) is None) == (scale > 1)
+        later, earlier = route_checks._repeats(keys)
+        assert (later.tolist(), earlier.tolist()) == _repeats_by_hand([k.tolist() for k in keys])
