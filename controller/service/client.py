@@ -8,11 +8,26 @@ naming the gRPC status ("UNAVAILABLE: ..."), as `tectl` prints it.
 from __future__ import annotations
 
 import os
+import re
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from controller.errors import InputError
+
+RATE_WAIT_S = 60.0  # the most a call waits, in all, on the server's write rate limit
+
+
+def _retry_after(err: Any) -> float | None:
+    """The wait a rate-limit refusal names (RESOURCE_EXHAUSTED 'rate limit: ... retry after
+    X s'), else None: other refusals are not retried."""
+    import grpc
+
+    if err.code() != grpc.StatusCode.RESOURCE_EXHAUSTED:
+        return None
+    found = re.search(r"^rate limit: .*retry after ([0-9.]+) s", err.details() or "")
+    return max(float(found.group(1)), 0.01) if found else None
 
 if TYPE_CHECKING:
     from controller.solver.resilience import Resilience
@@ -204,12 +219,21 @@ class Client:
         self.close()
 
     def _call(self, fn: Callable[..., T], request: Any) -> T:
+        """One call; a write the server's rate limit refused (it says when to retry, and
+        applied nothing) is sent again after that wait, for up to RATE_WAIT_S in all, so a
+        file of many jobs goes through at the limit's pace instead of failing at its burst."""
         import grpc
 
-        try:
-            return fn(request, timeout=self._timeout)
-        except grpc.RpcError as err:
-            raise _failed(err) from None
+        waited = 0.0
+        while True:
+            try:
+                return fn(request, timeout=self._timeout)
+            except grpc.RpcError as err:
+                wait = _retry_after(err)
+                if wait is None or waited + wait > RATE_WAIT_S:
+                    raise _failed(err) from None
+                time.sleep(wait)
+                waited += wait
 
     def put_job(self, job: Mapping[str, Any]) -> int:
         """Create or replace a job (fields as in a placement file's job); its generation."""

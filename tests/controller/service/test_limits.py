@@ -137,6 +137,23 @@ def test_writes_are_rate_limited_with_retry_advice(small: Fabric, limited) -> No
     assert stub.Status(pb.StatusRequest(), timeout=5).driver_ok  # reads are not limited
 
 
+@pytest.mark.parametrize("limited", [Limits(write_rate=20.0, write_burst=3)], indirect=True)
+def test_the_client_paces_its_writes_to_the_rate_limit(small: Fabric, limited) -> None:
+    """The defect: `tectl job put` of a file of more jobs than the burst failed at the
+    burst's end (RESOURCE_EXHAUSTED, 'retry after 0.02 s'), every time it was run. The
+    client waits as the refusal says and sends again; other refusals are not retried."""
+    from controller.service.client import Client
+
+    running, channel = limited
+    client = Client(pb_grpc.TrafficEngineeringStub(channel), timeout=10)
+    hosts = [small.host_name(h) for h in range(small.num_hosts)]
+    for i in range(8):  # more than the burst of 3: paced at 20 writes/s
+        assert client.put_job({"id": f"j{i}", "hosts": hosts[2 * i : 2 * i + 2]}) == 1
+    assert {j.id for j in client.list_jobs()} == {f"j{i}" for i in range(8)}
+    with pytest.raises(Exception, match="unknown host"):  # refused, not retried
+        client.put_job({"id": "bad", "hosts": ["no-such-host"]})
+
+
 def test_malformed_bytes_are_invalid_argument_without_traceback(
     limited, caplog: pytest.LogCaptureFixture
 ) -> None:
