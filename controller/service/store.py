@@ -12,7 +12,8 @@ Two backends, chosen by URL (`open_store`):
     etcd://HOST:PORT[,..]/P  etcd v3, for replicas (controller.service.etcd)
 
 The directory backend: `PATH/format.json` names the format version and the fabric; each key
-is a file `<quoted key>.rec` holding one JSON object {format, key, revision, crc32, value}.
+is a file `<quoted key>.rec` (a long key: its first part and a digest) holding one JSON object
+{format, key, revision, crc32, value}.
 A write goes to a temporary file, is fsynced, renamed over the old one and the directory is
 fsynced, so a reader sees the old record or the new one. A file that does not parse, whose
 checksum does not match (a disk that lost part of a write), or that names another format or
@@ -24,6 +25,7 @@ directory is locked (flock) while open.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import threading
@@ -39,6 +41,7 @@ from controller.errors import InputError, StoreConflict, StoreCorrupt, StoreUnav
 
 FORMAT = 1  # version of the stored layout and records; bumped on incompatible change
 STORES_GROUP = "fabric_te.stores"  # entry points: scheme -> Store class with from_url
+NAME_MAX = 255  # bytes in a file name on the file systems a store lives on (ext4, xfs, tmpfs)
 # (key, value or None for a delete, mod revision): one change seen by `follow`
 Change = tuple[str, bytes | None, int]
 
@@ -264,7 +267,14 @@ class DirStore(Store):
         return key, value, revision
 
     def _file(self, key: str) -> Path:
-        return self.path / f"{quote(key, safe='')}.rec"
+        """`<quoted key>.rec`; a key whose quoted name (or its `.NAME.tmp`) would pass the
+        file system's 255 bytes (a 128-character job id of '/' or of non-ASCII letters is
+        up to 1,536) is named by its first part and a digest of it instead."""
+        name = f"{quote(key, safe='')}.rec"
+        if len(name) + len("..tmp") > NAME_MAX:
+            digest = hashlib.sha256(key.encode()).hexdigest()[:40]
+            name = f"{quote(key, safe='')[:180]}~{digest}.rec"
+        return self.path / name
 
     def _write_file(self, path: Path, text: str) -> None:
         tmp = path.with_name(f".{path.name}.tmp")

@@ -93,3 +93,22 @@ def test_store_urls(tmp_path: Path) -> None:
     store.close()
     with pytest.raises(ValueError, match="neither dir:PATH nor etcd://"):
         open_store("redis://x", "tiny")
+
+
+def test_keys_past_a_file_name_s_length_are_stored_and_read_back(tmp_path: Path) -> None:
+    """The defect: a valid 128-character job id of '/' (or of non-ASCII letters) quoted to
+    a file name past 255 bytes: PutJob failed INTERNAL with a traceback. Such a key is named
+    by its start and a digest; two that share the start stay apart; short keys keep their
+    names (a store written before reads the same)."""
+    store = DirStore(tmp_path / "s", "tiny")
+    keys = ["jobs/" + "/" * 128, "jobs/" + "é" * 128, "jobs/" + "é" * 127 + "x", "jobs/a"]
+    for i, key in enumerate(keys):
+        store.commit(key, f'{{"i": {i}}}'.encode(), 0)
+    names = sorted(p.name for p in (tmp_path / "s").glob("*.rec"))
+    assert len(names) == 4 and max(len(n.encode()) for n in names) <= 250
+    assert "jobs%2Fa.rec" in names
+    store.close()
+    again = DirStore(tmp_path / "s", "tiny")
+    assert {k: v for k, (v, _) in again.load().records.items()} == {
+        key: f'{{"i": {i}}}'.encode() for i, key in enumerate(keys)}
+    again.close()
