@@ -63,6 +63,9 @@ class Target:
     server_name: str | None = None
     insecure: bool = False
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "address", _address(self.address))
+
     @classmethod
     def from_env(cls, address: str | None = None) -> Target:
         """The FABRIC_TE_SERVER / _TLS_CA / _TLS_CERT / _TLS_KEY / _TLS_SERVER_NAME /
@@ -74,6 +77,31 @@ class Target:
             key=env("FABRIC_TE_TLS_KEY"), server_name=env("FABRIC_TE_TLS_SERVER_NAME"),
             insecure=env("FABRIC_TE_INSECURE", "") not in ("", "0"),
         )  # fmt: skip
+
+
+def _address(address: str) -> str:
+    """HOST:PORT as gRPC takes it: a port from 1 to 65535 (gRPC would wrap 99999 to another
+    port), the default port where none is given (gRPC would take 443); 'unix:' and other
+    URI targets as they are."""
+    if ":/" in address or address.startswith("unix:"):
+        return address
+    if address.startswith("["):  # [IPv6]:PORT
+        end = address.find("]")
+        host, rest = address[: end + 1], address[end + 1 :]
+        if end < 0 or (rest and not rest.startswith(":")):
+            raise InputError(f"server address {address!r}: give [IPV6]:PORT")
+        port = rest[1:]
+    elif address.count(":") > 1:  # an IPv6 address alone
+        host, port = f"[{address}]", ""
+    else:
+        host, _, port = address.partition(":")
+    if not host:
+        raise InputError(f"server address {address!r}: no host; give HOST:PORT")
+    if not port:
+        return f"{host}:{DEFAULT_ADDRESS.rpartition(':')[2]}"
+    if not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise InputError(f"server address {address!r}: port {port!r} is not in 1-65535")
+    return f"{host}:{int(port)}"
 
 
 def _read(path: str, what: str) -> bytes:

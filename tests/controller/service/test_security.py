@@ -495,3 +495,18 @@ def test_reload_ends_the_streams_of_a_revoked_identity(small: Fabric, certs: Pat
         assert again.value.code() == grpc.StatusCode.PERMISSION_DENIED
     finally:
         running.stop(grace=0.5)
+
+
+def test_a_server_address_is_host_and_port_or_refused() -> None:
+    """The defect: --server 127.0.0.1:99999 reached port 34463 (gRPC wraps the number), and
+    --server 127.0.0.1 went to port 443, not the documented 50051."""
+    from controller.errors import InputError
+    from controller.service.client import Target
+
+    assert Target("127.0.0.1").address == "127.0.0.1:50051"
+    assert Target("::1").address == "[::1]:50051" and Target("[::1]:7").address == "[::1]:7"
+    assert Target("unix:/run/te.sock").address == "unix:/run/te.sock"
+    for bad, says in (("127.0.0.1:99999", "not in 1-65535"), ("h:x", "not in 1-65535"),
+                      (":5", "no host")):  # fmt: skip
+        with pytest.raises(InputError, match=says):
+            Target(bad)
