@@ -786,11 +786,18 @@ def _bottlenecked(g: int, arcs: np.ndarray, rate: np.ndarray, weight: np.ndarray
             if sat[b] and lv >= _top(b, f, top, known, start, rows, rate, weight, mark, where,
                                      epoch, filled, top_row, base_max) * (1.0 - tol):  # fmt: skip
                 return True
-        else:
-            c = cap[f] if cap[f] > 0.0 else 0.0
-            if base_sum[f] >= c * (1.0 - tol) - tol and lv >= base_max[f] * (1.0 - tol):
-                return True
+        elif _base_neck(f, lv, cap, base_sum, base_max, tol):
+            return True
     return False
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _base_neck(f: int, lv: float, cap: np.ndarray, base_sum: np.ndarray, base_max: np.ndarray,
+               tol: float) -> bool:  # fmt: skip
+    """Whether arc f bottlenecks a row at per-QP level lv in the base: saturated, and no
+    row on it higher."""
+    c = cap[f] if cap[f] > 0.0 else 0.0
+    return base_sum[f] >= c * (1.0 - tol) - tol and lv >= base_max[f] * (1.0 - tol)
 
 
 @njit(cache=True, nogil=True)
@@ -828,8 +835,7 @@ def bottleneck_index(
             if f < 0:
                 continue
             routed = True
-            c = cap[f] if cap[f] > 0.0 else 0.0
-            if base_sum[f] >= c * (1.0 - tol) - tol and lv >= base_max[f] * (1.0 - tol):
+            if _base_neck(f, lv, cap, base_sum, base_max, tol):
                 neck[i] = f
                 break
         if not routed:  # on no arc: no check ever reaches it
