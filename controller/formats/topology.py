@@ -21,7 +21,11 @@ volcano           Volcano HyperNodes, topology.volcano.sh/v1alpha1 (Volcano 1.12
 json              pods -> racks -> hosts, with switch names
 
 Every host and switch is named as the fabric names it (the inventory's names for a fabric
-loaded from one); hosts and racks an inventory does not have are left out.
+loaded from one); hosts and racks an inventory does not have are left out. A host's Node is
+its name lower-cased, as the kubelet registers it, and nothing else is rewritten: k8s-labels,
+kueue and volcano refuse a host name that is no Node name (or, where it is the
+fabric-te.io/host label's value, no label value), two hosts on one Node, and volcano two racks
+or pods on one HyperNode, rather than export a host as another or as a node no cluster has.
 """
 
 from __future__ import annotations
@@ -32,8 +36,9 @@ from typing import Any
 
 import yaml
 
-from controller.errors import InputError
+from controller.errors import FabricError, InputError
 from controller.formats.output import to_json
+from controller.model import validation
 from controller.model.fabric import Fabric
 
 FORMATS = (
@@ -49,6 +54,12 @@ POD_LABEL, RACK_LABEL, HOST_LABEL = (
 FABRIC_HOST_LABEL = "fabric-te.io/host"
 FABRIC_LABEL = "fabric-te.io/fabric"  # the ResourceFlavor's nodeLabels select on it
 _NUMBERED = re.compile(r"^(.*?)(\d+)$")
+# Kubernetes object names (Node, HyperNode): an RFC 1123 subdomain, at most 253 characters of
+# dot-separated parts of a-z 0-9 and '-', a letter or digit at both ends of each. A host's
+# name may be in upper case (the kubelet lower-cases it), so A-Z is matched here too.
+_PART = r"[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?"
+_SUBDOMAIN = re.compile(rf"{_PART}(\.{_PART})*")
+MAX_OBJECT_NAME, MAX_LABEL_VALUE = 253, 63
 
 
 def hostlist(prefix: str, numbers: Iterable[int]) -> str:
@@ -245,19 +256,51 @@ def _label_value(text: str) -> str:
 
 
 def k8s_labels(fabric: Fabric) -> dict[str, dict[str, str]]:
-    """Node name (the host's name as a Kubernetes object name, `k8s_name`) -> the labels
-    fabric-te puts on it (fabric, pod, rack, host: fabric-te.io/* only; kubernetes.io/hostname
-    is the kubelet's)."""
+    """Node name (`node_names`) -> the labels fabric-te puts on it (fabric, pod, rack, host:
+    fabric-te.io/* only; kubernetes.io/hostname is the kubelet's); the host label's value is
+    the host's name as it is."""
     out = {}
+    nodes = node_names(fabric, labelled=True)
     fabric_value = _label_value(k8s_name(fabric.name))
     for rack in _racks(fabric):
         pod = int(fabric.pod_of_rack(rack))
         pod_value, rack_value = _pod_label(fabric, pod), _rack_label(fabric, rack)
         for host in _hosts_of_rack(fabric, rack):
-            name = fabric.host_name(host)
-            out[k8s_name(name)] = {FABRIC_LABEL: fabric_value, POD_LABEL: pod_value,
-                                   RACK_LABEL: rack_value, FABRIC_HOST_LABEL: _label_value(name)}
+            out[nodes[host]] = {FABRIC_LABEL: fabric_value, POD_LABEL: pod_value,
+                                RACK_LABEL: rack_value, FABRIC_HOST_LABEL: fabric.host_name(host)}
     return out
+
+
+def node_names(fabric: Fabric, *, labelled: bool = False) -> dict[int, str]:
+    """Host id -> its Kubernetes Node name, for every host the exports list: the host's name
+    lower-cased, as the kubelet registers it. Refuses (FabricError, naming the hosts) a name
+    that is no RFC 1123 subdomain, two hosts on one Node and, when `labelled` (the name is
+    then also the fabric-te.io/host label's value), a name over 63 characters: rewriting or
+    cutting one would export a host as another host's node, or as a node no cluster has."""
+    nodes: dict[int, str] = {}
+    owner: dict[str, str] = {}  # Node name -> the first host on it
+    problems = []
+    for rack in _racks(fabric):
+        for host in _hosts_of_rack(fabric, rack):
+            name = fabric.host_name(host)
+            if len(name) > MAX_OBJECT_NAME or not _SUBDOMAIN.fullmatch(name):
+                problems.append(f"host {name!r} is not a Node name (an RFC 1123 subdomain: at "
+                                f"most {MAX_OBJECT_NAME} characters, dot-separated parts of "
+                                "a-z 0-9 '-', a letter or digit at both ends of each)")
+                continue
+            if labelled and len(name) > MAX_LABEL_VALUE:
+                problems.append(f"host {name!r} has {len(name)} characters; the "
+                                f"{FABRIC_HOST_LABEL} label value takes at most "
+                                f"{MAX_LABEL_VALUE}")  # fmt: skip
+            node = nodes[host] = name.lower()
+            first = owner.setdefault(node, name)
+            if first != name:
+                problems.append(f"hosts {first!r} and {name!r} are both Node {node!r} (the "
+                                "kubelet lower-cases host names)")  # fmt: skip
+    if problems:
+        raise FabricError("host names the Kubernetes exports cannot use:\n  "
+                          + validation.report(problems))  # fmt: skip
+    return nodes
 
 
 def k8s_name(name: str) -> str:
@@ -285,9 +328,11 @@ def volcano(fabric: Fabric) -> str:
     """Volcano HyperNodes, one YAML document each: racks (tier 1), then pods (tier 2)."""
     docs = []
     pods = _pods(fabric)
+    nodes = node_names(fabric)
+    _check_hypernodes(fabric, pods)
     for rack in _racks(fabric):
         members = [
-            {"type": "Node", "selector": {"exactMatch": {"name": k8s_name(fabric.host_name(h))}}}
+            {"type": "Node", "selector": {"exactMatch": {"name": nodes[h]}}}
             for h in _hosts_of_rack(fabric, rack)
         ]
         docs.append(_hypernode(_rack_hypernode(fabric, rack), 1, members))
@@ -320,6 +365,28 @@ def _pod_hypernode(fabric: Fabric, p: int) -> str:
     """A pod's HyperNode name: the operator's pod name as an object name, else pod-pP."""
     named = fabric.pod_name(p)
     return k8s_name(named) if named else f"pod-p{p}"
+
+
+def _check_hypernodes(fabric: Fabric, pods: dict[int, list[int]]) -> None:
+    """Refuse (FabricError, naming them) two racks or pods on one HyperNode name, or one on
+    the cluster's, and a name that is no object name: `kubectl apply` would merge the first
+    into the second, or reject it. Racks and pods the operator named are the ones at risk
+    (`A_1` and `a-1` are both HyperNode `a-1`; a rack named `rack-p0-r1` is an unnamed one's)."""
+    owner = {"cluster": "the cluster"} if len(pods) > 1 else {}
+    places = [(f"rack {_rack_label(fabric, r)!r}", _rack_hypernode(fabric, r))
+              for racks in pods.values() for r in racks]
+    places += [(f"pod {_pod_label(fabric, p)!r}", _pod_hypernode(fabric, p)) for p in pods]
+    problems = []
+    for place, name in places:
+        if len(name) > MAX_OBJECT_NAME or not _SUBDOMAIN.fullmatch(name):
+            problems.append(f"{place}: HyperNode name {name!r} is not an object name (an RFC "
+                            "1123 subdomain)")  # fmt: skip
+        first = owner.setdefault(name, place)
+        if first != place:
+            problems.append(f"{first} and {place} are both HyperNode {name!r}")
+    if problems:
+        raise FabricError("rack and pod names Volcano cannot use as HyperNodes:\n  "
+                          + validation.report(problems))  # fmt: skip
 
 
 def _hypernode(name: str, tier: int, members: list[dict[str, Any]]) -> dict[str, Any]:

@@ -242,3 +242,131 @@ def test_a_rail_optimized_rack_is_its_rack_name(tmp_path: Path) -> None:
     fabric = load_fabric(str(path))
     tree = export(fabric, "slurm-conf")
     assert "SwitchName=su0 Nodes=" in tree and "SwitchName=cluster-a Switches=su[0-3]" in tree
+
+
+TINY_CABLES = Path(__file__).parents[3] / "docs" / "examples" / "tiny-cables.yaml"
+K8S_FORMATS = ("k8s-labels", "kueue", "volcano")  # the formats that name Nodes
+
+
+def renamed(tmp_path: Path, names: dict[str, str], racks: dict[str, str] | None = None) -> Fabric:
+    """docs/examples/tiny-cables.yaml with devices renamed (old -> new) and RTSWs given racks
+    (RTSW -> rack name)."""
+    from controller.formats.fabric_file import load_fabric
+
+    doc = yaml.safe_load(TINY_CABLES.read_text())
+    for device in doc["devices"]:
+        device["rack"] = (racks or {}).get(device["name"])
+        if device["rack"] is None:
+            del device["rack"]
+        device["name"] = names.get(device["name"], device["name"])
+    for cable in doc["cables"]:
+        for end in ("a", "b"):
+            cable[end] = names.get(cable[end], cable[end])
+    path = tmp_path / "fabric.yaml"
+    path.write_text(yaml.safe_dump(doc, allow_unicode=True))
+    return load_fabric(str(path))
+
+
+def test_two_hosts_on_one_node_are_refused(tmp_path: Path) -> None:
+    """The operator's case: GPU-A01 and gpu-a01 are both the kubelet's Node gpu-a01; merged,
+    one host's labels and HyperNode membership were the other's."""
+    from controller.errors import FabricError
+
+    fabric = renamed(tmp_path, {"gpu-a00": "GPU-A01"})
+    for fmt in K8S_FORMATS:
+        with pytest.raises(FabricError, match="hosts 'GPU-A01' and 'gpu-a01' are both Node "
+                                              "'gpu-a01'"):  # fmt: skip
+            export(fabric, fmt)
+    conf = export(fabric, "slurm-conf")  # Slurm and json take the names as they are
+    assert "SwitchName=leaf-a0 Nodes=GPU-A01,gpu-a01\n" in conf
+    assert json.loads(export(fabric, "json"))["pods"][0]["racks"][0]["hosts"] == [
+        "GPU-A01", "gpu-a01"]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", [
+    "гпу-a00",  # non-ASCII: was exported as Node 'a00'
+    "gpu-\u212a00",  # the Kelvin sign, which lower-cases to an ASCII 'k'
+    "gpu_a00", "gpu a00", "gpu-a00-", "gpu..a00", "gpu-a00.-x",
+])  # fmt: skip
+def test_a_host_name_no_node_can_have_is_refused(tmp_path: Path, name: str) -> None:
+    from controller.errors import FabricError
+
+    fabric = renamed(tmp_path, {"gpu-a00": name})
+    for fmt in K8S_FORMATS:
+        with pytest.raises(FabricError, match=re.escape(f"host {name!r} is not a Node name")):
+            export(fabric, fmt)
+
+
+def test_a_host_label_over_63_characters_is_refused(tmp_path: Path) -> None:
+    """Two 71-character names that differ at the end were both cut to one 63-character
+    fabric-te.io/host value; as Node names (up to 253) they are fine, so Volcano takes them."""
+    from controller.errors import FabricError
+
+    long = "x" * 70
+    fabric = renamed(tmp_path, {"gpu-a00": long + "0", "gpu-a01": long + "1"})
+    for fmt in ("k8s-labels", "kueue"):
+        with pytest.raises(FabricError) as err:
+            export(fabric, fmt)
+        for name in (long + "0", long + "1"):
+            assert f"host {name!r} has 71 characters; the fabric-te.io/host label value takes " \
+                   "at most 63" in str(err.value)  # fmt: skip
+    rack = next(yaml.safe_load_all(export(fabric, "volcano")))
+    assert [m["selector"]["exactMatch"]["name"] for m in rack["spec"]["members"]] == [
+        long + "0", long + "1"]  # fmt: skip
+
+
+def test_valid_names_export_as_before(tmp_path: Path) -> None:
+    """Upper case is the one rewrite (the Node is the name lower-cased, as the kubelet
+    registers it; the host label keeps the name); dotted names and 63 characters pass as
+    they are."""
+    top = "a" * 62 + "0"  # 63 characters: the longest label value
+    fabric = renamed(tmp_path, {"gpu-a00": "GPU-A00", "gpu-a01": "gpu-a01.dc1.example.com",
+                                "gpu-a10": top})  # fmt: skip
+    labels = json.loads(export(fabric, "k8s-labels"))
+    assert sorted(labels) == sorted(["gpu-a00", "gpu-a01.dc1.example.com", top, "gpu-a11",
+                                     "gpu-b00", "gpu-b01", "gpu-b10", "gpu-b11"])  # fmt: skip
+    assert labels["gpu-a00"] == {
+        "fabric-te.io/fabric": "dc1-tiny", "fabric-te.io/pod": "p0", "fabric-te.io/rack": "p0-r0",
+        "fabric-te.io/host": "GPU-A00",
+    }  # fmt: skip
+    assert labels[top]["fabric-te.io/host"] == top
+    nodes = [d for d in yaml.safe_load_all(export(fabric, "kueue")) if d["kind"] == "Node"]
+    assert {n["metadata"]["name"]: n["metadata"]["labels"] for n in nodes} == labels
+    rack = next(yaml.safe_load_all(export(fabric, "volcano")))
+    assert [m["selector"]["exactMatch"]["name"] for m in rack["spec"]["members"]] == [
+        "gpu-a00", "gpu-a01.dc1.example.com"]  # fmt: skip
+
+
+@pytest.mark.parametrize(("racks", "message"), [
+    ({"leaf-a0": "A_1", "leaf-a1": "a-1"}, "rack 'A_1' and rack 'a-1' are both HyperNode 'a-1'"),
+    ({"leaf-a0": "rack-p0-r1"}, "rack 'rack-p0-r1' and rack 'p0-r1' are both HyperNode "
+                                "'rack-p0-r1'"),
+    ({"leaf-a0": "Cluster"}, "the cluster and rack 'Cluster' are both HyperNode 'cluster'"),
+    ({"leaf-a0": "a..1"}, "rack 'a..1': HyperNode name 'a..1' is not an object name"),
+])  # fmt: skip
+def test_two_racks_on_one_hypernode_are_refused(tmp_path: Path, racks: dict[str, str],
+                                                message: str) -> None:  # fmt: skip
+    """Rack names the inventory takes as distinct label values can still be one HyperNode
+    (lower-cased, '_' as '-') or no object name; `kubectl apply` would merge or reject."""
+    from controller.errors import FabricError
+
+    fabric = renamed(tmp_path, {}, racks)
+    with pytest.raises(FabricError, match=re.escape(message)):
+        export(fabric, "volcano")
+    assert json.loads(export(fabric, "k8s-labels"))  # the labels take the names as they are
+
+
+def test_tectl_prints_the_refusal_and_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from controller.cli.main import main
+
+    text = TINY_CABLES.read_text().replace("gpu-a00", "GPU-A01")
+    (tmp_path / "case.yaml").write_text(text)
+    argv = ["topology", "export", "--fabric", str(tmp_path / "case.yaml"), "--format"]
+    for fmt in K8S_FORMATS:
+        assert main([*argv, fmt]) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and "Traceback" not in err
+        assert err.startswith("tectl: error: host names the Kubernetes exports cannot use:\n")
+        assert "'GPU-A01' and 'gpu-a01'" in err
