@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from controller.drivers.interface import Driver
-from controller.drivers.push import push, read_back
+from controller.drivers.push import APPLIED, push, read_back
 from controller.model.fabric import Fabric
 from controller.routes.plan import diff
 from controller.routes.tables import OWNER, RouteSet, Table
@@ -36,6 +36,8 @@ class ReconcileResult:
     # absent or wrong there
     rounds: int = 1  # rounds run (1 = the first read agreed, or nothing to retry)
     ops: int = 0  # operations the repairs applied
+    repaired: dict[str, int] = field(default_factory=dict)  # switch -> operations the
+    # rounds applied to it (found differing, pushed towards the wanted routes)
 
     @property
     def in_sync(self) -> bool:
@@ -81,6 +83,7 @@ class Reconciler:
         instead of reading those switches again in the first round."""
         checked = tuple(sorted(set(self.driver.switches() if switches is None else switches)))
         ops = 0
+        repaired: dict[str, int] = {}
         for round_no in range(1, self.rounds + 1):
             actual, unreadable = self._read(checked, prior if round_no == 1 else None)
             readable = [s for s in checked if s not in unreadable]
@@ -94,13 +97,17 @@ class Reconciler:
             for entry in plan.blocked:
                 differing[entry.switch] = differing.get(entry.switch, 0) + 1
                 missing[entry.switch] = missing.get(entry.switch, 0) + 1
-            result = ReconcileResult(actual, checked, unreadable, differing, missing, round_no, ops)
+            result = ReconcileResult(actual, checked, unreadable, differing, missing, round_no, ops,
+                                     dict(repaired))  # fmt: skip
             last = round_no == self.rounds or not repair or (stop is not None and stop())
             if result.in_sync or last or not (len(plan) or unreadable):
                 return result
             if len(plan):
                 report = push(self.driver, plan, timeout=self.push_timeout, retries=0)
                 ops += report.ops_applied
+                for r in report.results:
+                    if r.status == APPLIED:
+                        repaired[r.switch] = repaired.get(r.switch, 0) + r.ops
                 if not report.ok:
                     log.info("reconcile round %d: %s", round_no, report.summary())
             self.sleep(min(self.max_backoff, self.backoff * 2 ** (round_no - 1)))

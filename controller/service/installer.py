@@ -655,6 +655,9 @@ class SwitchMarks:
         level_ok, level_bad = (logging.INFO, logging.WARNING) if loud else (logging.DEBUG,) * 2
         now: dict[str, str] = {s: "unreadable" for s in result.unreadable}
         now.update({s: f"{n} entries differ" for s, n in result.differing.items()})
+        for switch, ops in sorted(result.repaired.items()):
+            log.log(level_bad, "switch %s did not hold the wanted routes: %d entry "
+                    "operations repaired it", switch, ops)  # fmt: skip
         for switch in result.checked:
             before, after = self.differing.get(switch), now.get(switch)
             if before != after:

@@ -4,8 +4,11 @@ links going down), then what the engine reports is compared with what the switch
 
 from __future__ import annotations
 
+import logging
 import random
 import time
+
+import pytest
 
 from controller.drivers.reconcile import Reconciler
 from controller.model.fabric import Fabric
@@ -173,5 +176,30 @@ def test_a_watcher_behind_the_retained_deltas_gets_a_fresh_snapshot(small: Fabri
         assert event.kind == "snapshot"
         assert set(event.entries) == set(engine.installed) == set(_actual(driver))
         assert next(watch).kind == "sync"
+    finally:
+        engine.close()
+
+
+def test_a_switch_repaired_by_a_reconcile_is_logged_with_its_operations(
+    small: Fabric, caplog: pytest.LogCaptureFixture
+) -> None:
+    driver = EmulatedDriver(small)
+    engine = Engine(small, driver, debounce=0.0, reconcile_interval=0.05)
+    try:
+        engine.put_job(Job("j0", tuple(range(8)), dp=8, tp=4), 0)
+        assert engine.wait_idle(30)
+        wanted = engine.wanted
+        assert wanted is not None
+        switch = wanted.switches()[0]
+        held = len(wanted.table(switch))
+        assert held > 0
+        with caplog.at_level(logging.INFO, logger="fabric_te.engine"):
+            driver.emulated.restart(switch)  # its table gone, nobody told
+            before = engine.marks.reconciles
+            assert _until(lambda: engine.marks.reconciles >= before + 2)
+        assert _missing(wanted, _actual(driver)) == 0
+        said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+        assert f"switch {switch} did not hold the wanted routes: {held} entry operations " \
+               "repaired it" in said
     finally:
         engine.close()
