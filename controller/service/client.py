@@ -104,17 +104,11 @@ def _address(address: str) -> str:
     return f"{host}:{int(port)}"
 
 
-def _read(path: str, what: str) -> bytes:
-    try:
-        with open(path, "rb") as fh:
-            return fh.read()
-    except OSError as err:
-        raise InputError(f"{path}: cannot read {what}: {err.strerror}") from None
-
-
 def channel(target: Target) -> Any:
     """A gRPC channel to `target` (receive limit raised to MAX_RECEIVE_BYTES)."""
     import grpc
+
+    from controller.service.tls import checked_pems
 
     options: list[tuple[str, Any]] = [("grpc.max_receive_message_length", MAX_RECEIVE_BYTES)]
     if not (target.ca and target.cert and target.key):
@@ -123,10 +117,9 @@ def channel(target: Target) -> Any:
         raise InputError("no client certificate: give --tls-ca, --tls-cert and --tls-key "
                          "(or FABRIC_TE_TLS_CA/_CERT/_KEY), or --insecure for a plaintext "
                          "local server")  # fmt: skip
+    cert, key, ca = checked_pems(target.cert, target.key, target.ca)
     creds = grpc.ssl_channel_credentials(
-        root_certificates=_read(target.ca, "--tls-ca"),
-        private_key=_read(target.key, "--tls-key"),
-        certificate_chain=_read(target.cert, "--tls-cert"),
+        root_certificates=ca, private_key=key, certificate_chain=cert
     )
     if target.server_name:
         options.append(("grpc.ssl_target_name_override", target.server_name))

@@ -46,38 +46,44 @@ class TlsFiles:
 
 def load_config(files: TlsFiles) -> grpc.ServerCertificateConfiguration:
     """Read and check the files: each parses, the key matches the certificate."""
+    cert, key, ca = checked_pems(files.cert, files.key, files.client_ca, "--tls-client-ca")
+    return grpc.ssl_server_certificate_configuration([(key, cert)], root_certificates=ca)
+
+
+def checked_pems(
+    cert: str | os.PathLike[str], key: str | os.PathLike[str], ca: str | os.PathLike[str],
+    ca_flag: str = "--tls-ca",
+) -> tuple[bytes, bytes, bytes]:
+    """The bytes of a certificate chain, its key and a CA bundle, each checked to parse and
+    the key to match the certificate: a bad file is an InputError naming it and its flag
+    (`--tls-cert`, `--tls-key`, `ca_flag`), not a handshake that fails later without a
+    word of which file. Used by the server and by the client alike."""
     from cryptography import x509
     from cryptography.hazmat.primitives import serialization
 
     data = {}
-    for name in ("cert", "key", "client_ca"):
-        path = getattr(files, name)
+    for path, flag in ((cert, "--tls-cert"), (key, "--tls-key"), (ca, ca_flag)):
         try:
-            data[name] = Path(path).read_bytes()
+            data[flag] = Path(path).read_bytes()
         except OSError as err:
-            raise InputError(f"{path}: cannot read --tls-{name.replace('_', '-')}: "
-                             f"{err.strerror}") from None  # fmt: skip
+            raise InputError(f"{path}: cannot read {flag}: {err.strerror}") from None
     try:
-        cert = x509.load_pem_x509_certificates(data["cert"])[0]
+        leaf = x509.load_pem_x509_certificates(data["--tls-cert"])[0]
     except ValueError as err:
-        raise InputError(f"{files.cert}: not a PEM certificate: {err}") from None
+        raise InputError(f"{cert}: --tls-cert is not a PEM certificate: {err}") from None
     try:
-        key = serialization.load_pem_private_key(data["key"], password=None)
+        private = serialization.load_pem_private_key(data["--tls-key"], password=None)
     except (ValueError, TypeError) as err:
-        raise InputError(f"{files.key}: not an unencrypted PEM private key: {err}") from None
-    if key.public_key().public_bytes(
-        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
-    ) != cert.public_key().public_bytes(
-        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
-    ):
-        raise InputError(f"{files.key}: does not match the certificate in {files.cert}")
+        raise InputError(f"{key}: --tls-key is not an unencrypted PEM private key: "
+                         f"{err}") from None  # fmt: skip
+    spki = (serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    if private.public_key().public_bytes(*spki) != leaf.public_key().public_bytes(*spki):
+        raise InputError(f"{key}: --tls-key does not match the certificate in {cert}")
     try:
-        x509.load_pem_x509_certificates(data["client_ca"])
+        x509.load_pem_x509_certificates(data[ca_flag])
     except ValueError as err:
-        raise InputError(f"{files.client_ca}: not a PEM CA bundle: {err}") from None
-    return grpc.ssl_server_certificate_configuration(
-        [(data["key"], data["cert"])], root_certificates=data["client_ca"]
-    )
+        raise InputError(f"{ca}: {ca_flag} is not a PEM CA bundle: {err}") from None
+    return data["--tls-cert"], data["--tls-key"], data[ca_flag]
 
 
 class ServerTls:

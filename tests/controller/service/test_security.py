@@ -510,3 +510,33 @@ def test_a_server_address_is_host_and_port_or_refused() -> None:
                       (":5", "no host")):  # fmt: skip
         with pytest.raises(InputError, match=says):
             Target(bad)
+
+
+def test_a_bad_client_tls_file_is_named_before_any_call(
+    certs: Path, other_ca: Path, tmp_path: Path
+) -> None:
+    """The defect: a client key of another certificate, or a CA bundle that is no PEM,
+    failed later as an unexplained handshake error; now the file and its flag are named."""
+    from controller.service.client import Target, channel
+
+    junk = tmp_path / "junk.pem"
+    junk.write_text("not a certificate\n")
+
+    def target(ca: Path, cert: Path, key: Path) -> Target:
+        return Target("localhost:1", ca=str(ca), cert=str(cert), key=str(key))
+
+    good = (certs / "ca.pem", certs / "reader.pem", certs / "reader.key")
+    channel(target(*good)).close()  # the good set makes a channel
+    for files, says in (
+        ((junk, good[1], good[2]), f"{junk}: --tls-ca is not a PEM CA bundle"),
+        ((good[0], junk, good[2]), f"{junk}: --tls-cert is not a PEM certificate"),
+        ((good[0], good[1], junk), f"{junk}: --tls-key is not an unencrypted PEM"),
+        ((good[0], good[1], other_ca / "reader.key"),
+         f"{other_ca / 'reader.key'}: --tls-key does not match the certificate in "
+         f"{good[1]}"),
+        ((good[0], tmp_path / "gone.pem", good[2]),
+         f"{tmp_path / 'gone.pem'}: cannot read --tls-cert"),
+    ):  # fmt: skip
+        with pytest.raises(InputError) as err:
+            channel(target(*files))
+        assert str(err.value).startswith(says), err.value
