@@ -28,6 +28,7 @@ import structlog
 # "E1126 12:00:00.000000000  1234 ssl_transport_security.cc:1653] Handshake failed ..."
 NATIVE_LINE = re.compile(r"^([DIWEF])\d{4} [\d:.]+\s+\d+ ([\w./-]+:\d+)\] ?(.*)$")
 NATIVE_LEVELS = {"D": "debug", "I": "info", "W": "warning", "E": "error", "F": "critical"}
+FATAL_LINE = re.compile(r"^tectl: (?:(?:driver|store|solver) )?error: ")
 DROPPED = ("skipping fork() handlers",)  # repeated on every fork, says nothing actionable
 _STANDARD = frozenset(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
 
@@ -68,8 +69,9 @@ def native_record(line: str) -> dict[str, Any]:
     if m:
         return {"time": stamp, "level": NATIVE_LEVELS[m.group(1)], "logger": "grpc",
                 "source": m.group(2), "message": m.group(3)}  # fmt: skip
-    # the command's own fatal error (`tectl: error: ...`) and a traceback are errors
-    level = "error" if line.startswith(("tectl: error:", "Traceback ")) else "info"
+    # the command's own fatal errors (`tectl: error: ...`, `tectl: store error: ...`: see
+    # controller.cli.main) and a traceback are errors
+    level = "error" if FATAL_LINE.match(line) or line.startswith("Traceback ") else "info"
     return {"time": stamp, "level": level, "logger": "stderr", "message": line}
 
 
