@@ -18,8 +18,11 @@ they already share the path up to it; two flows meeting at one key with differen
 are a conflict (`RouteConflict`, `route_conflicts`).
 
 An entry is installed only where the fabric offers a choice at that hop: hop 0 when C*K > 1,
-hop 1 when A*L > 1, hop 2 when L > 1, hop 3 when K > 1. Where there is one next hop, ECMP
-already takes it, and an entry would only cost table space and churn.
+hop 1 when A*L > 1, hop 2 when L > 1, hop 3 when K > 1, and, where some cables of those
+dimensions are not installed (a cable list with uneven parallel links, controller.model.
+inventory), only where the switch has more than one installed link to choose from there.
+Where there is one next hop, ECMP already takes it, and an entry would only cost table space
+and churn.
 
 QP buckets. A flow the solver split into QP buckets (controller.solver.qp_buckets) is steered at the
 source RTSW only, where the entry key adds the bucket: <ingress port, destination host, QP
@@ -46,6 +49,7 @@ from controller.model.flows import ALL_QPS, FlowSet
 from controller.model.paths import (
     CROSS_POD,
     SAME_POD,
+    agg_grid,
     decode,
     flow_class,
     hop_arc,
@@ -108,6 +112,38 @@ def _hops(fabric: Fabric) -> dict[int, list[_Hop]]:
     }
 
 
+def _choices(
+    fabric: Fabric, cls: int, hop: _Hop, flows: FlowSet, rows: np.ndarray,
+    digits: dict[str, np.ndarray],
+) -> np.ndarray:  # fmt: skip
+    """Per row, the installed links the switch at `hop` chooses from for it: its RTSW's
+    uplinks; its CTSW's ATSW links; the ATSW's links down to the destination pod's CTSW of
+    the plane; the CTSW's links down to the destination RTSW."""
+    src, dst, c = flows.src_nic[rows], flows.dst_nic[rows], digits["c"]
+    sr = fabric.rtsw_of_nic(src)
+    if hop.role == RTSW_UP:
+        return _installed_rack_links(fabric).sum(axis=(1, 2))[sr]
+    if hop.role == CTSW_UP:
+        return _installed_agg_links(fabric).sum(axis=(2, 3))[fabric.pod_of_rtsw(sr), c]
+    dr = fabric.rtsw_of_nic(dst)
+    if hop.role == ATSW_DOWN:
+        return _installed_agg_links(fabric).sum(axis=3)[fabric.pod_of_rtsw(dr), c, digits["j"]]
+    return _installed_rack_links(fabric).sum(axis=2)[dr, c]
+
+
+def _installed_rack_links(fabric: Fabric) -> np.ndarray:
+    """bool [RTSWs, C, K]: which RTSW-CTSW links are installed."""
+    grid = fabric.rack_link(np.arange(fabric.num_rtsws)[:, None, None],
+                            np.arange(fabric.ctsws_per_pod)[None, :, None],
+                            np.arange(fabric.rack_links)[None, None, :])  # fmt: skip
+    return fabric.installed[grid]
+
+
+def _installed_agg_links(fabric: Fabric) -> np.ndarray:
+    """bool [pods, C, A, L]: which CTSW-ATSW links are installed."""
+    return fabric.installed[agg_grid(fabric)]
+
+
 def entry_keys(fabric: Fabric, assignment: Assignment, arcs: np.ndarray | None = None) -> EntryKeys:
     """The entry rows of `assignment`, by flow class, hop, then row; `arcs` are its
     Assignment.arcs, if at hand. Without them only the arc columns the hops need are made
@@ -124,11 +160,18 @@ def entry_keys(fabric: Fabric, assignment: Assignment, arcs: np.ndarray | None =
         if not rows.size:
             continue
         column = _arc_columns(fabric, flow_cls, assignment, rows, arcs)
+        uneven = not fabric.installed.all()
+        digits = decode(fabric, np.full(rows.size, flow_cls, np.int8), assignment.path[rows]
+                        ) if uneven else {}  # fmt: skip
         for hop in hops:
-            qp = flows.qp[rows] if hop.role == RTSW_UP else np.full(rows.size, ALL_QPS)
+            at: slice | np.ndarray = slice(None)
+            if uneven:  # only where the switch has more than one installed next hop
+                at = _choices(fabric, flow_cls, hop, flows, rows, digits) > 1
+            here = rows[at]
+            qp = flows.qp[here] if hop.role == RTSW_UP else np.full(here.size, ALL_QPS)
             parts.append(
-                (rows, column(hop.pos), column(hop.pos + 1), dst_host[rows],
-                 np.full(rows.size, hop.role, np.int8), qp)
+                (here, column(hop.pos)[at], column(hop.pos + 1)[at], dst_host[here],
+                 np.full(here.size, hop.role, np.int8), qp)
             )  # fmt: skip
     if not parts:
         empty = np.zeros(0, np.int64)

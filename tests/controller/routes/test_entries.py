@@ -274,3 +274,58 @@ def test_fit_tables_counts_folded_buckets_and_drops_a_key_whole(tiny: Fabric):
     fitted = fit_tables(fabric, a, 1)
     assert fitted.path.tolist() == [UNROUTED] * 4 + [whole]
     assert fit_tables(fabric, a, {"rtsw-p0-r0": 1}).path.tolist() == fitted.path.tolist()
+
+
+def test_no_entry_where_one_installed_link_is_the_only_choice() -> None:
+    """A cable list with uneven parallel links: where a switch has one installed link
+    towards the next tier (its twin never cabled), ECMP takes it, so no entry is spent
+    there; where it has two, the entries steer as before, and every flow follows its path
+    through the installed tables and the defaults."""
+    from collections import Counter
+
+    from controller.model.hashing import ecmp
+    from controller.model.health import LinkHealth
+    from controller.model.inventory import fabric_from_cables
+    from controller.model.name_templates import named_cable_list
+    from controller.routes.checks import entry_role
+    from sim.switches import EmulatedFabric, verify
+
+    shape = build(WIDE)
+    devices, cables = named_cable_list(shape)
+    pairs = Counter((c.a, c.b) for c in cables)
+    parallel = sorted(p for p, n in pairs.items() if n == 2 and not p[0].startswith("host"))
+    single = set(parallel[::2])  # every other switch pair keeps one of its two cables
+    seen: set[tuple[str, str]] = set()
+    kept = []
+    for c in cables:
+        if (c.a, c.b) in single and (c.a, c.b) in seen:
+            continue
+        seen.add((c.a, c.b))
+        kept.append(c)
+    fabric = fabric_from_cables("uneven", devices, kept)
+    assert not fabric.installed.all()
+    # every NIC to every other host's NICs, each flow on a hashed path over the installed
+    # links, then aligned at the entry keys: every hop of both tiers is taken
+    nic = np.arange(fabric.num_nics)
+    src, dst = np.repeat(nic, nic.size), np.tile(nic, nic.size)
+    other = fabric.host_of_nic(src) != fabric.host_of_nic(dst)
+    flows = FlowSet.build(src[other], dst[other], 10.0)
+    hashed = ecmp(fabric, flows, LinkHealth.all_up(fabric), seed=1)
+    assignment = Assignment(flows, align_entries(fabric, flows, hashed.path))
+    routes = build_routes(fabric, assignment)
+    full = build_routes(shape, assignment)
+    assert 0 < len(routes) < len(full)  # entries only where a choice is left
+    lo, hi = fabric.link_ends
+    nodes = fabric.node_index()
+    for e in routes:  # each at a switch with two installed links to choose from
+        node, nh = nodes[e.switch], e.next_hop
+        if entry_role(fabric, e) in (RTSW_UP, CTSW_UP):  # up: any uplink of the same tier
+            choice = (lo == node) & (fabric.link_kind == fabric.link_kind[nh])
+        else:  # down: the parallel links to the next switch
+            choice = (hi == node) & (lo == lo[nh])
+        assert (choice & fabric.installed).sum() > 1, e
+    em = EmulatedFabric(fabric)
+    for switch in routes.switches():
+        em.program(switch, routes.table(switch))
+    report = verify(fabric, em, assignment)
+    assert report.ok, report.summary()
