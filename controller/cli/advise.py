@@ -21,18 +21,25 @@ from controller.model.validation import MAX_ADVICE, MAX_GPUS, MAX_SEED, flag
 # controller.advisor.advise.SAME_POD, spelled here so that `tectl` starts without loading the
 # solver (tests/controller/cli checks the two agree)
 SAME_POD = ("require", "prefer", "any")
+ADVICE_HEADER = ["rank", "candidate", "hosts", "pods", "racks", "cross-pod Gbps", "TE MLU",
+                 "MLU/bound", "new job busbw", "worst running-job change"]  # fmt: skip
 
 
 def cmd_advise(args: argparse.Namespace) -> int:
     from controller.advisor.advise import Request, advise
     from controller.formats.fabric_file import load_fabric
     from controller.formats.placement import load_jobs
+    from controller.model.clos import DEFAULT_PRESET
     from controller.model.health import parse_health
 
+    if args.server:
+        return _advise_at(args)
+    args.seed = 1 if args.seed is None else args.seed
     progress = Progress(quiet=args.json)
     with progress.stage("loading inputs"):
-        fabric = load_fabric(args.fabric)
-        jobs = load_jobs(fabric, args.jobs, seed=args.seed, fill=args.fill, default_fill=0.5)
+        fabric = load_fabric(args.fabric or DEFAULT_PRESET)
+        jobs = load_jobs(fabric, args.jobs or "random", seed=args.seed, fill=args.fill,
+                         default_fill=0.5)  # fmt: skip
         health = parse_health(fabric, args.fail)
     request = Request(
         gpus=args.gpus or 0, hosts=args.hosts or 0, dp=args.dp, pp=args.pp, tp=args.tp,
@@ -51,15 +58,13 @@ def cmd_advise(args: argparse.Namespace) -> int:
          s.mlu_ratio, Percent(s.new_job_busbw), s.worst_existing_delta]
         for s in advice
     ]  # fmt: skip
-    header = ["rank", "candidate", "hosts", "pods", "racks", "cross-pod Gbps", "TE MLU",
-              "MLU/bound", "new job busbw", "worst running-job change"]  # fmt: skip
     gpus = request.gpus or request.hosts * fabric.gpus_per_host
     dp = args.dp or gpus // (args.pp * args.tp)
     text = (
         f"fabric {fabric.name}: {len(jobs):,} running jobs; request {gpus:,} GPUs "
         f"(dp {dp} x pp {args.pp} x tp {args.tp}{'' if args.dp else ', dp from the GPUs asked'}, "
         f"{args.pattern})\n\n"
-        + format_table(header, rows)
+        + format_table(ADVICE_HEADER, rows)
         + "".join(f"\n#{i + 1} hosts: {_names(fabric, s.hosts)}" for i, s in enumerate(advice))
         + ("\n\n" + mlu_note(advice) if advice else "")
     )
@@ -67,6 +72,39 @@ def cmd_advise(args: argparse.Namespace) -> int:
         {**asdict(s), "hosts": [fabric.host_name(h) for h in s.hosts], "mlu_ratio": s.mlu_ratio}
         for s in advice
     ]
+    emit(args.json, data, text + "\n")
+    return 0
+
+
+# offline inputs a controller has of its own: refused with --server
+SERVER_OWNS = ("fabric", "jobs", "seed", "fill", "fail")
+
+
+def _advise_at(args: argparse.Namespace) -> int:
+    """`tectl advise --server`: the controller's Advise, among its own jobs and health."""
+    from controller.cli.service import _client
+
+    given = [f"--{name}" for name in SERVER_OWNS if getattr(args, name) not in (None, [])]
+    if given:
+        raise AdvisorError(f"{', '.join(given)}: not with --server, which advises among the "
+                           "controller's own fabric, jobs and link health")  # fmt: skip
+    request = {"gpus": args.gpus, "hosts": args.hosts, "dp": args.dp, "pp": args.pp,
+               "tp": args.tp, "pattern": args.pattern, "same_pod": args.same_pod,
+               "avoid_hosts": args.avoid, "top": args.top}  # fmt: skip
+    with _client(args) as client:
+        advice = client.advise(request)
+    rows = [
+        [rank, c["strategy"], len(c["hosts"]), c["pods"], c["racks"], c["cross_pod_gbps"],
+         c["te_mlu"], c["mlu_ratio"], Percent(c["new_job_busbw"]), c["worst_existing_delta"]]
+        for rank, c in enumerate(advice, start=1)
+    ]  # fmt: skip
+    size = f"{args.gpus:,} GPUs" if args.gpus else f"{args.hosts:,} hosts"
+    text = (
+        f"controller at {args.server}: request {size} (pp {args.pp} x tp {args.tp}, "
+        f"{args.pattern})\n\n" + format_table(ADVICE_HEADER, rows)
+        + "".join(f"\n#{i + 1} hosts: {_listed(c['hosts'])}" for i, c in enumerate(advice))
+    )  # fmt: skip
+    data = [{**c, "rank": rank} for rank, c in enumerate(advice, start=1)]
     emit(args.json, data, text + "\n")
     return 0
 
@@ -102,8 +140,11 @@ def _avoid(fabric: Fabric, names: list[str]) -> tuple[int, ...]:
     return tuple(out)
 
 
-def _names(fabric: Fabric, hosts: tuple[int, ...], shown: int = 6) -> str:
-    names = [fabric.host_name(h) for h in hosts]
+def _names(fabric: Fabric, hosts: tuple[int, ...]) -> str:
+    return _listed([fabric.host_name(h) for h in hosts])
+
+
+def _listed(names: Sequence[str], shown: int = 6) -> str:
     more = f" ... (+{len(names) - shown} more; --json lists all)" if len(names) > shown else ""
     return " ".join(names[:shown]) + more
 
@@ -121,20 +162,24 @@ def cmd_topology_export(args: argparse.Namespace) -> int:
 def register(cli: Commands) -> None:
     """Add `advise` and `topology export` to `tectl`."""
     sub, add_fabric_arg = cli.sub, cli.add_fabric_arg
+    from controller.cli.service import add_tls_args
     from controller.formats.topology import FORMATS
 
-    adv = sub.add_parser("advise", help="where should a new job run (ranked placements)")
+    adv = sub.add_parser("advise", help="where should a new job run (ranked placements), "
+                         "offline or asking a controller (--server)")  # fmt: skip
     add_fabric_arg(adv)
+    adv.set_defaults(fabric=None)  # offline: the default preset; refused with --server
     adv.add_argument(
         "--jobs",
-        default="random",
-        help="running jobs: placement file, a job mix ('random': seeded) or 'none'",
-    )
+        default=None,
+        help="running jobs: placement file, a job mix ('random', the default: seeded) or "
+             "'none'",
+    )  # fmt: skip
     adv.add_argument(
         "--seed",
         type=flag(int, 0, MAX_SEED),
-        default=1,
-        help="seed of the random job mix and of the advisor's tie-breaks",
+        default=None,
+        help="seed of the random job mix and of the advisor's tie-breaks (1)",
     )
     adv.add_argument(
         "--fill", type=float, default=None,
@@ -193,6 +238,10 @@ def register(cli: Commands) -> None:
         help=f"candidates to show, best first (3; at most {MAX_ADVICE})",
     )
     adv.add_argument("--json", action="store_true", help="machine-readable output")
+    adv.add_argument("--server", metavar="HOST:PORT",
+                     help="ask the controller there (its fabric, running jobs and link "
+                          "health; not with --fabric, --jobs, --seed, --fill, --fail)")
+    add_tls_args(adv)
     adv.set_defaults(func=cmd_advise)  # fmt: skip
 
     topo = sub.add_parser("topology", help="the fabric's hierarchy for schedulers")

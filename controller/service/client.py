@@ -296,6 +296,13 @@ class Client:
         out["fabric"] = {k: _number(v) for k, v in out["fabric"].items()}
         return out
 
+    def advise(self, request: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """Where the controller would place a new job (PlacementRequest's fields by name),
+        among its own jobs and health: the candidates, best first, as plain values."""
+        msg = self._pb.PlacementRequest(**{k: v for k, v in request.items() if v is not None})
+        reply = self._call(self._stub.Advise, self._pb.AdviseRequest(request=msg))
+        return [_plain(c) for c in reply.candidates]
+
     def preview(
         self,
         put: Sequence[Mapping[str, Any]] = (),

@@ -159,7 +159,7 @@ def placement_request_from_pb(
     fabric: Fabric, msg: pb.PlacementRequest, field: str = "request"
 ) -> Request:
     """An advisor Request; sizes bounded and host names resolved, errors naming the field."""
-    for name in ("gpus", "dp", "pp", "tp"):
+    for name in ("gpus", "hosts", "dp", "pp", "tp"):
         validation.integer(
             getattr(msg, name), f"{field}.{name}", 0, validation.MAX_GPUS, AdvisorError
         )
@@ -169,11 +169,13 @@ def placement_request_from_pb(
         if value and validation.text(value, f"{field}.{name}", AdvisorError) not in allowed:
             raise AdvisorError(f"{field}.{name}: {value!r} is not one of {', '.join(allowed)}")
     n = fabric.gpus_per_host
-    if msg.gpus % n or not msg.gpus:
+    if msg.hosts and msg.gpus:
+        raise AdvisorError(f"{field}: give gpus or hosts, not both")
+    if not msg.hosts and (msg.gpus % n or not msg.gpus):
         raise AdvisorError(f"{field}.gpus: {msg.gpus} is not a positive multiple of {n} per host")
     validation.listing(msg.avoid_hosts, f"{field}.avoid_hosts", validation.MAX_GPUS, AdvisorError)
     return Request(
-        gpus=msg.gpus, dp=msg.dp, pp=msg.pp or 1, tp=msg.tp or 1,
+        gpus=msg.gpus or msg.hosts * n, hosts=msg.hosts, dp=msg.dp, pp=msg.pp or 1, tp=msg.tp or 1,
         pattern=msg.pattern or "ring", same_pod=msg.same_pod or "prefer",
         avoid_hosts=_hosts(fabric, msg.avoid_hosts, f"{field}.avoid_hosts"), top=msg.top or 3,
     )  # fmt: skip

@@ -182,3 +182,37 @@ def test_a_watch_resumes_from_epoch_and_version_as_its_sync_lines_print_them(
             main(["routes", "show", "--watch", "--since", bad, "--server", "127.0.0.1:1"])
         assert exit_.value.code == 2
     assert "a version alone names no table" in capsys.readouterr().err
+
+
+def test_advise_asks_the_controller(small: Fabric, capsys: pytest.CaptureFixture[str]) -> None:
+    """`tectl advise --server`: the controller's own jobs are avoided, --hosts and --gpus
+    ask the same, and the offline inputs are refused rather than ignored."""
+    from controller.model.jobs import Job
+
+    fabric = small
+    running = start(Engine(fabric, EmulatedDriver(fabric), debounce=0.01), "127.0.0.1:0")
+    server = ["--server", f"127.0.0.1:{running.port}", "--insecure"]
+    try:
+        running.engine.put_job(Job("busy", tuple(range(8)), dp=8, tp=4), 0)
+        assert running.engine.wait_idle()
+        per_host = fabric.gpus_per_host
+        assert main(["advise", "--gpus", str(4 * per_host), "--tp", "4", "--json", *server]) == 0
+        by_gpus = json.loads(capsys.readouterr().out)
+        assert [c["rank"] for c in by_gpus] == list(range(1, len(by_gpus) + 1)) and by_gpus
+        taken = {fabric.host_name(h) for h in range(8)}
+        for c in by_gpus:
+            assert len(c["hosts"]) == 4 and not taken & set(c["hosts"])
+            assert 0 < c["new_job_busbw"] <= 1
+        assert main(["advise", "--hosts", "4", "--tp", "4", "--json", *server]) == 0
+        assert json.loads(capsys.readouterr().out) == by_gpus
+        assert main(["advise", "--hosts", "4", "--tp", "4", "--top", "1", *server]) == 0
+        text = capsys.readouterr().out
+        assert "request 4 hosts" in text and by_gpus[0]["hosts"][0] in text
+        for offline in (["--jobs", "none"], ["--fabric", "small"], ["--fail", "x"],
+                        ["--seed", "2"]):  # fmt: skip
+            assert main(["advise", "--gpus", "16", *offline, *server]) == 2
+            assert f"{offline[0]}: not with --server" in capsys.readouterr().err
+        assert main(["advise", "--gpus", "6", *server]) == 2
+        assert "request.gpus: 6 is not a positive multiple" in capsys.readouterr().err
+    finally:
+        running.stop(grace=0.5)

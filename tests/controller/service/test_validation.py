@@ -188,6 +188,8 @@ def test_advise_bounds(service, request_: pb.PlacementRequest, message: str) -> 
         (pb.PlacementRequest(tp=4), "request.gpus: 0 is not a positive multiple"),
         (pb.PlacementRequest(gpus=16, pattern="mesh"), "request.pattern: 'mesh' is not one of"),
         (pb.PlacementRequest(gpus=16, same_pod="x"), "request.same_pod: 'x' is not one of"),
+        (pb.PlacementRequest(gpus=16, hosts=4), "request: give gpus or hosts, not both"),
+        (pb.PlacementRequest(hosts=2**32 - 1), "request.hosts: 4294967295 is not within"),
     ],
 )
 def test_advise_and_score_name_the_request_field(
