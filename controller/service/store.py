@@ -18,8 +18,9 @@ A write goes to a temporary file, is fsynced, renamed over the old one and the d
 fsynced, so a reader sees the old record or the new one. A file that does not parse, whose
 checksum does not match (a disk that lost part of a write), or that names another format or
 fabric is reported as StoreCorrupt and the store refuses to open: state is never half-read.
-A deleted key leaves a tombstone so that revisions only grow. One process at a time: the
-directory is locked (flock) while open.
+A deleted key leaves a tombstone so that revisions only grow; only the newest is kept (a
+service that creates and deletes jobs for months keeps one file per live key, and one).
+One process at a time: the directory is locked (flock) while open.
 """
 
 from __future__ import annotations
@@ -201,6 +202,7 @@ class DirStore(Store):
         self._mutex = threading.Lock()
         self._revs: dict[str, int] = {}
         self._revision = 0
+        self._tombstone: tuple[str, Path] | None = None  # (key, file) of the newest
         try:
             self._open_format()
             self._records = self._read_all()
@@ -248,6 +250,9 @@ class DirStore(Store):
                 records[key] = (value, revision)
         for _, path in sorted(tombstones)[:-1]:  # the newest keeps the revision counter
             path.unlink(missing_ok=True)
+        if tombstones:
+            newest = max(tombstones)[1]
+            self._tombstone = (self._read_record(newest)[0], newest)
         return records
 
     def _read_record(self, path: Path) -> tuple[str, bytes | None, int]:
@@ -310,12 +315,18 @@ class DirStore(Store):
                 "format": FORMAT, "key": key, "revision": revision,
                 "crc32": zlib.crc32(value or b""), "value": text,
             }  # fmt: skip
-            self._write_file(self._file(key), json.dumps(doc))
+            path = self._file(key)
+            self._write_file(path, json.dumps(doc))
             self._revision = revision
             if value is None:
                 self._records.pop(key, None)
+                before, self._tombstone = self._tombstone, (key, path)
+                if before is not None and before[1] != path and before[0] not in self._records:
+                    before[1].unlink(missing_ok=True)  # the new one keeps the revision counter
             else:
                 self._records[key] = (value, revision)
+                if self._tombstone is not None and self._tombstone[0] == key:
+                    self._tombstone = None  # its file holds the live record now
             return revision
 
     def close(self) -> None:

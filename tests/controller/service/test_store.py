@@ -112,3 +112,24 @@ def test_keys_past_a_file_name_s_length_are_stored_and_read_back(tmp_path: Path)
     assert {k: v for k, (v, _) in again.load().records.items()} == {
         key: f'{{"i": {i}}}'.encode() for i, key in enumerate(keys)}
     again.close()
+
+
+def test_deletes_keep_one_tombstone_while_open(tmp_path: Path) -> None:
+    """A service that puts and deletes jobs for months: one file per live key and one
+    tombstone, not one per key ever deleted; a key put again after its delete is kept."""
+    store = DirStore(tmp_path / "s", "tiny")
+    revs = {f"jobs/j{i}": store.commit(f"jobs/j{i}", b"{}", 0) for i in range(50)}
+    for i in range(0, 50, 2):
+        revs[f"jobs/j{i}"] = store.commit(f"jobs/j{i}", None, revs[f"jobs/j{i}"])
+    files = sorted(p.name for p in (tmp_path / "s").glob("*.rec"))
+    assert len(files) == 25 + 1  # the odd jobs, and the newest tombstone (j48)
+    again = store.commit("jobs/j48", b'{"back": 1}', 0)  # its tombstone file is live again
+    last = store.commit("jobs/j1", None, revs["jobs/j1"])
+    assert len(list((tmp_path / "s").glob("*.rec"))) == 24 + 1 + 1  # j48 live, j1 a tombstone
+    store.close()
+    reopened = DirStore(tmp_path / "s", "tiny")
+    loaded = reopened.load()
+    assert loaded.revision == last and loaded.records["jobs/j48"] == (b'{"back": 1}', again)
+    assert sorted(loaded.records) == sorted(
+        [f"jobs/j{i}" for i in range(3, 50, 2)] + ["jobs/j48"])
+    reopened.close()
