@@ -22,8 +22,10 @@
        (CertifyOptions.compare: `tectl solve` compares the other one), step 7 once more
        from the same routing, raising first every job to the best of those hashings' values
        for it (its floor), and step 7 with those floors from every flow sprayed over its
-       paths in `qps` buckets (as finely as the hashed QPs the floors come from), each
-       certified (step 8); of the certified routings the best by the floored objective
+       paths in `qps` buckets (as finely as the hashed QPs the floors come from), and,
+       where step 8 handed jobs back, the same routing with the jobs that have room above
+       their reference and crowd a failing one handed back first (controller.solver.room),
+       each certified (step 8); of the certified routings the best by the floored objective
        vector is kept (a routing that pleases the worst job may leave another just below
        its reference, and handing that one back can cascade to the reference itself);
        where step 7 was over its work limit (a large mix), step 7 runs here first and the
@@ -110,6 +112,7 @@ from controller.solver.lp import LpSolution, solve_lp
 from controller.solver.problem import Problem
 from controller.solver.qp_buckets import DEFAULT_QPS, Split, split_overloaded, spray
 from controller.solver.repair import repair as repair_assignment
+from controller.solver.room import jobs_with_room
 from controller.solver.unfit_jobs import unfit_jobs
 
 LP_MODES = ("auto", "always", "never")
@@ -863,12 +866,14 @@ def floored(
 ) -> SolveResult:
     """Step 9 of the module docstring: when `first`'s certificate handed jobs back, or left a
     job below a hashing it compared (CertifyOptions.compare), every job's floor is the best
-    of those hashings' values for it, and up to two more routings are made and certified:
+    of those hashings' values for it, and up to three more routings are made and certified:
     `placed` (the routing `first` certified) through the job-level pass with those floors
-    (when it moves a row), and every flow sprayed over its paths (`spray`, when the tables
+    (when it moves a row), every flow sprayed over its paths (`spray`, when the tables
     afford it without ECMP, `qps` > 1 and `placed` is not a spray already) through the same
-    pass; of the certified results the best by the floored objective vector, priority class
-    by class, over the jobs all valued is kept (`first` on a tie, then the pass's). A kept
+    pass, and (where `first` handed jobs back) `placed` with the jobs with room crowding a
+    failing one handed back first (controller.solver.room); of the certified results the
+    best by the floored objective vector, priority class by class, over the jobs all valued
+    is kept (`first` on a tie, then the pass's). A kept
     spray is not held near `previous` (it may move every flow): it is kept only where it
     is better for the jobs. Where step 7 was over its work limit (`placed`'s pass was not
     predicted), it runs here first, its tries predicted locally, also with no job at stake
@@ -915,6 +920,18 @@ def floored(
         _go_on(stop, "the sprayed job pass")
         tried.append(("the spray with floors", certified(
             fabric, health, sprayed, opts, inputs=flows, stop=stop, steered=steered)))  # fmt: skip
+    # the jobs with room crowding a failing one handed back first (controller.solver.room):
+    # where the first certificate's hand-backs cascaded from over-full links
+    if cert.fallback_jobs:
+        room = jobs_with_room(
+            fabric, health, placed.assignment.flows, placed.assignment.path,
+            np.asarray(placed.parent), flows, cert.reference_values, qps=opts.qps,
+            kind=cert.reference, seeds=cert.seeds, model=opts.certify.model,
+        )  # fmt: skip
+        if room.size:
+            _go_on(stop, "the jobs with room")
+            tried.append(("the jobs with room handed back first", _handed_first(
+                fabric, health, flows, placed, room, opts, stop, steered)))  # fmt: skip
     # over the jobs every certified routing valued, one set for all comparisons
     passed: list[tuple[str, SolveResult, np.ndarray]] = []
     for name, other in tried:
@@ -945,6 +962,39 @@ def floored(
         log.info("job pass at scale (a job below %g of line rate): %s",
                  opts.job_pass_below, kept if tried else "it moved nothing")  # fmt: skip
     return replace(keep, times=times)
+
+
+def _handed_first(
+    fabric: Fabric, health: LinkHealth, flows: FlowSet, placed: SolveResult, jobs: np.ndarray,
+    opts: SolveOptions, stop: Stop, steered: np.ndarray | None,
+) -> SolveResult:  # fmt: skip
+    """`placed` with every row of `jobs` handed back to the fabric's hashing, certified; the
+    certificate lists them as handed back, with why, beside any it hands back itself."""
+    rows = placed.assignment.flows
+    path = placed.assignment.path.copy()
+    mine = np.isin(rows.job, jobs) & (path != UNROUTED)
+    path[mine] = UNROUTED
+    assignment = Assignment(rows, path)
+    usage = table_usage(fabric, assignment)
+    first = replace(
+        placed, assignment=assignment, usage=usage,
+        tables=_tables(fabric, usage, _budget(fabric, opts)),
+        mlu=float(utilisation(fabric, health, assignment).max(initial=0.0)),
+        collided_links=int(collided_arcs(fabric, health, assignment).size),
+    )  # fmt: skip
+    out = certified(fabric, health, first, opts, inputs=flows, stop=stop, steered=steered)
+    cert = out.certificate
+    back = distinct(np.asarray(placed.parent)[mine])
+    if cert is None:
+        return out
+    why = f"room above {cert.reference}, handed back first: it crowds a job below it"
+    ids = rows.job_ids
+    fallback = {ids[j] if j < len(ids) else f"job{j}": why for j in jobs.tolist()}
+    fallback.update(cert.fallback_jobs)
+    handed = np.union1d(out.handed_back, back)
+    cert = replace(cert, fallback_jobs=dict(sorted(fallback.items())),
+                   fallback_flows=int(handed.size))  # fmt: skip
+    return replace(out, certificate=cert, handed_back=handed)
 
 
 def _not_kept(first: SolveResult, ran: SolveResult, at_stake: bool, opts: SolveOptions
