@@ -112,7 +112,7 @@ from controller.solver.lp import LpSolution, solve_lp
 from controller.solver.problem import Problem
 from controller.solver.qp_buckets import DEFAULT_QPS, Split, split_overloaded, spray
 from controller.solver.repair import repair as repair_assignment
-from controller.solver.room import jobs_with_room
+from controller.solver.room import Below, jobs_with_room, standing
 from controller.solver.unfit_jobs import unfit_jobs
 
 LP_MODES = ("auto", "always", "never")
@@ -923,15 +923,25 @@ def floored(
     # the jobs with room crowding a failing one handed back first (controller.solver.room):
     # where the first certificate's hand-backs cascaded from over-full links
     if cert.fallback_jobs:
-        room = jobs_with_room(
-            fabric, health, placed.assignment.flows, placed.assignment.path,
-            np.asarray(placed.parent), flows, cert.reference_values, qps=opts.qps,
-            kind=cert.reference, seeds=cert.seeds, model=opts.certify.model,
-        )  # fmt: skip
+        _go_on(stop, "the sprayed job pass")
+        rows, parent = placed.assignment.flows, np.asarray(placed.parent)
+        ref = cert.reference_values
+
+        def stands(path: np.ndarray) -> Below:
+            return standing(fabric, health, rows, path, parent, flows, ref, qps=opts.qps,
+                            kind=cert.reference, seeds=cert.seeds, model=opts.certify.model)
+
+        room, before = jobs_with_room(fabric, health, rows, placed.assignment.path, parent,
+                                      flows, ref, qps=opts.qps, kind=cert.reference,
+                                      seeds=cert.seeds, model=opts.certify.model)  # fmt: skip
         if room.size:
             _go_on(stop, "the jobs with room")
-            tried.append(("the jobs with room handed back first", _handed_first(
-                fabric, health, flows, placed, room, opts, stop, steered)))  # fmt: skip
+            path = placed.assignment.path.copy()
+            path[np.isin(rows.job, room)] = UNROUTED
+            if before.bettered_by(stands(path)):  # else: not worth a certificate
+                _go_on(stop, "the jobs with room")
+                tried.append(("the jobs with room handed back first", _handed_first(
+                    fabric, health, flows, placed, room, opts, stop, steered)))  # fmt: skip
     # over the jobs every certified routing valued, one set for all comparisons
     passed: list[tuple[str, SolveResult, np.ndarray]] = []
     for name, other in tried:

@@ -8,7 +8,7 @@ from controller.model.clos import ClosSpec, build
 from controller.model.flows import FlowSet
 from controller.model.health import LinkHealth
 from controller.solver.job_objective import predict
-from controller.solver.room import jobs_with_room
+from controller.solver.room import Below, jobs_with_room, standing
 
 # one pod of two racks of three one-NIC hosts, one CTSW: every flow between the racks
 # crosses the same two rack links
@@ -33,15 +33,19 @@ def test_only_a_job_with_room_on_a_failing_jobs_full_link_is_chosen() -> None:
     # A below its reference (failing); B with room; D exactly at its reference (no room);
     # C with room but on no link A crosses
     reference = np.array([2 * value[0], value[1] / 2, value[2], 0.5])
-    chosen = jobs_with_room(FABRIC, health, flows, path, parent, flows, reference, **kw)
-    assert chosen.tolist() == [1]
+    chosen, below = jobs_with_room(FABRIC, health, flows, path, parent, flows, reference, **kw)
+    assert chosen.tolist() == [1] and below == Below(1, 0.5)
     # nobody failing: nobody handed back first
-    assert jobs_with_room(FABRIC, health, flows, path, parent, flows, value, **kw).size == 0
+    assert jobs_with_room(FABRIC, health, flows, path, parent, flows, value, **kw)[0].size == 0
     # B already on hashing (no TE row): nothing of it to hand back
     riding = path.copy()
     riding[1] = -1
-    got = jobs_with_room(FABRIC, health, flows, riding, parent, flows, reference, **kw)
+    got, _ = jobs_with_room(FABRIC, health, flows, riding, parent, flows, reference, **kw)
     assert 1 not in got.tolist()
+    # one path between the racks: B hashed takes it too, and nothing is better
+    after = standing(FABRIC, health, flows, riding, parent, flows, reference, **kw)
+    assert after == below and not below.bettered_by(after)
+    assert below.bettered_by(Below(0, 0.6)) and not below.bettered_by(Below(0, 0.4))
 
 
 def test_the_routing_with_them_handed_back_is_certified_and_says_who() -> None:
@@ -68,9 +72,9 @@ def test_the_routing_with_them_handed_back_is_certified_and_says_who() -> None:
     first = solve.certified(fabric, health, placed, opts, inputs=flows)
     assert first.certificate is not None and first.certificate.fallback_jobs
     rows, parent = placed.assignment.flows, np.asarray(placed.parent)
-    room = jobs_with_room(fabric, health, rows, placed.assignment.path, parent, flows,
-                          first.certificate.reference_values, qps=opts.qps, kind="eecmp",
-                          seeds=first.certificate.seeds, model="striped")  # fmt: skip
+    room, _ = jobs_with_room(fabric, health, rows, placed.assignment.path, parent, flows,
+                             first.certificate.reference_values, qps=opts.qps, kind="eecmp",
+                             seeds=first.certificate.seeds, model="striped")  # fmt: skip
     assert room.size
     out = solve._handed_first(fabric, health, flows, placed, room, opts, None, None)
     cert = out.certificate
