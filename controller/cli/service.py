@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
 import signal
 import sys
@@ -269,6 +270,9 @@ def cmd_job_describe(args: argparse.Namespace) -> int:
     ]
     if fig is None:
         lines.append("routing     not installed yet")
+    elif not fig["flows"]:
+        lines.append("routing     no flows across the fabric: its GPUs exchange nothing over "
+                     "it, so there is nothing to route")  # fmt: skip
     else:
         lines.append(f"flows       {g(fig['flows'])}: {g(fig['te_flows'])} on TE paths, "
                      f"{g(fig['hashed_flows'])} on the fabric's hashing")  # fmt: skip
@@ -290,7 +294,8 @@ def _job_doc(job: JobListing) -> dict[str, Any]:
 
 
 def _busbw(figures: dict[str, Any] | None) -> str:
-    """The predicted busbw as a share of line rate, or "" when not predicted."""
+    """The predicted busbw as a share of line rate (of its demand for a job that asks less:
+    1 = nothing in the fabric slows it), or "" when not predicted."""
     if not figures or not figures["predicted"]:
         return ""
     return f"{figures['predicted_busbw']:.1%} of line rate"
@@ -476,7 +481,20 @@ def status_text(d: dict[str, Any]) -> str:
         f"inputs      state version {g(d['state_version'])}, "
         f"{g(d['pending_changes'])} changes pending",
     ]
-    if last:
+    if last.get("restored"):
+        quality = (
+            f"MLU {last['mlu']:.4g} over bound {last.get('bound', 0):.4g} "
+            f"(ratio {last.get('ratio', 0):.4g})" if math.isfinite(last.get("mlu", math.nan))
+            else "MLU being counted (with the rate prediction: rows ride the fabric's hashing)"
+        )  # fmt: skip
+        lines.append(
+            "last solve  none since this controller started; the routing restored from the "
+            f"store: {quality}; {g(int(last.get('flows', 0)))} flows "
+            f"({g(int(last.get('subflows', 0)))} subflows)"
+        )
+        if not cert:
+            lines.append("certificate not kept across a restart: the next solve certifies")
+    elif last:
         quality = (
             "MLU being counted (every flow rides the fabric's hashing; counted after the push)"
             if last.get("mlu_pending") else

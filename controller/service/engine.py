@@ -49,6 +49,7 @@ from controller.service.persist import inputs_digest
 from controller.service.precomputed import SETTLE, Base, Precomputer, lost_arcs, moved_counts
 from controller.service.predictor import Predictor
 from controller.service.replica import Replica
+from controller.service.restored import RESTORED, restored_result
 from controller.service.rounds import Step, Taken, Target, Then, Wake
 from controller.service.route_commands import Command, RouteCommands
 from controller.service.solves import Baseline, GlobalSolve
@@ -178,13 +179,27 @@ class Engine(RouteCommands):
     def _load(self) -> None:
         """Take the stored inputs; adopt the stored assignment if it answers to them."""
         adopted = self.intake.load(self.replica.load())
+        self._applied = self._taken = self._state.origin  # the inputs read: still to take
         stored = self.intake.stored
         if stored is None:
             return
         self.installer.previous = stored.assignment
         if adopted:
-            self._adopt(stored.assignment, self._state.take())
+            inputs = self._state.take()
+            self._adopt(stored.assignment, inputs)
             self._jobs_version = self._state.version
+            if self.replica.is_leader():  # a follower's figures are none (it solves nothing)
+                self._restore(stored.assignment, inputs.health)
+
+    def _restore(self, assignment: Assignment, health: LinkHealth) -> None:
+        """The figures (Status, ListJobs, /metrics) are of `assignment`, adopted from the
+        store, as a solve would report it (`restored.restored_result`; the store keeps no
+        figures), its rates predicted as any result's: they go on across a restart rather
+        than wait for the next change."""
+        result = restored_result(self.fabric, health, assignment, self.options.qps)
+        with self._cond:
+            self.last_result = result
+        self.predictor.record(result, health)
 
     def _adopt(self, assignment: Assignment, inputs: Inputs) -> None:
         """The stored `assignment` answers to `inputs`: it is wanted and installed."""
@@ -708,18 +723,26 @@ class Engine(RouteCommands):
             now = self._state.take(reset=False)
             digest = inputs_digest(self._state.jobs, now.health)
         version = now.version
-        self.last_result, self._baseline = None, None
-        self.precomputer.drop()
-        self.installer.forget(pushed=stored is not None)
         adopt = rounds.adopt_stored(None if stored is None else stored.digest, digest) or (
             stored is not None and self.intake.held is not None)  # held: whatever the inputs
+        last = self.last_result
+        # the start restored the figures of the routing this takeover adopts: they stand
+        again = (adopt and stored is not None and last is not None
+                 and last.method == RESTORED and last.assignment is stored.assignment)
+        if not again:
+            self.last_result = None
+        self._baseline = None
+        self.precomputer.drop()
+        self.installer.forget(pushed=stored is not None)
         if stored is not None:
             self.installer.previous = stored.assignment
         if adopt:
             assert stored is not None
             self._adopt(stored.assignment, now)
+            if not again:
+                self._restore(stored.assignment, now.health)
             self.installer.reconcile(None)
-        elif version:
+        elif version > self._state.origin:  # inputs came (read or accepted): solve them
             with self._cond:
                 self._applied = min(self._applied, version - 1)  # solve what is stored
                 self._taken = min(self._taken, version - 1)

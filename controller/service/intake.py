@@ -79,6 +79,7 @@ class Intake:
             state.set_job(job, generation)
         if stored.health is not None and stored.health.changed(self.fabric).size:
             state.set_health(stored.health)
+        state.count_from(stored.revision)  # versions never go back across a restart
         if stored.assignment is None:
             return False
         self.stored = StoredAssignment(stored.assignment, stored.assignment_inputs)

@@ -65,13 +65,16 @@ class Metrics:
             gauge.set(float("nan"))  # NaN until a routing is solved (0 would read "no load")
         self.job_busbw = Gauge(
             PREFIX + "job_predicted_busbw_ratio",
-            "Predicted bus bandwidth of a training job, as a fraction of its line rate",
+            "Predicted bus bandwidth of a training job, as a fraction of the most any "
+            "routing gives it: its demand, or its NICs' line rate where it asks more",
             ["job_id"], registry=r,
         )  # fmt: skip
         self.links_over_capacity = Gauge(
             PREFIX + "links_over_capacity",
-            "Switch-to-switch links whose offered load exceeds their capacity", registry=r,
+            "Switch-to-switch links whose offered load exceeds their capacity; NaN before "
+            "the first rate prediction", registry=r,
         )  # fmt: skip
+        self.links_over_capacity.set(float("nan"))  # not 0 beside a NaN MLU: not known yet
 
         # ---- the certificate: no job below the fabric's own routing -------------------
         self.certificate_passed = Gauge(
@@ -104,6 +107,8 @@ class Metrics:
             "Jobs compared in full by the last certificate (the rest provably at full rate)",
             registry=r,
         )  # fmt: skip
+        for gauge in (self.certificate_fallback_jobs, self.certificate_jobs_checked):
+            gauge.set(float("nan"))  # as certificate_passed: no certificate, no count
         self.certificate_seconds = Histogram(
             PREFIX + "certificate_duration_seconds", "Wall time of a certificate",
             registry=r, buckets=LATENCY_BUCKETS,
@@ -138,11 +143,14 @@ class Metrics:
         self.precomputed = PrecomputeMetrics(r)
 
     def set_certificate(self, cert: Certificate | None) -> None:
-        """The gauges of the certificate of the routing just installed (None: not run)."""
+        """The gauges of the certificate of the routing just installed (None: not run, or
+        not known: its counts are NaN too, not 0)."""
         self.certificate_worst.clear()
         self.certificate_below.clear()
         if cert is None:
-            self.certificate_passed.set(float("nan"))
+            for gauge in (self.certificate_passed, self.certificate_fallback_jobs,
+                          self.certificate_jobs_checked):  # fmt: skip
+                gauge.set(float("nan"))
             return
         self.certificate_passed.set(float(cert.passed))
         self.certificate_pending.set(float(cert.pending))

@@ -2,9 +2,12 @@
 
 MLU, bound and the certificate's figures are set at once when a result is recorded (an MLU
 its certificate left to count, `SolveResult.mlu_pending`, is counted first thing on the
-predictor thread, after the push, and handed back to the engine); the predicted bus bandwidth
-per job (a max-min simulation, costly at meta-24k scale) follows on
-the predictor thread, so it never holds back a settle. Only the last result recorded is
+predictor thread, after the push, and handed back to the engine; one nothing is left to
+count, NaN, that of a routing restored from the store with rows on the fabric's hashing,
+is the simulation's below); the predicted bus bandwidth per job (a max-min simulation,
+costly at meta-24k scale) follows on the predictor thread, so it never holds back a settle.
+It is a share of the most any routing gives the job (`job_view.reachable_busbw`): of its
+demand, or of its NICs' line rate where it asks them for more. Only the last result recorded is
 predicted, PREDICT_QUIET s after it once the engine is idle, or PREDICT_EVERY s after the last
 prediction began while results keep coming (a flap storm or a stream of job changes runs few:
 a prediction shares the interpreter with the repairs, solves, pushes and index builds).
@@ -13,6 +16,7 @@ a prediction shares the interpreter with the repairs, solves, pushes and index b
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -22,7 +26,9 @@ from controller.errors import Superseded
 from controller.model.dataplane import simulate_carried
 from controller.model.fabric import Fabric
 from controller.model.health import LinkHealth
+from controller.model.jobs import over_line_rate
 from controller.model.rates import SimReport, simulate
+from controller.service.job_view import reachable_busbw
 from controller.service.metrics import Metrics
 from controller.service.priority import background
 from controller.solver import SolveResult
@@ -73,7 +79,7 @@ class Predictor:
         self._seq = 0  # results recorded
         self._predicted = 0  # the result the predicted-rate gauges answer to
         self._next: _Recorded | None = None
-        self.job_busbw: dict[str, float] = {}  # the last prediction, by job id
+        self.job_busbw: dict[str, float] = {}  # the last prediction, by job id (reachable_busbw)
         self._thread: threading.Thread | None = None
         self._started = clock()  # when the last prediction started
 
@@ -117,18 +123,19 @@ class Predictor:
             self._counted(job.result, after)
         return replace(job, result=after, count=None)
 
-    def _simulate(self, result: SolveResult, health: LinkHealth) -> SimReport:
+    def _simulate(self, result: SolveResult, health: LinkHealth) -> tuple[SimReport, bool]:
         """The routes as the data plane carries them (controller.model.dataplane): rows
         without a TE entry (handed back by the certificate, or over the table budget) ride
         the fabric's hashing, one seed, so their jobs are predicted too and their load
-        counts; past PREDICT_HASHED QP rows on the defaults, the TE rows alone."""
+        counts; past PREDICT_HASHED QP rows on the defaults, the TE rows alone. With
+        whether every row was simulated (its MLU is then the routing's)."""
         assignment, parent = result.assignment, result.parent
         kind, seed, qps = self.defaults
         off = int((assignment.path < 0).sum())
         if not off or off * qps > PREDICT_HASHED:
-            return simulate(self.fabric, health, assignment, parent=parent)
+            return simulate(self.fabric, health, assignment, parent=parent), not off
         return simulate_carried(self.fabric, health, assignment, parent, kind=kind, seed=seed,
-                                qps=qps)  # fmt: skip
+                                qps=qps), True  # fmt: skip
 
     def answered(self) -> bool:
         """Whether the gauges answer to the last result recorded (under the lock)."""
@@ -162,16 +169,23 @@ class Predictor:
                     continue
                 self._next = None
                 self._started = self._clock()
-            report = None
+            report, whole, busbw = None, False, {}
             try:
-                report = self._simulate(job.result, job.health)
+                report, whole = self._simulate(job.result, job.health)
+                over = over_line_rate(self.fabric, job.result.assignment.flows)
+                busbw = reachable_busbw(report.job_busbw_fraction, over)
             except Exception:  # noqa: BLE001 - the gauges keep their last values
                 log.exception("rate prediction failed")
             with self._cond:
                 if job.seq == self._seq and report is not None:
                     self.metrics.links_over_capacity.set(report.links_over_capacity or 0)
-                    self.metrics.set_job_busbw(report.job_busbw_fraction)
-                    self.job_busbw = dict(report.job_busbw_fraction)
+                    self.metrics.set_job_busbw(busbw)
+                    self.job_busbw = busbw
+                    # an MLU nothing was left to count (a restored routing's): the simulation's
+                    if whole and math.isnan(job.result.mlu) and not job.result.mlu_pending:
+                        after = replace(job.result, mlu=report.mlu)
+                        self._gauges(after)
+                        self._counted(job.result, after)
                 if job.seq == self._seq:
                     self._predicted = job.seq
                 self._cond.notify_all()

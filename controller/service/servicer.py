@@ -26,6 +26,7 @@ from controller.service.engine import Engine, RouteEvent
 from controller.service.errors import mapped
 from controller.service.limits import Limits, Slots, check_flows
 from controller.service.resilience import Sweeps
+from controller.service.restored import status_metrics
 from controller.solver import SolveOptions
 
 T = TypeVar("T")
@@ -224,9 +225,10 @@ class TrafficEngineering(pb_grpc.TrafficEngineeringServicer):
     def Status(self, request: pb.StatusRequest, context: grpc.ServicerContext) -> pb.StatusResponse:
         e = self.engine
         version, routes = e.snapshot()
-        last = e.last_result.metrics() if e.last_result is not None else {}
-        if e.last_result is not None:  # the solver's "flows" are its rows: subflows
-            counts = Counts.of(e.last_result.assignment.flows)
+        result = e.last_result  # replaced whole by the worker: read once
+        last = status_metrics(result) if result is not None else {}
+        if result is not None:  # the solver's "flows" are its rows: subflows
+            counts = Counts.of(result.assignment.flows)
             last["subflows"], last["flows"] = last["flows"], float(counts.flows)
         return pb.StatusResponse(
             fabric=convert.str_map(self.fabric.summary()),

@@ -3,7 +3,8 @@
 `DesiredState` holds what the operator and the scheduler asked for: jobs by id, each with a
 generation number, and the health of every link. Every accepted change bumps `version`;
 a rejected one, and one that leaves the state as it was, changes nothing (validation happens
-before the first write).
+before the first write). A controller on a store counts on from the store's revision
+(`count_from`), so its versions never go back across a restart.
 
 `RouteLog` holds what the switches reported back as installed, with a version bumped by
 every change and a bounded log of deltas so that a watcher can resume from a version. Its
@@ -53,6 +54,7 @@ class DesiredState:
     health: LinkHealth | None = None
     version: int = 0
     jobs_version: int = 0  # the version at which the jobs last changed
+    origin: int = 0  # the version before the first change (above 0: see count_from)
     _health_only: bool = True
 
     def __post_init__(self) -> None:
@@ -134,6 +136,17 @@ class DesiredState:
             return
         self.health = health
         self._bump(health_only=True)
+
+    def count_from(self, revision: int) -> None:
+        """Number changes on from the store's `revision`, read at start, where it is above
+        the version: every version a process reported counted one change it read from, or
+        wrote to, that store, each at a revision of its own (writes of no change are not
+        made), so none was above the revision a later start reads. The versions counted
+        so far (the records read) and `origin` move with it."""
+        shift = max(0, revision - self.version)
+        self.version += shift
+        self.jobs_version += shift
+        self.origin += shift
 
     def job_list(self) -> list[tuple[Job, int]]:
         """(job, generation) sorted by job id."""

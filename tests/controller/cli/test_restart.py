@@ -45,6 +45,31 @@ class Serve:
             time.sleep(0.3)
         raise AssertionError("controller did not settle")
 
+    def figures(self, timeout: float = 30) -> dict[str, tuple[int, int, float]]:
+        """Per job (flows, TE flows, predicted busbw), once every job's is predicted."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            jobs = self.stub.ListJobs(pb.ListJobsRequest()).jobs
+            if jobs and all(e.HasField("figures") and e.figures.predicted for e in jobs):
+                return {e.job.id: (e.figures.flows, e.figures.te_flows, e.figures.predicted_busbw)
+                        for e in jobs}  # fmt: skip
+            time.sleep(0.2)
+        raise AssertionError("the jobs' figures were not predicted")
+
+    def quiet(self, timeout: float = 60) -> tuple[pb.StatusResponse, dict]:
+        """Status and figures once both stand still: a repair's push settles first, and a
+        global solve may follow it (then its push, then its prediction)."""
+        deadline = time.monotonic() + timeout
+        status, figures = self.settled(), self.figures()
+        while time.monotonic() < deadline:
+            time.sleep(1.0)
+            again, seen = self.settled(), self.figures()
+            if (seen == figures and again.routes_version == status.routes_version
+                    and not again.pending_changes):  # fmt: skip
+                return again, seen
+            status, figures = again, seen
+        raise AssertionError("the controller's routes and figures did not stand still")
+
     def stop(self, sig: int) -> None:
         self.channel.close()
         self.proc.send_signal(sig)
@@ -64,7 +89,7 @@ def test_sigterm_restart_keeps_inputs_and_pushes_nothing(small: Fabric, tmp_path
         link = small.link_name(small.rack_link(0, 1))
         srv.stub.ReportLinks(pb.ReportLinksRequest(
             reports=[pb.LinkReport(link=link, state=pb.LinkReport.DOWN)]))  # fmt: skip
-        before = srv.settled()
+        before, figures = srv.quiet()
         jobs = [(e.job.id, e.generation) for e in srv.stub.ListJobs(pb.ListJobsRequest()).jobs]
         routes = srv.stub.GetRoutes(pb.GetRoutesRequest()).entries
         assert before.installed_entries > 0 and not any(
@@ -79,12 +104,21 @@ def test_sigterm_restart_keeps_inputs_and_pushes_nothing(small: Fabric, tmp_path
         assert after.ops_pushed == 0 and after.installed_entries == before.installed_entries
         assert after.driver_ok and after.entries_missing == 0 and after.store.startswith("dir:")
         assert list(srv.stub.GetRoutes(pb.GetRoutesRequest()).entries) == list(routes)
-        # no solve since the start: the status says so rather than showing nothing
+        # the figures of the routing restored, as before the restart, not blank until the
+        # next change; versions go on from where they were
+        assert srv.figures() == figures and all(f[0] for f in figures.values())
+        assert after.state_version >= before.state_version
+        status = srv.stub.Status(pb.StatusRequest())
+        assert status.last_solve["mlu"] == before.last_solve["mlu"]
+        assert status.last_solve["restored"] == 1
+        # no solve since the start: the status says so, with the restored routing's figures
         from controller.cli.service import status_text
         from controller.service.client import Client
 
         text = status_text(Client(srv.stub).status())
-        assert "last solve  none since this controller started" in text
+        assert "last solve  none since this controller started; the routing restored" in text
+        assert f"MLU {before.last_solve['mlu']:.4g} over bound" in text
+        assert "certificate not kept across a restart" in text
     finally:
         srv.stop(signal.SIGTERM)
 

@@ -1030,3 +1030,24 @@ def test_a_link_report_during_a_burst_is_repaired_at_once() -> None:
         for _ in range(8):
             release.release()
         engine.close()
+
+
+def test_a_job_asked_over_line_rate_is_predicted_as_a_share_of_its_line_rate() -> None:
+    """100,000 Gb/s asked of 400G NICs on an idle fabric: the NICs run at line rate and
+    nothing in the fabric slows the job, so its busbw reads 1 in ListJobs' figures and in
+    the gauge the slow-job alert reads (not 400 / 100,000 of its demand, called "of line
+    rate"); the figures still say how far over line rate it asks."""
+    engine = Engine(FABRIC, EmulatedDriver(FABRIC), debounce=0.0, reconcile_interval=60.0)
+    try:
+        engine.put_job(Job("greedy", (8, 10), dp=8, demand_gbps=100_000), 0)
+        engine.put_job(Job("ring", (0, 2, 4, 6), dp=16), 0)
+        assert engine.wait_predicted(30)
+        figures = engine.job_figures()
+        assert figures["greedy"].over_line_rate == pytest.approx(250.0)
+        assert figures["greedy"].predicted_busbw == pytest.approx(1.0)
+        assert figures["ring"].predicted_busbw == pytest.approx(1.0)
+        value = engine.metrics.registry.get_sample_value
+        assert value("fabric_te_job_predicted_busbw_ratio",
+                     {"job_id": "greedy"}) == pytest.approx(1.0)  # fmt: skip
+    finally:
+        engine.close()

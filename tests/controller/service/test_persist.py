@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from controller.drivers.file import FileDriver
 from controller.model.fabric import Fabric
@@ -67,3 +68,110 @@ def test_inputs_changed_since_the_assignment_are_solved_on_start(
         assert again.ops_pushed > 0 and set(before) < set(again.installed)
     finally:
         again.close()
+
+
+def _ring(fabric: Fabric, job_id: str, hosts: tuple[int, ...]) -> Job:
+    return Job(job_id, hosts, dp=len(hosts) * fabric.gpus_per_host)
+
+
+def test_restart_keeps_the_figures_of_the_routing_it_restores(
+    small: Fabric, tmp_path: Path
+) -> None:
+    """A restart that adopts the stored routing reports what it did before: per job the
+    flows, TE and hashed flows and the predicted busbw, the MLU and its bound, the links
+    over capacity (not blank until the next change, nor 0 next to a NaN MLU)."""
+    engine = _engine(small, tmp_path)
+    # across racks and pods, so they need TE paths; one host alone has no flows
+    engine.put_job(_ring(small, "a", (0, 2, 4, 16)), 0)
+    engine.put_job(_ring(small, "b", (6, 8, 18, 20)), 0)
+    engine.put_job(_ring(small, "solo", (10,)), 0)
+    engine.report_links({int(small.rack_link(0, 1)): 0.0})
+    assert engine.wait_predicted(30)
+    figures, result = engine.job_figures(), engine.last_result
+    gauge = engine.metrics.registry.get_sample_value
+    over = gauge("fabric_te_links_over_capacity")
+    busbw = {j: gauge("fabric_te_job_predicted_busbw_ratio", {"job_id": j}) for j in "ab"}
+    engine.close()
+    assert result is not None and figures["a"].predicted_busbw is not None
+
+    again = _engine(small, tmp_path)
+    try:
+        assert again.wait_predicted(30) and again.ops_pushed == 0
+        assert again.job_figures() == figures
+        last = again.last_result
+        assert last is not None and last.assignment is again.installer.target.assignment
+        assert last.mlu == pytest.approx(result.mlu)
+        assert 0 < last.bound.value <= last.mlu + 1e-9 and last.certificate is None
+        get = again.metrics.registry.get_sample_value
+        assert get("fabric_te_max_link_utilisation_ratio") == pytest.approx(result.mlu)
+        assert get("fabric_te_links_over_capacity") == over
+        assert {j: get("fabric_te_job_predicted_busbw_ratio", {"job_id": j})
+                for j in "ab"} == busbw  # fmt: skip
+    finally:
+        again.close()
+
+
+def test_a_restored_routing_with_rows_on_the_hashing_gets_its_mlu_counted(
+    small: Fabric, tmp_path: Path
+) -> None:
+    """Rows without a TE entry (over a small table budget) ride the fabric's hashing: the
+    MLU of the restored routing is counted with the rate prediction, from the routes as
+    the data plane carries them, and is a number once the busbw gauges are."""
+    from controller.solver import SolveOptions
+
+    def engine_of() -> Engine:
+        replica = Replica(small, DirStore(tmp_path / "state", small.name))
+        return Engine(small, FileDriver(tmp_path / "tables", fabric=small), debounce=0.0,
+                      reconcile_interval=60.0, replica=replica,
+                      options=SolveOptions(table_budget=2))  # fmt: skip
+
+    engine = engine_of()
+    engine.put_job(_ring(small, "a", (0, 2, 4, 6, 16, 18, 20, 22)), 0)
+    assert engine.wait_predicted(30)
+    result = engine.last_result
+    assert result is not None and not result.assignment.routed.all()
+    over = engine.metrics.registry.get_sample_value("fabric_te_links_over_capacity")
+    engine.close()
+    again = engine_of()
+    try:
+        assert again.wait_predicted(30)
+        last = again.last_result
+        assert last is not None and np.isfinite(last.mlu) and last.mlu > 0
+        get = again.metrics.registry.get_sample_value
+        assert get("fabric_te_max_link_utilisation_ratio") == last.mlu
+        assert get("fabric_te_links_over_capacity") == over
+        figures = again.job_figures()["a"]
+        assert figures.hashed_flows > 0 and figures.predicted_busbw is not None
+    finally:
+        again.close()
+
+
+def test_state_version_never_goes_back_across_a_restart(small: Fabric, tmp_path: Path) -> None:
+    """Versions count on from where the last process left them: a client that waits for a
+    version above the last it saw is never left waiting behind a restart."""
+    engine = _engine(small, tmp_path)
+    for j in range(4):
+        engine.put_job(_ring(small, f"j{j}", (2 * j, 2 * j + 8)), 0)
+    for j in range(3):
+        engine.delete_job(f"j{j}")
+    engine.report_links({int(small.rack_link(0, 1)): 0.0})
+    assert engine.wait_idle(30)
+    seen = engine.state_version
+    assert seen == 8
+    engine.close()
+
+    again = _engine(small, tmp_path)
+    try:
+        assert again.wait_idle(30) and again.ops_pushed == 0  # the same inputs: adopted
+        assert again.state_version >= seen
+        assert again.status_fields()["pending_changes"] == 0
+        _, version = again.put_job(_ring(small, "j0", (0, 8)), 0)
+        assert version == again.state_version > seen
+        assert again.wait_idle(30)
+    finally:
+        again.close()
+    third = _engine(small, tmp_path)
+    try:
+        assert third.wait_idle(30) and third.state_version >= version
+    finally:
+        third.close()

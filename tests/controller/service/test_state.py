@@ -53,6 +53,21 @@ def test_take_reports_whether_only_health_changed(tiny: Fabric) -> None:
     assert state.health is not None and state.health.down_links().tolist() == [2]
 
 
+def test_versions_count_on_from_a_store_revision_and_never_go_back(tiny: Fabric) -> None:
+    """Records read at start (two here) are numbered up to the store's revision, which no
+    version a process reported before is above; a revision below the version moves
+    nothing."""
+    state = DesiredState(tiny)
+    state.put_job(_job(tiny, "a", range(0, 2)))
+    state.report_links({0: 0.0})
+    state.count_from(9)
+    assert (state.version, state.jobs_version, state.origin) == (9, 8, 7)
+    state.count_from(3)
+    assert (state.version, state.jobs_version, state.origin) == (9, 8, 7)
+    state.put_job(_job(tiny, "b", range(2, 4)))
+    assert state.version == state.jobs_version == 10
+
+
 def _entry(switch: str, dst: int) -> Entry:
     return Entry(switch=switch, in_port=0, dst_host=dst, next_hop=1)
 
