@@ -96,25 +96,6 @@ def jobs_with_room(
     return np.flatnonzero(near & room & ~failing & steered), below
 
 
-def standing(
-    fabric: Fabric,
-    health: LinkHealth,
-    rows: FlowSet,
-    path: np.ndarray,
-    parent: np.ndarray,
-    flows: FlowSet,
-    reference: np.ndarray,
-    *,
-    qps: int,
-    kind: str,
-    seeds: tuple[int, ...],
-    model: str,
-) -> Below:
-    """How the rows' paths, as predicted, stand against `reference` (see jobs_with_room)."""
-    return _judged(fabric, health, rows, path, parent, flows, reference, qps=qps, kind=kind,
-                   seeds=seeds, model=model)[4]  # fmt: skip
-
-
 def _judged(
     fabric: Fabric, health: LinkHealth, rows: FlowSet, path: np.ndarray, parent: np.ndarray,
     flows: FlowSet, reference: np.ndarray, **kw: Any,

@@ -112,7 +112,7 @@ from controller.solver.lp import LpSolution, solve_lp
 from controller.solver.problem import Problem
 from controller.solver.qp_buckets import DEFAULT_QPS, Split, split_overloaded, spray
 from controller.solver.repair import repair as repair_assignment
-from controller.solver.room import Below, jobs_with_room, standing
+from controller.solver.room import Below, jobs_with_room
 from controller.solver.unfit_jobs import unfit_jobs
 
 LP_MODES = ("auto", "always", "never")
@@ -927,18 +927,17 @@ def floored(
         rows, parent = placed.assignment.flows, np.asarray(placed.parent)
         ref = cert.reference_values
 
-        def stands(path: np.ndarray) -> Below:
-            return standing(fabric, health, rows, path, parent, flows, ref, qps=opts.qps,
-                            kind=cert.reference, seeds=cert.seeds, model=opts.certify.model)
+        def crowd(path: np.ndarray) -> tuple[np.ndarray, Below]:
+            return jobs_with_room(fabric, health, rows, path, parent, flows, ref, qps=opts.qps,
+                                  kind=cert.reference, seeds=cert.seeds,
+                                  model=opts.certify.model)  # fmt: skip
 
-        room, before = jobs_with_room(fabric, health, rows, placed.assignment.path, parent,
-                                      flows, ref, qps=opts.qps, kind=cert.reference,
-                                      seeds=cert.seeds, model=opts.certify.model)  # fmt: skip
+        room, before = crowd(placed.assignment.path)
         if room.size:
             _go_on(stop, "the jobs with room")
             path = placed.assignment.path.copy()
             path[np.isin(rows.job, room)] = UNROUTED
-            if before.bettered_by(stands(path)):  # else: not worth a certificate
+            if before.bettered_by(crowd(path)[1]):  # else: not worth a certificate
                 _go_on(stop, "the jobs with room")
                 tried.append(("the jobs with room handed back first", _handed_first(
                     fabric, health, flows, placed, room, opts, stop, steered)))  # fmt: skip
