@@ -35,8 +35,9 @@ import numpy as np
 from controller.drivers.interface import Driver
 from controller.drivers.reconcile import Reconciler
 from controller.errors import DriverError
-from controller.model.assignment import Assignment
+from controller.model.assignment import UNROUTED, Assignment
 from controller.model.fabric import Fabric
+from controller.model.flows import distinct
 from controller.model.health import LinkHealth
 from controller.model.jobs import Job
 from controller.service import rounds
@@ -196,7 +197,8 @@ class Engine(RouteCommands):
         store, as a solve would report it (`restored.restored_result`; the store keeps no
         figures), its rates predicted as any result's: they go on across a restart rather
         than wait for the next change."""
-        result = restored_result(self.fabric, health, assignment, self.options.qps)
+        result = restored_result(self.fabric, health, assignment, self.options.qps,
+                                 self.options.certify)  # fmt: skip
         with self._cond:
             self.last_result = result
         self.predictor.record(result, health)
@@ -668,8 +670,7 @@ class Engine(RouteCommands):
         if plan.rebase:
             rebased, index = task.rebased(now.health)
             assignment = rebased.assignment
-            mlu = rebased.mlu if result.mlu_pending else result.mlu  # counted by the repair
-            result = replace(result, certificate=rebased.certificate, mlu=mlu)  # what is pushed
+            result = _rebased_result(result, rebased)  # what is pushed, and reported
             self.installer.keep_index(index)
             self.rebased += 1
         else:
@@ -758,3 +759,22 @@ def _handed(result: AssignResult | SolveResult) -> set[str]:
 def _pending(result: AssignResult | SolveResult) -> bool:
     """Whether `result`'s certificate was deferred (jobs at risk, not compared yet)."""
     return result.certificate is not None and result.certificate.pending
+
+
+def _rebased_result(result: SolveResult, rebased: AssignResult) -> SolveResult:
+    """A global `result` re-based on a link change that came while it ran (`rebased`, its
+    repair): Status, the job figures and the next repairs' baseline read the routing pushed,
+    not the one solved (whose routes may cross the link now down). Its bound, tables and
+    split flows stand as solved (a bound under healthier links is still a lower bound)."""
+    parent = np.asarray(result.parent)
+    lost = (rebased.assignment.path == UNROUTED) & result.assignment.routed
+    unroutable = distinct(parent[rebased.unroutable])
+    handed = np.setdiff1d(np.union1d(result.handed_back, distinct(parent[lost])), unroutable)
+    mlu = rebased.mlu if result.mlu_pending else result.mlu  # counted by the repair
+    if rebased.assignment is not result.assignment and np.isfinite(rebased.mlu):
+        mlu = rebased.mlu  # the routing pushed, not the one solved
+    return replace(
+        result, assignment=rebased.assignment, certificate=rebased.certificate, mlu=mlu,
+        collided_links=int(rebased.collided_links.size), unroutable=unroutable,
+        handed_back=handed, usage=rebased.usage,
+    )  # fmt: skip

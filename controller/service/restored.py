@@ -8,8 +8,9 @@ bound (the cheap bounds, as a settled link change reports them: an LP bound a so
 not kept), the MLU and collisions of the TE rows, the flows with no alive path. What the
 routing does not tell is left unknown, never zero: no certificate (the next solve
 certifies), no count of rows over the table budget or handed back (`UNKNOWN`); the MLU of a
-routing with rows on the fabric's hashing is NaN here and counted with its rate prediction
-(controller.service.predictor); a job riding the hashing whole says so, its reason not kept.
+routing with rows on the fabric's hashing is counted as its certificate counted it (the
+mean over the hash seeds), so it reads across a restart as before; a job riding the hashing
+whole says so, its reason not kept.
 Pure: arrays in, a SolveResult out.
 """
 
@@ -23,8 +24,9 @@ from controller.model.flows import ALL_QPS, distinct
 from controller.model.health import LinkHealth
 from controller.model.rates import stalled_rows
 from controller.solver import SolveResult, bound_under
-from controller.solver.certificate import input_flows, row_parents
+from controller.solver.certificate import CertifyOptions, input_flows, row_parents
 from controller.solver.greedy import collided_arcs, utilisation
+from controller.solver.job_objective import predict
 
 RESTORED = "restored"  # SolveResult.method of a routing adopted from the store
 # SolveResult.metrics() keys a restored result cannot know (reported as NaN, not 0)
@@ -34,10 +36,14 @@ WHY_UNKNOWN = ("rides the fabric's hashing whole; why (the certificate or the ta
 
 
 def restored_result(
-    fabric: Fabric, health: LinkHealth, assignment: Assignment, qps: int
-) -> SolveResult:
+    fabric: Fabric, health: LinkHealth, assignment: Assignment, qps: int,
+    certify: CertifyOptions | None = None,
+) -> SolveResult:  # fmt: skip
     """`assignment`, adopted from the store under `health`, with the figures a solve would
-    report of it (module docstring); `qps`: the QP buckets its lower bound allows."""
+    report of it (module docstring); `qps`: the QP buckets its lower bound allows. With
+    `certify` (the options the routing was certified with), the MLU of a routing with rows
+    on the fabric's hashing is counted here as its certificate counted it, the mean over
+    the hash seeds of the data plane's (a simulation of it under each seed); else NaN."""
     flows, routed = assignment.flows, assignment.routed
     parent = row_parents(flows)
     inputs = input_flows(flows, parent)
@@ -46,8 +52,13 @@ def restored_result(
     steered = np.bincount(flows.job[routed], minlength=jobs) > 0
     hashed = np.flatnonzero(with_flows & ~steered)
     cap = health.arc_capacity(fabric)
-    util = utilisation(fabric, health, assignment) if routed.all() else None
-    mlu = float(util.max(initial=0.0)) if util is not None else np.nan  # else: the predictor's
+    if routed.all():
+        mlu = float(utilisation(fabric, health, assignment).max(initial=0.0))
+    elif certify is not None:
+        mlu = predict(fabric, health, flows, assignment.path, parent, inputs, qps=qps,
+                      kind=certify.reference, seeds=certify.seeds, model=certify.model).mlu
+    else:
+        mlu = np.nan  # the predictor's simulation fills it in
     return SolveResult(
         assignment=assignment,
         mlu=mlu,

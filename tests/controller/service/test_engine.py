@@ -102,6 +102,15 @@ def test_repair_is_pushed_while_a_global_solve_is_blocked_and_the_result_is_reba
         assert engine.installed == engine.wanted
         fields = engine.status_fields()
         assert fields["repairs"] == 1 and fields["solves_rebased"] == 1
+        # what Status and the job figures read is the routing pushed, not the one solved
+        # before the link went down (its rows over that link predicted at 0)
+        last, target = engine.last_result, engine.installer.target
+        assert last is not None and target is not None
+        assert last.assignment is target.assignment
+        assert not (last.assignment.arcs(FABRIC) // 2 == link).any()
+        assert _until(lambda: all(f.predicted_busbw is not None
+                                  for f in engine.job_figures().values()))  # fmt: skip
+        assert min(f.predicted_busbw for f in engine.job_figures().values()) > 0
         assert 0 < fields["report_to_installed_p50_seconds"] <= fields[
             "report_to_installed_p99_seconds"
         ]  # fmt: skip

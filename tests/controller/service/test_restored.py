@@ -15,6 +15,7 @@ from controller.model.jobs import Job, jobs_flows
 from controller.service.job_view import job_figures
 from controller.service.restored import RESTORED, WHY_UNKNOWN, restored_result, status_metrics
 from controller.solver import SolveOptions, solve
+from controller.solver.certificate import CertifyOptions
 
 
 def _stored(assignment: Assignment) -> Assignment:
@@ -49,6 +50,10 @@ def test_rows_on_the_hashing_leave_the_mlu_unknown_and_say_a_job_rides_it(
     assert not solved.assignment.routed.any()  # handed back whole
     restored = restored_result(small, health, _stored(solved.assignment), qps=16)
     assert math.isnan(restored.mlu)  # counted with the rate prediction, not 0
+    # given the certificate's options, counted as the certificate counted it
+    counted = restored_result(small, health, _stored(solved.assignment), qps=16,
+                              certify=CertifyOptions())  # fmt: skip
+    assert counted.mlu > 0 and (math.isnan(solved.mlu) or counted.mlu == pytest.approx(solved.mlu))
     assert restored.hashed_jobs == {"a": WHY_UNKNOWN}
     assert restored.hashed_flows.size == len(flows)
     figures = job_figures(restored, {})["a"]

@@ -243,17 +243,19 @@ def test_gapped_cable_list_names_what_it_does_not_know(tiny: Fabric) -> None:
 @needs_root
 def test_a_rail_only_lab_builds_its_planes_as_missing_cables(tmp_path: Path) -> None:
     """Planes: each rail's leaves cabled to their own spines only (the cross-plane links are
-    not installed), one pod, static underlay: every routed flow on its path."""
+    not installed), one pod, static underlay: every routed flow on its path. Two spines a
+    rail, so that a leaf has a choice and TE entries (with one, ECMP's one uplink is the
+    path and no entry is installed: controller.routes.entries)."""
     shape = {"name": "rail-only", "racks_per_pod": 3, "hosts_per_rack": 2, "nics_per_host": 4,
-             "rtsws_per_rack": 4, "ctsws_per_pod": 4, "planes": 4}  # fmt: skip
+             "rtsws_per_rack": 4, "ctsws_per_pod": 8, "planes": 4}  # fmt: skip
     source = tmp_path / "rail-only.json"
     source.write_text(json.dumps(shape))
     fabric = load_fabric(str(source))
     name = unique_name("lp")
     record = lab.up(fabric, name, str(source), underlay="static")
     try:
-        assert record.links == int(fabric.installed.sum()) == 24 + 12
-        assert record.not_installed == 36 and record.unreachable == 0
+        assert record.links == int(fabric.installed.sum()) == 24 + 24
+        assert record.not_installed == 72 and record.unreachable == 0
         assignment, routes = solved(fabric, seed=1, fill=1.0)
         _te_flows_on_their_paths(fabric, name, assignment, routes)
     finally:
