@@ -873,12 +873,12 @@ def floored(
     pass, and (where `first` handed jobs back) `placed` with the jobs with room crowding a
     failing one handed back first (controller.solver.room); of the certified results the
     best by the floored objective vector, priority class by class, over the jobs all valued
-    is kept (`first` on a tie, then the pass's). A kept
-    spray is not held near `previous` (it may move every flow): it is kept only where it
-    is better for the jobs. Where step 7 was over its work limit (`placed`'s pass was not
-    predicted), it runs here first, its tries predicted locally, also with no job at stake
-    when a job is below `opts.job_pass_below` of line rate; its routing is then the one
-    certified and compared (no floors, no spray: nothing is at stake)."""
+    is kept (`first` on a tie, then the pass's). A kept spray is not held near `previous`
+    (it may move every flow): it is kept only where it is better for the jobs. Where step 7
+    was over its work limit (`placed`'s pass was not predicted), it runs here first, its
+    tries predicted locally, also with no job at stake when a job is below
+    `opts.job_pass_below` of line rate; its routing is then the one certified and compared
+    (no floors, no spray: nothing is at stake)."""
     cert, report = first.certificate, placed.objective
     if (cert is None or cert.reference_values is None or cert.job_values is None
             or report is None or opts.job_rounds == 0):  # fmt: skip
@@ -940,7 +940,7 @@ def floored(
             if before.bettered_by(crowd(path)[1]):  # else: not worth a certificate
                 _go_on(stop, "the jobs with room")
                 tried.append(("the jobs with room handed back first", _handed_first(
-                    fabric, health, flows, placed, room, opts, stop, steered)))  # fmt: skip
+                    fabric, health, flows, placed, room, path, opts, stop, steered)))  # fmt: skip
     # over the jobs every certified routing valued, one set for all comparisons
     passed: list[tuple[str, SolveResult, np.ndarray]] = []
     for name, other in tried:
@@ -975,14 +975,13 @@ def floored(
 
 def _handed_first(
     fabric: Fabric, health: LinkHealth, flows: FlowSet, placed: SolveResult, jobs: np.ndarray,
-    opts: SolveOptions, stop: Stop, steered: np.ndarray | None,
+    path: np.ndarray, opts: SolveOptions, stop: Stop, steered: np.ndarray | None,
 ) -> SolveResult:  # fmt: skip
-    """`placed` with every row of `jobs` handed back to the fabric's hashing, certified; the
-    certificate lists them as handed back, with why, beside any it hands back itself."""
+    """`placed` with every row of `jobs` handed back to the fabric's hashing (`path`: its
+    paths so), certified; the certificate lists them as handed back, with why, beside any
+    it hands back itself."""
     rows = placed.assignment.flows
-    path = placed.assignment.path.copy()
-    mine = np.isin(rows.job, jobs) & (path != UNROUTED)
-    path[mine] = UNROUTED
+    mine = (path == UNROUTED) & placed.assignment.routed
     assignment = Assignment(rows, path)
     usage = table_usage(fabric, assignment)
     first = replace(
