@@ -35,9 +35,8 @@ import numpy as np
 from controller.drivers.interface import Driver
 from controller.drivers.reconcile import Reconciler
 from controller.errors import DriverError
-from controller.model.assignment import UNROUTED, Assignment
+from controller.model.assignment import Assignment
 from controller.model.fabric import Fabric
-from controller.model.flows import distinct
 from controller.model.health import LinkHealth
 from controller.model.jobs import Job
 from controller.service import rounds
@@ -53,7 +52,7 @@ from controller.service.replica import Replica
 from controller.service.restored import RESTORED, restored_result
 from controller.service.rounds import Step, Taken, Target, Then, Wake
 from controller.service.route_commands import Command, RouteCommands
-from controller.service.solves import Baseline, GlobalSolve
+from controller.service.solves import Baseline, GlobalSolve, rebased_result
 from controller.service.state import DesiredState, Inputs
 from controller.solver import (
     REOPT_TRIES,
@@ -670,7 +669,7 @@ class Engine(RouteCommands):
         if plan.rebase:
             rebased, index = task.rebased(now.health)
             assignment = rebased.assignment
-            result = _rebased_result(result, rebased)  # what is pushed, and reported
+            result = rebased_result(result, rebased)  # what is pushed, and reported
             self.installer.keep_index(index)
             self.rebased += 1
         else:
@@ -760,21 +759,3 @@ def _pending(result: AssignResult | SolveResult) -> bool:
     """Whether `result`'s certificate was deferred (jobs at risk, not compared yet)."""
     return result.certificate is not None and result.certificate.pending
 
-
-def _rebased_result(result: SolveResult, rebased: AssignResult) -> SolveResult:
-    """A global `result` re-based on a link change that came while it ran (`rebased`, its
-    repair): Status, the job figures and the next repairs' baseline read the routing pushed,
-    not the one solved (whose routes may cross the link now down). Its bound, tables and
-    split flows stand as solved (a bound under healthier links is still a lower bound)."""
-    parent = np.asarray(result.parent)
-    lost = (rebased.assignment.path == UNROUTED) & result.assignment.routed
-    unroutable = distinct(parent[rebased.unroutable])
-    handed = np.setdiff1d(np.union1d(result.handed_back, distinct(parent[lost])), unroutable)
-    mlu = rebased.mlu if result.mlu_pending else result.mlu  # counted by the repair
-    if rebased.assignment is not result.assignment and np.isfinite(rebased.mlu):
-        mlu = rebased.mlu  # the routing pushed, not the one solved
-    return replace(
-        result, assignment=rebased.assignment, certificate=rebased.certificate, mlu=mlu,
-        collided_links=int(rebased.collided_links.size), unroutable=unroutable,
-        handed_back=handed, usage=rebased.usage,
-    )  # fmt: skip

@@ -11,6 +11,8 @@ dropped result), so that the next repair finds it ready.
 A solve whose inputs are superseded (a job changed since it started: `rounds.superseded`)
 stops at its next stage (`solver.solve`'s `stop`) and ends `abandoned`, with no result: the
 worker solves the latest inputs instead, so a burst of puts costs one solve of them all.
+A result re-based on a link change that came while it ran (`GlobalSolve.rebased`) is
+published as the routing pushed (`rebased_result`).
 """
 
 from __future__ import annotations
@@ -24,9 +26,9 @@ from dataclasses import replace
 import numpy as np
 
 from controller.errors import Superseded
-from controller.model.assignment import Assignment
+from controller.model.assignment import UNROUTED, Assignment
 from controller.model.fabric import Fabric
-from controller.model.flows import FlowSet
+from controller.model.flows import FlowSet, distinct
 from controller.model.health import LinkHealth
 from controller.model.jobs import Job, jobs_flows
 from controller.service.installer import IndexBuild
@@ -220,3 +222,22 @@ class Baseline:
         out = SolveResult.of(replace(res, churn=moved, method=method), bound, None,
                              {"total": seconds}, last.parent, as_of=last)  # fmt: skip
         return out if usage is None else replace(out, usage=usage)
+
+
+def rebased_result(result: SolveResult, rebased: AssignResult) -> SolveResult:
+    """A global `result` re-based on a link change that came while it ran (`rebased`, its
+    repair): Status, the job figures and the next repairs' baseline read the routing pushed,
+    not the one solved (whose routes may cross the link now down). Its bound, tables and
+    split flows stand as solved (a bound under healthier links is still a lower bound)."""
+    parent = np.asarray(result.parent)
+    lost = (rebased.assignment.path == UNROUTED) & result.assignment.routed
+    unroutable = distinct(parent[rebased.unroutable])
+    handed = np.setdiff1d(np.union1d(result.handed_back, distinct(parent[lost])), unroutable)
+    mlu = rebased.mlu if result.mlu_pending else result.mlu  # counted by the repair
+    if rebased.assignment is not result.assignment and np.isfinite(rebased.mlu):
+        mlu = rebased.mlu  # the routing pushed, not the one solved
+    return replace(
+        result, assignment=rebased.assignment, certificate=rebased.certificate, mlu=mlu,
+        collided_links=int(rebased.collided_links.size), unroutable=unroutable,
+        handed_back=handed, usage=rebased.usage,
+    )  # fmt: skip
