@@ -758,4 +758,3 @@ def _handed(result: AssignResult | SolveResult) -> set[str]:
 def _pending(result: AssignResult | SolveResult) -> bool:
     """Whether `result`'s certificate was deferred (jobs at risk, not compared yet)."""
     return result.certificate is not None and result.certificate.pending
-
