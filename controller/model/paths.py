@@ -191,6 +191,31 @@ def best_bottleneck(
     return out
 
 
+def stranded(
+    fabric: Fabric, arc_capacity: np.ndarray, src_nic: np.ndarray, dst_nic: np.ndarray
+) -> np.ndarray:
+    """Per flow, True where no path is alive (`best_bottleneck` is 0), for many flows and few
+    failures: only flows near a dead arc are looked at, since a flow whose NIC links, whose
+    racks' uplinks and (across pods) whose pods' aggregation links are all alive has one."""
+    src, dst = np.asarray(src_nic), np.asarray(dst_nic)
+    out = np.zeros(src.size, bool)
+    cap = arc_capacity
+    if not src.size or not (cap <= 0).any():
+        return out
+    dead = (cap[0::2] <= 0) | (cap[1::2] <= 0)  # per link, either way
+    rack_bad = dead[fabric.rack_uplinks()].any(axis=(1, 2))
+    pod_bad = dead[agg_grid(fabric)].any(axis=(1, 2, 3))
+    sr, dr = fabric.rtsw_of_nic(src), fabric.rtsw_of_nic(dst)
+    sp, dp = fabric.pod_of_rtsw(sr), fabric.pod_of_rtsw(dr)
+    near = (dead[fabric.access_link(src)] | dead[fabric.access_link(dst)]
+            | ((sr != dr) & (rack_bad[sr] | rack_bad[dr]))
+            | ((sp != dp) & (pod_bad[sp] | pod_bad[dp])))  # fmt: skip
+    rows = np.flatnonzero(near)
+    if rows.size:
+        out[rows] = best_bottleneck(fabric, cap, src[rows], dst[rows]) <= 0
+    return out
+
+
 def path_alive(arcs: np.ndarray, arc_capacity: np.ndarray) -> np.ndarray:
     """True where every arc of a padded path row has capacity left."""
     ok = np.where(arcs >= 0, arc_capacity[np.maximum(arcs, 0)] > 0, True)

@@ -56,7 +56,7 @@ from controller.model.fabric import TIER_NAMES, Fabric
 from controller.model.flows import FlowSet
 from controller.model.hashing import NO_TABLES, Hashed, read_only
 from controller.model.health import LinkHealth
-from controller.model.paths import best_bottleneck, flow_class, num_paths
+from controller.model.paths import flow_class, num_paths, stranded
 
 REL_TOL = 1e-9
 MODELS = ("striped", "summed")
@@ -427,10 +427,8 @@ class SimReport:
 def stalled_rows(fabric: Fabric, cap: np.ndarray, flows: FlowSet) -> np.ndarray:
     """Rows with demand whose NIC pair has no alive candidate path (none when every arc is
     up: then every pair has one)."""
-    if len(flows) == 0 or (cap > 0).all():
-        return np.zeros(0, np.int64)
-    best = best_bottleneck(fabric, cap, flows.src_nic, flows.dst_nic)
-    return np.flatnonzero((best <= 0) & (flows.demand > 0))
+    return np.flatnonzero(stranded(fabric, cap, flows.src_nic, flows.dst_nic)
+                          & (flows.demand > 0))  # fmt: skip
 
 
 def _ratio(load: np.ndarray, cap: np.ndarray) -> np.ndarray:

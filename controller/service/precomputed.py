@@ -209,7 +209,7 @@ def compact(
         paths=index.assignment.path[rows],
         arcs=arcs, load=index.load[arcs], count=index.count[arcs], usage=usage, result=kept,
         planned=planned, rows_moved=moved, rows_off_element=off, jobs_moved=jobs,
-        seconds=seconds, unroutable=index.unrouted(),
+        seconds=seconds, unroutable=res.unroutable,
     )  # fmt: skip
 
 

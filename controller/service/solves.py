@@ -26,7 +26,7 @@ from dataclasses import replace
 import numpy as np
 
 from controller.errors import Superseded
-from controller.model.assignment import UNROUTED, Assignment
+from controller.model.assignment import Assignment
 from controller.model.fabric import Fabric
 from controller.model.flows import FlowSet, distinct
 from controller.model.health import LinkHealth
@@ -43,10 +43,12 @@ from controller.solver import (
     SolveOptions,
     SolveResult,
     bound_under,
+    carried_hand_backs,
     certified,
     mlu_counted,
     repair_indexed,
     solve,
+    still_on_ecmp,
 )
 
 log = logging.getLogger("fabric_te.engine")
@@ -230,14 +232,14 @@ def rebased_result(result: SolveResult, rebased: AssignResult) -> SolveResult:
     not the one solved (whose routes may cross the link now down). Its bound, tables and
     split flows stand as solved (a bound under healthier links is still a lower bound)."""
     parent = np.asarray(result.parent)
-    lost = (rebased.assignment.path == UNROUTED) & result.assignment.routed
     unroutable = distinct(parent[rebased.unroutable])
-    handed = np.setdiff1d(np.union1d(result.handed_back, distinct(parent[lost])), unroutable)
+    handed, certificate = carried_hand_backs(result, rebased, parent)
+    fallback = still_on_ecmp(result, rebased, parent)
     mlu = rebased.mlu if result.mlu_pending else result.mlu  # counted by the repair
     if rebased.assignment is not result.assignment and np.isfinite(rebased.mlu):
         mlu = rebased.mlu  # the routing pushed, not the one solved
     return replace(
-        result, assignment=rebased.assignment, certificate=rebased.certificate, mlu=mlu,
+        result, assignment=rebased.assignment, certificate=certificate, mlu=mlu,
         collided_links=int(rebased.collided_links.size), unroutable=unroutable,
-        handed_back=handed, usage=rebased.usage,
+        handed_back=handed, fallback_ecmp=fallback, usage=rebased.usage,
     )  # fmt: skip

@@ -36,7 +36,15 @@ from controller.solver.repair import (
     follow_up,
     repair_indexed,
 )
-from controller.solver.solve import SolveOptions, SolveResult, certified, mlu_counted, solve
+from controller.solver.solve import (
+    SolveOptions,
+    SolveResult,
+    carried_hand_backs,
+    certified,
+    mlu_counted,
+    solve,
+    still_on_ecmp,
+)
 
 __all__ = [
     "REOPT_TRIES",
@@ -49,11 +57,13 @@ __all__ = [
     "SolveOptions",
     "SolveResult",
     "bound_under",
+    "carried_hand_backs",
     "certified",
     "FollowUp",
     "follow_up",
     "mlu_counted",
     "repair_indexed",
     "solve",
+    "still_on_ecmp",
     "warm_up",
 ]

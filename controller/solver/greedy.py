@@ -600,6 +600,8 @@ class AssignResult:
     usage: np.ndarray | None = field(default=None, repr=False)
     # no job below the fabric's own routing (controller.solver.certificate); None: not run
     certificate: Certificate | None = None
+    # rows its certificate took off their paths, handed back to the fabric's hashing
+    handed_back: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64), repr=False)
 
 
 def _score(problem: Problem, path: np.ndarray) -> tuple:

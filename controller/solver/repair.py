@@ -41,7 +41,14 @@ from controller.model.assignment import UNROUTED, Assignment
 from controller.model.fabric import ACCESS, AGG, RACK, Fabric
 from controller.model.flows import FlowSet, distinct_below
 from controller.model.health import LinkHealth
-from controller.model.paths import CROSS_POD, MAX_HOPS, SAME_RACK, best_bottleneck, path_arcs
+from controller.model.paths import (
+    CROSS_POD,
+    MAX_HOPS,
+    SAME_RACK,
+    best_bottleneck,
+    path_arcs,
+    stranded,
+)
 from controller.model.rates import REL_TOL
 from controller.routes.budget import (
     TableBudget,
@@ -426,6 +433,14 @@ class _Work:
             usage, full = count()
         return moved[self.path[moved] == UNROUTED], usage
 
+    def _stranded(self, fresh: RouteIndex) -> np.ndarray:
+        """The rows of `fresh` with no path alive under the health repaired for; its other
+        path-less rows (handed back, over the budget, left to hashing) have one."""
+        rows = fresh.unrouted()
+        flows = fresh.assignment.flows
+        return rows[stranded(self.index.fabric, self.cap, flows.src_nic[rows],
+                             flows.dst_nic[rows])]  # fmt: skip
+
     def finish(
         self,
         start: float,
@@ -450,7 +465,7 @@ class _Work:
             collided_links=collided,
             churn=changed[self.path[changed] != old[changed]],
             fallback_ecmp=np.zeros(0, np.int64) if fallback is None else fallback,
-            unroutable=fresh.unrouted(),
+            unroutable=self._stranded(fresh),
             method=method,
             seconds=time.perf_counter() - start,
         )
@@ -613,6 +628,7 @@ def _handed_back(
         churn=np.union1d(result.churn, handed),
         seconds=result.seconds + res.seconds,
         certificate=cert,
+        handed_back=handed,
     )
     return out, fresh
 

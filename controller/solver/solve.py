@@ -63,7 +63,7 @@ from controller.model.fabric import SWITCH_TIERS, Fabric
 from controller.model.flows import ALL_QPS, FlowSet, distinct, match_pairs, pair_keys
 from controller.model.hashing import hashed_load
 from controller.model.health import LinkHealth
-from controller.model.paths import best_bottleneck, path_alive
+from controller.model.paths import path_alive, stranded
 from controller.model.rates import REL_TOL
 from controller.routes.budget import (
     TableBudget,
@@ -242,7 +242,9 @@ class SolveResult:
         of `res.churn`, the rows moved), its certificate if it has one.
 
         `as_of`: the solve whose routes `res` repaired (the service settles a link change
-        so); its flows left to ECMP, its split flows and its table counts stand."""
+        so); its split flows, its table counts and its jobs left to the hashing stand, and
+        so do its flows left to ECMP and its hand-backs that `res` did not route again
+        (`still_on_ecmp`, `carried_hand_backs`)."""
         if parent is None:
             parent = np.arange(len(res.assignment.flows), dtype=np.int64)
         split: np.ndarray | None
@@ -250,8 +252,13 @@ class SolveResult:
             fallback = distinct(parent[res.fallback_ecmp])
             split = distinct(parent[res.assignment.flows.qp != ALL_QPS])
             tables: dict[str, float] = {}
+            handed, cert = distinct(parent[res.handed_back]), res.certificate
+            hashed_jobs, hashed_flows = {}, np.zeros(0, np.int64)
         else:
-            fallback, split, tables = as_of.fallback_ecmp, as_of.split_flows, as_of.tables
+            split, tables = as_of.split_flows, as_of.tables
+            fallback = still_on_ecmp(as_of, res, parent)
+            handed, cert = carried_hand_backs(as_of, res, parent)
+            hashed_jobs, hashed_flows = as_of.hashed_jobs, as_of.hashed_flows
         return cls(
             assignment=res.assignment,
             mlu=res.mlu,
@@ -266,7 +273,10 @@ class SolveResult:
             parent=parent,
             split_flows=split,
             tables=tables,
-            certificate=res.certificate,
+            certificate=cert,
+            handed_back=handed,
+            hashed_jobs=hashed_jobs,
+            hashed_flows=hashed_flows,
         )
 
     @property
@@ -605,16 +615,14 @@ def _placed_around(
     # the bound over every flow: the hashed ones load the links too
     bound = Problem(fabric, health, flows).bound()
     # hashed flows with no healthy path at all (a NIC link down): unroutable, as reported
-    # for every other flow; with every link up each has one (not checked: 1.2M flows)
-    cap = health.arc_capacity(fabric)
-    stranded = (rest[best_bottleneck(fabric, cap, left.src_nic, left.dst_nic) <= 0]
-                if (health.factor <= 0).any() else rest[:0])  # fmt: skip
+    # for every other flow
+    cut_off = rest[stranded(fabric, health.arc_capacity(fabric), left.src_nic, left.dst_nic)]
     return replace(
         inner,
         bound=bound if inner.lp is None else bound.with_lp(inner.lp),
         assignment=Assignment(joined, path),
         parent=np.concatenate([keep[np.asarray(inner.parent)], rest]),
-        unroutable=np.concatenate([keep[inner.unroutable], stranded]),
+        unroutable=np.concatenate([keep[inner.unroutable], cut_off]),
         fallback_ecmp=keep[inner.fallback_ecmp],
         split_flows=keep[np.asarray(inner.split_flows)],
         churn=inner.churn,
@@ -1030,6 +1038,41 @@ def _worst_low(cert: Certificate, below: float) -> bool:
     assert cert.job_values is not None and cert.reference_values is not None
     valued = np.isfinite(cert.job_values) & (np.nan_to_num(cert.reference_values) > 0)
     return bool((cert.job_values[valued] < below).any())
+
+
+def still_on_ecmp(before: SolveResult, res: AssignResult, parent: np.ndarray) -> np.ndarray:
+    """The input flows over the table budget once `res` (a repair of `before`'s routes, rows
+    as `parent` says) replaces it: `before`'s that `res` left without a TE path, and the
+    rows `res` re-placed that rode ECMP for want of entries."""
+    parent = np.asarray(parent, np.int64)
+    path_less = distinct(parent[res.assignment.path == UNROUTED])
+    return np.union1d(np.intersect1d(before.fallback_ecmp, path_less),
+                      distinct(parent[res.fallback_ecmp]))  # fmt: skip
+
+
+def carried_hand_backs(before: SolveResult, res: AssignResult, parent: np.ndarray
+                       ) -> tuple[np.ndarray, Certificate | None]:  # fmt: skip
+    """The input flows handed back to the fabric's hashing once `res` (a repair of
+    `before`'s routes, rows as `parent` says) replaces it, and `res`'s certificate naming
+    every job they belong to: `before`'s hand-backs that `res` left without a TE path
+    (with the reason `before` gave) and those of `res`'s own certificate."""
+    parent = np.asarray(parent, np.int64)
+    path_less = distinct(parent[res.assignment.path == UNROUTED])
+    handed = np.union1d(np.intersect1d(before.handed_back, path_less),
+                        distinct(parent[res.handed_back]))  # fmt: skip
+    handed = np.setdiff1d(handed, distinct(parent[res.unroutable]))
+    cert, earlier = res.certificate, before.certificate
+    if cert is None or cert.pending:
+        return handed, cert
+    rows = res.assignment.flows
+    jobs = np.unique(rows.job[np.isin(parent, handed)])
+    ids = rows.job_ids
+    named = {ids[j] if j < len(ids) else f"job{j}" for j in jobs.tolist()}
+    why = {} if earlier is None else {
+        job: reason for job, reason in earlier.fallback_jobs.items() if job in named}
+    why.update(cert.fallback_jobs)
+    return handed, replace(cert, fallback_jobs=dict(sorted(why.items())),
+                           fallback_flows=int(handed.size))  # fmt: skip
 
 
 def certified(

@@ -375,6 +375,39 @@ def test_a_repair_settled_with_a_job_handed_back_gets_a_global_solve(
         engine.close()
 
 
+
+def test_a_settled_repair_reports_what_rides_the_hashing_as_the_solve_did() -> None:
+    """A link change settled by a repair keeps what the solve said of the flows without a
+    TE path: a job left to the hashing whole (too many entries for the 64-entry tables)
+    stays so, with its reason, and its flows are not called unroutable (every flow has an
+    alive path with one uplink down). Before, a repair's result counted every path-less
+    row as unroutable and dropped the jobs left to the hashing."""
+    from controller.solver import SolveOptions
+    from sim.jobmix import random_jobs
+
+    engine = Engine(FABRIC, EmulatedDriver(FABRIC), debounce=0.0, reconcile_interval=60.0,
+                    options=SolveOptions(table_budget=64), precompute=False)  # fmt: skip
+    try:
+        for job in random_jobs(FABRIC, seed=3):
+            engine.put_job(job, 0)
+        assert engine.wait_idle(120)
+        first = engine.last_result
+        assert first is not None and first.hashed_jobs and first.unroutable.size == 0
+        arcs = first.assignment.arcs(FABRIC)
+        links = np.unique(arcs[arcs >= 0] // 2)
+        engine.report_links({int(links[links >= FABRIC.rack_base][0]): 0.0})
+        assert engine.wait_idle(120)
+        last = engine.last_result
+        assert last is not None and last.method.startswith("repair")
+        assert last.unroutable.size == 0 and last.metrics()["unroutable"] == 0
+        assert last.hashed_jobs == first.hashed_jobs
+        assert np.array_equal(last.hashed_flows, first.hashed_flows)
+        figures = engine.job_figures()
+        for job, why in first.hashed_jobs.items():
+            assert figures[job].handed_back == why and figures[job].te_flows == 0
+    finally:
+        engine.close()
+
 def test_capacity_back_after_every_job_was_handed_to_hashing_gets_a_global_solve(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

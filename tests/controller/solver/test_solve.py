@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from controller.errors import FlowError, Superseded
@@ -264,3 +264,43 @@ def test_a_job_change_moves_no_bucket_of_the_other_jobs() -> None:
                   options=opts)  # fmt: skip
     assert again.churn == 0
     assert np.array_equal(again.assignment.path, full.assignment.path)
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.integers(0, 10_000), st.integers(0, 4), st.sampled_from([16, 64, None]))
+@example(3, 3, 16)  # the solve and the repair both hand flows back
+def test_a_repair_settled_on_a_solve_keeps_its_hand_backs_and_says_why(
+    seed: int, failures: int, budget: int | None
+) -> None:
+    """A repair of a solve's routes, as the service settles a link change on it
+    (`SolveResult.of(as_of=...)`): every input flow without a TE path is accounted for
+    (unroutable, over the table budget, handed back, or its job left to hashing whole), the
+    certificate counts and names every flow and job handed back, the solve's ones included
+    while they stay off TE paths, and the jobs left to hashing keep their reason."""
+    from controller.solver.repair import RouteIndex, repair_indexed
+    from controller.solver.solve import SolveResult
+
+    fabric = build(PRESETS["small"])
+    flows = jobs_flows(fabric, random_jobs(fabric, seed=seed))
+    rng = np.random.default_rng(seed)
+    links = np.arange(fabric.rack_base, fabric.num_links)
+    down = rng.choice(links, failures + 1, replace=False)
+    health = LinkHealth.all_up(fabric).down(down[:-1].tolist())
+    solved = solve(fabric, health, flows, options=SolveOptions(table_budget=budget))
+    after = health.down([int(down[-1])])
+    res, _ = repair_indexed(after, RouteIndex.build(fabric, solved.assignment),
+                            old_health=health, table_budget=budget,
+                            hashed_jobs=tuple(solved.hashed_jobs))  # fmt: skip
+    out = SolveResult.of(res, solved.bound, None, {}, solved.parent, as_of=solved)
+    parent = np.asarray(out.parent)
+    off = set(parent[~out.assignment.routed].tolist())
+    accounted = (set(out.unroutable.tolist()) | set(out.fallback_ecmp.tolist())
+                 | set(out.handed_back.tolist()) | set(out.hashed_flows.tolist()))  # fmt: skip
+    assert off == accounted
+    assert set(out.handed_back.tolist()) >= set(solved.handed_back.tolist()) & off
+    cert = out.certificate
+    assert cert is not None and cert.passed
+    assert cert.fallback_flows == out.handed_back.size
+    ids = flows.job_ids
+    assert {ids[j] for j in flows.job[out.handed_back]} <= set(cert.fallback_jobs)
+    assert out.hashed_jobs == solved.hashed_jobs
