@@ -39,7 +39,7 @@ from controller.model.flows import ALL_QPS, FlowSet, distinct_below
 from controller.model.hashing import WcmpTables, hashed_arcs_seeds, hashed_routes
 from controller.model.health import LinkHealth
 from controller.model.local_rates import Plane
-from controller.model.paths import CROSS_POD, best_bottleneck, flow_class
+from controller.model.paths import CROSS_POD, flow_class, stranded
 from controller.model.rates import REL_TOL, flow_shares
 from controller.routes.budget import TableBudget
 from controller.solver.certificate import CertifyOptions, input_flows, job_values, row_parents
@@ -561,8 +561,8 @@ class Sweep:
         if not off.size:
             return False
         rows, fabric = self.inputs.assignment.flows.take(off), self.inputs.fabric
-        best = best_bottleneck(fabric, health.arc_capacity(fabric), rows.src_nic, rows.dst_nic)
-        return bool((best > 0).any())  # hashing finds a path wherever one is alive
+        # hashing finds a path wherever one is alive
+        return not stranded(fabric, health.arc_capacity(fabric), rows.src_nic, rows.dst_nic).all()
 
     def _full(self, health: LinkHealth, res: object, fresh: RouteIndex,
               hashed: dict[str, tuple[np.ndarray, np.ndarray]],
