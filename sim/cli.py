@@ -25,7 +25,7 @@ from controller.model.fabric import Fabric
 from controller.model.flows import FlowSet, distinct
 from controller.model.hashing import HASHINGS
 from controller.model.health import LinkHealth, parse_health, random_failures
-from controller.model.jobs import Job, over_line_rate
+from controller.model.jobs import Job, jobs_over_line_rate
 from controller.model.validation import MAX_LINKS, MAX_QPS, MAX_SEED, flag
 
 if TYPE_CHECKING:
@@ -40,6 +40,8 @@ class Inputs:
     health: LinkHealth
     flows: FlowSet
     jobs: int
+    # per job asking a NIC for more than its line rate, how many times (jobs_over_line_rate)
+    over: dict[str, float]
 
 
 def add_input_args(p: argparse.ArgumentParser, add_fabric_arg: Callable[..., None]) -> None:
@@ -103,7 +105,7 @@ def load_inputs(args: argparse.Namespace) -> Inputs:
     flows = jobs_flows(fabric, jobs)
     if args.jobs_out:
         write_placement(args.jobs_out, fabric, jobs)
-    return Inputs(fabric, health, flows, len(jobs))
+    return Inputs(fabric, health, flows, len(jobs), jobs_over_line_rate(fabric, jobs))
 
 
 def write_placement(path: str, fabric: Fabric, jobs: Sequence[Job]) -> None:
@@ -328,11 +330,12 @@ def cmd_solve(args: argparse.Namespace) -> int:
                                                     for n, k in skipped.items()))  # fmt: skip
     for job, why in result.hashed_jobs.items():
         lines.append(f"job {job}: {why}")
-    over = over_line_rate(inputs.fabric, inputs.flows)
+    over = inputs.over
     for job, ratio in over.items():
-        lines.append(f"job {job}: a NIC of it is asked {ratio:.4g} x its line rate, so no "
-                     f"routing gives it more than {1 / ratio:.1%} of its demand (a demand_gbps "
-                     "above the NIC's rate?)")  # fmt: skip
+        lines.append(f"job {job}: a NIC of it is asked {ratio:.4g} x its line rate, so its "
+                     f"flows are planned at {1 / ratio:.1%} of its demand, what its NICs can "
+                     "carry (a demand_gbps above the NIC's rate?); its busbw is a share of "
+                     "that")  # fmt: skip
     if result.objective is not None:
         lines.append(result.objective.summary())
     if result.certificate is not None:

@@ -282,7 +282,7 @@ def cmd_job_describe(args: argparse.Namespace) -> int:
         if fig.get("over_line_rate"):
             ratio = fig["over_line_rate"]
             lines.append(f"line rate   a NIC of it is asked {ratio:.4g} x its line rate: "
-                         f"no routing gives it more than {1 / ratio:.1%} of its demand")
+                         f"planned at {1 / ratio:.1%} of its demand, what its NICs carry")
     lines.append(f"entries     {g(doc['te_entries_towards'])} TE entries towards its hosts")
     print("\n".join(lines))
     return 0

@@ -220,7 +220,15 @@ def _empty3() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def job_flows(fabric: Fabric, job: Job) -> FlowSet:
-    """The flows `job` puts on the network, one per unique (source NIC, destination host)."""
+    """The flows `job` puts on the network, one per unique (source NIC, destination host):
+    as it asks them (`asked_flows`), scaled down where that asks a NIC for more than its
+    line rate (`within_line_rate`). A NIC sends and receives no faster, so that is the load
+    any routing carries, and what the solve, the certificate and the predictions plan."""
+    return within_line_rate(fabric, asked_flows(fabric, job))
+
+
+def asked_flows(fabric: Fabric, job: Job) -> FlowSet:
+    """The flows of `job` at the demands it asks (`demand_gbps`), line rate or not."""
     try:
         check_job(fabric, job)
     except JobError as err:
@@ -281,18 +289,43 @@ def job_flows(fabric: Fabric, job: Job) -> FlowSet:
     return _with_priority(FlowSet.build(src_u, dst_u, total, None, (job.id,)), job)
 
 
+def _nic_ratios(fabric: Fabric, flows: FlowSet) -> tuple[np.ndarray, np.ndarray]:
+    """Per NIC, what `flows` ask it to send and to receive over its line rate (its access
+    link as built)."""
+    nics = fabric.num_nics
+    line = fabric.capacity[fabric.up(np.arange(nics))]
+    send = np.bincount(flows.src_nic, weights=flows.demand, minlength=nics)
+    recv = np.bincount(flows.dst_nic, weights=flows.demand, minlength=nics)
+    return send / line, recv / line
+
+
+def within_line_rate(fabric: Fabric, flows: FlowSet) -> FlowSet:
+    """`flows` with each flow's demand divided by how many times its line rate its source
+    NIC is asked to send or its destination NIC to receive, the larger, where that is
+    above 1: no NIC is then asked for more than its line rate. `flows` itself where none
+    is (every job within line rate)."""
+    if not len(flows):
+        return flows
+    send, recv = _nic_ratios(fabric, flows)
+    scale = np.maximum(send[flows.src_nic], recv[flows.dst_nic])
+    over = scale > 1 + 1e-9
+    if not over.any():
+        return flows
+    return replace(flows, demand=np.where(over, flows.demand / np.where(over, scale, 1.0),
+                                          flows.demand))  # fmt: skip
+
+
 def over_line_rate(fabric: Fabric, flows: FlowSet) -> dict[str, float]:
-    """Per job whose flows ask one of its NICs to send or receive more than the NIC's line
-    rate (a `demand_gbps` above it, say), the largest such demand over the line rate, r: no
-    routing gives that job more than 1 / r of its demand (one job a host, so a NIC's flows
-    are its job's). Jobs within line rate are left out."""
+    """Per job whose flows as asked (`asked_flows`) ask one of its NICs to send or receive
+    more than the NIC's line rate (a `demand_gbps` above it, say), the largest such demand
+    over the line rate, r: its flows are planned at 1 / r of that (`job_flows`), so no
+    routing gives it more (one job a host, so a NIC's flows are its job's). Jobs within
+    line rate are left out."""
     if not len(flows):
         return {}
     nics = fabric.num_nics
-    send = np.bincount(flows.src_nic, weights=flows.demand, minlength=nics)
-    recv = np.bincount(flows.dst_nic, weights=flows.demand, minlength=nics)
-    line = fabric.capacity[fabric.up(np.arange(nics))]  # a NIC's access link, as built
-    ratio = np.maximum(send, recv) / line
+    send, recv = _nic_ratios(fabric, flows)
+    ratio = np.maximum(send, recv)
     per_nic_job = np.full(nics, -1, np.int64)
     per_nic_job[flows.src_nic] = flows.job
     per_nic_job[flows.dst_nic] = flows.job
@@ -301,6 +334,18 @@ def over_line_rate(fabric: Fabric, flows: FlowSet) -> dict[str, float]:
     np.maximum.at(most, per_nic_job[over], ratio[over])
     return dict(sorted((flows.job_ids[j], float(most[j])) for j in np.flatnonzero(most)))
 
+
+
+def jobs_over_line_rate(fabric: Fabric, jobs: Sequence[Job]) -> dict[str, float]:
+    """`over_line_rate` of the flows `jobs` ask. Only a job asking more than the smallest
+    line rate of a NIC (`demand_gbps`, a NIC's budget for all its collectives) can ask a NIC
+    for more than its own, so only those jobs' flows are built."""
+    nics = np.arange(fabric.num_nics)
+    least = float(fabric.capacity[fabric.up(nics)].min(initial=np.inf))
+    asking = [job for job in jobs if job.demand_gbps > least * (1 + 1e-9)]
+    if not asking:
+        return {}
+    return over_line_rate(fabric, FlowSet.concat([asked_flows(fabric, job) for job in asking]))
 
 def _with_priority(flows: FlowSet, job: Job) -> FlowSet:
     """`flows` (all of `job`) carrying the job's priority (none given: the default, 0)."""

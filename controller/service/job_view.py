@@ -19,8 +19,8 @@ class JobFigures:
     flows: int  # NIC-to-host flows of the job (input flows, not QP-bucket rows)
     te_flows: int  # with a TE path
     hashed_flows: int  # riding the hashing: no path, over the table budget, handed back
-    # share of the most any routing gives it (reachable_busbw); None: not predicted yet,
-    # or no flows
+    # share of its demand as planned, the most any routing gives it (a job asking its NICs
+    # for more than line rate is planned at line rate); None: not predicted yet, or no flows
     predicted_busbw: float | None
     # why the job rides the hashing whole, if it does: the certificate handed it back, or
     # it needs more TE entries than a table holds (controller.solver.unfit_jobs)
@@ -30,20 +30,11 @@ class JobFigures:
     over_line_rate: float = 0.0
 
 
-def reachable_busbw(busbw: Mapping[str, float], over: Mapping[str, float]) -> dict[str, float]:
-    """Per job, its predicted busbw (`busbw`: a share of its demand, as simulated) as a share
-    of the most any routing gives it: a job asking a NIC r x its line rate (`over`,
-    controller.model.jobs.over_line_rate) gets at most 1 / r of its demand, so its share is
-    scaled by r, a share of line rate. 1 then means nothing in the fabric slows the job,
-    whatever it asks; below 1, the fabric does (what the slow-job alert reads)."""
-    return {job: min(1.0, value * over.get(job, 1.0)) for job, value in busbw.items()}
-
-
 def job_figures(
     result: SolveResult | None, busbw: Mapping[str, float], over: Mapping[str, float] | None = None
 ) -> dict[str, JobFigures]:
     """Per job id of `result`'s flows (jobs with none too), its figures (`busbw`: the last
-    prediction; `over`: over_line_rate of its flows)."""
+    prediction; `over`: controller.model.jobs.jobs_over_line_rate of the jobs)."""
     if result is None:
         return {}
     flows, parent = result.assignment.flows, result.parent

@@ -6,8 +6,9 @@ predictor thread, after the push, and handed back to the engine; one nothing is 
 count, NaN, that of a routing restored from the store with rows on the fabric's hashing,
 is the simulation's below); the predicted bus bandwidth per job (a max-min simulation,
 costly at meta-24k scale) follows on the predictor thread, so it never holds back a settle.
-It is a share of the most any routing gives the job (`job_view.reachable_busbw`): of its
-demand, or of its NICs' line rate where it asks them for more. Only the last result recorded is
+It is a share of the most any routing gives the job: of its demand, as planned (a job
+asking its NICs for more than their line rate is planned at line rate, controller.model.
+jobs.job_flows). Only the last result recorded is
 predicted, PREDICT_QUIET s after it once the engine is idle, or PREDICT_EVERY s after the last
 prediction began while results keep coming (a flap storm or a stream of job changes runs few:
 a prediction shares the interpreter with the repairs, solves, pushes and index builds).
@@ -26,9 +27,7 @@ from controller.errors import Superseded
 from controller.model.dataplane import simulate_carried
 from controller.model.fabric import Fabric
 from controller.model.health import LinkHealth
-from controller.model.jobs import over_line_rate
 from controller.model.rates import SimReport, simulate
-from controller.service.job_view import reachable_busbw
 from controller.service.metrics import Metrics
 from controller.service.priority import background
 from controller.solver import SolveResult
@@ -79,7 +78,7 @@ class Predictor:
         self._seq = 0  # results recorded
         self._predicted = 0  # the result the predicted-rate gauges answer to
         self._next: _Recorded | None = None
-        self.job_busbw: dict[str, float] = {}  # the last prediction, by job id (reachable_busbw)
+        self.job_busbw: dict[str, float] = {}  # the last prediction, by job id
         self._thread: threading.Thread | None = None
         self._started = clock()  # when the last prediction started
 
@@ -172,8 +171,7 @@ class Predictor:
             report, whole, busbw = None, False, {}
             try:
                 report, whole = self._simulate(job.result, job.health)
-                over = over_line_rate(self.fabric, job.result.assignment.flows)
-                busbw = reachable_busbw(report.job_busbw_fraction, over)
+                busbw = dict(report.job_busbw_fraction)
             except Exception:  # noqa: BLE001 - the gauges keep their last values
                 log.exception("rate prediction failed")
             with self._cond:

@@ -12,7 +12,7 @@ from typing import Any
 from controller.drivers.reconcile import Reconciler
 from controller.model.fabric import Fabric
 from controller.model.health import LinkHealth
-from controller.model.jobs import Job, over_line_rate
+from controller.model.jobs import Job, jobs_over_line_rate
 from controller.routes.tables import RouteSet
 from controller.service.installer import Installer, RouteEvent, SwitchMarks
 from controller.service.intake import Intake
@@ -76,10 +76,10 @@ class EngineReads:
 
     def job_figures(self) -> dict[str, JobFigures]:
         """What the installed routing does for each job (see controller.service.job_view)."""
-        with self._cond:  # the two read together; counted outside the lock (O(rows))
+        with self._cond:  # read together; counted outside the lock (O(rows))
             result, busbw = self.last_result, self.predictor.job_busbw
-        over = {} if result is None else over_line_rate(self.fabric, result.assignment.flows)
-        return job_figures(result, busbw, over)
+            jobs = [job for job, _ in self._state.job_list()]
+        return job_figures(result, busbw, jobs_over_line_rate(self.fabric, jobs))
 
     def links_not_up(self) -> list[tuple[int, float]]:
         """(link id, capacity factor) of every link not fully up, as the inputs say."""

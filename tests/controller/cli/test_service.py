@@ -85,8 +85,8 @@ def test_client_commands(small: Fabric, tmp_path: Path, capsys: pytest.CaptureFi
         assert figures["over_line_rate"] == 2.0
         assert figures["predicted_busbw"] == pytest.approx(1.0)
         assert "busbw       100.0% of line rate" in text
-        assert ("line rate   a NIC of it is asked 2 x its line rate: no routing gives it more "
-                "than 50.0% of its demand") in text  # fmt: skip
+        assert ("line rate   a NIC of it is asked 2 x its line rate: planned at 50.0% of its "
+                "demand") in text  # fmt: skip
         entries = int(text.split("entries     ")[1].split()[0].replace(",", ""))
         assert 0 < entries <= status["installed_entries"]
         assert main(["job", "describe", "nope", *server]) == 2

@@ -11,8 +11,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from controller.errors import JobError
+from controller.model.clos import PRESETS, build
 from controller.model.fabric import Fabric
-from controller.model.jobs import Job, check_job, job_flows, jobs_flows, over_line_rate
+from controller.model.flows import FlowSet
+from controller.model.jobs import (
+    Job,
+    asked_flows,
+    check_job,
+    job_flows,
+    jobs_flows,
+    jobs_over_line_rate,
+    over_line_rate,
+)
 
 
 def triples(flows) -> list[tuple[int, int, float]]:  # type: ignore[no-untyped-def]
@@ -342,6 +352,48 @@ def test_over_line_rate_names_the_jobs_a_nic_of_which_is_asked_too_much(tiny) ->
     line = float(tiny.capacity[0])
     fast = Job("fast", (0, 1), dp=2, gpus_per_host=1, demand_gbps=2.5 * line)
     ok = Job("ok", (2, 3), dp=2, gpus_per_host=1, demand_gbps=line)
+    asked = FlowSet.concat([asked_flows(tiny, fast), asked_flows(tiny, ok)])
+    assert over_line_rate(tiny, asked) == {"fast": pytest.approx(2.5)}
+    assert over_line_rate(tiny, asked.take(np.flatnonzero(asked.job == 1))) == {}
+    assert jobs_over_line_rate(tiny, [fast, ok]) == {"fast": pytest.approx(2.5)}
+    # planned at what its NICs carry: 1 / 2.5 of what it asks; the other as asked
     flows = jobs_flows(tiny, [fast, ok])
-    assert over_line_rate(tiny, flows) == {"fast": pytest.approx(2.5)}
-    assert over_line_rate(tiny, flows.take(np.flatnonzero(flows.job == 1))) == {}
+    assert over_line_rate(tiny, flows) == {}
+    np.testing.assert_allclose(flows.demand, asked.demand / np.where(asked.job == 0, 2.5, 1.0))
+
+
+@settings(max_examples=150, deadline=None, derandomize=True, database=None)
+@given(st.integers(1, 8), st.sampled_from([1, 2, 4]), st.sampled_from([1, 2]),
+       st.lists(st.sampled_from(["ring", "alltoall", "pipeline"]), min_size=1, max_size=3,
+                unique=True),
+       st.integers(1, 3), st.floats(0.1, 8.0), st.integers(0, 2**31))  # fmt: skip
+def test_a_job_is_planned_within_its_nics_line_rate(
+    hosts: int, tp: int, pp: int, collectives: list[str], channels: int, times: float, seed: int
+) -> None:
+    """Any job shape and demand: no NIC is asked more than its line rate by the flows as
+    planned; a job within it is planned as asked; one over it is named by
+    jobs_over_line_rate, which builds flows only for jobs asking more than a NIC's rate
+    (so a job at line rate never asks a NIC more, whatever its collectives)."""
+    fabric = build(PRESETS["small"])
+    line = float(fabric.capacity[fabric.up(0)])
+    rng = np.random.default_rng(seed)
+    chosen = tuple(int(h) for h in rng.choice(fabric.num_hosts, hosts, replace=False))
+    gpus, per_host = hosts * fabric.nics_per_host, fabric.nics_per_host
+    stage = gpus // pp
+    if gpus % (tp * pp) or (stage % per_host and per_host % stage):
+        return  # not a job shape (check_job)
+    job = Job("j", chosen, dp=gpus // (tp * pp), pp=pp, tp=tp, collectives=tuple(collectives),
+              channels=channels, demand_gbps=times * line)  # fmt: skip
+    asked, planned = asked_flows(fabric, job), job_flows(fabric, job)
+    nics = fabric.num_nics
+    for flows in (asked, planned):
+        assert flows.demand.shape == asked.demand.shape
+    for side in (planned.src_nic, planned.dst_nic):
+        load = np.bincount(side, weights=planned.demand, minlength=nics)
+        assert (load <= line * (1 + 1e-9)).all()
+    over = over_line_rate(fabric, asked)
+    assert jobs_over_line_rate(fabric, [job]) == over
+    if not over:
+        assert planned is asked or np.array_equal(planned.demand, asked.demand)
+    if times <= 1.0:
+        assert not over

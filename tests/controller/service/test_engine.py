@@ -408,6 +408,42 @@ def test_a_settled_repair_reports_what_rides_the_hashing_as_the_solve_did() -> N
     finally:
         engine.close()
 
+
+def test_capacity_back_gives_the_jobs_their_rate_back_beside_a_job_over_line_rate() -> None:
+    """A job asking its NICs for 4 x their line rate is planned at line rate: before, its
+    NIC links set MLU = bound = 4, so every repair was "as good as the solve" and the
+    engine settled a link's return with the repair of its failure still in place: two
+    jobs stayed at 0.84 with every link up."""
+    from controller.formats.placement import parse_placement
+
+    hosts = [f"host-p0-r{r}-h{h}" for r in range(2, 8) for h in (0, 1)]
+    jobs = parse_placement(FABRIC, {"jobs": [
+        {"id": "ring", "hosts": hosts + ["host-p1-r0-h0", "host-p1-r0-h1",
+                                         "host-p1-r1-h0", "host-p1-r1-h1"], "dp": 16, "tp": 4},
+        {"id": "a2a", "hosts": ["host-p1-r4-h0", "host-p1-r5-h0"], "dp": 2, "tp": 4,
+         "collectives": ["alltoall"]},
+        {"id": "big", "hosts": ["host-p1-r4-h1", "host-p1-r5-h1"], "dp": 2, "tp": 4,
+         "demand_gbps": 1600},
+    ]})  # fmt: skip
+    engine = Engine(FABRIC, EmulatedDriver(FABRIC), debounce=0.0, reconcile_interval=60.0,
+                    precompute=False)  # fmt: skip
+    try:
+        for job in jobs:
+            engine.put_job(job, 0)
+        assert engine.wait_idle(60) and engine.wait_predicted(60)
+        first = engine.last_result
+        assert first is not None and first.mlu == pytest.approx(1.0)
+        assert engine.predictor.job_busbw == {"ring": 1.0, "a2a": 1.0, "big": 1.0}
+        assert engine.job_figures()["big"].over_line_rate == pytest.approx(4.0)
+        link = FABRIC.link_by_name("rtsw-p1-r4:ctsw-p1-c2")
+        engine.report_links({link: 0.0})
+        assert engine.wait_idle(60) and engine.wait_predicted(60)
+        engine.report_links({link: 1.0})
+        assert engine.wait_idle(60) and engine.wait_predicted(60)
+        assert engine.predictor.job_busbw == pytest.approx({"ring": 1.0, "a2a": 1.0, "big": 1.0})
+    finally:
+        engine.close()
+
 def test_capacity_back_after_every_job_was_handed_to_hashing_gets_a_global_solve(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
