@@ -113,6 +113,7 @@ ROW_TRIES = 4  # flows' rows tried one by one per job
 HOT_ARCS = 2  # over-capacity arcs relieved per job
 RIP_ROWS = 4096  # TE rows ripped up and placed again per proposal at most
 NOT_PREDICTED = "not predicted"  # bound_source of a pass skipped: over half its work limit
+EVERY_JOB_STALLED = "every job stalled"  # JobObjective.stopped: worst, mean, bound 0
 MLU_SLACK = 0.5  # the MLU may rise to (1 + this) x its bound (or stay at the start's, if higher)
 # the cut bounds that hold for fractional routings (controller.solver.bounds)
 FRACTIONAL = ("access", "rack-egress", "rack-ingress", "pod-egress", "pod-ingress")
@@ -224,6 +225,9 @@ class JobObjective:
                         "any routing), left out of worst and mean")  # fmt: skip
         if self.bound_source == NOT_PREDICTED:
             return f"job objective: not run ({self.stopped})"
+        if self.stopped == EVERY_JOB_STALLED:
+            return (f"job objective: every job stalled ({self.stalled}): each has a flow with "
+                    "no alive path, 0 under any routing; nothing to raise")
         return (
             f"job objective: worst job {self.worst:.4g} = {self.ratio:.4f} x its bound "
             f"{self.bound:.4g} ({self.bound_source}), mean {self.mean:.4g}; before the pass "
@@ -541,9 +545,9 @@ def raise_worst(
         return p, dataclasses.replace(report, stalled=int(stalled.size))
 
     if not len(rows) or not jobs.size:
-        return done(path, _report(1.0, 1.0, 1.0, "none", start,
-                                  stopped="no flows" if not stalled.size else
-                                  "every job stalled"))  # fmt: skip
+        if stalled.size:  # every job at 0 under any routing: its bound too
+            return done(path, _report(0.0, 0.0, 0.0, "none", start, stopped=EVERY_JOB_STALLED))
+        return done(path, _report(1.0, 1.0, 1.0, "none", start, stopped="no flows"))
     te = path != UNROUTED
     one = len(rows) * (1 if te.all() else len(seeds))
     # a try predicted in full would pass half the work limit: predict tries locally where

@@ -718,3 +718,16 @@ def test_a_stalled_job_is_left_out_of_the_pass_and_reported() -> None:
     assert res.metrics()["objective_stalled_jobs"] == 2.0
     healthy = solve(SMALL, LinkHealth.all_up(SMALL), flows)
     assert healthy.objective is not None and healthy.objective.stalled == 0
+
+
+def test_every_job_stalled_reads_0_not_1() -> None:
+    """With every job stalled (tiny's one job, its RTSW drained) there is no job to take a
+    worst of: the report reads 0, the bound too, not 1 (as if every job ran at full rate)."""
+    tiny = build(PRESETS["tiny"])
+    health = parse_health(tiny, ["rtsw-p0-r0=drain"])
+    res = solve(tiny, health, jobs_flows(tiny, random_jobs(tiny, seed=1)))
+    report = res.objective
+    assert report is not None and report.stalled == len(res.assignment.flows.job_ids)
+    assert (report.worst, report.mean, report.bound) == (0.0, 0.0, 0.0)
+    assert report.summary().startswith("job objective: every job stalled")
+    assert res.metrics()["objective_worst_job"] == 0.0
