@@ -94,12 +94,15 @@ def _cables(items: Any) -> list[Cable]:
     return out
 
 
-def read_cable_csv(text: str, source: str) -> tuple[list[Cable], dict[str, str], Places]:
+def read_cable_csv(text: str, source: str
+                   ) -> tuple[list[Cable], dict[str, str], Places, list[str]]:  # fmt: skip
     """The cables of a CSV cable list (header a,a_port,b,b_port,gbps and optionally
-    a_role,b_role, a_rack,b_rack, a_pod,b_pod), the roles and the racks and pods its optional
-    columns give; FabricError names the row and column."""
-    rows = csv.reader(io.StringIO(text))
-    header = [h.strip() for h in next(rows, [])]
+    a_role,b_role, a_rack,b_rack, a_pod,b_pod, in any case; a leading byte-order mark, as
+    spreadsheets save UTF-8, is skipped), the roles and the racks and pods its optional
+    columns give, and each cable's name in errors (`row N`, the file's line); FabricError
+    names the row and column."""
+    rows = csv.reader(io.StringIO(text.removeprefix("\ufeff")))
+    header = [h.strip().lower() for h in next(rows, [])]
     missing = [c for c in CABLE_KEYS if c not in header]
     unknown = [c for c in header if c not in CSV_COLUMNS]
     if missing or unknown or len(set(header)) != len(header):
@@ -107,6 +110,7 @@ def read_cable_csv(text: str, source: str) -> tuple[list[Cable], dict[str, str],
                           "(and optionally a_role, b_role, a_rack, b_rack, a_pod, b_pod) once "
                           f"each; got {','.join(header)}")
     cables: list[Cable] = []
+    names: list[str] = []
     roles: dict[str, str] = {}
     places: Places = {}
     for line, row in enumerate(rows, start=2):
@@ -127,6 +131,7 @@ def read_cable_csv(text: str, source: str) -> tuple[list[Cable], dict[str, str],
                                 for k in CABLE_KEYS[:4])  # fmt: skip
         cables.append(Cable(a, a_port, b, b_port,
                             validation.gbps(gbps, f"{where}: gbps", FabricError)))
+        names.append(f"row {line}")
         for end in ("a", "b"):
             role = cell.get(f"{end}_role", "")
             if not role:
@@ -145,7 +150,7 @@ def read_cable_csv(text: str, source: str) -> tuple[list[Cable], dict[str, str],
                 if have != value:
                     raise FabricError(f"{where}: {cell[end]} is in {kind} {have!r} in an "
                                       f"earlier row, in {kind} {value!r} here")  # fmt: skip
-    return cables, roles, places
+    return cables, roles, places, names
 
 
 def _with_roles(devices: list[Device], cables: Sequence[Cable], given: Mapping[str, str],
@@ -203,6 +208,7 @@ def _cable_list(doc: Mapping[str, Any], base: Path | None, source: str) -> Fabri
     roles = validation.mapping(doc.get("roles", {}), "roles", FabricError)
     given: dict[str, str] = {}
     places: Places = {}
+    names: list[str] | None = None
     if isinstance(doc["cables"], str):
         if base is None:
             raise FabricError("cables: a CSV path needs a fabric file to be relative to")
@@ -211,11 +217,12 @@ def _cable_list(doc: Mapping[str, Any], base: Path | None, source: str) -> Fabri
             text = path.read_text()
         except (OSError, UnicodeDecodeError) as err:
             raise FabricError(f"cables: cannot read {path}: {err}") from None
-        cables, given, places = read_cable_csv(text, str(path))
+        cables, given, places, rows = read_cable_csv(text, str(path))
+        names = [f"{path}: {row}" for row in rows]
     else:
         cables = _cables(doc["cables"])
     return fabric_from_cables(name, _with_roles(devices, cables, given, roles, places), cables,
-                              budgets, ports)  # fmt: skip
+                              budgets, ports, cable_names=names)  # fmt: skip
 
 
 def parse_fabric(data: Any, source: str = "<fabric>", base: Path | None = None) -> Fabric:
@@ -281,10 +288,10 @@ def load_fabric(ref: str) -> Fabric:
             raise FabricError(f"{path}: cannot read: {err}") from None
         if len(text) > validation.MAX_DOCUMENT_BYTES:
             raise FabricError(f"{path}: larger than {validation.MAX_DOCUMENT_BYTES:,} bytes")
-        cables, roles, places = read_cable_csv(text, str(path))
+        cables, roles, places, rows = read_cable_csv(text, str(path))
         try:
             return fabric_from_cables(path.stem, _with_roles([], cables, roles, {}, places),
-                                      cables)  # fmt: skip
+                                      cables, cable_names=rows)  # fmt: skip
         except FabricError as err:
             raise FabricError(f"{path}: {err}") from None
     return parse_fabric(read_document(path, FabricError, "fabric file"), str(path), path.parent)

@@ -132,11 +132,13 @@ def _listing(names: Sequence[str], shown: int = 6) -> str:
 
 def fabric_from_cables(name: str, devices: Sequence[Device], cables: Sequence[Cable],
                        te_entries: TeEntries = (DEFAULT_TE_ENTRIES,) * 3,
-                       ports_per_nic: int = 1) -> Fabric:  # fmt: skip
+                       ports_per_nic: int = 1,
+                       cable_names: Sequence[str] | None = None) -> Fabric:  # fmt: skip
     """The fabric a cable list describes, with the operator's names and ports; FabricError
     listing every device and port that does not make a 3-tier (or 2-tier) Clos.
     `ports_per_nic`: P > 1 when each GPU's NIC has P ports, a host's ports in natural order
-    P at a time (eth0, eth1 the first NIC's; `Fabric.ports_per_nic`)."""
+    P at a time (eth0, eth1 the first NIC's; `Fabric.ports_per_nic`). `cable_names`: how
+    errors name each cable (a CSV's `row N`; default `cables[i]`)."""
     from controller.model import validation
 
     problems = _Problems()
@@ -170,10 +172,17 @@ def fabric_from_cables(name: str, devices: Sequence[Device], cables: Sequence[Ca
     ends: dict[tuple[str, str], int] = {}
     up: dict[str, list[tuple[str, str, str, float]]] = {d: [] for d in role}
     down: dict[str, set[str]] = {d: set() for d in role}
+    def named(i: int) -> str:
+        return f"cables[{i}]" if cable_names is None else cable_names[i]
+
     for i, cab in enumerate(cables):
-        where = f"cables[{i}]"
+        where = named(i)
         shown = f"{cab.a}:{cab.a_port} - {cab.b}:{cab.b_port}"
         ok = True
+        twice = (ends.get((cab.a, cab.a_port)), ends.get((cab.b, cab.b_port)))
+        if twice[0] is not None and twice[0] == twice[1]:
+            problems.add(f"{where} ({shown}): the same cable as {named(twice[0])}, listed twice")
+            continue
         for dev, port, side in ((cab.a, cab.a_port, "a"), (cab.b, cab.b_port, "b")):
             if not isinstance(dev, str) or dev not in role:
                 problems.add(f"{where} ({shown}): unknown device {dev!r} (not in devices)")
@@ -186,7 +195,7 @@ def fabric_from_cables(name: str, devices: Sequence[Device], cables: Sequence[Ca
             first = ends.get((dev, port))
             if first is not None:
                 problems.add(f"{where} ({shown}): port {dev}:{port} is used twice (also by "
-                             f"cables[{first}])")  # fmt: skip
+                             f"{named(first)})")  # fmt: skip
                 ok = False
             else:
                 ends[(dev, port)] = i

@@ -181,12 +181,27 @@ def test_csv_cable_list_with_roles(tmp_path: Path) -> None:
     (tmp_path / "speed.csv").write_text(rows[0] + "\n" + rows[1].replace(",400,", ",fast,") + "\n")
     with pytest.raises(FabricError, match=r"speed.csv: row 2: gbps 'fast' is not a number"):
         load_fabric(str(tmp_path / "speed.csv"))
+    # as a spreadsheet saves "CSV UTF-8": a byte-order mark first, the header in any case
+    (tmp_path / "excel.csv").write_bytes(b"\xef\xbb\xbf" + ("\r\n".join(
+        [rows[0].upper()] + rows[1:]) + "\r\n").encode())  # fmt: skip
+    assert load_fabric(str(tmp_path / "excel.csv")).link_names == reference.link_names
+    # errors past the parse name the rows too, as the parse does; a cable listed twice is
+    # said once, as such
+    again = rows + [rows[3]]
+    (tmp_path / "twice.csv").write_text("\n".join(again) + "\n")
+    with pytest.raises(FabricError, match=rf"row {len(again)} \(.*\): the same cable as row 4, "
+                                          "listed twice") as err:  # fmt: skip
+        load_fabric(str(tmp_path / "twice.csv"))
+    assert "used twice" not in str(err.value)
 
 
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
-        (lambda d: d["cables"].append(dict(d["cables"][0])), "port gpu-a00:eth0 is used twice"),
+        (lambda d: d["cables"].append(dict(d["cables"][0])),
+         r"the same cable as cables\[0\], listed twice"),
+        (lambda d: d["cables"].append({**d["cables"][0], "b_port": "other"}),
+         "port gpu-a00:eth0 is used twice"),
         (lambda d: d["devices"].append({"name": "x", "role": "spine"}), "role 'spine'"),
         (lambda d: d["cables"][0].update(b="nowhere"), "unknown device.*: nowhere"),
         (lambda d: d["cables"][0].pop("gbps"), r"cables\[0\]: missing required key 'gbps'"),

@@ -155,7 +155,9 @@ def bad(devices: list[Device], cables: list[Cable], match: str) -> None:
 def test_what_is_not_a_clos_is_refused_by_device_and_port() -> None:
     _, devices, cables = cables_of("tiny", NAMES)
     extra = Device("gpu-z", "host")
-    bad(devices, cables + [cables[0]], r"port gpu-a00:eth0 is used twice \(also by cables\[0\]\)")
+    bad(devices, cables + [cables[0]], r"the same cable as cables\[0\], listed twice")
+    reused = Cable(cables[0].a, cables[0].a_port, cables[1].b, "Ethernet99", 400)
+    bad(devices, cables + [reused], r"port gpu-a00:eth0 is used twice \(also by cables\[0\]\)")
     bad(devices + [extra], cables + [Cable("gpu-z", "eth0", "gpu-a00", "eth9", 400)],
         "a cable between two hosts, gpu-z:eth0 and gpu-a00:eth9")
     bad(devices, cables + [Cable("gpu-a00", "eth2", "leaf-b0", "Ethernet99", 400)],
