@@ -274,8 +274,11 @@ def cmd_job_describe(args: argparse.Namespace) -> int:
         lines.append("routing     no flows across the fabric: its GPUs exchange nothing over "
                      "it, so there is nothing to route")  # fmt: skip
     else:
+        stalled = int(fig.get("stalled_flows", 0))
         lines.append(f"flows       {g(fig['flows'])}: {g(fig['te_flows'])} on TE paths, "
-                     f"{g(fig['hashed_flows'])} on the fabric's hashing")  # fmt: skip
+                     f"{g(fig['hashed_flows'] - stalled)} on the fabric's hashing"
+                     + (f", {g(stalled)} with no path alive: the job is stalled (a NIC link "
+                        "down, its RTSW drained or its rack cut off)" if stalled else ""))
         lines.append(f"busbw       {_busbw(fig) or 'not predicted yet'}")
         if fig["handed_back"]:
             lines.append(f"why hashed  {fig['handed_back']}")
@@ -375,6 +378,19 @@ def _certificate_line(cert: dict[str, Any]) -> str:
         + (": " + ", ".join(f"{j} ({why})" for j, why in sorted(fell.items())[:5])
            if fell else "")
     )  # fmt: skip
+
+
+def _links_line(links: list[dict[str, Any]], shown: int = 5) -> str:
+    """Status's links not fully up, the first `shown` named (`tectl link ls`: all)."""
+    if not links:
+        return "links       every link is up"
+    down = sum(1 for link in links if link["fraction"] == 0)
+    named = ", ".join(f"{link['link']} " + ("down" if link["fraction"] == 0 else
+                                            f"at {link['fraction']:g}")
+                      for link in links[:shown])  # fmt: skip
+    more = f", and {len(links) - shown:,} more (`tectl link ls`)" if len(links) > shown else ""
+    return (f"links       {len(links):,} not fully up ({down:,} down, {len(links) - down:,} "
+            f"degraded): {named}{more}")
 
 
 def cmd_link_ls(args: argparse.Namespace) -> int:
@@ -480,6 +496,7 @@ def status_text(d: dict[str, Any]) -> str:
         f"{g(d['entries_missing'])} entries missing",
         f"inputs      state version {g(d['state_version'])}, "
         f"{g(d['pending_changes'])} changes pending",
+        _links_line(d.get("links", [])),
     ]
     if last.get("restored"):
         quality = (

@@ -204,6 +204,7 @@ def job_figures_to_pb(figures: JobFigures | None) -> pb.JobFigures | None:
         flows=figures.flows, te_flows=figures.te_flows, hashed_flows=figures.hashed_flows,
         predicted=busbw is not None, predicted_busbw=0.0 if busbw is None else busbw,
         handed_back=figures.handed_back, over_line_rate=figures.over_line_rate,
+        stalled_flows=figures.stalled_flows,
     )  # fmt: skip
 
 

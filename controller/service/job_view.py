@@ -28,6 +28,9 @@ class JobFigures:
     # the most one of its NICs is asked over its line rate (controller.model.jobs.
     # over_line_rate); 0: within it
     over_line_rate: float = 0.0
+    # of hashed_flows, those with no path alive at all (SolveResult.unroutable): the job
+    # is stalled under any routing
+    stalled_flows: int = 0
 
 
 def job_figures(
@@ -47,10 +50,11 @@ def job_figures(
     ids = flows.job_ids
     total = np.bincount(job_of, minlength=len(ids))
     te = np.bincount(job_of[steered], minlength=len(ids))
+    stalled = np.bincount(job_of[result.unroutable], minlength=len(ids))
     fell = {} if result.certificate is None else result.certificate.fallback_jobs
     return {
         job: JobFigures(int(total[j]), int(te[j]), int(total[j] - te[j]), busbw.get(job),
                         fell.get(job, "") or result.hashed_jobs.get(job, ""),
-                        (over or {}).get(job, 0.0))  # fmt: skip
+                        (over or {}).get(job, 0.0), int(stalled[j]))  # fmt: skip
         for j, job in enumerate(ids)
     }

@@ -64,6 +64,7 @@ def test_client_commands(small: Fabric, tmp_path: Path, capsys: pytest.CaptureFi
         assert f"{fabric.num_nics:,} GPUs" in text and "EmulatedDriver: ok" in text
         assert "last solve  MLU" in text and "latency" in text
         assert "certificate passed against eecmp" in text
+        assert f"links       1 not fully up (1 down, 0 degraded): {link} down" in text
         assert status["links"] == [{"link": link, "fraction": 0.0}]  # what is not up
         assert main(["link", "ls", *server]) == 0
         assert capsys.readouterr().out == f"{link}\tdown\n"
@@ -75,6 +76,7 @@ def test_client_commands(small: Fabric, tmp_path: Path, capsys: pytest.CaptureFi
         figures = listed["figures"]
         assert listed["id"] == "llm" and listed["job"]["hosts"] == hosts
         assert figures["flows"] == figures["te_flows"] + figures["hashed_flows"] > 0
+        assert figures["stalled_flows"] == 0  # a switch link down: every flow has a path
         assert figures["predicted"] and 0 < figures["predicted_busbw"] <= 1
         assert main(["job", "describe", "llm", *server]) == 0
         text = capsys.readouterr().out

@@ -46,3 +46,18 @@ def test_a_job_with_no_flows_across_the_fabric_has_figures_of_none() -> None:
     assert figures["solo"].flows == figures["solo"].te_flows == figures["solo"].hashed_flows == 0
     assert figures["solo"].predicted_busbw is None and figures["ring"].flows > 0
 
+
+
+def test_a_job_with_a_nic_link_down_counts_its_stalled_flows() -> None:
+    """Flows with no path alive (a NIC's own link down) are counted apart from those that
+    ride the hashing: the job is stalled, not merely hashed; the other job has none."""
+    ring = Job("ring", tuple(range(4)), dp=4 * 8)
+    other = Job("other", tuple(range(4, 8)), dp=4 * 8)
+    flows = jobs_flows(POD, [ring, other])
+    nic = 0  # host 0's first NIC: its access link down
+    health = LinkHealth.all_up(POD).down([int(POD.access_link(nic))])
+    res = solve(POD, health, flows)
+    figures = job_figures(res, {})
+    touching = int(((flows.src_nic == nic) | (flows.dst_nic == nic)).sum())
+    assert touching > 0 and figures["ring"].stalled_flows == touching
+    assert figures["ring"].hashed_flows >= touching and figures["other"].stalled_flows == 0
