@@ -510,7 +510,7 @@ def _apply(
             report = push(driver, plan, dry_run=args.dry_run)
         text.append(f"push: {report.summary()}")
         if args.apply == "file" and not args.dry_run:
-            text.append(f"tables: {args.driver_dir}/ (one file per switch)")
+            text.append(f"tables: {args.driver_dir.rstrip('/')}/ (one file per switch)")
         out: dict[str, object] = {"plan": counts, "push_ok": report.ok}
         if not report.ok:
             return False, text, out

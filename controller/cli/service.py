@@ -205,6 +205,8 @@ def cmd_job_put(args: argparse.Namespace) -> int:
             raise all_problems(str(args.file), clashes)
         for entry in entries:
             print(f"{entry['id']}: generation {client.put_job(entry)}")
+        if not entries:
+            print(f"{args.file}: no jobs in the file: nothing put")
     return 0
 
 
@@ -242,6 +244,8 @@ def cmd_job_ls(args: argparse.Namespace) -> int:
         jobs = client.list_jobs()
     if _structured(args, [_job_doc(job) for job in jobs]):
         return 0
+    if not jobs:
+        print("no jobs (`tectl job put FILE` adds some)")
     for job in jobs:
         busbw = _busbw(job.figures)
         print(f"{job.id}\tgeneration {job.generation}\t{len(job.hosts)} hosts"
@@ -322,6 +326,9 @@ def cmd_link(args: argparse.Namespace) -> int:
 
     if args.change == ["ls"]:
         return cmd_link_ls(args)
+    if args.change and args.change[0] == "ls":
+        raise InputError(f"link ls takes no arguments, got {' '.join(args.change[1:])!r} "
+                         "(it lists every link not fully up)")  # fmt: skip
     extra = [] if args.fraction is None else [str(args.fraction)]
     changes = link_changes(args.change + extra)
     with _client(args) as client:
@@ -352,7 +359,7 @@ def preview_text(d: dict[str, Any]) -> str:
     lines = [
         "dry run: nothing stored or pushed",
         f"would move {g(d['flows_moved'])} of {g(d['flows'])} flows; "
-        f"{g(len(jobs))} jobs affected{named}",
+        f"{g(len(jobs))} job{'' if len(jobs) == 1 else 's'} affected{named}",
         f"routing     MLU {m['mlu']:.4g} over bound {m['bound']:.4g} (ratio {m['ratio']:.4g})",
     ]
     cert = d.get("certificate")

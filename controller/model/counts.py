@@ -57,13 +57,13 @@ class Counts:
         (its GPUs in one host, or data parallel 1 without a pipeline collective, ...)."""
         g = "{:,}".format
         none = self.jobs_without_flows
+        jobs = f"{g(self.jobs)} job" + ("" if self.jobs == 1 else "s")
         if not none:
-            return f"{g(self.jobs)} jobs"
+            return jobs
         named = ", ".join(none[:5]) + (" ..." if len(none) > 5 else "")
         verb = "has none: no collective of it crosses" if len(none) == 1 else (
             "have none: no collective of theirs crosses")
-        return (f"{g(self.jobs)} jobs ({g(self.jobs_with_flows)} with flows; {named} {verb} "
-                "hosts)")  # fmt: skip
+        return f"{jobs} ({g(self.jobs_with_flows)} with flows; {named} {verb} hosts)"
 
     def flows_text(self) -> str:
         """"11,144 flows (3,488 split into 55,808 QP buckets: 63,464 subflows)"."""

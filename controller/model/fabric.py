@@ -693,6 +693,8 @@ class Fabric:
         if self.ports_per_nic > 1:
             out["ports_per_nic"] = self.ports_per_nic
         for tier, value in zip(SWITCH_TIERS, self.te_entries, strict=True):
+            if tier == "atsw" and not self.num_atsws:
+                continue  # one pod, no aggregation layer: no ATSW to hold entries
             out[f"{tier}_te_entries"] = "unlimited" if value is None else value
         if self.wiring is not None:
             out["links_not_installed"] = int(self.num_links - out["links"])  # type: ignore[operator]

@@ -123,6 +123,7 @@ class Engine(RouteCommands):
         self._swept = clock()  # when the last periodic reconcile ended
         self._frozen = Frozen(clock)  # the collector kept off the reaction path
         self._takeover = False  # became the leader: adopt or solve what is stored
+        self._roled = False  # had a role before (its first is logged at info level)
         self._refresh = False  # a follower saw a new stored assignment: read the switches
         self.latency = ReportLatency(self.metrics.report_to_installed_seconds)
         self._round: Taken | None = None  # the inputs last taken
@@ -238,9 +239,12 @@ class Engine(RouteCommands):
         return self._state.version
 
     def _on_role(self, leader: bool) -> None:
-        log.warning(
-            "replica %s is now %s", self.replica.id, "the leader" if leader else "a follower"
-        )
+        # its first role is news only at info level (every start has one); a change after
+        # is a takeover or a loss of the lease, worth a warning
+        level = logging.WARNING if self._roled else logging.INFO
+        self._roled = True
+        log.log(level, "replica %s is now %s", self.replica.id,
+                "the leader" if leader else "a follower")  # fmt: skip
         with self._cond:
             self._takeover = leader
             self._cond.notify_all()

@@ -46,6 +46,7 @@ from controller.service.state import RouteLog
 from controller.solver import RouteIndex
 
 log = logging.getLogger("fabric_te.engine")
+NAMED_REPAIRS = 10  # switches a reconcile names one by one; the rest in one line
 SWEEP_CHUNK = 64  # switches per step of a periodic reconcile at most (inputs are taken
 # between steps, so a link report waits for one step, never for a whole fabric)
 SWEEP_STEP = 0.02  # s a step may take, at the driver's last pace (a switch of the linux
@@ -655,9 +656,15 @@ class SwitchMarks:
         level_ok, level_bad = (logging.INFO, logging.WARNING) if loud else (logging.DEBUG,) * 2
         now: dict[str, str] = {s: "unreadable" for s in result.unreadable}
         now.update({s: f"{n} entries differ" for s, n in result.differing.items()})
-        for switch, ops in sorted(result.repaired.items()):
+        repaired = sorted(result.repaired.items())
+        for switch, ops in repaired[:NAMED_REPAIRS]:
             log.log(level_bad, "switch %s did not hold the wanted routes: %d entry "
                     "operations repaired it", switch, ops)  # fmt: skip
+        if len(repaired) > NAMED_REPAIRS:  # a switch restarted empty, or a fresh fabric
+            rest = repaired[NAMED_REPAIRS:]
+            log.log(level_bad, "%d more switches did not hold the wanted routes: %d entry "
+                    "operations repaired them (%s, ...)", len(rest),
+                    sum(ops for _, ops in rest), ", ".join(s for s, _ in rest[:3]))  # fmt: skip
         for switch in result.checked:
             before, after = self.differing.get(switch), now.get(switch)
             if before != after:

@@ -58,7 +58,8 @@ def test_solve_text_json_and_verify_agree_on_every_count(
 
     # text: the same numbers in the same words
     head = text.splitlines()[0]
-    assert f"{counts['jobs']:,} jobs" in head and f"{counts['flows']:,} flows" in head
+    jobs = f"{counts['jobs']:,} job" + ("" if counts["jobs"] == 1 else "s")
+    assert jobs in head and f"{counts['flows']:,} flows" in head
     if counts["jobs_without_flows"]:  # said, and named, where the jobs are counted
         assert f"({counts['jobs_with_flows']:,} with flows; " in head
         assert all(job in head for job in counts["jobs_without_flows"])

@@ -66,7 +66,7 @@ def test_dry_runs_show_what_would_move_and_change_nothing(
         unchanged()
         code, text, _ = _tectl(capsys, "job", "put", str(new), "--dry-run", *server)
         assert code == 0 and text.startswith("dry run: nothing stored or pushed\n")
-        assert "1 jobs affected: b" in text and "certificate passed against eecmp" in text
+        assert "1 job affected: b" in text and "certificate passed against eecmp" in text
         assert f"entries     {len(seen['plan']['switches'])} switches: " in text
         unchanged()
 
@@ -78,7 +78,7 @@ def test_dry_runs_show_what_would_move_and_change_nothing(
         assert seen["certificate"]["reference"] == "eecmp"
         unchanged()
         code, text, _ = _tectl(capsys, "link", "down", link, "--dry-run", *server)
-        assert code == 0 and "1 jobs affected: a" in text and "would move" in text
+        assert code == 0 and "1 job affected: a" in text and "would move" in text
         unchanged()
 
         # a bad change is refused as the real command refuses it, and changes nothing
