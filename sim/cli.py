@@ -260,9 +260,9 @@ def cmd_solve(args: argparse.Namespace) -> int:
         **({} if args.job_rounds is None else {"job_rounds": args.job_rounds}),
         **({} if args.job_pass_below is None else {"job_pass_below": args.job_pass_below}),
     )
-    from controller.solver.greedy import warm_up
+    from controller.solver.greedy import WARM_UP_STAGE, warm_up
 
-    with progress.stage("loading the solver's kernels (compiled on the first run, ~4 s)"):
+    with progress.stage(WARM_UP_STAGE):
         warm_up()
     with progress.stage("TE solve"):
         result = solve(inputs.fabric, inputs.health, inputs.flows, options=options)

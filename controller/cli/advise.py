@@ -47,9 +47,9 @@ def cmd_advise(args: argparse.Namespace) -> int:
         same_pod=args.same_pod, avoid_hosts=_avoid(fabric, args.avoid),
         top=args.top,
     )  # fmt: skip
-    from controller.solver import warm_up
+    from controller.solver.greedy import WARM_UP_STAGE, warm_up
 
-    with progress.stage("loading the solver's kernels (compiled on the first run, ~4 s)"):
+    with progress.stage(WARM_UP_STAGE):
         warm_up()
     with progress.stage(f"routing {len(jobs)} running jobs and scoring candidates"):
         advice = advise(fabric, health, jobs, request, seed=args.seed)

@@ -32,6 +32,7 @@ def _inputs(args: argparse.Namespace, progress: Progress) -> Any:
     from controller.model.jobs import jobs_flows
     from controller.solver import CertifyOptions, SolveOptions, solve, warm_up
     from controller.solver.certificate import DEFAULT_HASHES
+    from controller.solver.greedy import WARM_UP_STAGE
     from controller.solver.qp_buckets import DEFAULT_QPS
     from controller.solver.resilience import SweepInputs, sample_doubles
 
@@ -47,7 +48,7 @@ def _inputs(args: argparse.Namespace, progress: Progress) -> Any:
         health = parse_health(fabric, args.fail)
         certify = CertifyOptions(reference=args.reference or "eecmp",
                                  hashes=args.hashes or DEFAULT_HASHES, seed=args.seed)
-    with progress.stage("loading the solver's kernels (compiled on the first run)"):
+    with progress.stage(WARM_UP_STAGE):
         warm_up()
     hashed: tuple[str, ...] = ()  # routes from a file say nothing of jobs left to hashing
     if args.routes and args.jobs is not None:

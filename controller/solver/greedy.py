@@ -467,6 +467,11 @@ def relieve_arcs(
     return path, chosen, load
 
 
+# what a command shows while warm_up runs
+WARM_UP_STAGE = ("loading the solver's kernels (compiled on the first run: seconds, up to a "
+                 "minute on a busy machine; cached after)")
+
+
 def warm_up() -> None:
     """Compile the solver's kernels (controller.solver.kernels) and the model's the
     certificate runs (controller.model.kernels), or load them from their cache, on a tiny
