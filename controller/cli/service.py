@@ -203,8 +203,14 @@ def cmd_job_put(args: argparse.Namespace) -> int:
         clashes = _clashes(entries, held)
         if clashes:
             raise all_problems(str(args.file), clashes)
-        for entry in entries:
-            print(f"{entry['id']}: generation {client.put_job(entry)}")
+        for i, entry in enumerate(entries):
+            try:
+                generation = client.put_job(entry)
+            except InputError as err:  # the server's check: said of the file's job
+                raise InputError(f"{args.file}: jobs[{i}] ({entry['id']}): {err} (the jobs "
+                                 "before it were put)" if i else
+                                 f"{args.file}: jobs[{i}] ({entry['id']}): {err}") from None
+            print(f"{entry['id']}: generation {generation}")
         if not entries:
             print(f"{args.file}: no jobs in the file: nothing put")
     return 0

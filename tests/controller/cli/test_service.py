@@ -105,6 +105,18 @@ def test_client_commands(small: Fabric, tmp_path: Path, capsys: pytest.CaptureFi
             assert out[0].startswith(f"{other}=0.5:" if "up" not in argv[0] else f"{other}=up:")
         assert main(["link", other, *server]) == 2  # no state: not taken as down
         assert "give the link's state as LINK=down" in capsys.readouterr().err
+        assert main(["link", "ls", "extra", *server]) == 2
+        assert "link ls takes no arguments" in capsys.readouterr().err
+        # what only the server can check (its fabric's hosts) is said of the file's job
+        wrong = tmp_path / "wrong.json"
+        wrong.write_text(json.dumps({"jobs": [{"id": "w", "hosts": ["host-p9-r0-h0"]}]}))
+        assert main(["job", "put", str(wrong), *server]) == 2
+        err = capsys.readouterr().err
+        assert f"{wrong}: jobs[0] (w): INVALID_ARGUMENT" in err and "host-p9-r0-h0" in err
+        empty = tmp_path / "empty.json"
+        empty.write_text('{"jobs": []}')
+        assert main(["job", "put", str(empty), *server]) == 0
+        assert "no jobs in the file: nothing put" in capsys.readouterr().out
         assert main(["job", "rm", "llm", *server]) == 0
         assert main(["job", "rm", "llm", *server]) == 0  # idempotent
         assert "not found" in capsys.readouterr().out
