@@ -660,6 +660,11 @@ def plan_text(plan: dict[str, Any], what: str, verb: str, held: Any = None) -> s
                  else "the engine routes again")  # fmt: skip
         lines = [f"rolled back to {what} ({size}): changed {changes} (routes version "
                  f"{g(plan['routes_version'])}); {after}"]  # fmt: skip
+    foreign, missing = plan.get("flows_of_no_job", 0), plan.get("job_flows_missing", 0)
+    if foreign or missing:
+        lines.append(f"warning: these routes were made for other jobs: {g(foreign)} of their "
+                     f"flows belong to no job of the controller, and {g(missing)} flows of its "
+                     "jobs have no route in them (those ride the fabric's hashing)")  # fmt: skip
     rows = [(s["switch"], s["add"], s["replace"], s["remove"]) for s in plan["switches"]]
     if rows:
         width = max(len("switch"), *(len(r[0]) for r in rows))

@@ -215,6 +215,7 @@ def plan_to_pb(view: PlanView, dry_run: bool, routes_version: int) -> pb.RoutePl
         dry_run=dry_run, add=add, replace=replace, remove=remove, flows=view.flows,
         subflows=view.subflows,
         entries=view.entries, routes_version=routes_version,
+        flows_of_no_job=view.flows_of_no_job, job_flows_missing=view.job_flows_missing,
         switches=[pb.SwitchPlan(switch=sw, add=a, replace=r, remove=d)
                   for sw, a, r, d in view.switches],
     )  # fmt: skip

@@ -25,6 +25,7 @@ from controller.model import validation
 from controller.model.assignment import Assignment
 from controller.model.counts import Counts
 from controller.model.fabric import Fabric
+from controller.model.flows import FlowSet, pair_keys
 from controller.model.health import LinkHealth
 from controller.routes.entries import build_routes
 from controller.routes.plan import Plan
@@ -55,6 +56,10 @@ class PlanView:
     flows: int
     entries: int
     subflows: int = 0
+    # a route file against the controller's jobs (`unlike_jobs`): its flows no job of the
+    # controller makes, and the jobs' flows it does not route
+    flows_of_no_job: int = 0
+    job_flows_missing: int = 0
 
     @classmethod
     def of(cls, plan: Plan, assignment: Assignment, entries: int) -> PlanView:
@@ -73,6 +78,15 @@ class PlanView:
         return (sum(s[1] for s in self.switches), sum(s[2] for s in self.switches),
                 sum(s[3] for s in self.switches))  # fmt: skip
 
+
+
+def unlike_jobs(assignment: Assignment, jobs: FlowSet) -> tuple[int, int]:
+    """How far a route file's flows are from those of the controller's jobs: (its flows,
+    as NIC pairs, that no job makes; the jobs' flows it does not route). Routes solved for
+    other jobs are applied all the same (the operator may mean it), but said."""
+    have, want = (np.unique(keys) for keys in pair_keys(assignment.flows, jobs))
+    return (int(np.setdiff1d(have, want, assume_unique=True).size),
+            int(np.setdiff1d(want, have, assume_unique=True).size))  # fmt: skip
 
 def check_applicable(
     fabric: Fabric, assignment: Assignment, routes: RouteSet, health: LinkHealth, source: str

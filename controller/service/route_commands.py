@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -16,9 +16,10 @@ from controller.errors import FabricTeError, OverDeadline, PreconditionError
 from controller.model.assignment import Assignment
 from controller.model.flows import FlowSet
 from controller.model.health import LinkHealth
+from controller.model.jobs import jobs_flows
 from controller.routes.plan import plan_update
 from controller.routes.tables import RouteSet
-from controller.service.held import Held, PlanView, check_applicable
+from controller.service.held import Held, PlanView, check_applicable, unlike_jobs
 from controller.service.metrics import Metrics
 from controller.service.persist import inputs_digest
 from controller.service.reads import EngineReads
@@ -66,9 +67,16 @@ class RouteCommands(EngineReads):
         rows when the file cannot be applied (see `held.check_applicable`); dry-run: the
         plan only."""
         check_applicable(self.fabric, assignment, routes, self.health, source)
-        if dry_run:
-            return self.plan_routes(assignment)
-        return self._command(Command("apply", assignment, source))
+        with self._cond:
+            jobs = [job for job, _ in self._state.job_list()]
+        foreign, missing = unlike_jobs(assignment, jobs_flows(self.fabric, jobs))
+        if foreign or missing:
+            log.warning("routes of %s: %d of their flows belong to no job of the controller, "
+                        "and %d flows of its jobs have none; applied all the same", source,
+                        foreign, missing)  # fmt: skip
+        view = (self.plan_routes(assignment) if dry_run
+                else self._command(Command("apply", assignment, source)))
+        return replace(view, flows_of_no_job=foreign, job_flows_missing=missing)
 
     def rollback_routes(self, dry_run: bool = False) -> PlanView:
         """Re-install the checkpoint the last apply kept (see `held`)."""

@@ -95,6 +95,8 @@ def test_apply_holds_rollback_restores(
                           *server)  # fmt: skip
     plan = json.loads(out)
     assert code == 0 and plan["dry_run"] and plan["entries"] == len(file_routes)
+    # solved for the seeded mix, not for the controller's one job: said, not refused
+    assert plan["flows_of_no_job"] > 0 and plan["job_flows_missing"] > 0
     assert plan["add"] + plan["replace"] + plan["remove"] > 0
     assert plan["add"] == sum(s["add"] for s in plan["switches"])
     after = _status(capsys, server)
@@ -102,7 +104,7 @@ def test_apply_holds_rollback_restores(
     assert engine.installed == own
     code, out, _ = _tectl(capsys, "routes", "apply", str(path), "--dry-run", *server)
     assert code == 0 and out.startswith("dry run: apply of routes of routes.npz")
-    assert "nothing changed" in out and "switch" in out.splitlines()[1]
+    assert "nothing changed" in out and "warning: these routes were made for other jobs" in out
 
     # apply: the file's routes installed and held
     code, out, _ = _tectl(capsys, "routes", "apply", str(path), *server)
@@ -305,3 +307,20 @@ def test_held_routes_and_their_checkpoint_survive_a_restart(
     finally:
         srv.stop()
     assert not any(table["entries"] for table in _tables(tmp_path / "tables").values())
+
+
+def test_routes_solved_for_the_controller_s_jobs_apply_without_a_warning(
+    running: Running, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The file and the controller hold the same jobs: every flow matches, nothing said."""
+    server = ["--server", f"127.0.0.1:{running.port}", "--insecure"]
+    jobs, path = tmp_path / "jobs.json", tmp_path / "routes.npz"
+    _route_file(path, capsys, "--jobs-out", str(jobs))
+    assert _tectl(capsys, "job", "put", str(jobs), *server)[0] == 0
+    assert running.engine.wait_idle()
+    code, out, _ = _tectl(capsys, "routes", "apply", str(path), "--dry-run", "-o", "json",
+                          *server)  # fmt: skip
+    plan = json.loads(out)
+    assert code == 0 and plan["flows_of_no_job"] == plan["job_flows_missing"] == 0
+    code, out, _ = _tectl(capsys, "routes", "apply", str(path), "--dry-run", *server)
+    assert code == 0 and "warning" not in out
