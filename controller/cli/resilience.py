@@ -198,9 +198,10 @@ def report_text(r: Resilience, fabric_name: str, top: int = TOP) -> str:
             f"{name} {_pct(float(np.nanmin(np.where(r.has_flows, r.before[i], np.nan))))}"
             if jobs else f"{name} -" for i, name in enumerate(ROUTING_NAMES)),
         "",
-        f"elements ranked by the worst job loss under fabric-te's repair (bus bandwidth "
-        f"before - after, share of line rate; jobs stalled by the failure, with no path under "
-        f"any routing, counted apart; top {min(top, n)} of {n:,}):",
+        f"elements ranked by the jobs they stall (a flow with no path under any routing: "
+        f"the job stops), then by the worst job loss over the other jobs under fabric-te's "
+        f"repair (bus bandwidth before - after, share of line rate; top {min(top, n)} of "
+        f"{n:,}):",
     ]  # fmt: skip
     rows = []
     for rank, i in enumerate(r.ranking[:top].tolist(), start=1):
@@ -297,13 +298,17 @@ def plot(path: str, r: Resilience, fabric_name: str, top: int = TOP) -> None:
                                   gridspec_kw={"width_ratios": [3, 1]})  # fmt: skip
     width = 0.27
     x = np.arange(len(ids))
+    stalls = r.stalled[ids].any(axis=1)
+    if stalls.any():  # no loss to draw: the job stops under any routing
+        ax.bar(x[stalls], 100, 3 * width, color="#d9d9d9", zorder=0,
+               label="stalls a job (no path under any routing)")  # fmt: skip
     for k, name in enumerate(ROUTING_NAMES):
         ax.bar(x + (k - 1) * width, 100 * worst[ids, k], width, label=name, color=colours[k])
     ax.set_xticks(x, [r.names[i] for i in ids.tolist()], rotation=60, ha="right",
                   fontsize="small")  # fmt: skip
     ax.set_ylabel("worst job's bus bandwidth lost, % of line rate")
     ax.set_ylim(0, 105)
-    ax.set_title(f"the {len(ids)} failures that hurt a job most under fabric-te")
+    ax.set_title(f"the {len(ids)} failures that hurt jobs most under fabric-te")
     ax.legend(frameon=False)
     kinds = [k for k in range(len(KINDS)) if (r.kind == k).any()]
     xk = np.arange(len(kinds))

@@ -122,11 +122,14 @@ class Resilience:
 
     @property
     def ranking(self) -> np.ndarray:
-        """Element ids by fabric-te's worst job loss, largest first (ties: by E-ECMP's, then
-        WCMP's, then by id). Losses are compared to 1e-9 of line rate, so elements whose
-        losses differ only by rounding (a symmetric fabric's CTSWs) stay in id order."""
+        """Element ids by the jobs they stall, most first (a stalled job stops, whatever
+        the routing), then by fabric-te's worst job loss over the other jobs, largest
+        first (ties: by E-ECMP's, then WCMP's, then by id). Losses are compared to 1e-9 of
+        line rate, so elements whose losses differ only by rounding (a symmetric fabric's
+        CTSWs) stay in id order."""
         w = np.round(self.worst_loss, 9)
-        return np.lexsort((np.arange(len(self.names)), -w[:, 2], -w[:, 1], -w[:, 0]))
+        stalls = self.stalled.sum(axis=1)
+        return np.lexsort((np.arange(len(self.names)), -w[:, 2], -w[:, 1], -w[:, 0], -stalls))
 
     @property
     def stalled(self) -> np.ndarray:

@@ -50,7 +50,8 @@ def test_the_ranking_on_the_tiny_fabric_is_the_hand_derived_one(tiny: Fabric) ->
     line rate, so job a keeps at most 3/4 under any routing (the cut), a loss of at least
     1/4; nothing else hurts a job that still has a path (job b's one flow has 3 other
     uplinks, and no flow crosses pods: the ATSWs and their links carry nothing); an RTSW
-    takes its NICs down: its jobs are stalled, not ranked by loss."""
+    takes its NICs down: its jobs are stalled, which ranks it first (a stalled job stops
+    whatever the routing), not counted as a loss."""
     inputs = _tiny_inputs(tiny)
     r = sweep(inputs)
     names = list(r.names)
@@ -58,8 +59,9 @@ def test_the_ranking_on_the_tiny_fabric_is_the_hand_derived_one(tiny: Fabric) ->
     pod0 = {n for n in names if n.startswith(("rtsw-p0-r0:", "rtsw-p0-r1:"))}
     pod0 |= {f"ctsw-p0-c{c}" for c in range(4)}
     assert len(pod0) == 12
-    top = {names[i] for i in r.ranking[:12].tolist()}
-    assert top == pod0
+    stalling = {"rtsw-p0-r0", "rtsw-p0-r1", "rtsw-p1-r0", "rtsw-p1-r1"}  # racks with flows
+    order = [names[i] for i in r.ranking.tolist()]
+    assert set(order[:4]) == stalling and set(order[4:16]) == pod0
     a = r.job_ids.index("a")
     for i, name in enumerate(names):
         if name in pod0:
@@ -168,7 +170,7 @@ def test_tectl_resilience_text_json_and_plot(tmp_path, capsys: pytest.CaptureFix
             "--kinds", "link,rtsw", "--top", "5"]  # fmt: skip
     assert main(args) == 0
     out = capsys.readouterr().out
-    assert "elements ranked by the worst job loss" in out and "per kind" in out
+    assert "elements ranked by the jobs they stall" in out and "per kind" in out
     assert "jobs with no good repair" in out and "blast radius" in out
     assert main([*args, "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
@@ -177,8 +179,12 @@ def test_tectl_resilience_text_json_and_plot(tmp_path, capsys: pytest.CaptureFix
     assert len(data["elements"]) == n and len(data["ranking"]) == n
     assert set(data["routings"]) == {"fabric-te", "eecmp", "wcmp"}
     first = next(e for e in data["elements"] if e["name"] == data["ranking"][0])
-    assert first["worst_loss"]["fabric-te"] == max(e["worst_loss"]["fabric-te"]
-                                                   for e in data["elements"])  # fmt: skip
+    stalling = [e for e in data["elements"] if e["stalled"]]
+    assert len(first["stalled"]) == max((len(e["stalled"]) for e in stalling), default=0)
+    calm = [e for e in data["elements"] if not e["stalled"]]
+    top_calm = next(e for e in data["elements"] if e["name"] == data["ranking"][len(stalling)])
+    assert top_calm["worst_loss"]["fabric-te"] == max(e["worst_loss"]["fabric-te"]
+                                                      for e in calm)  # fmt: skip
     pytest.importorskip("matplotlib")
     png = tmp_path / "r.png"
     assert main([*args, "--plot", str(png)]) == 0
