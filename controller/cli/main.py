@@ -11,6 +11,7 @@ timings go to stderr.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from importlib.metadata import entry_points
@@ -74,6 +75,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `tectl ... | head`: the reader has what it wanted
+        # what is left in stdout's buffer goes nowhere, so the flush at exit stays quiet
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_FAIL
+    except OSError as err:  # the output could not be written (a full disk, /dev/full)
+        if err.filename is not None:
+            raise  # a file a command opened names itself: not the output's failure
+        print(f"tectl: error: cannot write the output: {err.strerror or err}", file=sys.stderr)
+        return EXIT_FAIL
 
 
 if __name__ == "__main__":

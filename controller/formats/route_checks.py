@@ -210,12 +210,23 @@ def check_fabric(fabric: Fabric, top: Mapping[str, Any]) -> None:
 
 @contextmanager
 def atomic_file(path: Path, mode: str) -> Iterator[IO[Any]]:
-    """A file opened next to `path` that replaces it once written in full (never half)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    """A file opened next to `path` that replaces it once written in full (never half).
+    A symbolic link is followed (its target is replaced, the link stays); a path that is
+    not a regular file (/dev/null, a FIFO, a device) is written to as it is: replacing it
+    would put a plain file where the device was."""
+    target = Path(os.path.realpath(path))
+    try:
+        if target.exists() and not target.is_file():
+            with open(target, mode) as fh:
+                yield fh
+            return
+    except OSError as bad:
+        raise RouteError(f"{path}: cannot write: {bad.strerror or bad}") from None
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
         with open(tmp, mode) as fh:
             yield fh
-        os.replace(tmp, path)
+        os.replace(tmp, target)
     except OSError as bad:
         raise RouteError(f"{path}: cannot write: {bad.strerror or bad}") from None
     finally:

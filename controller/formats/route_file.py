@@ -370,7 +370,7 @@ def write_routes(
     """Write a route file: columns (`controller.formats.route_columns`) when `path` ends in
     .npz, else JSON, streamed. Written to a temporary file, then renamed into place."""
     path = Path(path)
-    if path.suffix == COLUMNS_SUFFIX:
+    if path.suffix.lower() == COLUMNS_SUFFIX:
         from controller.formats.route_columns import write_route_columns
 
         write_route_columns(path, fabric, assignment, routes)

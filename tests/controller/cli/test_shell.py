@@ -83,3 +83,20 @@ def test_operators_doc_matches_the_tls_flags() -> None:
             if command == "status" and flag == "--tls-client-ca":
                 continue  # a server flag
             assert flag in flags, (command, flag)
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_output_that_cannot_be_written_is_an_error_not_a_traceback() -> None:
+    """stdout on a full device: one line naming why, exit 1; into a closed pipe (`| head`):
+    exit 1, nothing on stderr."""
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([*TECTL, "fabric", "show", "tiny"], stdout=full,
+                              stderr=subprocess.PIPE, text=True, env=ENV, timeout=60)  # fmt: skip
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr == "tectl: error: cannot write the output: No space left on device\n"
+    read, write = os.pipe()
+    os.close(read)
+    with os.fdopen(write, "w") as closed:
+        done = subprocess.run([*TECTL, "fabric", "show", "pod"], stdout=closed,
+                              stderr=subprocess.PIPE, text=True, env=ENV, timeout=60)  # fmt: skip
+    assert done.returncode == 1 and done.stderr == ""

@@ -395,3 +395,32 @@ def test_repeats_agree_with_a_plain_loop(scale: int) -> None:
             assert (route_checks._packed(keys) is None) == (scale > 1)
         later, earlier = route_checks._repeats(keys)
         assert (later.tolist(), earlier.tolist()) == _repeats_by_hand([k.tolist() for k in keys])
+
+
+def test_a_link_is_followed_and_what_is_no_file_is_written_through(tmp_path: Path) -> None:
+    """--out through a symbolic link writes its target (the link stays a link); a FIFO (as
+    /dev/null or a device) is written to, never replaced by a plain file. A suffix in upper
+    case (.NPZ) still means columns, as the reader takes it."""
+    import os
+    import stat
+    import threading
+
+    target, link = tmp_path / "real.json", tmp_path / "link.json"
+    target.write_text("old")
+    link.symlink_to(target)
+    write_routes(link, TINY, ASSIGNMENT, ROUTES)
+    assert link.is_symlink() and read_routes(target, TINY)[1] == ROUTES
+
+    fifo = tmp_path / "pipe.json"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
+    reader.start()
+    write_routes(fifo, TINY, ASSIGNMENT, ROUTES)
+    reader.join(10)
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)
+    assert parse_routes(TINY, json.loads(got[0]), "pipe")[1] == ROUTES
+
+    upper = tmp_path / "r.NPZ"
+    write_routes(upper, TINY, ASSIGNMENT, ROUTES)
+    assert upper.read_bytes()[:4] == b"PK\x03\x04" and read_routes(upper, TINY)[1] == ROUTES
