@@ -426,11 +426,19 @@ def _entry_line(prefix: str, e: RouteLine) -> str:
 
 
 def cmd_routes_show(args: argparse.Namespace) -> int:
+    if args.since != ("", 0) and not args.watch:
+        raise InputError("--since resumes a watch: give --watch too")
     with _client(args) as client:
         try:
             if args.watch:
                 epoch, since = args.since
-                _watch(client, since, set(args.switch), epoch)
+                hosts: set[str] | None = None
+                if args.job:  # its hosts as the watch starts
+                    held = {job.id: job.hosts for job in client.list_jobs()}
+                    if args.job not in held:
+                        raise InputError(f"--job {args.job}: no such job")
+                    hosts = set(held[args.job])
+                _watch(client, since, set(args.switch), epoch, hosts)
             else:
                 _show(client, args)
         except BrokenPipeError:  # `tectl routes show | head`
@@ -447,15 +455,26 @@ def _show(client: Client, args: argparse.Namespace) -> None:
     sys.stdout.flush()
 
 
-def _watch(client: Client, since: int, switches: Collection[str] = (), epoch: str = "") -> None:
-    """Print the watch (only `switches`' entries, when named); the client resumes it when the
-    server drops it for falling behind. Each sync line says how to resume from it."""
+def _watch(client: Client, since: int, switches: Collection[str] = (), epoch: str = "",
+           hosts: Collection[str] | None = None) -> None:  # fmt: skip
+    """Print the watch, its snapshot's entries then each delta's (only `switches`' entries
+    and those towards `hosts`, when given); the client resumes it when the server drops it
+    for falling behind. Each sync line says how to resume from it."""
     first_chunk = True
+
+    def shown(e: RouteLine) -> bool:
+        return _shown(e, switches) and (hosts is None or e.dst_host in hosts)
+
+    filtered = bool(switches) or hosts is not None
     for event in client.watch_routes(since, epoch):
         if isinstance(event, Snapshot):
             if first_chunk:
-                print(f"# snapshot version {event.version}: {event.total_entries} entries",
+                print(f"# snapshot version {event.version}: {event.total_entries} entries"
+                      + (" in all, those asked for below" if filtered else ""),
                       flush=True)  # fmt: skip
+            sys.stdout.write("".join(_entry_line("", e) + "\n" for e in event.entries
+                                     if shown(e)))  # fmt: skip
+            sys.stdout.flush()
             first_chunk = not event.more
         elif isinstance(event, InSync):
             resume = f" (resume with --since {event.epoch}:{event.version})" if event.epoch else ""
@@ -464,9 +483,9 @@ def _watch(client: Client, since: int, switches: Collection[str] = (), epoch: st
             print(f"# fell behind; resuming from version {event.version}", flush=True)
             first_chunk = True
         elif isinstance(event, Delta):
-            lines = [_entry_line("+ ", e) for e in event.added if _shown(e, switches)]
-            lines += [_entry_line("- ", e) for e in event.removed if _shown(e, switches)]
-            if lines or not switches:  # filtered: a delta of other switches says nothing
+            lines = [_entry_line("+ ", e) for e in event.added if shown(e)]
+            lines += [_entry_line("- ", e) for e in event.removed if shown(e)]
+            if lines or not filtered:  # filtered: a delta of other entries says nothing
                 print("\n".join([f"# delta version {event.version}", *lines]), flush=True)
 
 

@@ -204,6 +204,36 @@ def test_routes_watch_of_one_switch_prints_only_that_switch(
     assert "rtsw-p0-r6" in capsys.readouterr().out  # no switch named: every switch
 
 
+
+def test_a_watch_prints_its_snapshot_filtered_as_asked(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The snapshot a watch starts from is printed entry by entry, page after page (a
+    consumer rebuilds the table from it), filtered by switch and by the job's hosts like
+    the deltas after it; before, only its header was."""
+    from controller.cli.service import _watch
+    from controller.service.client import Delta, InSync, RouteLine, Snapshot
+
+    mine = RouteLine("rtsw-p0-r5", "a", "h1", "b")
+    theirs = RouteLine("rtsw-p0-r5", "a", "h2", "c")
+    other = RouteLine("rtsw-p0-r6", "c", "h1", "d")
+
+    class Stub:
+        def watch_routes(self, since: int, epoch: str = ""):  # type: ignore[no-untyped-def]
+            yield Snapshot(4, 3, (mine, theirs), True, "e1")
+            yield Snapshot(4, 3, (other,), False, "e1")
+            yield InSync(4, "e1")
+            yield Delta(5, (), (theirs, mine))
+
+    _watch(Stub(), 0)  # type: ignore[arg-type]
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "# snapshot version 4: 3 entries" and len(lines) == 1 + 3 + 1 + 3
+    assert sum(line.startswith("rtsw-p0-r") for line in lines) == 3  # the snapshot's
+    _watch(Stub(), 0, {"rtsw-p0-r5"}, "", {"h1"})  # type: ignore[arg-type]
+    out = capsys.readouterr().out
+    assert "those asked for below" in out and out.count("h2") == 0 and "rtsw-p0-r6" not in out
+    assert out.count("h1") == 2  # mine, in the snapshot and removed in the delta
+
 def test_a_watch_resumes_from_epoch_and_version_as_its_sync_lines_print_them(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
