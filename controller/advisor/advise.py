@@ -26,6 +26,7 @@ jobs, cross-pod traffic, racks spanned, host ids.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from itertools import combinations
@@ -77,7 +78,7 @@ class Score:
     cross_pod_gbps: float  # the new job's traffic that crosses the aggregation layer
     te_mlu: float  # TE MLU with the job added
     bound: float  # lower bound on MLU with the job added
-    new_job_busbw: float  # the new job's bus-bandwidth fraction
+    new_job_busbw: float  # the new job's bus-bandwidth fraction; NaN: it has no flows
     worst_existing_delta: float  # min over running jobs of (after - before) busbw
     strategy: str = ""
     rank: int = 0  # 1 = best, in `advise` output; 0 when scored alone
@@ -88,7 +89,8 @@ class Score:
         return self.te_mlu / self.bound if self.bound > 0 else 1.0
 
     def rank_key(self) -> tuple[float, float, float, int, tuple[int, ...]]:
-        return (-round(self.new_job_busbw, 9), -round(self.worst_existing_delta, 9),
+        busbw = 1.0 if math.isnan(self.new_job_busbw) else self.new_job_busbw
+        return (-round(busbw, 9), -round(self.worst_existing_delta, 9),
                 round(self.cross_pod_gbps, 6), self.racks, self.hosts)  # fmt: skip
 
 
@@ -386,7 +388,8 @@ def _score(ctx: _Context, request: Request, hosts: tuple[int, ...], strategy: st
         cross_pod_gbps=float(new.demand[cross].sum()),
         te_mlu=float(report.mlu),
         bound=problem.bound().value,
-        new_job_busbw=after.get(CANDIDATE_ID, 1.0),
+        # NaN: the job exchanges nothing across the fabric (one host; a pipeline of one stage)
+        new_job_busbw=after.get(CANDIDATE_ID, 1.0 if len(new) else float("nan")),
         worst_existing_delta=float(min(deltas, default=0.0)),
         strategy=strategy,
         mlu_before=ctx.mlu,

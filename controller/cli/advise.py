@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import textwrap
 from collections.abc import Sequence
@@ -67,6 +68,7 @@ def cmd_advise(args: argparse.Namespace) -> int:
         + format_table(ADVICE_HEADER, rows)
         + "".join(f"\n#{i + 1} hosts: {_names(fabric, s.hosts)}" for i, s in enumerate(advice))
         + ("\n\n" + mlu_note(advice) if advice else "")
+        + (NO_FLOWS if advice and all(math.isnan(s.new_job_busbw) for s in advice) else "")
     )
     data = [
         {**asdict(s), "hosts": [fabric.host_name(h) for h in s.hosts], "mlu_ratio": s.mlu_ratio}
@@ -75,6 +77,10 @@ def cmd_advise(args: argparse.Namespace) -> int:
     emit(args.json, data, text + "\n")
     return 0
 
+
+NO_FLOWS = ("\n\nthe job exchanges nothing across the fabric (its GPUs in one host, or one\n"
+            "pipeline stage with nothing else): no busbw to predict ('-'); the candidates are\n"
+            "ranked by what they do to the running jobs")
 
 # offline inputs a controller has of its own: refused with --server
 SERVER_OWNS = ("fabric", "jobs", "seed", "fill", "fail")
@@ -103,6 +109,7 @@ def _advise_at(args: argparse.Namespace) -> int:
         f"controller at {args.server}: request {size} (pp {args.pp} x tp {args.tp}, "
         f"{args.pattern})\n\n" + format_table(ADVICE_HEADER, rows)
         + "".join(f"\n#{i + 1} hosts: {_listed(c['hosts'])}" for i, c in enumerate(advice))
+        + (NO_FLOWS if advice and all(math.isnan(c["new_job_busbw"]) for c in advice) else "")
     )  # fmt: skip
     data = [{**c, "rank": rank} for rank, c in enumerate(advice, start=1)]
     emit(args.json, data, text + "\n")

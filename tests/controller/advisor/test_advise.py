@@ -123,6 +123,22 @@ def test_ranks_and_hosts_request(small: Fabric) -> None:
     assert score(small, health, RUNNING, by_gpus[0].hosts, Request(gpus=16, tp=4)).rank == 0
 
 
+
+def test_a_job_with_no_flows_has_no_busbw_not_full_rate(small: Fabric) -> None:
+    """One host (or a pipeline of one stage): the job exchanges nothing across the fabric,
+    so there is no busbw to predict (NaN; before, 100%); candidates still rank, by what
+    they do to the running jobs."""
+    import math
+
+    health = LinkHealth.all_up(small)
+    for request in (Request(hosts=1, tp=4, top=3), Request(gpus=16, tp=4, pattern="pipeline")):
+        advice = advise(small, health, RUNNING, request)
+        assert advice and all(math.isnan(c.new_job_busbw) for c in advice), request
+        keys = [c.rank_key() for c in advice]
+        assert keys == sorted(keys)
+    ring = advise(small, health, RUNNING, Request(gpus=16, tp=4, top=2))
+    assert all(c.new_job_busbw == 1.0 for c in ring)
+
 def test_degraded_racks_packed_last(small: Fabric) -> None:
     # all racks of pod 0 are free and whole; rack 0 lost one uplink, so packing skips it
     health = parse_health(small, ["rtsw-p0-r0:ctsw-p0-c0"])
