@@ -14,7 +14,7 @@ import numpy as np
 
 from controller.errors import FabricTeError, OverDeadline, PreconditionError
 from controller.model.assignment import Assignment
-from controller.model.flows import FlowSet
+from controller.model.flows import FlowSet, pair_keys
 from controller.model.health import LinkHealth
 from controller.model.jobs import jobs_flows
 from controller.routes.plan import plan_update
@@ -226,6 +226,12 @@ class RouteCommands(EngineReads):
             res = self.repair_for(taken.health)  # on demand: nothing is precomputed while held
             self.intake.store_assignment(res.assignment, taken.digest)
             self.installer.previous = res.assignment
+            if res.certificate is not None and not res.certificate.pending:
+                with self._cond:  # Status and /metrics: the repair's certificate (a pending
+                    self._deferred = res.certificate  # one is set by the repair itself)
+                self.metrics.set_certificate(res.certificate)
+            moved = res.assignment.flows.take(res.churn)  # flows moved: once however split
+            self.metrics.churn.inc(np.unique(pair_keys(moved)[0]).size)
         self._settle(taken.version)
 
 

@@ -124,10 +124,15 @@ def test_apply_holds_rollback_restores(
     assert engine.wait_idle()
     assert engine.installed == file_routes
     link = _used_uplink(small, file_routes)
+    moved = engine.metrics.registry.get_sample_value("fabric_te_flows_moved_total") or 0.0
     assert _tectl(capsys, "link", f"{link}=down", *server)[0] == 0
     assert engine.wait_idle()
     assert link not in _hops(engine) and engine.installed != file_routes
-    assert _status(capsys, server)["held"]["source"] == "routes.npz"
+    status = _status(capsys, server)
+    assert status["held"]["source"] == "routes.npz"
+    # the repair's certificate and its flows moved are shown, as for any repair
+    assert "certificate" in status and status["certificate"]["passed"]
+    assert engine.metrics.registry.get_sample_value("fabric_te_flows_moved_total") > moved
 
     # rollback: dry run first, then the checkpoint (the engine's routes) is back, repaired
     # for the link down since; the engine resumes and solves the jobs that came meanwhile
