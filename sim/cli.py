@@ -337,7 +337,10 @@ def cmd_solve(args: argparse.Namespace) -> int:
                      "carry (a demand_gbps above the NIC's rate?); its busbw is a share of "
                      "that")  # fmt: skip
     if result.objective is not None:
-        lines.append(result.objective.summary())
+        handed = 0 if result.certificate is None else len(result.certificate.fallback_jobs)
+        lines.append(result.objective.summary() + (
+            f" (of the routing before the certificate handed {handed} job(s) back to the "
+            "hashing; the fabric-te row above is after)" if handed else ""))
     if result.certificate is not None:
         lines.append(result.certificate.summary())
     data: dict[str, object] = {
