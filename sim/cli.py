@@ -410,7 +410,8 @@ def _whole_units(name: str) -> str:
 
 def _gap_line(rows: list[Any], optimum: float) -> str:
     """fabric-te's worst and mean job against adaptive spray's (the last row)."""
-    head = f"gap to adaptive spray (the ceiling, min(1, 1 / fractional optimum {optimum:.4g})): "
+    head = (f"gap to adaptive spray (the ceiling on the worst job, min(1, 1 / fractional "
+            f"optimum {optimum:.4g})): ")  # fmt: skip
     te = next((row for row in rows if row.method == "fabric-te"), None)
     if te is None:
         return head + "fabric-te not simulated (see below)"
@@ -420,9 +421,10 @@ def _gap_line(rows: list[Any], optimum: float) -> str:
         stalled = [job for job, v in ceiling.job_busbw_fraction.items() if not v > 0]
         names = ", ".join(stalled[:5]) + (", ..." if len(stalled) > 5 else "")
         return head + (f"{len(stalled)} job(s) stalled under any routing (a flow with no alive "
-                       f"path: {names}), mean job {mean} of it")  # fmt: skip
+                       f"path: {names}), mean job {mean} x adaptive spray's")  # fmt: skip
     worst = _over(te.report.busbw_fraction_min, ceiling.busbw_fraction_min)
-    return head + f"worst job {worst} of it, mean job {mean} of it"
+    # the ceiling binds the worst job only: jobs off the bottleneck can read above it
+    return head + f"worst job {worst} of it; mean job {mean} x adaptive spray's"
 
 
 def _over(a: float, b: float) -> str:
