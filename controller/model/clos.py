@@ -79,7 +79,11 @@ class ClosSpec:
         validation.gbps(self.nic_gbps, "nic_gbps", FabricError)
         validation.gbps(self.rack_link_gbps, "rack_link_gbps", FabricError)
         if self.atsws_per_plane:
-            if (self.agg_link_gbps is None) == (self.taper is None):
+            if self.agg_link_gbps is None and self.taper is None:
+                raise FabricError("agg_link_gbps, taper: an aggregation layer (atsws_per_plane "
+                                  f"{self.atsws_per_plane}) needs the speed of its links: give "
+                                  "one of them")  # fmt: skip
+            if self.agg_link_gbps is not None and self.taper is not None:
                 raise FabricError("agg_link_gbps, taper: give exactly one of them")
             if self.taper is None:
                 validation.gbps(self.agg_link_gbps, "agg_link_gbps", FabricError)
