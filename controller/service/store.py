@@ -168,7 +168,8 @@ def open_store(url: str, fabric_name: str) -> Store:
     found = [ep for ep in entry_points(group=STORES_GROUP) if ep.name == scheme]
     if found:
         return found[0].load().from_url(url, fabric_name)  # type: ignore[no-any-return]
-    raise InputError(f"--store: {url!r} is neither dir:PATH nor etcd://HOST:PORT[,..]/PREFIX")
+    raise InputError(f"--store: {url!r} is none of memory (nothing kept across a restart), "
+                     "dir:PATH and etcd://HOST:PORT[,..]/PREFIX")
 
 
 def _fsync_dir(path: Path) -> None:
