@@ -91,7 +91,7 @@ def test_store_urls(tmp_path: Path) -> None:
     store = open_store(f"dir:{tmp_path / 'x'}", "tiny")
     assert isinstance(store, DirStore)
     store.close()
-    with pytest.raises(ValueError, match="neither dir:PATH nor etcd://"):
+    with pytest.raises(ValueError, match="is none of memory .*, dir:PATH and etcd://"):
         open_store("redis://x", "tiny")
 
 
