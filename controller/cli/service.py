@@ -565,11 +565,15 @@ def status_text(d: dict[str, Any]) -> str:
                      "in full next, off the reaction path")  # fmt: skip
     elif cert:
         lines.append(_certificate_line(cert))
-    lines.append(
-        f"latency     report to installed p50 {d['report_to_installed_p50_seconds']:.3g} s, "
-        f"p99 {d['report_to_installed_p99_seconds']:.3g} s over "
-        f"{g(d['report_to_installed_count'])} changes; {g(d['repairs'])} repairs"
-    )
+    if d["report_to_installed_count"]:
+        lines.append(
+            f"latency     report to installed p50 {d['report_to_installed_p50_seconds']:.3g} s, "
+            f"p99 {d['report_to_installed_p99_seconds']:.3g} s over "
+            f"{g(d['report_to_installed_count'])} changes; {g(d['repairs'])} repairs"
+        )
+    else:
+        lines.append("latency     no change reported and installed yet since this controller "
+                     "started")  # fmt: skip
     pre = d.get("precomputed")
     if pre:
         lines += _precomputed_lines(pre)
