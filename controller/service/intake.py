@@ -25,7 +25,15 @@ from controller.model.flows import FlowSet
 from controller.model.health import LinkHealth
 from controller.model.jobs import Job, job_flows, jobs_flows
 from controller.service.held import Held
-from controller.service.persist import ASSIGNMENT, HELD, JOBS, LINKS, Stored, inputs_digest
+from controller.service.persist import (
+    ASSIGNMENT,
+    HELD,
+    JOBS,
+    LINKS,
+    Stored,
+    inputs_digest,
+    speeds_key,
+)
 from controller.service.replica import Replica
 from controller.service.state import DesiredState
 from controller.service.store import Change
@@ -87,7 +95,8 @@ class Intake:
         assert state.health is not None
         # held routes are adopted whatever the inputs: they answer to the file, not to them
         adopted = self.held is not None or (
-            stored.assignment_inputs == inputs_digest(state.jobs, state.health))
+            stored.assignment_inputs == inputs_digest(state.jobs, state.health,
+                                                      speeds_key(self.fabric)))
         log.info("loaded %d jobs from %s (revision %d); stored assignment %s", len(stored.jobs),
                  self.replica.status_fields()["store"], stored.revision,
                  "adopted" if adopted else "to be re-solved")  # fmt: skip

@@ -39,10 +39,11 @@ class Taken:
     health: LinkHealth
     version: int
     generations: tuple[tuple[str, int], ...]
+    speeds: str = ""  # the fabric's link speeds (controller.service.persist.speeds_key)
 
     @functools.cached_property
     def digest(self) -> str:
-        return generations_digest(self.generations, self.health)
+        return generations_digest(self.generations, self.health, self.speeds)
 
     @property
     def ids(self) -> tuple[str, ...]:
