@@ -69,7 +69,8 @@ class RouteCommands(EngineReads):
         check_applicable(self.fabric, assignment, routes, self.health, source)
         with self._cond:
             jobs = [job for job, _ in self._state.job_list()]
-        foreign, missing = unlike_jobs(assignment, jobs_flows(self.fabric, jobs))
+        foreign, missing = unlike_jobs(assignment,
+                                       jobs_flows(self.fabric, jobs, self.intake.known()))
         if foreign or missing:
             log.warning("routes of %s: %d of their flows belong to no job of the controller, "
                         "and %d flows of its jobs have none; applied all the same", source,

@@ -43,12 +43,11 @@ from controller.solver import (
     SolveOptions,
     SolveResult,
     bound_under,
-    carried_hand_backs,
+    carried_off_te,
     certified,
     mlu_counted,
     repair_indexed,
     solve,
-    still_on_ecmp,
 )
 
 log = logging.getLogger("fabric_te.engine")
@@ -233,8 +232,7 @@ def rebased_result(result: SolveResult, rebased: AssignResult) -> SolveResult:
     split flows stand as solved (a bound under healthier links is still a lower bound)."""
     parent = np.asarray(result.parent)
     unroutable = distinct(parent[rebased.unroutable])
-    handed, certificate = carried_hand_backs(result, rebased, parent)
-    fallback = still_on_ecmp(result, rebased, parent)
+    handed, fallback, certificate = carried_off_te(result, rebased, parent)
     mlu = rebased.mlu if result.mlu_pending else result.mlu  # counted by the repair
     if rebased.assignment is not result.assignment and np.isfinite(rebased.mlu):
         mlu = rebased.mlu  # the routing pushed, not the one solved

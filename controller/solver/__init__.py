@@ -39,11 +39,10 @@ from controller.solver.repair import (
 from controller.solver.solve import (
     SolveOptions,
     SolveResult,
-    carried_hand_backs,
+    carried_off_te,
     certified,
     mlu_counted,
     solve,
-    still_on_ecmp,
 )
 
 __all__ = [
@@ -57,13 +56,12 @@ __all__ = [
     "SolveOptions",
     "SolveResult",
     "bound_under",
-    "carried_hand_backs",
+    "carried_off_te",
     "certified",
     "FollowUp",
     "follow_up",
     "mlu_counted",
     "repair_indexed",
     "solve",
-    "still_on_ecmp",
     "warm_up",
 ]

@@ -244,7 +244,7 @@ class SolveResult:
         `as_of`: the solve whose routes `res` repaired (the service settles a link change
         so); its split flows, its table counts and its jobs left to the hashing stand, and
         so do its flows left to ECMP and its hand-backs that `res` did not route again
-        (`still_on_ecmp`, `carried_hand_backs`)."""
+        (`carried_off_te`)."""
         if parent is None:
             parent = np.arange(len(res.assignment.flows), dtype=np.int64)
         split: np.ndarray | None
@@ -256,8 +256,7 @@ class SolveResult:
             hashed_jobs, hashed_flows = {}, np.zeros(0, np.int64)
         else:
             split, tables = as_of.split_flows, as_of.tables
-            fallback = still_on_ecmp(as_of, res, parent)
-            handed, cert = carried_hand_backs(as_of, res, parent)
+            handed, fallback, cert = carried_off_te(as_of, res, parent)
             hashed_jobs, hashed_flows = as_of.hashed_jobs, as_of.hashed_flows
         return cls(
             assignment=res.assignment,
@@ -1040,30 +1039,22 @@ def _worst_low(cert: Certificate, below: float) -> bool:
     return bool((cert.job_values[valued] < below).any())
 
 
-def still_on_ecmp(before: SolveResult, res: AssignResult, parent: np.ndarray) -> np.ndarray:
-    """The input flows over the table budget once `res` (a repair of `before`'s routes, rows
-    as `parent` says) replaces it: `before`'s that `res` left without a TE path, and the
-    rows `res` re-placed that rode ECMP for want of entries."""
+def carried_off_te(before: SolveResult, res: AssignResult, parent: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray, Certificate | None]:  # fmt: skip
+    """Once `res` (a repair of `before`'s routes, rows as `parent` says) replaces it: the
+    input flows handed back to the fabric's hashing, those over the table budget, and
+    `res`'s certificate naming every job handed back. Each set is `before`'s that `res`
+    left without a TE path (a hand-back with the reason `before` gave) and `res`'s own."""
     parent = np.asarray(parent, np.int64)
     path_less = distinct(parent[res.assignment.path == UNROUTED])
-    return np.union1d(np.intersect1d(before.fallback_ecmp, path_less),
-                      distinct(parent[res.fallback_ecmp]))  # fmt: skip
-
-
-def carried_hand_backs(before: SolveResult, res: AssignResult, parent: np.ndarray
-                       ) -> tuple[np.ndarray, Certificate | None]:  # fmt: skip
-    """The input flows handed back to the fabric's hashing once `res` (a repair of
-    `before`'s routes, rows as `parent` says) replaces it, and `res`'s certificate naming
-    every job they belong to: `before`'s hand-backs that `res` left without a TE path
-    (with the reason `before` gave) and those of `res`'s own certificate."""
-    parent = np.asarray(parent, np.int64)
-    path_less = distinct(parent[res.assignment.path == UNROUTED])
+    fallback = np.union1d(np.intersect1d(before.fallback_ecmp, path_less),
+                          distinct(parent[res.fallback_ecmp]))  # fmt: skip
     handed = np.union1d(np.intersect1d(before.handed_back, path_less),
                         distinct(parent[res.handed_back]))  # fmt: skip
     handed = np.setdiff1d(handed, distinct(parent[res.unroutable]))
     cert, earlier = res.certificate, before.certificate
     if cert is None or cert.pending:
-        return handed, cert
+        return handed, fallback, cert
     rows = res.assignment.flows
     jobs = np.unique(rows.job[np.isin(parent, handed)])
     ids = rows.job_ids
@@ -1071,8 +1062,8 @@ def carried_hand_backs(before: SolveResult, res: AssignResult, parent: np.ndarra
     why = {} if earlier is None else {
         job: reason for job, reason in earlier.fallback_jobs.items() if job in named}
     why.update(cert.fallback_jobs)
-    return handed, replace(cert, fallback_jobs=dict(sorted(why.items())),
-                           fallback_flows=int(handed.size))  # fmt: skip
+    return handed, fallback, replace(cert, fallback_jobs=dict(sorted(why.items())),
+                                     fallback_flows=int(handed.size))  # fmt: skip
 
 
 def certified(
