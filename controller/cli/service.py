@@ -85,7 +85,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from controller.service.engine import Engine
     from controller.service.logs import configure
     from controller.service.replica import Replica
-    from controller.service.server import is_loopback, start
+    from controller.service.server import is_loopback, listen_problem, start
     from controller.service.store import default_state_dir, open_store
     from controller.service.tls import HandshakeFailures, ServerTls, TlsFiles
 
@@ -120,6 +120,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.config_db:
         options.update(_config_db(args.config_db))
     port = args.listen.rsplit(":", 1)[-1]
+    problem = None if port == "0" else listen_problem(args.listen)
+    if problem:  # before the engine takes the lead and pushes anything
+        raise InputError(f"cannot listen on {args.listen}: {problem}")
     # the default identity is fabric + port; an ephemeral port has none to restart as
     default = "memory" if port == "0" else f"dir:{default_state_dir() / f'{fabric.name}-{port}'}"
     url = args.store or default

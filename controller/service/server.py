@@ -78,8 +78,9 @@ def is_loopback(address: str) -> bool:
         return False
 
 
-def _bind_problem(address: str) -> str:
-    """Why `address` cannot be bound, as the operating system says it."""
+def listen_problem(address: str) -> str | None:
+    """Why `address` cannot be bound, as the operating system says it; None where a probe
+    binds it (`tectl serve` asks before its engine takes the lead and pushes anything)."""
     import socket
 
     host, _, port = address.rpartition(":")
@@ -91,7 +92,7 @@ def _bind_problem(address: str) -> str:
             probe.bind(sockaddr)
     except (OSError, ValueError, IndexError) as err:
         return getattr(err, "strerror", None) or str(err)
-    return "gRPC could not bind it"
+    return None
 
 
 def start(
@@ -145,7 +146,8 @@ def start(
     if port == 0:
         server.stop(None)
         executor.shutdown(wait=False)
-        raise InputError(f"cannot listen on {address}: {_bind_problem(address)}")
+        raise InputError(f"cannot listen on {address}: "
+                         f"{listen_problem(address) or 'gRPC could not bind it'}")
     server.start()
     for name in ("", SERVICE_NAME):
         checker.set(name, health_pb2.HealthCheckResponse.SERVING)

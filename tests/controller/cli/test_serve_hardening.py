@@ -171,6 +171,8 @@ def test_port_in_use_is_one_line_and_exit_2() -> None:
     assert len(errors) == 1
     assert f"127.0.0.1:{port}" in str(errors[0]["message"])
     assert "in use" in str(errors[0]["message"])
+    # refused before an engine started: it took no lead, solved and pushed nothing
+    assert not [r for r in _records(text) if "leader" in str(r.get("message"))]
 
 
 def test_every_input_and_every_push_is_one_log_record() -> None:
