@@ -574,9 +574,34 @@ def cmd_routes_verify(args: argparse.Namespace) -> int:
     from controller.model.counts import Counts
 
     counts = Counts.of(assignment.flows).to_dict() | {"te_entries": len(routes)}
-    emit(args.json, {"ok": check.ok, "summary": check.summary(), "counts": counts},
-         check.summary() + "\n")  # fmt: skip
+    named = {kind: _subflow_names(fabric, assignment.flows, rows) for kind, rows in
+             (("looped", check.looped), ("dropped", check.dropped),
+              ("off_path", check.off_path))}  # fmt: skip
+    text = check.summary() + "".join(
+        f"\n{kind.replace('_', ' ')}: " + ", ".join(names)
+        + (f", ... ({len(rows):,} in all; --json lists up to {VERIFY_NAMED})"
+           if len(rows) > len(names) else "")
+        for (kind, names), rows in zip(named.items(), (check.looped, check.dropped,
+                                                        check.off_path), strict=True)
+        if names)  # fmt: skip
+    emit(args.json, {"ok": check.ok, "summary": check.summary(), "counts": counts, **named},
+         text + "\n")  # fmt: skip
     return 0 if check.ok else 1
+
+
+VERIFY_NAMED = 20  # subflows routes verify names per problem
+
+
+def _subflow_names(fabric: Any, flows: Any, rows: Any) -> list[str]:
+    """The first VERIFY_NAMED subflows of `rows`, by their NICs (and QP bucket)."""
+    from controller.model.flows import ALL_QPS
+
+    out = []
+    for r in rows[:VERIFY_NAMED].tolist():
+        qp = int(flows.qp[r])
+        out.append(f"{fabric.nic_name(int(flows.src_nic[r]))}>{fabric.nic_name(int(flows.dst_nic[r]))}"
+                   + ("" if qp == ALL_QPS else f" (QP bucket {qp})"))
+    return out
 
 
 def register(cli: Any) -> None:

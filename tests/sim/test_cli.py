@@ -214,6 +214,17 @@ def test_routes_verify_takes_the_file_as_routes_diff_does(
     assert new == old and new["ok"]
     assert main(["routes", "verify", "--fabric", "tiny"]) == 2
     assert "the route file to verify is missing" in capsys.readouterr().err
+    # a link down under the routes: the subflows walked off their path are named
+    for link in ("rtsw-p0-r0:ctsw-p0-c2", "rtsw-p0-r1:ctsw-p0-c3", "rtsw-p0-r0:ctsw-p0-c0"):
+        assert main(["routes", "verify", str(routes), "--fabric", "tiny", "--fail", link,
+                     "--json"]) in (0, 1)  # fmt: skip
+        data = json.loads(capsys.readouterr().out)
+        if data["off_path"]:
+            break
+    assert not data["ok"] and data["off_path"] and all(">" in n for n in data["off_path"])
+    assert data["looped"] == data["dropped"] == []
+    assert main(["routes", "verify", str(routes), "--fabric", "tiny", "--fail", link]) == 1
+    assert "\noff path: " + data["off_path"][0] in capsys.readouterr().out
 
 
 def test_fail_random_names_the_links_it_took_down(capsys: pytest.CaptureFixture[str]) -> None:
