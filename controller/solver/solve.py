@@ -56,7 +56,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from controller.errors import InputError, Superseded
+from controller.errors import InputError, LpError, Superseded
 from controller.model.assignment import UNROUTED, Assignment, moved_pairs
 from controller.model.coupling import coupled_jobs
 from controller.model.fabric import SWITCH_TIERS, Fabric
@@ -752,11 +752,17 @@ def _placed(
     if need_lp and len(flows):
         t = time.perf_counter()
         comm = problem.commodities
-        lp = solve_lp(fabric, health, comm, backend=opts.backend, time_limit=opts.lp_time_limit)
+        try:
+            lp = solve_lp(fabric, health, comm, backend=opts.backend,
+                          time_limit=opts.lp_time_limit)  # fmt: skip
+        except LpError as err:  # a guide and a bound, not a need: the solve goes on
+            log.warning("solve: %s; going on without the LP (its guided pass and bound)", err)
+            res = replace(res, method=res.method + "+no-lp")
         times["lp"] = time.perf_counter() - t
+    if lp is not None:
         bound = bound.with_lp(lp)  # the cuts as counted above, and the LP
         t = time.perf_counter()
-        guided = run(_guidance(fabric, comm, lp))
+        guided = run(_guidance(fabric, problem.commodities, lp))
         times["guided_assign"] = time.perf_counter() - t
         if (guided.mlu, guided.collided_links.size) < (res.mlu, res.collided_links.size):
             res = guided

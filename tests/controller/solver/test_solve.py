@@ -304,3 +304,27 @@ def test_a_repair_settled_on_a_solve_keeps_its_hand_backs_and_says_why(
     ids = flows.job_ids
     assert {ids[j] for j in flows.job[out.handed_back]} <= set(cert.fallback_jobs)
     assert out.hashed_jobs == solved.hashed_jobs
+
+
+def test_an_lp_that_ends_without_a_solution_does_not_fail_the_solve(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The LP guides a pass and tightens the bound; its time limit running out (or a
+    backend that returns nothing) leaves the solve to go on without it, said in the
+    method and the log, instead of failing the whole solve (a service's global solve)."""
+    import importlib
+
+    from controller.errors import LpTimeout
+
+    solve_module = importlib.import_module("controller.solver.solve")
+
+    def timed_out(*args: object, **kwargs: object) -> None:
+        raise LpTimeout("LP (pdlp) ended NOT_SOLVED after 0.0 s (limit 0.001 s)")
+
+    monkeypatch.setattr(solve_module, "solve_lp", timed_out)
+    fabric = build(PRESETS["pod"])
+    flows = jobs_flows(fabric, random_jobs(fabric, seed=1))
+    res = solve(fabric, LinkHealth.all_up(fabric), flows, options=SolveOptions(lp="always"))
+    assert res.lp is None and "+no-lp" in res.method
+    assert res.assignment.routed.any() and res.mlu >= res.bound.value * (1 - 1e-9)
+    assert "going on without the LP" in caplog.text
