@@ -12,12 +12,14 @@ from controller.model.fabric import TIER_NAMES
 from controller.model.rates import SimReport
 
 # One colour per routing, the same in every panel; TE first.
-COLOURS = {"fabric-te": "#1b7837", "eecmp": "#f1a340", "ecmp": "#d73027", "pinning": "#8073ac"}
+COLOURS = {"fabric-te": "#1b7837", "eecmp": "#f1a340", "ecmp": "#d73027", "pinning": "#8073ac",
+           "wcmp": "#2166ac", "spray": "#92c5de", "adaptive-spray": "#bababa"}
 MAX_JOBS = 24  # bars per panel; with more jobs, the ones ECMP treats worst are shown
 
 
 def _colour(method: str) -> str:
-    return COLOURS.get(method.split("-")[0] if method.startswith("eecmp") else method, "grey")
+    base = method.split("-")[0] if method.startswith(("eecmp", "wcmp")) else method
+    return COLOURS.get(base, "grey")
 
 
 def plot_comparison(path: str, fabric_name: str, reports: Mapping[str, SimReport]) -> None:
@@ -62,7 +64,8 @@ def plot_comparison(path: str, fabric_name: str, reports: Mapping[str, SimReport
     ax_jobs.set_ylabel("% of line rate")
     ax_jobs.axhline(100, color="grey", linestyle=":", linewidth=1)
     ax_jobs.set_title(title)
-    ax_jobs.legend(loc="upper center", ncol=len(names), fontsize="small", frameon=False)
+    # at most 3 a row: a narrow figure (few jobs) cuts a longer row off
+    ax_jobs.legend(loc="upper center", ncol=min(len(names), 3), fontsize="small", frameon=False)
     ax_tiers.set_xticks(range(len(tiers)), tiers)
     ax_tiers.set_ylabel("max offered load / capacity")
     ax_tiers.axhline(1.0, color="black", linestyle="--", linewidth=1)
