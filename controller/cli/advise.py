@@ -10,10 +10,9 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import TYPE_CHECKING
 
-from controller.errors import AdvisorError, FabricError
+from controller.errors import AdvisorError, FabricError, InputError
 
 if TYPE_CHECKING:
-    from controller.advisor.advise import Score
     from controller.cli.commands import Commands
 from controller.formats.output import Percent, Progress, emit, format_table
 from controller.model.fabric import Fabric
@@ -67,7 +66,8 @@ def cmd_advise(args: argparse.Namespace) -> int:
         f"{args.pattern})\n\n"
         + format_table(ADVICE_HEADER, rows)
         + "".join(f"\n#{i + 1} hosts: {_names(fabric, s.hosts)}" for i, s in enumerate(advice))
-        + ("\n\n" + mlu_note(advice) if advice else "")
+        + ("\n\n" + mlu_note(advice[0].mlu_before, max(s.te_mlu for s in advice))
+           if advice else "")
         + (NO_FLOWS if advice and all(math.isnan(s.new_job_busbw) for s in advice) else "")
     )
     data = [
@@ -81,6 +81,11 @@ def cmd_advise(args: argparse.Namespace) -> int:
 NO_FLOWS = ("\n\nthe job exchanges nothing across the fabric (its GPUs in one host, or one\n"
             "pipeline stage with nothing else): no busbw to predict ('-'); the candidates are\n"
             "ranked by what they do to the running jobs")
+
+# a PlacementRequest's fields, as tectl advise's flags spell them (in the server's errors)
+API_FLAGS = (("avoid_hosts", "--avoid"), ("same_pod", "--same-pod"), ("gpus", "--gpus"),
+             ("hosts", "--hosts"), ("dp", "--dp"), ("pp", "--pp"), ("tp", "--tp"),
+             ("top", "--top"), ("pattern", "--pattern"))  # fmt: skip
 
 # offline inputs a controller has of its own: refused with --server
 SERVER_OWNS = ("fabric", "jobs", "seed", "fill", "fail")
@@ -98,7 +103,13 @@ def _advise_at(args: argparse.Namespace) -> int:
                "tp": args.tp, "pattern": args.pattern, "same_pod": args.same_pod,
                "avoid_hosts": args.avoid, "top": args.top}  # fmt: skip
     with _client(args) as client:
-        advice = client.advise(request)
+        try:
+            advice = client.advise(request)
+        except InputError as err:  # named as the server's fields: say the flags instead
+            text = str(err)
+            for name, flag_name in API_FLAGS:
+                text = text.replace(f"request.{name}", flag_name)
+            raise InputError(text) from None
     rows = [
         [rank, c["strategy"], len(c["hosts"]), c["pods"], c["racks"], c["cross_pod_gbps"],
          c["te_mlu"], c["mlu_ratio"], Percent(c["new_job_busbw"]), c["worst_existing_delta"]]
@@ -109,6 +120,8 @@ def _advise_at(args: argparse.Namespace) -> int:
         f"controller at {args.server}: request {size} (pp {args.pp} x tp {args.tp}, "
         f"{args.pattern})\n\n" + format_table(ADVICE_HEADER, rows)
         + "".join(f"\n#{i + 1} hosts: {_listed(c['hosts'])}" for i, c in enumerate(advice))
+        + ("\n\n" + mlu_note(advice[0]["mlu_before"], max(c["te_mlu"] for c in advice))
+           if advice else "")
         + (NO_FLOWS if advice and all(math.isnan(c["new_job_busbw"]) for c in advice) else "")
     )  # fmt: skip
     data = [{**c, "rank": rank} for rank, c in enumerate(advice, start=1)]
@@ -116,10 +129,9 @@ def _advise_at(args: argparse.Namespace) -> int:
     return 0
 
 
-def mlu_note(advice: Sequence[Score]) -> str:
-    """What the TE MLU column measures, and the running jobs' own MLU beside it."""
-    before = advice[0].mlu_before
-    worst = max(s.te_mlu for s in advice)
+def mlu_note(before: float, worst: float) -> str:
+    """What the TE MLU column measures, and the running jobs' own MLU (`before`) beside the
+    candidates' highest (`worst`)."""
     note = (
         "TE MLU: the most loaded link of the fabric with the job added, every flow on one path "
         "(the advisor does not split flows into QP buckets, so it reads above `tectl solve`'s "

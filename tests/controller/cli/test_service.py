@@ -279,17 +279,18 @@ def test_advise_asks_the_controller(small: Fabric, capsys: pytest.CaptureFixture
         taken = {fabric.host_name(h) for h in range(8)}
         for c in by_gpus:
             assert len(c["hosts"]) == 4 and not taken & set(c["hosts"])
-            assert 0 < c["new_job_busbw"] <= 1
+            assert 0 < c["new_job_busbw"] <= 1 and c["mlu_before"] > 0
         assert main(["advise", "--hosts", "4", "--tp", "4", "--json", *server]) == 0
         assert json.loads(capsys.readouterr().out) == by_gpus
         assert main(["advise", "--hosts", "4", "--tp", "4", "--top", "1", *server]) == 0
         text = capsys.readouterr().out
         assert "request 4 hosts" in text and by_gpus[0]["hosts"][0] in text
+        assert "The running jobs alone: MLU" in text  # as the offline advice says it
         for offline in (["--jobs", "none"], ["--fabric", "small"], ["--fail", "x"],
                         ["--seed", "2"]):  # fmt: skip
             assert main(["advise", "--gpus", "16", *offline, *server]) == 2
             assert f"{offline[0]}: not with --server" in capsys.readouterr().err
         assert main(["advise", "--gpus", "6", *server]) == 2
-        assert "request.gpus: 6 is not a positive multiple" in capsys.readouterr().err
+        assert "--gpus: 6 is not a positive multiple" in capsys.readouterr().err
     finally:
         running.stop(grace=0.5)
