@@ -5,8 +5,9 @@ neighbors details` prints it; `-f json` too), from a command run per device (`--
 {device} lldpcli -f json0 show neighbors details' --devices FILE`, each with a timeout), or
 from a lab run with `tectl lab up --lldp` (`--lab NAME`: lldpcli on each namespace's control
 socket). The document goes to stdout (or `--out`), YAML or `--json`; the report to stderr.
-Exit 0 when every table agrees, 1 on inconsistencies (no document unless `--allow-partial`,
-which writes the cables that agree), 2 on bad input or roles that cannot be told.
+Exit 0 when every table agrees, 1 on inconsistencies or a device's table that cannot be read
+or parsed (no document unless `--allow-partial`, which writes the cables that agree), 2 on
+bad arguments or roles that cannot be told.
 """
 
 from __future__ import annotations
@@ -177,8 +178,9 @@ def register(cli: Commands) -> None:
         "both ports and speeds) from LLDP neighbour tables as lldpd prints them (`lldpcli -f "
         "json0 show neighbors details`, or -f json). A cable is taken when both ends hear "
         "each other on the same ports; anything else is reported on stderr, naming devices "
-        "and ports. Exit 0: every table agrees; 1: inconsistencies (no document unless "
-        "--allow-partial); 2: bad input or roles that cannot be told. See docs/discovery.md.",
+        "and ports. Exit 0: every table agrees; 1: inconsistencies, or a device's table that "
+        "cannot be read or parsed (no document unless --allow-partial); 2: bad arguments or "
+        "roles that cannot be told. See docs/discovery.md.",
     )  # fmt: skip
     p.add_argument("source", nargs="?", metavar="DIR",
                    help="directory of DEVICE.json tables, one per device (the file name, "
