@@ -371,8 +371,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
                 write_routes(args.out, inputs.fabric, result.assignment, routes)
             lines.append(f"wrote {args.out}")
     if getattr(args, "jobs_out", None):
-        lines.append(f"wrote {args.jobs_out} ({inputs.jobs:,} job{'' if inputs.jobs == 1 else 's'}"
-                     ", as --jobs and tectl job put take them)")  # fmt: skip
+        lines.append(f"wrote {args.jobs_out} ({plural(inputs.jobs, 'job')}, as --jobs and "
+                     "tectl job put take them)")  # fmt: skip
     if args.apply:
         ok, text, pushed = _apply(args, inputs, result.assignment, progress)
         lines.extend(text)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from controller.errors import FabricTeError, InputError
-from controller.formats.output import strict, to_json
+from controller.formats.output import plural, strict, to_json
 from controller.model.validation import flag
 from controller.service.client import (
     DEFAULT_ADDRESS,
@@ -257,7 +257,7 @@ def cmd_job_ls(args: argparse.Namespace) -> int:
         print("no jobs (`tectl job put FILE` adds some)")
     for job in jobs:
         busbw = _busbw(job.figures)
-        print(f"{job.id}\tgeneration {job.generation}\t{len(job.hosts)} hosts"
+        print(f"{job.id}\tgeneration {job.generation}\t{plural(len(job.hosts), 'host')}"
               + (f"\tpredicted busbw {busbw}" if busbw else ""))  # fmt: skip
     return 0
 
@@ -277,7 +277,7 @@ def cmd_job_describe(args: argparse.Namespace) -> int:
     g = "{:,}".format
     lines = [
         f"job         {job.id} (generation {job.generation})",
-        f"shape       {g(len(job.hosts))} hosts; dp {spec['dp']}, pp {spec['pp'] or 1}, "
+        f"shape       {plural(len(job.hosts), 'host')}; dp {spec['dp']}, pp {spec['pp'] or 1}, "
         f"tp {spec['tp'] or 1}; {', '.join(spec['collectives']) or 'ring'}",
         f"hosts       {', '.join(job.hosts[:8])}" + (" ..." if len(job.hosts) > 8 else ""),
     ]
@@ -368,7 +368,7 @@ def preview_text(d: dict[str, Any]) -> str:
     lines = [
         "dry run: nothing stored or pushed",
         f"would move {g(d['flows_moved'])} of {g(d['flows'])} flows; "
-        f"{g(len(jobs))} job{'' if len(jobs) == 1 else 's'} affected{named}",
+        f"{plural(len(jobs), 'job')} affected{named}",
         f"routing     MLU {m['mlu']:.4g} over bound {m['bound']:.4g} (ratio {m['ratio']:.4g})",
     ]
     cert = d.get("certificate")
