@@ -335,7 +335,6 @@ def over_line_rate(fabric: Fabric, flows: FlowSet) -> dict[str, float]:
     return dict(sorted((flows.job_ids[j], float(most[j])) for j in np.flatnonzero(most)))
 
 
-
 def jobs_over_line_rate(fabric: Fabric, jobs: Sequence[Job]) -> dict[str, float]:
     """`over_line_rate` of the flows `jobs` ask. Only a job asking more than the smallest
     line rate of a NIC (`demand_gbps`, a NIC's budget for all its collectives) can ask a NIC
@@ -346,6 +345,7 @@ def jobs_over_line_rate(fabric: Fabric, jobs: Sequence[Job]) -> dict[str, float]
     if not asking:
         return {}
     return over_line_rate(fabric, FlowSet.concat([asked_flows(fabric, job) for job in asking]))
+
 
 def _with_priority(flows: FlowSet, job: Job) -> FlowSet:
     """`flows` (all of `job`) carrying the job's priority (none given: the default, 0)."""
