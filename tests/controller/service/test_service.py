@@ -253,9 +253,12 @@ def test_stream_link_reports_bad_link_changes_nothing(small: Fabric, service) ->
     assert running.engine.health.down_links().tolist() == []
 
 
-def test_an_lp_time_out_in_solve_is_not_the_clients_fault(small: Fabric, driver) -> None:
-    """The LP running out of time is a server-side failure: DEADLINE_EXCEEDED, not
-    INVALID_ARGUMENT; the installed routes are untouched."""
+def test_an_lp_time_out_in_solve_leaves_the_solve_to_go_on(small: Fabric, driver) -> None:
+    """The LP running out of time fails no solve (it guides a pass and tightens the bound):
+    the what-if answers with the routing found without it (no LP figure), and installs
+    nothing. Before, the RPC failed with DEADLINE_EXCEEDED."""
+    import math
+
     from controller.solver.solve import SolveOptions
 
     options = SolveOptions(lp="always", lp_time_limit=1e-9)
@@ -263,10 +266,9 @@ def test_an_lp_time_out_in_solve_is_not_the_clients_fault(small: Fabric, driver)
     channel = grpc.insecure_channel(f"127.0.0.1:{running.port}")
     try:
         stub = pb_grpc.TrafficEngineeringStub(channel)
-        with pytest.raises(grpc.RpcError) as info:
-            stub.Solve(pb.SolveRequest(extra_jobs=[_job(small, "w", range(0, 16))]))
-        assert info.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
-        assert "LP" in info.value.details() and "limit" in info.value.details()
+        reply = stub.Solve(pb.SolveRequest(extra_jobs=[_job(small, "w", range(0, 16))]))
+        assert reply.metrics["flows"] > 0 and math.isnan(reply.metrics["lp_mlu"])
+        assert reply.metrics["mlu"] >= reply.metrics["bound"] * (1 - 1e-9)
         assert stub.GetRoutes(pb.GetRoutesRequest()).entries == []
     finally:
         channel.close()
