@@ -79,7 +79,6 @@ class PlanView:
                 sum(s[3] for s in self.switches))  # fmt: skip
 
 
-
 def unlike_jobs(assignment: Assignment, jobs: FlowSet) -> tuple[int, int]:
     """How far a route file's flows are from those of the controller's jobs: (its flows,
     as NIC pairs, that no job makes; the jobs' flows it does not route). Routes solved for
@@ -87,6 +86,7 @@ def unlike_jobs(assignment: Assignment, jobs: FlowSet) -> tuple[int, int]:
     have, want = (np.unique(keys) for keys in pair_keys(assignment.flows, jobs))
     return (int(np.setdiff1d(have, want, assume_unique=True).size),
             int(np.setdiff1d(want, have, assume_unique=True).size))  # fmt: skip
+
 
 def check_applicable(
     fabric: Fabric, assignment: Assignment, routes: RouteSet, health: LinkHealth, source: str

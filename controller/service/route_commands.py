@@ -21,7 +21,7 @@ from controller.routes.plan import plan_update
 from controller.routes.tables import RouteSet
 from controller.service.held import Held, PlanView, check_applicable, unlike_jobs
 from controller.service.metrics import Metrics
-from controller.service.persist import inputs_digest, speeds_key
+from controller.service.persist import inputs_digest
 from controller.service.reads import EngineReads
 from controller.service.rounds import Taken, Target
 from controller.solver import AssignResult, RouteIndex
@@ -47,6 +47,7 @@ class RouteCommands(EngineReads):
     `controller.service.engine.Engine` (it reads through `EngineReads`)."""
 
     _taken: int
+    _speeds: str  # the fabric's link speeds, as the inputs digest takes them
     _commands: list[Command]
     metrics: Metrics
     repair_now: Callable[[LinkHealth], AssignResult]
@@ -140,7 +141,7 @@ class RouteCommands(EngineReads):
         with self._cond:
             health = self._state.health
             assert health is not None
-            return health, inputs_digest(self._state.jobs, health, speeds_key(self.fabric))
+            return health, inputs_digest(self._state.jobs, health, self._speeds)
 
     def _apply(self, command: Command) -> PlanView:
         assignment = command.assignment
