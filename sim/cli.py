@@ -549,8 +549,7 @@ def _apply(
 
 def cmd_routes_verify(args: argparse.Namespace) -> int:
     from controller.drivers.push import push
-    from controller.formats.fabric_file import load_fabric
-    from controller.formats.route_file import read_routes
+    from controller.formats.route_file import read_routes_for
     from controller.routes.plan import diff
     from controller.routes.tables import RouteSet
     from sim.driver import EmulatedDriver
@@ -562,9 +561,8 @@ def cmd_routes_verify(args: argparse.Namespace) -> int:
     if not args.routes:
         raise InputError("routes verify: the route file to verify is missing (tectl routes "
                          "verify FILE --fabric NAME)")  # fmt: skip
-    fabric = load_fabric(args.fabric)
+    fabric, assignment, routes = read_routes_for(args.routes, args.fabric)
     health = parse_health(fabric, args.fail)
-    assignment, routes = read_routes(args.routes, fabric)
     driver = EmulatedDriver(fabric)
     driver.emulated.set_links(health.down_links().tolist(), up=False)
     report = push(driver, diff(RouteSet(), routes, fabric))
@@ -723,7 +721,7 @@ def register(cli: Any) -> None:
     rsub = cli.groups["routes"]
     rver = rsub.add_parser("verify", help="install a route file on the emulated fabric and "
                            "check every flow forwards on its assigned path")  # fmt: skip
-    add_fabric_arg(rver)
+    add_fabric_arg(rver, "the preset the route file names")
     rver.add_argument(
         "file",
         nargs="?",

@@ -9,15 +9,17 @@ from dataclasses import dataclass, field
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
 
-def add_fabric_arg(p: argparse.ArgumentParser) -> None:
-    """The ``--fabric`` option every offline command takes."""
+def add_fabric_arg(p: argparse.ArgumentParser, from_routes: str | None = None) -> None:
+    """The ``--fabric`` option every offline command takes. A command that reads a route
+    file gives `from_routes`, what its default is (the preset the file names): the option
+    then defaults to None, for the command to resolve."""
     from controller.model.clos import DEFAULT_PRESET, PRESETS
 
     p.add_argument(
         "--fabric",
-        default=DEFAULT_PRESET,
+        default=None if from_routes else DEFAULT_PRESET,
         help=f"preset ({', '.join(sorted(PRESETS))}) or a YAML/JSON fabric file "
-        f"(default: {DEFAULT_PRESET})",
+        f"(default: {from_routes or DEFAULT_PRESET})",
     )
 
 
@@ -30,5 +32,5 @@ class Commands:
     root: argparse.ArgumentParser = field(default_factory=argparse.ArgumentParser)  # tectl
 
     @staticmethod
-    def add_fabric_arg(p: argparse.ArgumentParser) -> None:
-        add_fabric_arg(p)
+    def add_fabric_arg(p: argparse.ArgumentParser, from_routes: str | None = None) -> None:
+        add_fabric_arg(p, from_routes)

@@ -26,14 +26,12 @@ def cmd_fabric_show(args: argparse.Namespace) -> int:
 
 def cmd_routes_diff(args: argparse.Namespace) -> int:
     """Exit 0 when the files hold the same routes, 1 when they differ (as diff(1) does)."""
-    from controller.formats.fabric_file import load_fabric
-    from controller.formats.route_file import read_routes
+    from controller.formats.route_file import read_routes, read_routes_for
     from controller.routes.plan import STAGE_NAMES, diff
 
     progress = Progress(quiet=args.json)
-    fabric = load_fabric(args.fabric)
     with progress.stage(f"reading {args.old}"):
-        _, old = read_routes(args.old, fabric)
+        fabric, _, old = read_routes_for(args.old, args.fabric)
     with progress.stage(f"reading {args.new}"):
         _, new = read_routes(args.new, fabric)
     with progress.stage("diff"):
@@ -85,7 +83,7 @@ def register(cli: Commands) -> None:
         help="operations to go from OLD to NEW, in safe order; exits 0 when the files hold "
         "the same routes, 1 when they differ, 2 on an error (as diff does)",
     )
-    cli.add_fabric_arg(rdiff)
+    cli.add_fabric_arg(rdiff, "the preset OLD names")
     rdiff.add_argument("old", metavar="OLD", help="route file (.json, or .npz columns)")
     rdiff.add_argument("new", metavar="NEW", help="route file (.json, or .npz columns)")
     rdiff.add_argument("--json", action="store_true", help="machine-readable output")

@@ -17,6 +17,7 @@ from controller.model.validation import MAX_QPS, MAX_SEED, flag
 
 if TYPE_CHECKING:
     from controller.cli.commands import Commands
+    from controller.model.assignment import Assignment
     from controller.solver.resilience import Resilience
 
 TOP = 20  # elements listed in the text report by default
@@ -27,6 +28,7 @@ def _inputs(args: argparse.Namespace, progress: Progress) -> Any:
     """The fabric, health and installed routing: a route file, or a solve of the jobs."""
     from controller.formats.fabric_file import load_fabric
     from controller.formats.placement import load_jobs
+    from controller.model.clos import DEFAULT_PRESET
     from controller.model.failures import ELEMENT_KINDS, single_failures
     from controller.model.health import parse_health
     from controller.model.jobs import jobs_flows
@@ -43,21 +45,25 @@ def _inputs(args: argparse.Namespace, progress: Progress) -> Any:
         raise InputError(f"--kinds: unknown element kind(s) {unknown}; known: "
                          f"{', '.join(ELEMENT_KINDS)}")  # fmt: skip
     qps = DEFAULT_QPS if args.qps is None else args.qps
+    if args.routes and args.jobs is not None:
+        raise InputError("--routes and --jobs: give one (a route file holds its flows)")
+    routed: Assignment | None = None
     with progress.stage("loading inputs"):
-        fabric = load_fabric(args.fabric)
+        if args.routes:
+            from controller.formats.route_file import read_routes_for
+
+            # the fabric the file names, unless --fabric says otherwise
+            fabric, routed, _ = read_routes_for(args.routes, args.fabric)
+        else:
+            fabric = load_fabric(args.fabric or DEFAULT_PRESET)
         health = parse_health(fabric, args.fail)
         certify = CertifyOptions(reference=args.reference or "eecmp",
                                  hashes=args.hashes or DEFAULT_HASHES, seed=args.seed)
     with progress.stage(WARM_UP_STAGE):
         warm_up()
     hashed: tuple[str, ...] = ()  # routes from a file say nothing of jobs left to hashing
-    if args.routes and args.jobs is not None:
-        raise InputError("--routes and --jobs: give one (a route file holds its flows)")
-    if args.routes:
-        from controller.formats.route_file import read_routes
-
-        with progress.stage(f"reading {args.routes}"):
-            assignment, _ = read_routes(args.routes, fabric)
+    if routed is not None:
+        assignment = routed
         _check_alive(args.routes, fabric, health, assignment)
     else:
         if args.fill is not None and not 0.0 < args.fill <= 1.0:
@@ -333,7 +339,7 @@ def register(cli: Commands) -> None:
         "resilience",
         help="every single failure's cost to each job: fabric-te's repair vs E-ECMP and WCMP",
     )
-    cli.add_fabric_arg(p)
+    cli.add_fabric_arg(p, "with --routes, the preset the file names; else pod")
     p.add_argument("--jobs", default=None,
                    help="placement file (JSON) or a job mix ('random'), solved first (random)")
     p.add_argument("--routes", metavar="FILE",

@@ -20,6 +20,7 @@ size checked before it is read.
 from __future__ import annotations
 
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -190,9 +191,14 @@ def parse_route_columns(
     return assignment_of(fabric, job_ids, flows), routes_of(switches, counts, entries)
 
 
-def read_route_columns(path: str | Path, fabric: Fabric) -> tuple[Assignment, RouteSet]:
-    """Read and check a route file of columns against `fabric`; errors name the file."""
+def read_route_columns(path: str | Path,
+                       fabric: Fabric | Callable[[str], Fabric]) -> tuple[Assignment, RouteSet]:
+    """Read and check a route file of columns against `fabric` (or the fabric a callable
+    gives for the name the file holds); errors name the file."""
     try:
-        return parse_route_columns(fabric, _load(Path(path)))
+        arrays = _load(Path(path))
+        if callable(fabric):
+            fabric = fabric(str(_text(arrays, "fabric")))
+        return parse_route_columns(fabric, arrays)
     except InputError as err:
         raise RouteError(f"{path}: {err}") from None

@@ -25,7 +25,7 @@ written as a stream, straight from the columns.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from itertools import zip_longest
 from pathlib import Path
 from typing import Any
@@ -383,6 +383,34 @@ def write_routes(
 def read_routes(path: str | Path, fabric: Fabric) -> tuple[Assignment, RouteSet]:
     """Read and check a route file against `fabric`: columns (a zip archive, whatever its
     name) or JSON."""
+    return _read(path, fabric)
+
+
+def read_routes_for(path: str | Path,
+                    fabric_ref: str | None) -> tuple[Fabric, Assignment, RouteSet]:
+    """Read a route file and the fabric it is for: `fabric_ref` (a preset or fabric file)
+    when given, else the preset the file names. A file made for a fabric of the operator's
+    own names no preset, and its fabric file must be given."""
+    from controller.formats.fabric_file import load_fabric
+    from controller.model.clos import PRESETS
+
+    chosen: list[Fabric] = []
+
+    def resolve(name: str) -> Fabric:
+        if fabric_ref is None and not name:
+            raise RouteError("the file names no fabric: give it (--fabric NAME or FILE)")
+        if fabric_ref is None and name not in PRESETS:
+            raise RouteError(f"routes are for fabric {name!r}, which is no preset: give its "
+                             "fabric file (--fabric FILE)")  # fmt: skip
+        chosen.append(load_fabric(fabric_ref if fabric_ref is not None else name))
+        return chosen[-1]
+
+    assignment, routes = _read(path, resolve)
+    return chosen[-1], assignment, routes
+
+
+def _read(path: str | Path,
+          fabric: Fabric | Callable[[str], Fabric]) -> tuple[Assignment, RouteSet]:  # fmt: skip
     try:
         with open(path, "rb") as fh:
             zipped = fh.read(4) == b"PK\x03\x04"
@@ -396,4 +424,10 @@ def read_routes(path: str | Path, fabric: Fabric) -> tuple[Assignment, RouteSet]
         raise RouteError(f"{path}: not a route file: a .npz route file is a zip archive of "
                          "columns (tectl solve --out FILE.npz), and this is none")  # fmt: skip
     doc = read_document(path, RouteError, "route file", "json")
+    if callable(fabric):
+        name = doc.get("fabric") if isinstance(doc, Mapping) else None
+        try:
+            fabric = fabric(name if isinstance(name, str) else "")
+        except InputError as err:
+            raise RouteError(f"{path}: {err}") from None
     return parse_routes(fabric, doc, str(path))

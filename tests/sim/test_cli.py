@@ -212,6 +212,8 @@ def test_routes_verify_takes_the_file_as_routes_diff_does(
     new = _json(capsys, ["routes", "verify", str(routes), "--fabric", "tiny", "--json"])
     old = _json(capsys, ["routes", "verify", "--fabric", "tiny", "--routes", str(routes), "--json"])
     assert new == old and new["ok"]
+    # without --fabric, the preset the file names (tiny, not the default preset)
+    assert _json(capsys, ["routes", "verify", str(routes), "--json"]) == new
     assert main(["routes", "verify", "--fabric", "tiny"]) == 2
     assert "the route file to verify is missing" in capsys.readouterr().err
     # a link down under the routes: the subflows walked off their path are named

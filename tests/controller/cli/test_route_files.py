@@ -77,3 +77,23 @@ def test_errors_exit_2_naming_the_file(
     code = main(["routes", "diff", str(files["a.npz"]), str(files["b.npz"]), "--fabric", "tiny"])
     assert code == 2
     assert "fabric: routes are for fabric 'small', not 'tiny'" in capsys.readouterr().err
+
+
+def test_without_fabric_the_preset_the_file_names_is_read(
+    files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for a, b in (("a.json", "a.npz"), ("a.npz", "b.npz")):
+        assert main(["routes", "diff", str(files[a]), str(files[b])]) == int(a[0] != b[0])
+        assert "error" not in capsys.readouterr().err
+    # a file for a fabric of the operator's own: its fabric file is asked for, by flag
+    doc = json.loads(files["a.json"].read_text()) | {"fabric": "dc1"}
+    own = tmp_path / "own.json"
+    own.write_text(json.dumps(doc))
+    assert main(["routes", "diff", str(own), str(files["a.json"])]) == 2
+    err = capsys.readouterr().err
+    assert f"{own}: routes are for fabric 'dc1', which is no preset" in err
+    assert "--fabric FILE" in err
+    del doc["fabric"]
+    own.write_text(json.dumps(doc))
+    assert main(["routes", "diff", str(own), str(files["a.json"])]) == 2
+    assert "names no fabric" in capsys.readouterr().err

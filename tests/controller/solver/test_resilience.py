@@ -211,7 +211,12 @@ def test_tectl_resilience_refuses_routes_over_links_down(
     assert "routed over links down in --fail" in err and down in err
     assert main(["solve", "--fabric", "small", "--seed", "3", "--fail", down, "--out",
                  str(routes)]) == 0  # fmt: skip
+    capsys.readouterr()
     assert main(sweep_args) == 0
+    text = capsys.readouterr().out
+    # without --fabric, the preset the file names (small, not the default preset)
+    assert main([a for a in sweep_args if a not in ("--fabric", "small")]) == 0
+    assert capsys.readouterr().out == text
     # a route file holds its flows: --jobs with it would be ignored, so it is refused
     assert main([*sweep_args, "--jobs", "random"]) == 2
     assert "give one" in capsys.readouterr().err
