@@ -234,6 +234,13 @@ def parse_fabric(data: Any, source: str = "<fabric>", base: Path | None = None) 
             return _cable_list(doc, base, source)
         validation.keys(doc, "top level", sorted(TOP_KEYS), err=FabricError)
         spec = ClosSpec()
+        if "preset" not in doc and not any(k in doc for k in validation.DIMENSION_CAPS):
+            # ClosSpec's defaults are a fallback for the fields left out, not a fabric
+            raise FabricError(
+                "no shape: name a preset (preset: " + ", ".join(sorted(PRESETS)) + "), give "
+                "the dimensions (pods, racks_per_pod, hosts_per_rack, ...; docs/inventory.md), "
+                "or list the devices and cables"
+            )
         if "preset" in doc:
             try:
                 spec = preset(validation.text(doc["preset"], "preset", FabricError))

@@ -62,6 +62,10 @@ def test_json_file(tmp_path: Path) -> None:
         ({"preset": "tiny", "links": {"rtsw-p0-r0:ctsw-p0-c1": -5}},
          r"links\.rtsw-p0-r0:ctsw-p0-c1: -5.0 is not within"),
         ([1, 2], "top level: must be a mapping"),
+        # a name alone is no fabric (the shape's defaults are for the fields left out)
+        ({"name": "dc1"}, "no shape: name a preset"),
+        ({}, "no shape: name a preset"),
+        ({"name": "dc1", "taper": 2}, "no shape"),
     ],
 )
 def test_bad_documents(doc: object, message: str) -> None:
