@@ -230,8 +230,10 @@ class JobObjective:
                     "no alive path, 0 under any routing; nothing to raise")
         return (
             f"job objective: worst job {self.worst:.4g} = {self.ratio:.4f} x its bound "
-            f"{self.bound:.4g} ({self.bound_source}), mean {self.mean:.4g}; before the pass "
-            f"worst {self.worst_before:.4g}, mean {self.mean_before:.4g}; {self.moves} moves "
+            f"{self.bound:.4g} ({'line rate' if self.bound >= 1 - 1e-9 else self.bound_source}), "
+            f"mean {self.mean:.4g}; before the pass "
+            f"worst {self.worst_before:.4g}, mean {self.mean_before:.4g}; {self.moves} "
+            f"move{'' if self.moves == 1 else 's'} "
             f"({self.rows_moved} rows) of {self.tried} tried, {self.stopped}{classes}{floored}; "
             f"{self.seconds:.3f} s"
         )

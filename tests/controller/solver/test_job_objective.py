@@ -174,7 +174,7 @@ def test_tectl_solve_reports_the_objective(capsys: pytest.CaptureFixture[str]) -
     assert main(base) == 0
     out = capsys.readouterr().out
     line = next(x for x in out.splitlines() if x.startswith("job objective: worst job"))
-    assert "x its bound 1" in line and "before the pass worst 0.32" in line
+    assert "x its bound 1 (line rate)" in line and "before the pass worst 0.32" in line
     assert main([*base, "--json", "--job-rounds", "0"]) == 0
     data = json.loads(capsys.readouterr().out)
     obj = data["objective"]
