@@ -256,10 +256,10 @@ def fabric_from_cables(name: str, devices: Sequence[Device], cables: Sequence[Ca
     if not ctsws:
         problems.add("no device has role ctsw (a fabric has at least RTSWs and CTSWs)")
     problems.raise_any(f"fabric {name}: not a Clos")
-    nic_ports = {h: sorted(up[h], key=lambda e: natural_key(e[0])) for h in hosts}
+    nic_ports = _nic_numbers(hosts, up)
     rack_groups = racks_uf.groups(rtsws)  # each in natural order, by its first RTSW
     rack_index = {racks_uf.find(g[0]): i for i, g in enumerate(rack_groups)}
-    rack_of = {h: rack_index[racks_uf.find(nic_ports[h][0][1])] for h in hosts}
+    rack_of = {h: rack_index[racks_uf.find(min(nic_ports[h].items())[1][1])] for h in hosts}
     S = max(len(g) for g in rack_groups)
     slot_of = _slots(rack_groups, rack_of, nic_ports, S, problems)
     problems.raise_any(f"fabric {name}: the cables fit no layout")
@@ -358,7 +358,7 @@ def fabric_from_cables(name: str, devices: Sequence[Device], cables: Sequence[Ca
     hosts_per_rack = max(len(v) for v in rack_hosts.values())
     host_slot = {h: rack_at[k] * hosts_per_rack + i
                  for k, members in rack_hosts.items() for i, h in enumerate(members)}  # fmt: skip
-    nics_per_host = max(len(v) for v in nic_ports.values())
+    nics_per_host = max(max(v) + 1 for v in nic_ports.values())
     nics_per_host = -(-nics_per_host // S) * S  # every slot as many NICs of a host
     ctsw_slot = {c: pod_of[c] * ctsws_per_pod + plane_of[c] for c in ctsws}
 
@@ -400,14 +400,15 @@ def fabric_from_cables(name: str, devices: Sequence[Device], cables: Sequence[Ca
             present[base[kind] + slot] = True
     N = nics_per_host
     for h, nic_list in nic_ports.items():
-        for n, (port, _, hi_port, gbps) in enumerate(nic_list):
+        for n, (port, _, hi_port, gbps) in nic_list.items():
             nic = host_slot[h] * N + n
             names[base["nic"] + nic] = f"{h}/{port}"
             present[base["nic"] + nic] = True
             installed[nic], gbps_of[nic] = True, gbps
             lower_ports[nic], upper_ports[nic] = port, hi_port
-        for n in range(len(nic_list), N):
-            names[base["nic"] + host_slot[h] * N + n] = f"{h}/{ABSENT}nic{n}"
+        for n in range(N):  # a port with no cable: a NIC not installed
+            if n not in nic_list:
+                names[base["nic"] + host_slot[h] * N + n] = f"{h}/{ABSENT}nic{n}"
     for (r, c), bundle in rack_pairs.items():
         for k, (port, hi_port, gbps) in enumerate(bundle):
             link = shape.rack_link(rack_slot[r], plane_of[c], k)
@@ -483,15 +484,38 @@ def _place_names(devices: Sequence[Device], role: dict[str, str], num_pods: int,
     return (pod_names if pods else ()), (rack_names if racks else ())
 
 
+def _nic_numbers(hosts: Sequence[str], up: dict[str, list[tuple[str, str, str, float]]]
+                 ) -> dict[str, dict[int, tuple[str, str, str, float]]]:  # fmt: skip
+    """NIC number -> (port, RTSW, RTSW port, Gbps) of every host's cabled ports. A port's
+    number is its place in the port list of a host cabled on every port (the fullest hosts,
+    in natural order, the first whose ports hold all of this host's): a port without a cable
+    leaves its own number out (a NIC not installed), not the last one. A host whose ports no
+    fuller host has (other port names) numbers its own, in natural order."""
+    ports = {h: sorted(up[h], key=lambda e: natural_key(e[0])) for h in hosts}
+    most = max((len(v) for v in ports.values()), default=0)
+    templates: list[dict[str, int]] = []
+    for h in hosts:  # natural order
+        if len(ports[h]) == most:
+            names = [e[0] for e in ports[h]]
+            if not any(t.keys() == set(names) for t in templates):
+                templates.append({port: n for n, port in enumerate(names)})
+    out = {}
+    for h in hosts:
+        mine = [e[0] for e in ports[h]]
+        t = next((t for t in templates if all(port in t for port in mine)), None)
+        out[h] = {(t[e[0]] if t is not None else n): e for n, e in enumerate(ports[h])}
+    return out
+
+
 def _slots(rack_groups: list[list[str]], rack_of: dict[str, int],
-           nic_ports: dict[str, list[tuple[str, str, str, float]]], S: int,
+           nic_ports: dict[str, dict[int, tuple[str, str, str, float]]], S: int,
            problems: _Problems) -> dict[str, int]:  # fmt: skip
     """Slot of every RTSW in its rack: NIC n of every host of a rack on the rack's RTSW n % S
     (S = 1: every NIC on the one RTSW); a problem naming the host and port that fits no
     slot."""
     slot_of: dict[str, int] = {}
     for h in sorted(nic_ports, key=natural_key):  # the first host of a rack sets the slots
-        for n, (_, hi, _, _) in enumerate(nic_ports[h]):
+        for n, (_, hi, _, _) in nic_ports[h].items():
             slot_of.setdefault(hi, n % S)
     for g in rack_groups:  # an RTSW no host is cabled to: the slots left, in order
         left = iter(sorted(set(range(S)) - {slot_of[r] for r in g if r in slot_of}))
@@ -502,15 +526,16 @@ def _slots(rack_groups: list[list[str]], rack_of: dict[str, int],
               "rail-optimized and dual-ToR racks are cabled")
     alone: list[str] = []  # hosts on one RTSW in a fabric whose racks have S
     for h in sorted(nic_ports, key=natural_key):
-        above = sorted({hi for _, hi, _, _ in nic_ports[h]}, key=natural_key)
-        if all(slot_of[hi] == n % S for n, (_, hi, _, _) in enumerate(nic_ports[h])):
+        above = sorted({hi for _, hi, _, _ in nic_ports[h].values()}, key=natural_key)
+        if all(slot_of[hi] == n % S for n, (_, hi, _, _) in nic_ports[h].items()):
             continue
         if len(above) == 1:
             alone.append(h)
             continue
         ports = []
         for hi in above:
-            mine = sorted((p for p, x, _, _ in nic_ports[h] if x == hi), key=natural_key)
+            mine = sorted((p for p, x, _, _ in nic_ports[h].values() if x == hi),
+                          key=natural_key)  # fmt: skip
             ports.append(f"{hi} ({', '.join(mine)})")
         problems.add(f"host {h} is cabled to {len(above)} RTSWs: {', '.join(ports)}; the "
                      f"cables fit no layout ({layout})")  # fmt: skip

@@ -227,6 +227,32 @@ def test_each_layout_is_inferred_from_its_cables(layout: str) -> None:
     assert fabric.rtsw_name(1) == "leaf-a0-1" and fabric.nic_name(1) == "gpu-a00/eth1"
 
 
+@pytest.mark.parametrize("layout", ["classic", "rail", "dual-plane"])
+def test_a_nic_without_a_cable_is_that_nic_not_installed(layout: str) -> None:
+    """Any one host port left uncabled (the first host's first port included): the same
+    shape, that NIC alone not installed, every other NIC where its port puts it (a NIC's
+    number is its port's, not its place among the ports cabled)."""
+    spec = replace(PRESETS["tiny"], nics_per_host=4) if layout == "classic" else LAYOUTS[layout]
+    shape = build(spec)
+    names = {**NAMES, "rtsw": "leaf-{pod_letter}{rack}-{slot}"} if layout != "classic" else NAMES
+    devices, cables = named_cable_list(shape, names, {"host": "eth{nic}", **PORTS})
+    full = load(devices, cables, layout)
+    host_cables = [i for i, c in enumerate(cables) if c.a.startswith("gpu-")]
+    for i in host_cables[:6] + host_cables[-3:]:
+        gone = cables[i]
+        fabric = load(devices, cables[:i] + cables[i + 1:], layout)
+        assert fabric.nics_per_host == full.nics_per_host
+        assert fabric.rtsws_per_rack == full.rtsws_per_rack
+        missing = [full.nic_name(int(n)) for n in range(full.num_nics)
+                   if not fabric.installed[fabric.access_link(n)]]  # fmt: skip
+        assert missing == [f"{gone.a}/{gone.a_port}"]
+        for n in range(full.num_nics):
+            if fabric.installed[fabric.access_link(n)]:
+                assert fabric.nic_name(n) == full.nic_name(n)
+                assert np.array_equal(fabric.link_ends[1][fabric.access_link(n)],
+                                      full.link_ends[1][full.access_link(n)])  # fmt: skip
+
+
 def test_a_host_on_two_rtsws_that_fit_no_layout_is_refused() -> None:
     shape = build(LAYOUTS["rail"])
     names = {**NAMES, "rtsw": "leaf-{pod_letter}{rack}-{slot}"}
