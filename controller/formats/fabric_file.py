@@ -94,6 +94,11 @@ def _cables(items: Any) -> list[Cable]:
     return out
 
 
+def _a(role: str) -> str:
+    """`role` with its article: "an atsw", "a host"."""
+    return f"{'an' if role[0] in 'aeiou' else 'a'} {role}"
+
+
 def read_cable_csv(text: str, source: str
                    ) -> tuple[list[Cable], dict[str, str], Places, list[str]]:  # fmt: skip
     """The cables of a CSV cable list (header a,a_port,b,b_port,gbps and optionally
@@ -113,6 +118,7 @@ def read_cable_csv(text: str, source: str
     names: list[str] = []
     roles: dict[str, str] = {}
     places: Places = {}
+    said: dict[tuple[str, str], str] = {}  # (device, role/rack/pod): the row that said it
     for line, row in enumerate(rows, start=2):
         if not any(cell.strip() for cell in row):
             continue
@@ -133,23 +139,25 @@ def read_cable_csv(text: str, source: str
                             validation.gbps(gbps, f"{where}: gbps", FabricError)))
         names.append(f"row {line}")
         for end in ("a", "b"):
-            role = cell.get(f"{end}_role", "")
-            if not role:
-                continue
-            if role not in ROLES:
-                raise FabricError(f"{where}: {end}_role {role!r}; roles: {', '.join(ROLES)}")
             device = cell[end]
-            if roles.setdefault(device, role) != role:
-                raise FabricError(f"{where}: {device} is a {roles[device]} in an earlier row, "
-                                  f"a {role} here")  # fmt: skip
-            for kind in ("rack", "pod"):
+            role = cell.get(f"{end}_role", "").lower()  # as the header: any case
+            if role:
+                if role not in ROLES:
+                    raise FabricError(f"{where}: {end}_role {role!r}; roles: "
+                                      f"{', '.join(ROLES)}")  # fmt: skip
+                if roles.setdefault(device, role) != role:
+                    raise FabricError(f"{where}: {device} is {_a(roles[device])} in "
+                                      f"{said[device, 'role']}, {_a(role)} here")  # fmt: skip
+                said.setdefault((device, "role"), f"row {line}")
+            for kind in ("rack", "pod"):  # with or without a role column
                 value = cell.get(f"{end}_{kind}", "")
                 if not value:
                     continue
-                have = places.setdefault(cell[end], {}).setdefault(kind, value)
+                have = places.setdefault(device, {}).setdefault(kind, value)
                 if have != value:
-                    raise FabricError(f"{where}: {cell[end]} is in {kind} {have!r} in an "
-                                      f"earlier row, in {kind} {value!r} here")  # fmt: skip
+                    raise FabricError(f"{where}: {device} is in {kind} {have!r} in "
+                                      f"{said[device, kind]}, in {kind} {value!r} here")
+                said.setdefault((device, kind), f"row {line}")
     return cables, roles, places, names
 
 

@@ -265,9 +265,22 @@ def test_a_csv_and_devices_give_racks_and_pods(tmp_path: Path, named_tiny: Fabri
         load_fabric(str(tmp_path / "f.yaml"))
     twice = [r.replace(",A01,", ",A09,") if r.startswith("gpu-a01,eth1") else r for r in rows]
     (tmp_path / "twice.csv").write_text("\n".join(twice) + "\n")
-    with pytest.raises(FabricError, match=r"row \d+: leaf-a0 is in rack 'A01' in an earlier row, "
+    with pytest.raises(FabricError, match=r"row \d+: leaf-a0 is in rack 'A01' in row \d+, "
                        "in rack 'A09' here"):  # fmt: skip
         load_fabric(str(tmp_path / "twice.csv"))
+    # the roles from the YAML's patterns, the CSV without role columns: the same racks and
+    # pods (they were read only beside a role column), and role values in any case
+    bare = [",".join(cells[:5] + cells[7:]) for cells in (r.split(",") for r in rows)]
+    (tmp_path / "bare.csv").write_text("\n".join(bare) + "\n")
+    patterns = {f"{d}*": r for d, r in (("gpu", "host"), ("leaf", "rtsw"), ("spine", "ctsw"),
+                                        ("super", "atsw"))}  # fmt: skip
+    (tmp_path / "g.yaml").write_text(yaml.safe_dump({"name": "dc1-tiny", "cables": "bare.csv",
+                                                     "roles": patterns}))  # fmt: skip
+    assert load_fabric(str(tmp_path / "g.yaml")).fingerprint == named_tiny.fingerprint
+    upper = [rows[0]] + [r.replace(",host,", ",Host,").replace(",rtsw,", ",RTSW,")
+                         for r in rows[1:]]  # fmt: skip
+    (tmp_path / "upper.csv").write_text("\n".join(upper) + "\n")
+    assert load_fabric(str(tmp_path / "upper.csv")).fingerprint == from_csv.fingerprint
 
 
 def test_ports_per_nic_in_a_shape_a_named_preset_and_a_cable_list() -> None:
