@@ -163,35 +163,47 @@ def read_cable_csv(text: str, source: str
 
 def _with_roles(devices: list[Device], cables: Sequence[Cable], given: Mapping[str, str],
                 patterns: Mapping[str, Any], places: Places | None = None,
-                ) -> list[Device]:  # fmt: skip
+                cable_names: Sequence[str] | None = None) -> list[Device]:  # fmt: skip
     """`devices` and every other cabled device, its role from `given` (CSV role columns) or
     the first pattern it matches, its rack and pod from `places` (CSV columns, where the
-    device does not give them); FabricError lists the devices with no role."""
+    device does not give them); FabricError lists the devices with no role, each with the
+    first cable it is on (`cable_names`: a CSV's rows; `cables[i]` without)."""
     listed = {d.name for d in devices}
     for pattern, role in patterns.items():
         if role not in ROLES:
             raise FabricError(f"roles.{pattern}: {role!r} is not a role; roles: "
                               f"{', '.join(ROLES)}")  # fmt: skip
     out = list(devices)
-    unknown = []
-    for name in dict.fromkeys(d for c in cables for d in (c.a, c.b)):
-        if name in listed:
-            continue
-        role = given.get(name) or next((r for p, r in patterns.items() if fnmatchcase(name, p)),
-                                       None)  # fmt: skip
-        if role is None:
-            unknown.append(name)
-            continue
-        out.append(Device(name, role))
-        listed.add(name)
+    unknown: dict[str, int] = {}  # device -> the first cable it is on
+    for i, cab in enumerate(cables):
+        for name in (cab.a, cab.b):
+            if name in listed or name in unknown:
+                continue
+            role = given.get(name) or next((r for p, r in patterns.items()
+                                            if fnmatchcase(name, p)), None)  # fmt: skip
+            if role is None:
+                unknown[name] = i
+                continue
+            out.append(Device(name, role))
+            listed.add(name)
     if places:
         out = [_placed(d, places[d.name]) if d.name in places else d for d in out]
     if unknown:
-        shown = ", ".join(unknown[:8]) + (f" and {len(unknown) - 8} more" if len(unknown) > 8
-                                          else "")  # fmt: skip
-        raise FabricError(f"unknown device(s) in cables, so with no role (list them under "
-                          f"devices, give a_role/b_role columns or roles: {{PATTERN: ROLE}}): "
-                          f"{shown}")  # fmt: skip
+        def on(i: int) -> str:
+            c = cables[i]
+            where = f"cables[{i}]" if cable_names is None else cable_names[i]
+            return f"{where}: {c.a}:{c.a_port} - {c.b}:{c.b_port}"
+
+        how = ("list them under devices, give a_role/b_role columns or roles: {PATTERN: ROLE}"
+               if cable_names is not None else "list them under devices or give roles: "
+               "{PATTERN: ROLE}; a misspelt name is a device of its own")  # fmt: skip
+        if len(out) == len(devices) and not devices:  # no device has a role: no typo
+            raise FabricError(f"no device has a role ({how}); {len(unknown):,} devices, the "
+                              f"first {', '.join(list(unknown)[:3])}")  # fmt: skip
+        shown = "; ".join(f"{d} ({on(i)})" for d, i in list(unknown.items())[:8])
+        more = f"; and {len(unknown) - 8} more" if len(unknown) > 8 else ""
+        raise FabricError(f"unknown device(s) in cables, so with no role ({how}): "
+                          f"{shown}{more}")  # fmt: skip
     return out
 
 
@@ -229,8 +241,8 @@ def _cable_list(doc: Mapping[str, Any], base: Path | None, source: str) -> Fabri
         names = [f"{path}: {row}" for row in rows]
     else:
         cables = _cables(doc["cables"])
-    return fabric_from_cables(name, _with_roles(devices, cables, given, roles, places), cables,
-                              budgets, ports, cable_names=names)  # fmt: skip
+    return fabric_from_cables(name, _with_roles(devices, cables, given, roles, places, names),
+                              cables, budgets, ports, cable_names=names)  # fmt: skip
 
 
 def parse_fabric(data: Any, source: str = "<fabric>", base: Path | None = None) -> Fabric:
@@ -305,7 +317,7 @@ def load_fabric(ref: str) -> Fabric:
             raise FabricError(f"{path}: larger than {validation.MAX_DOCUMENT_BYTES:,} bytes")
         cables, roles, places, rows = read_cable_csv(text, str(path))
         try:
-            return fabric_from_cables(path.stem, _with_roles([], cables, roles, {}, places),
+            return fabric_from_cables(path.stem, _with_roles([], cables, roles, {}, places, rows),
                                       cables, cable_names=rows)  # fmt: skip
         except FabricError as err:
             raise FabricError(f"{path}: {err}") from None

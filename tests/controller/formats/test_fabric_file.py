@@ -175,8 +175,18 @@ def test_csv_cable_list_with_roles(tmp_path: Path) -> None:
     assert from_csv.link_names == reference.link_names and from_csv.name == "dc1"
     plain = ["a,a_port,b,b_port,gbps"] + [r.rsplit(",", 2)[0] for r in rows[1:]]
     (tmp_path / "plain.csv").write_text("\n".join(plain) + "\n")
-    with pytest.raises(FabricError, match="unknown device.*no role.*gpu-a00"):
+    with pytest.raises(FabricError, match=r"plain.csv: no device has a role \(.*a_role/b_role "
+                       r"columns or roles: .*\); 24 devices, the first gpu-a00"):  # fmt: skip
         load_fabric(str(tmp_path / "plain.csv"))
+    # a misspelt device has no role: named with its cable's row
+    typo = plain[:2] + [plain[2].replace("leaf-a0", "lef-a0")] + plain[3:]
+    (tmp_path / "typo.csv").write_text("\n".join(typo) + "\n")
+    (tmp_path / "typo.yaml").write_text(
+        "name: dc1-tiny\ncables: typo.csv\nroles: {'gpu-*': host, 'leaf-*': rtsw, "
+        "'spine-*': ctsw, 'super-*': atsw}\n")  # fmt: skip
+    with pytest.raises(FabricError, match=r"unknown device\(s\) in cables.*: lef-a0 \(.*typo.csv: "
+                       r"row 3: gpu-a00:eth1 - lef-a0:"):  # fmt: skip
+        load_fabric(str(tmp_path / "typo.yaml"))
     (tmp_path / "f.yaml").write_text(
         "name: dc1-tiny\ncables: plain.csv\nroles: {'gpu-*': host, 'leaf-*': rtsw, "
         "'spine-*': ctsw, 'super-*': atsw}\n")  # fmt: skip
@@ -210,7 +220,8 @@ def test_csv_cable_list_with_roles(tmp_path: Path) -> None:
         (lambda d: d["cables"].append({**d["cables"][0], "b_port": "other"}),
          "port gpu-a00:eth0 is used twice"),
         (lambda d: d["devices"].append({"name": "x", "role": "spine"}), "role 'spine'"),
-        (lambda d: d["cables"][0].update(b="nowhere"), "unknown device.*: nowhere"),
+        (lambda d: d["cables"][0].update(b="nowhere"),
+         r"unknown device.*: nowhere \(cables\[0\]: gpu-a00:eth0 - nowhere:"),
         (lambda d: d["cables"][0].pop("gbps"), r"cables\[0\]: missing required key 'gbps'"),
         (lambda d: d.update(pods=2), "unknown key.*pods"),
     ],
