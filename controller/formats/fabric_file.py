@@ -290,11 +290,16 @@ def parse_fabric(data: Any, source: str = "<fabric>", base: Path | None = None) 
 def _with_speeds(fabric: Fabric, links: Mapping[str, Any]) -> Fabric:
     """`links` (link name -> Gbps) set on the fabric's own link names."""
     capacity = fabric.capacity.copy()
+    given: dict[int, str] = {}
     for name, gbps in sorted(links.items()):
         try:
             link = fabric.link_by_name(name)
         except FabricError as err:
             raise FabricError(f"links.{name}: {err}") from None
+        if link in given:  # both ends' orders name one link
+            raise FabricError(f"links.{name}: the same link as links.{given[link]} (one entry "
+                              "per link)")  # fmt: skip
+        given[link] = name
         capacity[2 * link : 2 * link + 2] = validation.gbps(gbps, f"links.{name}", FabricError)
     return replace(fabric, capacity=capacity)
 

@@ -64,6 +64,12 @@ def test_a_command_per_device_with_errors_named_per_device(tables: Path, tmp_pat
                  "--devices", str(devices)]) == 1  # fmt: skip
     err = capsys.readouterr().err
     assert f"missing: nosuch: no neighbour table (`cat {tables}/nosuch.json` exited 1:" in err
+    # a name with a blank (an LLDP system name may hold one) is one device, one argument
+    devices.write_text("\n".join(names) + "\nno such  # a comment\n")
+    assert main(["fabric", "discover", "--command", f"cat {tables}/{{device}}.json",
+                 "--devices", str(devices)]) == 1  # fmt: skip
+    err = capsys.readouterr().err
+    assert f"missing: no such: no neighbour table (`cat '{tables}/no such.json'` exited 1:" in err
     devices.write_text("\n".join(names) + "\n")
     slow = tmp_path / "slow.py"
     slow.write_text("import sys, time\nif sys.argv[1] == 'atsw-c0-a0':\n    time.sleep(30)\n"

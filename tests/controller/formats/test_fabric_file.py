@@ -62,6 +62,9 @@ def test_json_file(tmp_path: Path) -> None:
         ({"preset": "tiny", "links": {"rtsw-p0-r0:ctsw-p0-c1": -5}},
          r"links\.rtsw-p0-r0:ctsw-p0-c1: -5.0 is not within"),
         ([1, 2], "top level: must be a mapping"),
+        ({"preset": "small", "names": {"rtsw": "leaf-{pod_letter}{rack:03}"},
+          "links": {"leaf-a000:ctsw-p0-c0": 200, "ctsw-p0-c0:leaf-a000": 300}},
+         r"links\.leaf-a000:ctsw-p0-c0: the same link as links\.ctsw-p0-c0:leaf-a000"),
         # a name alone is no fabric (the shape's defaults are for the fields left out)
         ({"name": "dc1"}, "no shape: name a preset"),
         ({}, "no shape: name a preset"),
