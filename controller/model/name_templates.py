@@ -32,8 +32,8 @@ import string
 from collections.abc import Mapping
 
 from controller.errors import FabricError
-from controller.model.fabric import ACCESS, RACK, Fabric
-from controller.model.inventory import Cable, Device
+from controller.model.fabric import ABSENT, ACCESS, RACK, Fabric
+from controller.model.inventory import FORBIDDEN, Cable, Device
 
 NAME_FIELDS = {
     "host": ("pod", "pod_letter", "rack", "host", "rack_id", "host_id"),
@@ -113,9 +113,10 @@ def named_cable_list(fabric: Fabric, names: Mapping[str, object] | None = None,
             new = rename[preset]
             if not isinstance(new, str):
                 raise FabricError(f"rename.{preset}: must be a string, got {new!r}")
-            return new
+            return _usable(new, f"rename.{preset}")
         t = name_t.get(kind)
-        return preset if t is None else _fill(t, f"names.{kind}", **fields)
+        return preset if t is None else _usable(_fill(t, f"names.{kind}", **fields),
+                                                f"names.{kind} ({t!r})")  # fmt: skip
 
     host_names = []
     for h in range(f.num_hosts):
@@ -169,10 +170,12 @@ def named_cable_list(fabric: Fabric, names: Mapping[str, object] | None = None,
 
     kinds, installed = f.link_kind, f.installed
     cables = []
+    end_kinds: list[tuple[str, str]] = []  # the port kinds of each cable's two ends
     for link in range(f.num_links):
         if not installed[link]:
             continue
         gbps = float(f.capacity[2 * link])
+        end_kinds.append(_END_KINDS.get(int(kinds[link]), ("ctsw_up", "atsw_down")))
         if kinds[link] == ACCESS:
             host, n = divmod(link, N)
             hh = host % H
@@ -203,4 +206,37 @@ def named_cable_list(fabric: Fabric, names: Mapping[str, object] | None = None,
                 port("ctsw_up", f"a{j}{mm}", atsw=j, member=m, i=R * S * K + rest),
                 atsw_names[c * A + j],
                 port("atsw_down", f"p{p}{mm}", pod=p, member=m, i=p * L + m), gbps))
+    _ports_apart(cables, end_kinds, port_t)
     return devices, cables
+
+
+# the port kinds (ports: keys) of a cable's lower and upper end, by link kind
+_END_KINDS = {ACCESS: ("host", "rtsw_down"), RACK: ("rtsw_up", "ctsw_down")}
+
+
+def _ports_apart(cables: list[Cable], end_kinds: list[tuple[str, str]],
+                 port_t: Mapping[str, str]) -> None:  # fmt: skip
+    """FabricError naming the port template that gives two ports of one device one name
+    (the default port names never do), rather than the cable list it makes."""
+    if not port_t:
+        return
+    made: dict[tuple[str, str], str] = {}  # (device, port) -> the kind that named it
+    for cab, kinds in zip(cables, end_kinds, strict=True):
+        for dev, port, kind in ((cab.a, cab.a_port, kinds[0]), (cab.b, cab.b_port, kinds[1])):
+            first = made.get((dev, port))
+            if first is None:
+                made[dev, port] = kind
+                continue
+            bad = kind if kind in port_t else first
+            raise FabricError(f"ports.{bad}: {port_t[bad]!r} gives two ports of {dev} the name "
+                              f"{port!r}: use the fields that tell them apart "
+                              f"({', '.join(PORT_FIELDS[bad])})")  # fmt: skip
+
+
+def _usable(name: str, where: str) -> str:
+    """`name` if it can name a device (inventory's rule), else FabricError naming `where`."""
+    bad = [ch for ch in FORBIDDEN if ch in name]
+    if bad or not name or name.startswith(ABSENT) or name != name.strip():
+        raise FabricError(f"{where}: {name!r} cannot name a device (no {' '.join(FORBIDDEN)}, "
+                          f"no leading {ABSENT!r} or surrounding spaces)")  # fmt: skip
+    return name

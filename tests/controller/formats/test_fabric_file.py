@@ -62,6 +62,14 @@ def test_json_file(tmp_path: Path) -> None:
         ({"preset": "tiny", "links": {"rtsw-p0-r0:ctsw-p0-c1": -5}},
          r"links\.rtsw-p0-r0:ctsw-p0-c1: -5.0 is not within"),
         ([1, 2], "top level: must be a mapping"),
+        # names the templates or renames make are checked as what the operator wrote
+        ({"preset": "tiny", "rename": {"ctsw-p0-c0": "spine:1"}},
+         r"rename\.ctsw-p0-c0: 'spine:1' cannot name a device"),
+        ({"preset": "tiny", "names": {"host": "gpu/{host_id}"}},
+         r"names\.host \('gpu/\{host_id\}'\): 'gpu/0' cannot name a device"),
+        ({"preset": "tiny", "ports": {"rtsw_down": "Ethernet{host}"}},
+         r"ports\.rtsw_down: 'Ethernet\{host\}' gives two ports of rtsw-p0-r0 the name "
+         r"'Ethernet0': use the fields that tell them apart \(host, nic, i\)"),
         ({"preset": "small", "names": {"rtsw": "leaf-{pod_letter}{rack:03}"},
           "links": {"leaf-a000:ctsw-p0-c0": 200, "ctsw-p0-c0:leaf-a000": 300}},
          r"links\.leaf-a000:ctsw-p0-c0: the same link as links\.ctsw-p0-c0:leaf-a000"),
