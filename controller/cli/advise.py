@@ -61,7 +61,7 @@ def cmd_advise(args: argparse.Namespace) -> int:
     gpus = request.gpus or request.hosts * fabric.gpus_per_host
     dp = args.dp or gpus // (args.pp * args.tp)
     text = (
-        f"fabric {fabric.name}: {plural(len(jobs), 'running job')}; request {gpus:,} GPUs "
+        f"fabric {fabric.name}: {plural(len(jobs), 'running job')}; request {plural(gpus, 'GPU')} "
         f"(dp {dp} x pp {args.pp} x tp {args.tp}{'' if args.dp else ', dp from the GPUs asked'}, "
         f"{args.pattern})\n\n"
         + format_table(ADVICE_HEADER, rows)
@@ -115,7 +115,7 @@ def _advise_at(args: argparse.Namespace) -> int:
          c["te_mlu"], c["mlu_ratio"], Percent(c["new_job_busbw"]), c["worst_existing_delta"]]
         for rank, c in enumerate(advice, start=1)
     ]  # fmt: skip
-    size = f"{args.gpus:,} GPUs" if args.gpus else plural(args.hosts, "host")
+    size = plural(args.gpus, "GPU") if args.gpus else plural(args.hosts, "host")
     text = (
         f"controller at {args.server}: request {size} (pp {args.pp} x tp {args.tp}, "
         f"{args.pattern})\n\n" + format_table(ADVICE_HEADER, rows)

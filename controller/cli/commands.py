@@ -18,8 +18,8 @@ def add_fabric_arg(p: argparse.ArgumentParser, from_routes: str | None = None) -
     p.add_argument(
         "--fabric",
         default=None if from_routes else DEFAULT_PRESET,
-        help=f"preset ({', '.join(sorted(PRESETS))}) or a YAML/JSON fabric file "
-        f"(default: {from_routes or DEFAULT_PRESET})",
+        help=f"preset ({', '.join(sorted(PRESETS))}), a YAML/JSON fabric file or a CSV cable "
+        f"list (default: {from_routes or DEFAULT_PRESET})",
     )
 
 

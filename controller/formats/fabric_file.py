@@ -108,6 +108,8 @@ def read_cable_csv(text: str, source: str
     names the row and column."""
     rows = csv.reader(io.StringIO(text.removeprefix("\ufeff")))
     header = [h.strip().lower() for h in next(rows, [])]
+    while header and not header[-1]:  # trailing separators, as spreadsheets save them
+        header.pop()
     missing = [c for c in CABLE_KEYS if c not in header]
     unknown = [c for c in header if c not in CSV_COLUMNS]
     if missing or unknown or len(set(header)) != len(header):
@@ -122,6 +124,8 @@ def read_cable_csv(text: str, source: str
     for line, row in enumerate(rows, start=2):
         if not any(cell.strip() for cell in row):
             continue
+        if len(row) > len(header) and not any(c.strip() for c in row[len(header):]):
+            row = row[:len(header)]  # empty trailing cells
         if len(row) != len(header):
             raise FabricError(f"{source}: row {line} has {len(row)} cells, the header "
                               f"{len(header)}")  # fmt: skip

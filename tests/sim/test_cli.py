@@ -411,6 +411,16 @@ def test_the_optimum_needs_no_lp_when_the_even_split_meets_the_bound(
     assert spray["mlu"] == data["bound"]["value"]
 
 
+def test_adaptive_spray_has_no_mean_in_the_table(capsys: pytest.CaptureFixture[str]) -> None:
+    """Known only as its worst job's ceiling, adaptive spray's mean would read below a real
+    routing's on a fabric where that ceiling binds: the cell reads '-'."""
+    assert main(["solve", "--fabric", "small", "--jobs", "random", "--seed", "3", "--fail",
+                 "rtsw-p0-r0:ctsw-p0-c1", "--fail", "rtsw-p0-r1:ctsw-p0-c2=0.5"]) == 0
+    rows = {line.split()[0]: line.split() for line in capsys.readouterr().out.splitlines()
+            if line[:1].isalpha()}  # fmt: skip
+    assert rows["adaptive-spray"][2] == "-" and rows["fabric-te"][2].endswith("%")
+
+
 @pytest.mark.parametrize("fail", ["host-p0-r0-h0/nic0:rtsw-p0-r0", "rtsw-p0-r0=drain"])
 def test_a_job_no_routing_can_carry_reads_stalled_not_full_rate(
     fail: str, capsys: pytest.CaptureFixture[str]

@@ -213,6 +213,9 @@ def test_csv_cable_list_with_roles(tmp_path: Path) -> None:
     (tmp_path / "excel.csv").write_bytes(b"\xef\xbb\xbf" + ("\r\n".join(
         [rows[0].upper()] + rows[1:]) + "\r\n").encode())  # fmt: skip
     assert load_fabric(str(tmp_path / "excel.csv")).link_names == reference.link_names
+    # trailing separators on the header and rows (empty columns) are no columns
+    (tmp_path / "trail.csv").write_text("\n".join(r + ",," for r in rows) + "\n")
+    assert load_fabric(str(tmp_path / "trail.csv")).link_names == reference.link_names
     # errors past the parse name the rows too, as the parse does; a cable listed twice is
     # said once, as such
     again = rows + [rows[3]]
