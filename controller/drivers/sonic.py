@@ -120,11 +120,19 @@ class SonicDriver(Driver):
         self._switches = self.plan.switches()
         if databases is None:
             if server is None:
-                raise DriverError("sonic driver needs `databases` (switch -> URL) or `server`")
+                raise DriverError("sonic driver needs the switches' CONFIG_DB: `databases` "
+                                  "(switch -> URL) or `server` (tectl: --config-db URL|FILE)")
             databases = {sw: _with_db(server, i) for i, sw in enumerate(self._switches)}
+            _enough_databases(server, len(self._switches), min(timeout, 1.0))
         unknown = sorted(set(databases) - set(self._switches))
         if unknown:
             raise DriverError(f"sonic driver: {unknown[0]!r} is not a switch of {fabric.name!r}")
+        unmapped = [sw for sw in self._switches if sw not in databases]
+        if unmapped:  # routes for them could never be pushed: say so now, not at a push
+            raise DriverError(
+                f"sonic driver: no CONFIG_DB for {len(unmapped)} of the {len(self._switches)} "
+                f"switches of {fabric.name!r} that hold TE entries: {', '.join(unmapped[:5])}"
+                + (f" and {len(unmapped) - 5} more" if len(unmapped) > 5 else ""))
         self._urls = dict(databases)
         self.capacity = capacity
         self.validate = validate
@@ -429,11 +437,50 @@ class SonicDriver(Driver):
             shutil.rmtree(directory, ignore_errors=True)
 
 
+def _enough_databases(server: str, needed: int, timeout: float) -> None:
+    """DriverError when `server` answers that it has fewer than `needed` databases (switch
+    i is database i); a server that does not answer yet is left to the reads and pushes."""
+    import redis
+
+    try:
+        client = redis.Redis.from_url(server, socket_timeout=timeout,
+                                      socket_connect_timeout=timeout)  # fmt: skip
+        try:
+            have = int(str(client.config_get("databases").get("databases", needed)))
+        finally:
+            client.close()
+    except (redis.RedisError, OSError, ValueError):
+        return
+    if have < needed:
+        raise DriverError(
+            f"sonic driver: server {server!r} has {have} databases and the fabric {needed} "
+            "switches with TE entries, one database each: raise `databases` in its "
+            "redis.conf, or give a JSON map of switch -> URL"
+        )
+
+
 def _with_db(server: str, db: int) -> str:
-    """`server`'s URL pointing at database `db`."""
-    if server.startswith("unix://"):
-        return f"{server.split('?')[0]}?db={db}"
-    return f"{server.rstrip('/')}/{db}"
+    """`server`'s URL pointing at database `db`, its other parts (password, query) kept;
+    DriverError if it names a database itself (the driver gives switch i database i)."""
+    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+    url = urlsplit(server)
+    if url.scheme not in ("redis", "rediss", "unix"):
+        raise DriverError(f"sonic driver: server {server!r}: want a redis://, rediss:// or "
+                          "unix:// URL")  # fmt: skip
+    query = parse_qsl(url.query, keep_blank_values=True)
+    named = [v for k, v in query if k == "db"]
+    if url.scheme != "unix" and url.path.strip("/"):
+        named.append(url.path.strip("/"))
+    if named:
+        raise DriverError(
+            f"sonic driver: server {server!r} names database {named[0]}: with one server for "
+            "every switch, switch i gets database i (0, 1, ...); give the server without a "
+            "database, or a JSON map of switch -> URL"
+        )
+    if url.scheme == "unix":  # urlunsplit would drop the empty host's "//"
+        return f"unix://{url.netloc}{url.path}?{urlencode([*query, ('db', str(db))])}"
+    return urlunsplit(url._replace(path=f"/{db}"))
 
 
 def _glob(text: str) -> str:

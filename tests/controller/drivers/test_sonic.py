@@ -3,6 +3,7 @@ the ACL budget, schema checks, dry run, checkpoint and rollback."""
 
 from __future__ import annotations
 
+import json
 import tomllib
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import pytest
 from controller.drivers import sonic_schema
 from controller.drivers.conformance import CONFORMANCE_FABRIC, SWITCH, DriverConformance, entry
 from controller.drivers.sonic import SonicDriver
-from controller.drivers.sonic_plan import TABLE_KEY
+from controller.drivers.sonic_plan import TABLE_KEY, SonicPlan
 from controller.errors import DriverError, DriverRejected
 from controller.routes.plan import Add, Delete, Replace
 from controller.routes.tables import Entry
@@ -206,13 +207,40 @@ def test_needs_a_database_for_each_switch():
         SonicDriver(FABRIC)
     with pytest.raises(DriverError, match="not a switch"):
         SonicDriver(FABRIC, databases={"nope": "redis://127.0.0.1:1/0"})
-    driver = SonicDriver(FABRIC, databases={SWITCH: "redis://127.0.0.1:1/0"}, timeout=0.5)
-    assert driver.switches() == (SWITCH,)
+    # a switch without a database could never be pushed to: refused at start, named
+    with pytest.raises(DriverError, match=r"no CONFIG_DB for 15 of the 16 switches of 'tiny' "
+                       r"that hold TE entries: atsw-c0-a0, .* and 10 more"):  # fmt: skip
+        SonicDriver(FABRIC, databases={SWITCH: "redis://127.0.0.1:1/0"}, timeout=0.5)
+    urls = {sw: f"redis://127.0.0.1:1/{i}" for i, sw in enumerate(SonicPlan(FABRIC).switches())}
+    driver = SonicDriver(FABRIC, databases=urls, timeout=0.5)
+    assert driver.switches() == tuple(urls)
     with pytest.raises(DriverRejected, match="no CONFIG_DB"):
-        driver.read("rtsw-p0-r1")
+        driver.read("rtsw-p9-r9")
     with pytest.raises(DriverError, match="unreachable"):
         driver.read(SWITCH)
     driver.close()
+
+
+@pytest.mark.parametrize(("server", "url"), [
+    ("redis://127.0.0.1:6379", "redis://127.0.0.1:6379/3"),
+    ("redis://:pw@host:6379/?client_name=te", "redis://:pw@host:6379/3?client_name=te"),
+    ("rediss://host", "rediss://host/3"),
+    ("unix:///run/redis.sock", "unix:///run/redis.sock?db=3"),
+    ("unix:///run/redis.sock?password=pw", "unix:///run/redis.sock?password=pw&db=3"),
+])  # fmt: skip
+def test_one_server_gives_switch_i_database_i_keeping_the_url(server, url):
+    from controller.drivers.sonic import _with_db
+
+    assert _with_db(server, 3) == url
+
+
+@pytest.mark.parametrize("server", ["redis://host:6379/4", "unix:///s.sock?db=2",
+                                    "http://host"])  # fmt: skip
+def test_a_server_naming_a_database_is_refused(server):
+    from controller.drivers.sonic import _with_db
+
+    with pytest.raises(DriverError, match="names database|want a redis"):
+        _with_db(server, 0)
 
 
 def test_every_write_goes_through_the_schema(driver, monkeypatch):
@@ -230,11 +258,12 @@ def test_serve_takes_the_config_db_as_a_url_or_a_file(tmp_path):
 
     assert _config_db("redis://10.0.0.1:6379") == {"server": "redis://10.0.0.1:6379"}
     mapping = tmp_path / "dbs.json"
-    mapping.write_text('{"rtsw-p0-r0": "redis://10.3.0.1:6379/4"}')
+    urls = {sw: f"redis://10.3.0.{i}:6379/4" for i, sw in enumerate(SonicPlan(FABRIC).switches())}
+    mapping.write_text(json.dumps(urls))
     options = _config_db(str(mapping))
-    assert options == {"databases": {"rtsw-p0-r0": "redis://10.3.0.1:6379/4"}}
+    assert options == {"databases": urls}
     with SonicDriver(FABRIC, **options) as made:
-        assert made.switches() == (SWITCH,)
+        assert made.switches() == tuple(urls)
     mapping.write_text('["redis://10.3.0.1:6379/4"]')
     with pytest.raises(InputError, match="switch -> Redis URL"):
         _config_db(str(mapping))
@@ -245,3 +274,25 @@ def test_a_match_set_and_removed_in_one_batch_ends_removed(driver):
     driver.apply(SWITCH, [Add(entry(0)), Delete(entry(0)), Replace(entry(1), entry(1, 2)),
                           Delete(entry(1))])  # fmt: skip
     assert driver.read(SWITCH) == ()
+
+
+def test_a_server_with_too_few_databases_is_refused_at_start():
+    """One database a switch: a server with fewer (Redis's default is 16) is named at start
+    rather than leaving the switches past them unreadable at every read."""
+    import tempfile
+
+    from controller.drivers.redis_server import RedisServer, redis_binary
+
+    if redis_binary() is None:
+        pytest.skip("redis-server is not installed (Debian package redis-server)")
+    pytest.importorskip("redis", reason="the redis package (the 'sonic' extra)")
+    directory = Path(tempfile.mkdtemp(prefix="fte-redis-"))
+    server = RedisServer(directory, databases=3)
+    try:
+        with pytest.raises(DriverError, match=r"has 3 databases and the fabric 16 switches"):
+            SonicDriver(FABRIC, server=server.url(0).split("?")[0], validate=False)
+    finally:
+        server.stop()
+        import shutil
+
+        shutil.rmtree(directory, ignore_errors=True)
