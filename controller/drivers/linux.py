@@ -249,10 +249,13 @@ class LinuxDriver(Driver):
         return entries, ruled
 
     def read(self, switch: str) -> tuple[Entry, ...]:
+        """The entries the kernel forwards by: a route whose table no rule selects is not
+        one (read as missing, so a reconcile puts the rule back)."""
         sw = self._switch(switch)
         with sw.lock:
-            entries, _ = self._kernel(sw)
-        return tuple(entries[k] for k in sorted(entries))
+            entries, ruled = self._kernel(sw)
+        return tuple(entries[k] for k in sorted(entries)
+                     if self._table(switch, k[0], k[2]) in ruled)  # fmt: skip
 
     # ---- writing -----------------------------------------------------------------
     def _route(self, sw: _Switch, entry: Entry, table: int) -> bytes:

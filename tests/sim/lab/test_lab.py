@@ -482,6 +482,28 @@ def test_rules_count_ports_and_buckets_never_entries(tiny: Fabric, tiny_lab, dri
     assert sum("sport 49344-49407 dport 4791" in line for line in ours) == 2
 
 
+def test_an_entry_whose_rule_was_deleted_reads_missing_and_is_put_back(
+    tiny: Fabric, tiny_lab, driver
+):  # type: ignore[no-untyped-def]
+    """A route whose table no rule selects forwards nothing: it reads as missing (so the
+    controller's reconcile sees the switch differ), and applying it again restores the
+    rule."""
+    entries = [Entry(RTSW, tiny.access_link(0), dst, tiny.rack_link(0, dst % 4))
+               for dst in range(2, 5)]  # fmt: skip
+    driver.apply(RTSW, [Add(e) for e in entries])
+    netns = LabPlan(tiny, tiny_lab).netns(RTSW)
+    rules = subprocess.run(["ip", "-n", netns, "rule"], capture_output=True, text=True,
+                           check=True).stdout  # fmt: skip
+    ours = [line for line in rules.splitlines() if line.startswith("20001:")]
+    assert len(ours) == 1
+    table = ours[0].split("lookup ")[1].split()[0]
+    subprocess.run(["ip", "-n", netns, "rule", "del", "priority", "20001", "lookup", table],
+                   check=True)  # fmt: skip
+    assert driver.read(RTSW) == ()
+    driver.apply(RTSW, [Add(e) for e in entries])
+    assert len(driver.read(RTSW)) == 3
+
+
 def _held_lab(name: str, tmp_path, **popen) -> subprocess.Popen[str]:  # type: ignore[no-untyped-def]
     """A separate process that builds lab `name` (owned by itself) and holds it."""
     script = ("import time\n"
