@@ -9,8 +9,9 @@ An entry <ingress port, destination host[, QP bucket]> -> next hop is one flow i
 (ports and addresses as `controller.drivers.ovs_daemons` and the lab's plan lay them out; a
 bucket's 64 source ports are one masked match; its flow sits above the whole flow's). The
 cookie's top 16 bits mark the flow as ours, its low bits name the owner (the registry of
-`controller.drivers.linux`, a file in the run directory). Flows of other cookies or
-priorities are never read or touched.
+`controller.drivers.linux`, a file in the run directory). Flows of other cookies are never
+read or touched; a flow with the mark that the driver cannot have written (another priority,
+another action) makes `read` fail, naming it: it may steer what the entries steer.
 
 Every batch goes to its bridge as one OpenFlow bundle (`ovs-ofctl --bundle`, OpenFlow 1.4):
 `add` (which replaces a flow of the same match in place: make before break) and
@@ -42,7 +43,8 @@ MARK = 0xFE7E
 PRIORITY = 100  # whole flow; a bucket's flow is one above
 SPORT_MASK = 0xFFFF & ~(SPORT_WIDTH - 1)
 OPENFLOW = "OpenFlow14"  # bundles
-_FLOW = re.compile(r"cookie=0x([0-9a-f]+),.*?priority=(\d+),([^ ]*) actions=output:(\d+)$")
+_FLOW = re.compile(r"cookie=0x([0-9a-f]+),.*?priority=(\d+),?([^ ]*) actions=(\S+)$")
+_OUTPUT = re.compile(r"output:(\d+)")
 
 
 class OvsDriver(Driver):
@@ -177,6 +179,11 @@ class OvsDriver(Driver):
             cookie = int(found.group(1), 16)
             if cookie >> 48 != MARK:
                 continue
+            action = _OUTPUT.fullmatch(found.group(4))
+            if int(found.group(2)) not in (PRIORITY, PRIORITY + 1) or action is None:
+                raise DriverError(f"{switch}: a flow with fabric-te's cookie that it does not "
+                                  f"write: {line.strip()!r} (remove it: it may steer what TE "
+                                  "entries steer)")  # fmt: skip
             fields = dict(part.partition("=")[::2] for part in found.group(3).split(",")
                           if "=" in part)  # fmt: skip
             try:
@@ -185,7 +192,7 @@ class OvsDriver(Driver):
                     value = int(fields["tp_src"].split("/")[0], 0)
                     qp = (value - SPORT_BASE) // SPORT_WIDTH
                 entry = Entry(switch, links[int(fields["in_port"]) - 1], hosts[fields["nw_dst"]],
-                              links[int(found.group(4)) - 1],
+                              links[int(action.group(1)) - 1],
                               self.owners.owner(cookie & 0xFFFF), qp)  # fmt: skip
             except (KeyError, IndexError, ValueError) as err:
                 raise DriverError(f"{switch}: unexpected TE flow {line.strip()!r}: {err}") from err

@@ -10,7 +10,7 @@ import pytest
 
 from controller.drivers.conformance import CONFORMANCE_FABRIC, SWITCH, DriverConformance, entry
 from controller.drivers.ovs import OvsDriver
-from controller.errors import DriverRejected
+from controller.errors import DriverError, DriverRejected
 from controller.routes.plan import Add, Delete
 from controller.routes.tables import Entry
 
@@ -68,6 +68,20 @@ def test_flows_of_others_are_left_alone(driver):
     driver.apply(SWITCH, [Add(entry(1))])
     dump = driver._ofctl(SWITCH, "dump-flows", options=["--no-stats"])
     assert "actions=drop" in dump and driver.read(SWITCH) == (entry(1),)
+
+
+@pytest.mark.parametrize("flow", [
+    "priority=100,ip,in_port=3,nw_dst=10.1.0.6,actions=drop",
+    "priority=300,ip,in_port=4,nw_dst=10.1.0.7,actions=output:6",
+])  # fmt: skip
+def test_a_flow_with_our_cookie_we_did_not_write_fails_the_read(driver, flow):
+    """Our mark on a flow the driver cannot have written (another action or priority) may
+    steer what TE entries steer: the read fails naming it, instead of skipping it (never
+    seen) or reading it as an entry (repaired at every reconcile, never matched)."""
+    driver.bundle(SWITCH, [f"add cookie={0xFE7E << 48 | 1:#x},{flow}"])
+    with pytest.raises(DriverError, match="a flow with fabric-te's cookie that it does not "
+                       "write"):  # fmt: skip
+        driver.read(SWITCH)
 
 
 def test_a_match_set_and_removed_in_one_batch_ends_removed(driver):
