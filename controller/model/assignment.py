@@ -62,6 +62,8 @@ def moved_pairs(previous: Assignment, current: Assignment) -> np.ndarray:
     old_pair, new_pair = pair_keys(previous.flows, current.flows)
     old, new = _triples(previous, old_pair), _triples(current, new_pair)
     both = np.intersect1d(old[:, 0], new[:, 0])
+    if not both.size:  # no pair routed in both: none moved (and no group to start)
+        return both
 
     def signature(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         rows = rows[np.isin(rows[:, 0], both)]

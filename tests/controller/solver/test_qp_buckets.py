@@ -202,6 +202,11 @@ def test_moved_pairs_compares_every_bucket() -> None:
     new = Assignment(split, np.array([0, 1, 3, 0]))
     assert moved_pairs(old, new).tolist() == [1 * 8 + 6, 2 * 8 + 7]
     assert moved_pairs(new, new).size == 0
+    # no pair routed in both (another job set entirely, or nothing before): none moved
+    other = Assignment(FlowSet.build([3], [4], LINE), np.array([0]))
+    assert moved_pairs(new, other).size == moved_pairs(other, new).size == 0
+    empty = Assignment(FlowSet.build([], [], LINE), np.zeros(0, np.int64))
+    assert moved_pairs(new, empty).size == moved_pairs(empty, new).size == 0
 
 
 def test_resolve_with_split_previous_moves_nothing(pair_of_racks) -> None:
