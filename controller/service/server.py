@@ -89,6 +89,9 @@ def listen_problem(address: str) -> str | None:
         infos = socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM)
         family, kind, proto, _, sockaddr = infos[0]
         with socket.socket(family, kind, proto) as probe:
+            # as gRPC binds: connections of a process killed a moment ago (TIME_WAIT) do not
+            # hold the port; a live listener still does
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             probe.bind(sockaddr)
     except (OSError, ValueError, IndexError) as err:
         return getattr(err, "strerror", None) or str(err)

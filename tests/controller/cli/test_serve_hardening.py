@@ -198,3 +198,22 @@ def test_every_input_and_every_push_is_one_log_record() -> None:
     assert accepted and accepted[0]["key"] == "jobs/logged" and accepted[0]["state_version"] == 1
     pushes = [r for r in records if r.get("message") == "pushed"]
     assert pushes and pushes[0]["ok"] is True and int(str(pushes[0]["operations"])) > 0
+
+
+def test_a_port_held_only_by_connections_of_a_dead_process_can_be_served() -> None:
+    """After a kill -9 the server side of its connections sits in TIME_WAIT for a minute:
+    gRPC binds over it (SO_REUSEADDR), so the probe must too, or a restart is refused with
+    'Address already in use' until they expire; a live listener is still refused."""
+    from controller.service.server import listen_problem
+
+    with socket.socket() as server:
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as gRPC's listener
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        assert listen_problem(f"127.0.0.1:{port}") is not None  # live: refused
+        client = socket.create_connection(("127.0.0.1", port))
+        conn, _ = server.accept()
+        conn.close()  # the server closes first: its side goes to TIME_WAIT
+        client.close()
+    assert listen_problem(f"127.0.0.1:{port}") is None
