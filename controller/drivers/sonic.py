@@ -231,8 +231,15 @@ class SonicDriver(Driver):
         return self.read_table(switch).entries()
 
     def read_table(self, switch: str) -> Table:
+        """The rules the switch programs: none when FABRIC_TE's table is missing or not the
+        one the driver writes (SONiC programs no rule of a missing table, and a rule only on
+        the table's ports), so that a reconcile sees them missing and writes both again."""
         sw = self._switch(switch)
-        hashes = self._hashes(sw, self._rule_keys(sw))
+        keys = self._rule_keys(sw)
+        hashes = self._hashes(sw, [TABLE_KEY, *keys] if keys else [])
+        table = hashes.pop(TABLE_KEY, {})
+        if keys and table != self.plan.table_fields(switch):
+            return Table.of(switch, ())
         return Table.of(switch, (self.plan.entry(switch, k, v) for k, v in hashes.items()))
 
     # ---- planning a batch ------------------------------------------------------------
@@ -280,7 +287,7 @@ class SonicDriver(Driver):
         table = self.plan.table_fields(switch)
         table_write: dict[str, str] | None = None
         stale: tuple[str, ...] = ()
-        if rules:
+        if rules or after:  # rules are held after the batch: their table must be right
             current = self._call(switch, "read", lambda: sw.client.hgetall(TABLE_KEY))
             if current != table:
                 table_write, stale = table, tuple(sorted(set(current) - set(table)))

@@ -145,6 +145,23 @@ def test_the_switch_must_hold_only_rules_this_driver_writes(driver):
     assert driver.read(SWITCH) == ()
 
 
+@pytest.mark.parametrize("tamper", ["deleted", "ports"])
+def test_rules_without_their_table_read_missing_and_a_reapply_writes_it(driver, tamper):
+    """SONiC programs no rule of a missing ACL table, and a rule only on its table's ports:
+    such rules read as missing (the reconcile sees the switch differ) and applying them
+    again writes the table back."""
+    driver.apply(SWITCH, [Add(entry(0)), Add(entry(1))])
+    client = driver._switch(SWITCH).client
+    if tamper == "deleted":
+        client.delete(TABLE_KEY)
+    else:
+        client.hset(TABLE_KEY, "ports@", "Ethernet0")
+    assert driver.read(SWITCH) == ()
+    driver.apply(SWITCH, [Add(entry(0)), Add(entry(1))])
+    assert driver.read(SWITCH) == (entry(0), entry(1))
+    assert client.hgetall(TABLE_KEY) == driver.plan.table_fields(SWITCH)
+
+
 def test_in_port_must_be_a_te_ingress_port(driver):
     up = Entry(SWITCH, FABRIC.rack_link(0, 0), 2, FABRIC.rack_link(0, 1))  # enters from a CTSW
     with pytest.raises(DriverRejected, match="not a TE ingress port"):
