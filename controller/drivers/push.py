@@ -191,19 +191,20 @@ def _run_stage(
         return dict(results)
 
 
-def read_back(driver: Driver, switches: Iterable[str]) -> tuple[RouteSet, tuple[str, ...]]:
-    """(tables of the readable switches, names of the unreadable ones)."""
+def read_back(driver: Driver, switches: Iterable[str]) -> tuple[RouteSet, dict[str, str]]:
+    """(tables of the readable switches, the unreadable ones: switch -> why, as the driver
+    said it, in switch order)."""
     tables: dict[str, Table] = {}
-    unreadable: list[str] = []
+    unreadable: dict[str, str] = {}
     for switch in sorted(set(switches)):
         try:
             table = driver.read_table(switch)
-        except DriverError:
-            unreadable.append(switch)
+        except DriverError as err:
+            unreadable[switch] = str(err) or type(err).__name__
             continue
         if table:
             tables[switch] = table
-    return RouteSet(tables), tuple(unreadable)
+    return RouteSet(tables), unreadable
 
 
 def push(
@@ -262,5 +263,6 @@ def push(
             pool.shutdown(wait=False, cancel_futures=True)
     installed, unreadable = read_back(driver, plan.switches())
     return PushReport(
-        plan, tuple(results), applied_stages, installed, unreadable, tuple(sorted(uncertain))
-    )
+        plan, tuple(results), applied_stages, installed, tuple(unreadable),
+        tuple(sorted(uncertain)),
+    )  # fmt: skip

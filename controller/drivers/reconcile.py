@@ -38,6 +38,7 @@ class ReconcileResult:
     ops: int = 0  # operations the repairs applied
     repaired: dict[str, int] = field(default_factory=dict)  # switch -> operations the
     # rounds applied to it (found differing, pushed towards the wanted routes)
+    why: dict[str, str] = field(default_factory=dict)  # unreadable switch -> the driver's why
 
     @property
     def in_sync(self) -> bool:
@@ -85,7 +86,8 @@ class Reconciler:
         ops = 0
         repaired: dict[str, int] = {}
         for round_no in range(1, self.rounds + 1):
-            actual, unreadable = self._read(checked, prior if round_no == 1 else None)
+            actual, why = self._read(checked, prior if round_no == 1 else None)
+            unreadable = tuple(why)
             readable = [s for s in checked if s not in unreadable]
             plan = diff(actual, wanted.only(readable), self.fabric, self.owner)
             differing: dict[str, int] = {}
@@ -98,7 +100,7 @@ class Reconciler:
                 differing[entry.switch] = differing.get(entry.switch, 0) + 1
                 missing[entry.switch] = missing.get(entry.switch, 0) + 1
             result = ReconcileResult(actual, checked, unreadable, differing, missing, round_no, ops,
-                                     dict(repaired))  # fmt: skip
+                                     dict(repaired), why)  # fmt: skip
             last = round_no == self.rounds or not repair or (stop is not None and stop())
             if result.in_sync or last or not (len(plan) or unreadable):
                 return result
@@ -115,16 +117,16 @@ class Reconciler:
 
     def _read(
         self, checked: tuple[str, ...], prior: Mapping[str, Table | None] | None
-    ) -> tuple[RouteSet, tuple[str, ...]]:
+    ) -> tuple[RouteSet, dict[str, str]]:
         if not prior:
             return read_back(self.driver, checked)
         actual, unreadable = read_back(self.driver, [s for s in checked if s not in prior])
-        tables, missing = dict(actual.tables), list(unreadable)
+        tables, missing = dict(actual.tables), dict(unreadable)
         for switch in checked:
             if switch in prior:
                 table = prior[switch]
                 if table is None:
-                    missing.append(switch)
+                    missing[switch] = "could not be read after the push"
                 elif table:
                     tables[switch] = table
-        return RouteSet(dict(sorted(tables.items()))), tuple(sorted(missing))
+        return RouteSet(dict(sorted(tables.items()))), dict(sorted(missing.items()))

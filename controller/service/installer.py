@@ -336,7 +336,8 @@ class Installer:
         if wanted is None:  # nothing wanted yet: read only, never repair
             checked = self.driver.switches() if switches is None else sorted(switches)
             installed, unreadable = read_back(self.driver, checked)
-            result = ReconcileResult(installed, tuple(sorted(checked)), unreadable)
+            result = ReconcileResult(installed, tuple(sorted(checked)), tuple(unreadable),
+                                     why=unreadable)  # fmt: skip
         else:
             stop = lambda: self._stopped() or not self._is_leader()  # noqa: E731
             result = self.reconciler.run(wanted, switches, stop=stop, repair=leader, prior=prior)
@@ -654,7 +655,8 @@ class SwitchMarks:
         self.ops += result.ops
         self._ops.inc(result.ops)
         level_ok, level_bad = (logging.INFO, logging.WARNING) if loud else (logging.DEBUG,) * 2
-        now: dict[str, str] = {s: "unreadable" for s in result.unreadable}
+        now: dict[str, str] = {s: f"unreadable: {result.why[s]}" if s in result.why
+                               else "unreadable" for s in result.unreadable}  # fmt: skip
         now.update({s: f"{n} entries differ" for s, n in result.differing.items()})
         repaired = sorted(result.repaired.items())
         for switch, ops in repaired[:NAMED_REPAIRS]:

@@ -151,7 +151,7 @@ def test_a_dead_agent_is_marked_unreadable_and_driver_ok_is_false(small: Fabric)
         emu.switches[victim].alive = False
         assert _until(lambda: not engine.driver_ok)
         status = engine.status_fields()
-        assert f"{victim}: unreadable" in status["differing"]
+        assert f"{victim}: unreadable: {victim}: agent not answering" in status["differing"]
         assert not engine.installed.table(victim)  # claims nothing it cannot read
         emu.restart(victim)
         assert _until(lambda: engine.driver_ok)
