@@ -74,6 +74,9 @@ log = logging.getLogger("fabric_te.engine")
 # reference work (input flows x QPs x hash seeds) the reaction path certifies inline when a
 # job is at risk; past it the certificate is deferred to the solve's thread (docs/certificate.md)
 REACT_WORK = 1_000_000
+# a round that failed (a solver or driver error) is taken again after this many seconds,
+# doubling up to the most: the routes stay what they were, the changes pending meanwhile
+RETRY_FIRST_S, RETRY_MAX_S = 1.0, 60.0
 
 
 class Engine(RouteCommands):
@@ -119,6 +122,7 @@ class Engine(RouteCommands):
         self._jobs_version = 0  # state version at which the jobs last changed (taken)
         self._busy = False
         self._stop = False
+        self._retry_s = 0.0  # the wait before a failed round is taken again (0: none failed)
         self._interval = reconcile_interval
         self._swept = clock()  # when the last periodic reconcile ended
         self._frozen = Frozen(clock)  # the collector kept off the reaction path
@@ -337,28 +341,55 @@ class Engine(RouteCommands):
                                 self._speeds)
 
     def _guarded(self, step: Callable[[], None]) -> None:
-        """Run one step of the worker; a failure is logged, counted and ends the round."""
+        """Run one step of the worker; a failure is logged, counted and ends the round: its
+        changes stay pending (Status, /metrics) and it is taken again later (RETRY_*_S)."""
         try:
             step()
             self.last_error = ""
+            self._retry_s = 0.0
             return
         except Exception as err:  # noqa: BLE001 - the loop must survive anything
+            error = f"{type(err).__name__}: {err}"
             if self._stop:  # closing: the driver may be closed under the push
                 log.info("solve/push cut off by shutdown: %s", err)
             else:
-                log.exception("solve/push failed")
-            self.last_error = f"{type(err).__name__}: {err}"
+                self._retry_s = min(RETRY_MAX_S, max(RETRY_FIRST_S, 2 * self._retry_s))
+                if error == self.last_error:  # the traceback was logged the first time
+                    log.error("solve/push failed again: %s; taken again in %g s", error,
+                              self._retry_s)  # fmt: skip
+                else:
+                    log.exception("solve/push failed; taken again in %g s", self._retry_s)
+                self._retry_later(self._retry_s)
+            self.last_error = error
             self.metrics.push_errors.inc()
             if isinstance(err, DriverError):
                 self.installer.push_ok = False
         if self._solve is None and not self._solve_ended:  # nothing more answers this round
-            self._settle(self._round.version if self._round else self._taken)
+            self._settle(self._round.version if self._round else self._taken, failed=True)
 
-    def _settle(self, version: int) -> None:
-        """The installed routes answer to inputs up to `version`; what is alive now is
-        frozen (see controller.service.frozen)."""
+    def _retry_later(self, seconds: float) -> None:
+        """Take the inputs again in `seconds`, solved in full (the failed round may have
+        been a jobs change: a repair alone would not answer it)."""
+
+        def again() -> None:
+            with self._cond:
+                if self._stop or self._applied >= self._state.version:
+                    return
+                self._state.again()
+                self._taken = min(self._taken, self._applied)
+                self._cond.notify_all()
+
+        timer = threading.Timer(seconds, again)
+        timer.daemon = True
+        timer.start()
+
+    def _settle(self, version: int, failed: bool = False) -> None:
+        """The installed routes answer to inputs up to `version` (unless the round `failed`:
+        then they answer to what they did, and the changes stay pending); what is alive now
+        is frozen (see controller.service.frozen)."""
         with self._cond:
-            self._applied = max(self._applied, version)
+            if not failed:
+                self._applied = max(self._applied, version)
             self.metrics.queue_depth.set(self._state.version - self._applied)
             self._busy = False
             self._cond.notify_all()

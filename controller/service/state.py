@@ -163,6 +163,10 @@ class DesiredState:
             self._health_only = True
         return inputs
 
+    def again(self) -> None:
+        """The next take solves in full: a round that failed is taken again."""
+        self._health_only = False
+
     def _bump(self, health_only: bool) -> None:
         self.version += 1
         self._health_only &= health_only

@@ -1129,3 +1129,63 @@ def test_a_job_asked_over_line_rate_is_predicted_as_a_share_of_its_line_rate() -
                      {"job_id": "greedy"}) == pytest.approx(1.0)  # fmt: skip
     finally:
         engine.close()
+
+
+def test_a_round_that_fails_stays_pending_and_is_taken_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A solve that raises (a solver bug, say) leaves the routes as they were: the change
+    stays pending (Status, /metrics) and the round is taken again after a back-off, solved
+    in full; it then installs. Before, the failed round counted as applied: 0 changes
+    pending, the job never installed, until another change happened to come."""
+    import controller.service.engine as engine_module
+    import controller.service.solves as solves_module
+
+    monkeypatch.setattr(engine_module, "RETRY_FIRST_S", 0.2)
+    real = solves_module.solve
+    calls: list[int] = []
+
+    def flaky(*args: object, **kwargs: object) -> object:
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("a solver bug")
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(solves_module, "solve", flaky)
+    engine = Engine(FABRIC, EmulatedDriver(FABRIC), debounce=0.0, reconcile_interval=60.0,
+                    precompute=False)  # fmt: skip
+    try:
+        job = _jobs()[0]
+        engine.put_job(job, 0)
+        assert _until(lambda: engine.last_error == "RuntimeError: a solver bug", 30)
+        assert engine.status_fields()["pending_changes"] == 1
+        assert engine.metrics.queue_depth._value.get() == 1
+        assert _until(lambda: len(calls) >= 2 and engine.last_error == "", 30)
+        assert engine.wait_idle(60)
+        assert engine.status_fields()["pending_changes"] == 0
+        assert len(engine.installed) > 0 and job.id in engine.job_figures()
+    finally:
+        engine.close()
+
+
+def test_the_last_jobs_deleted_take_their_routes_with_them() -> None:
+    """Jobs whose routing splits flows into QP buckets, then every job deleted: the solve of
+    no job (nothing routed in both) installs nothing; it raised IndexError before, leaving
+    the deleted jobs' entries on the switches with 0 changes pending."""
+    from sim.jobmix import random_jobs
+
+    engine = Engine(FABRIC, EmulatedDriver(FABRIC), debounce=0.0, reconcile_interval=60.0,
+                    precompute=False)  # fmt: skip
+    try:
+        jobs = random_jobs(FABRIC, seed=3)
+        for job in jobs:
+            engine.put_job(job, 0)
+        assert engine.wait_idle(60) and engine.last_error == ""
+        assert engine.last_result is not None and engine.last_result.assignment.flows.split
+        for job in jobs:
+            engine.delete_job(job.id)
+        assert engine.wait_idle(60) and engine.last_error == ""
+        assert len(engine.installed) == 0
+        assert engine.status_fields()["pending_changes"] == 0
+    finally:
+        engine.close()
