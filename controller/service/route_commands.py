@@ -155,6 +155,14 @@ class RouteCommands(EngineReads):
         point_inputs = (stored.digest if held is None and stored is not None
                         and stored.assignment is replaced else "")  # fmt: skip
         view = self.plan_routes(assignment)
+        if held is not None and not view.switches:
+            # the held routes again (an apply retried): its checkpoint is kept, or a
+            # rollback could only reach these same routes
+            self.intake.store_held(replace(held, source=command.source, flows=view.flows,
+                                           entries=view.entries))  # fmt: skip
+            log.info("routes applied again: already held, checkpoint kept",
+                     extra={"source": command.source, "entries": view.entries})  # fmt: skip
+            return view
         self.intake.store_held(Held(
             command.source, view.flows, view.entries, replaced, point_inputs,
             checkpoint_source="" if held is None else held.source))  # fmt: skip

@@ -174,6 +174,8 @@ def test_apply_over_apply_rolls_back_to_the_first_file(
     assert routes_1 != routes_2
     assert _tectl(capsys, "routes", "apply", str(first), *server)[0] == 0
     assert _tectl(capsys, "routes", "apply", str(second), *server)[0] == 0
+    # applied again (a retry): nothing changes, and the checkpoint is still first's
+    assert _tectl(capsys, "routes", "apply", str(second), *server)[0] == 0
     assert running.engine.installed == routes_2
     code, out, _ = _tectl(capsys, "routes", "rollback", *server)
     assert code == 0 and "routes of first.npz held again (no checkpoint left)" in out
