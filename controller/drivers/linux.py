@@ -55,6 +55,7 @@ from controller.drivers.linux_plan import (
     sport_range,
 )
 from controller.drivers.linux_store import IntentStore
+from controller.drivers.netns import NETNS_DIR
 from controller.errors import DriverError, DriverRejected, DriverUnavailable, LabError
 from controller.model.fabric import Fabric
 from controller.model.flows import ALL_QPS
@@ -177,9 +178,15 @@ class LinuxDriver(Driver):
             raise DriverRejected(f"unknown switch {switch!r}")
         with self._open_lock:
             found = self._open.get(switch)
-            if found is not None:
-                return found
             ns = self.plan.netns(switch)
+            if found is not None:
+                if (NETNS_DIR / ns).exists():
+                    return found
+                # deleted (`ip netns del`, the lab taken down): the socket would keep the
+                # namespace alive and every write would land in it, unseen
+                del self._open[switch]
+                found.nl.close()
+                raise DriverUnavailable(f"{switch}: namespace {ns} is gone")
             try:  # a missing namespace is an error: nothing here ever creates one
                 nl = RtnlSocket(ns)
                 links = {link.name: link.ifindex for link in nl.links()}

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from controller.errors import DriverError
+from controller.errors import DriverError, DriverUnavailable
 from controller.routes.tables import Entry
 
 Key = tuple[int, int, int]  # (in_port, dst_host, qp)
@@ -48,13 +48,22 @@ class IntentStore:
             return None
         return (st.st_ino, st.st_size, st.st_mtime_ns)
 
+    def _directory(self) -> None:
+        """The store's directory, made inside the lab's; a lab directory gone (the lab taken
+        down) is not made again: that would leave a lab no command can remove."""
+        try:
+            self.directory.mkdir(exist_ok=True)
+        except FileNotFoundError:
+            raise DriverUnavailable(f"{self.directory.parent} is gone (the lab taken "
+                                    "down?)") from None
+
     def _path(self, switch: str, suffix: str) -> Path:
         return self.directory / f"{switch}{suffix}"
 
     @contextmanager
     def locked(self, switch: str) -> Iterator[None]:
         """Hold the switch's lock (every process that changes the switch takes it)."""
-        self.directory.mkdir(parents=True, exist_ok=True)
+        self._directory()
         with open(self._path(switch, ".lock"), "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             yield
@@ -91,7 +100,7 @@ class IntentStore:
             [(e.in_port, e.dst_host, e.qp, e.next_hop, realm(e.owner))
              for _, e in sorted(entries.items())], dtype=np.int64,
         ).reshape(-1, COLUMNS)  # fmt: skip
-        self.directory.mkdir(parents=True, exist_ok=True)
+        self._directory()
         tmp, path = self._path(switch, ".tmp.npy"), self._path(switch, ".npy")
         np.save(tmp, rows, allow_pickle=False)
         os.replace(tmp, path)

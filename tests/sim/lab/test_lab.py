@@ -504,6 +504,30 @@ def test_an_entry_whose_rule_was_deleted_reads_missing_and_is_put_back(
     assert len(driver.read(RTSW)) == 3
 
 
+def test_a_lab_taken_down_under_a_driver_is_unavailable_not_written(tiny: Fabric):
+    """The lab taken down under a running driver: its cached netlink socket would keep the
+    deleted namespace alive and its store make the lab's directory again (a lab no command
+    can remove); both are refused instead, naming what is gone."""
+    from controller.drivers.linux_plan import lab_dir
+    from controller.errors import DriverUnavailable
+
+    name = unique_name("lg")
+    lab.up(tiny, name, "tiny", underlay="static")
+    try:
+        with LinuxDriver(fabric=tiny, lab=name) as d:
+            d.apply(RTSW, [Add(Entry(RTSW, tiny.access_link(0), 2, tiny.rack_link(0, 1)))])
+            assert len(d.read(RTSW)) == 1
+            lab.down(name)
+            with pytest.raises(DriverUnavailable, match="is gone"):
+                d.read(RTSW)
+            with pytest.raises(DriverUnavailable, match="cannot open namespace"):
+                d.apply(RTSW, [Add(Entry(RTSW, tiny.access_link(0), 3, tiny.rack_link(0, 1)))])
+            assert not lab_dir(name).exists()
+    finally:
+        if lab_dir(name).exists():
+            lab.down(name)
+
+
 def _held_lab(name: str, tmp_path, **popen) -> subprocess.Popen[str]:  # type: ignore[no-untyped-def]
     """A separate process that builds lab `name` (owned by itself) and holds it."""
     script = ("import time\n"
