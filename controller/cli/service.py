@@ -13,7 +13,7 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from controller.errors import FabricTeError, InputError
+from controller.errors import DriverError, FabricTeError, InputError
 from controller.formats.output import plural, strict, to_json
 from controller.model.validation import flag
 from controller.service.client import (
@@ -60,6 +60,44 @@ def _limits(items: list[str]) -> Any:
         return Limits(**values)  # type: ignore[arg-type]
     except FabricTeError as err:
         raise InputError(f"--limit: {err}") from None
+
+
+# the driver flags of `tectl serve`, by the option names a driver's constructor takes
+DRIVER_FLAGS = {"--driver-dir": ("directory",), "--lab": ("lab",),
+                "--config-db": ("server", "databases")}  # fmt: skip
+
+
+def _driver_options(args: argparse.Namespace) -> dict[str, object]:
+    """The options of --driver from its flags, checked against what the driver takes (a
+    flag it has no option for, a required one not given), before anything is started: an
+    unknown driver is named first."""
+    import inspect
+
+    from controller.drivers.interface import driver_class
+
+    try:
+        cls = driver_class(args.driver)
+    except DriverError as err:
+        raise InputError(f"--driver: {err}") from None
+    params = inspect.signature(cls.__init__).parameters
+    given = {"--driver-dir": args.driver_dir, "--lab": args.lab, "--config-db": args.config_db}
+    takes = [opt for opt, names in DRIVER_FLAGS.items() if any(n in params for n in names)]
+    for opt, value in given.items():
+        if value is not None and opt not in takes:
+            raise InputError(f"{opt} does not apply to --driver {args.driver} (it takes "
+                             f"{', '.join(takes) or 'none of ' + ', '.join(DRIVER_FLAGS)})")
+    for name, param in params.items():
+        needed = next((f for f, names in DRIVER_FLAGS.items() if name in names), None)
+        if needed and param.default is inspect.Parameter.empty and given[needed] is None:
+            raise InputError(f"--driver {args.driver} needs {needed}")
+    options: dict[str, object] = {}
+    if "--driver-dir" in takes:
+        options["directory"] = args.driver_dir or "tables"
+    if args.lab:
+        options["lab"] = args.lab
+    if args.config_db:
+        options.update(_config_db(args.config_db))
+    return options
 
 
 def _config_db(value: str) -> dict[str, object]:
@@ -112,13 +150,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                          "may reroute the fabric")  # fmt: skip
     native = configure()  # every line on stderr from here on is one JSON object
     fabric = load_fabric(args.fabric)
-    options: dict[str, object] = {"fabric": fabric}
-    if args.driver == "file":
-        options["directory"] = args.driver_dir
-    if args.lab:
-        options["lab"] = args.lab
-    if args.config_db:
-        options.update(_config_db(args.config_db))
+    options: dict[str, object] = {"fabric": fabric, **_driver_options(args)}
     port = args.listen.rsplit(":", 1)[-1]
     problem = None if port == "0" else listen_problem(args.listen)
     if problem:  # before the engine takes the lead and pushes anything
@@ -752,7 +784,7 @@ def register(cli: Commands) -> None:
     serve = sub.add_parser("serve", help="run the controller as a gRPC service")
     add_fabric_arg(serve)
     serve.add_argument("--driver", default="emulated", help="switch driver (emulated)")
-    serve.add_argument("--driver-dir", default="tables", help="directory for --driver file")
+    serve.add_argument("--driver-dir", help="directory for --driver file (tables)")
     serve.add_argument("--lab", help="lab name for --driver linux (see `tectl lab up`)")
     serve.add_argument(
         "--config-db", metavar="URL|FILE",

@@ -217,3 +217,23 @@ def test_a_port_held_only_by_connections_of_a_dead_process_can_be_served() -> No
         conn.close()  # the server closes first: its side goes to TIME_WAIT
         client.close()
     assert listen_problem(f"127.0.0.1:{port}") is None
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--driver", "file", "--lab", "x"], "--lab does not apply to --driver file (it takes "
+                                         "--driver-dir)"),
+    (["--driver", "emulated", "--driver-dir", "x"], "--driver-dir does not apply to --driver "
+                                                    "emulated"),
+    (["--driver", "linux"], "--driver linux needs --lab"),
+    (["--driver", "nosuch"], "--driver: unknown driver 'nosuch'; known: "),
+])  # fmt: skip
+def test_driver_flags_are_checked_against_the_driver_before_anything_starts(
+    flags: list[str], message: str
+) -> None:
+    """A flag the driver has no option for, a required one missing, an unknown driver: one
+    line naming the flags, exit 2, before a store, an engine or a listener is made (it was
+    'bad options: FileDriver.__init__() got an unexpected keyword argument', exit 1)."""
+    proc = _serve("--insecure", "--listen", "127.0.0.1:0", "--metrics-port", "0", *flags)
+    assert proc.wait(timeout=60) == 2
+    text = proc.stderr.read() if proc.stderr else ""
+    assert message in text and "Traceback" not in text and "__init__" not in text
