@@ -239,6 +239,7 @@ class FileDriver(Driver):
             doc |= {"fabric": self.fabric.name, "fingerprint": self.fabric.fingerprint}
         doc["entries"] = [self._row(table[k]) for k in sorted(table)]
         try:
+            self.directory.mkdir(parents=True, exist_ok=True)  # removed under us: made again
             fd, tmp = tempfile.mkstemp(prefix=f".{switch}.", suffix=".tmp", dir=self.directory)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)  # marks the file as being written

@@ -74,19 +74,25 @@ class PushReport:
     def summary(self) -> str:
         stages = sum(1 for stage in self.plan.stages if stage)
         if self.dry_run:
-            return f"dry run: {len(self.plan):,} operations in {stages} stages"
+            return f"dry run: {_n(len(self.plan), 'operation')} in {_n(stages, 'stage')}"
         if not len(self.plan):
             return "nothing to change: the switches already hold these routes"
         touched = len(self.plan.switches())
         busy = [i for i, stage in enumerate(self.plan.stages) if stage]  # stages with batches
         done = sum(1 for i in busy if i < self.stages_applied)
         text = (
-            f"{len(self.plan):,} operations on {touched:,} switches, {done}/{len(busy)} stages "
+            f"{_n(len(self.plan), 'operation')} on {_n(touched, 'switch')}, {done}/{len(busy)} "
+            f"{'stage' if len(busy) == 1 else 'stages'} "
             f"applied; {len(self.installed):,} entries read back from those switches"
         )
         for r in self.failed:
             text += f"; {r.switch} {r.status} after {r.attempts} attempt(s): {r.error}"
         return text
+
+
+def _n(n: int, word: str) -> str:
+    """'1 stage', '3 stages', '2 switches'."""
+    return f"{n:,} {word}{'' if n == 1 else 'es' if word.endswith('ch') else 's'}"
 
 
 def _apply_with_retries(

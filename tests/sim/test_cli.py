@@ -348,8 +348,8 @@ def test_reapplying_unchanged_routes_says_there_was_nothing_to_change(
                          r"delete 0\)", plan)  # fmt: skip
     assert first, plan
     stages = first.group(2)
-    assert re.fullmatch(rf"push: {first.group(1)} operations on [\d,]+ switches, {stages}/"
-                        rf"{stages} stages applied; {first.group(1)} entries read back from "
+    assert re.fullmatch(rf"push: {first.group(1)} operations on [\d,]+ switch(es)?, {stages}/"
+                        rf"{stages} stages? applied; {first.group(1)} entries read back from "
                         "those switches", push), push  # fmt: skip
     plan, push = plan_and_push([])
     assert plan == f"plan: no operations; the {first.group(1)} entries wanted are installed"

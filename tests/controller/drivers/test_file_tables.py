@@ -34,6 +34,21 @@ def test_tables_carry_name_and_fingerprint(tiny: Fabric, tmp_path: Path) -> None
     assert FileDriver(tmp_path, fabric=tiny).read(SWITCH) == (_entry(tiny),)
 
 
+def test_a_directory_removed_under_the_driver_is_made_again_on_write(
+    tiny: Fabric, tmp_path: Path
+) -> None:
+    """The tables' directory removed (by hand, a clean-up job): the switches read empty, and
+    the next write makes it again (every push failed until it was made by hand)."""
+    import shutil
+
+    driver = FileDriver(tmp_path / "tables", fabric=tiny)
+    driver.apply(SWITCH, [Add(_entry(tiny))])
+    shutil.rmtree(tmp_path / "tables")
+    assert driver.read(SWITCH) == ()
+    driver.apply(SWITCH, [Add(_entry(tiny))])
+    assert driver.read(SWITCH) == (_entry(tiny),)
+
+
 def test_table_for_another_fabric_is_refused_naming_the_file(tiny: Fabric, tmp_path: Path) -> None:
     path = _written(tiny, tmp_path)
     # same switch names, another shape: ids would mean other links
