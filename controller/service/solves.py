@@ -48,6 +48,7 @@ from controller.solver import (
     mlu_counted,
     repair_indexed,
     solve,
+    table_figures,
 )
 
 log = logging.getLogger("fabric_te.engine")
@@ -214,15 +215,20 @@ class Baseline:
     def settled(self, res: AssignResult, moved: np.ndarray, bound: Bound, method: str,
                 seconds: float, usage: np.ndarray | None = None) -> SolveResult:  # fmt: skip
         """The result of a link-change round settled from a repair (and re-optimisation)
-        of this solve's routes: `moved` rows, figures against `bound`; the table counts are
-        as of this solve (the read-back counts are in /metrics). `usage`: the TE entries
-        per node of `res.assignment` as the repair's index keeps them, if counted (the index
-        built for this result, if one is, then needs no full count before a repair)."""
+        of this solve's routes: `moved` rows, figures against `bound`. `usage`: the TE
+        entries per node of `res.assignment` as the repair's index keeps them, if counted
+        (the index built for this result, if one is, then needs no full count before a
+        repair); the table counts are then the repair's, else this solve's (the read-back
+        counts are in /metrics)."""
         last = self.result
         assert last.parent is not None
         out = SolveResult.of(replace(res, churn=moved, method=method), bound, None,
                              {"total": seconds}, last.parent, as_of=last)  # fmt: skip
-        return out if usage is None else replace(out, usage=usage)
+        if usage is None:
+            return out
+        counts = table_figures(self.fabric, usage, self.fabric.table_budget())
+        budgets = {k: v for k, v in last.tables.items() if k.startswith("te_entries_budget")}
+        return replace(out, usage=usage, tables={**counts, **budgets})
 
 
 def rebased_result(result: SolveResult, rebased: AssignResult) -> SolveResult:

@@ -43,6 +43,7 @@ from controller.solver.solve import (
     certified,
     mlu_counted,
     solve,
+    table_figures,
 )
 
 __all__ = [
@@ -63,5 +64,6 @@ __all__ = [
     "mlu_counted",
     "repair_indexed",
     "solve",
+    "table_figures",
     "warm_up",
 ]

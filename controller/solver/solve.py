@@ -365,7 +365,7 @@ def _budget(fabric: Fabric, opts: SolveOptions) -> TableBudget:
     return fabric.table_budget() if opts.table_budget is None else opts.table_budget
 
 
-def _tables(fabric: Fabric, usage: np.ndarray, budget: TableBudget) -> dict[str, float]:
+def table_figures(fabric: Fabric, usage: np.ndarray, budget: TableBudget) -> dict[str, float]:
     """Entries used (`usage`: an assignment's table_usage): in all, and the most on one
     switch per tier next to its budget."""
     limit = switch_budget(fabric, budget)
@@ -817,7 +817,7 @@ def _finish(
     res = _relieved(problem, res, opts, parent)
     times["relief"] = time.perf_counter() - t
     usage = table_usage(fabric, res.assignment) if res.usage is None else res.usage
-    tables = _tables(fabric, usage, _budget(fabric, opts))
+    tables = table_figures(fabric, usage, _budget(fabric, opts))
     times["total"] = time.perf_counter() - start
     out = replace(SolveResult.of(res, bound, lp, times, parent), tables=tables, usage=usage)
     if previous is not None and (parent is not None or previous.flows.split):
@@ -861,7 +861,7 @@ def job_objective(
         result, assignment=assignment, objective=report, times=times, usage=usage,
         mlu=float(utilisation(fabric, health, assignment).max(initial=0.0)),
         collided_links=int(collided_arcs(fabric, health, assignment).size),
-        tables=_tables(fabric, usage, _budget(fabric, opts)), churn=churn,
+        tables=table_figures(fabric, usage, _budget(fabric, opts)), churn=churn,
     )  # fmt: skip
 
 
@@ -999,7 +999,7 @@ def _handed_first(
     usage = table_usage(fabric, assignment)
     first = replace(
         placed, assignment=assignment, usage=usage,
-        tables=_tables(fabric, usage, _budget(fabric, opts)),
+        tables=table_figures(fabric, usage, _budget(fabric, opts)),
         mlu=float(utilisation(fabric, health, assignment).max(initial=0.0)),
         collided_links=int(collided_arcs(fabric, health, assignment).size),
     )  # fmt: skip
@@ -1104,7 +1104,7 @@ def certified(
         handed_back=back,
         mlu=cert.mlu,
         collided_links=int(collided_arcs(fabric, health, assignment).size),
-        tables=_tables(fabric, usage, _budget(fabric, opts)),
+        tables=table_figures(fabric, usage, _budget(fabric, opts)),
         usage=usage,
         certificate=cert,
         times=times,

@@ -1189,3 +1189,23 @@ def test_the_last_jobs_deleted_take_their_routes_with_them() -> None:
         assert engine.status_fields()["pending_changes"] == 0
     finally:
         engine.close()
+
+
+def test_a_settled_repair_counts_its_own_table_entries() -> None:
+    """After a link report settled from its repair, Status' TE entry count is the routes'
+    installed, as the rest of the figures are (it stayed the solve's: 668 beside 666)."""
+    engine = Engine(FABRIC, EmulatedDriver(FABRIC), debounce=0.0, reconcile_interval=60.0,
+                    precompute=False)  # fmt: skip
+    try:
+        for job in _jobs():
+            engine.put_job(job, 0)
+        assert engine.wait_idle(60)
+        used = np.unique(engine.installed.table(FABRIC.rtsw_name(0)).next_hop)
+        link = int(used[used >= FABRIC.rack_base][0])
+        engine.report_links({FABRIC.access_link(0): 0.0, link: 0.0})
+        assert engine.wait_idle(60) and engine.last_error == ""
+        last = engine.last_result
+        assert last is not None and last.method.startswith("repair")
+        assert last.tables["te_entries"] == len(engine.installed)
+    finally:
+        engine.close()
