@@ -98,37 +98,40 @@ class Selection(Sequence[Entry]):
         return out
 
 
-def page(entries: Sequence[Entry], version: int, size: int, token: str, epoch: str = ""
-         ) -> tuple[list[Entry], str]:  # fmt: skip
+def page(entries: Sequence[Entry], version: int, size: int, token: str, epoch: str = "",
+         scope: str = "") -> tuple[list[Entry], str]:  # fmt: skip
     """(entries of this page, token of the next page or "") for `size` entries a page
-    (0 = all) starting where `token` says; `version` of routes epoch `epoch`."""
-    start = _offset(token, version, epoch, len(entries))
+    (0 = all) starting where `token` says; `version` of routes epoch `epoch`, selected by
+    filters `scope` (a digest: a token is good only for the filters it was issued for)."""
+    start = _offset(token, version, epoch, len(entries), scope)
     end = len(entries) if size <= 0 else min(start + size, len(entries))
-    return list(entries[start:end]), (f"{epoch}.{version}:{end}" if end < len(entries) else "")
+    mark = f"{epoch}~{scope}" if scope else epoch
+    return list(entries[start:end]), (f"{mark}.{version}:{end}" if end < len(entries) else "")
 
 
 def chunks(
-    entries: Sequence[Entry], version: int, size: int, token: str, epoch: str = ""
-) -> Iterator[tuple[list[Entry], str]]:
+    entries: Sequence[Entry], version: int, size: int, token: str, epoch: str = "",
+    scope: str = "",
+) -> Iterator[tuple[list[Entry], str]]:  # fmt: skip
     """The (page, next token) pairs `page` would return one by one (at least one). The
     token is checked here; the pages are made as the caller takes them."""
     size = size or STREAM_CHUNK
-    first = page(entries, version, size, token, epoch)
-    return _pages(entries, version, size, first, epoch)
+    first = page(entries, version, size, token, epoch, scope)
+    return _pages(entries, version, size, first, epoch, scope)
 
 
 def _pages(
     entries: Sequence[Entry], version: int, size: int, first: tuple[list[Entry], str],
-    epoch: str,
+    epoch: str, scope: str,
 ) -> Iterator[tuple[list[Entry], str]]:  # fmt: skip
     part, token = first
     yield part, token
     while token:
-        part, token = page(entries, version, size, token, epoch)
+        part, token = page(entries, version, size, token, epoch, scope)
         yield part, token
 
 
-def _offset(token: str, version: int, epoch: str, total: int) -> int:
+def _offset(token: str, version: int, epoch: str, total: int, scope: str = "") -> int:
     if not token:
         return 0
     mark, sep, off = token.rpartition(":")
@@ -138,6 +141,11 @@ def _offset(token: str, version: int, epoch: str, total: int) -> int:
         was, v = None, mark  # a token of a version before epochs: another process's
     elif not (sep and dot and v.isdigit() and off.isdigit()):
         raise InputError(f"page_token: {token!r} is not a token this service issued")
+    if was is not None:
+        was, _, issued_for = was.partition("~")
+        if was == epoch and issued_for != scope:
+            raise InputError("page_token: issued for other filters (switches, job, hosts); "
+                             "ask with the filters of the first page, or start again")
     if was is None or was != epoch:
         raise PreconditionError(
             "page_token: cut by another controller process (or before a restart); start "

@@ -105,7 +105,7 @@ class TrafficEngineering(pb_grpc.TrafficEngineeringServicer):
     ) -> pb.RouteSnapshot:
         version, entries = self._select(request)
         part, token = route_query.page(entries, version, request.page_size, request.page_token,
-                                       self.engine.routes_epoch)  # fmt: skip
+                                       self.engine.routes_epoch, _scope(request))  # fmt: skip
         return self._snapshot(version, part, token, len(entries))
 
     def StreamRoutes(
@@ -121,7 +121,7 @@ class TrafficEngineering(pb_grpc.TrafficEngineeringServicer):
     ) -> tuple[int, Iterator[tuple[list[Entry], str]], int]:
         version, entries = self._select(request)
         parts = route_query.chunks(entries, version, request.page_size, request.page_token,
-                                   self.engine.routes_epoch)  # fmt: skip
+                                   self.engine.routes_epoch, _scope(request))  # fmt: skip
         return version, parts, len(entries)
 
     def _select(self, request: pb.GetRoutesRequest) -> tuple[int, route_query.Selection]:
@@ -333,3 +333,16 @@ class TrafficEngineering(pb_grpc.TrafficEngineeringServicer):
         """The live assignment, so advice scores against the routes the fabric has."""
         last = self.engine.last_result
         return last.assignment if last is not None else None
+
+
+def _scope(request: pb.GetRoutesRequest) -> str:
+    """A digest of the request's filters (all but the page fields): the scope of its page
+    tokens, so that a token asked with other filters is refused, not read as an offset."""
+    import hashlib
+
+    filters = pb.GetRoutesRequest()
+    filters.CopyFrom(request)
+    filters.ClearField("page_token")
+    filters.ClearField("page_size")
+    raw = filters.SerializeToString(deterministic=True)
+    return hashlib.sha256(raw).hexdigest()[:8] if raw else ""

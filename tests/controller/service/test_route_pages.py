@@ -92,6 +92,28 @@ def test_a_page_token_from_an_older_version_is_refused(service) -> None:
     assert "start again" in (err.value.details() or "")
 
 
+def test_a_page_token_is_good_only_for_the_filters_it_was_issued_for(service) -> None:
+    """A token is an offset into one selection: asked with other filters it is refused
+    (it was read as an offset there, skipping entries without a word); with the same
+    filters, the next page follows; the page size may change."""
+    _, stub = service
+    full = stub.GetRoutes(pb.GetRoutesRequest()).entries
+    switch = full[0].switch
+    first = stub.GetRoutes(pb.GetRoutesRequest(page_size=2))
+    for other in (pb.GetRoutesRequest(switches=[switch]), pb.GetRoutesRequest(job="a")):
+        other.page_token = first.next_page_token
+        with pytest.raises(grpc.RpcError) as err:
+            stub.GetRoutes(other)
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "issued for other filters" in (err.value.details() or "")
+    mine = stub.GetRoutes(pb.GetRoutesRequest(switches=[switch], page_size=1))
+    assert mine.next_page_token
+    nxt = stub.GetRoutes(pb.GetRoutesRequest(switches=[switch], page_size=5,
+                                             page_token=mine.next_page_token))  # fmt: skip
+    assert [_key(e) for e in list(mine.entries) + list(nxt.entries)][:2] == [
+        _key(e) for e in full if e.switch == switch][:2]
+
+
 def test_routes_show_streams_and_watch_ends_without_a_traceback(service) -> None:
     running, _ = service
     server = ["--server", f"127.0.0.1:{running.port}", "--insecure"]
