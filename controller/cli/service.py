@@ -416,13 +416,18 @@ def preview_text(d: dict[str, Any]) -> str:
 def _certificate_line(cert: dict[str, Any]) -> str:
     """A certificate (Status' or a dry run's, as a dict) for a person: one line."""
     g = "{:,}".format
-    worst = ", ".join(f"{k} {'-' if v is None else format(v, '.4g')}"
-                      for k, v in sorted(cert["worst_ratio"].items()))  # fmt: skip
+    # no job compared: each ratio is a bound (1 on the wire), as `tectl solve` words it
+    none = not cert["jobs_checked"]
+
+    def ratio(v: float | None) -> str:
+        return "-" if v is None else ">= 1 (no job at risk)" if none else format(v, ".4g")
+
+    worst = ", ".join(f"{k} {ratio(v)}" for k, v in sorted(cert["worst_ratio"].items()))
     fell = cert["fallback_jobs"]
     return (
         f"certificate {'passed' if cert['passed'] else 'FAILED'} against "
         f"{cert['reference']}: {g(cert['jobs_checked'])} of {g(cert['jobs'])} jobs with flows "
-        f"compared, worst TE/hashing {worst}; {g(len(fell))} jobs handed back"
+        f"compared, worst TE/hashing {worst}; {plural(len(fell), 'job')} handed back"
         + (": " + ", ".join(f"{j} ({why})" for j, why in sorted(fell.items())[:5])
            if fell else "")
     )  # fmt: skip

@@ -294,3 +294,18 @@ def test_advise_asks_the_controller(small: Fabric, capsys: pytest.CaptureFixture
         assert "--gpus: 6 is not a positive multiple" in capsys.readouterr().err
     finally:
         running.stop(grace=0.5)
+
+
+def test_the_certificate_line_says_when_no_job_was_compared() -> None:
+    """The wire carries 1 where no job was at risk; the status line words it as `tectl
+    solve` does, not as a measured ratio of 1."""
+    from controller.cli.service import _certificate_line
+
+    cert = {"passed": True, "reference": "eecmp", "jobs_checked": 0, "jobs": 3,
+            "worst_ratio": {"eecmp": 1.0, "wcmp": 1.0}, "fallback_jobs": {}}  # fmt: skip
+    line = _certificate_line(cert)
+    assert "worst TE/hashing eecmp >= 1 (no job at risk), wcmp >= 1 (no job at risk)" in line
+    assert line.endswith("0 jobs handed back")
+    cert |= {"jobs_checked": 2, "worst_ratio": {"eecmp": 0.97}, "fallback_jobs": {"r": "x"}}
+    line = _certificate_line(cert)
+    assert "worst TE/hashing eecmp 0.97; 1 job handed back: r (x)" in line
