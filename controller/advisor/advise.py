@@ -295,10 +295,9 @@ def candidates(
     n = _hosts_needed(fabric, request)
     free = _free_hosts(fabric, jobs, request.avoid_hosts, health)
     if free.sum() < n:
-        raise AdvisorError(
-            f"gpus: {n * fabric.gpus_per_host} GPUs need {n} free hosts, "
-            f"only {int(free.sum())} are free (with every NIC link up)"
-        )
+        asked = (f"hosts: {n} hosts" if request.hosts else
+                 f"gpus: {n * fabric.gpus_per_host} GPUs need {n} free hosts")  # fmt: skip
+        raise AdvisorError(f"{asked}, only {int(free.sum())} are free (with every NIC link up)")
     rack_of = fabric.rack_of_host(np.arange(fabric.num_hosts))
     by_rack: dict[int, list[int]] = {}
     for h in np.flatnonzero(free).tolist():
