@@ -105,7 +105,7 @@ class Sweeps:
 
             count = max(1, min(workers or self.max_workers, self.max_workers))
             return run_local(inputs, workers=count, progress=check, in_process=False,
-                             niceness=NICENESS)  # fmt: skip
+                             niceness=NICENESS, alive=alive)  # fmt: skip
         finally:
             self._lock.release()
 

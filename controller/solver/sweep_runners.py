@@ -16,7 +16,7 @@ import multiprocessing
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +26,7 @@ from controller.errors import InputError
 from controller.solver.resilience import Header, Outcome, Resilience, Sweep, SweepInputs
 
 Progress = Callable[[int, int], None]  # (elements done, elements in all)
+ALIVE_POLL_S = 0.25  # how often a local sweep asks whether its caller is still there
 BATCHES_PER_WORKER = 8  # batches per worker: large tasks, yet a progress line now and then
 
 
@@ -98,10 +99,14 @@ def run_local(
     progress: Progress | None = None,
     in_process: bool = True,
     niceness: int = 0,
+    alive: Callable[[], bool] | None = None,
 ) -> tuple[Resilience, RunStats]:
     """The sweep on `workers` local processes (None: as many as cores; 1: this process,
     unless not `in_process`); `niceness`: added to the worker processes' (not this one's).
-    An exception from `progress` stops the sweep: batches not started are cancelled."""
+    An exception from `progress` stops the sweep: batches not started are cancelled and
+    the worker processes ended. `alive`, asked every ALIVE_POLL_S while worker processes
+    run: False stops it so too (InputError), without waiting for a batch to end (a server
+    shutting down has a grace period to keep)."""
     start = time.perf_counter()
     workers = workers or os.cpu_count() or 1
     if workers < 1:
@@ -130,15 +135,24 @@ def run_local(
             header, build = pool.submit(_header).result()
             ids = _elements(header, elements)
             todo = batches(ids, workers * BATCHES_PER_WORKER)
-            parts, done = [], 0
-            for b, outs, b_build in pool.map(_run, todo):
-                parts.append((b, outs))
-                build = max(build, b_build)
-                done += b.size
-                if progress:
+            futures = [pool.submit(_run, b) for b in todo]
+            pending, done = set(futures), 0
+            while pending:
+                finished, pending = wait(pending, timeout=ALIVE_POLL_S,
+                                         return_when=FIRST_COMPLETED)  # fmt: skip
+                for future in finished:
+                    b, _, b_build = future.result()
+                    build = max(build, b_build)
+                    done += b.size
+                if finished and progress:
                     progress(done, ids.size)
+                if alive is not None and not alive():
+                    raise InputError("resilience sweep stopped: its caller went away")
+            parts = [(b, outs) for b, outs, _ in (f.result() for f in futures)]
         except BaseException:
-            pool.shutdown(wait=False, cancel_futures=True)  # the batches running end alone
+            pool.shutdown(wait=False, cancel_futures=True)
+            for proc in list((getattr(pool, "_processes", None) or {}).values()):
+                proc.terminate()  # the batches running: nothing of theirs is kept
             raise
     out = _assemble(header, parts)
     return out, RunStats(time.perf_counter() - start, build, int(ids.size), workers, len(todo),

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from controller.errors import InputError
 from controller.model.clos import PRESETS, ClosSpec, build
 from controller.model.fabric import Fabric
 from controller.model.failures import single_failures
@@ -142,6 +143,29 @@ def test_pool_and_serial_give_the_same_bytes(small: Fabric) -> None:
         assert x.dtype == y.dtype and x.tobytes() == y.tobytes()
     assert seen[-1] == (len(one.names), len(one.names))
     assert [d for d, _ in seen] == sorted(d for d, _ in seen)
+
+
+def test_a_pool_sweep_whose_caller_goes_away_ends_its_workers(small: Fabric) -> None:
+    """`alive` turning false stops a sweep on worker processes at once, its running
+    batches ended with their processes (a server shutting down has a grace to keep: it
+    waited for the batch under way, 12 s past a 5 s grace); nothing is left running."""
+    import multiprocessing
+
+    flows = jobs_flows(small, random_jobs(small, seed=2))
+    health = LinkHealth.all_up(small)
+    inputs = SweepInputs(small, health, solve(small, health, flows).assignment)
+    asked: list[int] = []
+
+    def alive() -> bool:
+        asked.append(1)
+        return len(asked) < 3  # gone at the third look, well before the sweep ends
+
+    with pytest.raises(InputError, match="its caller went away"):
+        run_local(inputs, workers=2, in_process=False, alive=alive)
+    assert len(asked) == 3
+    for child in multiprocessing.active_children():
+        child.join(timeout=10)
+    assert not multiprocessing.active_children()
 
 
 def test_batches_interleave_and_cover() -> None:
