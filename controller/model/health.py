@@ -113,7 +113,9 @@ def link_changes(words: Sequence[str]) -> list[tuple[str, float]]:
                 f"{word!r}: give the link's state as LINK=down, LINK=up or LINK=0.5 (the "
                 "fraction of capacity left)"
             )
-        out.append((name, link_factor(name, state)))
+        # SWITCH=drain: reported down, which the controller takes for every link of it
+        drain = state.strip().lower() == "drain"
+        out.append((name, 0.0 if drain else link_factor(name, state)))
     if not out:
         raise FabricError("no link given: LINK=down, LINK=up or LINK=0.5")
     return out

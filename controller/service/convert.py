@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from controller.advisor.advise import SAME_POD, Request, Score
 from controller.api.fabric_te.v1 import te_pb2 as pb
 from controller.errors import AdvisorError, FabricError
@@ -69,8 +71,26 @@ def link_updates(
         )
         try:
             link = fabric.link_by_name(name)
+            links = None
         except FabricError as err:
-            raise FabricError(f"{where}.link: {err}") from None
+            links = _switch_links(fabric, name)
+            if links is None:
+                raise FabricError(f"{where}.link: {err}") from None
+        if links is not None:
+            # a switch: drained (DOWN: every link of it down) or back (UP: every link up)
+            if report.state not in (pb.LinkReport.UP, pb.LinkReport.DOWN) or report.fraction:
+                raise FabricError(f"{where}: {name!r} is a switch: it is drained (DOWN, "
+                                  "tectl: SWITCH=drain) or brought back (UP), whole; degrade "
+                                  "its links one by one")  # fmt: skip
+            value = 1.0 if report.state == pb.LinkReport.UP else 0.0
+            for k in links.tolist():
+                if out.get(k, value) != value:
+                    raise FabricError(f"{where}.link: switch {name!r} has link "
+                                      f"{fabric.link_name(k)}, reported otherwise in "
+                                      f"{field}[{first[k]}]")  # fmt: skip
+                out[k] = value
+                first.setdefault(k, i)
+            continue
         if link in first:
             raise FabricError(
                 f"{where}.link: {name!r} is the same link as {field}[{first[link]}].link"
@@ -284,3 +304,13 @@ def precomputed_to_pb(
                                       rows_off_element=r.rows_off_element,
                                       jobs_moved=r.jobs_moved) for r in widest],
     )  # fmt: skip
+
+
+def _switch_links(fabric: Fabric, name: str) -> np.ndarray | None:
+    """The installed links of switch `name` (a report of a switch drains or restores it
+    whole), or None when `name` names no switch."""
+    try:
+        links = fabric.switch_links(name)
+    except FabricError:
+        return None
+    return links[fabric.installed[links]]

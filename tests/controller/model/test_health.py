@@ -101,6 +101,8 @@ def test_every_spelling_of_a_degraded_link_is_one_state(words: list[str]) -> Non
 def test_link_changes_down_up_and_mistakes() -> None:
     assert link_changes(["down", "a:b"]) == link_changes(["a:b=down"]) == [("a:b", 0.0)]
     assert link_changes(["a:b=up", "c:d=0"]) == [("a:b", 1.0), ("c:d", 0.0)]
+    # a switch drained: reported down, which the controller takes for all its links
+    assert link_changes(["ctsw-p0-c1=drain"]) == [("ctsw-p0-c1", 0.0)]
     assert factor_state(0.5) == ("degrade", 0.5) and factor_state(0.0) == ("down", None)
     with pytest.raises(FabricError, match="give the link's state as LINK=down"):
         link_changes(["a:b"])

@@ -146,6 +146,11 @@ OTHER_WAY = ":".join(reversed(LINK.split(":")))
          f"reports[1].link: '{OTHER_WAY}' is the same link as reports[0].link"),
         ([_report(DOWN, link="x" * 10_000)], "reports[0].link: is 10000 characters long"),
         ([_report(7)], "reports[0].state: must be UP, DOWN or DEGRADED"),
+        ([_report(DEGRADED, 0.5, link="ctsw-p0-c1")],
+         "reports[0]: 'ctsw-p0-c1' is a switch: it is drained (DOWN"),
+        ([_report(DOWN, link="ctsw-p0-c1"), _report(UP, link="rtsw-p0-r0")],
+         "reports[1].link: switch 'rtsw-p0-r0' has link rtsw-p0-r0:ctsw-p0-c1, reported "
+         "otherwise in reports[0]"),
     ],
 )  # fmt: skip
 def test_link_reports_are_checked(service, reports: list[pb.LinkReport], message: str) -> None:
@@ -157,6 +162,19 @@ def test_link_reports_are_checked(service, reports: list[pb.LinkReport], message
     _refused(stub.Solve, pb.SolveRequest(links=reports), grpc.StatusCode.INVALID_ARGUMENT,
              message.replace("reports", "links"))  # fmt: skip
     assert _state(running, stub) == before
+
+
+def test_a_switch_reported_down_is_drained_and_up_brought_back(service) -> None:
+    """A switch's name in a link report (tectl link SWITCH=drain, SWITCH=up): every link
+    of it down, then up; what `--fail SWITCH=drain` does offline."""
+    from controller.model.health import parse_health
+
+    running, stub = service
+    stub.ReportLinks(pb.ReportLinksRequest(reports=[_report(DOWN, link="ctsw-p0-c1")]))
+    drained = parse_health(FABRIC, ["ctsw-p0-c1=drain"]).factor
+    assert (running.engine.health.factor == drained).all()
+    stub.ReportLinks(pb.ReportLinksRequest(reports=[_report(UP, link="ctsw-p0-c1")]))
+    assert (running.engine.health.factor == 1.0).all()
 
 
 def test_a_good_degraded_report_is_accepted(service) -> None:
