@@ -25,7 +25,10 @@ def read(fabric: Fabric, name: str, content: bytes) -> tuple[Assignment, RouteSe
     if not content:
         raise RouteError(f"{name}: content: empty; send the route file's bytes")
     with tempfile.TemporaryDirectory(prefix="fabric-te-apply-") as tmp:
-        path = Path(tmp) / "routes"  # the form is told by the first bytes, not the name
+        # the form is told by the first bytes; the name's suffix only words the error of
+        # a '.npz' that is no archive (it read as JSON: "not UTF-8 text")
+        suffix = Path(name).suffix
+        path = Path(tmp) / ("routes" + (suffix if suffix[1:].isalnum() else ""))
         path.write_bytes(content)
         try:
             return read_routes(path, fabric)

@@ -220,6 +220,8 @@ def test_bad_files_are_refused_naming_the_rows_and_change_nothing(
     other["fabric"] = "pod"
     assert "pod" in refused("other.json", json.dumps(other))
     assert "not JSON" in refused("broken.json", "{") or "JSON" in refused("broken.json", "{")
+    # a .npz that is no archive: said so, as offline (it read as JSON: "not UTF-8 text")
+    assert "a .npz route file is a zip archive" in refused("junk.npz", "junk")
 
     # a path over a link that is down now: refused, naming the flow and the link
     link = _used_uplink(small, read_routes(good, small)[1])
