@@ -648,6 +648,8 @@ def _precomputed_lines(p: dict[str, Any]) -> list[str]:
     if not p["enabled"]:
         return ["precomputed off (`tectl serve --precompute off`): every link report is "
                 "repaired on demand"]  # fmt: skip
+    if not p["total"] and not p["generation"]:  # no routing installed yet: nothing to cover
+        return ["precomputed none yet: made once a routing is installed"]
     state = "done" if p["done"] else "refreshing"
     lines = [f"precomputed {g(p['ready'])} of {g(p['total'])} single failures ready "
              f"(generation {g(p['generation'])}, {state}, {p['bytes'] / 1e6:.3g} MB, "

@@ -309,3 +309,13 @@ def test_the_certificate_line_says_when_no_job_was_compared() -> None:
     cert |= {"jobs_checked": 2, "worst_ratio": {"eecmp": 0.97}, "fallback_jobs": {"r": "x"}}
     line = _certificate_line(cert)
     assert "worst TE/hashing eecmp 0.97; 1 job handed back: r (x)" in line
+
+
+def test_precomputed_repairs_before_any_routing_say_so() -> None:
+    """A controller with nothing installed has no element to precompute: it said 'precomputed
+    0 of 0 single failures ready (generation 0, refreshing)' for ever."""
+    from controller.cli.service import _precomputed_lines
+
+    empty = {"enabled": True, "total": 0, "generation": 0, "done": False, "ready": 0}
+    assert _precomputed_lines(empty) == [
+        "precomputed none yet: made once a routing is installed"]
