@@ -493,6 +493,14 @@ def _show(client: Client, args: argparse.Namespace) -> None:
             print(f"# routes version {chunk.version}: {chunk.total_entries} entries", flush=True)
         sys.stdout.write("".join(_entry_line("", e) + "\n" for e in chunk.entries))
     sys.stdout.flush()
+    # the entries are what the switches were read to hold: one that could not be read is
+    # listed as holding none, so say which (on stderr: the listing stays the listing)
+    unread = [why for why in client.status().get("differing", []) if ": unreadable" in why
+              and (not args.switch or why.split(":", 1)[0] in args.switch)]  # fmt: skip
+    if unread:
+        count = f"{len(unread)} switch{'' if len(unread) == 1 else 'es'}"
+        print(f"tectl: warning: {count} could not be read, their "
+              f"entries not listed: {'; '.join(unread[:5])}", file=sys.stderr)
 
 
 def _watch(client: Client, since: int, switches: Collection[str] = (), epoch: str = "",

@@ -18,6 +18,7 @@ import pytest
 from controller.cli.main import main
 from controller.formats.route_file import read_routes
 from controller.model.fabric import Fabric
+from controller.model.jobs import Job
 from controller.routes.tables import RouteSet
 from controller.service.engine import Engine
 from controller.service.server import Running, start
@@ -333,3 +334,30 @@ def test_routes_solved_for_the_controller_s_jobs_apply_without_a_warning(
     assert code == 0 and plan["flows_of_no_job"] == plan["job_flows_missing"] == 0
     code, out, _ = _tectl(capsys, "routes", "apply", str(path), "--dry-run", *server)
     assert code == 0 and "warning" not in out
+
+
+def test_routes_show_warns_of_switches_it_could_not_read(
+    small: Fabric, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A switch whose agent does not answer is listed as holding nothing: `routes show`
+    says so on stderr, naming it and why (it printed its entries count and exited 0)."""
+    import time
+
+    driver = EmulatedDriver(small)
+    served = start(Engine(small, driver, debounce=0.01, reconcile_interval=0.05), "127.0.0.1:0",
+                   insecure=True)  # fmt: skip
+    try:
+        server = ["--server", f"127.0.0.1:{served.port}", "--insecure"]
+        served.engine.put_job(Job("a", tuple(range(0, 8)), dp=8, tp=4), 0)
+        assert served.engine.wait_idle(30)
+        victim = served.engine.installed.switches()[0]
+        driver.emulated.switches[victim].alive = False
+        deadline = time.monotonic() + 30
+        while served.engine.driver_ok and time.monotonic() < deadline:
+            time.sleep(0.05)
+        code, out, err = _tectl(capsys, "routes", "show", *server)
+        assert code == 0 and out.startswith("# routes version")
+        assert f"1 switch could not be read, their entries not listed: {victim}: " \
+               "unreadable: " in err
+    finally:
+        served.stop(grace=0.5)
