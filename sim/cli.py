@@ -484,6 +484,12 @@ def _apply_flags(args: argparse.Namespace) -> None:
     for name, value in (("--sample", args.sample), ("--packets", args.packets)):
         if value is not None and args.apply not in ("linux", "ovs"):
             raise InputError(f"{name} is for --apply linux or ovs, not --apply {args.apply}")
+    if args.config_db is not None and args.apply != "sonic":
+        raise InputError("--config-db is for --apply sonic"
+                         + (f", not --apply {args.apply}" if args.apply else ""))
+    if args.apply == "sonic" and args.config_db is None:  # said before the solve, not after
+        raise InputError("--apply sonic needs --config-db URL|FILE (the switches' CONFIG_DB, "
+                         "as tectl serve takes it)")  # fmt: skip
     args.driver_dir = "tables" if args.driver_dir is None else args.driver_dir
     args.sample = 64 if args.sample is None else args.sample
     args.packets = 5 if args.packets is None else args.packets
@@ -503,6 +509,10 @@ def _apply(
         options["directory"] = args.driver_dir
     if args.apply in ("linux", "ovs"):
         options["lab"] = args.lab  # picked before the solve
+    if args.apply == "sonic":
+        from controller.cli.service import _config_db
+
+        options.update(_config_db(args.config_db))
     with load_driver(args.apply, **options) as driver:
         installed = RouteSet.from_entries(e for sw in driver.switches() for e in driver.read(sw))
         plan, _ = plan_update(inputs.fabric, installed, assignment)
@@ -707,6 +717,9 @@ def register(cli: Any) -> None:
     )
     solve.add_argument("--driver-dir", default=None,
                        help="directory for --apply file (./tables)")  # fmt: skip
+    solve.add_argument("--config-db", metavar="URL|FILE", default=None,
+                       help="CONFIG_DB for --apply sonic: a Redis URL (a database per switch) "
+                            "or a JSON file of switch -> URL, as tectl serve takes it")
     solve.add_argument("--lab", metavar="NAME", default=None,
                        help="lab for --apply linux or ovs (default: the one lab of this fabric "
                        "and switch kind running; see `tectl lab ls`)")  # fmt: skip

@@ -530,3 +530,34 @@ def test_solve_names_a_job_asked_more_than_its_nics_line_rate(
     data = _json(capsys, ["solve", "--fabric", "small", "--jobs", str(jobs), "--json"])
     assert data["over_line_rate"] == {"fast": 2.0}
     assert data["te"]["mlu"] <= 1.0 and data["bound"]["parts"]["access"] <= 1.0
+
+
+def test_solve_apply_sonic_takes_the_config_db_as_serve_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--apply sonic` could not work (no way to name the CONFIG_DB): it solved, then
+    failed. It now takes --config-db, and without it is refused before the solve."""
+    import tempfile
+
+    from controller.drivers.redis_server import RedisServer, redis_binary
+
+    assert main(["solve", "--fabric", "tiny", "--apply", "sonic"]) == 2
+    assert "--apply sonic needs --config-db" in capsys.readouterr().err
+    if redis_binary() is None:
+        pytest.skip("redis-server is not installed (Debian package redis-server)")
+    pytest.importorskip("redis", reason="the redis package (the 'sonic' extra)")
+    directory = Path(tempfile.mkdtemp(prefix="fte-redis-"))
+    server = RedisServer(directory, databases=16)
+    try:
+        url = server.url(0).split("?")[0]
+        data = _json(capsys, ["solve", "--fabric", "tiny", "--apply", "sonic", "--config-db",
+                              url, "--json"])  # fmt: skip
+        assert data["apply"]["push_ok"] and data["apply"]["plan"]["add"] > 0
+        again = _json(capsys, ["solve", "--fabric", "tiny", "--apply", "sonic", "--config-db",
+                               url, "--json"])  # fmt: skip
+        assert again["apply"]["push_ok"] and sum(again["apply"]["plan"].values()) == 0
+    finally:
+        server.stop()
+        import shutil
+
+        shutil.rmtree(directory, ignore_errors=True)
