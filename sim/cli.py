@@ -510,9 +510,9 @@ def _apply(
     if args.apply in ("linux", "ovs"):
         options["lab"] = args.lab  # picked before the solve
     if args.apply == "sonic":
-        from controller.cli.service import _config_db
+        from controller.drivers.sonic import config_db_options
 
-        options.update(_config_db(args.config_db))
+        options.update(config_db_options(args.config_db))
     with load_driver(args.apply, **options) as driver:
         installed = RouteSet.from_entries(e for sw in driver.switches() for e in driver.read(sw))
         plan, _ = plan_update(inputs.fabric, installed, assignment)

@@ -101,16 +101,10 @@ def _driver_options(args: argparse.Namespace) -> dict[str, object]:
 
 
 def _config_db(value: str) -> dict[str, object]:
-    """The sonic driver's CONFIG_DB option: `server` (a URL) or `databases` (a JSON file)."""
-    if "://" in value:
-        return {"server": value}
-    from controller.model.documents import parse_text, read_text
+    """The sonic driver's CONFIG_DB option (`controller.drivers.sonic.config_db_options`)."""
+    from controller.drivers.sonic import config_db_options
 
-    doc = parse_text(read_text(Path(value), InputError, "--config-db"), "json",
-                     f"--config-db {value}", InputError)  # fmt: skip
-    if not isinstance(doc, dict) or not all(isinstance(v, str) for v in doc.values()):
-        raise InputError(f"--config-db {value}: want a JSON object of switch -> Redis URL")
-    return {"databases": doc}
+    return config_db_options(value)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

@@ -444,6 +444,22 @@ class SonicDriver(Driver):
             shutil.rmtree(directory, ignore_errors=True)
 
 
+def config_db_options(value: str) -> dict[str, object]:
+    """The driver's options from the one flag that names the CONFIG_DBs (`tectl serve` and
+    `tectl solve --apply sonic` take it as --config-db): `server` (a URL) or `databases` (a
+    JSON file of switch -> URL)."""
+    from controller.errors import InputError
+    from controller.model.documents import parse_text, read_text
+
+    if "://" in value:
+        return {"server": value}
+    doc = parse_text(read_text(Path(value), InputError, "--config-db"), "json",
+                     f"--config-db {value}", InputError)  # fmt: skip
+    if not isinstance(doc, dict) or not all(isinstance(v, str) for v in doc.values()):
+        raise InputError(f"--config-db {value}: want a JSON object of switch -> Redis URL")
+    return {"databases": doc}
+
+
 def _enough_databases(server: str, needed: int, timeout: float) -> None:
     """DriverError when `server` answers that it has fewer than `needed` databases (switch
     i is database i); a server that does not answer yet is left to the reads and pushes."""
