@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from controller.errors import InputError
+from controller.model.validation import flag
 from controller.service.certs import DEFAULT_CLIENTS, make_certs
 
 if TYPE_CHECKING:
@@ -38,6 +39,6 @@ def register(cli: Commands) -> None:
     p.add_argument("--host", action="append", metavar="NAME_OR_IP",
                    help="server certificate SANs (default: localhost, 127.0.0.1, ::1)")
     p.add_argument("--domain", default="fabric-te.test", help="SPIFFE trust domain")
-    p.add_argument("--days", type=int, default=2, help="validity (2)")
+    p.add_argument("--days", type=flag(int, 1, 3650), default=2, help="validity, 1-3650 (2)")
     p.add_argument("--force", action="store_true", help="replace existing keys")
     p.set_defaults(func=cmd_certs)

@@ -237,3 +237,11 @@ def test_driver_flags_are_checked_against_the_driver_before_anything_starts(
     assert proc.wait(timeout=60) == 2
     text = proc.stderr.read() if proc.stderr else ""
     assert message in text and "Traceback" not in text and "__init__" not in text
+
+
+def test_certs_refuse_a_validity_of_no_days(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """`--days 0` wrote certificates valid for minutes (the clock-skew margin)."""
+    with pytest.raises(SystemExit) as done:
+        main(["certs", str(tmp_path / "c"), "--days", "0"])
+    assert done.value.code == 2 and "0 is not within [1, 3650]" in capsys.readouterr().err
+    assert not (tmp_path / "c").exists()
