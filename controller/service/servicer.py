@@ -196,7 +196,17 @@ class TrafficEngineering(pb_grpc.TrafficEngineeringServicer):
                 raise JobError(f"{job_id!r} is also {named[job_id]}", field=where)
             named[job_id] = where
         gone = {job.id for job in put} | set(delete)
-        jobs = [job for job, _ in self.engine.jobs() if job.id not in gone] + extra + put
+        kept = [job for job, _ in self.engine.jobs() if job.id not in gone]
+        jobs = kept + extra + put
+        # a host in two jobs, named by the request's field (not the combined list's index)
+        owner = {h: job.id for job in kept for h in job.hosts}
+        for where, job in [*((f"extra_jobs[{i}]", j) for i, j in enumerate(extra)),
+                           *((f"put_jobs[{i}]", j) for i, j in enumerate(put))]:  # fmt: skip
+            clash = next((h for h in job.hosts if h in owner), None)
+            if clash is not None:
+                raise JobError(f"{self.fabric.host_name(clash)} is in job {owner[clash]!r} and "
+                               f"job {job.id!r}", field=f"{where}.hosts")  # fmt: skip
+            owner.update(dict.fromkeys(job.hosts, job.id))
         check_flows(self.fabric, jobs, self.limits.whatif_max_flows,
                     "Solve: jobs + extra_jobs + put_jobs")  # fmt: skip
 

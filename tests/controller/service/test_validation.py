@@ -96,6 +96,21 @@ def test_what_if_solve_names_extra_jobs(service, job: pb.Job, message: str) -> N
              message.replace("job.", "extra_jobs[0].", 1))  # fmt: skip
 
 
+def test_what_if_names_the_request_field_of_a_host_in_two_jobs(service) -> None:
+    """A what-if job on a host a running job holds (or another job of the request): the
+    request's own field is named, not an index into the controller's combined job list."""
+    _, stub = service
+    hosts = [FABRIC.host_name(h) for h in range(FABRIC.num_hosts - 4, FABRIC.num_hosts)]
+    stub.PutJob(pb.PutJobRequest(job=pb.Job(id="run", hosts=hosts[:2], tp=4)))
+    on_run = pb.Job(id="e1", hosts=hosts[1:3], tp=4)
+    _refused(stub.Solve, pb.SolveRequest(extra_jobs=[on_run]), grpc.StatusCode.INVALID_ARGUMENT,
+             f"extra_jobs[0].hosts: {hosts[1]} is in job 'run' and job 'e1'")  # fmt: skip
+    free = [pb.Job(id="p1", hosts=hosts[2:4], tp=4), pb.Job(id="p2", hosts=hosts[3:4], tp=4)]
+    _refused(stub.Solve, pb.SolveRequest(put_jobs=free, preview=True),
+             grpc.StatusCode.INVALID_ARGUMENT,
+             f"put_jobs[1].hosts: {hosts[3]} is in job 'p1' and job 'p2'")  # fmt: skip
+
+
 def test_generation_overflow_commits_nothing_and_list_jobs_keeps_working(service) -> None:
     running, stub = service
     before = _state(running, stub)
