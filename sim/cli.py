@@ -320,7 +320,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
         f"method {result.method}, "
         f"{result.unroutable.size} unroutable, {result.fallback_ecmp.size} on ECMP (tables), "
         f"solve {result.times['total']:.3f} s",
-        _tables_line(result.metrics(), result.fallback_ecmp.size),
+        _tables_line(result.metrics(), result.fallback_ecmp.size,
+                     ("rtsw", "ctsw", "atsw") if inputs.fabric.num_atsws else ("rtsw", "ctsw")),
         _gap_line(rows, optimum),
     ]
     lines.append(counts_line)
@@ -453,8 +454,10 @@ def _optimum(inputs: Inputs, result: Any) -> float:
     return max(solve_lp(inputs.fabric, inputs.health, comm).mlu, access)
 
 
-def _tables_line(metrics: dict[str, float], on_ecmp: int) -> str:
-    """TE entries used against the per-switch budgets, and what the budgets left on ECMP."""
+def _tables_line(metrics: dict[str, float], on_ecmp: int,
+                 tiers_of: tuple[str, ...] = ("rtsw", "ctsw", "atsw")) -> str:  # fmt: skip
+    """TE entries used against the per-switch budgets (of the tiers the fabric has), and
+    what the budgets left on ECMP."""
 
     def budget(tier: str) -> str:
         value = metrics[f"te_entries_budget_{tier}"]
@@ -462,7 +465,7 @@ def _tables_line(metrics: dict[str, float], on_ecmp: int) -> str:
 
     tiers = ", ".join(
         f"{tier} {metrics[f'te_entries_max_{tier}']:,.0f}/{budget(tier)}"
-        for tier in ("rtsw", "ctsw", "atsw")
+        for tier in tiers_of
     )
     return (
         f"TE entries: {metrics['te_entries']:,.0f} (most on one switch / budget: {tiers}); "

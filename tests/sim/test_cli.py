@@ -561,3 +561,15 @@ def test_solve_apply_sonic_takes_the_config_db_as_serve_does(
         import shutil
 
         shutil.rmtree(directory, ignore_errors=True)
+
+
+def test_the_tables_line_names_only_the_tiers_the_fabric_has(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """pod has no aggregation layer: its line read 'atsw 0/unlimited' (an empty tier's
+    budget), which an operator reads as ATSWs with no limit."""
+    for preset, has_atsws in (("pod", False), ("tiny", True)):
+        assert main(["solve", "--fabric", preset]) == 0
+        line = next(x for x in capsys.readouterr().out.splitlines()
+                    if x.startswith("TE entries:"))  # fmt: skip
+        assert "rtsw " in line and "ctsw " in line and ("atsw " in line) == has_atsws
