@@ -198,6 +198,19 @@ class OvsInstance:
         self._started.clear()
 
 
+def daemons_down(rundir: Path, daemons: tuple[str, ...] = ("ovsdb-server", "ovs-vswitchd"),
+                 ) -> tuple[str, ...]:  # fmt: skip
+    """The daemons of the instance in `rundir` that are not running (no pid file, or its
+    process gone)."""
+    down = []
+    for daemon in daemons:
+        try:
+            os.kill(int((rundir / f"{daemon}.pid").read_text().strip()), 0)
+        except (OSError, ValueError):  # no file, no such process (ProcessLookupError)
+            down.append(daemon)
+    return tuple(down)
+
+
 def stop_rundir(rundir: Path, daemons: tuple[str, ...] = ("ovs-vswitchd", "ovsdb-server"),
                 ) -> None:  # fmt: skip
     """End the daemons of the instance in `rundir` by their pid files (from any process);

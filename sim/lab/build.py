@@ -348,6 +348,7 @@ class LabStatus:
     build_seconds: float
     switch: str = "linux"
     restorer: str = "none"  # running, gone, or none (labs of Open vSwitch bridges)
+    daemons_down: tuple[str, ...] = ()  # Open vSwitch daemons not running (ovs labs)
 
 
 def status(lab: str) -> LabStatus:
@@ -366,9 +367,14 @@ def status(lab: str) -> LabStatus:
                 up_count += "UP" in link.get("flags", []) and link.get("operstate") == "UP"
     restorer = "none" if record.restorer is None else (
         "running" if owner_alive(record.restorer) else "gone")  # fmt: skip
+    down: tuple[str, ...] = ()
+    if record.switch == "ovs":
+        from controller.drivers.ovs_daemons import daemons_down, lab_rundir
+
+        down = daemons_down(lab_rundir(lab))
     return LabStatus(record.lab, record.fabric, record.underlay, record.state,
                      len(record.namespaces), len(present), up_count, total,
-                     record.build_seconds, record.switch, restorer)  # fmt: skip
+                     record.build_seconds, record.switch, restorer, down)  # fmt: skip
 
 
 def lab_path(lab: str) -> Path:

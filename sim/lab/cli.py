@@ -122,9 +122,11 @@ def cmd_status(args: argparse.Namespace) -> int:
     kind = "switches Open vSwitch bridges, " if s.switch == "ovs" else ""
     text = (f"lab {s.lab}: fabric {s.fabric}, {kind}underlay {s.underlay}, {s.state}; "
             f"{s.namespaces_present}/{s.namespaces} namespaces, {s.ports_up}/{s.ports} ports "
-            f"up" + (f"; restorer {s.restorer}" if s.switch == "linux" else "") + "\n")
+            f"up" + (f"; restorer {s.restorer}" if s.switch == "linux" else "")
+            + (f"; NOT RUNNING: {', '.join(s.daemons_down)} (its bridges forward nothing)"
+               if s.daemons_down else "") + "\n")
     emit(args.json, asdict(s), text)
-    return 0 if s.namespaces_present == s.namespaces else 1
+    return 0 if s.namespaces_present == s.namespaces and not s.daemons_down else 1
 
 
 def _owner_text(owner: dict[str, int] | None) -> str:
