@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 
 from controller.model.clos import PRESETS, ClosSpec, build
 from controller.model.fabric import Fabric
+
+if TYPE_CHECKING:
+    from controller.drivers.redis_server import RedisServer
 
 # Fabrics are immutable (frozen, read-only capacities), so each is built once per session.
 # Module constants built from presets remain only where a fixture cannot serve: hypothesis
@@ -86,3 +91,29 @@ def named_tiny(tmp_path_factory: pytest.TempPathFactory) -> Fabric:
     path = tmp_path_factory.mktemp("named") / "named.yaml"
     path.write_text(yaml.safe_dump(doc))
     return load_fabric(str(path))
+
+
+@pytest.fixture
+def redis_server() -> Iterator[Callable[[int], RedisServer]]:
+    """Start a redis-server of N databases on a unix socket of its own (stopped and removed
+    after the test); skips when redis-server or the redis package is missing."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from controller.drivers.redis_server import RedisServer, redis_binary
+
+    if redis_binary() is None:
+        pytest.skip("redis-server is not installed (Debian package redis-server)")
+    pytest.importorskip("redis", reason="the redis package (the 'sonic' extra)")
+    made: list[tuple[RedisServer, Path]] = []
+
+    def start(databases: int) -> RedisServer:
+        directory = Path(tempfile.mkdtemp(prefix="fte-redis-"))  # short: a socket path
+        made.append((RedisServer(directory, databases=databases), directory))
+        return made[-1][0]
+
+    yield start
+    for server, directory in made:
+        server.stop()
+        shutil.rmtree(directory, ignore_errors=True)

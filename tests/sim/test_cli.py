@@ -533,34 +533,18 @@ def test_solve_names_a_job_asked_more_than_its_nics_line_rate(
 
 
 def test_solve_apply_sonic_takes_the_config_db_as_serve_does(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    redis_server, capsys: pytest.CaptureFixture[str]  # type: ignore[no-untyped-def]
 ) -> None:
     """`--apply sonic` could not work (no way to name the CONFIG_DB): it solved, then
     failed. It now takes --config-db, and without it is refused before the solve."""
-    import tempfile
-
-    from controller.drivers.redis_server import RedisServer, redis_binary
-
     assert main(["solve", "--fabric", "tiny", "--apply", "sonic"]) == 2
     assert "--apply sonic needs --config-db" in capsys.readouterr().err
-    if redis_binary() is None:
-        pytest.skip("redis-server is not installed (Debian package redis-server)")
-    pytest.importorskip("redis", reason="the redis package (the 'sonic' extra)")
-    directory = Path(tempfile.mkdtemp(prefix="fte-redis-"))
-    server = RedisServer(directory, databases=16)
-    try:
-        url = server.url(0).split("?")[0]
-        data = _json(capsys, ["solve", "--fabric", "tiny", "--apply", "sonic", "--config-db",
-                              url, "--json"])  # fmt: skip
-        assert data["apply"]["push_ok"] and data["apply"]["plan"]["add"] > 0
-        again = _json(capsys, ["solve", "--fabric", "tiny", "--apply", "sonic", "--config-db",
-                               url, "--json"])  # fmt: skip
-        assert again["apply"]["push_ok"] and sum(again["apply"]["plan"].values()) == 0
-    finally:
-        server.stop()
-        import shutil
-
-        shutil.rmtree(directory, ignore_errors=True)
+    url = redis_server(16).url(0).split("?")[0]
+    args = ["solve", "--fabric", "tiny", "--apply", "sonic", "--config-db", url, "--json"]
+    data = _json(capsys, args)
+    assert data["apply"]["push_ok"] and data["apply"]["plan"]["add"] > 0
+    again = _json(capsys, args)
+    assert again["apply"]["push_ok"] and sum(again["apply"]["plan"].values()) == 0
 
 
 def test_the_tables_line_names_only_the_tiers_the_fabric_has(

@@ -293,23 +293,9 @@ def test_a_match_set_and_removed_in_one_batch_ends_removed(driver):
     assert driver.read(SWITCH) == ()
 
 
-def test_a_server_with_too_few_databases_is_refused_at_start():
+def test_a_server_with_too_few_databases_is_refused_at_start(redis_server):
     """One database a switch: a server with fewer (Redis's default is 16) is named at start
     rather than leaving the switches past them unreadable at every read."""
-    import tempfile
-
-    from controller.drivers.redis_server import RedisServer, redis_binary
-
-    if redis_binary() is None:
-        pytest.skip("redis-server is not installed (Debian package redis-server)")
-    pytest.importorskip("redis", reason="the redis package (the 'sonic' extra)")
-    directory = Path(tempfile.mkdtemp(prefix="fte-redis-"))
-    server = RedisServer(directory, databases=3)
-    try:
-        with pytest.raises(DriverError, match=r"has 3 databases and the fabric 16 switches"):
-            SonicDriver(FABRIC, server=server.url(0).split("?")[0], validate=False)
-    finally:
-        server.stop()
-        import shutil
-
-        shutil.rmtree(directory, ignore_errors=True)
+    server = redis_server(3)
+    with pytest.raises(DriverError, match=r"has 3 databases and the fabric 16 switches"):
+        SonicDriver(FABRIC, server=server.url(0).split("?")[0], validate=False)

@@ -208,7 +208,7 @@ def test_a_lab_of_irregular_wiring_on_bridges_routes_around_and_steers(tiny: Fab
 def test_lab_status_names_a_dead_open_vswitch_daemon(tiny: Fabric, capsys) -> None:  # type: ignore[no-untyped-def]
     """ovs-vswitchd killed: the bridges forward nothing, and `lab status` says so and exits
     1 (it said 'up; 8/8 namespaces' and exited 0)."""
-    from controller.drivers.ovs_daemons import lab_rundir
+    from controller.drivers.ovs_daemons import lab_rundir, stop_rundir
 
     name = unique_name("ld")
     assert main(["lab", "up", "--fabric", "tiny", "--switch", "ovs", "--name", name]) == 0
@@ -216,15 +216,7 @@ def test_lab_status_names_a_dead_open_vswitch_daemon(tiny: Fabric, capsys) -> No
         capsys.readouterr()
         assert main(["lab", "status", "--name", name]) == 0
         assert "NOT RUNNING" not in capsys.readouterr().out
-        pid = int((lab_rundir(name) / "ovs-vswitchd.pid").read_text().strip())
-        os.kill(pid, signal.SIGKILL)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                break
-            time.sleep(0.05)
+        stop_rundir(lab_rundir(name), daemons=("ovs-vswitchd",))  # as a crash would leave it
         assert main(["lab", "status", "--name", name]) == 1
         assert "NOT RUNNING: ovs-vswitchd" in capsys.readouterr().out
     finally:
