@@ -492,8 +492,7 @@ def _show(client: Client, args: argparse.Namespace) -> None:
     unread = [why for why in client.status().get("differing", []) if ": unreadable" in why
               and (not args.switch or why.split(":", 1)[0] in args.switch)]  # fmt: skip
     if unread:
-        count = f"{len(unread)} switch{'' if len(unread) == 1 else 'es'}"
-        print(f"tectl: warning: {count} could not be read, their "
+        print(f"tectl: warning: {plural(len(unread), 'switch')} could not be read, their "
               f"entries not listed: {'; '.join(unread[:5])}", file=sys.stderr)
 
 

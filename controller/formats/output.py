@@ -64,8 +64,8 @@ def number(value: int | float) -> str:
 
 
 def plural(n: int, word: str) -> str:
-    """'1 stage', '7 stages', '61,824 operations'."""
-    return f"{n:,} {word}{'' if n == 1 else 's'}"
+    """'1 stage', '7 stages', '61,824 operations', '2 switches'."""
+    return f"{n:,} {word}{'' if n == 1 else 'es' if word.endswith(('ch', 'sh', 's', 'x')) else 's'}"
 
 
 def counts_text(counts: Mapping[str, int | float]) -> str:
