@@ -96,9 +96,7 @@ class Sweeps:
             limit = self.seconds if seconds is None else min(self.seconds, seconds)
             deadline = self._since + limit
 
-            def check(done: int, total: int) -> None:
-                if not alive():
-                    raise InputError("Resilience: the caller went away")
+            def check(done: int, total: int) -> None:  # the caller's going: `alive` below
                 if time.monotonic() > deadline:
                     raise OverDeadline(f"Resilience: {done:,} of {total:,} elements swept "
                                        f"within the deadline of {limit:.0f} s")  # fmt: skip
