@@ -74,9 +74,6 @@ log = logging.getLogger("fabric_te.engine")
 # reference work (input flows x QPs x hash seeds) the reaction path certifies inline when a
 # job is at risk; past it the certificate is deferred to the solve's thread (docs/certificate.md)
 REACT_WORK = 1_000_000
-# a round that failed (a solver or driver error) is taken again after this many seconds,
-# doubling up to the most: the routes stay what they were, the changes pending meanwhile
-RETRY_FIRST_S, RETRY_MAX_S = 1.0, 60.0
 
 
 class Engine(RouteCommands):
@@ -342,7 +339,8 @@ class Engine(RouteCommands):
 
     def _guarded(self, step: Callable[[], None]) -> None:
         """Run one step of the worker; a failure is logged, counted and ends the round: its
-        changes stay pending (Status, /metrics) and it is taken again later (RETRY_*_S)."""
+        changes stay pending (Status, /metrics) and it is taken again later
+        (`rounds.retry_after`)."""
         try:
             step()
             self.last_error = ""
@@ -353,7 +351,7 @@ class Engine(RouteCommands):
             if self._stop:  # closing: the driver may be closed under the push
                 log.info("solve/push cut off by shutdown: %s", err)
             else:
-                self._retry_s = min(RETRY_MAX_S, max(RETRY_FIRST_S, 2 * self._retry_s))
+                self._retry_s = rounds.retry_after(self._retry_s)
                 if error == self.last_error:  # the traceback was logged the first time
                     log.error("solve/push failed again: %s; taken again in %g s", error,
                               self._retry_s)  # fmt: skip

@@ -26,6 +26,9 @@ from controller.model.jobs import Job
 from controller.service.persist import generations_digest
 
 SOLVE_POLL = 0.2  # s between looks while a global solve runs and nothing else is new
+# a round that failed (a solver or driver error) is taken again after this many seconds,
+# doubling up to the most: the routes stay what they were, the changes pending meanwhile
+RETRY_FIRST_S, RETRY_MAX_S = 1.0, 60.0
 
 
 @dataclass(frozen=True)
@@ -229,3 +232,9 @@ def solve_on_capacity_back(*, routed_now: bool, routed_last: bool, handed_back: 
     hashing, and some capacity is above that solve's: TE may certify again. Jobs left to
     hashing for their size, or no job with flows, come back the same: not solved again."""
     return not routed_now and not routed_last and handed_back and capacity_up
+
+
+def retry_after(last_s: float) -> float:
+    """The wait before a failed round is taken again, the last wait being `last_s` (0: the
+    first failure): RETRY_FIRST_S, doubling up to RETRY_MAX_S."""
+    return min(RETRY_MAX_S, max(RETRY_FIRST_S, 2 * last_s))

@@ -1138,10 +1138,10 @@ def test_a_round_that_fails_stays_pending_and_is_taken_again(
     stays pending (Status, /metrics) and the round is taken again after a back-off, solved
     in full; it then installs. Before, the failed round counted as applied: 0 changes
     pending, the job never installed, until another change happened to come."""
-    import controller.service.engine as engine_module
+    import controller.service.rounds as rounds_module
     import controller.service.solves as solves_module
 
-    monkeypatch.setattr(engine_module, "RETRY_FIRST_S", 0.2)
+    monkeypatch.setattr(rounds_module, "RETRY_FIRST_S", 0.2)
     real = solves_module.solve
     calls: list[int] = []
 
