@@ -1,17 +1,13 @@
 """Real programs started for tests and benchmarks: a free loopback port to give them, a
-running process that is always stopped afterwards (terminate, then kill), even on failure,
-and daemons known only by pid stopped the same way."""
+running process that is always stopped afterwards (terminate, then kill), even on failure
+(daemons known only by pid: controller.drivers.pids)."""
 
 from __future__ import annotations
 
-import os
-import signal
 import socket
 import subprocess
-import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 
@@ -44,33 +40,3 @@ def running(args: Sequence[str], **popen: Any) -> Iterator[subprocess.Popen[Any]
         yield proc
     finally:
         stop(proc)
-
-
-def running_pid(pid: int) -> bool:
-    """Alive and not a zombie (a daemon's zombie waits for init, not for us)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-
-
-def stop_pids(pids: Iterable[int], grace: float) -> None:
-    """End daemons that are not our children: SIGTERM, then SIGKILL to those still running
-    after `grace` s, each waited for as long again."""
-    alive = list(pids)
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        sent = []
-        for pid in alive:
-            try:
-                os.kill(pid, sig)
-                sent.append(pid)
-            except ProcessLookupError:
-                pass
-        deadline = time.monotonic() + grace
-        while sent and time.monotonic() < deadline:
-            sent = [p for p in sent if running_pid(p)]
-            time.sleep(0.05)
-        if not sent:
-            return
-        alive = sent

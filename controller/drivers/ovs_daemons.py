@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from controller.drivers.linux_plan import LabPlan, lab_dir
+from controller.drivers.pids import running_pid, stop_pids
 from controller.errors import DriverUnavailable
 from controller.model.fabric import Fabric
 
@@ -205,35 +205,22 @@ def daemons_down(rundir: Path, daemons: tuple[str, ...] = ("ovsdb-server", "ovs-
     down = []
     for daemon in daemons:
         try:
-            os.kill(int((rundir / f"{daemon}.pid").read_text().strip()), 0)
-        except (OSError, ValueError):  # no file, no such process (ProcessLookupError)
+            pid = int((rundir / f"{daemon}.pid").read_text().strip())
+        except (OSError, ValueError):
+            pid = 0
+        if not pid or not running_pid(pid):
             down.append(daemon)
     return tuple(down)
 
 
 def stop_rundir(rundir: Path, daemons: tuple[str, ...] = ("ovs-vswitchd", "ovsdb-server"),
                 ) -> None:  # fmt: skip
-    """End the daemons of the instance in `rundir` by their pid files (from any process);
-    idempotent."""
+    """End the daemons of the instance in `rundir` by their pid files (from any process),
+    one after another; idempotent."""
     for daemon in daemons:
         pidfile = rundir / f"{daemon}.pid"
         try:
             pid = int(pidfile.read_text().strip())
         except (OSError, ValueError):
             continue
-        try:
-            os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            continue
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                break
-            time.sleep(0.05)
-        else:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        stop_pids([pid], grace=10.0)  # in order: the switch before its database

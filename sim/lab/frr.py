@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 
 from controller.drivers.linux_plan import LabPlan
+from controller.drivers.pids import stop_pids
 from controller.errors import LabError
-from sim.processes import stop_pids
 
 FRR_BIN = Path("/usr/lib/frr")
 ASN_BASE = 4_200_000_000

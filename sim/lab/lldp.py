@@ -19,9 +19,9 @@ from pathlib import Path
 
 from controller.drivers.linux_plan import LabPlan, lldp_dir
 from controller.drivers.netns import NETNS_DIR
+from controller.drivers.pids import stop_pids
 from controller.errors import FabricError, LabError
 from controller.formats.lldp import read_table
-from sim.processes import stop_pids
 
 STOP_GRACE = 2.0  # seconds after SIGTERM before SIGKILL
 
