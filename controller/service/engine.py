@@ -98,6 +98,7 @@ class Engine(RouteCommands):
         precompute_elements: int | None = None,
         precompute_settle: float = SETTLE,
         precompute_process: bool | None = None,
+        retry_first: float = rounds.RETRY_FIRST_S,
     ) -> None:
         warm_up()  # the solver's compiled kernels, before the first solve needs them
         self.fabric = fabric
@@ -120,6 +121,7 @@ class Engine(RouteCommands):
         self._busy = False
         self._stop = False
         self._retry_s = 0.0  # the wait before a failed round is taken again (0: none failed)
+        self.retry_first = retry_first  # the first such wait, doubling after each failure
         self._interval = reconcile_interval
         self._swept = clock()  # when the last periodic reconcile ended
         self._frozen = Frozen(clock)  # the collector kept off the reaction path
@@ -351,7 +353,7 @@ class Engine(RouteCommands):
             if self._stop:  # closing: the driver may be closed under the push
                 log.info("solve/push cut off by shutdown: %s", err)
             else:
-                self._retry_s = rounds.retry_after(self._retry_s)
+                self._retry_s = rounds.retry_after(self._retry_s, self.retry_first)
                 if error == self.last_error:  # the traceback was logged the first time
                     log.error("solve/push failed again: %s; taken again in %g s", error,
                               self._retry_s)  # fmt: skip

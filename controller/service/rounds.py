@@ -234,7 +234,7 @@ def solve_on_capacity_back(*, routed_now: bool, routed_last: bool, handed_back: 
     return not routed_now and not routed_last and handed_back and capacity_up
 
 
-def retry_after(last_s: float) -> float:
+def retry_after(last_s: float, first_s: float = RETRY_FIRST_S) -> float:
     """The wait before a failed round is taken again, the last wait being `last_s` (0: the
-    first failure): RETRY_FIRST_S, doubling up to RETRY_MAX_S."""
-    return min(RETRY_MAX_S, max(RETRY_FIRST_S, 2 * last_s))
+    first failure): `first_s`, doubling up to RETRY_MAX_S."""
+    return min(RETRY_MAX_S, max(first_s, 2 * last_s))

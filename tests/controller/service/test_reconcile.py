@@ -52,7 +52,7 @@ def test_faults_during_pushes_are_reported_as_read_and_repaired(small: Fabric) -
     emu = driver.emulated
     reconciler = Reconciler(driver, small, backoff=0.001, push_timeout=0.05)
     engine = Engine(small, driver, debounce=0.0, reconcile_interval=60.0,
-                    reconciler=reconciler)  # fmt: skip
+                    reconciler=reconciler, retry_first=0.05)  # fmt: skip
     names = emu.names()
     injected = 0
     saw_dishonest_ok = 0
