@@ -3,8 +3,10 @@
 Search (a handful of candidates, never all subsets):
     free hosts   = hosts in no running job, not in the request's avoid list, with every NIC
                    link up (a NIC cut off, or its RTSW drained, stalls any job there)
-    rack health  = alive uplink capacity / built uplink capacity of the rack (down and
-                   degraded uplinks make a rack less attractive among equally full racks)
+    rack health  = alive uplink capacity / built uplink capacity of the rack, times the
+                   least NIC link health of its free hosts (down and degraded uplinks, and a
+                   degraded NIC, make a rack less attractive among equally full racks; in
+                   a rack, hosts with every NIC at full speed are taken first)
     single pod   for each of the three best-fitting pods (the least free hosts that still
                  fit, keeping large holes for large jobs): "pack" (whole free racks first,
                  then the fullest partial racks: fewest racks; healthier first among
@@ -13,7 +15,9 @@ Search (a handful of candidates, never all subsets):
                  and healthy racks broken by a permutation seeded by `seed`
     cross pod    only when no single pod fits (or same_pod="any"): fewest pods (most free
                  first), then same-size pod sets with the most aggregation headroom, and
-                 one set of one more pod if fewer than three exist; packed as above; and
+                 one set of one more pod if fewer than three exist; packed as above (and
+                 where one pod fits, "split": the hosts shared evenly over the set's pods,
+                 since packed the first pod holds the whole job); and
                  "whole racks": the fewest pods whose wholly free racks hold the job, most
                  whole racks first, so that no rack is shared with a running job (a shared
                  rack's uplinks already carry the other job's fixed paths)
@@ -218,12 +222,24 @@ def _free_hosts(fabric: Fabric, jobs: Sequence[Job], avoid: Sequence[int],
     return free
 
 
-def _rack_health(fabric: Fabric, health: LinkHealth) -> np.ndarray:
-    """Alive / built uplink capacity per rack (all of its RTSWs' installed uplinks)."""
+def _host_health(fabric: Fabric, health: LinkHealth) -> np.ndarray:
+    """Per host, the least health factor of its NIC links (1: every NIC at full speed; a
+    NIC degraded to half makes every flow of a job there run at half)."""
+    factor = health.factor[: fabric.num_access_links].reshape(fabric.num_hosts, -1)
+    usable = fabric.installed[: fabric.num_access_links].reshape(fabric.num_hosts, -1)
+    return np.asarray(np.where(usable, factor, 1.0).min(axis=1))
+
+
+def _rack_health(fabric: Fabric, health: LinkHealth, free: np.ndarray) -> np.ndarray:
+    """Per rack: alive / built uplink capacity (all of its RTSWs' installed uplinks), times
+    the least NIC health of its free hosts (a rack whose free hosts are all healthy is
+    healthier than one with a degraded NIC among them)."""
     links = fabric.rack_uplinks().reshape(fabric.num_racks, -1)
     alive = health.arc_capacity(fabric)[fabric.up(links)].sum(axis=1)
     built = (fabric.capacity[fabric.up(links)] * fabric.installed[links]).sum(axis=1)
-    return np.asarray(alive / np.maximum(built, 1e-300))
+    hosts = np.where(free, _host_health(fabric, health), 1.0)
+    nics = hosts.reshape(fabric.num_racks, -1).min(axis=1)
+    return np.asarray(alive / np.maximum(built, 1e-300) * nics)
 
 
 def _agg_headroom(fabric: Fabric, health: LinkHealth, jobs: Sequence[Job]) -> np.ndarray:
@@ -279,6 +295,22 @@ def _pod_sets(
     return out
 
 
+def _shares(room: Sequence[int], n: int) -> list[int]:
+    """n hosts shared as evenly as `room` (free hosts per pod, in order) allows."""
+    shares = [0] * len(room)
+    left = n
+    while left:
+        open_ = [i for i in range(len(room)) if shares[i] < room[i]]
+        each = max(1, left // len(open_))
+        for i in open_:
+            k = min(each, room[i] - shares[i], left)
+            shares[i] += k
+            left -= k
+            if not left:
+                break
+    return shares
+
+
 def _take(racks: Sequence[int], by_rack: dict[int, list[int]], n: int) -> tuple[int, ...]:
     out: list[int] = []
     for r in racks:
@@ -289,20 +321,22 @@ def _take(racks: Sequence[int], by_rack: dict[int, list[int]], n: int) -> tuple[
 
 
 def candidates(
-    fabric: Fabric, health: LinkHealth, jobs: Sequence[Job], request: Request, seed: int = 0
+    fabric: Fabric, health: LinkHealth, jobs: Sequence[Job], request: Request, seed: int = 1
 ) -> list[tuple[str, tuple[int, ...]]]:
     """Hierarchy-aware candidate host sets (name, hosts), deterministic, de-duplicated."""
     n = _hosts_needed(fabric, request)
     free = _free_hosts(fabric, jobs, request.avoid_hosts, health)
     if free.sum() < n:
+        need = f"{n} free host{'s' * (n != 1)}"
         asked = (f"hosts: {n} hosts" if request.hosts else
-                 f"gpus: {n * fabric.gpus_per_host} GPUs need {n} free hosts")  # fmt: skip
+                 f"gpus: {n * fabric.gpus_per_host} GPUs need {need}")  # fmt: skip
         raise AdvisorError(f"{asked}, only {int(free.sum())} are free (with every NIC link up)")
     rack_of = fabric.rack_of_host(np.arange(fabric.num_hosts))
-    by_rack: dict[int, list[int]] = {}
-    for h in np.flatnonzero(free).tolist():
+    host_ok = _host_health(fabric, health)
+    by_rack: dict[int, list[int]] = {}  # healthy hosts first: a rack partly taken keeps the rest
+    for h in sorted(np.flatnonzero(free).tolist(), key=lambda h: (-host_ok[h], h)):
         by_rack.setdefault(int(rack_of[h]), []).append(h)
-    rack_ok = _rack_health(fabric, health)
+    rack_ok = _rack_health(fabric, health, free)
     pod_free = {p: 0 for p in range(fabric.pods)}
     for r, rack_hosts in by_rack.items():
         pod_free[int(fabric.pod_of_rack(r))] += len(rack_hosts)
@@ -335,10 +369,15 @@ def candidates(
         out.append((f"first-fit pod {pod}", _take(racks, by_rack, n)))
     if not fitting or request.same_pod == "any":
         if request.same_pod == "require" and not fitting:
-            raise AdvisorError(f"same_pod: no single pod has {n} free hosts")
+            raise AdvisorError(f"same_pod: no single pod has {n} free host{'s' * (n != 1)}")
         for label, chosen in _pod_sets(fabric, health, jobs, pod_free, n):
             name = f"pack pods {pod_text(chosen)}{label}"
             out.append((name, _take(in_pod_order(chosen, racks_of(chosen)), by_rack, n)))
+            if fitting and len(chosen) > 1:  # packed, one pod holds it all: split it too
+                shares = _shares([pod_free[p] for p in chosen], n)
+                split = tuple(h for p, k in zip(chosen, shares, strict=True)
+                              for h in _take(in_pod_order([p], racks_of([p])), by_rack, k))
+                out.append((f"split pods {pod_text(chosen)}{label}", split))
         whole = {r for r, hs in by_rack.items() if len(hs) == fabric.hosts_per_rack}
         pod_whole = {p: 0 for p in range(fabric.pods)}
         for r in whole:
@@ -400,7 +439,7 @@ def advise(
     health: LinkHealth,
     jobs: Sequence[Job],
     request: Request,
-    seed: int = 0,
+    seed: int = 1,
     *,
     current: Assignment | None = None,
 ) -> list[Score]:
@@ -410,6 +449,7 @@ def advise(
     the drop the better), the new job's cross-pod Gbps (asc), racks spanned (asc), host ids.
     `current` is the controller's assignment of the running jobs' flows (e.g. the last
     `SolveResult.assignment`); passing it skips re-solving them, the bulk of the latency.
+    `seed` (1, as `tectl advise` offline and the service) breaks ties in one candidate.
     """
     options = candidates(fabric, health, jobs, request, seed)
     ctx = _context(fabric, health, jobs, current)

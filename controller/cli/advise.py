@@ -52,7 +52,10 @@ def cmd_advise(args: argparse.Namespace) -> int:
     with progress.stage(WARM_UP_STAGE):
         warm_up()
     with progress.stage(f"routing {len(jobs)} running jobs and scoring candidates"):
-        advice = advise(fabric, health, jobs, request, seed=args.seed)
+        try:
+            advice = advise(fabric, health, jobs, request, seed=args.seed)
+        except AdvisorError as err:  # named as the request's fields: say the flags instead
+            raise AdvisorError(_as_flags(str(err))) from None
     rows = [
         [s.rank, s.strategy, len(s.hosts), s.pods, s.racks, s.cross_pod_gbps, s.te_mlu,
          s.mlu_ratio, Percent(s.new_job_busbw), s.worst_existing_delta]
@@ -69,6 +72,7 @@ def cmd_advise(args: argparse.Namespace) -> int:
         + ("\n\n" + mlu_note(advice[0].mlu_before, max(s.te_mlu for s in advice))
            if advice else "")
         + (NO_FLOWS if advice and all(math.isnan(s.new_job_busbw) for s in advice) else "")
+        + (STALLED if advice and all(s.new_job_busbw == 0 for s in advice) else "")
     )
     data = [
         {**asdict(s), "hosts": [fabric.host_name(h) for h in s.hosts], "mlu_ratio": s.mlu_ratio}
@@ -78,6 +82,8 @@ def cmd_advise(args: argparse.Namespace) -> int:
     return 0
 
 
+STALLED = ("\n\nevery candidate stalls the job (busbw 0): some flow of it has no live path\n"
+           "(its racks cut off from each other by the failures); do not place it now")
 NO_FLOWS = ("\n\nthe job exchanges nothing across the fabric (its GPUs in one host, or one\n"
             "pipeline stage with nothing else): no busbw to predict ('-'); the candidates are\n"
             "ranked by what they do to the running jobs")
@@ -86,6 +92,18 @@ NO_FLOWS = ("\n\nthe job exchanges nothing across the fabric (its GPUs in one ho
 API_FLAGS = (("avoid_hosts", "--avoid"), ("same_pod", "--same-pod"), ("gpus", "--gpus"),
              ("hosts", "--hosts"), ("dp", "--dp"), ("pp", "--pp"), ("tp", "--tp"),
              ("top", "--top"), ("pattern", "--pattern"))  # fmt: skip
+
+def _as_flags(text: str) -> str:
+    """An advice error naming a request field (`request.gpus`, or `gpus:` first, as the
+    advisor names them) said with the flags instead."""
+    for name, flag_name in API_FLAGS:
+        text = text.replace(f"request.{name}", flag_name)
+        if text.startswith(f"{name}:"):
+            text = flag_name + text[len(name) :]
+    if text.startswith("dp*pp*tp:"):
+        text = "--dp x --pp x --tp" + text[len("dp*pp*tp") :]
+    return text
+
 
 # offline inputs a controller has of its own: refused with --server
 SERVER_OWNS = ("fabric", "jobs", "seed", "fill", "fail")
@@ -106,10 +124,7 @@ def _advise_at(args: argparse.Namespace) -> int:
         try:
             advice = client.advise(request)
         except InputError as err:  # named as the server's fields: say the flags instead
-            text = str(err)
-            for name, flag_name in API_FLAGS:
-                text = text.replace(f"request.{name}", flag_name)
-            raise InputError(text) from None
+            raise InputError(_as_flags(str(err))) from None
     rows = [
         [rank, c["strategy"], len(c["hosts"]), c["pods"], c["racks"], c["cross_pod_gbps"],
          c["te_mlu"], c["mlu_ratio"], Percent(c["new_job_busbw"]), c["worst_existing_delta"]]
@@ -123,6 +138,7 @@ def _advise_at(args: argparse.Namespace) -> int:
         + ("\n\n" + mlu_note(advice[0]["mlu_before"], max(c["te_mlu"] for c in advice))
            if advice else "")
         + (NO_FLOWS if advice and all(math.isnan(c["new_job_busbw"]) for c in advice) else "")
+        + (STALLED if advice and all(c["new_job_busbw"] == 0 for c in advice) else "")
     )  # fmt: skip
     data = [{**c, "rank": rank} for rank, c in enumerate(advice, start=1)]
     emit(args.json, data, text + "\n")

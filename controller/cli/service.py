@@ -232,7 +232,7 @@ def cmd_job_put(args: argparse.Namespace) -> int:
         clashes = _clashes(entries, held)
         if clashes:
             raise all_problems(str(args.file), clashes)
-        for i, entry in enumerate(entries):
+        for i, entry in _put_order(entries, held, str(args.file)):
             try:
                 generation = client.put_job(entry)
             except InputError as err:  # the server's check: said of the file's job
@@ -243,6 +243,34 @@ def cmd_job_put(args: argparse.Namespace) -> int:
         if not entries:
             print(f"{args.file}: no jobs in the file: nothing put")
     return 0
+
+
+def _put_order(entries: list[dict[str, Any]], held: dict[str, tuple[str, ...]],
+               file: str) -> list[tuple[int, dict[str, Any]]]:  # fmt: skip
+    """(index, entry) in the order the puts go: a job that takes a host another job of the
+    file gives up is put after that job (else the controller, which takes one job at a
+    time, refuses it and leaves the jobs before it put); otherwise the file's order. Jobs
+    that take each other's hosts in a cycle cannot go one at a time: refused up front."""
+    index = {entry["id"]: i for i, entry in enumerate(entries)}
+    after: dict[int, set[int]] = {i: set() for i in range(len(entries))}
+    for i, entry in enumerate(entries):
+        for job, hosts in held.items():
+            j = index.get(job)
+            if j is not None and j != i and (set(hosts) - set(entries[j]["hosts"])) & set(
+                    entry["hosts"]):  # fmt: skip
+                after[i].add(j)  # entry takes a host job j gives up: j goes first
+    order: list[int] = []
+    done: set[int] = set()
+    while len(order) < len(entries):
+        ready = [i for i in range(len(entries)) if i not in done and after[i] <= done]
+        if not ready:
+            cycle = sorted(i for i in range(len(entries)) if i not in done)
+            names = ", ".join(f"jobs[{i}] ({entries[i]['id']})" for i in cycle)
+            raise InputError(f"{file}: {names} take each other's hosts, and jobs are put one "
+                             "at a time: delete one of them first (`tectl job rm`)")
+        order.append(ready[0])
+        done.add(ready[0])
+    return [(i, entries[i]) for i in order]
 
 
 def _clashes(entries: list[dict[str, Any]],

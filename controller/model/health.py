@@ -154,6 +154,9 @@ def parse_health(
                               "LINK=0.5 or SWITCH=drain")  # fmt: skip
         state = state or "down"
         if state == "drain":  # its links down: a link also given down agrees, else a clash
+            if ":" in name:  # a link's name (two ends), not a switch's
+                raise FabricError(f"{spec}: drain names a switch; take a link down with "
+                                  f"{name}=down (or {name} alone)")  # fmt: skip
             for link in map(int, fabric.switch_links(name)):
                 if link in given and updates[link] != 0.0:
                     raise twice(link, given[link], spec)

@@ -142,9 +142,11 @@ class Intake:
             jobs = {k: v for k, (v, _) in self.state.jobs.items()}
             health = self.state.health
         assert health is not None
-        for job in extra:
+        for i, job in enumerate(extra):
             if job.id in jobs:
-                raise InputError(f"extra_jobs: job id {job.id!r} already exists")
+                where = ("the controller's jobs" if job.id in self.state.jobs else
+                         f"extra_jobs[{[j.id for j in extra].index(job.id)}]")  # fmt: skip
+                raise InputError(f"extra_jobs[{i}]: job id {job.id!r} is already in {where}")
             jobs[job.id] = job
         jobs.update((job.id, job) for job in put)
         for i, job_id in enumerate(delete):

@@ -230,3 +230,27 @@ def test_hosts_cut_off_are_never_offered_and_no_set_twice(small: Fabric) -> None
             assert len(keys) == len(set(keys))
             for advice in advise(small, health, [], request):
                 assert advice.new_job_busbw > 0
+
+
+def test_a_degraded_nic_is_ranked_below_healthy_free_hosts(small: Fabric) -> None:
+    """A host whose NIC runs at half speed halves any job there: among free hosts the
+    healthy ones are offered first, and the best advice runs at line rate."""
+    for fail in ("host-p0-r0-h0/nic1:rtsw-p0-r0=0.5", "host-p0-r5-h1/nic3:rtsw-p0-r5=0.3"):
+        health = parse_health(small, [fail])
+        hurt = small.host_by_name(fail.split("/")[0])
+        for request in (Request(gpus=8, tp=4), Request(gpus=16, tp=4)):
+            offered = dict(candidates(small, health, RUNNING[:0], request))
+            assert hurt not in offered["pack pod 0"]
+            assert hurt not in offered.get("healthy pod 0", ())
+            best = advise(small, health, [], request)[0]
+            assert hurt not in best.hosts and best.new_job_busbw == 1.0
+
+
+def test_same_pod_any_offers_a_placement_across_pods_where_one_pod_fits(small: Fabric) -> None:
+    offered = candidates(small, LinkHealth.all_up(small), RUNNING,
+                         Request(gpus=32, tp=4, same_pod="any"))  # fmt: skip
+    pods = [{int(small.pod_of_rack(small.rack_of_host(h))) for h in hosts}
+            for _, hosts in offered]  # fmt: skip
+    assert {1} in pods and {0, 1} in pods
+    split = [hosts for name, hosts in offered if name.startswith("split pods")]
+    assert split and all(len(hosts) == 8 for hosts in split)

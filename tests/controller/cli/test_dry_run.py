@@ -134,3 +134,44 @@ def test_a_file_or_a_link_list_with_one_bad_item_changes_nothing(
     finally:
         running.stop(0)
         engine.close()
+
+
+def test_a_file_whose_job_takes_the_hosts_another_gives_up_is_put_in_that_order(
+    small: Fabric, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The controller takes one job at a time: a new job on hosts a job of the file gives
+    up goes after it, whatever the file's order (the dry run said it would all pass); jobs
+    that take each other's hosts are refused before anything is put."""
+    engine = Engine(small, EmulatedDriver(small), debounce=0.01)
+    running = start(engine, "127.0.0.1:0", insecure=True)
+    server = ["--server", f"127.0.0.1:{running.port}", "--insecure"]
+    name = small.host_name
+    try:
+        held = {"jobs": [{"id": "a", "hosts": [name(0), name(2)]},
+                         {"id": "b", "hosts": [name(4), name(6)]}]}  # fmt: skip
+        path = tmp_path / "held.json"
+        path.write_text(json.dumps(held))
+        assert _tectl(capsys, "job", "put", str(path), *server)[0] == 0
+        assert engine.wait_idle()
+        swap = {"jobs": [{"id": "b", "hosts": [name(0), name(8)]},
+                         {"id": "a", "hosts": [name(4), name(10)]}]}  # fmt: skip
+        path.write_text(json.dumps(swap))
+        state = engine.state_version
+        code, out, err = _tectl(capsys, "job", "put", str(path), *server)
+        assert code == 2 and out == "" and "take each other's hosts" in err
+        assert engine.state_version == state
+        moves = {"jobs": [{"id": "new", "hosts": [name(12), name(2)]},
+                          {"id": "c", "hosts": [name(4), name(14)]},
+                          {"id": "b", "hosts": [name(8), name(9)]},
+                          {"id": "a", "hosts": [name(0), name(1)]}]}  # fmt: skip
+        path.write_text(json.dumps(moves))
+        assert _tectl(capsys, "job", "put", str(path), "--dry-run", *server)[0] == 0
+        code, out, err = _tectl(capsys, "job", "put", str(path), *server)
+        assert code == 0, err
+        assert [line.split(":")[0] for line in out.splitlines()] == ["b", "c", "a", "new"]
+        assert engine.wait_idle()
+        assert {j.id: j.hosts for j, _ in engine.jobs()} == {
+            "a": (0, 1), "b": (8, 9), "c": (4, 14), "new": (12, 2)}
+    finally:
+        running.stop(0)
+        engine.close()

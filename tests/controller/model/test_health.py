@@ -47,6 +47,8 @@ def test_up_restores(tiny: Fabric) -> None:
         ("rtsw-p0-r0:ctsw-p0-c1=1.5", r"not within \[0, 1\]"),
         ("rtsw-p0-r0:ctsw-p0-c1=broken", "bad link state 'broken'"),
         ("host-p0-r0-h0=drain", "not a switch"),
+        ("rtsw-p0-r0:ctsw-p0-c1=drain", "drain names a switch; take a link down with "
+         "rtsw-p0-r0:ctsw-p0-c1=down"),
         ("ctsw-p0-c1=0.5", "is a node .* not a link .*'SWITCH=drain'"),
     ],
 )

@@ -105,6 +105,12 @@ def test_what_if_names_the_request_field_of_a_host_in_two_jobs(service) -> None:
     on_run = pb.Job(id="e1", hosts=hosts[1:3], tp=4)
     _refused(stub.Solve, pb.SolveRequest(extra_jobs=[on_run]), grpc.StatusCode.INVALID_ARGUMENT,
              f"extra_jobs[0].hosts: {hosts[1]} is in job 'run' and job 'e1'")  # fmt: skip
+    twice = [pb.Job(id="x", hosts=hosts[2:3], tp=4), pb.Job(id="x", hosts=hosts[3:4], tp=4)]
+    _refused(stub.Solve, pb.SolveRequest(extra_jobs=twice), grpc.StatusCode.INVALID_ARGUMENT,
+             "extra_jobs[1]: job id 'x' is already in extra_jobs[0]")  # fmt: skip
+    again = pb.Job(id="run", hosts=hosts[2:3], tp=4)
+    _refused(stub.Solve, pb.SolveRequest(extra_jobs=[again]), grpc.StatusCode.INVALID_ARGUMENT,
+             "extra_jobs[0]: job id 'run' is already in the controller's jobs")  # fmt: skip
     free = [pb.Job(id="p1", hosts=hosts[2:4], tp=4), pb.Job(id="p2", hosts=hosts[3:4], tp=4)]
     _refused(stub.Solve, pb.SolveRequest(put_jobs=free, preview=True),
              grpc.StatusCode.INVALID_ARGUMENT,
