@@ -77,6 +77,7 @@ from controller.model.rates import (
     flow_shares,
     flow_shares_crossing,
     offered_load,
+    stalled_rows,
 )
 
 DEFAULT_HASHES = 4  # K: hash seeds the reference is the mean over
@@ -617,6 +618,10 @@ def _checked(
     cap = health.arc_capacity(fabric)
     walked = int(np.where(rows.qp == ALL_QPS, qps, 1).sum())  # QPs a seed's plane walks
     has_flows = np.bincount(flows.job, minlength=num_jobs) > 0
+    # a job with a flow that has no alive path is 0 under every routing, the reference's
+    # too: never compared (its other flows' shares say nothing of it), never handed back
+    stalled = np.zeros(num_jobs, bool)
+    stalled[flows.job[stalled_rows(fabric, cap, flows)]] = True
     unit_key = rows.src_nic * np.int64(fabric.num_hosts) + rows.dst_host(fabric)
     path = assignment.path.copy()
     fallback: dict[str, str] = {}
@@ -640,7 +645,7 @@ def _checked(
                              model=opts.model)  # fmt: skip
 
         planes = _each_seed(loaded, opts, seeds, stop, walked)
-        at_risk = np.logical_or.reduce([p.at_risk for p in planes])
+        at_risk = np.logical_or.reduce([p.at_risk for p in planes]) & ~stalled
         hot = [p.over for p in planes]
         mlus = [p.mlu for p in planes]
         checked |= at_risk
@@ -705,8 +710,8 @@ def _checked(
             worst[kind], below[kind] = None, 0
             continue
         worst[kind], below[kind] = _compared(te, ref.values(kind), need)
-    floors = ref.values(opts.reference) if checked.any() else None
-    values = np.where(has_flows, te, np.nan) if checked.any() else None
+    floors = np.where(stalled, 0.0, ref.values(opts.reference)) if checked.any() else None
+    values = np.where(has_flows, np.where(stalled, 0.0, te), np.nan) if checked.any() else None
     compared = {kind: ref.values(kind) for kind in others} if need.any() else {}
     return _Checked(path, int(need.sum()), worst, below, fallback, rounds, mlus, ref.computed,
                     floors, values, compared)  # fmt: skip
