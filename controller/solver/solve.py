@@ -611,8 +611,9 @@ def _placed_around(
     )  # fmt: skip
     path = np.concatenate([inner.assignment.path, np.full(rest.size, UNROUTED, np.int64)])
     names = {flows.job_ids[j]: why for j, why in unfit.items()}
-    # the bound over every flow: the hashed ones load the links too
-    bound = Problem(fabric, health, flows).bound()
+    # the bound over every flow: the hashed ones load the links too, in `qps` QPs each, as
+    # the TE rows may be split in as many buckets (the unsplit bound does not hold for them)
+    bound = Problem(fabric, health, flows).bound(opts.qps)
     # hashed flows with no healthy path at all (a NIC link down): unroutable, as reported
     # for every other flow
     cut_off = rest[stranded(fabric, health.arc_capacity(fabric), left.src_nic, left.dst_nic)]
@@ -1214,7 +1215,7 @@ def repair(
     res = repair_assignment(fabric, health, previous.assignment, old_health=old_health,
                             certify_options=None, qps=opts.qps)  # certified below  # fmt: skip
     t_repair = time.perf_counter() - start
-    bound = Problem(fabric, health, previous.assignment.flows).bound()
+    bound = Problem(fabric, health, previous.assignment.flows).bound(opts.qps)
     times = {"repair": t_repair, "total": time.perf_counter() - start}
     out = certified(fabric, health, SolveResult.of(res, bound, None, times, previous.parent),
                     opts)  # fmt: skip

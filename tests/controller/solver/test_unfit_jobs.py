@@ -55,6 +55,21 @@ def test_the_solve_routes_the_others_and_certifies_every_job() -> None:
     assert off.hashed_jobs == {} and off.hashed_flows.size == 0
 
 
+def test_the_bound_beside_hashed_jobs_is_the_split_one_mlu_never_below_it() -> None:
+    """The hashed jobs ride `qps` QPs and the others may be split as finely: the bound is
+    the one for routings of QP buckets. The unsplit bound (2, a rack's 16 NICs' pairs over
+    its 16 uplinks, one path each) read above the solve's MLU, 1.198 = 0.599 x bound."""
+    from controller.model.health import random_failures
+    from sim.jobmix import random_jobs
+
+    fabric = build(PRESETS["pod"])
+    flows = jobs_flows(fabric, random_jobs(fabric, seed=1))
+    health = random_failures(fabric, 150, seed=1)
+    res = solve(fabric, health, flows, options=SolveOptions(table_budget=256))
+    assert res.hashed_jobs and res.bound.name.endswith("-16qp")
+    assert res.mlu >= res.bound.value * (1 - 1e-9)
+
+
 def test_a_routing_of_only_unfit_jobs_is_the_hashing_itself() -> None:
     flows = jobs_flows(POD, [_a2a(range(40))])
     res = solve(POD, LinkHealth.all_up(POD), flows, options=SolveOptions(table_budget=600))
