@@ -15,14 +15,14 @@ import numpy as np
 
 from controller.errors import InputError
 from controller.formats.output import Percent
-from controller.model.assignment import Assignment
+from controller.model.assignment import UNROUTED, Assignment
 from controller.model.dataplane import simulate_carried
 from controller.model.fabric import Fabric
 from controller.model.flows import FlowSet
 from controller.model.health import LinkHealth
 from controller.model.paths import flow_class, num_paths, path_alive, path_arcs
 from controller.model.rates import SimReport, simulate, stalled_rows
-from controller.routes.entries import build_routes
+from controller.routes.entries import build_routes, route_conflicts
 from sim.baselines import ecmp, eecmp, pinning, wcmp
 
 BASELINES = ("ecmp", "eecmp", "wcmp", "pinning")
@@ -78,7 +78,12 @@ def baseline(
     if name == "pinning":
         routing = pinning(fabric, flows, health)
         seconds = time.perf_counter() - start
-        entries = len(build_routes(fabric, routing))  # pinned paths need entries too
+        # pinned paths need entries too; where two flows to one host want other next hops
+        # at a switch (pinned per destination NIC over parallel links), one entry keyed by
+        # <port, destination host> holds the first: a table cannot hold both
+        clash = route_conflicts(fabric, routing)
+        held = np.where(clash, UNROUTED, routing.path)
+        entries = len(build_routes(fabric, Assignment(flows, held)))
         return Row("pinning", simulate(fabric, health, routing, model=model), seconds, entries)
     raise InputError(f"unknown routing {name!r}; known: {', '.join(BASELINES)}")
 

@@ -62,3 +62,19 @@ def test_spray_rivals_oblivious_and_adaptive(small: Fabric) -> None:
     rows += [baseline(name, small, health, flows, 1).report for name in BASELINES]
     for report in rows:
         assert report.busbw_fraction_min <= ceiling.busbw_fraction_min * (1 + 1e-9)
+
+
+def test_pinning_over_parallel_links_counts_the_entries_a_table_can_hold() -> None:
+    """Pinned per destination NIC, two NICs of one host take other members of a parallel
+    link at a CTSW; the entries, keyed by destination host, hold one: counted, not an error
+    (which ended `tectl solve` and `simulate` on such a fabric with exit 2)."""
+    from dataclasses import replace
+
+    from controller.model.clos import PRESETS, build
+    from controller.model.health import LinkHealth
+
+    fabric = build(replace(PRESETS["wide"], nics_per_host=4))
+    assert fabric.rack_links > 1 and fabric.nics_per_host > fabric.ctsws_per_pod
+    flows = jobs_flows(fabric, ring_jobs(fabric, 1, seed=1))
+    row = baseline("pinning", fabric, flows, LinkHealth.all_up(fabric), 1)
+    assert 0 < row.entries and row.report.job_busbw_fraction
