@@ -10,7 +10,7 @@ from controller.model.health import random_failures
 from controller.model.jobs import jobs_flows
 from controller.solver.solve import SolveOptions, solve
 from sim.compare import baseline, routed
-from sim.jobmix import ring_jobs
+from sim.jobmix import random_jobs, ring_jobs
 
 
 def test_unrouted_flows_are_carried_like_eecmp(small: Fabric) -> None:
@@ -75,6 +75,6 @@ def test_pinning_over_parallel_links_counts_the_entries_a_table_can_hold() -> No
 
     fabric = build(replace(PRESETS["wide"], nics_per_host=4))
     assert fabric.rack_links > 1 and fabric.nics_per_host > fabric.ctsws_per_pod
-    flows = jobs_flows(fabric, ring_jobs(fabric, 1, seed=1))
-    row = baseline("pinning", fabric, flows, LinkHealth.all_up(fabric), 1)
+    flows = jobs_flows(fabric, random_jobs(fabric, seed=1))
+    row = baseline("pinning", fabric, LinkHealth.all_up(fabric), flows, 1)
     assert 0 < row.entries and row.report.job_busbw_fraction
