@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import threading
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -130,7 +131,7 @@ def cmd_resilience(args: argparse.Namespace) -> int:
     if args.plot:
         check_picture_path(args.plot)
     inputs = _inputs(args, progress)
-    ticker = _Ticker(args.json)
+    ticker = _Ticker(quiet=False)  # minutes of work: on stderr even beside --json's stdout
     if args.ray:
         result, stats = run_ray(inputs, address=args.ray, workers=args.workers, progress=ticker)
     else:
@@ -165,11 +166,23 @@ def _from_server(args: argparse.Namespace) -> int:
     if args.plot:
         check_picture_path(args.plot)
     kinds = tuple(k.strip() for k in args.kinds.split(",")) if args.kinds else ()
-    if not args.json:
-        print(f"  sweeping what {args.server} has installed ...", file=sys.stderr, flush=True)
-    with _client(args) as client:
-        result, fabric_name, run = client.resilience(kinds, args.workers or 0, args.doubles,
-                                                     args.seed)  # fmt: skip
+    print(f"  sweeping what {args.server} has installed ...", file=sys.stderr, flush=True)
+    done = threading.Event()
+
+    def heartbeat(start: float = time.perf_counter(), every: float = 10.0) -> None:
+        while not done.wait(every):  # one reply at the end: say it is still under way
+            print(f"  still sweeping at {args.server}: {time.perf_counter() - start:,.0f} s",
+                  file=sys.stderr, flush=True)  # fmt: skip
+
+    beat = threading.Thread(target=heartbeat, name="resilience-heartbeat", daemon=True)
+    beat.start()
+    try:
+        with _client(args) as client:
+            result, fabric_name, run = client.resilience(kinds, args.workers or 0,
+                                                         args.doubles, args.seed)  # fmt: skip
+    finally:
+        done.set()
+        beat.join()
     if not args.json:
         print(f"  sweep: {run['elements']:,} elements on {plural(run['workers'], 'worker')} "
               f"({run['runner']}, at {args.server}) in {run['seconds']:.1f} s",

@@ -9,7 +9,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -215,24 +215,29 @@ def cmd_job_put(args: argparse.Namespace) -> int:
     jobs = doc.get("jobs") if isinstance(doc, dict) else None
     if not isinstance(jobs, list) or set(doc) != {"jobs"}:
         raise InputError(f'{args.file}: expected {{"jobs": [...]}}')
-    entries, problems = [], []
+    entries: list[dict[str, Any] | None] = []
+    problems: list[tuple[str, str]] = []
     for i, job in enumerate(jobs):  # every job checked before the first is sent
         try:
             entries.append(check_job_entry(job, f"jobs[{i}]"))
         except JobError as err:
+            entries.append(None)  # keeps the file's indices for the clashes below
             problems.append((err.field or f"jobs[{i}]", err.detail or str(err)))
     problems += _clashes(entries, {})
-    if problems:
+    if problems:  # in file order, as a placement file's problems
+        problems.sort(key=lambda p: int(p[0].split("[", 1)[1].split("]", 1)[0])
+                      if p[0].startswith("jobs[") else -1)  # fmt: skip
         raise all_problems(str(args.file), problems)
+    good = [entry for entry in entries if entry is not None]  # all of them, here
     with _client(args) as client:  # the file is checked before any connection is made
         if args.dry_run:
-            return _preview(args, client.preview(put=entries))
+            return _preview(args, client.preview(put=good))
         # the jobs held now too, so that a clash found by the third put leaves nothing put
         held = {job.id: job.hosts for job in client.list_jobs()}
-        clashes = _clashes(entries, held)
+        clashes = _clashes(good, held)
         if clashes:
             raise all_problems(str(args.file), clashes)
-        for i, entry in _put_order(entries, held, str(args.file)):
+        for i, entry in _put_order(good, held, str(args.file)):
             try:
                 generation = client.put_job(entry)
             except InputError as err:  # the server's check: said of the file's job
@@ -273,18 +278,23 @@ def _put_order(entries: list[dict[str, Any]], held: dict[str, tuple[str, ...]],
     return [(i, entries[i]) for i in order]
 
 
-def _clashes(entries: list[dict[str, Any]],
+def _clashes(entries: Sequence[dict[str, Any] | None],
              held: dict[str, tuple[str, ...]]) -> list[tuple[str, str]]:  # fmt: skip
     """(field, problem) for a job id twice in the file, and a host in two jobs: of the file,
-    or of the file and one `held` by the controller that the file does not replace."""
+    or of the file and one `held` by the controller that the file does not replace (None:
+    a job of the file found bad already)."""
     owner = {host: job for job, hosts in held.items()
-             if job not in {e["id"] for e in entries} for host in hosts}  # fmt: skip
+             if job not in {e["id"] for e in entries if e} for host in hosts}  # fmt: skip
     where = {host: "the controller's job" for host in owner}
-    problems, ids = [], set()
+    problems: list[tuple[str, str]] = []
+    ids: dict[str, int] = {}
     for i, entry in enumerate(entries):
-        if entry["id"] in ids:
-            problems.append((f"jobs[{i}].id", f"{entry['id']!r} is in the file twice"))
-        ids.add(entry["id"])
+        if entry is None:
+            continue
+        if entry["id"] in ids:  # as a placement file's check words it
+            problems.append((f"jobs[{i}].id",
+                             f"duplicate job id {entry['id']!r} (also jobs[{ids[entry['id']]}])"))
+        ids.setdefault(entry["id"], i)
         for k, host in enumerate(entry["hosts"]):
             other = owner.get(host)
             if other is not None and other != entry["id"]:
@@ -401,6 +411,8 @@ def cmd_link(args: argparse.Namespace) -> int:
         reports = [(name, *factor_state(factor)) for name, factor in changes]
         version = client.report_links(reports)  # one request: all of them, or none
         for name, state, fraction in reports:
+            if ":" not in name and state == "down":  # a switch's name: its drain
+                state = "drain"
             print(f"{name}={state if fraction is None else f'{fraction:g}'}: accepted; state "
                   f"version {version}")  # fmt: skip
     return 0
@@ -937,18 +949,20 @@ def register(cli: Commands) -> None:
 
     link = client(sub.add_parser(
         "link", help="report links' states to a running controller: LINK=down, LINK=up or "
-        "LINK=0.5 (the fraction of capacity left), as --fail spells a link's (a switch is "
-        "drained by reporting each of its links down)",
+        "LINK=0.5 (the fraction of capacity left), as --fail spells a link's; SWITCH=drain "
+        "reports every link of a switch down, SWITCH=up every one up",
         description="Report links' states: tectl link rtsw-p0-r3:ctsw-p0-c2=0.5 (degraded to "
-        "half), ...=down, ...=up; several at once. The older `link down LINK`, `link up "
-        "LINK` and `link degrade LINK FRACTION` are taken too. `tectl link ls` lists the "
-        "links not fully up.",
+        "half), ...=down, ...=up; several at once. SWITCH=drain reports every link of the "
+        "switch down and SWITCH=up every one up (a link also down on its own is reported "
+        "down again after it). The older `link down LINK`, `link up LINK` and `link degrade "
+        "LINK FRACTION` are taken too. `tectl link ls` lists the links not fully up.",
     ))  # fmt: skip
     link.add_argument(
         "change",
         nargs="+",
         metavar="LINK=STATE",
-        help="e.g. rtsw-p0-r3:ctsw-p0-c2=0.5; STATE: down, up or a fraction",
+        help="e.g. rtsw-p0-r3:ctsw-p0-c2=0.5; STATE: down, up or a fraction (drain: a "
+        "switch)",
     )
     link.add_argument("--dry-run", action="store_true",
                       help="print what would move and the would-be routing's certificate; "
