@@ -558,7 +558,9 @@ class Engine(RouteCommands):
         when the repair's certificate handed back a job the last solve did not (the repair
         stays installed; the solve may hand back nobody), or when the certificate handed
         every job back to hashing and some capacity is back that the last solve lacked (a
-        repair re-places no row handed back, so nothing else would bring TE back)."""
+        repair re-places no row handed back, so nothing else would bring TE back), or when
+        capacity came back and links stay over capacity that the bound says need not be
+        (`rounds.solve_on_restore_over_capacity`)."""
         baseline, target = self._baseline, self.installer.target
         assert baseline is not None and target is not None
         health, last, opts = taken.health, baseline.result, self.options
@@ -600,6 +602,13 @@ class Engine(RouteCommands):
         if judged.needs_global:
             log.info("repair at %.3f x the bound after re-optimising: global solve",
                      judged.ratio)  # fmt: skip
+            self._start_solve()
+            return
+        if rounds.solve_on_restore_over_capacity(
+                capacity_up=bool((health.factor > before.factor).any()), mlu=res.mlu,
+                bound=bound.value):  # fmt: skip
+            log.info("capacity restored, links still over capacity (MLU %.4g, bound %.4g): "
+                     "global solve", res.mlu, bound.value)  # fmt: skip
             self._start_solve()
             return
         seconds = time.perf_counter() - start + repaired.seconds

@@ -234,6 +234,17 @@ def solve_on_capacity_back(*, routed_now: bool, routed_last: bool, handed_back: 
     return not routed_now and not routed_last and handed_back and capacity_up
 
 
+def solve_on_restore_over_capacity(*, capacity_up: bool, mlu: float, bound: float) -> bool:
+    """A link-change round that brought capacity back solves globally when its settled
+    routing still has links over capacity (MLU above 1) though the bound says the fabric
+    need have none (at most 1): the jobs on those links run slower than the fabric allows,
+    and with the jobs unchanged nothing else would move them (a drain undone left 244
+    links over capacity at 1.03 x the bound, within `move_threshold`, until a job
+    changed). A failure's repair is judged by the threshold alone: a solve at every link
+    down would move flows the repair kept."""
+    return capacity_up and mlu > 1.0 + 1e-9 and 0 < bound <= 1.0 + 1e-9
+
+
 def retry_after(last_s: float, first_s: float = RETRY_FIRST_S) -> float:
     """The wait before a failed round is taken again, the last wait being `last_s` (0: the
     first failure): `first_s`, doubling up to RETRY_MAX_S."""

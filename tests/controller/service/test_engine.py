@@ -376,6 +376,34 @@ def test_a_repair_settled_with_a_job_handed_back_gets_a_global_solve(
 
 
 
+def test_a_drain_undone_leaves_no_link_over_capacity_the_fabric_need_not_have() -> None:
+    """pod, the seeded mix: a link down, its CTSW drained, then brought back. The restore's
+    repair re-placed nothing and its re-optimisation stopped at 1.03 x the bound (within
+    move_threshold), leaving links over capacity with every link up until a job changed;
+    now the restore is solved globally and the routing is within capacity again."""
+    from sim.jobmix import random_jobs
+
+    pod = build(PRESETS["pod"])
+    engine = Engine(pod, EmulatedDriver(pod), debounce=0.0, precompute=False)
+    try:
+        for job in random_jobs(pod, seed=1):
+            engine.put_job(job, 0)
+        assert engine.wait_idle(120)
+        assert engine.last_result is not None and engine.last_result.mlu <= 1 + 1e-9
+        engine.report_links({pod.link_by_name("rtsw-p0-r3:ctsw-p0-c2"): 0.0})
+        assert engine.wait_idle(60)
+        links = [int(k) for k in pod.switch_links("ctsw-p0-c2")]
+        engine.report_links(dict.fromkeys(links, 0.0))
+        assert engine.wait_idle(60)
+        assert engine.last_result.mlu > 1  # the drain leaves the pod short of capacity
+        engine.report_links(dict.fromkeys(links, 1.0))
+        assert engine.wait_idle(60)
+        last = engine.last_result
+        assert last.bound.value <= 1 + 1e-9 and last.mlu <= 1 + 1e-9, (last.method, last.mlu)
+    finally:
+        engine.close()
+
+
 def test_a_settled_repair_reports_what_rides_the_hashing_as_the_solve_did() -> None:
     """A link change settled by a repair keeps what the solve said of the flows without a
     TE path: a job left to the hashing whole (too many entries for the 64-entry tables)

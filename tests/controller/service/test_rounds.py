@@ -165,6 +165,16 @@ def test_capacity_back_solves_only_where_the_certificate_handed_every_job_back()
                                           handed_back=handed_back, capacity_up=up)
 
 
+def test_a_restore_leaving_links_over_capacity_the_bound_does_not_need_solves() -> None:
+    from controller.service.rounds import solve_on_restore_over_capacity as solve_again
+
+    assert solve_again(capacity_up=True, mlu=1.03, bound=1.0)
+    assert not solve_again(capacity_up=False, mlu=1.03, bound=1.0)  # a failure: threshold
+    assert not solve_again(capacity_up=True, mlu=1.0, bound=1.0)  # nothing over capacity
+    assert not solve_again(capacity_up=True, mlu=1.2, bound=1.125)  # the fabric is short
+    assert not solve_again(capacity_up=True, mlu=float("nan"), bound=1.0)  # not counted
+
+
 def test_a_repair_that_hands_back_a_job_the_last_solve_did_not_solves_again() -> None:
     from controller.service.rounds import solve_on_new_hand_back
 
