@@ -109,11 +109,23 @@ def integer(value: Any, field: str, lo: int, hi: int, err: type[FabricTeError] =
     return int(value)
 
 
+def _yaml_text_number(text: str) -> bool:
+    """Whether `text` is a number YAML 1.1 leaves as a string (1e-5: no '.' in it)."""
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return "e" in text.lower() and "." not in text
+
+
 def number(
     value: Any, field: str, lo: float, hi: float, err: type[FabricTeError] = InputError
 ) -> float:
     """A finite real (int or float, not a bool) within [lo, hi]."""
     if isinstance(value, bool | np.bool_) or not isinstance(value, int | float | np.number):
+        if isinstance(value, str) and _yaml_text_number(value):
+            fail(err, field, f"must be a number, got {shown(value)} (YAML reads an exponent "
+                 "without a '.' as text: write it as 1.0e-5, or in full)")  # fmt: skip
         fail(err, field, f"must be a number, got {shown(value)}")
     try:
         out = float(value)

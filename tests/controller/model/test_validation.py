@@ -24,7 +24,8 @@ from controller.model.documents import parse_text, read_document
         (0, "is not within"),
         (-1, "is not within"),
         (True, "must be a number, got True"),
-        ("400", "must be a number, got '400'"),
+        ("400", "must be a number, got '400'$"),
+        ("4e2", "must be a number, got '4e2' (YAML reads an exponent without a '.' as text"),
         (None, "must be a number"),
         (10**400, "is not within"),  # too big for a float
     ],
