@@ -349,7 +349,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
         "counts": counts,
         **health_data,
         "bound": {"value": bound, "name": result.bound.name, "parts": result.bound.parts},
-        "te": metrics,
+        "te": _counts_as_ints(metrics),
         "rows": [row.to_dict(bound) for row in rows],
         "objective": None if result.objective is None else result.objective.to_dict(),
         "hashed_jobs": dict(result.hashed_jobs),
@@ -758,3 +758,23 @@ def register(cli: Any) -> None:
     from sim.lab.cli import register as register_lab
 
     register_lab(cli)
+
+
+# SolveResult.metrics() keys that count things (floats there, as gauges are): ints in --json,
+# so that `te.flows` reads as `counts.flows` does
+_COUNT_KEYS = ("flows", "subflows", "churn", "collided_links", "unroutable", "fallback_ecmp",
+               "handed_back", "hashed_flows", "hashed_jobs", "qp_split_flows",
+               "flows_without_te_path", "objective_floored_jobs", "objective_moves",
+               "objective_stalled_jobs", "objective_tried", "certificate_fallback_flows",
+               "certificate_fallback_jobs", "certificate_jobs", "certificate_jobs_checked",
+               "certificate_rounds")  # fmt: skip
+_COUNT_PREFIXES = ("te_entries", "certificate_below_")
+
+
+def _counts_as_ints(metrics: dict[str, float]) -> dict[str, float | int]:
+    """`metrics` with its counts as ints (the rest as they are)."""
+    def count(key: str) -> bool:
+        return key in _COUNT_KEYS or key.startswith(_COUNT_PREFIXES)
+
+    return {k: int(v) if count(k) and isinstance(v, float) and v.is_integer() else v
+            for k, v in metrics.items()}  # fmt: skip

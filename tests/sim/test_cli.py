@@ -107,6 +107,10 @@ def test_every_json_output_is_strict(argv: list[str], capsys: pytest.CaptureFixt
     assert data
     if argv[0] == "solve" and "never" in argv:
         assert data["te"]["lp_mlu"] is None
+    if argv[0] == "solve":  # counts are ints, and say what `counts` says
+        te, counts = data["te"], data["counts"]
+        assert type(te["flows"]) is int and te["flows"] == counts["flows"]
+        assert type(te["te_entries"]) is int and type(te["mlu"]) is float
 
 
 def test_demo_table_leads_with_job_bandwidth(capsys: pytest.CaptureFixture[str]) -> None:
