@@ -199,10 +199,13 @@ def simulated_subflows(
 ) -> dict[str, int]:
     """The subflows the simulation of each routing of the table holds (TE: its TE rows, and
     `qps` QPs for each row on the defaults; pinning: a placement of every flow)."""
+    from controller.model.flows import ALL_QPS
     from controller.model.paths import flow_class, num_paths
 
+    rows = result.assignment.flows
     off = result.assignment.path < 0
-    te = int((~off).sum()) + int(off.sum()) * qps
+    whole = rows.qp == ALL_QPS  # a QP bucket on the defaults is one QP, a whole flow `qps`
+    te = int((~off).sum()) + int((off & whole).sum()) * qps + int((off & ~whole).sum())
     spray = int(np.array(num_paths(fabric))[flow_class(fabric, flows.src_nic,
                                                        flows.dst_nic)].sum())  # fmt: skip
     n = len(flows)
