@@ -395,9 +395,11 @@ def cmd_solve(args: argparse.Namespace) -> int:
 
 
 def _per_job(cert: Any, flows: Any) -> dict[str, dict[str, float]]:
-    """Per job the certificate compared: TE's value and each hashing's, as it defines them
-    (the mean over its seeds), so that the promise can be checked from the JSON; empty
-    when no job was at risk (every job then gets its demand)."""
+    """Per job with flows, once the certificate compared some: TE's value and each
+    hashing's, as it defines them (the mean over its seeds), so that the promise can be
+    checked from the JSON. A job not at risk reads TE 1 (it gets its demand) and is not
+    among the compared ones `worst_ratio` is taken over; a job with a flow cut off reads 0
+    for TE and the reference. Empty when no job was at risk (every job then gets its demand)."""
     if cert.job_values is None or cert.reference_values is None:
         return {}
     columns = {"te": cert.job_values, cert.reference: cert.reference_values,
