@@ -23,6 +23,7 @@ from controller.service.held import Held, PlanView, check_applicable, unlike_job
 from controller.service.metrics import Metrics
 from controller.service.persist import inputs_digest
 from controller.service.reads import EngineReads
+from controller.service.restored import RESTORED
 from controller.service.rounds import Taken, Target
 from controller.solver import AssignResult, RouteIndex
 
@@ -54,6 +55,7 @@ class RouteCommands(EngineReads):
     repair_for: Callable[[LinkHealth], AssignResult]
     _push: Callable[[Target], None]
     _settle: Callable[[int], None]
+    _restore: Callable[[Assignment, LinkHealth], None]
 
     def plan_routes(self, assignment: Assignment) -> PlanView:
         """What installing `assignment` would change on the switches now; nothing pushed."""
@@ -208,11 +210,26 @@ class RouteCommands(EngineReads):
         self.intake.store_assignment(point, held.checkpoint_inputs or digest)
         self.installer.previous = point
         if not held.checkpoint_source:
-            self._resume(solve=held.checkpoint_inputs != digest)
+            solve = held.checkpoint_inputs != digest
+            if not solve:  # the engine's routes for the inputs they were solved for
+                self._figures_back(point, health)
+            self._resume(solve=solve)
         log.info("routes rolled back", extra={"to": held.checkpoint_source or "engine"})
         # what was pushed: the checkpoint as repaired for the links down since, not as kept
         plan, wanted = plan_update(self.fabric, before, point)
         return PlanView.of(plan, point, len(wanted))
+
+    def _figures_back(self, point: Assignment, health: LinkHealth) -> None:
+        """Status, ListJobs and /metrics of the engine's routes rolled back to: its last
+        result where that is theirs (its certificate back in the gauge, which the apply
+        cleared); computed from the routes where a restart since left the figures of the
+        held routes, adopted from the store (`restored`)."""
+        with self._cond:
+            last = self.last_result
+        if last is None or last.method == RESTORED:
+            self._restore(point, health)
+        else:
+            self.metrics.set_certificate(last.certificate)
 
     def _release(self, command: Command) -> PlanView:
         self.intake.store_held(None)

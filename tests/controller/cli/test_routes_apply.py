@@ -319,6 +319,42 @@ def test_held_routes_and_their_checkpoint_survive_a_restart(
     assert not any(table["entries"] for table in _tables(tmp_path / "tables").values())
 
 
+def test_a_rollback_after_a_restart_shows_the_figures_of_the_routes_rolled_back_to(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The engine's own routes, a file's held over them, a restart (which adopts the held
+    routes and their figures), a rollback: Status and /metrics were left with the held
+    routes' figures (flows, MLU, links over capacity) though the engine's were installed."""
+    jobs, path = tmp_path / "jobs.json", tmp_path / "routes.npz"
+    assert main(["solve", "--fabric", "small", "--jobs", "random", "--seed", "2",
+                 "--jobs-out", str(jobs)]) == 0  # fmt: skip
+    _route_file(path, capsys)  # the mix of seed 1: other jobs, other flows
+    port = free_port()
+    srv = _Serve(tmp_path, port)
+    try:
+        srv.status()
+        assert srv.tectl("job", "put", str(jobs)).returncode == 0
+        deadline = time.monotonic() + 60
+        while (own := srv.status())["pending_changes"] and time.monotonic() < deadline:
+            time.sleep(0.1)
+        done = srv.tectl("routes", "apply", str(path))
+        assert done.returncode == 0, done.stderr
+    finally:
+        srv.stop()
+    srv = _Serve(tmp_path, port)
+    try:
+        adopted = srv.status()
+        assert adopted["last_solve"]["flows"] != own["last_solve"]["flows"]  # the file's
+        done = srv.tectl("routes", "rollback")
+        assert done.returncode == 0, done.stderr
+        after = srv.status()
+        assert "held" not in after and after["installed_entries"] == own["installed_entries"]
+        assert after["last_solve"]["flows"] == own["last_solve"]["flows"]
+        assert after["last_solve"]["mlu"] == pytest.approx(own["last_solve"]["mlu"])
+    finally:
+        srv.stop()
+
+
 def test_routes_solved_for_the_controller_s_jobs_apply_without_a_warning(
     running: Running, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
