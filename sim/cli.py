@@ -160,11 +160,28 @@ def without_te_path(result: Any) -> int:
 
 def health_report(inputs: Inputs) -> tuple[list[str], dict[str, object]]:
     """The links down and degraded, by name: lines for people, fields for --json."""
-    names, factor = inputs.fabric.link_names, inputs.health.factor
-    down = [names[link] for link in inputs.health.down_links().tolist()
-            if inputs.fabric.installed[link]]  # a link without a cable is not a failure
+    fabric = inputs.fabric
+    names, factor = fabric.link_names, inputs.health.factor
+    dead = [link for link in inputs.health.down_links().tolist()
+            if fabric.installed[link]]  # a link without a cable is not a failure
+    down = [names[link] for link in dead]
     degraded = {names[link]: float(factor[link]) for link in inputs.health.degraded_links()}
-    lines = [f"links down: {' '.join(down)}"] if down else []
+    # a switch every cabled link of which is down is named as drained, its links not listed
+    lo, hi = fabric.link_ends
+    ends = np.concatenate([lo[fabric.installed], hi[fabric.installed]])
+    gone = np.concatenate([lo[dead], hi[dead]]) if dead else np.zeros(0, np.int64)
+    cabled = np.bincount(ends, minlength=fabric.num_nodes)
+    cut = np.bincount(gone, minlength=fabric.num_nodes)
+    drained = [int(n) for n in np.flatnonzero((cabled > 0) & (cut == cabled))
+               if fabric.node_kind(int(n)) not in ("host", "nic")]  # fmt: skip
+    if drained:
+        mark = np.isin(lo[dead], drained) | np.isin(hi[dead], drained)
+        listed = [name for name, hit in zip(down, mark.tolist(), strict=True) if not hit]
+        lines = [f"switches drained (every link down): "
+                 f"{' '.join(fabric.node_name(n) for n in drained)}"]
+        lines += [f"links down: {' '.join(listed)}"] if listed else []
+    else:
+        lines = [f"links down: {' '.join(down)}"] if down else []
     if degraded:
         lines.append("links degraded: " + " ".join(f"{k}={v:g}" for k, v in degraded.items()))
     return lines, {"links_down": down, "links_degraded": degraded}

@@ -248,6 +248,14 @@ def test_fail_random_names_the_links_it_took_down(capsys: pytest.CaptureFixture[
     lines = capsys.readouterr().out.splitlines()
     assert lines[1] == "links down: " + " ".join(expected)
     assert lines[2] == "links degraded: rtsw-p0-r1:ctsw-p0-c1=0.5"
+    # a drained switch is named, not its every link (the JSON keeps every link)
+    drain = ["simulate", "--fabric", "small", "--fail", "ctsw-p0-c3=drain", "--fail",
+             "rtsw-p1-r0:ctsw-p1-c1"]  # fmt: skip
+    assert main(drain) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1:3] == ["switches drained (every link down): ctsw-p0-c3",
+                          "links down: rtsw-p1-r0:ctsw-p1-c1"]  # fmt: skip
+    assert len(_json(capsys, [*drain, "--json"])["links_down"]) == 11
 
 
 def test_jobs_out_writes_what_jobs_and_job_put_take(
