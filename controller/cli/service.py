@@ -464,6 +464,8 @@ def _certificate_line(cert: dict[str, Any]) -> str:
         f"compared, worst TE/hashing {worst}; {plural(len(fell), 'job')} handed back"
         + (": " + ", ".join(f"{j} ({why})" for j, why in sorted(fell.items())[:5])
            if fell else "")
+        + (f"; {plural(cert['jobs_stalled'], 'job')} stalled under any routing, not compared"
+           if cert.get("jobs_stalled") else "")
     )  # fmt: skip
 
 

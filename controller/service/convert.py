@@ -264,6 +264,7 @@ def certificate_to_pb(cert: Certificate | None) -> pb.Certificate | None:
         worst_ratio={k: 1.0 if v is None else v for k, v in cert.worst_ratio.items()},
         below=dict(cert.below), fallback_jobs=dict(cert.fallback_jobs),
         fallback_flows=cert.fallback_flows, seconds=cert.seconds, pending=cert.pending,
+        jobs_stalled=cert.stalled,
     )  # fmt: skip
 
 

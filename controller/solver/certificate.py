@@ -179,6 +179,8 @@ class Certificate:
     # row and no flow to a host a TE row steers to, so they ride the reference alike in both
     # planes (module docstring, "Parts"); not in `jobs_checked`
     alike_jobs: tuple[int, ...] = ()
+    # jobs with a flow that has no alive path: 0 under every routing, never compared
+    stalled: int = 0
     # per seed, the MLU of the parts simulated (one value: it did not depend on the seed),
     # when `alike_jobs` were not: the MLU is per seed the larger of it and theirs
     mlu_seeds: tuple[float, ...] = ()
@@ -216,6 +218,7 @@ class Certificate:
             "reference_runs": self.reference_runs, "walked": self.walked,
             "pending": self.pending, "not_compared": list(self.not_compared),
             "mlu_pending": self.mlu_pending, "jobs_alike": len(self.alike_jobs),
+            "jobs_stalled": self.stalled,
         }  # fmt: skip
 
     def metrics(self) -> dict[str, float]:
@@ -259,6 +262,9 @@ class Certificate:
         if self.alike_jobs:
             fell += (f"; {len(self.alike_jobs):,} job(s) ride {self.reference} alike in both "
                      "(no TE row in their parts: not simulated)")
+        if self.stalled:
+            fell += (f"; {self.stalled:,} job(s) stalled under any routing (a flow with no "
+                     "alive path: 0 here and in the reference), not compared")
         if self.not_compared:
             fell += (f"; {', '.join(self.not_compared)} not compared (more subflows than "
                      "CertifyOptions.compare_above)")  # fmt: skip
@@ -502,13 +508,14 @@ def certify(
         # for hash, so every job is at exactly its reference value; only the MLU is counted
         # (and the other hashings compared, when asked)
         has = np.bincount(flows.job, minlength=num_jobs) > 0
+        stalled = stalled_jobs(fabric, health, flows, num_jobs)
         worst: dict[str, float | None] = {opts.reference: 1.0}
         below: dict[str, int] = {opts.reference: 0}
         if others:
             ref = _Reference(fabric, health, flows, qps, num_jobs, opts, stop)
             te = ref.values(opts.reference)
             for kind in others:
-                worst[kind], below[kind] = _compared(te, ref.values(kind), has)
+                worst[kind], below[kind] = _compared(te, ref.values(kind), has & ~stalled)
         later = opts.mlu_later
         mlu = float("nan") if later else reference_mlu(fabric, health, flows, qps, opts, stop)
         return assignment, Certificate(
@@ -516,7 +523,7 @@ def certify(
             jobs_checked=int(has.sum()) if others else 0, passed=True, worst_ratio=worst,
             below=below, rounds=0, seconds=time.perf_counter() - start, mlu=mlu,
             walked=int(np.where(rows.qp == ALL_QPS, qps, 1).sum()),
-            not_compared=tuple(skipped), mlu_pending=later,
+            not_compared=tuple(skipped), mlu_pending=later, stalled=int(stalled.sum()),
         )  # fmt: skip
     has_flows = np.bincount(flows.job, minlength=num_jobs) > 0
     hosts = rows.dst_host(fabric)[assignment.path != UNROUTED]
@@ -555,6 +562,7 @@ def certify(
         reference_runs=done.reference_runs,
         walked=int(np.where(rows.qp == ALL_QPS, qps, 1)[path == UNROUTED].sum()),
         not_compared=tuple(skipped), alike_jobs=alike_jobs,
+        stalled=int(stalled_jobs(fabric, health, flows, num_jobs).sum()),
         mlu_seeds=tuple(done.mlus) if alike_jobs else (),
         reference_values=done.base, job_values=done.te, compared_values=done.others,
     )  # fmt: skip
@@ -620,8 +628,7 @@ def _checked(
     has_flows = np.bincount(flows.job, minlength=num_jobs) > 0
     # a job with a flow that has no alive path is 0 under every routing, the reference's
     # too: never compared (its other flows' shares say nothing of it), never handed back
-    stalled = np.zeros(num_jobs, bool)
-    stalled[flows.job[stalled_rows(fabric, cap, flows)]] = True
+    stalled = stalled_jobs(fabric, health, flows, num_jobs)
     unit_key = rows.src_nic * np.int64(fabric.num_hosts) + rows.dst_host(fabric)
     path = assignment.path.copy()
     fallback: dict[str, str] = {}
@@ -715,6 +722,13 @@ def _checked(
     compared = {kind: ref.values(kind) for kind in others} if need.any() else {}
     return _Checked(path, int(need.sum()), worst, below, fallback, rounds, mlus, ref.computed,
                     floors, values, compared)  # fmt: skip
+
+
+def stalled_jobs(fabric: Fabric, health: LinkHealth, flows: FlowSet, num_jobs: int) -> np.ndarray:
+    """bool [num_jobs]: the jobs with a flow that has no alive path (0 under any routing)."""
+    out = np.zeros(num_jobs, bool)
+    out[flows.job[stalled_rows(fabric, health.arc_capacity(fabric), flows)]] = True
+    return out
 
 
 def _compared(te: np.ndarray, base: np.ndarray, jobs: np.ndarray) -> tuple[float | None, int]:

@@ -116,6 +116,8 @@ def test_a_stalled_job_is_never_compared_nor_handed_back() -> None:
     cert = res.certificate
     assert cert is not None and cert.passed and not cert.fallback_jobs
     assert cert.jobs_checked == 1 and res.mlu <= res.bound.value * 1.01
+    assert cert.stalled == 2 and "2 job(s) stalled under any routing" in cert.summary()
+    assert cert.to_dict()["jobs_stalled"] == 2
     te = te_values(fabric, health, res, "eecmp", range(1, 5))
     assert te["j2"] > 0.28
     assert_no_job_below(fabric, health, flows, res)
