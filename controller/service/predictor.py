@@ -23,11 +23,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 from controller.errors import Superseded
+from controller.model.assignment import Assignment
 from controller.model.dataplane import simulate_carried
 from controller.model.fabric import Fabric
 from controller.model.health import LinkHealth
-from controller.model.rates import SimReport, simulate
+from controller.model.rates import SimReport
 from controller.service.metrics import Metrics
 from controller.service.priority import background
 from controller.solver import SolveResult
@@ -123,18 +126,23 @@ class Predictor:
         return replace(job, result=after, count=None)
 
     def _simulate(self, result: SolveResult, health: LinkHealth) -> tuple[SimReport, bool]:
-        """The routes as the data plane carries them (controller.model.dataplane): rows
-        without a TE entry (handed back by the certificate, or over the table budget) ride
-        the fabric's hashing, one seed, so their jobs are predicted too and their load
-        counts; past PREDICT_HASHED QP rows on the defaults, the TE rows alone. With
-        whether every row was simulated (its MLU is then the routing's)."""
+        """The routes as the data plane carries them (controller.model.dataplane, the
+        model `tectl solve` and the certificate predict with): a whole flow is `qps` QPs
+        on its TE path and a QP bucket one, so their shares of a link differ; rows without
+        a TE entry (handed back by the certificate, or over the table budget) ride the
+        fabric's hashing, one seed, so their jobs are predicted too and their load counts;
+        past PREDICT_HASHED QP rows on the defaults, the TE rows alone. With whether every
+        row was simulated (its MLU is then the routing's)."""
         assignment, parent = result.assignment, result.parent
         kind, seed, qps = self.defaults
-        off = int((assignment.path < 0).sum())
-        if not off or off * qps > PREDICT_HASHED:
-            return simulate(self.fabric, health, assignment, parent=parent), not off
+        off = assignment.path < 0
+        whole = not (off.any() and int(off.sum()) * qps > PREDICT_HASHED)
+        if not whole:
+            te = np.flatnonzero(~off)
+            rows = te if parent is None else np.asarray(parent)[te]
+            assignment, parent = Assignment(assignment.flows.take(te), assignment.path[te]), rows
         return simulate_carried(self.fabric, health, assignment, parent, kind=kind, seed=seed,
-                                qps=qps), True  # fmt: skip
+                                qps=qps), whole  # fmt: skip
 
     def answered(self) -> bool:
         """Whether the gauges answer to the last result recorded (under the lock)."""
