@@ -395,26 +395,32 @@ class Client:
     def watch_routes(self, since: int = 0, epoch: str = "") -> Iterator[WatchEvent]:
         """Route changes after version `since` of routes epoch `epoch` (as an InSync gave
         them; 0, or another epoch than the server's: a snapshot first). When the server
-        drops the watch for falling behind, a `Resumed` event, and the watch goes on from
-        the version the server names; any other end raises."""
+        drops the watch (ABORTED: it fell behind, or stopped reading), a `Resumed` event,
+        and the watch goes on from the version the server names, or else from the last
+        one received whole; any other end raises."""
         import grpc
 
         from controller.service.servicer import RESUME_EPOCH_KEY, RESUME_VERSION_KEY
 
+        seen: list[Any] = [since, epoch]  # the last version received whole (not a snapshot's)
         while True:
             try:
-                yield from self._watch_once(since, epoch)
+                yield from self._watch_once(seen)
                 return
             except grpc.RpcError as err:
+                if err.code() != grpc.StatusCode.ABORTED:
+                    raise _failed(err) from None
                 trailer = dict(err.trailing_metadata() or ())
                 resume = trailer.get(RESUME_VERSION_KEY)
-                if err.code() != grpc.StatusCode.ABORTED or resume is None:
-                    raise _failed(err) from None
-            since, epoch = int(resume), str(trailer.get(RESUME_EPOCH_KEY, ""))
+                if resume is not None:
+                    seen = [int(resume), str(trailer.get(RESUME_EPOCH_KEY, ""))]
+            since, epoch = int(seen[0]), str(seen[1])
             yield Resumed(since, epoch)
 
-    def _watch_once(self, since: int, epoch: str) -> Iterator[WatchEvent]:
-        request = self._pb.WatchRoutesRequest(since_version=since, since_epoch=epoch)
+    def _watch_once(self, seen: list[Any]) -> Iterator[WatchEvent]:
+        """One WatchRoutes call from `seen` ([version, epoch]), which it keeps at the last
+        version received whole: a snapshot counts once its sync came."""
+        request = self._pb.WatchRoutesRequest(since_version=seen[0], since_epoch=seen[1])
         for event in self._stub.WatchRoutes(request):
             kind = event.WhichOneof("event")
             if kind == "snapshot":
@@ -422,9 +428,11 @@ class Client:
                 yield Snapshot(s.version, s.total_entries, _lines(s.entries),
                                bool(s.next_page_token), s.epoch)  # fmt: skip
             elif kind == "sync":
+                seen[:] = [event.sync.version, event.sync.epoch]
                 yield InSync(event.sync.version, event.sync.epoch)
             else:
-                d = event.delta
+                d = event.delta  # after a sync, or after `seen` itself (the missed ones)
+                seen[0] = d.version
                 yield Delta(d.version, _lines(d.added), _lines(d.removed))
 
 

@@ -12,7 +12,9 @@ Every method is served as a client stream at the wire (a unary request is one me
 a request's body is read only once its caller is admitted: a caller without the role gets
 PERMISSION_DENIED with nothing of the body read beyond gRPC's flow-control window. Streams
 of callers without a role (health watches, reflection) come from a pool of their own; a
-client stream with no message for `stream_idle_seconds` is ended (DEADLINE_EXCEEDED); after
+client stream with no message for `stream_idle_seconds` is ended (DEADLINE_EXCEEDED), and so
+is a server stream whose client took no message for as long (gRPC holds the handler in its
+send, so the handler's own checks never run: a route watch ends ABORTED, to resume); after
 a policy reload, `revoke` ends the open streams the new policy no longer allows
 (PERMISSION_DENIED).
 """
@@ -46,6 +48,9 @@ from controller.service.limits import (
 from controller.service.metrics import RpcMetrics
 
 log = logging.getLogger("fabric_te.guard")
+# how a server stream ends whose client stopped reading: a route watch as when it falls
+# behind (the client resumes from the last version it received), others as too slow
+STALLED_CODE = {"WatchRoutes": grpc.StatusCode.ABORTED}
 
 
 class Refused(Exception):
@@ -119,6 +124,7 @@ def end_call(context: grpc.ServicerContext, code: grpc.StatusCode, details: str)
     """End a call from any thread with `code` and `details` (CANCELLED where gRPC offers no
     way to give a status from outside the handler)."""
     call = getattr(getattr(context, "_rpc_event", None), "call", None)
+    context.set_code(code)  # the code the call is counted under, when its handler ends
     try:
         call.cancel(code.value[0], details)  # type: ignore[union-attr]
     except Exception:  # noqa: BLE001 - not this gRPC's internals: cancel as the API allows
@@ -137,6 +143,7 @@ class OpenStream:
     client_sends: bool  # a client stream: idle when no message came for a while
     roleless: bool
     last: float = field(default_factory=time.monotonic)
+    sending: float | None = None  # when the message gRPC is sending now was handed over
 
 
 class Guard(grpc.ServerInterceptor):
@@ -305,7 +312,7 @@ class Guard(grpc.ServerInterceptor):
             self._watch(entry)
             self.metrics.streams.inc()
             try:
-                yield request if parse_first is not None else entry
+                yield request, entry
             finally:
                 self.metrics.streams.dec()
             failed = False
@@ -320,8 +327,11 @@ class Guard(grpc.ServerInterceptor):
     def _unary_stream(self, behaviour: Any, call: Call) -> Any:
         def run(requests: Iterator[bytes], context: grpc.ServicerContext) -> Iterator[Any]:
             first = partial(self._first, call, requests)
-            with self._stream_slot(call, context, False, first) as request:
-                yield from behaviour(request, context)
+            with self._stream_slot(call, context, False, first) as (request, entry):
+                for message in behaviour(request, context):
+                    entry.sending = time.monotonic()  # gRPC sends it before asking again:
+                    yield message  # a client that stopped reading holds us here
+                    entry.sending = None
 
         return run
 
@@ -347,14 +357,14 @@ class Guard(grpc.ServerInterceptor):
 
     def _stream_in(self, behaviour: Any, call: Call) -> Any:
         def run(requests: Iterator[bytes], context: grpc.ServicerContext) -> Any:
-            with self._stream_slot(call, context, True) as entry:
+            with self._stream_slot(call, context, True) as (_, entry):
                 return behaviour(self._messages(requests, call, entry, context), context)
 
         return run
 
     def _stream_stream(self, behaviour: Any, call: Call) -> Any:
         def run(requests: Iterator[bytes], context: grpc.ServicerContext) -> Iterator[Any]:
-            with self._stream_slot(call, context, True) as entry:
+            with self._stream_slot(call, context, True) as (_, entry):
                 yield from behaviour(self._messages(requests, call, entry, context), context)
 
         return run
@@ -378,13 +388,24 @@ class Guard(grpc.ServerInterceptor):
         while not self._stop.wait(min(max(limit / 4, 0.05), 5.0)):
             now = time.monotonic()
             for entry in self.open_streams():
-                if entry.client_sends and now - entry.last > limit:
-                    with self._lock:
-                        if self._open.pop(id(entry), None) is None:
-                            continue
-                    log.info("idle stream ended", extra={
-                        "identity": entry.identity.name, "method": entry.label,
-                        "idle_seconds": round(now - entry.last, 1)})  # fmt: skip
+                idle = entry.client_sends and now - entry.last > limit
+                sending = entry.sending
+                stalled = sending is not None and now - sending > limit
+                if not (idle or stalled):
+                    continue
+                with self._lock:
+                    if self._open.pop(id(entry), None) is None:
+                        continue
+                log.info("stalled stream ended" if stalled else "idle stream ended", extra={
+                    "identity": entry.identity.name, "method": entry.label,
+                    "idle_seconds": round(now - (sending or entry.last), 1)})  # fmt: skip
+                if stalled:  # a server stream its client stopped reading: the watch resumes
+                    end_call(entry.context, STALLED_CODE.get(entry.method,
+                                                             grpc.StatusCode.DEADLINE_EXCEEDED),
+                             f"{entry.label}: the client took no message for {limit:g} s; "
+                             "stream closed (a route watch resumes from the last version "
+                             "it received)")  # fmt: skip
+                else:
                     end_call(entry.context, grpc.StatusCode.DEADLINE_EXCEEDED,
                              f"{entry.label}: no message for {limit:g} s; stream closed, "
                              "open a new one when there is something to send")  # fmt: skip

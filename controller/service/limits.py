@@ -5,7 +5,7 @@
   budget, so unary calls always have `workers` threads; at most `streams_per_identity` each;
   callers the policy gives no role (health, reflection only) share a pool of their own
   (`streams_roleless`), so they can never hold a slot a role holder needs; a stream whose
-  client sends nothing for `stream_idle_seconds` is ended;
+  client sends nothing, or takes nothing sent, for `stream_idle_seconds` is ended;
 - writes (PutJob, DeleteJob, ReportLinks, StreamLinkReports, and ApplyRoutes,
   RollbackRoutes, ReleaseRoutes) are rate limited per identity
   by a token bucket (`write_rate` per second, `write_burst` at once);
@@ -67,7 +67,7 @@ class Limits:
     streams: int = 32  # long-lived streams in all (each holds a thread of its own)
     streams_per_identity: int = 4
     streams_roleless: int = 4  # in all, for callers without a role (health, reflection)
-    stream_idle_seconds: float = 60.0  # a client stream with no message for this long ends
+    stream_idle_seconds: float = 60.0  # a stream with no message in, or none taken out, ends
     write_rate: float = 20.0  # writes per second per identity, sustained
     write_burst: int = 40  # writes at once per identity
     whatif_max_flows: int = 200_000  # flows a what-if Solve/Advise/Score may build

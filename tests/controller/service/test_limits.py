@@ -20,6 +20,7 @@ import pytest
 from controller.api.fabric_te.v1 import te_pb2 as pb
 from controller.api.fabric_te.v1 import te_pb2_grpc as pb_grpc
 from controller.model.fabric import Fabric
+from controller.service.client import Client, Delta, InSync, Resumed, Snapshot, Target
 from controller.service.engine import Engine
 from controller.service.limits import Limits
 from controller.service.server import SERVICE_NAME, Running, start
@@ -454,3 +455,47 @@ def test_empty_link_reports_change_nothing(small: Fabric, limited) -> None:
     down = pb.LinkReport(link=small.link_name(small.rack_base), state=pb.LinkReport.DOWN)
     after = stub.ReportLinks(pb.ReportLinksRequest(reports=[down]), timeout=10).state_version
     assert after == version + 1  # a real change still counts
+
+
+def test_a_watcher_that_stops_reading_is_ended_and_its_client_resumes(small: Fabric) -> None:
+    """The defect: a watcher whose application stopped reading (its connection still
+    alive) was never dropped. gRPC holds the handler in its send once the stream's window
+    is full, so the watch's own lag check never ran again, and the stream held its slot
+    and thread for as long as the client lived. The guard ends it after
+    `stream_idle_seconds` with no message taken (ABORTED); the client resumes from the last
+    version it received whole, so no change is lost across the gap."""
+    engine = Engine(small, EmulatedDriver(small), debounce=0.0,
+                    options=SolveOptions(lp="never", qps=1))  # fmt: skip
+    running = start(engine, "127.0.0.1:0",
+                    limits=Limits(watch_max_lag=100_000, stream_idle_seconds=1.0))  # fmt: skip
+    target = f"127.0.0.1:{running.port}"
+    direct = pb_grpc.TrafficEngineeringStub(grpc.insecure_channel(target))
+    client = Client.connect(Target(address=target, insecure=True), timeout=30)
+    sample = running.engine.metrics.registry.get_sample_value
+    aborted = {"method": "WatchRoutes", "code": "ABORTED"}
+    try:
+        events = client.watch_routes()
+        assert isinstance(next(events), Snapshot)
+        while not isinstance(next(events), InSync):
+            pass
+        for i in range(40):  # ~6 MB of deltas, none read: more than the stream's window
+            hosts = range(0, 16) if i % 2 == 0 else range(16, 32)
+            direct.PutJob(pb.PutJobRequest(job=_job(small, "a", hosts, collectives=["alltoall"])))
+            assert engine.wait_idle(30)
+        deadline = time.monotonic() + 30
+        while running.guard.streams.open() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert running.guard.streams.open() == 0  # its slot is free while it still reads nothing
+        assert sample("fabric_te_grpc_requests_total", aborted) == 1
+        versions, resumed = [], []
+        for event in events:
+            if isinstance(event, Resumed):
+                resumed.append(event.version)
+            elif isinstance(event, Delta):
+                versions.append(event.version)
+            if versions and versions[-1] == engine.routes_version:
+                break
+        assert resumed and resumed[0] < engine.routes_version
+        assert versions == list(range(2, engine.routes_version + 1))  # none lost, none twice
+    finally:
+        running.stop(grace=0.5)
