@@ -36,6 +36,8 @@ import base64
 import http.client
 import json
 import logging
+import select
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -71,6 +73,15 @@ def _range_end(prefix: str) -> str:
     return _b64(bytes(raw))
 
 
+def _closed_by_peer(sock: socket.socket) -> bool:
+    """Whether an idle kept-alive connection was closed by the other end: it is readable
+    (its end of stream, or a reset) with no request under way."""
+    try:
+        return bool(select.select([sock], [], [], 0)[0])
+    except (OSError, ValueError):
+        return True
+
+
 class Gateway:
     """POST JSON to etcd's gateway, trying each endpoint in turn; one connection per thread."""
 
@@ -88,6 +99,9 @@ class Gateway:
             host, port = self.endpoints[index]
             conn = conns[index] = http.client.HTTPConnection(host, port, timeout=timeout)
         conn.timeout = timeout
+        if conn.sock is not None and _closed_by_peer(conn.sock):
+            conn.close()  # etcd restarted since: a request sent on it would be lost, and a
+            # write then ambiguous; the next request opens a fresh connection
         if conn.sock is not None:
             conn.sock.settimeout(timeout)
         return conn

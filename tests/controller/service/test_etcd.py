@@ -282,3 +282,17 @@ def test_a_deposed_leader_that_still_believes_it_leads_is_fenced_at_the_switch(
     finally:
         old.close()
         new.close()
+
+
+def test_a_write_after_etcd_restarted_goes_out_on_a_fresh_connection(etcd) -> None:  # type: ignore[no-untyped-def]
+    """The defect: each thread's kept-alive connection outlived an etcd restart, so its first
+    write went out on a dead connection and was StoreAmbiguous (etcd had it not)."""
+    store = EtcdStore.from_url(f"etcd://{etcd.endpoint}/fte", "tiny")
+    try:
+        revision = store.commit("jobs/a", b"1", 0)
+        etcd.stop()
+        etcd.start()
+        assert store.commit("jobs/a", b"2", revision) > revision
+        assert store.healthy
+    finally:
+        store.close()
