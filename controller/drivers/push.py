@@ -26,7 +26,13 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
 from controller.drivers.interface import Driver
-from controller.errors import DriverError, DriverRejected, DriverTimeout, DriverUnavailable
+from controller.errors import (
+    DriverError,
+    DriverRejected,
+    DriverTimeout,
+    DriverUnavailable,
+    Fenced,
+)
 from controller.routes.plan import Batch, Plan
 from controller.routes.tables import RouteSet, Table
 
@@ -44,6 +50,7 @@ class BatchResult:
     status: str  # applied, failed, timeout, skipped, planned (dry run)
     attempts: int = 0
     error: str = ""
+    fenced: bool = False  # refused because this replica no longer leads (errors.Fenced)
 
 
 @dataclass(frozen=True)
@@ -70,6 +77,11 @@ class PushReport:
     @property
     def failed(self) -> tuple[BatchResult, ...]:
         return tuple(r for r in self.results if r.status in (FAILED, TIMEOUT))
+
+    @property
+    def fenced(self) -> bool:
+        """Whether a batch was refused because this replica no longer leads."""
+        return any(r.fenced for r in self.failed)
 
     def summary(self) -> str:
         stages = sum(1 for stage in self.plan.stages if stage)
@@ -166,6 +178,7 @@ def _run_stage(
                 results[batch.switch] = BatchResult(
                     index, batch.switch, len(batch), status, attempts,
                     "" if err is None else f"{type(err).__name__}: {err}",
+                    isinstance(err, Fenced),
                 )  # fmt: skip
             if pool is None and deadline is not None and time.monotonic() > deadline:
                 stop.set()

@@ -34,7 +34,7 @@ import numpy as np
 
 from controller.drivers.interface import Driver
 from controller.drivers.reconcile import Reconciler
-from controller.errors import DriverError
+from controller.errors import DriverError, Fenced
 from controller.model.assignment import Assignment
 from controller.model.fabric import Fabric
 from controller.model.health import LinkHealth
@@ -349,9 +349,13 @@ class Engine(RouteCommands):
             self._retry_s = 0.0
             return
         except Exception as err:  # noqa: BLE001 - the loop must survive anything
-            error = f"{type(err).__name__}: {err}"
+            error, fenced = f"{type(err).__name__}: {err}", False
             if self._stop:  # closing: the driver may be closed under the push
                 log.info("solve/push cut off by shutdown: %s", err)
+            elif fenced := isinstance(err, Fenced):  # deposed between its leader check and
+                # the push: nothing reached a switch and the new leader pushes; no failure
+                log.warning("push refused, this replica no longer leads: %s", err)
+                self._retry_later(rounds.retry_after(0.0, self.retry_first))
             else:
                 self._retry_s = rounds.retry_after(self._retry_s, self.retry_first)
                 if error == self.last_error:  # the traceback was logged the first time
@@ -361,9 +365,10 @@ class Engine(RouteCommands):
                     log.exception("solve/push failed; taken again in %g s", self._retry_s)
                 self._retry_later(self._retry_s)
             self.last_error = error
-            self.metrics.push_errors.inc()
-            if isinstance(err, DriverError):
-                self.installer.push_ok = False
+            if not fenced:
+                self.metrics.push_errors.inc()
+                if isinstance(err, DriverError):
+                    self.installer.push_ok = False
         if self._solve is None and not self._solve_ended:  # nothing more answers this round
             self._settle(self._round.version if self._round else self._taken, failed=True)
 

@@ -32,7 +32,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from controller.drivers.interface import Driver
 from controller.drivers.push import push, read_back
 from controller.drivers.reconcile import Reconciler, ReconcileResult
-from controller.errors import DriverError
+from controller.errors import DriverError, Fenced
 from controller.model.assignment import Assignment
 from controller.model.fabric import Fabric
 from controller.routes.entries import build_routes
@@ -304,9 +304,10 @@ class Installer:
         }
         prior.update(dict.fromkeys(report.unreadable))
         result = self.reconcile(touched, prior, known=known)
-        self.push_ok = report.ok or result.in_sync
+        if not report.fenced:  # a deposed replica's refusal says nothing of the switches
+            self.push_ok = report.ok or result.in_sync
         if not report.ok:
-            raise DriverError(f"push stopped: {report.summary()}")
+            raise (Fenced if report.fenced else DriverError)(f"push stopped: {report.summary()}")
 
     def _count_ops(self, ops: int) -> None:
         self.ops_pushed += ops

@@ -238,6 +238,7 @@ def test_a_write_checked_while_the_watch_decodes_a_newer_record_keeps_both(  # t
 def test_a_deposed_leader_that_still_believes_it_leads_is_fenced_at_the_switch(
     tiny: Fabric,
     etcd,  # type: ignore[no-untyped-def]
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     from controller.model.jobs import Job
     from controller.service.engine import Engine
@@ -272,9 +273,16 @@ def test_a_deposed_leader_that_still_believes_it_leads_is_fenced_at_the_switch(
         # resumed, it still believes it leads (as if its clock had not moved) and pushes
         lead._valid_until = time.monotonic() + 60
         pushed = old.ops_pushed
+        failures = old.metrics.registry.get_sample_value("fabric_te_push_failures_total")
+        caplog.clear()
         old.put_job(Job("b", (2, 6), dp=2, tp=2), 0)  # accepted: the store takes it
         assert old.wait_idle(10)
         assert "Fenced" in old.last_error
+        # an expected refusal, not a failure: no traceback, not counted, the driver is fine
+        refused = [r for r in caplog.records if "no longer leads" in r.getMessage()]
+        assert refused and not any(r.exc_info for r in caplog.records)
+        assert old.metrics.registry.get_sample_value("fabric_te_push_failures_total") == failures
+        assert old.installer.push_ok
         assert old.ops_pushed == pushed  # the fence refused every batch before any switch
         # the real leader pushed job b itself; the switches hold its routes only
         assert _until(lambda: new.wanted is not None and emulated.routes() != tables, 5)
