@@ -334,6 +334,9 @@ def cmd_job_describe(args: argparse.Namespace) -> int:
             print(f"tectl: job {args.id!r} not found", file=sys.stderr)
             return 2
         entries = next(iter(client.stream_routes(job=job.id, chunk=1)), None)
+        status = client.status() if job.figures is None else {}
+    leader = status.get("leader") or "another replica"
+    follower = status.get("role") == "follower"
     doc = _job_doc(job) | {"te_entries_towards": entries.total_entries if entries else 0}
     if _structured(args, doc):
         return 0
@@ -345,7 +348,10 @@ def cmd_job_describe(args: argparse.Namespace) -> int:
         f"tp {spec['tp'] or 1}; {', '.join(spec['collectives']) or 'ring'}",
         f"hosts       {', '.join(job.hosts[:8])}" + (" ..." if len(job.hosts) > 8 else ""),
     ]
-    if fig is None:
+    if fig is None and follower:
+        lines.append(f"routing     figures kept by the leader, {leader}: this replica follows "
+                     "its pushes; ask the leader's address for them")  # fmt: skip
+    elif fig is None:
         lines.append("routing     not installed yet")
     elif not fig["flows"]:
         lines.append("routing     no flows across the fabric: its GPUs exchange nothing over "
@@ -598,6 +604,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 def status_text(d: dict[str, Any]) -> str:
     """`tectl status` for a person: who pushes, what is installed, how good it is."""
     f, last, cert = d["fabric"], d["last_solve"], d.get("certificate")
+    follower = d.get("role") == "follower"
     g = "{:,}".format
     lines = [
         f"fabric      {f.get('name', '?')}: {g(f.get('gpus', 0))} GPUs, {g(f.get('racks', 0))} "
@@ -639,6 +646,10 @@ def status_text(d: dict[str, Any]) -> str:
             f"{g(int(last.get('churn', 0)))} moved, {g(int(last.get('fallback_ecmp', 0)))} on "
             "ECMP by the table budget"
         )
+    elif follower:
+        lines.append(f"last solve  none here: the leader, {d['leader'] or 'another replica'}, "
+                     "solves, certifies and pushes; ask its address for the routing's figures "
+                     "(this replica follows its pushes)")  # fmt: skip
     elif d["installed_entries"]:
         lines.append("last solve  none since this controller started: the routes installed were "
                      "there (or stored) before it; figures follow the next change")  # fmt: skip
@@ -654,11 +665,11 @@ def status_text(d: dict[str, Any]) -> str:
             f"p99 {d['report_to_installed_p99_seconds']:.3g} s over "
             f"{g(d['report_to_installed_count'])} changes; {g(d['repairs'])} repairs"
         )
-    else:
+    elif not follower:
         lines.append("latency     no change reported and installed yet since this controller "
                      "started")  # fmt: skip
     pre = d.get("precomputed")
-    if pre:
+    if pre and not (follower and not pre["total"]):
         lines += _precomputed_lines(pre)
     held = d.get("held")
     if held:

@@ -11,11 +11,15 @@ import time
 from pathlib import Path
 
 import grpc
+import pytest
 
 from controller.api.fabric_te.v1 import te_pb2 as pb
+from controller.cli.main import main
+from controller.cli.service import status_text
 from controller.drivers.file import FileDriver
 from controller.errors import DriverUnavailable
 from controller.model.fabric import Fabric
+from controller.service.client import Client
 
 
 def _job(fabric: Fabric, i: int) -> pb.Job:
@@ -72,7 +76,7 @@ def _settled(replicas, jobs: int):  # type: ignore[no-untyped-def]
 
 def test_three_replicas_share_inputs_fail_over_without_pushing_and_fence(
     small: Fabric,
-    etcd, serve, tmp_path: Path  # type: ignore[no-untyped-def]
+    etcd, serve, tmp_path: Path, capsys: pytest.CaptureFixture[str]  # type: ignore[no-untyped-def]
 ) -> None:
     replicas = [serve(_args(etcd, tmp_path, f"r{i}")) for i in range(3)]
     for r in replicas:
@@ -93,6 +97,17 @@ def test_three_replicas_share_inputs_fail_over_without_pushing_and_fence(
         assert not any(e.next_hop == link for e in r.stub.GetRoutes(pb.GetRoutesRequest()).entries)
     assert {r.status().ops_pushed > 0 for r in replicas} == {True, False}  # the leader only
     tables = _tables(small, tmp_path / "tables")
+    # a follower says who has the routing's figures, not "none yet" / "not installed yet"
+    follower = next(r for r in replicas if r is not leader)
+    text = status_text(Client(follower.stub).status())
+    assert f"last solve  none here: the leader, {leader.status().replica}," in text
+    assert "latency     no change" not in text and "precomputed none yet" not in text
+    capsys.readouterr()
+    assert main(["job", "describe", "j0", "--server", f"127.0.0.1:{follower.port}",
+                 "--insecure"]) == 0  # fmt: skip
+    described = capsys.readouterr().out
+    assert f"figures kept by the leader, {leader.status().replica}" in described
+    assert "not installed yet" not in described
 
     # kill -9 the leader: another takes over and pushes nothing (inputs unchanged)
     leader.proc.kill()
