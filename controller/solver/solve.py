@@ -733,10 +733,21 @@ def _placed(
         and spray_bound is not None
         and first[0].mlu < res.mlu * (1 - opts.move_threshold) - REL_TOL
     ):
-        # the spray beats one path per flow: an LP-guided whole-flow pass will not do better
-        # than the LP's own fractional optimum, which the spray is already near
+        # the spray beats one path per flow, and an LP-guided whole-flow pass rarely beats
+        # the spray; but the spray is not within spray_gap of its bound, so the LP is solved
+        # for its bound alone: a weak cut bound (failures the cuts do not see) would
+        # otherwise read as a spray far from the optimum
         res = replace(first[0], method="qp-spray")
-        return _finish(problem, res, spray_bound, None, times, start, first[1], previous,
+        if opts.lp == "auto" and len(flows):
+            t = time.perf_counter()
+            try:
+                lp = solve_lp(fabric, health, problem.commodities, backend=opts.backend,
+                              time_limit=opts.lp_time_limit)  # fmt: skip
+                spray_bound = spray_bound.with_lp(lp)
+            except LpError as err:  # the bound stays the cuts'
+                log.warning("solve: %s; the bound stays the cuts'", err)
+            times["lp"] = time.perf_counter() - t
+        return _finish(problem, res, spray_bound, lp, times, start, first[1], previous,
                        opts)  # fmt: skip
     if opts.qps > 1 and len(flows):
         split_bound = problem.bound(opts.qps)  # the spray's, when it was tried
