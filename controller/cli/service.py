@@ -609,7 +609,8 @@ def status_text(d: dict[str, Any]) -> str:
     lines = [
         f"fabric      {f.get('name', '?')}: {g(f.get('gpus', 0))} GPUs, {g(f.get('racks', 0))} "
         f"racks, {g(f.get('ctsws', 0))} CTSWs, {g(f.get('atsws', 0))} ATSWs",
-        f"replica     {d['replica']} ({d['role'] or 'no role'}; leader {d['leader'] or '-'}), "
+        f"replica     {d['replica']} ({d['role'] or 'no role'}; leader {d['leader'] or '-'}"
+        f"{'' if d['store_ok'] or not d['leader'] else ' as last seen'}), "
         f"store {d['store']} {'ok' if d['store_ok'] else 'REFUSING WRITES'} "
         f"at revision {g(d['store_revision'])}",
         f"driver      {d['driver']}: {'ok' if d['driver_ok'] else 'NOT OK'}; "
@@ -663,7 +664,8 @@ def status_text(d: dict[str, Any]) -> str:
         lines.append(
             f"latency     report to installed p50 {d['report_to_installed_p50_seconds']:.3g} s, "
             f"p99 {d['report_to_installed_p99_seconds']:.3g} s over "
-            f"{g(d['report_to_installed_count'])} changes; {g(d['repairs'])} repairs"
+            f"the last {g(d['report_to_installed_count'])} rounds installed (each from its "
+            f"oldest change); {g(d['repairs'])} repairs"
         )
     elif not follower:
         lines.append("latency     no change reported and installed yet since this controller "

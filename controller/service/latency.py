@@ -49,7 +49,7 @@ class ReportLatency:
             self._round = None
 
     def fields(self) -> dict[str, Any]:
-        """Quantiles over the last SAMPLES changes, for Status (the full histogram is
+        """Quantiles over the last SAMPLES rounds installed, for Status (the full histogram is
         fabric_te_report_to_installed_seconds in /metrics)."""
         samples = sorted(self.samples)
 

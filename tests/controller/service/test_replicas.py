@@ -173,6 +173,9 @@ def test_etcd_down_keeps_routes_refuses_writes_and_loses_no_acknowledged_input(
         for r in replicas:  # fail-static: reads still served, routes stay, nobody leads
             _until(lambda r=r: not r.status().store_ok and r.status().role == "follower", 5)
             assert r.stub.GetRoutes(pb.GetRoutesRequest()).entries
+            doc = Client(r.stub).status()
+            assert doc["leader"]  # the name from before the store went: said to be stale
+            assert f"leader {doc['leader']} as last seen)" in status_text(doc)
         time.sleep(0.6)
         assert _tables(small, tmp_path / "tables") == tables
         etcd.start()
