@@ -87,6 +87,7 @@ class Score:
     strategy: str = ""
     rank: int = 0  # 1 = best, in `advise` output; 0 when scored alone
     mlu_before: float = 0.0  # TE MLU of the running jobs alone, scored the same way
+    note: str = ""  # why the new job's busbw is capped by its own hosts (a NIC down or slow)
 
     @property
     def mlu_ratio(self) -> float:
@@ -431,7 +432,23 @@ def _score(ctx: _Context, request: Request, hosts: tuple[int, ...], strategy: st
         worst_existing_delta=float(min(deltas, default=0.0)),
         strategy=strategy,
         mlu_before=ctx.mlu,
+        note=_nic_note(f, ctx.health, host_arr),
     )
+
+
+def _nic_note(fabric: Fabric, health: LinkHealth, hosts: np.ndarray) -> str:
+    """Why the hosts themselves cap the job: the first with a NIC link down (its flows
+    have no path: the job stalls) or else the slowest NIC link (a flow runs at most at
+    its speed); "" when every NIC is at full speed."""
+    nic = _host_health(fabric, health)[hosts]
+    if nic.size == 0 or nic.min() >= 1.0:
+        return ""
+    worst = int(hosts[int(np.argmin(nic))])
+    if nic.min() <= 0.0:
+        return (f"{fabric.host_name(worst)} has a NIC link down (or its RTSW drained): its "
+                "flows have no path, the job stalls")  # fmt: skip
+    return (f"{fabric.host_name(worst)} has a NIC link at {nic.min():.0%} of its speed: the "
+            "job runs at most at that")  # fmt: skip
 
 
 def advise(
@@ -480,6 +497,10 @@ def score_many(
             raise AdvisorError(
                 f"placements[{i}]: {fabric.host_name(taken[0])} is already in a running job"
             )
+        avoided = sorted(set(request.avoid_hosts).intersection(hosts))
+        if avoided:
+            raise AdvisorError(f"placements[{i}]: {fabric.host_name(avoided[0])} is in the "
+                               "request's avoid_hosts")  # fmt: skip
         if len(hosts) * fabric.gpus_per_host != gpus:
             raise AdvisorError(f"placements[{i}]: {len(hosts)} hosts do not hold {gpus} GPUs")
         if len(set(hosts)) != len(hosts):

@@ -68,7 +68,9 @@ def cmd_advise(args: argparse.Namespace) -> int:
         f"(dp {dp} x pp {args.pp} x tp {args.tp}{'' if args.dp else ', dp from the GPUs asked'}, "
         f"{args.pattern})\n\n"
         + format_table(ADVICE_HEADER, rows)
-        + "".join(f"\n#{i + 1} hosts: {_names(fabric, s.hosts)}" for i, s in enumerate(advice))
+        + "".join(f"\n#{i + 1} hosts: {_names(fabric, s.hosts)}"
+                  + (f"\n#{i + 1} note: {s.note}" if s.note else "")
+                  for i, s in enumerate(advice))  # fmt: skip
         + ("\n\n" + mlu_note(advice[0].mlu_before, max(s.te_mlu for s in advice))
            if advice else "")
         + (NO_FLOWS if advice and all(math.isnan(s.new_job_busbw) for s in advice) else "")
@@ -134,7 +136,9 @@ def _advise_at(args: argparse.Namespace) -> int:
     text = (
         f"controller at {args.server}: request {size} (pp {args.pp} x tp {args.tp}, "
         f"{args.pattern})\n\n" + format_table(ADVICE_HEADER, rows)
-        + "".join(f"\n#{i + 1} hosts: {_listed(c['hosts'])}" for i, c in enumerate(advice))
+        + "".join(f"\n#{i + 1} hosts: {_listed(c['hosts'])}"
+                  + (f"\n#{i + 1} note: {c['note']}" if c.get("note") else "")
+                  for i, c in enumerate(advice))  # fmt: skip
         + ("\n\n" + mlu_note(advice[0]["mlu_before"], max(c["te_mlu"] for c in advice))
            if advice else "")
         + (NO_FLOWS if advice and all(math.isnan(c["new_job_busbw"]) for c in advice) else "")

@@ -212,7 +212,7 @@ def score_to_pb(fabric: Fabric, s: Score) -> pb.PlacementScore:
         cross_pod_gbps=s.cross_pod_gbps, te_mlu=s.te_mlu, bound=s.bound,
         mlu_ratio=s.mlu_ratio, new_job_busbw=s.new_job_busbw,
         worst_existing_delta=s.worst_existing_delta, strategy=s.strategy,
-        mlu_before=s.mlu_before,
+        mlu_before=s.mlu_before, note=s.note,
     )  # fmt: skip
 
 

@@ -112,6 +112,26 @@ def test_score_rejects_busy_and_unknown_hosts(small: Fabric) -> None:
     assert np.isfinite(score(small, health, RUNNING, (16, 17, 18, 19), request).bound)
 
 
+def test_score_refuses_avoided_hosts_and_says_why_a_host_caps_the_job(small: Fabric) -> None:
+    """The defects: Score took a placement on a host the request avoids, and gave busbw 0
+    (or 0.5) for a host with a NIC link down (or at half speed) without saying why."""
+    health = LinkHealth.all_up(small)
+    request = Request(gpus=16, tp=4, avoid_hosts=(18,))
+    name = small.host_name(18)
+    with pytest.raises(AdvisorError, match=rf"placements\[1\]: {name} is in the request's "
+                       "avoid_hosts"):  # fmt: skip
+        score_many(small, health, RUNNING, [(20, 21, 22, 23), (16, 17, 18, 19)], request)
+    request = Request(gpus=16, tp=4)
+    assert score(small, health, RUNNING, (16, 17, 18, 19), request).note == ""
+    nic = small.access_link(18 * small.nics_per_host + 1)
+    down = score(small, health.down([nic]), RUNNING, (16, 17, 18, 19), request)
+    assert down.new_job_busbw == 0
+    assert down.note.startswith(f"{name} has a NIC link down")
+    slow = score(small, health.with_factors({nic: 0.5}), RUNNING, (16, 17, 18, 19), request)
+    assert slow.new_job_busbw == pytest.approx(0.5)
+    assert slow.note.startswith(f"{name} has a NIC link at 50% of its speed")
+
+
 def test_ranks_and_hosts_request(small: Fabric) -> None:
     health = LinkHealth.all_up(small)
     by_gpus = advise(small, health, RUNNING, Request(gpus=16, tp=4, top=4))

@@ -234,6 +234,18 @@ def test_advise_and_score_over_grpc(small: Fabric, service) -> None:
         pb.Placement(hosts=[small.host_name(h) for h in (16, 18, 20, 22)])])).scores  # fmt: skip
     assert [list(s.hosts) for s in scores][0] == list(advice[0].hosts)
     assert scores[0].new_job_busbw == advice[0].new_job_busbw
+    # a host the request avoids is refused; one with a NIC at half speed is said why
+    with pytest.raises(grpc.RpcError) as err:
+        stub.Score(pb.ScoreRequest(request=request, placements=[
+            pb.Placement(hosts=["host-p0-r6-h0", *advice[0].hosts[1:]])]))  # fmt: skip
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "host-p0-r6-h0 is in the request's avoid_hosts" in err.value.details()
+    nic = small.link_name(small.access_link(16 * small.nics_per_host))
+    stub.ReportLinks(pb.ReportLinksRequest(reports=[
+        pb.LinkReport(link=nic, state=pb.LinkReport.DEGRADED, fraction=0.5)]))  # fmt: skip
+    slow = stub.Score(pb.ScoreRequest(request=request, placements=[
+        pb.Placement(hosts=[small.host_name(h) for h in (16, 18, 20, 22)])])).scores[0]  # fmt: skip
+    assert slow.note.startswith(f"{small.host_name(16)} has a NIC link at 50%")
     with pytest.raises(grpc.RpcError) as err:
         stub.Advise(pb.AdviseRequest(request=pb.PlacementRequest(gpus=4000, tp=4)))
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
