@@ -965,12 +965,15 @@ def register(cli: Commands) -> None:
     link = client(sub.add_parser(
         "link", help="report links' states to a running controller: LINK=down, LINK=up or "
         "LINK=0.5 (the fraction of capacity left), as --fail spells a link's; SWITCH=drain "
-        "reports every link of a switch down, SWITCH=up every one up",
+        "holds every link of a switch down until SWITCH=up ends the drain",
         description="Report links' states: tectl link rtsw-p0-r3:ctsw-p0-c2=0.5 (degraded to "
-        "half), ...=down, ...=up; several at once. SWITCH=drain reports every link of the "
-        "switch down and SWITCH=up every one up (a link also down on its own is reported "
-        "down again after it). The older `link down LINK`, `link up LINK` and `link degrade "
-        "LINK FRACTION` are taken too. `tectl link ls` lists the links not fully up.",
+        "half), ...=down, ...=up; several at once. SWITCH=drain holds every link of the "
+        "switch down; reports of its links meanwhile are remembered, not applied. SWITCH=up "
+        "ends the drain: each link gets back the state it had or was reported meanwhile (a "
+        "link down on its own stays down; one the other end's drain holds stays down until "
+        "that ends); on a switch not drained, SWITCH=up reports every link of it up. The "
+        "older `link down LINK`, `link up LINK` and `link degrade LINK FRACTION` are taken "
+        "too. `tectl link ls` lists the links not fully up.",
     ))  # fmt: skip
     link.add_argument(
         "change",

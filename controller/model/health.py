@@ -4,6 +4,11 @@ Health is one float per physical link: 1.0 up, 0.0 down, anything between is the
 of capacity a degraded link still carries. Both directions of a cable share its state.
 A drained switch is all of its links set to 0. A link whose cable the fabric's inventory
 does not have (not installed) is 0 in every health, `all_up` included, and cannot be set up.
+
+The controller's health also remembers its drains (`LinkHealth.reported`): each link of a
+drained switch keeps, beneath the drain, the factor it had or is reported meanwhile, and
+gets it back when the last drain on it ends, so a link down before a maintenance drain is
+not brought up by the end of it.
 """
 
 from __future__ import annotations
@@ -23,9 +28,51 @@ class LinkHealth:
     """Per-link capacity factor in [0, 1]; immutable, cheap to derive new states from."""
 
     factor: np.ndarray = field(repr=False)  # float64 [num_links]
+    drained: frozenset[int] = frozenset()  # switches (node ids) drained by a report
+    # for each link of a drained switch: its factor beneath the drain (never changed here)
+    beneath: Mapping[int, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.factor.setflags(write=False)
+
+    def same(self, other: LinkHealth) -> bool:
+        """The same factors, drains and factors beneath them."""
+        return (np.array_equal(self.factor, other.factor) and self.drained == other.drained
+                and dict(self.beneath) == dict(other.beneath))  # fmt: skip
+
+    def reported(
+        self, fabric: Fabric, links: Mapping[int, float], switches: Mapping[int, bool] = {}
+    ) -> LinkHealth:
+        """The health after a report: `switches` (node id: True drained, False brought
+        back), then `links` set. A drained switch's links are 0; beneath, each keeps the
+        factor it had (or is reported meanwhile) and gets it back when the last drain on
+        it ends. Bringing back a switch that is not drained brings every installed link
+        of it up, as a report of each would (a link the other end's drain holds stays 0)."""
+        factor, drained, beneath = self.factor.copy(), set(self.drained), dict(self.beneath)
+        lo, hi = fabric.link_ends
+        for node, down in switches.items():
+            ids = fabric.switch_links(fabric.node_name(node))
+            ids = ids[fabric.installed[ids]]
+            if down:
+                for k in ids.tolist():
+                    beneath.setdefault(k, float(factor[k]))
+                factor[ids] = 0.0
+                drained.add(node)
+                continue
+            was = node in drained
+            drained.discard(node)
+            for k in ids.tolist():
+                under = beneath.pop(k, 1.0) if was else 1.0
+                if int(lo[k]) in drained or int(hi[k]) in drained:  # the other end's drain
+                    beneath[k] = under
+                else:
+                    factor[k] = under
+        for k, value in links.items():
+            if k in beneath:  # held down by a drain: takes effect when it ends
+                beneath[k] = validation.fraction(value, f"link {k}", FabricError)
+        rest = {k: v for k, v in links.items() if k not in beneath}
+        out = LinkHealth(factor, frozenset(drained), beneath)
+        return out.with_factors(rest) if rest else out
 
     @classmethod
     def all_up(cls, fabric: Fabric) -> LinkHealth:
@@ -44,7 +91,7 @@ class LinkHealth:
             if not 0 <= link < factor.size:
                 raise FabricError(f"link id {link} out of range [0, {factor.size})")
             factor[link] = validation.fraction(value, f"link {link}", FabricError)
-        return LinkHealth(factor)
+        return LinkHealth(factor, self.drained, self.beneath)
 
     def down(self, links: Iterable[int]) -> LinkHealth:
         return self.with_factors({int(link): 0.0 for link in links})

@@ -52,15 +52,19 @@ def job_to_pb(fabric: Fabric, job: Job) -> pb.Job:
     )  # fmt: skip
 
 
-def link_updates(
+def link_reports(
     fabric: Fabric, reports: Sequence[pb.LinkReport], field: str = "reports"
-) -> dict[int, float]:
-    """Link id -> capacity factor; errors name the report by index under `field`.
+) -> tuple[dict[int, float], dict[int, bool]]:
+    """(link id -> capacity factor, switch node id -> drained); errors name the report by
+    index under `field`.
 
     UP and DOWN take no fraction (0, or exactly 1 for UP, 0 for DOWN); DEGRADED takes one
-    within [MIN_FRACTION, 1). A link reported twice (in either orientation) is an error."""
+    within [MIN_FRACTION, 1). A link reported twice (in either orientation) is an error,
+    and so is a link reported otherwise than its switch in the same request."""
     validation.listing(reports, field, validation.MAX_LINKS, FabricError)
     out: dict[int, float] = {}
+    switches: dict[int, bool] = {}
+    of_switch: set[int] = set()  # links given by their switch's report
     first: dict[int, int] = {}
     for i, report in enumerate(reports):
         where = f"{field}[{i}]"
@@ -88,8 +92,11 @@ def link_updates(
                     raise FabricError(f"{where}.link: switch {name!r} has link "
                                       f"{fabric.link_name(k)}, reported otherwise in "
                                       f"{field}[{first[k]}]")  # fmt: skip
-                out[k] = value
+                if k not in first:
+                    out[k] = value
+                    of_switch.add(k)
                 first.setdefault(k, i)
+            switches[fabric.node_by_name(name)] = value == 0.0
             continue
         if link in first:
             raise FabricError(
@@ -120,7 +127,7 @@ def link_updates(
             out[link] = value
         else:
             raise FabricError(f"{where}.state: must be UP, DOWN or DEGRADED")
-    return out
+    return {k: v for k, v in out.items() if k not in of_switch}, switches
 
 
 def _entries_to_pb(fabric: Fabric, entries: Iterable[Entry]) -> list[pb.RouteEntry]:

@@ -224,9 +224,11 @@ class Engine(RouteCommands):
         """Remove a job (idempotent); returns (existed, state version)."""
         return self.intake.delete_job(job_id)
 
-    def report_links(self, updates: Mapping[int, float], replace_all: bool = False) -> int:
-        """Apply link factors (see DesiredState.report_links); returns the state version."""
-        return self.intake.report_links(updates, replace_all)
+    def report_links(self, updates: Mapping[int, float], replace_all: bool = False,
+                     switches: Mapping[int, bool] | None = None) -> int:  # fmt: skip
+        """Apply link factors and switch drains (see DesiredState.report_links); returns
+        the state version."""
+        return self.intake.report_links(updates, replace_all, switches)
 
     def jobs(self) -> list[tuple[Job, int]]:
         """(job, generation) sorted by id."""

@@ -134,6 +134,7 @@ class Intake:
         put: Sequence[Job] = (),
         delete: Sequence[str] = (),
         previous: Assignment | None = None,
+        switches: Mapping[int, bool] | None = None,
     ) -> SolveResult:
         """Solve the current state plus changes (`extra` jobs added, `put` created or
         replaced, `delete` removed), from `previous` as a real solve starts from what is
@@ -153,8 +154,8 @@ class Intake:
             if jobs.pop(job_id, None) is None:
                 raise InputError(f"delete_jobs[{i}]: no job {job_id!r}")
         flows = jobs_flows(self.fabric, [jobs[k] for k in sorted(jobs)], self.known())
-        return solve(self.fabric, health.with_factors(updates), flows, previous=previous,
-                     options=options)  # fmt: skip
+        after = health.reported(self.fabric, updates, switches or {})  # as a report would
+        return solve(self.fabric, after, flows, previous=previous, options=options)
 
     # ---- inputs (called from API threads) ---------------------------------------------
     def put_job(self, job: Job, generation: int) -> tuple[int, int]:
@@ -181,11 +182,13 @@ class Intake:
             lambda e: (self.state.delete_job(job_id), self.built.pop(job_id, None)),
         )
 
-    def report_links(self, updates: Mapping[int, float], replace_all: bool = False) -> int:
-        """Apply link factors (see DesiredState.report_links); returns the state version."""
+    def report_links(self, updates: Mapping[int, float], replace_all: bool = False,
+                     switches: Mapping[int, bool] | None = None) -> int:  # fmt: skip
+        """Apply link factors and switch drains (see DesiredState.report_links); returns
+        the state version."""
         _, version = self._write(
             LINKS,
-            lambda: self.state.check_links(updates, replace_all),
+            lambda: self.state.check_links(updates, replace_all, switches),
             self.replica.put_health,
             self.state.set_health,
         )

@@ -144,7 +144,12 @@ class Persistence:
     def encode_health(self, health: LinkHealth) -> bytes:
         changed = health.changed(self.fabric)
         factors = {self.fabric.link_name(int(i)): float(health.factor[i]) for i in changed}
-        return _doc({"factors": factors})
+        doc: dict[str, Any] = {"factors": factors}
+        if health.drained:  # and what their links are beneath (a record without: none)
+            doc["drained"] = sorted(self.fabric.node_name(n) for n in health.drained)
+            doc["beneath"] = {self.fabric.link_name(k): v
+                              for k, v in sorted(health.beneath.items())}  # fmt: skip
+        return _doc(doc)
 
     def encode_assignment(self, assignment: Assignment, digest: str) -> bytes:
         return _doc({"inputs": digest, **_assignment_doc(assignment)})
@@ -164,7 +169,13 @@ class Persistence:
                 into.jobs[job.id] = (job, int(doc["generation"]))
             elif key == LINKS:
                 factors = {self.fabric.link_by_name(n): float(v) for n, v in doc["factors"].items()}
-                into.health = LinkHealth.all_up(self.fabric).with_factors(factors)
+                up = LinkHealth.all_up(self.fabric).with_factors(factors)
+                into.health = LinkHealth(
+                    up.factor,
+                    frozenset(self.fabric.node_by_name(n) for n in doc.get("drained", [])),
+                    {self.fabric.link_by_name(n): float(v)
+                     for n, v in doc.get("beneath", {}).items()},
+                )  # fmt: skip
             elif key == ASSIGNMENT:
                 into.assignment = _assignment_of(doc)
                 into.assignment_inputs = str(doc["inputs"])

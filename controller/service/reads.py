@@ -142,22 +142,24 @@ class EngineReads:
         *,
         put: Sequence[Job] = (),
         delete: Sequence[str] = (),
+        switches: Mapping[int, bool] | None = None,
     ) -> SolveResult:
         """Solve the current state plus changes from the assignment installed; nothing is
         pushed or recorded."""
         target = self.installer.target
         previous = target.assignment if target is not None else self.installer.previous
         return self.intake.what_if(updates, extra, options or self.options, put=put,
-                                   delete=delete, previous=previous)  # fmt: skip
+                                   delete=delete, previous=previous,
+                                   switches=switches)  # fmt: skip
 
     def preview(
         self, updates: Mapping[int, float], put: Sequence[Job], delete: Sequence[str],
-        options: SolveOptions | None = None,
+        options: SolveOptions | None = None, switches: Mapping[int, bool] | None = None,
     ) -> Preview:
         """What the changes would move, against what is installed (see `preview`)."""
         target = self.installer.target
         before = target.assignment if target is not None else self.installer.previous
-        result = self.what_if(updates, [], options, put=put, delete=delete)
+        result = self.what_if(updates, [], options, put=put, delete=delete, switches=switches)
         changed = [job.id for job in put] + list(delete)
         return preview(self.fabric, self.installed, before, result, changed)
 

@@ -84,8 +84,8 @@ class TrafficEngineering(pb_grpc.TrafficEngineeringServicer):
     ) -> pb.ReportLinksResponse:
         if not request.reports and not request.replace_all:  # nothing to change: no write
             return pb.ReportLinksResponse(accepted=0, state_version=self.engine.state_version)
-        updates = convert.link_updates(self.fabric, request.reports)
-        version = self.engine.report_links(updates, request.replace_all)
+        updates, switches = convert.link_reports(self.fabric, request.reports)
+        version = self.engine.report_links(updates, request.replace_all, switches)
         return pb.ReportLinksResponse(accepted=len(request.reports), state_version=version)
 
     @mapped
@@ -95,8 +95,8 @@ class TrafficEngineering(pb_grpc.TrafficEngineeringServicer):
         reports = list(request_iterator)  # applied as one batch, all or nothing
         if not reports:  # an empty stream changes nothing: no write
             return pb.ReportLinksResponse(accepted=0, state_version=self.engine.state_version)
-        updates = convert.link_updates(self.fabric, reports)
-        version = self.engine.report_links(updates)
+        updates, switches = convert.link_reports(self.fabric, reports)
+        version = self.engine.report_links(updates, switches=switches)
         return pb.ReportLinksResponse(accepted=len(reports), state_version=version)
 
     @mapped
@@ -179,7 +179,7 @@ class TrafficEngineering(pb_grpc.TrafficEngineeringServicer):
 
     @mapped
     def Solve(self, request: pb.SolveRequest, context: grpc.ServicerContext) -> pb.SolveResponse:
-        updates = convert.link_updates(self.fabric, request.links, "links")
+        updates, switches = convert.link_reports(self.fabric, request.links, "links")
         extra = [
             convert.job_from_pb(self.fabric, job, f"extra_jobs[{i}]")
             for i, job in enumerate(request.extra_jobs)
@@ -216,12 +216,13 @@ class TrafficEngineering(pb_grpc.TrafficEngineeringServicer):
 
         if not request.preview:
             metrics = self._bounded(context, "Solve", lambda s: self.engine.what_if(
-                updates, extra, options(s), put=put, delete=delete).metrics())  # fmt: skip
+                updates, extra, options(s), put=put, delete=delete,
+                switches=switches).metrics())  # fmt: skip
             return pb.SolveResponse(metrics=metrics)
         if extra:
             raise InputError("extra_jobs: a preview takes put_jobs (created or replaced)")
         seen = self._bounded(context, "Solve", lambda s: self.engine.preview(
-            updates, put, delete, options(s)))  # fmt: skip
+            updates, put, delete, options(s), switches))  # fmt: skip
         metrics = seen.result.metrics()
         metrics["subflows"], metrics["flows"] = metrics["flows"], float(seen.plan.flows)
         return pb.SolveResponse(

@@ -117,22 +117,25 @@ class DesiredState:
             self._bump(health_only=False)
         return existed
 
-    def report_links(self, updates: Mapping[int, float], replace_all: bool = False) -> None:
-        """Set link factors (1 up, 0 down, between: degraded); with `replace_all` every
-        link not named is up."""
-        self.set_health(self.check_links(updates, replace_all))
+    def report_links(self, updates: Mapping[int, float], replace_all: bool = False,
+                     switches: Mapping[int, bool] | None = None) -> None:  # fmt: skip
+        """Set link factors (1 up, 0 down, between: degraded) and drain switches (node id:
+        True) or end their drains (False), as `LinkHealth.reported`; with `replace_all`
+        every link not named is up and no switch is drained."""
+        self.set_health(self.check_links(updates, replace_all, switches))
 
-    def check_links(self, updates: Mapping[int, float], replace_all: bool = False) -> LinkHealth:
+    def check_links(self, updates: Mapping[int, float], replace_all: bool = False,
+                    switches: Mapping[int, bool] | None = None) -> LinkHealth:  # fmt: skip
         """The health `report_links` would set; changes nothing."""
         base = LinkHealth.all_up(self.fabric) if replace_all else self.health
         assert base is not None
         self.fabric.check_installed(link for link, value in updates.items() if value > 0)
-        return base.with_factors(updates)
+        return base.reported(self.fabric, updates, switches or {})
 
     def set_health(self, health: LinkHealth) -> None:
         """Adopt `health` (already checked, or read back from a store); the health already
         held is no change (the version stays)."""
-        if self.health is not None and np.array_equal(self.health.factor, health.factor):
+        if self.health is not None and self.health.same(health):
             return
         self.health = health
         self._bump(health_only=True)

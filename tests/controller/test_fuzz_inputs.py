@@ -282,11 +282,11 @@ def test_request_conversion(job: pb.Job, reports: list[pb.LinkReport]) -> None:
         jobs_flows(TINY, [parsed]).validate(TINY)
         convert.job_to_pb(TINY, parsed).SerializeToString()  # what ListJobs will send
     try:
-        updates = convert.link_updates(TINY, reports)
+        updates, switches = convert.link_reports(TINY, reports)
     except InputError as err:
         assert str(err).startswith("reports[") and len(str(err)) < MESSAGE, err
     else:
-        health = LinkHealth.all_up(TINY).with_factors(updates)
+        health = LinkHealth.all_up(TINY).reported(TINY, updates, switches)
         f = health.factor
         assert ((f == 0) | (f == 1) | ((f >= validation.MIN_FRACTION) & (f < 1))).all()
 

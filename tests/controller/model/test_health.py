@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from controller.errors import FabricError
 from controller.model.fabric import Fabric
@@ -112,3 +114,39 @@ def test_link_changes_down_up_and_mistakes() -> None:
         link_changes(["degrade", "a:b"])
     with pytest.raises(FabricError, match="bad link state 'half'"):
         link_changes(["a:b=half"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["link", "drain", "up"]), st.integers(0, 10_000),
+                          st.sampled_from([0.0, 0.5, 1.0])), max_size=12))  # fmt: skip
+def test_drains_hold_links_down_and_give_back_what_is_beneath(tiny: Fabric, ops) -> None:  # type: ignore[no-untyped-def]
+    """Over random sequences of link reports, drains and ends of drains, the controller's
+    health is what a plain model says: a link is 0 while a switch at either end is drained,
+    else its last state reported (a switch brought back that was not drained reports every
+    link of it up)."""
+    fabric = tiny
+    switches = [n for n in range(fabric.num_nodes) if fabric.node_kind(n) not in ("host", "nic")]
+    lo, hi = fabric.link_ends
+    level = fabric.installed.astype(float)
+    drained: set[int] = set()
+    health = LinkHealth.all_up(fabric)
+    for what, pick, value in ops:
+        if what == "link":
+            k = int(np.flatnonzero(fabric.installed)[pick % int(fabric.installed.sum())])
+            health = health.reported(fabric, {k: value})
+            level[k] = value
+            continue
+        node = switches[pick % len(switches)]
+        links = fabric.switch_links(fabric.node_name(node))
+        links = links[fabric.installed[links]]
+        health = health.reported(fabric, {}, {node: what == "drain"})
+        if what == "drain":
+            drained.add(node)
+        elif node in drained:
+            drained.discard(node)
+        else:
+            level[links] = 1.0
+    held = np.isin(lo, list(drained)) | np.isin(hi, list(drained))
+    assert np.array_equal(health.factor, np.where(held, 0.0, level))
+    assert health.drained == drained
+    assert set(health.beneath) == set(np.flatnonzero(held & fabric.installed).tolist())

@@ -205,3 +205,29 @@ def test_state_version_never_goes_back_across_a_restart(small: Fabric, tmp_path:
         assert third.wait_idle(30) and third.state_version >= version
     finally:
         third.close()
+
+
+def test_a_drain_is_remembered_across_a_restart_with_what_its_links_are_beneath(
+    small: Fabric, tmp_path: Path
+) -> None:
+    """A switch drained over a link down on its own: after a restart, the end of the drain
+    still gives that link back down (the store keeps the drains and what is beneath)."""
+    engine = _engine(small, tmp_path)
+    dead = int(small.rack_link(0, 1))
+    ctsw = small.node_by_name(small.link_name(dead).split(":")[1])
+    engine.report_links({dead: 0.0})
+    engine.report_links({}, switches={ctsw: True})
+    health = engine.health
+    assert health.drained == {ctsw} and health.beneath[dead] == 0.0
+    engine.close()
+
+    again = _engine(small, tmp_path)
+    try:
+        assert again.health.same(health)
+        again.report_links({}, switches={ctsw: False})
+        factor = again.health.factor
+        links = small.switch_links(small.node_name(ctsw))
+        assert factor[dead] == 0.0 and (factor[links[links != dead]] == 1.0).all()
+        assert not again.health.drained and not again.health.beneath
+    finally:
+        again.close()

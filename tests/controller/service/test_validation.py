@@ -258,3 +258,39 @@ def test_job_ids_are_taken_as_put_job_takes_them(service, rpc: str, request_,
     before = _state(running, stub)
     _refused(getattr(stub, rpc), request_, grpc.StatusCode.INVALID_ARGUMENT, message)
     assert _state(running, stub) == before
+
+
+def test_the_end_of_a_drain_gives_each_link_back_the_state_it_has_beneath(service) -> None:
+    """The defect: a link down on its own, then its switch drained and brought back, came
+    back up: routes went over a dead link. The state remembers what each drained link is
+    beneath the drain (as it was, or as reported meanwhile), and a link that both its
+    ends' drains hold stays down until the last one ends."""
+    running, stub = service
+    dead = FABRIC.link_name(FABRIC.rack_link(0, 1))  # rtsw-p0-r0 : ctsw-p0-c1
+    slow = FABRIC.link_name(FABRIC.rack_link(1, 1))
+    fixed = FABRIC.link_name(FABRIC.rack_link(2, 1))
+    stub.ReportLinks(pb.ReportLinksRequest(reports=[_report(DOWN, link=dead),
+                                                    _report(DOWN, link=fixed)]))  # fmt: skip
+    stub.ReportLinks(pb.ReportLinksRequest(reports=[_report(DOWN, link="ctsw-p0-c1")]))
+    stub.ReportLinks(pb.ReportLinksRequest(reports=[_report(DOWN, link="rtsw-p0-r0")]))
+    # reports while drained change what the link is beneath, not what it carries
+    stub.ReportLinks(pb.ReportLinksRequest(reports=[_report(DEGRADED, 0.5, link=slow),
+                                                    _report(UP, link=fixed)]))  # fmt: skip
+    factor = running.engine.health.factor
+    drained = FABRIC.switch_links("ctsw-p0-c1")
+    assert (factor[drained] == 0).all()
+    stub.ReportLinks(pb.ReportLinksRequest(reports=[_report(UP, link="ctsw-p0-c1")]))
+    factor = running.engine.health.factor
+    assert factor[FABRIC.link_by_name(slow)] == 0.5 and factor[FABRIC.link_by_name(fixed)] == 1
+    assert factor[FABRIC.link_by_name(dead)] == 0  # down beneath, and rtsw-p0-r0 still drained
+    others = [k for k in drained.tolist() if FABRIC.link_name(k).split(":")[0] != "rtsw-p0-r0"
+              and k not in {FABRIC.link_by_name(n) for n in (slow, fixed)}]  # fmt: skip
+    assert (factor[others] == 1).all()
+    stub.ReportLinks(pb.ReportLinksRequest(reports=[_report(UP, link="rtsw-p0-r0")]))
+    factor = running.engine.health.factor
+    assert factor[FABRIC.link_by_name(dead)] == 0  # down on its own: stays down
+    assert (factor[FABRIC.switch_links("rtsw-p0-r0")] > 0).sum() == FABRIC.switch_links(
+        "rtsw-p0-r0").size - 1  # fmt: skip
+    # a switch not drained brought back: every link of it up, as before
+    stub.ReportLinks(pb.ReportLinksRequest(reports=[_report(UP, link="ctsw-p0-c1")]))
+    assert running.engine.health.factor[FABRIC.link_by_name(dead)] == 1
