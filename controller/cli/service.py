@@ -475,17 +475,27 @@ def _certificate_line(cert: dict[str, Any]) -> str:
     )  # fmt: skip
 
 
-def _links_line(links: list[dict[str, Any]], shown: int = 5) -> str:
-    """Status's links not fully up, the first `shown` named (`tectl link ls`: all)."""
+def _links_line(links: list[dict[str, Any]], shown: int = 5,
+                drained: Sequence[str] = ()) -> str:  # fmt: skip
+    """Status's links not fully up, the first `shown` named (`tectl link ls`: all) after
+    the links of the `drained` switches, which are named instead."""
     if not links:
         return "links       every link is up"
-    down = sum(1 for link in links if link["fraction"] == 0)
+    held = [link for link in links if link.get("drained_by")]
+    own = [link for link in links if not link.get("drained_by")]
+    down = sum(1 for link in own if link["fraction"] == 0)
     named = ", ".join(f"{link['link']} " + ("down" if link["fraction"] == 0 else
                                             f"at {link['fraction']:g}")
-                      for link in links[:shown])  # fmt: skip
-    more = f", and {len(links) - shown:,} more (`tectl link ls`)" if len(links) > shown else ""
-    return (f"links       {len(links):,} not fully up ({down:,} down, {len(links) - down:,} "
-            f"degraded): {named}{more}")
+                      for link in own[:shown])  # fmt: skip
+    more = f", and {len(own) - shown:,} more (`tectl link ls`)" if len(own) > shown else ""
+    parts = []
+    if drained:
+        parts.append(f"{', '.join(drained)} drained ({len(held):,} links held down until "
+                     "SWITCH=up)")  # fmt: skip
+    if own:
+        parts.append(f"{len(own):,} not fully up ({down:,} down, {len(own) - down:,} "
+                     f"degraded): {named}{more}")  # fmt: skip
+    return "links       " + "; ".join(parts)
 
 
 def cmd_link_ls(args: argparse.Namespace) -> int:
@@ -497,8 +507,13 @@ def cmd_link_ls(args: argparse.Namespace) -> int:
     if not links:
         print("every link is up")
     for link in links:
-        f = link["fraction"]
-        print(f"{link['link']}\t{'down' if f == 0 else f'degraded to {f:g} of capacity'}")
+        f, by = link["fraction"], link.get("drained_by")
+        state = "down" if f == 0 else f"degraded to {f:g} of capacity"
+        if by:
+            b = link.get("beneath", 0.0)
+            under = "up" if b == 1 else "down" if b == 0 else f"degraded to {b:g}"
+            state = f"down: {by} drained ({under} when the drain ends)"
+        print(f"{link['link']}\t{state}")
     return 0
 
 
@@ -619,7 +634,7 @@ def status_text(d: dict[str, Any]) -> str:
         f"{g(d['entries_missing'])} entries missing",
         f"inputs      state version {g(d['state_version'])}, "
         f"{g(d['pending_changes'])} changes pending",
-        _links_line(d.get("links", [])),
+        _links_line(d.get("links", []), drained=d.get("drained", [])),
     ]
     if last.get("restored"):
         quality = (

@@ -81,11 +81,20 @@ class EngineReads:
             jobs = [job for job, _ in self._state.job_list()]
         return job_figures(result, busbw, jobs_over_line_rate(self.fabric, jobs))
 
-    def links_not_up(self) -> list[tuple[int, float]]:
-        """(link id, capacity factor) of every link not fully up, as the inputs say."""
-        health = self.health
-        links = health.changed(self.fabric)  # a link without a cable is not news
-        return [(int(k), float(health.factor[k])) for k in links]
+    def links_not_up(self) -> list[tuple[int, float, str, float]]:
+        """(link id, capacity factor, the drained switches holding it down joined by ','
+        or "", its factor beneath them) of every link not fully up, as the inputs say."""
+        health, f = self.health, self.fabric
+        lo, hi = f.link_ends
+        out = []
+        for k in health.changed(f).tolist():  # a link without a cable is not news
+            by = ",".join(f.node_name(int(n)) for n in (lo[k], hi[k]) if n in health.drained)
+            out.append((k, float(health.factor[k]), by, float(health.beneath.get(k, 0.0))))
+        return out
+
+    def drained(self) -> list[str]:
+        """The switches drained by a report, by name."""
+        return sorted(self.fabric.node_name(n) for n in self.health.drained)
 
     @property
     def certificate(self) -> Certificate | None:

@@ -250,8 +250,9 @@ class TrafficEngineering(pb_grpc.TrafficEngineeringServicer):
             driver_ok=e.driver_ok,
             installed_entries=len(routes),
             last_error=e.last_error,
-            links=[pb.LinkState(link=self.fabric.link_name(k), fraction=f)
-                   for k, f in e.links_not_up()],  # fmt: skip
+            links=[pb.LinkState(link=self.fabric.link_name(k), fraction=f, drained_by=by,
+                                beneath=under) for k, f, by, under in e.links_not_up()],
+            drained=e.drained(),  # fmt: skip
             certificate=convert.certificate_to_pb(e.certificate),
             held=convert.held_to_pb(e.intake.held),
             precomputed=convert.precomputed_to_pb(e.precomputer.fields(), e.precomputer.enabled,

@@ -65,11 +65,25 @@ def test_client_commands(small: Fabric, tmp_path: Path, capsys: pytest.CaptureFi
         assert "last solve  MLU" in text and "latency" in text
         assert "certificate passed against eecmp" in text
         assert f"links       1 not fully up (1 down, 0 degraded): {link} down" in text
-        assert status["links"] == [{"link": link, "fraction": 0.0}]  # what is not up
+        assert status["links"] == [{"link": link, "fraction": 0.0, "drained_by": "",
+                                    "beneath": 0.0}]  # what is not up  # fmt: skip
         assert main(["link", "ls", *server]) == 0
         assert capsys.readouterr().out == f"{link}\tdown\n"
         assert main(["link", "ls", "-o", "json", *server]) == 0
         assert json.loads(capsys.readouterr().out) == status["links"]
+        # a drain: its links listed with the switch and the state they get back
+        ctsw = link.split(":")[1]
+        assert main(["link", f"{ctsw}=drain", *server]) == 0
+        capsys.readouterr()
+        assert main(["link", "ls", *server]) == 0
+        listed = capsys.readouterr().out.splitlines()
+        assert f"{link}\tdown: {ctsw} drained (down when the drain ends)" in listed
+        assert any(line.endswith(f"down: {ctsw} drained (up when the drain ends)")
+                   for line in listed)  # fmt: skip
+        assert main(["link", f"{ctsw}=up", *server]) == 0
+        capsys.readouterr()
+        assert main(["link", "ls", *server]) == 0
+        assert capsys.readouterr().out == f"{link}\tdown\n"  # down on its own: still down
         assert running.engine.wait_predicted()
         assert main(["job", "ls", "-o", "json", *server]) == 0
         (listed,) = json.loads(capsys.readouterr().out, parse_constant=_not_strict)

@@ -279,6 +279,17 @@ def test_the_end_of_a_drain_gives_each_link_back_the_state_it_has_beneath(servic
     factor = running.engine.health.factor
     drained = FABRIC.switch_links("ctsw-p0-c1")
     assert (factor[drained] == 0).all()
+    # Status names the drains, and each held link with what it gets back
+    from controller.cli.service import status_text
+    from controller.service.client import Client
+
+    status = Client(stub).status()
+    assert status["drained"] == ["ctsw-p0-c1", "rtsw-p0-r0"]
+    by_name = {link["link"]: link for link in status["links"]}
+    assert by_name[dead]["drained_by"] == "rtsw-p0-r0,ctsw-p0-c1"
+    assert by_name[dead]["beneath"] == 0.0 and by_name[slow]["beneath"] == 0.5
+    assert by_name[fixed]["beneath"] == 1.0
+    assert "links       ctsw-p0-c1, rtsw-p0-r0 drained (" in status_text(status)
     stub.ReportLinks(pb.ReportLinksRequest(reports=[_report(UP, link="ctsw-p0-c1")]))
     factor = running.engine.health.factor
     assert factor[FABRIC.link_by_name(slow)] == 0.5 and factor[FABRIC.link_by_name(fixed)] == 1
