@@ -121,14 +121,18 @@ class DesiredState:
                      switches: Mapping[int, bool] | None = None) -> None:  # fmt: skip
         """Set link factors (1 up, 0 down, between: degraded) and drain switches (node id:
         True) or end their drains (False), as `LinkHealth.reported`; with `replace_all`
-        every link not named is up and no switch is drained."""
+        every link not named is up (beneath a drain, which stays: a monitor's full report
+        does not end an operator's drain; SWITCH=up does)."""
         self.set_health(self.check_links(updates, replace_all, switches))
 
     def check_links(self, updates: Mapping[int, float], replace_all: bool = False,
                     switches: Mapping[int, bool] | None = None) -> LinkHealth:  # fmt: skip
         """The health `report_links` would set; changes nothing."""
-        base = LinkHealth.all_up(self.fabric) if replace_all else self.health
+        base = self.health
         assert base is not None
+        if replace_all:  # every link up beneath the drains, which stay
+            base = LinkHealth.all_up(self.fabric).reported(self.fabric, {},
+                                                           dict.fromkeys(base.drained, True))
         self.fabric.check_installed(link for link, value in updates.items() if value > 0)
         return base.reported(self.fabric, updates, switches or {})
 

@@ -305,3 +305,19 @@ def test_the_end_of_a_drain_gives_each_link_back_the_state_it_has_beneath(servic
     # a switch not drained brought back: every link of it up, as before
     stub.ReportLinks(pb.ReportLinksRequest(reports=[_report(UP, link="ctsw-p0-c1")]))
     assert running.engine.health.factor[FABRIC.link_by_name(dead)] == 1
+
+
+def test_a_full_report_replaces_link_states_beneath_a_drain_and_keeps_it(service) -> None:
+    """replace_all (a monitor's complete set of links not up) is not an operator's end of a
+    drain: the switch stays drained; what its links get back is the report's."""
+    running, stub = service
+    dead = FABRIC.link_name(FABRIC.rack_link(0, 1))  # rtsw-p0-r0 : ctsw-p0-c1
+    stub.ReportLinks(pb.ReportLinksRequest(reports=[_report(DOWN, link="ctsw-p0-c1")]))
+    stub.ReportLinks(pb.ReportLinksRequest(reports=[_report(DOWN, link=dead)],
+                                           replace_all=True))  # fmt: skip
+    health = running.engine.health
+    assert (health.factor[FABRIC.switch_links("ctsw-p0-c1")] == 0).all()
+    assert health.beneath[FABRIC.link_by_name(dead)] == 0.0
+    stub.ReportLinks(pb.ReportLinksRequest(reports=[_report(UP, link="ctsw-p0-c1")]))
+    factor = running.engine.health.factor
+    assert factor[FABRIC.link_by_name(dead)] == 0 and (factor == 0).sum() == 1
