@@ -40,8 +40,15 @@ class LinkHealth:
         return (np.array_equal(self.factor, other.factor) and self.drained == other.drained
                 and dict(self.beneath) == dict(other.beneath))  # fmt: skip
 
+    def holding(self, fabric: Fabric, link: int, drained: Iterable[int] | None = None) -> list[int]:
+        """The drained switches (node ids; of `drained` if given) at either end of `link`."""
+        ends = fabric.link_ends
+        among = self.drained if drained is None else drained
+        return [int(end[link]) for end in ends if int(end[link]) in among]
+
     def reported(
-        self, fabric: Fabric, links: Mapping[int, float], switches: Mapping[int, bool] = {}
+        self, fabric: Fabric, links: Mapping[int, float],
+        switches: Mapping[int, bool] | None = None,
     ) -> LinkHealth:
         """The health after a report: `switches` (node id: True drained, False brought
         back), then `links` set. A drained switch's links are 0; beneath, each keeps the
@@ -49,8 +56,7 @@ class LinkHealth:
         it ends. Bringing back a switch that is not drained brings every installed link
         of it up, as a report of each would (a link the other end's drain holds stays 0)."""
         factor, drained, beneath = self.factor.copy(), set(self.drained), dict(self.beneath)
-        lo, hi = fabric.link_ends
-        for node, down in switches.items():
+        for node, down in (switches or {}).items():
             ids = fabric.switch_links(fabric.node_name(node))
             ids = ids[fabric.installed[ids]]
             if down:
@@ -63,7 +69,7 @@ class LinkHealth:
             drained.discard(node)
             for k in ids.tolist():
                 under = beneath.pop(k, 1.0) if was else 1.0
-                if int(lo[k]) in drained or int(hi[k]) in drained:  # the other end's drain
+                if self.holding(fabric, k, drained):  # the other end's drain holds it
                     beneath[k] = under
                 else:
                     factor[k] = under

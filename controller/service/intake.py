@@ -154,7 +154,7 @@ class Intake:
             if jobs.pop(job_id, None) is None:
                 raise InputError(f"delete_jobs[{i}]: no job {job_id!r}")
         flows = jobs_flows(self.fabric, [jobs[k] for k in sorted(jobs)], self.known())
-        after = health.reported(self.fabric, updates, switches or {})  # as a report would
+        after = health.reported(self.fabric, updates, switches)  # as a report would
         return solve(self.fabric, after, flows, previous=previous, options=options)
 
     # ---- inputs (called from API threads) ---------------------------------------------

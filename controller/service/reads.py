@@ -85,10 +85,9 @@ class EngineReads:
         """(link id, capacity factor, the drained switches holding it down joined by ','
         or "", its factor beneath them) of every link not fully up, as the inputs say."""
         health, f = self.health, self.fabric
-        lo, hi = f.link_ends
         out = []
         for k in health.changed(f).tolist():  # a link without a cable is not news
-            by = ",".join(f.node_name(int(n)) for n in (lo[k], hi[k]) if n in health.drained)
+            by = ",".join(f.node_name(n) for n in health.holding(f, k))
             out.append((k, float(health.factor[k]), by, float(health.beneath.get(k, 0.0))))
         return out
 

@@ -134,7 +134,7 @@ class DesiredState:
             base = LinkHealth.all_up(self.fabric).reported(self.fabric, {},
                                                            dict.fromkeys(base.drained, True))
         self.fabric.check_installed(link for link, value in updates.items() if value > 0)
-        return base.reported(self.fabric, updates, switches or {})
+        return base.reported(self.fabric, updates, switches)
 
     def set_health(self, health: LinkHealth) -> None:
         """Adopt `health` (already checked, or read back from a store); the health already
