@@ -499,3 +499,31 @@ def test_a_watcher_that_stops_reading_is_ended_and_its_client_resumes(small: Fab
         assert versions == list(range(2, engine.routes_version + 1))  # none lost, none twice
     finally:
         running.stop(grace=0.5)
+
+
+def test_a_route_stream_whose_client_stops_reading_is_ended(small: Fabric) -> None:
+    """StreamRoutes, as a watch: a client that takes nothing for `stream_idle_seconds` while
+    the table is sent is ended (DEADLINE_EXCEEDED) and its slot freed."""
+    engine = Engine(small, EmulatedDriver(small), debounce=0.0,
+                    options=SolveOptions(lp="never", qps=1))  # fmt: skip
+    running = start(engine, "127.0.0.1:0", limits=Limits(stream_idle_seconds=1.0))
+    # no window growth: the client takes ~64 KB unread, far less than the table's ~0.5 MB
+    channel = grpc.insecure_channel(f"127.0.0.1:{running.port}",
+                                    options=[("grpc.http2.bdp_probe", 0)])  # fmt: skip
+    stub = pb_grpc.TrafficEngineeringStub(channel)
+    sample = running.engine.metrics.registry.get_sample_value
+    try:
+        stub.PutJob(pb.PutJobRequest(job=_job(small, "a", range(0, 32), collectives=["alltoall"])))
+        assert engine.wait_idle(30) and len(engine.installed) > 4_000
+        stream = stub.StreamRoutes(pb.GetRoutesRequest(page_size=1), timeout=60)
+        assert next(stream).entries  # then nothing more is read
+        deadline = time.monotonic() + 30
+        while running.guard.streams.open() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert running.guard.streams.open() == 0
+        ended = {"method": "StreamRoutes", "code": "DEADLINE_EXCEEDED"}
+        assert sample("fabric_te_grpc_requests_total", ended) == 1
+        stream.cancel()
+    finally:
+        channel.close()
+        running.stop(grace=0.5)
