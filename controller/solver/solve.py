@@ -366,15 +366,21 @@ def _budget(fabric: Fabric, opts: SolveOptions) -> TableBudget:
 
 
 def table_figures(fabric: Fabric, usage: np.ndarray, budget: TableBudget) -> dict[str, float]:
-    """Entries used (`usage`: an assignment's table_usage): in all, and the most on one
-    switch per tier next to its budget."""
+    """Entries used (`usage`: an assignment's table_usage): in all, and per tier the
+    fullest switch's (the most of its own budget used) next to that switch's budget (an
+    inventory may give one switch a budget of its own)."""
     limit = switch_budget(fabric, budget)
     out = {"te_entries": float(usage.sum())}
     for tier in SWITCH_TIERS:
         lo = fabric.node_id(tier, 0)
         hi = lo + {"rtsw": fabric.num_rtsws, "ctsw": fabric.num_ctsws}.get(tier, fabric.num_atsws)
-        out[f"te_entries_max_{tier}"] = float(usage[lo:hi].max(initial=0))
-        out[f"te_entries_budget_{tier}"] = float(limit[lo:hi].min(initial=np.inf))
+        used, room = usage[lo:hi], limit[lo:hi]
+        if not used.size:
+            out[f"te_entries_max_{tier}"], out[f"te_entries_budget_{tier}"] = 0.0, float("inf")
+            continue
+        fullest = int(np.argmax(used / np.maximum(room, 1)))  # uniform budgets: the most used
+        out[f"te_entries_max_{tier}"] = float(used[fullest])
+        out[f"te_entries_budget_{tier}"] = float(room[fullest])
     return out
 
 

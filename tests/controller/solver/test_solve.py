@@ -351,3 +351,25 @@ def test_a_spray_kept_away_from_its_cut_bound_reports_the_lp_bound() -> None:
     assert res.method == "qp-spray" and res.lp is not None
     assert res.bound.value == pytest.approx(lp.bound.value)
     assert res.mlu >= res.bound.value * (1 - 1e-9) and res.ratio < 1.05
+
+
+def test_the_fullest_switch_is_named_with_its_own_budget() -> None:
+    """The defect: with one switch of a tier given a budget of its own (an inventory), the
+    figures paired the tier's most entries (another switch's) with its least budget:
+    'rtsw 32/3' where no switch was over."""
+    from controller.solver.solve import table_figures
+
+    fabric = build(PRESETS["tiny"])
+    budget = np.full(fabric.num_nodes, 2048.0)
+    small, busy = fabric.node_id("rtsw", 0), fabric.node_id("rtsw", 1)
+    budget[small] = 3
+    usage = np.zeros(fabric.num_nodes)
+    usage[small], usage[busy] = 3, 32
+    out = table_figures(fabric, usage, budget)
+    assert (out["te_entries_max_rtsw"], out["te_entries_budget_rtsw"]) == (3, 3)
+    usage[small] = 1  # 1 of 3 is still fuller than 32 of 2,048
+    out = table_figures(fabric, usage, budget)
+    assert (out["te_entries_max_rtsw"], out["te_entries_budget_rtsw"]) == (1, 3)
+    budget[small] = 2048  # uniform budgets: the most entries on one switch
+    out = table_figures(fabric, usage, budget)
+    assert (out["te_entries_max_rtsw"], out["te_entries_budget_rtsw"]) == (32, 2048)
