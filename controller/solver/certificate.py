@@ -719,7 +719,10 @@ def _checked(
         worst[kind], below[kind] = _compared(te, ref.values(kind), need)
     floors = np.where(stalled, 0.0, ref.values(opts.reference)) if checked.any() else None
     values = np.where(has_flows, np.where(stalled, 0.0, te), np.nan) if checked.any() else None
-    compared = {kind: ref.values(kind) for kind in others} if need.any() else {}
+    # a stalled job is 0 under every routing, the compared hashings too (their simulation
+    # leaves the flow with no path out, as it does the reference's)
+    compared = ({kind: np.where(stalled, 0.0, ref.values(kind)) for kind in others}
+                if need.any() else {})  # fmt: skip
     return _Checked(path, int(need.sum()), worst, below, fallback, rounds, mlus, ref.computed,
                     floors, values, compared)  # fmt: skip
 

@@ -121,6 +121,10 @@ def test_a_stalled_job_is_never_compared_nor_handed_back() -> None:
     te = te_values(fabric, health, res, "eecmp", range(1, 5))
     assert te["j2"] > 0.28
     assert_no_job_below(fabric, health, flows, res)
+    # the hashings compared beside the reference say 0 for them too (WCMP read 0.56)
+    opts = SolveOptions(certify=CertifyOptions(compare=("wcmp",)))
+    wcmp = solve(fabric, health, flows, options=opts).certificate.compared_values["wcmp"]  # type: ignore[union-attr]
+    assert wcmp[:2].tolist() == [0.0, 0.0] and wcmp[2] > 0
 
 
 def test_nothing_at_risk_costs_no_reference_and_changes_nothing(small: Fabric) -> None:
