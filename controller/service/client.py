@@ -402,10 +402,16 @@ class Client:
 
         from controller.service.servicer import RESUME_EPOCH_KEY, RESUME_VERSION_KEY
 
-        seen: list[Any] = [since, epoch]  # the last version received whole (not a snapshot's)
+        seen = InSync(since, epoch)  # the last version received whole (not a snapshot's)
         while True:
+            watch = self._watch_once(seen)
             try:
-                yield from self._watch_once(seen)
+                for event in watch:
+                    if isinstance(event, InSync):
+                        seen = event
+                    elif isinstance(event, Delta):  # after a sync, or after `seen` itself
+                        seen = InSync(event.version, seen.epoch)
+                    yield event
                 return
             except grpc.RpcError as err:
                 if err.code() != grpc.StatusCode.ABORTED:
@@ -413,14 +419,13 @@ class Client:
                 trailer = dict(err.trailing_metadata() or ())
                 resume = trailer.get(RESUME_VERSION_KEY)
                 if resume is not None:
-                    seen = [int(resume), str(trailer.get(RESUME_EPOCH_KEY, ""))]
-            since, epoch = int(seen[0]), str(seen[1])
-            yield Resumed(since, epoch)
+                    seen = InSync(int(resume), str(trailer.get(RESUME_EPOCH_KEY, "")))
+            yield Resumed(seen.version, seen.epoch)
 
-    def _watch_once(self, seen: list[Any]) -> Iterator[WatchEvent]:
-        """One WatchRoutes call from `seen` ([version, epoch]), which it keeps at the last
-        version received whole: a snapshot counts once its sync came."""
-        request = self._pb.WatchRoutesRequest(since_version=seen[0], since_epoch=seen[1])
+    def _watch_once(self, since: InSync) -> Iterator[WatchEvent]:
+        """One WatchRoutes call from `since`."""
+        request = self._pb.WatchRoutesRequest(since_version=since.version,
+                                              since_epoch=since.epoch)  # fmt: skip
         for event in self._stub.WatchRoutes(request):
             kind = event.WhichOneof("event")
             if kind == "snapshot":
@@ -428,11 +433,9 @@ class Client:
                 yield Snapshot(s.version, s.total_entries, _lines(s.entries),
                                bool(s.next_page_token), s.epoch)  # fmt: skip
             elif kind == "sync":
-                seen[:] = [event.sync.version, event.sync.epoch]
                 yield InSync(event.sync.version, event.sync.epoch)
             else:
-                d = event.delta  # after a sync, or after `seen` itself (the missed ones)
-                seen[0] = d.version
+                d = event.delta
                 yield Delta(d.version, _lines(d.added), _lines(d.removed))
 
 

@@ -136,7 +136,7 @@ class Predictor:
         assignment, parent = result.assignment, result.parent
         kind, seed, qps = self.defaults
         off = assignment.path < 0
-        whole = not (off.any() and int(off.sum()) * qps > PREDICT_HASHED)
+        whole = int(off.sum()) * qps <= PREDICT_HASHED
         if not whole:
             te = np.flatnonzero(~off)
             rows = te if parent is None else np.asarray(parent)[te]
