@@ -680,7 +680,8 @@ def register(cli: Any) -> None:
         default=None,
         metavar="N",
         help="TE entries per switch, every tier (default: the fabric's te_entries, 2048 per "
-        "switch unless the fabric file says otherwise); flows beyond it stay on ECMP",
+        "switch unless the fabric file says otherwise); a switch's own te_entries (an "
+        "inventory's) is kept where smaller; flows beyond it stay on ECMP",
     )
     solve.add_argument(
         "--search-tries",

@@ -367,7 +367,8 @@ def register(cli: Commands) -> None:
     p.add_argument("--qps", type=flag(int, 1, MAX_QPS), default=None,
                    help="queue pairs per flow (hashed) and QP buckets TE may split into (16)")
     p.add_argument("--table-budget", type=flag(int, 0, 2**31 - 1), default=None, metavar="N",
-                   help="TE entries per switch (default: the fabric's)")
+                   help="TE entries per switch, every tier; a switch's own (an inventory's) is "
+                        "kept where smaller (default: the fabric's)")
     p.add_argument("--reference", choices=HASHINGS, default=None,
                    help="the routing the repair's certificate holds every job to (eecmp)")
     p.add_argument("--hashes", type=flag(int, 1, 64), default=None, metavar="K",

@@ -156,17 +156,20 @@ class Fabric:
         ):  # fmt: skip
             raise FabricError("wiring: its names, ports and masks do not fit the fabric's shape")
 
-    def table_budget(self) -> np.ndarray:
+    def table_budget(self, override: int | None = None) -> np.ndarray:
         """TE entries each node can hold, by node id (float64; inf = unlimited or not a
-        switch)."""
+        switch). `override` (an operator's one number, `--table-budget`) replaces every
+        tier's budget and caps a switch's own (an inventory's `te_entries`, a fact of that
+        switch's hardware): no switch is given more than it says it holds."""
+        tiers = self.te_entries if override is None else (override,) * len(SWITCH_TIERS)
         out = np.full(self.num_nodes, np.inf)
-        for tier, value in zip(SWITCH_TIERS, self.te_entries, strict=True):
+        for tier, value in zip(SWITCH_TIERS, tiers, strict=True):
             if value is not None:
                 lo = self._node_base[tier]
                 out[lo : lo + self._tier_size(tier)] = value
         if self.wiring is not None:
             for node, value in self.wiring.budgets:
-                out[node] = value
+                out[node] = value if override is None else min(value, override)
         return out
 
     def _tier_size(self, tier: str) -> int:

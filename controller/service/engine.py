@@ -735,7 +735,8 @@ class Engine(RouteCommands):
             self.installer.target = target
             if task.settled is None:  # a settle certified keeps the last solve as its baseline
                 self._baseline = Baseline(self.fabric, result, task.flows, solved.version,
-                                          solved.health, self.options.qps)  # fmt: skip
+                                          solved.health, self.options.qps,
+                                          self.options.table_budget)  # fmt: skip
                 self.global_solves += 1
             else:
                 self.settles_certified += 1

@@ -188,8 +188,10 @@ class Baseline:
     CACHED = 64  # bounds kept
 
     def __init__(self, fabric: Fabric, result: SolveResult, flows: FlowSet, jobs_version: int,
-                 health: LinkHealth, qps: int) -> None:  # fmt: skip
+                 health: LinkHealth, qps: int, table_budget: int | None = None,
+                 ) -> None:  # fmt: skip
         self.fabric = fabric
+        self.budget = fabric.table_budget(table_budget)  # entries per node, as solved
         self.result = result  # its MLU counted in place when the push left it to count
         self.flows = flows
         self.jobs_version = jobs_version
@@ -226,7 +228,7 @@ class Baseline:
                              {"total": seconds}, last.parent, as_of=last)  # fmt: skip
         if usage is None:
             return out
-        counts = table_figures(self.fabric, usage, self.fabric.table_budget())
+        counts = table_figures(self.fabric, usage, self.budget)
         budgets = {k: v for k, v in last.tables.items() if k.startswith("te_entries_budget")}
         return replace(out, usage=usage, tables={**counts, **budgets})
 

@@ -498,8 +498,11 @@ def repair(
 
 
 def _limits(fabric: Fabric, budget: TableBudget | None) -> np.ndarray:
-    """Entries per node (inf: unlimited): `budget`, else the fabric's per tier."""
-    return switch_budget(fabric, fabric.table_budget() if budget is None else budget)
+    """Entries per node (inf: unlimited): `budget` (one number: as Fabric.table_budget
+    reads it), else the fabric's."""
+    if budget is None or isinstance(budget, int):
+        return fabric.table_budget(budget)
+    return switch_budget(fabric, budget)
 
 
 def repair_indexed(

@@ -361,8 +361,9 @@ def _bucket_result(
 
 
 def _budget(fabric: Fabric, opts: SolveOptions) -> TableBudget:
-    """Entries per switch: the option's one number, else the fabric's per-tier budgets."""
-    return fabric.table_budget() if opts.table_budget is None else opts.table_budget
+    """Entries per switch: the fabric's, with the option's one number for every tier and as
+    a cap on a switch's own (Fabric.table_budget)."""
+    return fabric.table_budget(opts.table_budget)
 
 
 def table_figures(fabric: Fabric, usage: np.ndarray, budget: TableBudget) -> dict[str, float]:

@@ -124,6 +124,11 @@ def test_a_switch_budget_overrides_its_tier() -> None:
     assert budget[f.node_by_name("spine-b2")] == 100
     assert budget[f.node_by_name("spine-b1")] == 512 and budget[f.node_by_name("leaf-a0")] == 2048
     assert np.isinf(budget[f.node_by_name("super-00")])
+    # an operator's one number replaces every tier's and caps a switch's own, never raises it
+    budget = f.table_budget(256)
+    assert budget[f.node_by_name("spine-b2")] == 100
+    assert budget[f.node_by_name("spine-b1")] == 256 == budget[f.node_by_name("super-00")]
+    assert f.table_budget(16)[f.node_by_name("spine-b2")] == 16
 
 
 def test_two_tier_without_atsws() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -351,6 +352,30 @@ def test_a_spray_kept_away_from_its_cut_bound_reports_the_lp_bound() -> None:
     assert res.method == "qp-spray" and res.lp is not None
     assert res.bound.value == pytest.approx(lp.bound.value)
     assert res.mlu >= res.bound.value * (1 - 1e-9) and res.ratio < 1.05
+
+
+def test_a_switch_holds_no_more_than_its_own_budget_under_a_larger_option() -> None:
+    """The defect: `--table-budget 256` replaced an inventory's per-switch budget too, so a
+    switch that says it holds 3 TE entries was given 29."""
+    from controller.model.inventory import fabric_from_cables
+    from controller.model.name_templates import named_cable_list
+    from controller.routes.budget import table_usage
+
+    devices, cables = named_cable_list(build(PRESETS["small"]))
+    plain = fabric_from_cables("dc1", devices, cables)
+    flows = jobs_flows(plain, random_jobs(plain, seed=1))
+    health = LinkHealth.all_up(plain)
+    free = solve(plain, health, flows, options=UNCERTIFIED)
+    usage = table_usage(plain, free.assignment)
+    busy = int(np.argmax(usage))
+    assert usage[busy] > 3
+    name = plain.node_name(busy)
+    devices = [replace(d, te_entries=3) if d.name == name else d for d in devices]
+    fabric = fabric_from_cables("dc1", devices, cables)
+    res = solve(fabric, health, flows, options=replace(UNCERTIFIED, table_budget=256))
+    usage = table_usage(fabric, res.assignment)
+    assert usage[busy] <= 3 and res.fallback_ecmp.size > 0
+    assert (usage <= 256).all()
 
 
 def test_the_fullest_switch_is_named_with_its_own_budget() -> None:
