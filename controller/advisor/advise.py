@@ -68,7 +68,7 @@ class Request:
     avoid_hosts: tuple[int, ...] = ()
     top: int = 3
     channels: int = 1
-    demand_gbps: float = 400.0
+    demand_gbps: float | None = None  # None: the line rate of the job's slowest NIC
     hosts: int = 0
 
 

@@ -230,8 +230,9 @@ def dump_placement(fabric: Fabric, jobs: Sequence[Job]) -> dict[str, Any]:
             "tp": job.tp,
             "collectives": list(job.collectives),
             "channels": job.channels,
-            "demand_gbps": job.demand_gbps,
         }
+        if job.demand_gbps is not None:
+            entry["demand_gbps"] = job.demand_gbps
         if job.gpus_per_host is not None:
             entry["gpus_per_host"] = job.gpus_per_host
         if job.priority:

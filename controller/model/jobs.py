@@ -15,7 +15,9 @@ P ports (`Fabric.ports_per_nic`; the model's NICs P*i .. P*i+P-1 of the host) sp
 its flows evenly over its ports, port p to port p, so every port carries 1/P of what the NIC
 sends (a dual-port NIC's two planes).
 Each pattern in `collectives` gets an equal share p = demand_gbps / len(collectives) of every
-NIC's send budget, so no NIC of a job ever sends more than `demand_gbps` in total:
+NIC's send budget, so no NIC of a job ever sends more than `demand_gbps` in total (none
+given: the line rate of the job's slowest NIC, so a job on 200G or 800G NICs asks what its
+NICs carry):
 
 - "ring": all-reduce over the hosts of each stage (n hosts). Channel c is a ring with offset
   o_c taken from +1, -1, +2, -2, ... (mod n, distinct and non-zero while they last): NIC i of
@@ -68,7 +70,8 @@ class Job:
     gpus_per_host: int | None = None  # None: every NIC of the host
     collectives: tuple[str, ...] = ("ring",)
     channels: int = 1
-    demand_gbps: float = LINE_RATE_GBPS  # per-NIC send budget, shared by the collectives
+    demand_gbps: float | None = None  # per-NIC send budget, shared by the collectives;
+    # None: the line rate of the job's slowest NIC (Job.demand)
     priority: int = 0  # class in the job-level objective: higher is raised first
 
     def __post_init__(self) -> None:
@@ -115,13 +118,25 @@ class Job:
                     f"pattern {validation.shown(name)} is listed twice", f"collectives[{i}]"
                 )
         object.__setattr__(self, "collectives", tuple(self.collectives))
-        demand = validation.gbps(self.demand_gbps, "demand_gbps", JobError)
-        object.__setattr__(self, "demand_gbps", demand)
+        if self.demand_gbps is not None:
+            demand = validation.gbps(self.demand_gbps, "demand_gbps", JobError)
+            object.__setattr__(self, "demand_gbps", demand)
         seen: dict[int, int] = {}
         for i, host in enumerate(self.hosts):
             if host in seen:
                 raise JobError(f"duplicate host {host} (also hosts[{seen[host]}])", f"hosts[{i}]")
             seen[host] = i
+
+    def demand(self, fabric: Fabric) -> float:
+        """Each NIC's send budget in Gbps: `demand_gbps`, else the line rate of the job's
+        slowest NIC (its ports' access links as built, the GPUs it uses)."""
+        if self.demand_gbps is not None:
+            return self.demand_gbps
+        P = fabric.ports_per_nic
+        ports = (np.asarray(self.hosts, np.int64)[:, None] * fabric.nics_per_host
+                 + np.arange(self.gpus(fabric) * P)[None, :]).reshape(-1)  # fmt: skip
+        line = fabric.capacity[fabric.up(ports)]
+        return float(line.min()) * P
 
     def gpus(self, fabric: Fabric) -> int:
         """GPUs used on each host of `fabric` (resolves the `gpus_per_host=None` default)."""
@@ -239,7 +254,7 @@ def asked_flows(fabric: Fabric, job: Job) -> FlowSet:
     g = job.gpus(fabric)
     hosts = np.asarray(job.hosts, dtype=np.int64)
     stage = job.dp * job.tp
-    budget = job.demand_gbps / len(job.collectives) / P  # a port's share of its NIC's
+    budget = job.demand(fabric) / len(job.collectives) / P  # a port's share of its NIC's
     src_nic: list[np.ndarray] = []
     dst_nic: list[np.ndarray] = []
     demand: list[np.ndarray] = []
@@ -341,7 +356,8 @@ def jobs_over_line_rate(fabric: Fabric, jobs: Sequence[Job]) -> dict[str, float]
     for more than its own, so only those jobs' flows are built."""
     nics = np.arange(fabric.num_nics)
     least = float(fabric.capacity[fabric.up(nics)].min(initial=np.inf))
-    asking = [job for job in jobs if job.demand_gbps > least * (1 + 1e-9)]
+    asking = [job for job in jobs
+              if job.demand_gbps is not None and job.demand_gbps > least * (1 + 1e-9)]
     if not asking:
         return {}
     return over_line_rate(fabric, FlowSet.concat([asked_flows(fabric, job) for job in asking]))

@@ -35,7 +35,7 @@ GOOD = {
 
 def test_parse_good_placement(tiny: Fabric) -> None:
     jobs = parse_placement(tiny, GOOD)
-    assert jobs[0] == Job("llm-1", (0, 1, 2, 3), dp=4, tp=2, channels=2)
+    assert jobs[0] == Job("llm-1", (0, 1, 2, 3), dp=4, tp=2, channels=2, demand_gbps=400)
     assert jobs[1] == Job("rank-1", (4, 7), dp=4, collectives=("alltoall",))  # dp inferred
     assert jobs[2] == Job("small", (5,), dp=1, gpus_per_host=1)
 
