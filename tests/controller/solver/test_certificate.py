@@ -352,7 +352,16 @@ def fabrics(draw: st.DrawFn) -> Fabric:
         agg_links=draw(st.integers(1, 2)),
         taper=draw(st.sampled_from([1.0, 1.5, 2.0, 4.0])) if pods > 1 else None,
     )
-    return build(spec)
+    fabric = build(spec)
+    speeds = draw(st.lists(st.tuples(st.integers(0, fabric.num_links - 1),
+                                     st.sampled_from([0.25, 0.5, 2.0])), max_size=4))  # fmt: skip
+    if not speeds:
+        return fabric
+    # mixed speeds, as an operator's cables: NICs at 100-800G beside 400G, slower uplinks
+    cap = fabric.capacity.copy()
+    for link, times in speeds:
+        cap[2 * link] = cap[2 * link + 1] = fabric.capacity[2 * link] * times
+    return replace(fabric, capacity=cap)
 
 
 @st.composite
@@ -393,6 +402,8 @@ def _mix(fabric: Fabric, seed: int, fill: float, frag: float) -> FlowSet:
     jobs = random_jobs(fabric, seed=seed, fill=fill, sizes={2: 2, 3: 1, 4: 2, 8: 1},
                        patterns={"ring": 2, "pipeline": 1, "alltoall": 1},
                        fragmentation=frag)  # fmt: skip
+    if seed % 2:  # no demand given: each job asks its slowest NIC's line rate
+        jobs = [replace(job, demand_gbps=None) for job in jobs]
     flows = jobs_flows(fabric, jobs)
     assume(len(flows) > 0)
     return flows
