@@ -225,8 +225,11 @@ def report_text(r: Resilience, fabric_name: str, top: int = TOP) -> str:
     rows = []
     for rank, i in enumerate(r.ranking[:top].tolist(), start=1):
         j = int(np.argmax(loss[i, 0])) if jobs else 0
-        rows.append([rank, r.names[i], KINDS[r.kind[i]], _pct(worst[i, 0]), _pct(worst[i, 1]),
-                     _pct(worst[i, 2]), r.job_ids[j] if worst[i, 0] > 0 else "-",
+        # every job with flows stalled: no other job whose loss the columns could show
+        others = bool((r.has_flows & ~r.stalled[i]).any())
+        losses = [_pct(worst[i, x]) if others else "-" for x in range(3)]
+        rows.append([rank, r.names[i], KINDS[r.kind[i]], *losses,
+                     r.job_ids[j] if worst[i, 0] > 0 else "-",
                      int(r.stalled[i].sum()), int(r.crossed_flows[i]), int(r.moved_flows[i]),
                      int(r.moved_jobs[i]), int(r.handed_back[i])])  # fmt: skip
     lines.append(format_table(["rank", "element", "kind", "te loss", "eecmp loss", "wcmp loss",

@@ -221,6 +221,21 @@ def test_tectl_resilience_text_json_and_plot(tmp_path, capsys: pytest.CaptureFix
     assert main(["resilience", "--fabric", "small", "--kinds", "nope"]) == 2
 
 
+def test_an_element_that_stalls_every_job_shows_no_loss_of_other_jobs(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The defect: one job, stalled by its RTSW's failure, read 'te loss 0.0%' as if the
+    failure cost nothing; with no other job left the loss cells read '-'."""
+    from controller.cli.main import main
+
+    assert main(["resilience", "--fabric", "small", "--seed", "1", "--workers", "1",
+                 "--kinds", "rtsw", "--top", "3"]) == 0  # fmt: skip
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()
+            if line.split()[:1] == ["1"]]  # fmt: skip
+    rank1 = rows[0]
+    assert rank1[2] == "rtsw" and rank1[3:6] == ["-", "-", "-"] and rank1[7] == "1"
+
+
 def test_tectl_resilience_refuses_routes_over_links_down(
     tmp_path, capsys: pytest.CaptureFixture[str]  # type: ignore[no-untyped-def]
 ) -> None:
