@@ -345,7 +345,10 @@ def cmd_job_describe(args: argparse.Namespace) -> int:
     lines = [
         f"job         {job.id} (generation {job.generation})",
         f"shape       {plural(len(job.hosts), 'host')}; dp {spec['dp']}, pp {spec['pp'] or 1}, "
-        f"tp {spec['tp'] or 1}; {', '.join(spec['collectives']) or 'ring'}",
+        f"tp {spec['tp'] or 1}; {', '.join(spec['collectives']) or 'ring'}"
+        + (f"; priority {spec['priority']}" if spec.get("priority") else "")
+        + (f"; demand {spec['demand_gbps']:g} Gbps a NIC" if spec.get("demand_gbps")
+           else "; demand: line rate"),
         f"hosts       {', '.join(job.hosts[:8])}" + (" ..." if len(job.hosts) > 8 else ""),
     ]
     if fig is None and follower:

@@ -149,7 +149,8 @@ def test_job_describe_tells_nothing_to_route_from_not_installed(
         jobs = tmp_path / "jobs.json"
         jobs.write_text(json.dumps({"jobs": [
             {"id": "solo", "hosts": [small.host_name(4)]},
-            {"id": "ring", "hosts": [small.host_name(h) for h in (0, 2, 16)]},
+            {"id": "ring", "hosts": [small.host_name(h) for h in (0, 2, 16)], "priority": 2,
+             "demand_gbps": 200},
         ]}))  # fmt: skip
         assert main(["job", "put", str(jobs), *server]) == 0
         assert running.engine.wait_predicted()
@@ -158,8 +159,12 @@ def test_job_describe_tells_nothing_to_route_from_not_installed(
         text = capsys.readouterr().out
         assert "routing     no flows across the fabric" in text and "nothing to route" in text
         assert "not installed yet" not in text and "busbw" not in text
+        assert "demand: line rate" in text  # none given: its slowest NIC's
         assert main(["job", "describe", "ring", *server]) == 0
-        assert "busbw       100.0% of line rate" in capsys.readouterr().out
+        text = capsys.readouterr().out
+        assert "busbw       100.0% of" in text
+        # what the operator gave is shown: the class it is raised in, the demand it asks
+        assert "; ring; priority 2; demand 200 Gbps a NIC" in text
         assert main(["job", "ls", "-o", "json", *server]) == 0
         listed = {j["id"]: j["figures"] for j in json.loads(capsys.readouterr().out)}
         assert listed["solo"]["flows"] == 0 and not listed["solo"]["predicted"]
