@@ -732,8 +732,8 @@ def _precomputed_lines(p: dict[str, Any]) -> list[str]:
              f"{p['rows_moved_mean']:.3g}; jobs moved max {g(p['jobs_moved_max'])}, mean "
              f"{p['jobs_moved_mean']:.3g}; {g(p['elements_moving_others'])} move rows that did "
              "not cross the element"]  # fmt: skip
-    lines += [f"  widest    {w['element']} ({w['kind']}): {g(w['rows_moved'])} rows moved "
-              f"({g(w['rows_off_element'])} off it), {g(w['jobs_moved'])} jobs"
+    lines += [f"  widest    {w['element']} ({w['kind']}): {plural(w['rows_moved'], 'row')} moved "
+              f"({g(w['rows_off_element'])} off it), {plural(w['jobs_moved'], 'job')}"
               for w in p["widest"][:5]]  # fmt: skip
     return lines
 

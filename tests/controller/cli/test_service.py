@@ -338,3 +338,20 @@ def test_precomputed_repairs_before_any_routing_say_so() -> None:
     empty = {"enabled": True, "total": 0, "generation": 0, "done": False, "ready": 0}
     assert _precomputed_lines(empty) == [
         "precomputed none yet: made once a routing is installed"]
+
+
+def test_status_names_the_widest_repairs_in_words() -> None:
+    """'1 jobs' was printed for one job moved; counts read as words."""
+    from controller.cli.service import _precomputed_lines
+
+    widest = [{"element": "rtsw-p0-r0", "kind": "rtsw", "rows_moved": 1, "rows_off_element": 0,
+               "jobs_moved": 1},
+              {"element": "ctsw-p0-c0", "kind": "ctsw", "rows_moved": 1200,
+               "rows_off_element": 3, "jobs_moved": 2}]  # fmt: skip
+    p = {"enabled": True, "total": 2, "generation": 1, "ready": 2, "done": True, "bytes": 10,
+         "seconds": 0.1, "hits": 0, "rows_moved_max": 1200, "rows_moved_mean": 600.5,
+         "jobs_moved_max": 2, "jobs_moved_mean": 1.5, "elements_moving_others": 1,
+         "widest": widest}  # fmt: skip
+    lines = _precomputed_lines(p)
+    assert lines[-2].endswith("rtsw-p0-r0 (rtsw): 1 row moved (0 off it), 1 job")
+    assert lines[-1].endswith("ctsw-p0-c0 (ctsw): 1,200 rows moved (3 off it), 2 jobs")
