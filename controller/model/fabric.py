@@ -166,13 +166,14 @@ class Fabric:
         for tier, value in zip(SWITCH_TIERS, tiers, strict=True):
             if value is not None:
                 lo = self._node_base[tier]
-                out[lo : lo + self._tier_size(tier)] = value
+                out[lo : lo + self.tier_size(tier)] = value
         if self.wiring is not None:
             for node, value in self.wiring.budgets:
                 out[node] = value if override is None else min(value, override)
         return out
 
-    def _tier_size(self, tier: str) -> int:
+    def tier_size(self, tier: str) -> int:
+        """Switches of a tier (rtsw, ctsw, atsw)."""
         return {"rtsw": self.num_rtsws, "ctsw": self.num_ctsws, "atsw": self.num_atsws}[tier]
 
     @cached_property

@@ -111,7 +111,6 @@ class Engine(RouteCommands):
         # thread, which certifies the settled result (or a global solve) in full
         self.react = replace(self.options.certify, defer_above=REACT_WORK)
         self.metrics = metrics or Metrics()
-        self.metrics.set_table_budget(fabric, self.options.table_budget)
         self._clock = clock
         self._cond = threading.Condition()
         self._state = DesiredState(fabric)
@@ -145,7 +144,7 @@ class Engine(RouteCommands):
             reconciler or Reconciler(fenced, fabric, push_timeout=push_timeout),
             self.metrics, self._cond, push_timeout=push_timeout,
             is_leader=self.replica.is_leader, stopped=lambda: self._stop,
-            leaders=self.intake.leaders,
+            leaders=self.intake.leaders, table_budget=self.options.table_budget,
         )  # fmt: skip
         self.predictor = Predictor(fabric, self.metrics, self._cond, busy=lambda: self._busy,
                                    stopped=lambda: self._stop, clock=clock,

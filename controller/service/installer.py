@@ -40,7 +40,6 @@ from controller.routes.plan import Plan, plan_update
 from controller.routes.tables import Entry, RouteSet, Table
 from controller.service.metrics import Metrics, TierCounts
 from controller.service.rounds import Target
-from controller.service.route_query import SWITCH_TIERS
 from controller.service.splices import Splices, apply_splices
 from controller.service.state import RouteLog
 from controller.solver import RouteIndex
@@ -99,6 +98,7 @@ class Installer:
         is_leader: Callable[[], bool],
         stopped: Callable[[], bool],
         leaders: Callable[[], Assignment | None],
+        table_budget: int | None = None,
     ) -> None:
         self.fabric = fabric
         self.driver = driver  # reads (a follower reads too)
@@ -123,7 +123,9 @@ class Installer:
         self._sweep: list[str] = []  # switches a periodic reconcile has still to check
         self._sweep_ok = True
         self._sweep_pace: float | None = None  # s per switch of the last sweep step
-        self._tiers = TierCounts(SWITCH_TIERS)  # installed entries per switch, by tier
+        # installed entries per switch, by tier, against each switch's budget
+        self._tiers = TierCounts(fabric, fabric.table_budget(table_budget))
+        self.metrics.set_tier_tables(self._tiers.totals())  # nothing installed yet
 
     # ---- wanted routes ---------------------------------------------------------------
     @property

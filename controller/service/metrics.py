@@ -13,8 +13,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
+from controller.errors import FabricError
 from controller.model.fabric import SWITCH_TIERS, Fabric
 
 if TYPE_CHECKING:
@@ -121,12 +123,13 @@ class Metrics:
         )  # fmt: skip
         self.table_entries_max = Gauge(
             PREFIX + "switch_table_entries_max",
-            "TE entries on the fullest switch of a tier", ["tier"], registry=r,
+            "TE entries on the fullest switch of a tier (the most of its own budget used)",
+            ["tier"], registry=r,
         )  # fmt: skip
         self.table_budget = Gauge(
             PREFIX + "switch_table_budget_entries",
-            "TE entries a switch of the tier may hold (the solver's table budget; +Inf: "
-            "unlimited)", ["tier"], registry=r,
+            "TE entries the fullest switch of a tier may hold (its table budget; with no "
+            "entry in the tier, the tier's least; +Inf: unlimited)", ["tier"], registry=r,
         )  # fmt: skip
         self.ops_pushed = Counter(
             PREFIX + "entry_operations_total", "Entry operations pushed", registry=r
@@ -167,25 +170,13 @@ class Metrics:
         for job, value in sorted(fractions.items()):
             self.job_busbw.labels(job).set(value)
 
-    def set_tables(self, per_switch: Mapping[str, int], tiers: tuple[str, ...]) -> None:
-        """Entries per tier (total, fullest switch) from entries per switch name."""
-        for tier in tiers:
-            counts = [n for name, n in per_switch.items() if name.startswith(tier + "-")]
-            self.table_entries.labels(tier).set(sum(counts))
-            self.table_entries_max.labels(tier).set(max(counts, default=0))
-
-    def set_tier_tables(self, totals: Mapping[str, tuple[int, int]]) -> None:
-        """Entries per tier: (total, fullest switch), as `TierCounts.totals` gives them."""
-        for tier, (total, most) in totals.items():
+    def set_tier_tables(self, totals: Mapping[str, tuple[int, int, float]]) -> None:
+        """Entries per tier: (total, its fullest switch's, that switch's budget), as
+        `TierCounts.totals` gives them: the alert on max / budget reads one switch."""
+        for tier, (total, most, budget) in totals.items():
             self.table_entries.labels(tier).set(total)
             self.table_entries_max.labels(tier).set(most)
-
-    def set_table_budget(self, fabric: Fabric, option: int | None) -> None:
-        """The table budget per tier (the option's one number, else the fabric's per tier;
-        inf: unlimited), for alerting on the fullest switch's share of it."""
-        tiers = fabric.te_entries if option is None else (option,) * len(SWITCH_TIERS)
-        for tier, v in zip(SWITCH_TIERS, tiers, strict=True):
-            self.table_budget.labels(tier).set(float("inf") if v is None else float(v))
+            self.table_budget.labels(tier).set(budget)
 
     def serve(self, port: int, address: str = "127.0.0.1") -> None:
         """Expose /metrics on `port`."""
@@ -261,29 +252,51 @@ class PrecomputeMetrics:
 
 
 class TierCounts:
-    """Entries per switch, grouped by tier, changed one switch at a time: a push that reads
-    back a few switches updates their tiers' figures without counting the others."""
+    """Entries per switch, grouped by tier (the fabric's, whatever the switches' names),
+    changed one switch at a time: a push that reads back a few switches updates their
+    tiers' figures without counting the others. `budget`: entries per node id
+    (Fabric.table_budget), to find each tier's fullest switch by its own budget."""
 
-    def __init__(self, tiers: tuple[str, ...]) -> None:
-        self._by_tier: dict[str, dict[str, int]] = {t: {} for t in tiers}
-        self._prefixes = tuple((t + "-", t) for t in tiers)
+    def __init__(self, fabric: Fabric, budget: np.ndarray) -> None:
+        self._fabric, self._budget = fabric, budget
+        self._by_tier: dict[str, dict[int, int]] = {t: {} for t in SWITCH_TIERS}
 
     def update(self, routes: RouteSet, switches: Iterable[str]) -> None:
         """Take the entry counts of `switches` from `routes` (absent: none)."""
         for sw in switches:
-            tier = next((t for prefix, t in self._prefixes if sw.startswith(prefix)), None)
-            if tier is None:
+            try:
+                node = self._fabric.node_by_name(sw)
+            except FabricError:
+                continue
+            counts = self._by_tier.get(self._fabric.node_kind(node))
+            if counts is None:
                 continue
             n = len(routes.table(sw))
             if n:
-                self._by_tier[tier][sw] = n
+                counts[node] = n
             else:
-                self._by_tier[tier].pop(sw, None)
+                counts.pop(node, None)
 
-    def totals(self) -> dict[str, tuple[int, int]]:
-        """Per tier, (entries, entries on its fullest switch)."""
-        return {t: (sum(c.values()), max(c.values(), default=0))
-                for t, c in self._by_tier.items()}  # fmt: skip
+    def totals(self) -> dict[str, tuple[int, int, float]]:
+        """Per tier, (entries, entries on its fullest switch, that switch's budget): the
+        fullest by the share of its own budget it holds (as the solve's table figures);
+        with no entry, 0 and the tier's least budget."""
+        out = {}
+        for tier, counts in self._by_tier.items():
+            lo = self._fabric.node_id(tier, 0) if self._fabric.tier_size(tier) else 0
+            tier_budget = self._budget[lo : lo + self._fabric.tier_size(tier)]
+            least = float(tier_budget.min(initial=np.inf))
+            if not counts:
+                out[tier] = (0, 0, least)
+                continue
+            nodes = np.fromiter(counts, np.int64, len(counts))
+            used = np.fromiter(counts.values(), np.float64, len(counts))
+            room = self._budget[nodes]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                share = np.where(room > 0, used / room, np.inf)
+            fullest = int(np.lexsort((-used, -share))[0])
+            out[tier] = (int(used.sum()), int(used[fullest]), float(room[fullest]))
+        return out
 
 
 class RpcMetrics:

@@ -1237,3 +1237,45 @@ def test_a_settled_repair_counts_its_own_table_entries() -> None:
         assert last.tables["te_entries"] == len(engine.installed)
     finally:
         engine.close()
+
+
+def test_table_metrics_read_a_named_fabric_and_each_switchs_own_budget() -> None:
+    """The defect: the table gauges sorted switches into tiers by the names 'rtsw-...', so
+    an inventory's 'leaf-a0' counted nowhere (0 entries), and the budget gauge was the
+    tier's, not the fullest switch's own: the nearly-full alert could never fire."""
+    from controller.model.inventory import fabric_from_cables
+    from controller.model.name_templates import named_cable_list
+    from controller.routes.budget import table_usage
+    from controller.solver.solve import solve
+    from sim.jobmix import random_jobs
+
+    names = {"host": "gpu-{pod_letter}{rack}{host}", "rtsw": "leaf-{pod_letter}{rack}",
+             "ctsw": "spine-{pod_letter}{ctsw}", "atsw": "super-{plane}{atsw}"}  # fmt: skip
+    devices, cables = named_cable_list(build(PRESETS["small"]), names)
+    plain = fabric_from_cables("dc1", devices, cables)
+    jobs = random_jobs(plain, seed=1)
+    usage = table_usage(plain, solve(plain, LinkHealth.all_up(plain),
+                                     jobs_flows(plain, jobs)).assignment)  # fmt: skip
+    busy = plain.node_name(int(np.argmax(usage)))  # a leaf: most entries sit at the source
+    held = int(usage.max())
+    assert busy.startswith("leaf-") and 0 < held < 2048
+    # its own budget just holds them: the fullest switch by its budget, not by its count
+    devices = [replace(d, te_entries=held) if d.name == busy else d for d in devices]
+    fabric = fabric_from_cables("dc1", devices, cables)
+    engine = Engine(fabric, EmulatedDriver(fabric), debounce=0.0, reconcile_interval=60.0,
+                    precompute=False)  # fmt: skip
+    try:
+        for job in jobs:
+            engine.put_job(job, 0)
+        assert engine.wait_idle(60) and engine.last_error == ""
+        value = engine.metrics.registry.get_sample_value
+        installed = engine.installed
+        tiers = ("rtsw", "ctsw", "atsw")
+        assert sum(value("fabric_te_table_entries", {"tier": t}) for t in tiers) \
+            == len(installed) > 0
+        assert len(installed.table(busy)) == held
+        assert value("fabric_te_switch_table_entries_max", {"tier": "rtsw"}) == held
+        assert value("fabric_te_switch_table_budget_entries", {"tier": "rtsw"}) == held
+        assert value("fabric_te_switch_table_budget_entries", {"tier": "ctsw"}) == 2048
+    finally:
+        engine.close()
