@@ -341,7 +341,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
         f"{result.unroutable.size} unroutable, {result.fallback_ecmp.size} on ECMP (tables), "
         f"solve {result.times['total']:.3f} s",
         _tables_line(result.metrics(), result.fallback_ecmp.size,
-                     ("rtsw", "ctsw", "atsw") if inputs.fabric.num_atsws else ("rtsw", "ctsw")),
+                     _fullest(inputs.fabric, result, options.table_budget)),
         _gap_line(rows, optimum),
     ]
     lines.append(counts_line)
@@ -476,22 +476,35 @@ def _optimum(inputs: Inputs, result: Any) -> float:
     return max(solve_lp(inputs.fabric, inputs.health, comm).mlu, access)
 
 
+def _fullest(fabric: Fabric, result: Any, table_budget: int | None) -> dict[str, str]:
+    """Per tier the fabric has, the name of the switch the TE-entries line reads."""
+    from controller.solver.solve import fullest_switches
+
+    usage = result.usage if result.usage is not None else np.zeros(fabric.num_nodes)
+    budget = fabric.table_budget(table_budget)
+    return {tier: fabric.node_name(node)
+            for tier, node in fullest_switches(fabric, usage, budget).items()}  # fmt: skip
+
+
 def _tables_line(metrics: dict[str, float], on_ecmp: int,
-                 tiers_of: tuple[str, ...] = ("rtsw", "ctsw", "atsw")) -> str:  # fmt: skip
-    """TE entries used against the per-switch budgets (of the tiers the fabric has), and
-    what the budgets left on ECMP."""
+                 fullest: dict[str, str] | None = None) -> str:  # fmt: skip
+    """TE entries used against the per-switch budgets, per tier the fabric has (`fullest`:
+    tier -> the name of its fullest switch, by the share of its own budget used), and what
+    the budgets left on ECMP."""
 
     def budget(tier: str) -> str:
         value = metrics[f"te_entries_budget_{tier}"]
         return "unlimited" if value == float("inf") else f"{value:,.0f}"
 
+    fullest = fullest or {"rtsw": "", "ctsw": "", "atsw": ""}
     tiers = ", ".join(
-        f"{tier} {metrics[f'te_entries_max_{tier}']:,.0f}/{budget(tier)}"
-        for tier in tiers_of
+        f"{tier}{' ' + name if name and metrics[f'te_entries_max_{tier}'] else ''} "
+        f"{metrics[f'te_entries_max_{tier}']:,.0f}/{budget(tier)}"
+        for tier, name in fullest.items()
     )
     return (
-        f"TE entries: {metrics['te_entries']:,.0f} (most on one switch / budget: {tiers}); "
-        f"{on_ecmp:,} flows left on ECMP by the table budget"
+        f"TE entries: {metrics['te_entries']:,.0f} (fullest switch of each tier, entries / "
+        f"its budget: {tiers}); {plural(on_ecmp, 'flow')} left on ECMP by the table budget"
     )
 
 

@@ -366,22 +366,35 @@ def _budget(fabric: Fabric, opts: SolveOptions) -> TableBudget:
     return fabric.table_budget(opts.table_budget)
 
 
+def fullest_switches(fabric: Fabric, usage: np.ndarray, budget: TableBudget) -> dict[str, int]:
+    """Per tier the fabric has, the node id of its fullest switch: the most of its own
+    budget used (an inventory may give one switch a budget of its own; with uniform
+    budgets, the most entries), the first on a tie."""
+    limit = switch_budget(fabric, budget)
+    out = {}
+    for tier in SWITCH_TIERS:
+        if not fabric.tier_size(tier):
+            continue
+        lo = fabric.node_id(tier, 0)
+        hi = lo + fabric.tier_size(tier)
+        used, room = usage[lo:hi], limit[lo:hi]
+        out[tier] = lo + int(np.argmax(used / np.maximum(room, 1)))
+    return out
+
+
 def table_figures(fabric: Fabric, usage: np.ndarray, budget: TableBudget) -> dict[str, float]:
     """Entries used (`usage`: an assignment's table_usage): in all, and per tier the
-    fullest switch's (the most of its own budget used) next to that switch's budget (an
-    inventory may give one switch a budget of its own)."""
+    fullest switch's (`fullest_switches`) next to that switch's budget."""
     limit = switch_budget(fabric, budget)
     out = {"te_entries": float(usage.sum())}
+    fullest = fullest_switches(fabric, usage, budget)
     for tier in SWITCH_TIERS:
-        lo = fabric.node_id(tier, 0)
-        hi = lo + {"rtsw": fabric.num_rtsws, "ctsw": fabric.num_ctsws}.get(tier, fabric.num_atsws)
-        used, room = usage[lo:hi], limit[lo:hi]
-        if not used.size:
+        node = fullest.get(tier)
+        if node is None:
             out[f"te_entries_max_{tier}"], out[f"te_entries_budget_{tier}"] = 0.0, float("inf")
             continue
-        fullest = int(np.argmax(used / np.maximum(room, 1)))  # uniform budgets: the most used
-        out[f"te_entries_max_{tier}"] = float(used[fullest])
-        out[f"te_entries_budget_{tier}"] = float(room[fullest])
+        out[f"te_entries_max_{tier}"] = float(usage[node])
+        out[f"te_entries_budget_{tier}"] = float(limit[node])
     return out
 
 
