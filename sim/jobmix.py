@@ -66,32 +66,22 @@ def _make_job(
     fabric: Fabric, label: str, kind: str, hosts: np.ndarray, rng: np.random.Generator
 ) -> Job:
     """One job of `kind` on `hosts`, id '<kind>-<label>'; too small a pipeline becomes a ring.
-    Each NIC's send budget is the line rate of the slowest NIC of the fabric (400G on every
-    Meta-style preset; a dual-ToR NIC of two 200G ports sends 400G, 200G on each)."""
+    No demand is given: each NIC's send budget is the line rate of the job's slowest NIC
+    (Job.demand; 400G on every Meta-style preset, a dual-ToR NIC of two 200G ports sending
+    400G, 200G on each), so on a fabric of mixed NICs each job asks what its own carry."""
     g = fabric.gpus_per_host
     n = int(hosts.size)
     members = tuple(hosts.tolist())
-    rate = _line_rate(fabric)
     if kind == "alltoall":
-        return Job(f"alltoall-{label}", members, dp=n * g, collectives=("alltoall",),
-                   demand_gbps=rate)  # fmt: skip
+        return Job(f"alltoall-{label}", members, dp=n * g, collectives=("alltoall",))
     depths = [d for d in PIPELINE_DEPTHS if n % d == 0]
     if kind == "pipeline" and depths:
         pp = int(rng.choice(depths))
         return Job(
             f"pipeline-{label}", members, dp=n // pp, pp=pp, tp=g,
-            collectives=("ring", "pipeline"), demand_gbps=rate,
+            collectives=("ring", "pipeline"),
         )  # fmt: skip
-    return Job(f"ring-{label}", members, dp=n, tp=g, collectives=("ring",), demand_gbps=rate)
-
-
-def _line_rate(fabric: Fabric) -> float:
-    """The slowest installed NIC's speed (Gbps): what a job's NIC can send (its slowest
-    port's times its ports)."""
-    up = fabric.capacity[0 : 2 * fabric.num_access_links : 2]
-    installed = fabric.installed[: fabric.num_access_links]
-    port = float(up[installed].min()) if installed.any() else LINE_RATE_GBPS / fabric.ports_per_nic
-    return port * fabric.ports_per_nic
+    return Job(f"ring-{label}", members, dp=n, tp=g, collectives=("ring",))
 
 
 def random_jobs(

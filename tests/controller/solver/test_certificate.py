@@ -402,8 +402,10 @@ def _mix(fabric: Fabric, seed: int, fill: float, frag: float) -> FlowSet:
     jobs = random_jobs(fabric, seed=seed, fill=fill, sizes={2: 2, 3: 1, 4: 2, 8: 1},
                        patterns={"ring": 2, "pipeline": 1, "alltoall": 1},
                        fragmentation=frag)  # fmt: skip
-    if seed % 2:  # no demand given: each job asks its slowest NIC's line rate
-        jobs = [replace(job, demand_gbps=None) for job in jobs]
+    if seed % 2:  # a demand given, the fabric's slowest NIC's rate: faster NICs ask less
+        # (else none: each job asks its own slowest NIC's line rate)
+        least = float(fabric.capacity[fabric.up(np.arange(fabric.num_nics))].min())
+        jobs = [replace(job, demand_gbps=least * fabric.ports_per_nic) for job in jobs]
     flows = jobs_flows(fabric, jobs)
     assume(len(flows) > 0)
     return flows
