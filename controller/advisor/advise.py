@@ -88,15 +88,27 @@ class Score:
     rank: int = 0  # 1 = best, in `advise` output; 0 when scored alone
     mlu_before: float = 0.0  # TE MLU of the running jobs alone, scored the same way
     note: str = ""  # why the new job's busbw is capped by its own hosts (a NIC down or slow)
+    # what a NIC of the job is planned to send, Gbps: its demand, at most its slowest NIC's
+    # line rate (so on a fabric of mixed NICs, candidates differ in Gbps at the same busbw)
+    planned_gbps: float = 0.0
 
     @property
     def mlu_ratio(self) -> float:
         return self.te_mlu / self.bound if self.bound > 0 else 1.0
 
-    def rank_key(self) -> tuple[float, float, float, int, tuple[int, ...]]:
+    @property
+    def new_job_gbps(self) -> float:
+        """The new job's bus bandwidth per NIC in Gbps: busbw x `planned_gbps` (NaN: no
+        flows)."""
+        return self.new_job_busbw * self.planned_gbps
+
+    def rank_key(self) -> tuple[float, float, float, float, int, tuple[int, ...]]:
+        """Most Gbps a NIC first (on a fabric of one NIC speed: the highest busbw), then the
+        least harm to running jobs, the least cross-pod traffic, the fewest racks."""
         busbw = 1.0 if math.isnan(self.new_job_busbw) else self.new_job_busbw
-        return (-round(busbw, 9), -round(self.worst_existing_delta, 9),
-                round(self.cross_pod_gbps, 6), self.racks, self.hosts)  # fmt: skip
+        return (-round(busbw * self.planned_gbps, 6), -round(busbw, 9),
+                -round(self.worst_existing_delta, 9), round(self.cross_pod_gbps, 6),
+                self.racks, self.hosts)  # fmt: skip
 
 
 @dataclass
@@ -405,7 +417,8 @@ def candidates(
 
 def _score(ctx: _Context, request: Request, hosts: tuple[int, ...], strategy: str) -> Score:
     f = ctx.fabric
-    new = jobs_flows(f, [_job(f, request, hosts)])
+    job = _job(f, request, hosts)
+    new = jobs_flows(f, [job])
     flows = FlowSet.concat([ctx.flows, new])
     fixed = np.concatenate([ctx.path, np.full(len(new), UNROUTED, np.int64)])
     problem = Problem(f, ctx.health, flows)
@@ -433,6 +446,7 @@ def _score(ctx: _Context, request: Request, hosts: tuple[int, ...], strategy: st
         strategy=strategy,
         mlu_before=ctx.mlu,
         note=_nic_note(f, ctx.health, host_arr),
+        planned_gbps=min(job.demand(f), job.line_rate(f)),
     )
 
 

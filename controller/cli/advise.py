@@ -22,7 +22,13 @@ from controller.model.validation import MAX_ADVICE, MAX_GPUS, MAX_SEED, flag
 # solver (tests/controller/cli checks the two agree)
 SAME_POD = ("require", "prefer", "any")
 ADVICE_HEADER = ["rank", "candidate", "hosts", "pods", "racks", "cross-pod Gbps", "TE MLU",
-                 "MLU/bound", "new job busbw", "worst running-job change"]  # fmt: skip
+                 "MLU/bound", "new job busbw", "Gbps a NIC",
+                 "worst running-job change"]  # fmt: skip
+
+
+def _gbps(value: float) -> str:
+    """A candidate's Gbps a NIC ('-': no flows, or a server that does not say)."""
+    return "-" if math.isnan(value) or not value else f"{value:,.4g}"
 
 
 def cmd_advise(args: argparse.Namespace) -> int:
@@ -58,7 +64,7 @@ def cmd_advise(args: argparse.Namespace) -> int:
             raise AdvisorError(_as_flags(str(err))) from None
     rows = [
         [s.rank, s.strategy, len(s.hosts), s.pods, s.racks, s.cross_pod_gbps, s.te_mlu,
-         s.mlu_ratio, Percent(s.new_job_busbw), s.worst_existing_delta]
+         s.mlu_ratio, Percent(s.new_job_busbw), _gbps(s.new_job_gbps), s.worst_existing_delta]
         for s in advice
     ]  # fmt: skip
     gpus = request.gpus or request.hosts * fabric.gpus_per_host
@@ -77,7 +83,8 @@ def cmd_advise(args: argparse.Namespace) -> int:
         + (STALLED if advice and all(s.new_job_busbw == 0 for s in advice) else "")
     )
     data = [
-        {**asdict(s), "hosts": [fabric.host_name(h) for h in s.hosts], "mlu_ratio": s.mlu_ratio}
+        {**asdict(s), "hosts": [fabric.host_name(h) for h in s.hosts], "mlu_ratio": s.mlu_ratio,
+         "new_job_gbps": s.new_job_gbps}
         for s in advice
     ]
     emit(args.json, data, text + "\n")
@@ -129,7 +136,8 @@ def _advise_at(args: argparse.Namespace) -> int:
             raise InputError(_as_flags(str(err))) from None
     rows = [
         [rank, c["strategy"], len(c["hosts"]), c["pods"], c["racks"], c["cross_pod_gbps"],
-         c["te_mlu"], c["mlu_ratio"], Percent(c["new_job_busbw"]), c["worst_existing_delta"]]
+         c["te_mlu"], c["mlu_ratio"], Percent(c["new_job_busbw"]),
+         _gbps(c.get("new_job_gbps", float("nan"))), c["worst_existing_delta"]]
         for rank, c in enumerate(advice, start=1)
     ]  # fmt: skip
     size = plural(args.gpus, "GPU") if args.gpus else plural(args.hosts, "host")

@@ -321,8 +321,10 @@ def cmd_job_ls(args: argparse.Namespace) -> int:
         print("no jobs (`tectl job put FILE` adds some)")
     for job in jobs:
         busbw = _busbw(job.figures)
+        stalled = bool(job.figures and job.figures.get("stalled_flows"))
         print(f"{job.id}\tgeneration {job.generation}\t{plural(len(job.hosts), 'host')}"
-              + (f"\tpredicted busbw {busbw}" if busbw else ""))  # fmt: skip
+              + (f"\tpredicted busbw {busbw}" if busbw else "")
+              + ("\tstalled: a flow of it has no path alive" if stalled else ""))  # fmt: skip
     return 0
 
 
@@ -383,11 +385,18 @@ def _job_doc(job: JobListing) -> dict[str, Any]:
 
 
 def _busbw(figures: dict[str, Any] | None) -> str:
-    """The predicted busbw as a share of line rate (of its demand for a job that asks less:
-    1 = nothing in the fabric slows it), or "" when not predicted."""
+    """The predicted busbw as a share of line rate, or of its demand for a job that asks
+    less (1 = nothing in the fabric slows it), with the rate a NIC that is; "" when not
+    predicted."""
     if not figures or not figures["predicted"]:
         return ""
-    return f"{figures['predicted_busbw']:.1%} of line rate"
+    share = f"{figures['predicted_busbw']:.1%}"
+    demand, line = figures.get("demand_gbps", 0.0), figures.get("line_rate_gbps", 0.0)
+    if not line:  # a server that does not say
+        return f"{share} of line rate"
+    if demand < line * (1 - 1e-9):
+        return f"{share} of its demand ({demand:g} Gbps a NIC; its NICs carry {line:g})"
+    return f"{share} of line rate ({line:g} Gbps a NIC)"
 
 
 def _structured(args: argparse.Namespace, data: Any) -> bool:
@@ -493,8 +502,9 @@ def _links_line(links: list[dict[str, Any]], shown: int = 5,
     more = f", and {len(own) - shown:,} more (`tectl link ls`)" if len(own) > shown else ""
     parts = []
     if drained:
-        parts.append(f"{', '.join(drained)} drained ({len(held):,} links held down until "
-                     "SWITCH=up)")  # fmt: skip
+        ends = f"`tectl link {drained[0]}=up`" if len(drained) == 1 else "each SWITCH=up"
+        parts.append(f"{', '.join(drained)} drained ({plural(len(held), 'link')} held down "
+                     f"until {ends})")  # fmt: skip
     if own:
         parts.append(f"{len(own):,} not fully up ({down:,} down, {len(own) - down:,} "
                      f"degraded): {named}{more}")  # fmt: skip

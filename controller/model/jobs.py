@@ -128,10 +128,12 @@ class Job:
             seen[host] = i
 
     def demand(self, fabric: Fabric) -> float:
-        """Each NIC's send budget in Gbps: `demand_gbps`, else the line rate of the job's
-        slowest NIC (its ports' access links as built, the GPUs it uses)."""
-        if self.demand_gbps is not None:
-            return self.demand_gbps
+        """Each NIC's send budget in Gbps: `demand_gbps`, else `line_rate`."""
+        return self.line_rate(fabric) if self.demand_gbps is None else self.demand_gbps
+
+    def line_rate(self, fabric: Fabric) -> float:
+        """The line rate of the job's slowest NIC in Gbps (its ports' access links as
+        built, the GPUs it uses)."""
         P = fabric.ports_per_nic
         ports = (np.asarray(self.hosts, np.int64)[:, None] * fabric.nics_per_host
                  + np.arange(self.gpus(fabric) * P)[None, :]).reshape(-1)  # fmt: skip

@@ -219,7 +219,7 @@ def score_to_pb(fabric: Fabric, s: Score) -> pb.PlacementScore:
         cross_pod_gbps=s.cross_pod_gbps, te_mlu=s.te_mlu, bound=s.bound,
         mlu_ratio=s.mlu_ratio, new_job_busbw=s.new_job_busbw,
         worst_existing_delta=s.worst_existing_delta, strategy=s.strategy,
-        mlu_before=s.mlu_before, note=s.note,
+        mlu_before=s.mlu_before, note=s.note, new_job_gbps=s.new_job_gbps,
     )  # fmt: skip
 
 
@@ -232,7 +232,8 @@ def job_figures_to_pb(figures: JobFigures | None) -> pb.JobFigures | None:
         flows=figures.flows, te_flows=figures.te_flows, hashed_flows=figures.hashed_flows,
         predicted=busbw is not None, predicted_busbw=0.0 if busbw is None else busbw,
         handed_back=figures.handed_back, over_line_rate=figures.over_line_rate,
-        stalled_flows=figures.stalled_flows,
+        stalled_flows=figures.stalled_flows, demand_gbps=figures.demand_gbps,
+        line_rate_gbps=figures.line_rate_gbps,
     )  # fmt: skip
 
 

@@ -31,13 +31,21 @@ class JobFigures:
     # of hashed_flows, those with no path alive at all (SolveResult.unroutable): the job
     # is stalled under any routing
     stalled_flows: int = 0
+    # what each NIC of it is asked to send (Job.demand), and its slowest NIC's line rate,
+    # Gbps; 0: not known (no job given)
+    demand_gbps: float = 0.0
+    line_rate_gbps: float = 0.0
 
 
 def job_figures(
-    result: SolveResult | None, busbw: Mapping[str, float], over: Mapping[str, float] | None = None
+    result: SolveResult | None,
+    busbw: Mapping[str, float],
+    over: Mapping[str, float] | None = None,
+    rates: Mapping[str, tuple[float, float]] | None = None,
 ) -> dict[str, JobFigures]:
     """Per job id of `result`'s flows (jobs with none too), its figures (`busbw`: the last
-    prediction; `over`: controller.model.jobs.jobs_over_line_rate of the jobs)."""
+    prediction; `over`: controller.model.jobs.jobs_over_line_rate of the jobs; `rates`:
+    per job, (its demand, its slowest NIC's line rate) in Gbps)."""
     if result is None:
         return {}
     flows, parent = result.assignment.flows, result.parent
@@ -55,6 +63,7 @@ def job_figures(
     return {
         job: JobFigures(int(total[j]), int(te[j]), int(total[j] - te[j]), busbw.get(job),
                         fell.get(job, "") or result.hashed_jobs.get(job, ""),
-                        (over or {}).get(job, 0.0), int(stalled[j]))  # fmt: skip
+                        (over or {}).get(job, 0.0), int(stalled[j]),
+                        *(rates or {}).get(job, (0.0, 0.0)))  # fmt: skip
         for j, job in enumerate(ids)
     }

@@ -79,7 +79,8 @@ class EngineReads:
         with self._cond:  # read together; counted outside the lock (O(rows))
             result, busbw = self.last_result, self.predictor.job_busbw
             jobs = [job for job, _ in self._state.job_list()]
-        return job_figures(result, busbw, jobs_over_line_rate(self.fabric, jobs))
+        rates = {job.id: (job.demand(self.fabric), job.line_rate(self.fabric)) for job in jobs}
+        return job_figures(result, busbw, jobs_over_line_rate(self.fabric, jobs), rates)
 
     def links_not_up(self) -> list[tuple[int, float, str, float]]:
         """(link id, capacity factor, the drained switches holding it down joined by ','

@@ -274,3 +274,24 @@ def test_same_pod_any_offers_a_placement_across_pods_where_one_pod_fits(small: F
     assert {1} in pods and {0, 1} in pods
     split = [hosts for name, hosts in offered if name.startswith("split pods")]
     assert split and all(len(hosts) == 8 for hosts in split)
+
+
+def test_candidates_on_faster_nics_rank_first_and_say_their_gbps(small: Fabric) -> None:
+    """The defect: on a fabric of mixed NICs a candidate on 200G NICs and one on 800G both
+    read 'new job busbw 100.0%' (each of its own line rate) and ranked as equals. Each
+    candidate now gives its Gbps a NIC, and candidates are ranked by it."""
+    from dataclasses import replace
+
+    cap = small.capacity.copy()
+    for host, gbps in ((16, 800.0), (17, 800.0), (18, 200.0), (19, 200.0)):  # pod 1, racks 0-1
+        nics = host * small.nics_per_host + np.arange(small.nics_per_host)
+        arcs = small.up(nics)
+        cap[arcs] = cap[arcs ^ 1] = gbps
+    mixed = replace(small, capacity=cap)
+    health = LinkHealth.all_up(mixed)
+    advice = advise(mixed, health, RUNNING, Request(hosts=2, tp=4, top=9, same_pod="any"))
+    fast = next(s for s in advice if set(s.hosts) == {16, 17})
+    slow = [s for s in advice if set(s.hosts) & {18, 19}]
+    assert fast.planned_gbps == 800.0 and fast.new_job_gbps == fast.new_job_busbw * 800.0
+    assert advice[0] is fast or advice[0].new_job_gbps >= fast.new_job_gbps
+    assert all(s.planned_gbps == 200.0 and advice.index(s) > advice.index(fast) for s in slow)

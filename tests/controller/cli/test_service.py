@@ -80,6 +80,9 @@ def test_client_commands(small: Fabric, tmp_path: Path, capsys: pytest.CaptureFi
         assert f"{link}\tdown: {ctsw} drained (down when the drain ends)" in listed
         assert any(line.endswith(f"down: {ctsw} drained (up when the drain ends)")
                    for line in listed)  # fmt: skip
+        assert main(["status", *server]) == 0  # how to end it, by the switch's own name
+        assert f"{ctsw} drained ({len(listed)} links held down until `tectl link {ctsw}=up`)" \
+            in capsys.readouterr().out
         assert main(["link", f"{ctsw}=up", *server]) == 0
         capsys.readouterr()
         assert main(["link", "ls", *server]) == 0
@@ -162,12 +165,22 @@ def test_job_describe_tells_nothing_to_route_from_not_installed(
         assert "demand: line rate" in text  # none given: its slowest NIC's
         assert main(["job", "describe", "ring", *server]) == 0
         text = capsys.readouterr().out
-        assert "busbw       100.0% of" in text
+        # it asks half what its NICs carry: a share of its demand, not of line rate
+        assert "busbw       100.0% of its demand (200 Gbps a NIC; its NICs carry 400)" in text
         # what the operator gave is shown: the class it is raised in, the demand it asks
         assert "; ring; priority 2; demand 200 Gbps a NIC" in text
         assert main(["job", "ls", "-o", "json", *server]) == 0
         listed = {j["id"]: j["figures"] for j in json.loads(capsys.readouterr().out)}
         assert listed["solo"]["flows"] == 0 and not listed["solo"]["predicted"]
+        assert (listed["ring"]["demand_gbps"], listed["ring"]["line_rate_gbps"]) == (200, 400)
+        assert listed["solo"]["demand_gbps"] == listed["solo"]["line_rate_gbps"] == 400
+        # a NIC link of the ring down: `job ls` says it is stalled, not only 0.0%
+        running.engine.report_links({small.access_link(0): 0.0})
+        assert running.engine.wait_idle() and running.engine.wait_predicted()
+        assert main(["job", "ls", *server]) == 0
+        rows = dict(line.split("\t", 1) for line in capsys.readouterr().out.splitlines())
+        assert "0.0% of its demand" in rows["ring"] and "stalled: a flow of it has no path" \
+            in rows["ring"] and "stalled" not in rows["solo"]
     finally:
         running.stop(grace=0.5)
 
