@@ -127,3 +127,22 @@ def test_full_meta_24k_of_two_channel_rings() -> None:
     fabric = build(PRESETS["meta-24k"])
     flows = jobs_flows(fabric, ring_jobs(fabric, 16, channels=2))
     assert len(flows) == 2 * fabric.num_nics
+
+
+def test_each_job_asks_its_own_nics_line_rate(small: Fabric) -> None:
+    """The defect: every job of the mix asked the fabric's slowest NIC's rate, written in,
+    so a job on 800G hosts of a fabric with some 200G NICs was planned at 200."""
+    from dataclasses import replace
+
+    cap = small.capacity.copy()
+    slow = small.up(np.arange(small.nics_per_host))  # host 0 on 200G NICs, the rest 400G
+    cap[slow] = cap[slow ^ 1] = 200.0
+    mixed = replace(small, capacity=cap)
+    jobs = random_jobs(mixed, seed=4, fill=1.0)  # 5 jobs, one of them on host 0
+    assert all(job.demand_gbps is None for job in jobs) and len(jobs) > 1
+    for job in jobs:
+        assert job.demand(mixed) == (200.0 if 0 in job.hosts else 400.0)
+    flows = jobs_flows(mixed, jobs)
+    sent = np.bincount(flows.src_nic, weights=flows.demand, minlength=mixed.num_nics)
+    line = mixed.capacity[mixed.up(np.arange(mixed.num_nics))]
+    assert (sent <= line * (1 + 1e-9)).all()
