@@ -84,12 +84,14 @@ class EngineReads:
 
     def links_not_up(self) -> list[tuple[int, float, str, float]]:
         """(link id, capacity factor, the drained switches holding it down joined by ','
-        or "", its factor beneath them) of every link not fully up, as the inputs say."""
+        or "", the factor it has once no drain holds it: beneath them, or its own) of every
+        link not fully up, as the inputs say."""
         health, f = self.health, self.fabric
         out = []
         for k in health.changed(f).tolist():  # a link without a cable is not news
             by = ",".join(f.node_name(n) for n in health.holding(f, k))
-            out.append((k, float(health.factor[k]), by, float(health.beneath.get(k, 0.0))))
+            factor = float(health.factor[k])
+            out.append((k, factor, by, float(health.beneath.get(k, 0.0)) if by else factor))
         return out
 
     def drained(self) -> list[str]:

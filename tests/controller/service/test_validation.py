@@ -297,6 +297,11 @@ def test_the_end_of_a_drain_gives_each_link_back_the_state_it_has_beneath(servic
     others = [k for k in drained.tolist() if FABRIC.link_name(k).split(":")[0] != "rtsw-p0-r0"
               and k not in {FABRIC.link_by_name(n) for n in (slow, fixed)}]  # fmt: skip
     assert (factor[others] == 1).all()
+    # a link no drain holds: what it has once none does is its own state ('beneath' read
+    # 0.0 for it, which says "down when the drain ends")
+    by_name = {link["link"]: link for link in Client(stub).status()["links"]}
+    assert (by_name[slow]["drained_by"], by_name[slow]["fraction"], by_name[slow]["beneath"]) \
+        == ("", 0.5, 0.5)
     stub.ReportLinks(pb.ReportLinksRequest(reports=[_report(UP, link="rtsw-p0-r0")]))
     factor = running.engine.health.factor
     assert factor[FABRIC.link_by_name(dead)] == 0  # down on its own: stays down
