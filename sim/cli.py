@@ -478,7 +478,7 @@ def _optimum(inputs: Inputs, result: Any) -> float:
 
 def _fullest(fabric: Fabric, result: Any, table_budget: int | None) -> dict[str, str]:
     """Per tier the fabric has, the name of the switch the TE-entries line reads."""
-    from controller.solver.solve import fullest_switches
+    from controller.routes.budget import fullest_switches
 
     usage = result.usage if result.usage is not None else np.zeros(fabric.num_nodes)
     budget = fabric.table_budget(table_budget)

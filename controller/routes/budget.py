@@ -9,7 +9,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from controller.model.assignment import UNROUTED, Assignment
-from controller.model.fabric import Fabric
+from controller.model.fabric import SWITCH_TIERS, Fabric
 from controller.model.flows import ALL_QPS
 from controller.routes.entries import RTSW_UP, entry_keys, installed_keys
 
@@ -58,6 +58,22 @@ def switch_budget(fabric: Fabric, budget: TableBudget) -> np.ndarray:
     first = fabric.node_id("rtsw", 0)
     out = np.full(fabric.num_nodes, np.inf)
     out[first:] = _limits(fabric, budget, nodes[first:])
+    return out
+
+
+def fullest_switches(fabric: Fabric, usage: np.ndarray, budget: TableBudget) -> dict[str, int]:
+    """Per tier the fabric has, the node id of its fullest switch: the most of its own
+    budget used (an inventory may give one switch a budget of its own; with uniform
+    budgets, the most entries), the first on a tie."""
+    limit = switch_budget(fabric, budget)
+    out = {}
+    for tier in SWITCH_TIERS:
+        if not fabric.tier_size(tier):
+            continue
+        lo = fabric.node_id(tier, 0)
+        hi = lo + fabric.tier_size(tier)
+        used, room = usage[lo:hi], limit[lo:hi]
+        out[tier] = lo + int(np.argmax(used / np.maximum(room, 1)))
     return out
 
 

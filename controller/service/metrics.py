@@ -18,6 +18,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, star
 
 from controller.errors import FabricError
 from controller.model.fabric import SWITCH_TIERS, Fabric
+from controller.routes.budget import fullest_switches
 
 if TYPE_CHECKING:
     from controller.routes.tables import RouteSet
@@ -259,7 +260,7 @@ class TierCounts:
 
     def __init__(self, fabric: Fabric, budget: np.ndarray) -> None:
         self._fabric, self._budget = fabric, budget
-        self._by_tier: dict[str, dict[int, int]] = {t: {} for t in SWITCH_TIERS}
+        self._usage = np.zeros(fabric.num_nodes, np.int64)  # entries per node id
 
     def update(self, routes: RouteSet, switches: Iterable[str]) -> None:
         """Take the entry counts of `switches` from `routes` (absent: none)."""
@@ -268,34 +269,24 @@ class TierCounts:
                 node = self._fabric.node_by_name(sw)
             except FabricError:
                 continue
-            counts = self._by_tier.get(self._fabric.node_kind(node))
-            if counts is None:
-                continue
-            n = len(routes.table(sw))
-            if n:
-                counts[node] = n
-            else:
-                counts.pop(node, None)
+            if self._fabric.node_kind(node) in SWITCH_TIERS:
+                self._usage[node] = len(routes.table(sw))
 
     def totals(self) -> dict[str, tuple[int, int, float]]:
         """Per tier, (entries, entries on its fullest switch, that switch's budget): the
-        fullest by the share of its own budget it holds (as the solve's table figures);
+        fullest as the solve's table figures pick it (routes.budget.fullest_switches);
         with no entry, 0 and the tier's least budget."""
-        out = {}
-        for tier, counts in self._by_tier.items():
-            lo = self._fabric.node_id(tier, 0) if self._fabric.tier_size(tier) else 0
-            tier_budget = self._budget[lo : lo + self._fabric.tier_size(tier)]
-            least = float(tier_budget.min(initial=np.inf))
-            if not counts:
-                out[tier] = (0, 0, least)
+        f, out = self._fabric, {}
+        fullest = fullest_switches(f, self._usage, self._budget)
+        for tier in SWITCH_TIERS:
+            lo = f.node_id(tier, 0) if f.tier_size(tier) else 0
+            used = self._usage[lo : lo + f.tier_size(tier)]
+            if not used.any():
+                out[tier] = (0, 0, float(self._budget[lo : lo + f.tier_size(tier)]
+                                         .min(initial=np.inf)))  # fmt: skip
                 continue
-            nodes = np.fromiter(counts, np.int64, len(counts))
-            used = np.fromiter(counts.values(), np.float64, len(counts))
-            room = self._budget[nodes]
-            with np.errstate(divide="ignore", invalid="ignore"):
-                share = np.where(room > 0, used / room, np.inf)
-            fullest = int(np.lexsort((-used, -share))[0])
-            out[tier] = (int(used.sum()), int(used[fullest]), float(room[fullest]))
+            node = fullest[tier]
+            out[tier] = (int(used.sum()), int(self._usage[node]), float(self._budget[node]))
         return out
 
 

@@ -68,6 +68,7 @@ from controller.model.rates import REL_TOL
 from controller.routes.budget import (
     TableBudget,
     fit_and_count,
+    fullest_switches,
     switch_budget,
     table_usage,
     tables_fit,
@@ -364,22 +365,6 @@ def _budget(fabric: Fabric, opts: SolveOptions) -> TableBudget:
     """Entries per switch: the fabric's, with the option's one number for every tier and as
     a cap on a switch's own (Fabric.table_budget)."""
     return fabric.table_budget(opts.table_budget)
-
-
-def fullest_switches(fabric: Fabric, usage: np.ndarray, budget: TableBudget) -> dict[str, int]:
-    """Per tier the fabric has, the node id of its fullest switch: the most of its own
-    budget used (an inventory may give one switch a budget of its own; with uniform
-    budgets, the most entries), the first on a tie."""
-    limit = switch_budget(fabric, budget)
-    out = {}
-    for tier in SWITCH_TIERS:
-        if not fabric.tier_size(tier):
-            continue
-        lo = fabric.node_id(tier, 0)
-        hi = lo + fabric.tier_size(tier)
-        used, room = usage[lo:hi], limit[lo:hi]
-        out[tier] = lo + int(np.argmax(used / np.maximum(room, 1)))
-    return out
 
 
 def table_figures(fabric: Fabric, usage: np.ndarray, budget: TableBudget) -> dict[str, float]:
