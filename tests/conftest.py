@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pytest
 
 from controller.model.clos import PRESETS, ClosSpec, build
@@ -61,6 +63,21 @@ def two_rack_pod() -> Fabric:
         ClosSpec(name="two-rack", pods=1, racks_per_pod=2, hosts_per_rack=1, nics_per_host=2,
                  ctsws_per_pod=2)
     )
+
+
+@pytest.fixture(scope="session")
+def nic_speeds() -> Callable[[Fabric, Mapping[int, float]], Fabric]:
+    """`nic_speeds(fabric, {host: gbps})`: the fabric with those hosts' NIC links (every
+    NIC, both directions) at those speeds, as an operator's mixed 200G/400G/800G cables."""
+
+    def at(fabric: Fabric, speeds: Mapping[int, float]) -> Fabric:
+        cap = fabric.capacity.copy()
+        for host, gbps in speeds.items():
+            arcs = fabric.up(host * fabric.nics_per_host + np.arange(fabric.nics_per_host))
+            cap[arcs] = cap[arcs ^ 1] = gbps
+        return replace(fabric, capacity=cap)
+
+    return at
 
 
 @pytest.fixture(autouse=True, scope="session")

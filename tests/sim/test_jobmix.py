@@ -129,15 +129,10 @@ def test_full_meta_24k_of_two_channel_rings() -> None:
     assert len(flows) == 2 * fabric.num_nics
 
 
-def test_each_job_asks_its_own_nics_line_rate(small: Fabric) -> None:
+def test_each_job_asks_its_own_nics_line_rate(small: Fabric, nic_speeds) -> None:  # type: ignore[no-untyped-def]
     """The defect: every job of the mix asked the fabric's slowest NIC's rate, written in,
     so a job on 800G hosts of a fabric with some 200G NICs was planned at 200."""
-    from dataclasses import replace
-
-    cap = small.capacity.copy()
-    slow = small.up(np.arange(small.nics_per_host))  # host 0 on 200G NICs, the rest 400G
-    cap[slow] = cap[slow ^ 1] = 200.0
-    mixed = replace(small, capacity=cap)
+    mixed = nic_speeds(small, {0: 200.0})  # host 0 on 200G NICs, the rest 400G
     jobs = random_jobs(mixed, seed=4, fill=1.0)  # 5 jobs, one of them on host 0
     assert all(job.demand_gbps is None for job in jobs) and len(jobs) > 1
     for job in jobs:

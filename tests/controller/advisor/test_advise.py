@@ -276,18 +276,13 @@ def test_same_pod_any_offers_a_placement_across_pods_where_one_pod_fits(small: F
     assert split and all(len(hosts) == 8 for hosts in split)
 
 
-def test_candidates_on_faster_nics_rank_first_and_say_their_gbps(small: Fabric) -> None:
+def test_candidates_on_faster_nics_rank_first_and_say_their_gbps(  # type: ignore[no-untyped-def]
+    small: Fabric, nic_speeds
+) -> None:
     """The defect: on a fabric of mixed NICs a candidate on 200G NICs and one on 800G both
     read 'new job busbw 100.0%' (each of its own line rate) and ranked as equals. Each
     candidate now gives its Gbps a NIC, and candidates are ranked by it."""
-    from dataclasses import replace
-
-    cap = small.capacity.copy()
-    for host, gbps in ((16, 800.0), (17, 800.0), (18, 200.0), (19, 200.0)):  # pod 1, racks 0-1
-        nics = host * small.nics_per_host + np.arange(small.nics_per_host)
-        arcs = small.up(nics)
-        cap[arcs] = cap[arcs ^ 1] = gbps
-    mixed = replace(small, capacity=cap)
+    mixed = nic_speeds(small, {16: 800.0, 17: 800.0, 18: 200.0, 19: 200.0})  # pod 1, racks 0-1
     health = LinkHealth.all_up(mixed)
     advice = advise(mixed, health, RUNNING, Request(hosts=2, tp=4, top=9, same_pod="any"))
     fast = next(s for s in advice if set(s.hosts) == {16, 17})

@@ -362,20 +362,10 @@ def test_over_line_rate_names_the_jobs_a_nic_of_which_is_asked_too_much(tiny) ->
     np.testing.assert_allclose(flows.demand, asked.demand / np.where(asked.job == 0, 2.5, 1.0))
 
 
-def test_a_job_without_a_demand_asks_its_slowest_nics_line_rate(tiny) -> None:  # type: ignore[no-untyped-def]
+def test_a_job_without_a_demand_asks_its_slowest_nics_line_rate(tiny, nic_speeds) -> None:  # type: ignore[no-untyped-def]
     """The defect: the default demand was 400 Gbps whatever the NICs, so every job on 200G
     NICs was named 'asked 2 x its line rate', and a job on 800G NICs was planned at half."""
-    from dataclasses import replace
-
-    def at(fabric, hosts, gbps):  # type: ignore[no-untyped-def]
-        cap = fabric.capacity.copy()
-        for h in hosts:
-            nics = h * fabric.nics_per_host + np.arange(fabric.nics_per_host)
-            arcs = fabric.up(nics)
-            cap[arcs] = cap[arcs ^ 1] = gbps
-        return replace(fabric, capacity=cap)
-
-    mixed = at(at(tiny, (0, 1), 200.0), (2, 3, 4), 800.0)
+    mixed = nic_speeds(tiny, {0: 200.0, 1: 200.0, 2: 800.0, 3: 800.0, 4: 800.0})
     slow, fast, both = (Job(name, hosts, dp=2, tp=tiny.nics_per_host)
                         for name, hosts in (("slow", (0, 1)), ("fast", (2, 3)), ("both", (4, 5))))
     assert (slow.demand(mixed), fast.demand(mixed), both.demand(mixed)) == (200.0, 800.0, 400.0)
