@@ -69,14 +69,14 @@ system-deps:
 		rc=$$?; [ $$made = 1 ] && rm -f $$policy; exit $$rc; \
 	fi
 
-## test: the whole test suite
+## test: the whole test suite, a worker process per core (pytest-xdist)
 test: $(GEN) system-deps sonic-extra ray-extra
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n auto
 
 ## fuzz: every fuzz test (modules or tests named *fuzz*) with many more examples
 FUZZ_EXAMPLES ?= 5000
 fuzz: $(GEN)
-	FABRIC_TE_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q -k fuzz
+	FABRIC_TE_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q -n auto -k fuzz
 
 ## certs: a throw-away CA, server and client certificates in certs/ (git-ignored)
 certs: $(STAMP)
