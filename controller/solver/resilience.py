@@ -421,6 +421,12 @@ class Sweep:
         for a, b in inputs.doubles:
             if not (0 <= a < n and 0 <= b < n and a != b):
                 raise InputError(f"double failure ({a}, {b}): two distinct ids in [0, {n})")
+        # every plane indexed for its changes here, once per worker, not by the first
+        # elements that need it: a full sweep needs it on every plane, and an element's
+        # figures (and time) are then its own
+        for par in ([self.te] if self.te is not None else []) + [
+                p for planes in self.hashed.values() for p in planes]:  # fmt: skip
+            par.plane.indexed()
         self.before = self._before()
         self.full_certificates = 0
 
