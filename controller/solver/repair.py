@@ -57,6 +57,7 @@ from controller.routes.budget import (
     switch_budget,
     table_usage,
 )
+from controller.routes.entries import align_entries
 from controller.solver.bounds import Bound
 from controller.solver.certificate import DEFAULT, Certificate, CertifyOptions, certify
 from controller.solver.greedy import AssignResult, _best_path, _Mates
@@ -340,6 +341,45 @@ class _Work:
             self.load[arcs] += d
             self.count[arcs] += 1
 
+    def align(self) -> np.ndarray:
+        """Rows placed here yield where an entry key they meet is another row's: each
+        copies the later hops of the row that heads that key (rows kept before rows placed
+        here; `routes.entries.align_entries`, as a solve ends). The repair's rule of mates
+        (one source rack, one destination host) does not see keys downstream: a CTSW's
+        (port from an ATSW, destination host) is met by rows of every source rack, and on
+        parallel links rows placed apart there want different next hops (a route
+        conflict, which no push takes). Kept rows, conflict-free among themselves, never
+        change; a row that copies keeps a live path (the head's, from a switch both reach).
+        Returns the rows re-placed."""
+        changed = np.array(sorted(self.arcs), np.int64)
+        placed = changed[self.path[changed] >= 0] if changed.size else changed
+        if not placed.size:
+            return placed
+        fab, flows = self.fabric, self.flows
+        # every entry key holds its destination host: the rows to the placed rows' hosts
+        hosts = np.unique(fab.host_of_nic(flows.dst_nic[placed]))
+        nics = fab.nic_id(np.repeat(hosts, fab.nics_per_host),
+                          np.tile(np.arange(fab.nics_per_host), hosts.size))  # fmt: skip
+        into = fab.down(fab.access_link(nics))
+        rows = distinct_below(np.concatenate([self.index.rows_on(into), placed]), len(flows))
+        rows = rows[self.path[rows] >= 0]
+        here = np.zeros(len(flows), bool)
+        here[placed] = True
+        now = self.path[rows]
+        new = align_entries(fab, flows.take(rows), now, here[rows].astype(np.float64))
+        moved = np.flatnonzero(new != now)
+        for i in moved.tolist():
+            f = int(rows[i])
+            arcs = path_arcs(fab, flows.src_nic[f:f + 1], flows.dst_nic[f:f + 1],
+                             new[i:i + 1])[0]  # fmt: skip
+            arcs = arcs[arcs >= 0]
+            if f in self.arcs:
+                self.unplace(f, back=False)
+            else:  # a kept row (not expected: kept rows agree): off its path in the index
+                self.remove(f, self.index.arcs_of(np.array([f]))[0])
+            self.place(f, int(new[i]), arcs[1:-1])
+        return rows[moved]
+
     def _placed_on(self, arcs: np.ndarray) -> np.ndarray:
         """Rows changed here whose path now uses any of `arcs`."""
         mask = np.zeros(self.fabric.num_arcs, bool)
@@ -558,6 +598,7 @@ def repair_indexed(
             if p != UNROUTED:
                 work.place(f, p, options[p])
     check()
+    work.align()
     fallback, usage = work.fit(_limits(fabric, table_budget), back=False)
     check()
     res, fresh = work.finish(start, "repair", fallback, usage)
@@ -716,6 +757,7 @@ def reoptimise(
             work.restore(f, old)
         if not moved:
             break
+    work.align()
     _, usage = work.fit(_limits(fabric, table_budget), back=True)
     res, fresh = work.finish(start, "reoptimise", usage=usage)
     return certified(health, res, fresh, certify_options, qps)

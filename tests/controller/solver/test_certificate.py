@@ -30,6 +30,7 @@ from controller.model.hashing import hashed
 from controller.model.health import LinkHealth, parse_health
 from controller.model.jobs import Job, jobs_flows
 from controller.model.rates import simulate
+from controller.routes.entries import route_conflicts
 from controller.solver import certificate
 from controller.solver.certificate import MAX_ROUNDS, CertifyOptions, certify, prefetch
 from controller.solver.repair import RouteIndex, follow_up, repair_indexed
@@ -453,6 +454,8 @@ def test_fuzz_no_job_below_the_fabrics_own_hashing(case, fill: float, frag: floa
     assert set(res.hashed_flows.tolist()) == set(
         np.flatnonzero(np.isin(np.asarray(flows.job_ids)[flows.job], list(res.hashed_jobs)))
     )
+    # installable: no two rows meeting at an entry key want different next hops
+    assert not route_conflicts(fabric, res.assignment).any()
     # the MLU of the data plane installed (TE rows, and the rows on the defaults) is never
     # below the bound (where every flow has a path: a dead NIC link makes it infinite)
     if not res.unroutable.size:

@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
+import os
 from functools import partial
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from controller.model.assignment import Assignment
-from controller.model.clos import PRESETS, build
+from controller.model.clos import PRESETS, ClosSpec, build
 from controller.model.flows import FlowSet
 from controller.model.health import LinkHealth
+from controller.model.jobs import jobs_flows
 from controller.model.paths import path_alive
+from controller.routes.entries import build_routes, route_conflicts
 from controller.solver import repair as repair_module
 from controller.solver.bounds import lower_bound
+from controller.solver.certificate import CertifyOptions
 from controller.solver.greedy import assign_paths
 from controller.solver.problem import Problem
 from controller.solver.repair import (
@@ -24,6 +28,8 @@ from controller.solver.repair import (
     bound_after,
     bound_under,
 )
+from controller.solver.solve import SolveOptions, solve
+from sim.jobmix import random_jobs
 
 # The repair's own moves, before the certificate hands any job back to hashing (the
 # certificate on repairs is tested in test_certificate.py).
@@ -297,3 +303,41 @@ def test_a_repair_never_gives_a_job_left_to_the_hashing_whole_an_entry(small) ->
     down = health.down([small.rack_link(0, 0)])
     res, index = repair_indexed(down, index, old_health=health, hashed_jobs=("te", "hashed"))
     assert not res.assignment.routed.any()
+
+
+_ASKED = int(os.environ.get("FABRIC_TE_FUZZ_EXAMPLES", "0"))
+
+
+@settings(max_examples=_ASKED or 60, derandomize=not _ASKED, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
+@given(st.data())
+def test_fuzz_repairs_and_reoptimisations_leave_no_route_conflict(data) -> None:  # type: ignore[no-untyped-def]
+    """Rows a repair (or re-optimisation) moves meet rows it keeps at entry keys downstream
+    too (a CTSW's (port from an ATSW, destination host), across source racks), not only at
+    their source rack's: on fabrics of parallel links, every result builds its routes."""
+    pods = data.draw(st.integers(1, 3))
+    fabric = build(ClosSpec(
+        name="fuzz", pods=pods, racks_per_pod=data.draw(st.integers(1, 3)),
+        hosts_per_rack=data.draw(st.integers(1, 3)), nics_per_host=data.draw(st.integers(1, 4)),
+        ctsws_per_pod=data.draw(st.integers(1, 3)), rack_links=data.draw(st.integers(1, 3)),
+        atsws_per_plane=data.draw(st.integers(1, 2)) if pods > 1 else 0,
+        agg_links=data.draw(st.integers(1, 2)),
+        taper=data.draw(st.sampled_from([1.0, 2.0, 4.0])) if pods > 1 else None,
+    ))  # fmt: skip
+    seed = data.draw(st.integers(0, 10_000))
+    flows = jobs_flows(fabric, random_jobs(fabric, seed=seed))
+    assume(len(flows) > 0)
+    health = LinkHealth.all_up(fabric)
+    solved = solve(fabric, health, flows, options=SolveOptions(
+        qps=data.draw(st.sampled_from([1, 4, 16])), certify=CertifyOptions(enabled=False)))
+    index = RouteIndex.build(fabric, solved.assignment)
+    build_routes(fabric, solved.assignment)  # the solve's: conflict-free
+    links = data.draw(st.lists(st.integers(0, fabric.num_links - 1), min_size=1, max_size=3,
+                               unique=True))  # fmt: skip
+    factor = data.draw(st.sampled_from([0.0, 0.0, 0.5]))
+    after = health.with_factors({link: factor for link in links})
+    res, fresh = repair_indexed(after, index, old_health=health)
+    assert not route_conflicts(fabric, res.assignment).any()
+    build_routes(fabric, res.assignment)
+    again, _ = reoptimise(after, fresh, tries=200)
+    assert not route_conflicts(fabric, again.assignment).any()
