@@ -548,6 +548,10 @@ def cmd_routes_show(args: argparse.Namespace) -> int:
                     if args.job not in held:
                         raise InputError(f"--job {args.job}: no such job")
                     hosts = set(held[args.job])
+                if args.switch:  # names the server does not know refused, as in a listing
+                    first = client.stream_routes(args.switch, "", 1)
+                    next(first, None)
+                    first.close()
                 _watch(client, since, set(args.switch), epoch, hosts)
             else:
                 _show(client, args)

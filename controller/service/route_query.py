@@ -18,7 +18,6 @@ from controller.errors import InputError, PreconditionError
 from controller.model.fabric import Fabric
 from controller.routes.tables import Entry, RouteSet, Table
 
-SWITCH_TIERS = ("rtsw", "ctsw", "atsw")
 STREAM_CHUNK = 10_000  # entries per streamed message when the request names no page_size
 
 
@@ -36,13 +35,11 @@ class RouteQuery:
         """Validate switch names (each must exist in `fabric`)."""
         names = frozenset(switches)
         for name in sorted(names):
-            try:
-                fabric.node_by_name(name)
-                known = name.split("-")[0] in SWITCH_TIERS
+            try:  # a switch of any tier, by the fabric's names (an inventory's own too)
+                fabric.switch_kind(name)
             except InputError:
-                known = False
-            if not known:
-                raise InputError(f"switches: unknown switch {name!r}")
+                raise InputError(f"switches: unknown switch {name!r} in fabric "
+                                 f"{fabric.name!r}") from None
         hosts = frozenset(job_hosts) if job_hosts is not None else None
         return cls(names, hosts)
 

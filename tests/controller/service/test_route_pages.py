@@ -216,3 +216,16 @@ def test_a_watch_resumes_by_version_and_epoch_and_a_restarted_service_sends_a_sn
     finally:
         channel.close()
         again.stop(grace=0.5)
+
+
+
+def test_a_watch_of_an_unknown_switch_is_refused_not_silent(service) -> None:
+    """`tectl routes show --watch --switch NAME` filters on the client: a typo printed a
+    snapshot of nothing and waited forever. The name is asked of the server first."""
+    running, _ = service
+    server = ["--server", f"127.0.0.1:{running.port}", "--insecure"]
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        code = main(["routes", "show", "--watch", "--switch", "rtsw-p9-r9", *server])
+    assert code != 0 and "unknown switch 'rtsw-p9-r9'" in err.getvalue(), err.getvalue()
+    assert "snapshot" not in out.getvalue()

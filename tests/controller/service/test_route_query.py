@@ -68,3 +68,22 @@ def test_a_token_names_its_version_and_epoch() -> None:
     for junk in ("e1.x:10", "e1.4", "x:10"):
         with pytest.raises(InputError, match="not a token"):
             route_query.page(rows, 4, 10, junk, "e1")
+
+
+def test_a_named_fabrics_switches_are_known_to_route_queries() -> None:
+    """The defect: a switch was known by the prefix 'rtsw-'/'ctsw-'/'atsw-', so every
+    switch of an inventory ('leaf-a0', 'spine-a0', 'super-00') was refused; a host is
+    still refused, and an unknown name is named with the fabric."""
+    from controller.model.clos import PRESETS, build
+    from controller.model.inventory import fabric_from_cables
+    from controller.model.name_templates import named_cable_list
+
+    names = {"host": "gpu-{pod_letter}{rack}{host}", "rtsw": "leaf-{pod_letter}{rack}",
+             "ctsw": "spine-{pod_letter}{ctsw}", "atsw": "super-{plane}{atsw}"}  # fmt: skip
+    fabric = fabric_from_cables("dc1", *named_cable_list(build(PRESETS["small"]), names))
+    switches = [n for n in fabric.switch_names() if n.startswith(("leaf-", "spine-", "super-"))]
+    assert {n.split("-")[0] for n in switches} == {"leaf", "spine", "super"}
+    assert RouteQuery.parse(fabric, switches, None).switches == frozenset(switches)
+    for wrong in (fabric.host_name(0), "leaf-zz", "rtsw-p0-r0"):
+        with pytest.raises(InputError, match=f"unknown switch '{wrong}' in fabric 'dc1'"):
+            RouteQuery.parse(fabric, [wrong], None)
