@@ -549,9 +549,8 @@ def cmd_routes_show(args: argparse.Namespace) -> int:
                         raise InputError(f"--job {args.job}: no such job")
                     hosts = set(held[args.job])
                 if args.switch:  # names the server does not know refused, as in a listing
-                    first = client.stream_routes(args.switch, "", 1)
-                    next(first, None)
-                    first.close()
+                    for _ in client.stream_routes(args.switch, "", 1):
+                        break
                 _watch(client, since, set(args.switch), epoch, hosts)
             else:
                 _show(client, args)
@@ -739,6 +738,9 @@ def _precomputed_lines(p: dict[str, Any]) -> list[str]:
     if not p["total"] and not p["generation"]:  # no routing installed yet: nothing to cover
         return ["precomputed none yet: made once a routing is installed"]
     state = "done" if p["done"] else "refreshing"
+    if p.get("failed"):
+        state = (f"failed: {p['failed']}; reports are repaired on demand until the next "
+                 "change of jobs, health or routes")
     lines = [f"precomputed {g(p['ready'])} of {g(p['total'])} single failures ready "
              f"(generation {g(p['generation'])}, {state}, {p['bytes'] / 1e6:.3g} MB, "
              f"{p['seconds']:.3g} s); {g(p['hits'])} reports served from them",
