@@ -308,7 +308,7 @@ def precomputed_to_pb(
         seconds=fields["seconds"], hits=hits, rows_moved_max=fields["rows_moved_max"],
         rows_moved_mean=fields["rows_moved_mean"], jobs_moved_max=fields["jobs_moved_max"],
         jobs_moved_mean=fields["jobs_moved_mean"],
-        elements_moving_others=fields["elements_moving_others"],
+        elements_moving_others=fields["elements_moving_others"], failed=fields["failed"],
         widest=[pb.PrecomputedElement(element=r.name, kind=r.kind, rows_moved=r.rows_moved,
                                       rows_off_element=r.rows_off_element,
                                       jobs_moved=r.jobs_moved) for r in widest],

@@ -221,6 +221,11 @@ class PrecomputeMetrics:
             "Precomputed repairs ready that move rows whose path did not cross the failed "
             "element (the certificate's hand-backs, full tables, retried rows)",
             registry=r)  # fmt: skip
+        self.failed = Gauge(
+            "fabric_te_precomputed_failed",
+            "1 while the refresh of the current routing's precomputed repairs has failed "
+            "(reports are repaired on demand until the next change), else 0",
+            registry=r)  # fmt: skip
         self.rows_moved = Gauge(
             "fabric_te_repair_rows_moved",
             "Rows (flows' QP buckets) the last repair applied moved: all, and those whose "
@@ -239,6 +244,7 @@ class PrecomputeMetrics:
         self.blast_jobs.labels("max").set(float(fields["jobs_moved_max"]))
         self.blast_jobs.labels("mean").set(float(fields["jobs_moved_mean"]))
         self.moving_others.set(float(fields["elements_moving_others"]))
+        self.failed.set(1.0 if fields.get("failed") else 0.0)
 
     def refreshed(self, seconds: float) -> None:
         self.refresh_seconds.observe(seconds)

@@ -295,6 +295,7 @@ class _Set:
     done: bool = False
     seconds: float = 0.0  # wall time of the refresh so far (until done)
     blast: Blast = field(default_factory=Blast)
+    failed: str = ""  # why the refresh stopped short, if it failed (the on-demand path stays)
 
 
 @dataclass(frozen=True)
@@ -448,9 +449,10 @@ class Precomputer:
             s = self._set
             if s is None:
                 return {"generation": self.generation, "ready": 0, "total": 0, "bytes": 0,
-                        "done": False, "seconds": 0.0} | Blast().fields()  # fmt: skip
+                        "done": False, "seconds": 0.0, "failed": ""} | Blast().fields()  # fmt: skip
             return {"generation": s.generation, "ready": len(s.ready), "total": len(s.failures),
-                    "bytes": s.nbytes, "done": s.done, "seconds": s.seconds} | s.blast.fields()
+                    "bytes": s.nbytes, "done": s.done, "seconds": s.seconds,
+                    "failed": s.failed} | s.blast.fields()  # fmt: skip
 
     def widest(self) -> list[PrecomputedRepair]:
         """The `WIDEST` repairs ready that move the most rows (ties: by element id)."""
@@ -502,8 +504,16 @@ class Precomputer:
             assert base is not None
             try:
                 self._compute(base, generation)
-            except Exception:  # noqa: BLE001 - the on-demand path stays
+            except Exception as exc:  # noqa: BLE001 - the on-demand path stays
                 log.exception("precomputing repairs failed")
+                self._failed(generation, f"{type(exc).__name__}: {exc}")
+
+    def _failed(self, generation: int, why: str) -> None:
+        """The refresh of `generation` stopped short: Status says why (until the next)."""
+        with self._lock:
+            if self._set is not None and self._set.generation == generation:
+                self._set.failed = why.strip().splitlines()[-1][:500] if why.strip() else why
+        self._publish()
 
     def _current(self, generation: int) -> bool:
         with self._lock:
@@ -689,11 +699,13 @@ class Precomputer:
                 except (EOFError, OSError):  # killed (superseded, closing) or died
                     if self._current(generation):
                         log.error("the precomputing process ended without its set")
+                        self._failed(generation, "its process ended without its set")
                     return False
                 if kind == "done":
                     return True
                 if kind == "error":
                     log.error("precomputing repairs failed in its process:\n%s", payload)
+                    self._failed(generation, str(payload))
                     return False
                 one = _attached(payload, s.base)
                 if not self._keep(s, one, start):

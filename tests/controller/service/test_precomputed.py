@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from controller.cli.service import _precomputed_lines
 from controller.model.clos import PRESETS, build
 from controller.model.fabric import Fabric
 from controller.model.failures import single_failures
@@ -632,6 +633,15 @@ def test_a_child_that_fails_leaves_the_on_demand_path_and_the_next_set_is_made(
             assert time.monotonic() < deadline, "the child's failure was not logged"
             time.sleep(0.01)
         assert not engine.precomputer.fields()["done"]
+        # Status and /metrics say it failed, and why, not "refreshing" for ever
+        while not engine.precomputer.fields()["failed"]:
+            assert time.monotonic() < deadline, "the failure is not in the set's fields"
+            time.sleep(0.01)
+        fields = engine.precomputer.fields()
+        assert "boom" in fields["failed"], fields["failed"]
+        assert engine.metrics.registry.get_sample_value("fabric_te_precomputed_failed") == 1.0
+        line = _precomputed_lines({**fields, "enabled": True, "hits": 0, "widest": []})[0]
+        assert "failed: " in line and "boom" in line and "on demand" in line, line
         engine.report_links({b: 0.0})  # a single failure, its repair never made
         assert engine.wait_idle(WAIT)
         assert engine.precomputed_hits == 0 and _reports(engine, "on_demand", "not ready") == 1
@@ -639,6 +649,8 @@ def test_a_child_that_fails_leaves_the_on_demand_path_and_the_next_set_is_made(
         engine.report_links({b: 1.0})
         assert engine.wait_idle(WAIT)
         _done(engine)  # the next set, complete
+        assert engine.precomputer.fields()["failed"] == ""
+        assert engine.metrics.registry.get_sample_value("fabric_te_precomputed_failed") == 0.0
         engine.report_links({b: 0.0})
         assert engine.wait_idle(WAIT)
         assert engine.precomputed_hits == 1
