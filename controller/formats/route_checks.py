@@ -317,6 +317,49 @@ def repeated_flows(
         f"flows[{rows[j]}]; give each flow once"))  # fmt: skip
 
 
+def split_flows(
+    columns: Sequence[np.ndarray], rows: np.ndarray | None = None
+) -> list[tuple[int, str]]:
+    """A problem for every NIC pair whose rows are not one flow, whole or split: its
+    all-QPs row beside bucket rows, buckets not numbered 0..n-1 (a bucket missing, or one
+    past the split), or buckets of unequal demand (the QPs hashed into n buckets carry
+    equal shares). Named at the pair's first row in the file."""
+    src, dst, demand, _, _, qp = columns
+    rows = np.arange(src.size) if rows is None else rows
+    if not src.size or (qp == ALL_QPS).all():
+        return []
+    once = np.ones(src.size, bool)  # a row given again is `repeated_flows`' to name
+    once[_repeats((src, dst, qp))[0]] = False
+    order = np.flatnonzero(once)
+    order = order[np.lexsort((rows[order], dst[order], src[order]))]
+    s, d = src[order], dst[order]
+    start = np.flatnonzero(np.r_[True, (s[1:] != s[:-1]) | (d[1:] != d[:-1])])
+    count = np.diff(np.r_[start, order.size])
+    q, dem = qp[order], demand[order]
+    whole = np.add.reduceat((q == ALL_QPS).astype(np.int64), start)
+    top = np.maximum.reduceat(q, start)
+    lo, hi = np.minimum.reduceat(dem, start), np.maximum.reduceat(dem, start)
+    split = top > ALL_QPS
+    mixed = split & (whole > 0)
+    gaps = split & ~mixed & (top != count - 1)
+    uneven = split & ~mixed & ~gaps & (hi - lo > 1e-9 * np.maximum(np.abs(hi), 1.0))
+    out: list[tuple[int, str]] = []
+    for bad, say in (
+        (mixed, lambda g, n: f"both a row for all its QPs (qp {ALL_QPS}) and QP bucket rows"),
+        (gaps, lambda g, n: f"{n} QP bucket rows numbered up to {int(top[g])}: a split "
+                            f"flow's buckets are 0..{n - 1}, each once"),
+        (uneven, lambda g, n: f"QP buckets of unequal demand ({float(lo[g]):g} to "
+                              f"{float(hi[g]):g} Gbps): a split flow's buckets carry equal "
+                              "shares"),
+    ):  # fmt: skip
+        for g in np.flatnonzero(bad).tolist():
+            first = int(rows[order[start[g]]])
+            out.append((first, f"flows[{first}]: NIC pair ({int(src[order[start[g]]])}, "
+                               f"{int(dst[order[start[g]]])}) has "
+                               f"{say(g, int(count[g]))}"))  # fmt: skip
+    return sorted(out)
+
+
 def repeated_entries(
     names: Sequence[str], counts: np.ndarray, columns: Sequence[np.ndarray]
 ) -> list[tuple[int, str]]:

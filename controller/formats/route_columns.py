@@ -148,6 +148,7 @@ def parse_route_columns(
         repeated_flows,
         repeated_job_ids,
         routes_of,
+        split_flows,
     )
 
     top = {name: _text(arrays, name) for name in ("format", "fabric", "fingerprint")}
@@ -182,7 +183,7 @@ def parse_route_columns(
         )
     total = int(counts.sum())
     entries = [_ints(arrays, name, total) for name in _ENTRIES]
-    problems = check_flows(fabric, job_ids, flows) + repeated_flows(flows)
+    problems = check_flows(fabric, job_ids, flows) + repeated_flows(flows) + split_flows(flows)
     entry_problems = check_entries(fabric, switches, counts, entries)
     if not entry_problems:  # ids known good: a match given twice is then the problem
         entry_problems = repeated_entries(switches, counts, entries)

@@ -45,6 +45,7 @@ from controller.formats.route_checks import (
     repeated_flows,
     repeated_job_ids,
     routes_of,
+    split_flows,
 )
 from controller.model import validation
 from controller.model.assignment import Assignment
@@ -206,6 +207,7 @@ def _flows(fabric: Fabric, doc: Mapping[str, Any]) -> tuple[Assignment | None, l
         index = np.array([f for f in range(len(rows)) if f not in bad], np.int64)
     problems += check_flows(fabric, job_ids, columns, index)
     problems += repeated_flows(columns, index)
+    problems += split_flows(columns, index)
     if problems:
         return None, problems
     return assignment_of(fabric, job_ids, columns), []

@@ -285,12 +285,53 @@ def test_a_flow_is_its_pair_and_bucket_whatever_else_differs() -> None:
     doc["flows"].insert(3, again)
     with pytest.raises(RouteError, match=r"^r.json: flows\[3\]: the same flow .* as flows\[0\]"):
         parse_routes(TINY, doc, "r.json")
-    # the pair's all-QPs row beside its bucket rows, and two buckets: different flows
+    # the pair's all-QPs row and bucket rows are different flows (not repeats), but not
+    # one flow: refused as such (below)
     doc = copy.deepcopy(DOC)
     whole = [row for row in doc["flows"] if len(row) == 5][0]
     doc["flows"] += [[*whole[:5], 0], [*whole[:5], 1]]
-    assignment, _ = parse_routes(TINY, doc, "r.json")
-    assert len(assignment.flows) == len(DOC["flows"]) + 2
+    with pytest.raises(RouteError, match="both a row for all its QPs") as info:
+        parse_routes(TINY, doc, "r.json")
+    assert "the same flow" not in str(info.value)
+
+
+def _split_rows(doc: dict[str, Any]) -> list[int]:
+    """The rows of the file's first split flow (16 buckets), in file order."""
+    first = next(row for row in doc["flows"] if len(row) == 6)
+    return [i for i, row in enumerate(doc["flows"]) if row[:2] == first[:2]]
+
+
+def test_a_split_flow_is_all_its_buckets_of_equal_shares() -> None:
+    """The defect: a bucket numbered 99 of 16, a bucket missing, or one at 5,000 Gbps beside
+    its 8.3 Gbps mates were all read (and counted: '31 flows'), though a flow is split
+    into all its buckets, of equal shares, or not at all (docs/operators.md)."""
+    cases = {
+        "numbered up to 99: a split flow's buckets are 0..15":
+            lambda doc, rows: doc["flows"][rows[3]].__setitem__(5, 99),
+        "15 QP bucket rows numbered up to 15: a split flow's buckets are 0..14":
+            lambda doc, rows: doc["flows"].pop(rows[3]),
+        "QP buckets of unequal demand (8.33333 to 5000 Gbps)":
+            lambda doc, rows: doc["flows"][rows[3]].__setitem__(2, 5000.0),
+    }  # fmt: skip
+    for message, edit in cases.items():
+        doc = copy.deepcopy(DOC)
+        rows = _split_rows(doc)
+        edit(doc, rows)
+        with pytest.raises(RouteError) as info:
+            parse_routes(TINY, doc, "r.json")
+        assert f"r.json: flows[{rows[0]}]: NIC pair (" in str(info.value), info.value
+        assert message in str(info.value), info.value
+    parse_routes(TINY, copy.deepcopy(DOC), "r.json")  # as written: one flow each
+
+
+def test_a_split_flow_in_columns_is_all_its_buckets(tmp_path: Path) -> None:
+    arrays = _arrays()
+    qp = arrays["flow_qp"].copy()
+    qp[np.flatnonzero(qp >= 0)[3]] = 99
+    path = tmp_path / "r.npz"
+    np.savez_compressed(path, **{**arrays, "flow_qp": qp})  # type: ignore[arg-type]
+    with pytest.raises(RouteError, match="numbered up to 99: a split flow's buckets are 0..15"):
+        read_routes(path, TINY)
 
 
 def test_a_match_given_twice_is_refused_whatever_its_next_hop() -> None:
