@@ -88,12 +88,22 @@ def _device_name(name: object, where: str, problems: _Problems) -> bool:
         problems.add(str(err))
         return False
     assert isinstance(name, str)
-    bad = [ch for ch in FORBIDDEN if ch in name]
-    if bad or name.startswith(ABSENT) or name != name.strip():
-        problems.add(f"{where}: {name!r} cannot name a device (no {' '.join(FORBIDDEN)}, no "
-                     f"leading {ABSENT!r} or surrounding spaces)")  # fmt: skip
+    if not usable_device_name(name):
+        problems.add(f"{where}: {name!r} {NOT_A_DEVICE_NAME}")
         return False
     return True
+
+
+NOT_A_DEVICE_NAME = (f"cannot name a device (no {' '.join(FORBIDDEN)}, no leading {ABSENT!r}, "
+                     "no spaces)")  # fmt: skip
+
+
+def usable_device_name(name: str) -> bool:
+    """Whether `name` can name a device: none of FORBIDDEN (they separate the parts of
+    link, arc and NIC names), not ABSENT first, and no whitespace (exports list names
+    separated by it: Slurm's topology.conf)."""
+    return bool(name) and not any(ch in name for ch in FORBIDDEN) \
+        and not name.startswith(ABSENT) and not any(ch.isspace() for ch in name)
 
 
 class _Groups:

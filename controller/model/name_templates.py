@@ -32,8 +32,8 @@ import string
 from collections.abc import Mapping
 
 from controller.errors import FabricError
-from controller.model.fabric import ABSENT, ACCESS, RACK, Fabric
-from controller.model.inventory import FORBIDDEN, Cable, Device
+from controller.model.fabric import ACCESS, RACK, Fabric
+from controller.model.inventory import NOT_A_DEVICE_NAME, Cable, Device, usable_device_name
 
 NAME_FIELDS = {
     "host": ("pod", "pod_letter", "rack", "host", "rack_id", "host_id"),
@@ -235,8 +235,6 @@ def _ports_apart(cables: list[Cable], end_kinds: list[tuple[str, str]],
 
 def _usable(name: str, where: str) -> str:
     """`name` if it can name a device (inventory's rule), else FabricError naming `where`."""
-    bad = [ch for ch in FORBIDDEN if ch in name]
-    if bad or not name or name.startswith(ABSENT) or name != name.strip():
-        raise FabricError(f"{where}: {name!r} cannot name a device (no {' '.join(FORBIDDEN)}, "
-                          f"no leading {ABSENT!r} or surrounding spaces)")  # fmt: skip
+    if not usable_device_name(name):
+        raise FabricError(f"{where}: {name!r} {NOT_A_DEVICE_NAME}")
     return name

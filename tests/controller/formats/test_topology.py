@@ -286,7 +286,7 @@ def test_two_hosts_on_one_node_are_refused(tmp_path: Path) -> None:
 @pytest.mark.parametrize("name", [
     "гпу-a00",  # non-ASCII: was exported as Node 'a00'
     "gpu-\u212a00",  # the Kelvin sign, which lower-cases to an ASCII 'k'
-    "gpu_a00", "gpu a00", "gpu-a00-", "gpu..a00", "gpu-a00.-x",
+    "gpu_a00", "gpu-a00-", "gpu..a00", "gpu-a00.-x",  # ("gpu a00": no device name at all)
 ])  # fmt: skip
 def test_a_host_name_no_node_can_have_is_refused(tmp_path: Path, name: str) -> None:
     from controller.errors import FabricError

@@ -174,6 +174,8 @@ def test_what_is_not_a_clos_is_refused_by_device_and_port() -> None:
         "joins a host and a ctsw")
     bad(devices + [extra], cables, "host gpu-z has no cable to an RTSW")
     bad(devices + [Device("a:b", "host")], cables, "'a:b' cannot name a device")
+    # a space inside a name broke the Slurm export ("SwitchName=leaf e0 Nodes=...")
+    bad(devices + [Device("leaf e0", "host")], cables, "'leaf e0' cannot name a device")
     bad(devices + [devices[0]], cables, "device gpu-a00 is listed twice")
     # a CTSW of pod a wired into pod b's plane 0 as well as its own plane: two CTSWs of a
     # pod in one plane
