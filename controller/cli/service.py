@@ -307,8 +307,10 @@ def _clashes(entries: Sequence[dict[str, Any] | None],
 
 def cmd_job_rm(args: argparse.Namespace) -> int:
     with _client(args) as client:
-        existed = client.delete_job(args.id)
-    print(f"{args.id}: {'deleted' if existed else 'not found (nothing to do)'}")
+        for job_id in dict.fromkeys(args.ids):  # each once, in the order given
+            existed = client.delete_job(job_id)
+            print(f"{job_id}: {'deleted' if existed else 'not found (nothing to do)'}",
+                  flush=True)  # fmt: skip
     return 0
 
 
@@ -981,19 +983,21 @@ def register(cli: Commands) -> None:
         "put", help="create or replace the jobs of a placement file (checked against each "
         "other and the controller's jobs before the first is sent; one request per job, so "
         "a job refused on its own stops the rest: check with --dry-run first)"))  # fmt: skip
-    put.add_argument("file")
+    put.add_argument("file", help="placement file (JSON or YAML: a 'jobs' list, as `tectl "
+                     "solve --jobs` reads); each job is put whole, by its id")  # fmt: skip
     put.add_argument("--dry-run", action="store_true",
                      help="print what would move (flows, entries per switch, jobs affected) "
                      "and the would-be routing's certificate; store and push nothing")  # fmt: skip
     _output(put).set_defaults(func=cmd_job_put)
-    rm = client(jsub.add_parser("rm", help="delete a job (idempotent)"))
-    rm.add_argument("id")
+    rm = client(jsub.add_parser("rm", help="delete jobs (idempotent)"))
+    rm.add_argument("ids", nargs="+", metavar="ID", help="job id; several are deleted one "
+                    "by one, in the order given")  # fmt: skip
     rm.set_defaults(func=cmd_job_rm)
     ls = _output(client(jsub.add_parser("ls", help="list jobs")))
     ls.set_defaults(func=cmd_job_ls)
     describe = _output(client(jsub.add_parser(
         "describe", help="one job: its shape, flows, predicted busbw and TE entries")))
-    describe.add_argument("id")
+    describe.add_argument("id", help="job id (`tectl job ls` lists them)")
     describe.set_defaults(func=cmd_job_describe)
 
     link = client(sub.add_parser(

@@ -110,6 +110,9 @@ def read_cable_csv(text: str, source: str
     header = [h.strip().lower() for h in next(rows, [])]
     while header and not header[-1]:  # trailing separators, as spreadsheets save them
         header.pop()
+    if not header:
+        raise FabricError(f"{source}: the file is empty: a cable list starts with a header "
+                          f"naming the columns {', '.join(CABLE_KEYS)}")
     missing = [c for c in CABLE_KEYS if c not in header]
     unknown = [c for c in header if c not in CSV_COLUMNS]
     if missing or unknown or len(set(header)) != len(header):

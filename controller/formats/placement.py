@@ -142,6 +142,8 @@ def parse_placement(fabric: Fabric, data: Any, source: str = "<placement>") -> l
     except JobError as err:
         raise JobError(f"{source}: {err.detail}") from None
     entries = data.get("jobs")
+    if entries is None and "jobs" not in data:
+        raise _fail(source, "jobs", "missing: the file needs a 'jobs' list at the top level")
     if isinstance(entries, str | bytes | Mapping) or not isinstance(entries, Sequence):
         raise _fail(source, "jobs", f"must be a list of jobs, got {validation.shown(entries)}")
     jobs: list[Job] = []

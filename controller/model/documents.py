@@ -78,6 +78,8 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def parse_text(text: str, kind: str, source: str, err: type[FabricTeError]) -> Any:
     """Decode `text` as `kind` ("json" or "yaml"); errors are `err` naming `source`."""
+    if not text.strip():  # YAML reads it as null, which every caller would call a wrong type
+        raise err(f"{source}: the file is empty")
     try:
         if kind == "json":
             return json.loads(text, object_pairs_hook=_no_duplicates)

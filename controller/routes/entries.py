@@ -347,7 +347,8 @@ def _check_conflicts(fabric: Fabric, keys: EntryKeys, runs: _Runs | None = None)
         f"reach {switch} on {fabric.link_name(int(keys.in_arc[i] // 2))} for "
         f"{fabric.host_name(int(keys.dst_host[i]))} but want next hops "
         f"{fabric.link_name(int(keys.out_arc[h] // 2))} and "
-        f"{fabric.link_name(int(keys.out_arc[i] // 2))}; unroute them with route_conflicts()"
+        f"{fabric.link_name(int(keys.out_arc[i] // 2))}: a switch's entry (its in-port and "
+        "the destination host) has one next hop, so flows that meet there leave it together"
     )
 
 

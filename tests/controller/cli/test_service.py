@@ -137,6 +137,10 @@ def test_client_commands(small: Fabric, tmp_path: Path, capsys: pytest.CaptureFi
         assert main(["job", "rm", "llm", *server]) == 0
         assert main(["job", "rm", "llm", *server]) == 0  # idempotent
         assert "not found" in capsys.readouterr().out
+        # several ids at once, each once, in order ("unrecognized arguments" before)
+        assert main(["job", "rm", "nope", "llm", "nope", *server]) == 0
+        assert capsys.readouterr().out.splitlines() == [
+            "nope: not found (nothing to do)", "llm: not found (nothing to do)"]
     finally:
         running.stop(grace=0.5)
 

@@ -331,3 +331,13 @@ def test_ports_per_nic_in_a_shape_a_named_preset_and_a_cable_list() -> None:
         parse_fabric({**doc, "ports_per_nic": 0})
     with pytest.raises(FabricError, match="ports_per_nic: 3 must be an integer"):
         parse_fabric({**shape, "ports_per_nic": 3})
+
+
+@pytest.mark.parametrize("suffix", [".yaml", ".json", ".csv"])
+def test_an_empty_fabric_file_is_called_empty(tmp_path: Path, suffix: str) -> None:
+    """An empty YAML file read as null: 'top level: must be a mapping, got None'; an empty
+    CSV: '... once each; got ' (nothing)."""
+    path = tmp_path / f"fabric{suffix}"
+    path.write_text("\n")
+    with pytest.raises(FabricError, match="the file is empty"):
+        load_fabric(str(path))

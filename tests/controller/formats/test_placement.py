@@ -131,7 +131,7 @@ DELETE = object()
         ("jobs.1.tp", 3, "jobs[1].dp: omitted, and the job's 4 GPUs do not divide by pp*tp = 3"),
         ("jobs.1", [1, 2], "jobs[1]: expected a mapping, got list"),
         ("jobs", {"a": 1}, "jobs: must be a list of jobs"),
-        ("jobs", DELETE, "jobs: must be a list of jobs, got None"),
+        ("jobs", DELETE, "jobs: missing: the file needs a 'jobs' list at the top level"),
         ("extra", 1, "<placement>: unknown key(s) extra; allowed: jobs"),
     ],
 )
