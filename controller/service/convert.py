@@ -87,6 +87,11 @@ def link_reports(
                                   "tectl: SWITCH=drain) or brought back (UP), whole; degrade "
                                   "its links one by one")  # fmt: skip
             value = 1.0 if report.state == pb.LinkReport.UP else 0.0
+            node = fabric.node_by_name(name)
+            if node in switches:
+                before = next(j for j in range(i) if reports[j].link == name)
+                raise FabricError(f"{where}.link: switch {name!r} is given twice (also in "
+                                  f"{field}[{before}]); report it once")  # fmt: skip
             for k in links.tolist():
                 if out.get(k, value) != value:
                     raise FabricError(f"{where}.link: switch {name!r} has link "
@@ -96,7 +101,7 @@ def link_reports(
                     out[k] = value
                     of_switch.add(k)
                 first.setdefault(k, i)
-            switches[fabric.node_by_name(name)] = value == 0.0
+            switches[node] = value == 0.0
             continue
         if link in first:
             raise FabricError(

@@ -172,6 +172,12 @@ OTHER_WAY = ":".join(reversed(LINK.split(":")))
         ([_report(DOWN, link="ctsw-p0-c1"), _report(UP, link="rtsw-p0-r0")],
          "reports[1].link: switch 'rtsw-p0-r0' has link rtsw-p0-r0:ctsw-p0-c1, reported "
          "otherwise in reports[0]"),
+        # one switch drained and brought back in one request: said as such (it read
+        # "has link rtsw-p0-r0:ctsw-p0-c0, reported otherwise")
+        ([_report(DOWN, link="rtsw-p0-r0"), _report(UP, link="rtsw-p0-r0")],
+         "reports[1].link: switch 'rtsw-p0-r0' is given twice (also in reports[0])"),
+        ([_report(DOWN, link="rtsw-p0-r0"), _report(DOWN, link="rtsw-p0-r0")],
+         "reports[1].link: switch 'rtsw-p0-r0' is given twice (also in reports[0])"),
     ],
 )  # fmt: skip
 def test_link_reports_are_checked(service, reports: list[pb.LinkReport], message: str) -> None:
