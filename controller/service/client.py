@@ -212,8 +212,23 @@ def _lines(entries: Sequence[Any]) -> tuple[RouteLine, ...]:
     return tuple(_line(e) for e in entries)
 
 
+# what gRPC says when no call reached the server (as opposed to the server's own
+# UNAVAILABLE: etcd unreachable, a driver refusing)
+_NO_CONNECTION = ("failed to connect", "socket closed", "connection reset",
+                  "connection refused", "handshake", "ssl", "dns resolution failed",
+                  "connection attempt timed out")  # fmt: skip
+_NO_CONNECTION_HINT = ("no call reached the server: check --server (FABRIC_TE_SERVER), that "
+                       "it runs, and that the TLS options match it: --insecure speaks "
+                       "plaintext, a server with TLS needs --tls-ca (and for mTLS --tls-cert "
+                       "and --tls-key)")  # fmt: skip
+
+
 def _failed(err: Any) -> InputError:
-    return InputError(f"{err.code().name}: {err.details()}")
+    details = str(err.details())
+    text = f"{err.code().name}: {details}"
+    if err.code().name == "UNAVAILABLE" and any(s in details.lower() for s in _NO_CONNECTION):
+        text += f" ({_NO_CONNECTION_HINT})"
+    return InputError(text)
 
 
 class Client:

@@ -540,3 +540,12 @@ def test_a_bad_client_tls_file_is_named_before_any_call(
         with pytest.raises(InputError) as err:
             channel(target(*files))
         assert str(err.value).startswith(says), err.value
+
+
+def test_a_plaintext_client_of_a_tls_server_is_told_what_to_check(
+    server: Running, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--insecure` against an mTLS server said only 'UNAVAILABLE: Socket closed'."""
+    assert main(["status", "--server", f"localhost:{server.port}", "--insecure"]) == 2
+    err = capsys.readouterr().err
+    assert "UNAVAILABLE" in err and "--insecure speaks plaintext" in err, err
