@@ -59,6 +59,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if getattr(args.func, "__name__", "") != "cmd_serve" and "grpc" not in sys.modules:
+        # a client's failed handshake is in its error message; gRPC's core would also log
+        # it as a raw line ("I1129 ... ssl_transport_security.cc ...") on stderr. Read
+        # when gRPC starts, so only where it has not (a process of its own, not a caller's
+        # that imported it); the service keeps its lines: it reads and counts them
+        # (controller.service.logs)
+        os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
     try:
         return int(args.func(args) or EXIT_OK)
     except DriverError as err:  # a switch or driver failed: the command did not complete

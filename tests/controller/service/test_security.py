@@ -549,3 +549,22 @@ def test_a_plaintext_client_of_a_tls_server_is_told_what_to_check(
     assert main(["status", "--server", f"localhost:{server.port}", "--insecure"]) == 2
     err = capsys.readouterr().err
     assert "UNAVAILABLE" in err and "--insecure speaks plaintext" in err, err
+
+
+def test_a_client_of_another_ca_prints_its_error_alone(server: Running, other_ca: Path) -> None:
+    """A failed handshake is in tectl's error; gRPC's core also printed it as a raw line
+    ("I1129 ... ssl_transport_security.cc:2563] Handshake failed ...") on stderr."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "GRPC_VERBOSITY"}
+    run = subprocess.run(
+        [sys.executable, "-m", "controller.cli.main", "status", "--server",
+         f"localhost:{server.port}", "--tls-ca", str(other_ca / "ca.pem"),
+         "--tls-cert", str(other_ca / "admin.pem"), "--tls-key", str(other_ca / "admin.key")],
+        capture_output=True, text=True, env=env, timeout=60, check=False,
+    )  # fmt: skip
+    assert run.returncode == 2
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("tectl: error: UNAVAILABLE"), run.stderr
