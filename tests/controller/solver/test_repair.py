@@ -308,6 +308,7 @@ def test_a_repair_never_gives_a_job_left_to_the_hashing_whole_an_entry(small) ->
 _ASKED = int(os.environ.get("FABRIC_TE_FUZZ_EXAMPLES", "0"))
 
 
+@pytest.mark.fuzz
 @settings(max_examples=_ASKED or 60, derandomize=not _ASKED, deadline=None, database=None,
           suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
 @given(st.data())
