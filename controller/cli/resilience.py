@@ -215,7 +215,8 @@ def report_text(r: Resilience, fabric_name: str, top: int = TOP) -> str:
         + f"{plural(jobs, 'job')} with flows",
         "before any failure, worst job: " + ", ".join(
             f"{name} {_pct(float(np.nanmin(np.where(r.has_flows, r.before[i], np.nan))))}"
-            if jobs else f"{name} -" for i, name in enumerate(ROUTING_NAMES)),
+            if jobs else f"{name} -" for i, name in enumerate(ROUTING_NAMES))
+        + " (a hashing's: the mean over its hash seeds, as the certificate counts it)",
         "",
         f"elements ranked by the jobs they stall (a flow with no path under any routing: "
         f"the job stops), then by the worst job loss over the other jobs under fabric-te's "
@@ -228,12 +229,18 @@ def report_text(r: Resilience, fabric_name: str, top: int = TOP) -> str:
         # every job with flows stalled: no other job whose loss the columns could show
         others = bool((r.has_flows & ~r.stalled[i]).any())
         losses = [_pct(worst[i, x]) if others else "-" for x in range(3)]
-        rows.append([rank, r.names[i], KINDS[r.kind[i]], *losses,
+        # what each routing leaves its worst job (a loss is from each routing's own value
+        # before, and fabric-te's is higher: its loss can be the larger, its job still
+        # better off)
+        live = r.has_flows & ~r.stalled[i]
+        after = " / ".join(_pct(float(r.after[i, x][live].min())) for x in range(3)) \
+            if others else "-"  # fmt: skip
+        rows.append([rank, r.names[i], KINDS[r.kind[i]], *losses, after,
                      r.job_ids[j] if worst[i, 0] > 0 else "-",
                      int(r.stalled[i].sum()), int(r.crossed_flows[i]), int(r.moved_flows[i]),
                      int(r.moved_jobs[i]), int(r.handed_back[i])])  # fmt: skip
     lines.append(format_table(["rank", "element", "kind", "te loss", "eecmp loss", "wcmp loss",
-                               "worst job (te)", "jobs stalled", "flows crossed", "flows moved",
+                               "worst job after (te / eecmp / wcmp)", "worst job (te)", "jobs stalled", "flows crossed", "flows moved",
                                "jobs moved", "handed back"], rows).rstrip("\n"))  # fmt: skip
     lines += ["", "per kind (worst job loss over the elements of the kind: mean / max):"]
     krows = []

@@ -233,7 +233,7 @@ def test_an_element_that_stalls_every_job_shows_no_loss_of_other_jobs(
     rows = [line.split() for line in capsys.readouterr().out.splitlines()
             if line.split()[:1] == ["1"]]  # fmt: skip
     rank1 = rows[0]
-    assert rank1[2] == "rtsw" and rank1[3:6] == ["-", "-", "-"] and rank1[7] == "1"
+    assert rank1[2] == "rtsw" and rank1[3:7] == ["-", "-", "-", "-"] and rank1[8] == "1"
 
 
 def test_tectl_resilience_refuses_routes_over_links_down(
@@ -275,3 +275,30 @@ def test_the_ranking_ties_losses_that_differ_by_rounding() -> None:
     r = Resilience(("c0", "c1", "c2"), z.astype(np.int8), ("a",), np.array([True]),
                    np.ones((3, 1)), after, z, z, z, z, z)  # fmt: skip
     assert r.ranking.tolist() == [2, 0, 1]
+
+
+def test_the_ranking_shows_what_each_routing_leaves_the_worst_job(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Losses are from each routing's own value before, so fabric-te's (higher before) read
+    as the larger even where its worst job ends better off: the ranking also gives each
+    routing's worst job after the failure, equal to the sweep's own figures."""
+    import json
+
+    from controller.cli.main import main
+
+    argv = ["resilience", "--fabric", "small", "--seed", "1", "--workers", "1", "--kinds",
+            "ctsw", "--top", "3"]  # fmt: skip
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "worst job after (te / eecmp / wcmp)" in text
+    assert main([*argv, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    by_name = {e["name"]: e for e in doc["elements"]}
+    rows = [line.split() for line in text.splitlines() if line.split()[:1] in (["1"], ["2"])]
+    for row in rows:
+        after = by_name[row[1]]["after"]  # per routing, per job with flows
+        shown = row[6:11]  # "te% / eecmp% / wcmp%"
+        assert shown[1] == shown[3] == "/", row
+        want = [f"{100 * min(after[k]):.1f}%" for k in ("fabric-te", "eecmp", "wcmp")]
+        assert shown[0::2] == want, (row, after)
