@@ -240,8 +240,9 @@ def report_text(r: Resilience, fabric_name: str, top: int = TOP) -> str:
                      int(r.stalled[i].sum()), int(r.crossed_flows[i]), int(r.moved_flows[i]),
                      int(r.moved_jobs[i]), int(r.handed_back[i])])  # fmt: skip
     lines.append(format_table(["rank", "element", "kind", "te loss", "eecmp loss", "wcmp loss",
-                               "worst job after (te / eecmp / wcmp)", "worst job (te)", "jobs stalled", "flows crossed", "flows moved",
-                               "jobs moved", "handed back"], rows).rstrip("\n"))  # fmt: skip
+                               "worst job after (te / eecmp / wcmp)", "worst job (te)",
+                               "jobs stalled", "flows crossed", "flows moved", "jobs moved",
+                               "handed back"], rows).rstrip("\n"))  # fmt: skip
     lines += ["", "per kind (worst job loss over the elements of the kind: mean / max):"]
     krows = []
     for k in range(len(KINDS)):
