@@ -389,8 +389,9 @@ def register(cli: Commands) -> None:
     p.add_argument("--doubles", type=flag(int, 0, 1_000_000), default=0, metavar="N",
                    help="also N sampled double failures (pairs drawn with --seed)")
     p.add_argument("--workers", type=flag(int, 1, 4096), default=None, metavar="N",
-                   help="local worker processes (default: the cores; 1: this process); with "
-                        "--ray, actors (default: the cluster's CPUs)")  # fmt: skip
+                   help="local worker processes (default and most: the cores, and no more "
+                        "than the elements; 1: this process); with --ray, actors (default: "
+                        "the cluster's CPUs)")  # fmt: skip
     p.add_argument("--ray", metavar="auto|ADDRESS",
                    help="run on a Ray cluster (the `ray` extra): auto, or its host:port")
     p.add_argument("--top", type=flag(int, 1, 1_000_000), default=TOP,

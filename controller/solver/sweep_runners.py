@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from controller.errors import InputError
+from controller.model.failures import single_failures
 from controller.solver.resilience import Header, Outcome, Resilience, Sweep, SweepInputs
 
 Progress = Callable[[int, int], None]  # (elements done, elements in all)
@@ -108,9 +109,15 @@ def run_local(
     run: False stops it so too (InputError), without waiting for a batch to end (a server
     shutting down has a grace period to keep)."""
     start = time.perf_counter()
-    workers = workers or os.cpu_count() or 1
+    cores = os.cpu_count() or 1
+    workers = workers or cores
     if workers < 1:
         raise InputError(f"workers must be >= 1, got {workers}")
+    # each worker builds the whole sweep (its memory, ~1.2 GB on meta-24k): more than the
+    # cores, or than the elements, only costs that
+    count = len(elements) if elements is not None else \
+        len(single_failures(inputs.fabric, inputs.health, inputs.kinds)) + len(inputs.doubles)
+    workers = max(1, min(workers, cores, count))
     if workers == 1 and in_process:
         t = time.perf_counter()
         sweep = Sweep(inputs)
