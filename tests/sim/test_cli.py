@@ -250,6 +250,10 @@ def test_fail_random_names_the_links_it_took_down(capsys: pytest.CaptureFixture[
     lines = capsys.readouterr().out.splitlines()
     assert lines[1] == "links down: " + " ".join(expected)
     assert lines[2] == "links degraded: rtsw-p0-r1:ctsw-p0-c1=0.5"
+    # more than a pod has: refused (every rack link went down, silently)
+    per_pod = small.rtsws_per_pod * small.ctsws_per_pod * small.rack_links
+    assert main(["simulate", "--fabric", "small", "--fail-random", str(per_pod + 1)]) == 2
+    assert f"a pod of fabric 'small' has {per_pod} RTSW-CTSW links" in capsys.readouterr().err
     # a drained switch is named, not its every link (the JSON keeps every link)
     drain = ["simulate", "--fabric", "small", "--fail", "ctsw-p0-c3=drain", "--fail",
              "rtsw-p1-r0:ctsw-p1-c1"]  # fmt: skip
