@@ -172,9 +172,10 @@ def _with_roles(devices: list[Device], cables: Sequence[Cable], given: Mapping[s
                 patterns: Mapping[str, Any], places: Places | None = None,
                 cable_names: Sequence[str] | None = None) -> list[Device]:  # fmt: skip
     """`devices` and every other cabled device, its role from `given` (CSV role columns) or
-    the first pattern it matches, its rack and pod from `places` (CSV columns, where the
-    device does not give them); FabricError lists the devices with no role, each with the
-    first cable it is on (`cable_names`: a CSV's rows; `cables[i]` without)."""
+    the patterns it matches (which must agree), its rack and pod from `places` (CSV
+    columns, where the device does not give them); FabricError lists the devices with no
+    role, each with the first cable it is on (`cable_names`: a CSV's rows; `cables[i]`
+    without), or the devices patterns give different roles."""
     listed = {d.name for d in devices}
     for pattern, role in patterns.items():
         if role not in ROLES:
@@ -182,17 +183,28 @@ def _with_roles(devices: list[Device], cables: Sequence[Cable], given: Mapping[s
                               f"{', '.join(ROLES)}")  # fmt: skip
     out = list(devices)
     unknown: dict[str, int] = {}  # device -> the first cable it is on
+    clashes: list[str] = []
     for i, cab in enumerate(cables):
         for name in (cab.a, cab.b):
             if name in listed or name in unknown:
                 continue
-            role = given.get(name) or next((r for p, r in patterns.items()
-                                            if fnmatchcase(name, p)), None)  # fmt: skip
+            role = given.get(name)
+            if role is None:
+                matched = [(p, r) for p, r in patterns.items() if fnmatchcase(name, p)]
+                if len({r for _, r in matched}) > 1:  # overlapping patterns: not by order
+                    clashes.append(f"{name} ({', '.join(f'{p}: {r}' for p, r in matched)})")
+                    listed.add(name)
+                    continue
+                role = matched[0][1] if matched else None
             if role is None:
                 unknown[name] = i
                 continue
             out.append(Device(name, role))
             listed.add(name)
+    if clashes:
+        shown = ", ".join(clashes[:8]) + (f" and {len(clashes) - 8} more" if len(clashes) > 8
+                                          else "")  # fmt: skip
+        raise FabricError(f"roles: patterns give devices different roles: {shown}")
     if places:
         out = [_placed(d, places[d.name]) if d.name in places else d for d in out]
     if unknown:

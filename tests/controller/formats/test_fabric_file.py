@@ -203,6 +203,13 @@ def test_csv_cable_list_with_roles(tmp_path: Path) -> None:
         "'spine-*': ctsw, 'super-*': atsw}\n")  # fmt: skip
     via_yaml = load_fabric(str(tmp_path / "f.yaml"))
     assert via_yaml.fingerprint == reference.fingerprint
+    # overlapping patterns that disagree: refused, not resolved by their order
+    (tmp_path / "overlap.yaml").write_text(
+        "name: dc1-tiny\ncables: plain.csv\nroles: {'gpu-*': host, 'leaf-*': rtsw, "
+        "'leaf-a*': ctsw, 'spine-*': ctsw, 'super-*': atsw}\n")  # fmt: skip
+    with pytest.raises(FabricError, match=r"roles: patterns give devices different roles: "
+                       r"leaf-a0 \(leaf-\*: rtsw, leaf-a\*: ctsw\)"):  # fmt: skip
+        load_fabric(str(tmp_path / "overlap.yaml"))
     (tmp_path / "bad.csv").write_text("a,b,gbps\nx,y,1\n")
     with pytest.raises(FabricError, match="the header must name the columns"):
         load_fabric(str(tmp_path / "bad.csv"))
