@@ -157,12 +157,17 @@ def named_cable_list(fabric: Fabric, names: Mapping[str, object] | None = None,
     if known:
         raise FabricError(f"rename: no device {sorted(known)[0]!r} in the preset (rename "
                           "takes the preset's names, e.g. rtsw-p0-r0)")  # fmt: skip
-    seen: dict[str, str] = {}
-    for d in devices:
+    presets = ([f.host_name(h) for h in range(f.num_hosts)]
+               + [f.rtsw_name(i) for i in range(f.num_rtsws)]
+               + [f.ctsw_name(i) for i in range(f.num_ctsws)]
+               + [f.atsw_name(i) for i in range(f.num_atsws)])  # fmt: skip
+    seen: dict[str, str] = {}  # a name -> the preset device it names
+    for d, preset in zip(devices, presets, strict=True):
         if d.name in seen:
-            raise FabricError(f"names: two devices are both named {d.name!r}: make the "
-                              "templates or renames tell them apart")  # fmt: skip
-        seen[d.name] = d.role
+            raise FabricError(f"names: two devices are both named {d.name!r} (the preset's "
+                              f"{seen[d.name]} and {preset}): make the templates or renames "
+                              "tell them apart")  # fmt: skip
+        seen[d.name] = preset
 
     def port(kind: str, default: str, **fields: object) -> str:
         t = port_t.get(kind)

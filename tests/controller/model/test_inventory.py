@@ -197,7 +197,9 @@ def test_name_templates_and_their_errors() -> None:
     assert cables[0] == Cable("host-p0-r0-h0", "nic0", "tor-000", "h0n0", 400.0)
     with pytest.raises(FabricError, match=r"names.host: unknown field \{gpu\}"):
         named_cable_list(shape, {"host": "n{gpu}"})
-    with pytest.raises(FabricError, match="two devices are both named 'leaf'"):
+    # which preset devices collide is said
+    with pytest.raises(FabricError, match=r"two devices are both named 'leaf' \(the preset's "
+                       r"rtsw-p0-r0 and rtsw-p0-r1\)"):  # fmt: skip
         named_cable_list(shape, {"rtsw": "leaf"})
     with pytest.raises(FabricError, match="rename: no device 'nope'"):
         named_cable_list(shape, rename={"nope": "x"})
