@@ -387,7 +387,8 @@ def register(cli: Commands) -> None:
     p.add_argument("--kinds", metavar="K[,K]",
                    help="element kinds to fail: link, rtsw, ctsw, atsw (default: all)")
     p.add_argument("--doubles", type=flag(int, 0, 1_000_000), default=0, metavar="N",
-                   help="also N sampled double failures (pairs drawn with --seed)")
+                   help="also N sampled double failures (pairs drawn with --seed; every "
+                        "pair when there are no more than N: the report counts them)")
     p.add_argument("--workers", type=flag(int, 1, 4096), default=None, metavar="N",
                    help="local worker processes (default and most: the cores, and no more "
                         "than the elements; 1: this process); with --ray, actors (default: "
