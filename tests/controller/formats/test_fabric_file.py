@@ -192,24 +192,25 @@ def test_csv_cable_list_with_roles(tmp_path: Path) -> None:
     # a misspelt device has no role: named with its cable's row
     typo = plain[:2] + [plain[2].replace("leaf-a0", "lef-a0")] + plain[3:]
     (tmp_path / "typo.csv").write_text("\n".join(typo) + "\n")
-    (tmp_path / "typo.yaml").write_text(
-        "name: dc1-tiny\ncables: typo.csv\nroles: {'gpu-*': host, 'leaf-*': rtsw, "
-        "'spine-*': ctsw, 'super-*': atsw}\n")  # fmt: skip
+
+    def roles_file(name: str, cables: str, extra: str = "") -> str:
+        """A fabric file naming `cables`, its roles by pattern (`extra` ones first)."""
+        (tmp_path / name).write_text(
+            f"name: dc1-tiny\ncables: {cables}\nroles: {{'gpu-*': host, 'leaf-*': rtsw, "
+            f"{extra}'spine-*': ctsw, 'super-*': atsw}}\n")  # fmt: skip
+        return str(tmp_path / name)
+
+    roles_file("typo.yaml", "typo.csv")
     with pytest.raises(FabricError, match=r"unknown device\(s\) in cables.*: lef-a0 \(.*typo.csv: "
                        r"row 3: gpu-a00:eth1 - lef-a0:"):  # fmt: skip
         load_fabric(str(tmp_path / "typo.yaml"))
-    (tmp_path / "f.yaml").write_text(
-        "name: dc1-tiny\ncables: plain.csv\nroles: {'gpu-*': host, 'leaf-*': rtsw, "
-        "'spine-*': ctsw, 'super-*': atsw}\n")  # fmt: skip
-    via_yaml = load_fabric(str(tmp_path / "f.yaml"))
+    via_yaml = load_fabric(roles_file("f.yaml", "plain.csv"))
     assert via_yaml.fingerprint == reference.fingerprint
     # overlapping patterns that disagree: refused, not resolved by their order
-    (tmp_path / "overlap.yaml").write_text(
-        "name: dc1-tiny\ncables: plain.csv\nroles: {'gpu-*': host, 'leaf-*': rtsw, "
-        "'leaf-a*': ctsw, 'spine-*': ctsw, 'super-*': atsw}\n")  # fmt: skip
+    overlap = roles_file("overlap.yaml", "plain.csv", "'leaf-a*': ctsw, ")
     with pytest.raises(FabricError, match=r"roles: patterns give devices different roles: "
                        r"leaf-a0 \(leaf-\*: rtsw, leaf-a\*: ctsw\)"):  # fmt: skip
-        load_fabric(str(tmp_path / "overlap.yaml"))
+        load_fabric(overlap)
     (tmp_path / "bad.csv").write_text("a,b,gbps\nx,y,1\n")
     with pytest.raises(FabricError, match="the header must name the columns"):
         load_fabric(str(tmp_path / "bad.csv"))
