@@ -324,9 +324,11 @@ def cmd_job_ls(args: argparse.Namespace) -> int:
     for job in jobs:
         busbw = _busbw(job.figures)
         stalled = bool(job.figures and job.figures.get("stalled_flows"))
+        example = (job.figures or {}).get("stalled_example")
         print(f"{job.id}\tgeneration {job.generation}\t{plural(len(job.hosts), 'host')}"
               + (f"\tpredicted busbw {busbw}" if busbw else "")
-              + ("\tstalled: a flow of it has no path alive" if stalled else ""))  # fmt: skip
+              + ("\tstalled: a flow of it has no path alive" if stalled else "")
+              + (f" ({example})" if stalled and example else ""))  # fmt: skip
     return 0
 
 
@@ -369,6 +371,9 @@ def cmd_job_describe(args: argparse.Namespace) -> int:
                      f"{g(fig['hashed_flows'] - stalled)} on the fabric's hashing"
                      + (f", {g(stalled)} with no path alive: the job is stalled (a NIC link "
                         "down, its RTSW drained or its rack cut off)" if stalled else ""))
+        if stalled and fig.get("stalled_example"):
+            lines.append(f"stalled     first flow with no path: {fig['stalled_example']} (look "
+                         "at these NICs' links and switches)")  # fmt: skip
         lines.append(f"busbw       {_busbw(fig) or 'not predicted yet'}")
         if fig["handed_back"]:
             lines.append(f"why hashed  {fig['handed_back']}")

@@ -228,17 +228,20 @@ def score_to_pb(fabric: Fabric, s: Score) -> pb.PlacementScore:
     )  # fmt: skip
 
 
-def job_figures_to_pb(figures: JobFigures | None) -> pb.JobFigures | None:
+def job_figures_to_pb(fabric: Fabric, figures: JobFigures | None) -> pb.JobFigures | None:
     """A job's figures as a message (None: the job is not in an installed routing yet)."""
     if figures is None:
         return None
     busbw = figures.predicted_busbw
+    first = figures.stalled_flow
     return pb.JobFigures(
         flows=figures.flows, te_flows=figures.te_flows, hashed_flows=figures.hashed_flows,
         predicted=busbw is not None, predicted_busbw=0.0 if busbw is None else busbw,
         handed_back=figures.handed_back, over_line_rate=figures.over_line_rate,
         stalled_flows=figures.stalled_flows, demand_gbps=figures.demand_gbps,
         line_rate_gbps=figures.line_rate_gbps,
+        stalled_example="" if first is None else
+        f"{fabric.nic_name(first[0])} -> {fabric.nic_name(first[1])}",
     )  # fmt: skip
 
 

@@ -35,6 +35,9 @@ class JobFigures:
     # Gbps; 0: not known (no job given)
     demand_gbps: float = 0.0
     line_rate_gbps: float = 0.0
+    # (source NIC, destination NIC) of its first flow with no path alive, if it is stalled:
+    # which NIC to look at (its link, or its switch)
+    stalled_flow: tuple[int, int] | None = None
 
 
 def job_figures(
@@ -58,12 +61,19 @@ def job_figures(
     ids = flows.job_ids
     total = np.bincount(job_of, minlength=len(ids))
     te = np.bincount(job_of[steered], minlength=len(ids))
-    stalled = np.bincount(job_of[result.unroutable], minlength=len(ids))
+    stranded = np.sort(np.asarray(result.unroutable, np.int64))
+    stalled = np.bincount(job_of[stranded], minlength=len(ids))
+    # each job's first stranded flow, by its NICs
+    src, dst = np.zeros(n, np.int64), np.zeros(n, np.int64)
+    src[parent], dst[parent] = flows.src_nic, flows.dst_nic
+    first: dict[int, tuple[int, int]] = {}
+    for f in stranded[np.unique(job_of[stranded], return_index=True)[1]].tolist():
+        first[int(job_of[f])] = (int(src[f]), int(dst[f]))
     fell = {} if result.certificate is None else result.certificate.fallback_jobs
     return {
         job: JobFigures(int(total[j]), int(te[j]), int(total[j] - te[j]), busbw.get(job),
                         fell.get(job, "") or result.hashed_jobs.get(job, ""),
                         (over or {}).get(job, 0.0), int(stalled[j]),
-                        *(rates or {}).get(job, (0.0, 0.0)))  # fmt: skip
+                        *(rates or {}).get(job, (0.0, 0.0)), first.get(j))  # fmt: skip
         for j, job in enumerate(ids)
     }

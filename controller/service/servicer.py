@@ -70,10 +70,10 @@ class TrafficEngineering(pb_grpc.TrafficEngineeringServicer):
     def ListJobs(
         self, request: pb.ListJobsRequest, context: grpc.ServicerContext
     ) -> pb.ListJobsResponse:
-        figures = self.engine.job_figures()
+        figures, fabric = self.engine.job_figures(), self.fabric
         entries = [
-            pb.JobEntry(job=convert.job_to_pb(self.fabric, job), generation=gen,
-                        figures=convert.job_figures_to_pb(figures.get(job.id)))  # fmt: skip
+            pb.JobEntry(job=convert.job_to_pb(fabric, job), generation=gen,
+                        figures=convert.job_figures_to_pb(fabric, figures.get(job.id)))  # fmt: skip
             for job, gen in self.engine.jobs()
         ]
         return pb.ListJobsResponse(jobs=entries)

@@ -185,6 +185,12 @@ def test_job_describe_tells_nothing_to_route_from_not_installed(
         rows = dict(line.split("\t", 1) for line in capsys.readouterr().out.splitlines())
         assert "0.0% of its demand" in rows["ring"] and "stalled: a flow of it has no path" \
             in rows["ring"] and "stalled" not in rows["solo"]
+        # and names the NICs of its first such flow, one of them the NIC cut off
+        assert f"{small.nic_name(0)} -> " in rows["ring"] or f"-> {small.nic_name(0)})" \
+            in rows["ring"], rows["ring"]
+        assert main(["job", "describe", "ring", *server]) == 0
+        text = capsys.readouterr().out
+        assert "stalled     first flow with no path: " in text and small.nic_name(0) in text
     finally:
         running.stop(grace=0.5)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from controller.model.clos import PRESETS, build
 from controller.model.health import LinkHealth
 from controller.model.jobs import Job, jobs_flows, jobs_over_line_rate
@@ -61,3 +63,8 @@ def test_a_job_with_a_nic_link_down_counts_its_stalled_flows() -> None:
     touching = int(((flows.src_nic == nic) | (flows.dst_nic == nic)).sum())
     assert touching > 0 and figures["ring"].stalled_flows == touching
     assert figures["ring"].hashed_flows >= touching and figures["other"].stalled_flows == 0
+    # which NICs to look at: its first flow with no path (by input flow), one of them `nic`
+    first = figures["ring"].stalled_flow
+    assert first is not None and nic in first and figures["other"].stalled_flow is None
+    lowest = int(np.asarray(res.unroutable).min())
+    assert first == (int(flows.src_nic[lowest]), int(flows.dst_nic[lowest]))
