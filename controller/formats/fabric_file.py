@@ -42,7 +42,6 @@ import csv
 import io
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +50,7 @@ from controller.model import validation
 from controller.model.clos import PRESETS, SPEC_FIELDS, ClosSpec, build, preset, te_entries
 from controller.model.documents import read_document
 from controller.model.fabric import MAX_PORTS_PER_NIC, Fabric
-from controller.model.inventory import ROLES, Cable, Device, fabric_from_cables
+from controller.model.inventory import ROLES, Cable, Device, fabric_from_cables, roles_by_pattern
 from controller.model.name_templates import named_cable_list
 
 TOP_KEYS = SPEC_FIELDS | {"preset", "links", "names", "ports", "rename"}
@@ -183,28 +182,19 @@ def _with_roles(devices: list[Device], cables: Sequence[Cable], given: Mapping[s
                               f"{', '.join(ROLES)}")  # fmt: skip
     out = list(devices)
     unknown: dict[str, int] = {}  # device -> the first cable it is on
-    clashes: list[str] = []
+    cabled = dict.fromkeys(n for c in cables for n in (c.a, c.b) if n not in listed)
+    by_pattern = roles_by_pattern([n for n in cabled if n not in given],
+                                  list(patterns.items()), "roles", ": ")  # fmt: skip
     for i, cab in enumerate(cables):
         for name in (cab.a, cab.b):
             if name in listed or name in unknown:
                 continue
-            role = given.get(name)
-            if role is None:
-                matched = [(p, r) for p, r in patterns.items() if fnmatchcase(name, p)]
-                if len({r for _, r in matched}) > 1:  # overlapping patterns: not by order
-                    clashes.append(f"{name} ({', '.join(f'{p}: {r}' for p, r in matched)})")
-                    listed.add(name)
-                    continue
-                role = matched[0][1] if matched else None
+            role = given.get(name) or by_pattern.get(name)
             if role is None:
                 unknown[name] = i
                 continue
             out.append(Device(name, role))
             listed.add(name)
-    if clashes:
-        shown = ", ".join(clashes[:8]) + (f" and {len(clashes) - 8} more" if len(clashes) > 8
-                                          else "")  # fmt: skip
-        raise FabricError(f"roles: patterns give devices different roles: {shown}")
     if places:
         out = [_placed(d, places[d.name]) if d.name in places else d for d in out]
     if unknown:

@@ -17,7 +17,6 @@ Afterwards every cable must join adjacent tiers (host-rtsw, rtsw-ctsw, ctsw-atsw
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from fnmatch import fnmatchcase
 
 import numpy as np
 from scipy.sparse import csr_matrix
@@ -25,7 +24,14 @@ from scipy.sparse.csgraph import shortest_path
 
 from controller.errors import FabricError
 from controller.model.discovery import Discovery, Problem
-from controller.model.inventory import ROLES, Cable, Device, natural_key
+from controller.model.inventory import (
+    ROLES,
+    Cable,
+    Device,
+    listing,
+    natural_key,
+    roles_by_pattern,
+)
 
 SWITCH_CAPABILITIES = frozenset({"bridge", "router"})
 SHOWN = 8  # names listed per message before "and N more"
@@ -43,30 +49,11 @@ def parse_role_patterns(specs: Iterable[str]) -> list[tuple[str, str]]:
     return out
 
 
-def _listing(names: Sequence[str]) -> str:
-    shown = ", ".join(names[:SHOWN])
-    return shown + (f" and {len(names) - SHOWN} more" if len(names) > SHOWN else "")
-
-
-def _by_pattern(devices: Sequence[str], patterns: Sequence[tuple[str, str]]) -> dict[str, str]:
-    roles: dict[str, str] = {}
-    clashes = []
-    for device in devices:
-        matched = [(p, r) for p, r in patterns if fnmatchcase(device, p)]
-        if len({r for _, r in matched}) > 1:
-            clashes.append(f"{device} ({', '.join(f'{p}={r}' for p, r in matched)})")
-        elif matched:
-            roles[device] = matched[0][1]
-    if clashes:
-        raise FabricError(f"--roles: patterns give devices different roles: {_listing(clashes)}")
-    return roles
-
-
 def assign_roles(devices: Sequence[str], cables: Sequence[Cable],
                  capabilities: Mapping[str, frozenset[str]],
                  patterns: Sequence[tuple[str, str]] = ()) -> dict[str, str]:  # fmt: skip
     """Device -> role by the rule above; FabricError naming every ambiguous device."""
-    roles = _by_pattern(devices, patterns)
+    roles = roles_by_pattern(devices, patterns, "--roles")
     index = {d: i for i, d in enumerate(devices)}
     neighbours: dict[str, set[str]] = {d: set() for d in devices}
     for c in cables:
@@ -92,11 +79,11 @@ def assign_roles(devices: Sequence[str], cables: Sequence[Cable],
             roles[d] = "host"
     problems = []
     if unheard:
-        problems.append(f"no neighbour hears the capabilities of {_listing(unheard)} "
+        problems.append(f"no neighbour hears the capabilities of {listing(unheard, SHOWN)} "
                         "(no cable both ends agree on)")  # fmt: skip
     if paired:
         problems.append(f"devices that enable no switch capability are cabled to others of "
-                        f"their kind, so which is the host is not clear: {_listing(paired)}")
+                        f"their kind, so which is the host is not clear: {listing(paired, SHOWN)}")
     hosts = [index[d] for d in devices if roles.get(d) == "host"]
     if not hosts and not problems:
         problems.append("no device looks like a host (every device enables Bridge or Router)")
@@ -120,8 +107,8 @@ def assign_roles(devices: Sequence[str], cables: Sequence[Cable],
         else:
             roles[d] = ROLES[int(h)]
     if cut or far:
-        parts = ([f"no cable path to any host from {_listing(cut)}"] if cut else []) + (
-            [f"more than 3 hops from the nearest host: {_listing(far)}"] if far else [])
+        parts = ([f"no cable path to any host from {listing(cut, SHOWN)}"] if cut else []) + (
+            [f"more than 3 hops from the nearest host: {listing(far, SHOWN)}"] if far else [])
         raise FabricError("cannot tell the roles: " + "; ".join(parts) +
                           "; give them with --roles PATTERN=ROLE")  # fmt: skip
     return roles

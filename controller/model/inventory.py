@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
+from fnmatch import fnmatchcase
 from functools import lru_cache
 
 import numpy as np
@@ -135,9 +136,30 @@ class _Groups:
         return sorted(out, key=lambda g: natural_key(g[0]))
 
 
-def _listing(names: Sequence[str], shown: int = 6) -> str:
+def listing(names: Sequence[str], shown: int = 6) -> str:
+    """The first `shown` of `names`, then how many more, for an error message."""
     head = ", ".join(names[:shown])
     return head + (f" and {len(names) - shown} more" if len(names) > shown else "")
+
+
+def roles_by_pattern(devices: Iterable[str], patterns: Sequence[tuple[str, str]],
+                     where: str, sep: str = "=") -> dict[str, str]:  # fmt: skip
+    """Device -> the role the shell-style (pattern, role) pairs it matches give it (the
+    devices none matches left out); FabricError under `where` naming every device two
+    patterns give different roles (patterns are not taken in order; `sep` joins a pattern
+    and its role as the operator wrote them)."""
+    roles: dict[str, str] = {}
+    clashes = []
+    for device in devices:
+        matched = [(p, r) for p, r in patterns if fnmatchcase(device, p)]
+        if len({r for _, r in matched}) > 1:
+            clashes.append(f"{device} ({', '.join(f'{p}{sep}{r}' for p, r in matched)})")
+        elif matched:
+            roles[device] = matched[0][1]
+    if clashes:  # 8 listed, as device_roles lists its ambiguous devices
+        raise FabricError(f"{where}: patterns give devices different roles: "
+                          f"{listing(clashes, 8)}")  # fmt: skip
+    return roles
 
 
 def fabric_from_cables(name: str, devices: Sequence[Device], cables: Sequence[Cable],
@@ -325,15 +347,15 @@ def fabric_from_cables(name: str, devices: Sequence[Device], cables: Sequence[Ca
                 if plane_of[c] in taken:
                     plane = plane_atsws[plane_of[c]]
                     problems.add(f"ctsw {taken[plane_of[c]]} and ctsw {c} of one pod (RTSWs "
-                                 f"{_listing(pods[p])}) both reach the ATSW plane of "
-                                 f"{_listing(plane)}: each plane meets one CTSW of each pod")
+                                 f"{listing(pods[p])}) both reach the ATSW plane of "
+                                 f"{listing(plane)}: each plane meets one CTSW of each pod")
                 else:
                     taken[plane_of[c]] = c
             loose = [c for c in members if c not in plane_of]  # no ATSW cable: a free plane
             free = [i for i in range(ctsws_per_pod) if i not in taken]
             if len(loose) > len(free):
-                problems.add(f"ctsw {_listing(loose)} have no cable to an ATSW and pod of RTSWs "
-                             f"{_listing(pods[p])} has only {len(free)} plane(s) left for them")
+                problems.add(f"ctsw {listing(loose)} have no cable to an ATSW and pod of RTSWs "
+                             f"{listing(pods[p])} has only {len(free)} plane(s) left for them")
             for c, i in zip(loose, free, strict=False):
                 plane_of[c] = i
         atsws_per_plane = max(len(g) for g in plane_atsws)
@@ -550,8 +572,8 @@ def _slots(rack_groups: list[list[str]], rack_of: dict[str, int],
         problems.add(f"host {h} is cabled to {len(above)} RTSWs: {', '.join(ports)}; the "
                      f"cables fit no layout ({layout})")  # fmt: skip
     if alone:
-        problems.add(f"host {_listing(alone)} have every NIC on one RTSW while a rack has {S} "
-                     f"RTSWs ({_listing(max(rack_groups, key=len))}): the cables fit no "
+        problems.add(f"host {listing(alone)} have every NIC on one RTSW while a rack has {S} "
+                     f"RTSWs ({listing(max(rack_groups, key=len))}): the cables fit no "
                      f"layout ({layout})")  # fmt: skip
     for g in rack_groups:
         taken: dict[int, str] = {}
