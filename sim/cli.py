@@ -100,14 +100,6 @@ def load_inputs(args: argparse.Namespace) -> Inputs:
     if args.fill is not None and not 0.0 < args.fill <= 1.0:
         raise InputError(f"--fill must be in (0, 1], got {args.fill}")
     jobs = load_jobs(fabric, args.jobs, seed=args.seed, fill=args.fill)
-    if args.fail_random:
-        per_pod = fabric.rtsws_per_pod * fabric.ctsws_per_pod * fabric.rack_links
-        installed = fabric.installed[fabric.rack_base:fabric.rack_base + fabric.pods * per_pod]
-        fewest = int(installed.reshape(fabric.pods, per_pod).sum(axis=1).min())
-        if args.fail_random > fewest:
-            raise InputError(f"--fail-random {args.fail_random}: a pod of fabric "
-                             f"{fabric.name!r} has {fewest} RTSW-CTSW links (at most that "
-                             "many can fail in every pod)")  # fmt: skip
     health = random_failures(fabric, args.fail_random, args.seed) if args.fail_random else None
     health = parse_health(fabric, args.fail, base=health)
     flows = jobs_flows(fabric, jobs)

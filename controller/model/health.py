@@ -229,7 +229,8 @@ def parse_health(
 
 
 def random_failures(fabric: Fabric, per_pod: int, seed: int) -> LinkHealth:
-    """`per_pod` distinct random installed RTSW-CTSW links down in every pod (seeded)."""
+    """`per_pod` distinct random installed RTSW-CTSW links down in every pod (seeded);
+    FabricError when a pod has fewer."""
     rng = np.random.default_rng(seed)
     per_pod_links = fabric.rtsws_per_pod * fabric.ctsws_per_pod * fabric.rack_links
     down: list[int] = []
@@ -237,6 +238,9 @@ def random_failures(fabric: Fabric, per_pod: int, seed: int) -> LinkHealth:
         first = fabric.rack_base + pod * per_pod_links
         links = first + np.arange(per_pod_links)
         links = links[fabric.installed[links]]  # a cable never installed cannot fail
-        picks = rng.choice(links, size=min(per_pod, links.size), replace=False)
+        if per_pod > links.size:
+            raise FabricError(f"{per_pod} random RTSW-CTSW links down in every pod: a pod of "
+                              f"fabric {fabric.name!r} has {links.size} RTSW-CTSW links")
+        picks = rng.choice(links, size=per_pod, replace=False)
         down.extend(np.sort(picks).tolist())
     return LinkHealth.all_up(fabric).down(down)
