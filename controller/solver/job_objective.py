@@ -41,9 +41,12 @@ QPs gets far less than beside 20 large ones on an arc loaded less), (b) ripping 
 row crossing those arcs and placing them again, (c) moving those flows' TE rows to the
 candidate paths least loaded by the predicted offered load (hashed rows included), together,
 then one by one, (d) moving the TE rows of other jobs off each such arc (the best-off,
-lowest-priority jobs first), where that puts no link over capacity; align the entries of the
-rows to the moved rows' destination hosts (moved rows lead, controller.routes.entries.
-align_entries); re-predict.
+lowest-priority jobs first), where that puts no link over capacity, (e) (a) again, each row
+only on paths where it follows the entry keys it meets (_Keys: it leaves each by the arc the
+key's rows take, so it moves alone), then of each worst flow's rows it moved the first half,
+a quarter, ..., one (with floors only; first where (e) made the last move kept); align the
+entries of the rows to the moved rows' destination hosts (moved rows lead, controller.routes.
+entries.align_entries; for (e) the kept rows lead); re-predict.
 A proposal is kept only if the objective vector improves on the current one and is not below
 the starting one, no switch's TE entries exceed its budget (or what the start used, if more)
 and the MLU of the data plane stays within the ceiling max(start MLU, (1 + MLU_SLACK) x the
@@ -85,7 +88,7 @@ from controller.errors import LpError
 from controller.model.assignment import UNROUTED, Assignment
 from controller.model.dataplane import Carried, carried, overrides_of
 from controller.model.fabric import ACCESS, Fabric
-from controller.model.flows import FlowSet
+from controller.model.flows import ALL_QPS, FlowSet
 from controller.model.health import LinkHealth
 from controller.model.local_rates import TOL as LOCAL_TOL
 from controller.model.local_rates import Plane
@@ -498,6 +501,8 @@ class _State:
     vector: np.ndarray
     usage: np.ndarray
     levels: _Levels | None = None  # read from `pred` once, on first need
+    keys: _Keys | None = None  # the entry keys of `path`, built once, on first need
+    follow_first: bool = False  # the move kept last was proposal (e)'s: try (e) first
 
 
 def raise_worst(
@@ -617,11 +622,11 @@ def raise_worst(
             break
         kept = False
         for target in below[:TARGETS].tolist():
-            for moved in _proposals(target, state, rows, parent, flows, cand, movable, cap,
-                                    core, priority, jobs, floor):  # fmt: skip
+            for moved, follow in _proposals(target, state, rows, parent, flows, cand, movable,
+                                            cap, core, priority, jobs, host, floor):  # fmt: skip
                 if tried >= tries or spent >= work:
                     break
-                new = _aligned(fabric, rows, state.path, moved, host)
+                new = _aligned(fabric, rows, state.path, moved, host, follow)
                 if np.array_equal(new, state.path):
                     continue
                 after = _usage_after(fabric, rows, state, new, host)
@@ -634,7 +639,7 @@ def raise_worst(
                     continue
                 vec = floored_vector(pred.values, priority, jobs, floor)
                 if compare(vec, state.vector, tol) > 0 and compare(vec, vector, tol) >= 0:
-                    state = _State(new, settled(pred), vec, after)
+                    state = _State(new, settled(pred), vec, after, follow_first=follow)
                     moves += 1
                     kept = True
                     break
@@ -706,10 +711,12 @@ def _proposals(
     core: np.ndarray,
     priority: np.ndarray,
     jobs: np.ndarray,
+    host: np.ndarray,
     floor: np.ndarray | None = None,
-) -> Iterator[np.ndarray]:
-    """Rows to move and their new paths, as a full path array per proposal, best first.
-    Jobs rank by value, or by value over floor where they have one."""
+) -> Iterator[tuple[np.ndarray, bool]]:
+    """Rows to move and their new paths, as a full path array per proposal, best first, and
+    whether the moved rows follow the kept ones where they meet at an entry key (else they
+    lead: _aligned). Jobs rank by value, or by value over floor where they have one."""
     pred = state.pred
     value = pred.values[target]
     share = pred.share
@@ -737,12 +744,18 @@ def _proposals(
     # highest max-min level: offered load does not see that a QP sharing an arc with 200
     # small QPs gets 1/200 of it where 20 large ones would leave it 1/20
     worst_rows = np.flatnonzero(movable & worst[parent])
+    if worst_rows.size and state.levels is None:
+        state.levels = _arc_levels(pred, path, cap)
+    # (e), below, only with floors (the promise at stake), and first where it made the last
+    # move kept
+    followed = floor is not None
+    if followed and state.follow_first:
+        yield from _followed(state, cand, worst_rows, rows, parent, host)
     if worst_rows.size:
-        if state.levels is None:
-            state.levels = _arc_levels(pred, path, cap)
+        assert state.levels is not None
         batch = _levelled(cand, path, worst_rows, rows.demand, state.levels.copy())
         if (batch != path).any():
-            yield batch
+            yield batch, False
     # (b) rip up every TE row crossing those arcs and place them again, the worst flows'
     # rows first, then the rows of the jobs worst off: swaps no single move finds
     ripped = np.flatnonzero(crossing)
@@ -752,7 +765,7 @@ def _proposals(
         ripped = ripped[key][:RIP_ROWS]
         batch = _rerouted(cand, path, ripped, rows.demand, pred.load, cap)
         if (batch != path).any():
-            yield batch
+            yield batch, False
     # (c) the worst flows' own rows to their least loaded paths, together, then one by one
     if own.size:
         heat = np.array([pred.util[_row_arcs(cand, r, path[r])].max() for r in own.tolist()])
@@ -765,14 +778,14 @@ def _proposals(
                 _shift(cand, r, batch[r], p, rows.demand[r], load)
                 batch[r] = p
         if (batch != path).any():
-            yield batch
+            yield batch, False
         if own.size > 1:
             for r in own[:ROW_TRIES].tolist():
                 p = _best_path(cand, r, path[r], rows.demand[r], pred.load, cap)
                 if p is not None:
                     one = path.copy()
                     one[r] = p
-                    yield one
+                    yield one, False
     # (d) the TE rows of other flows off the hottest arcs, best-off jobs first: where they
     # put no link over capacity, then (rows of jobs after the target in the order) anywhere
     arcs_hot = np.flatnonzero(hot)
@@ -797,7 +810,46 @@ def _proposals(
                     _shift(cand, r, batch[r], p, rows.demand[r], load)
                     batch[r] = p
             if (batch != path).any():
-                yield batch
+                yield batch, False
+    if followed and not state.follow_first:
+        yield from _followed(state, cand, worst_rows, rows, parent, host)
+
+
+def _followed(state: _State, cand: Candidates, worst_rows: np.ndarray, rows: FlowSet,
+              parent: np.ndarray, host: np.ndarray) -> Iterator[tuple[np.ndarray, bool]]:
+    """Proposal (e): (a) again, each row choosing only among the paths on which it leaves
+    every entry key it meets by the next hop the key's rows take (it follows them: a row
+    leading a key drags the key's rows along, which (a) expects nothing of); then smaller
+    steps: of each worst flow's rows moved, the first half, a quarter, ..., one (every such
+    flow must rise for the job to). Moved together, the worst flows' rows can take another
+    job further down than they rise (each expects its level as if the others stayed), where
+    a few of them would not."""
+    if not worst_rows.size:
+        return
+    path = state.path
+    if state.keys is None:
+        state.keys = _Keys.of(cand, path, rows, host)
+    assert state.levels is not None
+    levelled: list[int] = []
+    batch = _levelled(cand, path, worst_rows, rows.demand, state.levels.copy(), levelled,
+                      keys=state.keys.copy(), host=host, rows_of=rows)  # fmt: skip
+    if not levelled:
+        return
+    yield batch, True
+    moved = np.asarray(levelled, np.int64)
+    flow_of = parent[moved]
+    # each moved row's place among its flow's moved rows, in the order they moved
+    order = np.argsort(flow_of, kind="stable")
+    starts = np.r_[0, np.flatnonzero(np.diff(flow_of[order])) + 1]
+    place = np.empty(moved.size, np.int64)
+    place[order] = np.arange(order.size) - np.repeat(starts, np.diff(np.r_[starts, order.size]))
+    k = (int(place.max()) + 1) // 2
+    while k >= 1:
+        step = path.copy()
+        take = moved[place < k]
+        step[take] = batch[take]
+        yield step, True
+        k //= 2
 
 
 @dataclass
@@ -864,11 +916,16 @@ def _arc_levels(pred: Prediction, path: np.ndarray, cap: np.ndarray) -> _Levels:
 
 
 def _levelled(
-    cand: Candidates, path: np.ndarray, rows: np.ndarray, demand: np.ndarray, lv: _Levels
+    cand: Candidates, path: np.ndarray, rows: np.ndarray, demand: np.ndarray, lv: _Levels,
+    moved: list[int] | None = None, *, keys: _Keys | None = None,
+    host: np.ndarray | None = None, rows_of: FlowSet | None = None,
 ) -> np.ndarray:
     """`path` with each of `rows`, the slowest per QP first, moved to its candidate path
     with the highest expected level (_Levels.at, the least over its arcs) where that beats
-    what it gets now; the levels are updated move by move."""
+    what it gets now; the levels are updated move by move. `moved`: gets the rows moved, in
+    order. `keys` (with `host` and `rows_of`: every row's destination host and the rows):
+    only paths on which the row follows the entry keys it meets (_Keys.followed), the keys
+    updated move by move."""
     out = path.copy()
     order = rows[np.lexsort((rows, lv.row_level[rows]))]
     for r in order.tolist():
@@ -880,14 +937,116 @@ def _levelled(
         now = int(path[r])
         lv.move(arcs[now], w, now_level, -1.0)
         expect = lv.at(arcs, w, demand[r] / w).min(axis=1)
+        if keys is not None:
+            assert host is not None and rows_of is not None
+            h = int(host[r])
+            src = int(keys.source(rows_of.src_nic[r], h, rows_of.qp[r]))
+            keys.add(arcs[now], h, src, -1)
+            ok = keys.followed(arcs, h, src)
+            ok[now] = True
+            expect = np.where(ok, expect, -np.inf)
         best = int(np.lexsort((np.arange(expect.size), np.arange(expect.size) != now,
                                -expect))[0])  # fmt: skip
         if expect[best] > max(now_level, expect[now]) * (1 + 1e-6):
             out[r] = best
+            if moved is not None:
+                moved.append(r)
             lv.move(arcs[best], w, float(expect[best]), 1.0)
         else:
+            best = now
             lv.move(arcs[now], w, now_level, 1.0)
+        if keys is not None:
+            keys.add(arcs[best], h, src, 1)
     return out
+
+
+@dataclass
+class _Keys:
+    """The entry keys a routing's TE rows meet (controller.routes.entries): per key the
+    next arc its rows leave by and how many rows do. At the source RTSW a key is (the row's
+    NIC, destination host, QP bucket) and its next arc the path's first; past it, (the arc
+    a row arrives on, destination host) and the arc after that. An aligned routing leaves
+    each key by one arc. Sorted arrays for the routing, a dict for the changes made to it
+    since."""
+
+    key: np.ndarray  # sorted distinct keys: source keys negative, the others arc * hosts + host
+    out: np.ndarray  # per key: the arc its rows leave by
+    count: np.ndarray  # per key: its rows
+    hosts: int
+    qps: int  # QP values a source key spans (ALL_QPS included)
+    changed: dict[int, tuple[int, int]] = field(default_factory=dict)  # key -> (out, count)
+
+    @classmethod
+    def of(cls, cand: Candidates, path: np.ndarray, rows: FlowSet, host: np.ndarray) -> _Keys:
+        chosen = cand.all_chosen(path)
+        hosts = int(host.max(initial=0)) + 1
+        qps = int(rows.qp.max(initial=ALL_QPS)) - ALL_QPS + 1
+        keys = cls(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64),
+                   hosts, qps)  # fmt: skip
+        src = keys.source(rows.src_nic, host, rows.qp)
+        key, out = keys._pairs(chosen, host[:, None], src[:, None])
+        valid = key != _NO_KEY
+        key, out = key[valid], out[valid]
+        order = np.lexsort((out, key))
+        key, out = key[order], out[order]
+        starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if key.size else key
+        count = np.diff(np.r_[starts, key.size])
+        return dataclasses.replace(keys, key=key[starts], out=out[starts], count=count)
+
+    def source(self, nic: np.ndarray | int, host: np.ndarray | int,
+               qp: np.ndarray | int) -> np.ndarray:  # fmt: skip
+        """The source RTSW key of rows from `nic` to `host` in bucket `qp` (negative)."""
+        return -1 - ((np.asarray(nic, np.int64) * self.hosts + host) * self.qps
+                     + (np.asarray(qp, np.int64) - ALL_QPS))  # fmt: skip
+
+    def copy(self) -> _Keys:
+        return dataclasses.replace(self, changed=dict(self.changed))
+
+    def _get(self, k: int) -> tuple[int, int]:
+        if k in self.changed:
+            return self.changed[k]
+        i = int(np.searchsorted(self.key, k))
+        if i < self.key.size and int(self.key[i]) == k:
+            return int(self.out[i]), int(self.count[i])
+        return -1, 0
+
+    def _pairs(self, arcs: np.ndarray, host: np.ndarray | int, src: np.ndarray | int
+               ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+        """(keys, next arcs) of paths `arcs` ([..., hops], -1 padded; no key: _NO_KEY):
+        the source key, then one per arc followed by another."""
+        arriving, leaving = arcs[..., :-1], arcs[..., 1:]
+        valid = (arriving >= 0) & (leaving >= 0)
+        inner = np.where(valid, arriving * self.hosts + host, _NO_KEY)
+        first = np.where(arcs[..., :1] >= 0, np.broadcast_to(src, arcs[..., :1].shape), _NO_KEY)
+        return (np.concatenate([first, inner], axis=-1),
+                np.concatenate([arcs[..., :1], np.where(valid, leaving, -1)], axis=-1))
+
+    def followed(self, arcs: np.ndarray, host: int, src: int) -> np.ndarray:
+        """Per candidate path ([P, hops] arcs) of a row to `host` with source key `src`:
+        does it leave every key it meets by the arc the key's rows take (or meet no rows
+        there)?"""
+        keys, leaving = self._pairs(arcs, host, src)
+        out, count = np.full(keys.shape, -1, np.int64), np.zeros(keys.shape, np.int64)
+        if self.key.size:
+            i = np.minimum(np.searchsorted(self.key, keys), self.key.size - 1)
+            hit = self.key[i] == keys
+            out[hit], count[hit] = self.out[i[hit]], self.count[i[hit]]
+        if self.changed:
+            for (p, j) in np.argwhere(np.isin(keys, np.fromiter(self.changed, np.int64))):
+                out[p, j], count[p, j] = self.changed[int(keys[p, j])]
+        clash = (keys != _NO_KEY) & (count > 0) & (out != leaving)
+        return ~clash.any(axis=1)
+
+    def add(self, arcs: np.ndarray, host: int, src: int, sign: int) -> None:
+        """A row on `arcs` (one path's) joins (+1) or leaves (-1) its keys."""
+        keys, leaving = self._pairs(arcs, host, src)
+        for k, out in zip(keys.tolist(), leaving.tolist(), strict=True):
+            if k != _NO_KEY:
+                now, count = self._get(k)
+                self.changed[k] = (out if sign > 0 else now, count + sign)
+
+
+_NO_KEY = np.iinfo(np.int64).max
 
 
 def _rerouted(
@@ -968,15 +1127,18 @@ def _best_path(
 
 
 def _aligned(
-    fabric: Fabric, rows: FlowSet, path: np.ndarray, moved: np.ndarray, host: np.ndarray
+    fabric: Fabric, rows: FlowSet, path: np.ndarray, moved: np.ndarray, host: np.ndarray,
+    follow: bool = False,
 ) -> np.ndarray:
-    """`moved` with the entries of the rows to the moved rows' destination hosts aligned,
-    the moved rows leading (controller.routes.entries.align_entries)."""
+    """`moved` with the entries of the rows to the moved rows' destination hosts aligned
+    (controller.routes.entries.align_entries), the moved rows leading: a row moved into a
+    key takes the key's other rows with it; or, `follow`, the kept rows leading: a row
+    moved into a key leaves it on the hops its rows take, and moves alone."""
     changed = moved != path
     if not changed.any():
         return path
     sub = np.flatnonzero(np.isin(host, host[changed]))
-    lead = np.where(changed[sub], 0.0, 1.0)
+    lead = np.where(changed[sub] != follow, 0.0, 1.0)
     out = moved.copy()
     out[sub] = align_entries(fabric, rows.take(sub), moved[sub], lead)
     return out

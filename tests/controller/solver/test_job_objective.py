@@ -23,13 +23,16 @@ from controller.model.flows import FlowSet
 from controller.model.hashing import hashed
 from controller.model.health import LinkHealth, parse_health
 from controller.model.jobs import Job, jobs_flows
+from controller.model.paths import SAME_RACK
 from controller.model.rates import REL_TOL, simulate, stalled_rows
 from controller.routes.budget import switch_budget, table_usage
 from controller.solver.candidates import candidates
 from controller.solver.certificate import CertifyOptions
 from controller.solver.job_objective import (
     JobObjective,
+    _aligned,
     _below,
+    _Keys,
     _levelled,
     _Levels,
     compare,
@@ -731,3 +734,103 @@ def test_every_job_stalled_reads_0_not_1() -> None:
     assert (report.worst, report.mean, report.bound) == (0.0, 0.0, 0.0)
     assert report.summary().startswith("job objective: every job stalled")
     assert res.metrics()["objective_worst_job"] == 0.0
+
+
+@FUZZ
+@given(cases())
+def test_fuzz_a_path_the_keys_say_is_followed_moves_its_row_alone(case) -> None:  # type: ignore[no-untyped-def]
+    """Proposal (e) chooses a row's path among those _Keys calls followed (every entry key
+    on it left by the arc its rows take). Checked against the entries themselves: moved
+    there, with the kept rows leading at every key (_aligned, follow), the row keeps that
+    path and no other row moves; a path not followed is changed by the alignment."""
+    fabric, health, seed, budget, qps, _ = case
+    jobs = random_jobs(fabric, seed=seed, sizes={2: 2, 3: 1, 4: 2}, fragmentation=0.5,
+                       patterns={"ring": 2, "pipeline": 1, "alltoall": 1})  # fmt: skip
+    flows = jobs_flows(fabric, jobs)
+    assume(len(flows) > 0)
+    opts = SolveOptions(table_budget=budget, qps=qps, certify=NO_CERT, job_rounds=0)
+    res = solve(fabric, health, flows, options=opts)
+    rows, path = res.assignment.flows, res.assignment.path
+    cand = candidates(fabric, rows)
+    host = rows.dst_host(fabric)
+    keys = _Keys.of(cand, path, rows, host)
+    movable = np.flatnonzero((path >= 0) & (cand.cls != SAME_RACK))
+    assume(movable.size > 0)
+    rng = np.random.default_rng(seed)
+    for r in rng.choice(movable, size=min(8, movable.size), replace=False).tolist():
+        arcs, h = cand.arcs(r), int(host[r])
+        src = int(keys.source(rows.src_nic[r], h, rows.qp[r]))
+        mine = keys.copy()
+        mine.add(arcs[path[r]], h, src, -1)
+        ok = mine.followed(arcs, h, src)
+        assert ok[path[r]]  # where it is
+        for p in range(arcs.shape[0]):
+            moved = path.copy()
+            moved[r] = p
+            out = _aligned(fabric, rows, path, moved, host, follow=True)
+            if ok[p]:
+                assert np.array_equal(out, moved), (r, p)
+            else:
+                assert out[r] != p, (r, p)
+
+
+def test_a_job_handed_back_for_want_of_a_fine_move_is_raised_by_rows_that_follow() -> None:
+    """Two pods of two racks with two cables from each RTSW to each CTSW, one down; ring a
+    spans the pods, ring c (200 Gb/s a NIC) one pod, beside a's host there. The pass brings
+    every job to 0.5 (the pod-egress bound), c's flows each squeezed onto one CTSW downlink,
+    where E-ECMP gives c 0.506: the certificate handed c back, then a, which fell below its
+    own reference (worst job 0.25). The pass with floors could only move c's rows onto a
+    downlink that other rows to the same host leave by otherwise, dragging them along
+    (align_entries), and each such try took a lower than c rose. Moving rows that follow
+    the keys they meet (proposal (e)) raises c to its floor with a a little lower: nothing
+    handed back, every job at or above both hashings."""
+    fabric = build(ClosSpec(name="lab2", pods=2, racks_per_pod=2, hosts_per_rack=2,
+                            nics_per_host=4, ctsws_per_pod=2, rack_links=2, atsws_per_plane=1,
+                            agg_links=1, agg_link_gbps=400))  # fmt: skip
+
+    def host(pod: int, rack: int, h: int) -> int:
+        return pod * 4 + rack * 2 + h
+
+    jobs = [
+        Job(id="a", hosts=(host(0, 0, 0), host(0, 1, 0), host(1, 0, 0)), dp=3, pp=1, tp=4,
+            collectives=("ring",)),
+        Job(id="b", hosts=(host(0, 0, 1), host(0, 1, 1)), dp=2, pp=1, tp=4,
+            collectives=("ring",)),
+        Job(id="c", hosts=(host(1, 0, 1), host(1, 1, 0), host(1, 1, 1)), dp=3, pp=1, tp=4,
+            collectives=("ring",), demand_gbps=200.0),
+    ]  # fmt: skip
+    flows = jobs_flows(fabric, jobs)
+    health = parse_health(fabric, ["rtsw-p1-r0:ctsw-p1-c1#0"])
+    res = solve(fabric, health, flows,
+                options=SolveOptions(certify=CertifyOptions(compare=("wcmp",))))  # fmt: skip
+    assert res.certificate is not None and res.certificate.passed
+    assert not res.certificate.fallback_jobs
+    assert res.objective is not None and res.objective.floored == 3
+    assert_at_or_above_both_hashings(fabric, health, flows, res)
+    assert min(te_jobs(fabric, health, res, "eecmp").values()) > 0.4
+
+
+def test_rows_from_one_nic_to_one_host_share_their_source_key() -> None:
+    """At the source RTSW a TE entry matches (NIC, destination host, QP bucket): two whole
+    flows from one NIC to two NICs of one host share it, so one cannot leave by another
+    uplink than the other without dragging it (_Keys, as the alignment says)."""
+    fabric = build(ClosSpec(name="two", pods=1, racks_per_pod=2, hosts_per_rack=1,
+                            nics_per_host=2, ctsws_per_pod=2, rack_links=1,
+                            atsws_per_plane=0))  # fmt: skip
+    rows = FlowSet(np.array([0, 0]), np.array([2, 3]), np.array([100.0, 100.0]),
+                   np.array([0, 0]), ("j",))  # fmt: skip
+    cand = candidates(fabric, rows)
+    assert cand.arcs(0).shape[0] == 2  # one path a CTSW
+    path = np.array([0, 0])
+    host = rows.dst_host(fabric)
+    keys = _Keys.of(cand, path, rows, host)
+    src = int(keys.source(0, int(host[0]), int(rows.qp[0])))
+    keys.add(cand.arcs(0)[0], int(host[0]), src, -1)
+    assert keys.followed(cand.arcs(0), int(host[0]), src).tolist() == [True, False]
+    moved = np.array([1, 0])
+    assert _aligned(fabric, rows, path, moved, host, follow=True).tolist() == [0, 0]
+    assert _aligned(fabric, rows, path, moved, host).tolist() == [1, 1]  # it leads: drags
+    alone = FlowSet(rows.src_nic[:1], rows.dst_nic[:1], rows.demand[:1], rows.job[:1], ("j",))
+    keys = _Keys.of(candidates(fabric, alone), path[:1], alone, host[:1])
+    keys.add(cand.arcs(0)[0], int(host[0]), src, -1)
+    assert keys.followed(cand.arcs(0), int(host[0]), src).all()
