@@ -474,13 +474,22 @@ class EtcdLeadership(Leadership):
             self._lease = int(reply["ID"])
             self.ttl = int(reply.get("TTL", self.ttl))
         sent = time.monotonic()
-        reply = self.gateway.post("/v3/kv/txn", {
-            "compare": [{"key": _b64(self.key), "target": "CREATE", "result": "EQUAL",
-                         "create_revision": 0}],
-            "success": [{"request_put": {"key": _b64(self.key), "value": _b64(self.replica),
-                                         "lease": self._lease}}],
-            "failure": [{"request_range": {"key": _b64(self.key)}}],
-        }, timeout=0.5)  # fmt: skip
+        try:
+            reply = self.gateway.post("/v3/kv/txn", {
+                "compare": [{"key": _b64(self.key), "target": "CREATE", "result": "EQUAL",
+                             "create_revision": 0}],
+                "success": [{"request_put": {"key": _b64(self.key),
+                                             "value": _b64(self.replica),
+                                             "lease": self._lease}}],
+                "failure": [{"request_range": {"key": _b64(self.key)}}],
+            }, timeout=0.5)  # fmt: skip
+        except StoreUnavailable as err:
+            if "lease not found" in str(err):
+                # the lease expired while etcd did not answer (stalled, partitioned): the
+                # next campaign grants a new one, or no campaign could ever succeed
+                log.warning("lease %x is gone: campaigning on a new one", self._lease)
+                self._lease = 0
+            raise
         if reply.get("succeeded"):
             self._created = int(reply["header"]["revision"])
             self._acked = sent

@@ -130,6 +130,34 @@ def test_a_late_renewal_within_the_lease_is_not_a_stepdown(etcd) -> None:  # typ
         two.close()
 
 
+def test_a_lone_leader_leads_again_after_etcd_stalled_past_its_lease(etcd) -> None:  # type: ignore[no-untyped-def]
+    """The defect: etcd stopped (SIGSTOP) for longer than the lease; the leader stepped down,
+    and on etcd's return kept campaigning on its expired lease ("requested lease not
+    found"), forever: a lone replica never led again, and link reports were taken but
+    never installed. It now grants a new lease and is elected again."""
+    import os
+    import signal
+
+    store = EtcdStore.from_url(f"etcd://{etcd.endpoint}/fte", "tiny")
+    a = store.leadership("a", 1.0)
+    roles: list[bool] = []
+    try:
+        a.start(roles.append)
+        assert _until(a.is_leader)
+        first = a.guard()
+        assert etcd.proc is not None
+        os.kill(etcd.proc.pid, signal.SIGSTOP)
+        try:
+            assert _until(lambda: roles[-1:] == [False], 10)  # stepped down: no renewal
+            time.sleep(2.5)  # well past the lease
+        finally:
+            os.kill(etcd.proc.pid, signal.SIGCONT)
+        assert _until(a.is_leader, 10)
+        assert roles[-1:] == [True] and a.stepdowns == 1 and a.guard() != first
+    finally:
+        store.close()
+
+
 def test_unreachable_etcd_is_store_unavailable(etcd) -> None:  # type: ignore[no-untyped-def]
     store = EtcdStore.from_url(f"etcd://{etcd.endpoint}/fte", "tiny")
     etcd.stop()
