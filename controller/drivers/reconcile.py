@@ -39,6 +39,8 @@ class ReconcileResult:
     repaired: dict[str, int] = field(default_factory=dict)  # switch -> operations the
     # rounds applied to it (found differing, pushed towards the wanted routes)
     why: dict[str, str] = field(default_factory=dict)  # unreadable switch -> the driver's why
+    refused: dict[str, str] = field(default_factory=dict)  # switch -> the error of its last
+    # repair that failed (a switch still differing says why)
 
     @property
     def in_sync(self) -> bool:
@@ -85,6 +87,7 @@ class Reconciler:
         checked = tuple(sorted(set(self.driver.switches() if switches is None else switches)))
         ops = 0
         repaired: dict[str, int] = {}
+        refused: dict[str, str] = {}
         for round_no in range(1, self.rounds + 1):
             actual, why = self._read(checked, prior if round_no == 1 else None)
             unreadable = tuple(why)
@@ -100,7 +103,7 @@ class Reconciler:
                 differing[entry.switch] = differing.get(entry.switch, 0) + 1
                 missing[entry.switch] = missing.get(entry.switch, 0) + 1
             result = ReconcileResult(actual, checked, unreadable, differing, missing, round_no, ops,
-                                     dict(repaired), why)  # fmt: skip
+                                     dict(repaired), why, dict(refused))  # fmt: skip
             last = round_no == self.rounds or not repair or (stop is not None and stop())
             if result.in_sync or last or not (len(plan) or unreadable):
                 return result
@@ -110,6 +113,8 @@ class Reconciler:
                 for r in report.results:
                     if r.status == APPLIED:
                         repaired[r.switch] = repaired.get(r.switch, 0) + r.ops
+                    elif r.error:
+                        refused[r.switch] = r.error
                 if not report.ok:
                     log.info("reconcile round %d: %s", round_no, report.summary())
             self.sleep(min(self.max_backoff, self.backoff * 2 ** (round_no - 1)))

@@ -346,8 +346,10 @@ class Engine(RouteCommands):
         (`rounds.retry_after`)."""
         try:
             step()
-            self.last_error = ""
-            self._retry_s = 0.0
+            if self._applied >= self._taken:  # the round settled: not a step of it only (a
+                # retried round that starts a solve has not pushed yet)
+                self.last_error = ""
+                self._retry_s = 0.0
             return
         except Exception as err:  # noqa: BLE001 - the loop must survive anything
             error, fenced = f"{type(err).__name__}: {err}", False

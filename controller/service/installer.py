@@ -660,7 +660,9 @@ class SwitchMarks:
         level_ok, level_bad = (logging.INFO, logging.WARNING) if loud else (logging.DEBUG,) * 2
         now: dict[str, str] = {s: f"unreadable: {result.why[s]}" if s in result.why
                                else "unreadable" for s in result.unreadable}  # fmt: skip
-        now.update({s: f"{n} entries differ" for s, n in result.differing.items()})
+        now.update({s: f"{n} entries differ" + (
+            f" (its last repair failed: {result.refused[s]})" if s in result.refused else "")
+            for s, n in result.differing.items()})  # fmt: skip
         repaired = sorted(result.repaired.items())
         for switch, ops in repaired[:NAMED_REPAIRS]:
             log.log(level_bad, "switch %s did not hold the wanted routes: %d entry "

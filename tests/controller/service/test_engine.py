@@ -1279,3 +1279,101 @@ def test_table_metrics_read_a_named_fabric_and_each_switchs_own_budget() -> None
         assert value("fabric_te_switch_table_budget_entries", {"tier": "ctsw"}) == 2048
     finally:
         engine.close()
+
+
+class BrokenSwitchDriver(EmulatedDriver):
+    """The emulated driver with switches whose writes fail (a full disk, a refused
+    session) while they are in `broken`; they read as usual."""
+
+    def __init__(self, fabric: Fabric) -> None:
+        super().__init__(fabric)
+        self.broken: set[str] = set()
+
+    def _check(self, switch: str) -> None:
+        from controller.errors import DriverError
+
+        if switch in self.broken:
+            raise DriverError(f"{switch}: write refused")
+
+    def apply(self, switch: str, ops: Sequence[Op], timeout: float | None = None) -> None:
+        self._check(switch)
+        super().apply(switch, ops, timeout)
+
+    def apply_batch(self, batch: Batch, timeout: float | None = None) -> None:
+        self._check(batch.switch)
+        super().apply_batch(batch, timeout)
+
+
+def test_a_switch_that_refuses_a_push_is_shown_differing_with_why_until_repaired(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A link report whose repair a switch refuses: the round fails (last_error, a push
+    failure) and is taken again; the retry settles the routes wanted, and the switch that
+    still refuses them is marked differing, with the driver's error, until a reconcile
+    repairs it."""
+    import controller.service.rounds as rounds_module
+
+    monkeypatch.setattr(rounds_module, "RETRY_FIRST_S", 0.2)
+    driver = BrokenSwitchDriver(FABRIC)
+    engine = Engine(FABRIC, driver, debounce=0.0, reconcile_interval=600.0, precompute=False)
+    try:
+        for job in _jobs():
+            engine.put_job(job, 0)
+        assert engine.wait_idle(60) and engine.last_error == ""
+        rtsw = FABRIC.rtsw_name(0)
+        used = np.unique(engine.installed.table(rtsw).next_hop)
+        link = int(used[used >= FABRIC.rack_base][0])
+        driver.broken.add(rtsw)
+        failures = engine.metrics.push_errors._value.get()
+        engine.report_links({link: 0.0})
+        assert _until(lambda: "write refused" in engine.last_error, 30)
+        assert _until(lambda: engine.status_fields()["pending_changes"] == 0, 30)
+        assert engine.wait_idle(60)
+        assert engine.metrics.push_errors._value.get() > failures
+        marks = engine.installer.marks.fields()
+        assert marks["switches_differing"] == 1 and not engine.installer.push_ok
+        assert any(d.startswith(rtsw) and "write refused" in d for d in marks["differing"])
+        driver.broken.clear()
+        engine.reconcile_interval = 0.05
+        assert _until(lambda: engine.installer.marks.fields()["switches_differing"] == 0, 30)
+        wanted = engine.installer.wanted()
+        assert wanted is not None and driver.read_table(rtsw).same(wanted.table(rtsw))
+        assert link not in set(driver.read_table(rtsw).next_hop.tolist())
+    finally:
+        engine.close()
+
+
+def test_a_round_failing_again_keeps_its_error_and_backs_off(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A round whose solve fails every time: its error stays in Status from the first
+    failure on, and it is taken again after waits that double. A step of the retried round
+    that succeeded (the solve started) cleared the error and the backoff: Status flickered
+    between the error and none, and the round was solved again every first interval."""
+    import controller.service.solves as solves_module
+
+    calls: list[float] = []
+
+    def broken(*args: object, **kwargs: object) -> object:
+        calls.append(time.monotonic())
+        raise RuntimeError("a solver bug")
+
+    monkeypatch.setattr(solves_module, "solve", broken)
+    engine = Engine(FABRIC, EmulatedDriver(FABRIC), debounce=0.0, reconcile_interval=600.0,
+                    precompute=False, retry_first=0.1)  # fmt: skip
+    errors: list[str] = []
+    try:
+        engine.put_job(_jobs()[0], 0)
+        assert _until(lambda: bool(engine.last_error), 30)
+        deadline = time.monotonic() + 3.0
+        while time.monotonic() < deadline:
+            errors.append(engine.last_error)
+            time.sleep(0.002)
+        assert all(e == "RuntimeError: a solver bug" for e in errors)
+        assert engine.status_fields()["pending_changes"] == 1
+        # waits 0.1, 0.2, 0.4, 0.8, 1.6 s: at most 6 solves in the first 3 s (30 without)
+        assert 4 <= len(calls) <= 6, len(calls)
+        gaps = np.diff(calls)
+        assert (gaps[1:] > gaps[:-1] * 1.5).all(), gaps
+    finally:
+        engine.close()
