@@ -522,9 +522,10 @@ class EtcdLeadership(Leadership):
         reply = self.gateway.post("/v3/lease/keepalive", {"ID": self._lease}, timeout=0.5)
         result = reply.get("result", reply)
         if int(result.get("TTL", 0)) <= 0:
-            log.warning("lease %x expired: stepping down", self._lease)
+            if self._believed:  # else a campaign found its key on the expired lease
+                log.warning("lease %x expired: stepping down", self._lease)
+                self.stepdowns += 1
             self._created, self._lease = 0, 0
-            self.stepdowns += 1
             return
         self._acked = sent
         self._valid_until = sent + 0.75 * self.ttl
