@@ -70,7 +70,9 @@ class DesiredState:
     def check_put(self, job: Job, generation: int = 0, *, flows_checked: bool = False) -> int:
         """The generation `job` would be stored with; changes nothing.
 
-        generation 0 means "no check" and stores the next number; otherwise it must be
+        generation 0 means "no check" and stores the next number, unless the very same job is
+        stored: then nothing changes and its generation is returned (puts are level-triggered:
+        a scheduler putting its jobs again solves nothing); otherwise it must be
         greater than the stored one (PreconditionError) and at most MAX_GENERATION
         (InputError), or equal to it with the very same job: a retry of a write whose
         outcome the caller did not learn, accepted as it is (idempotent). When the next
@@ -82,6 +84,8 @@ class DesiredState:
         stored = self.jobs.get(job.id)
         if generation and stored == (job, generation):  # a retry of the write that made it
             return generation
+        if not generation and stored and stored[0] == job:  # the same job again: no change
+            return stored[1]
         if generation and stored and generation <= stored[1]:
             raise PreconditionError(
                 f"job {job.id!r}: generation {generation} is not newer than {stored[1]}"

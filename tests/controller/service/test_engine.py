@@ -1377,3 +1377,33 @@ def test_a_round_failing_again_keeps_its_error_and_backs_off(
         assert (gaps[1:] > gaps[:-1] * 1.5).all(), gaps
     finally:
         engine.close()
+
+
+def test_putting_the_same_job_again_changes_nothing() -> None:
+    """Puts are level-triggered: a scheduler putting its jobs again (generation 0, each
+    as stored) bumps no generation and no state version and starts no solve; it did all
+    three, a global solve of seconds on a large fabric for every resync."""
+    import controller.service.solves as solves_module
+
+    engine = Engine(FABRIC, EmulatedDriver(FABRIC), debounce=0.0, reconcile_interval=600.0,
+                    precompute=False)  # fmt: skip
+    try:
+        job = _jobs()[0]
+        generation, version = engine.put_job(job, 0)
+        assert engine.wait_idle(60) and engine.last_error == ""
+        solves = engine.metrics.solve_seconds.labels("solve")._sum.get()
+        real = solves_module.solve
+        calls: list[int] = []
+        solves_module.solve = lambda *a, **k: calls.append(1) or real(*a, **k)  # type: ignore[assignment]
+        try:
+            assert engine.put_job(replace(job), 0) == (generation, version)
+            assert engine.wait_idle(60) and not calls
+            assert engine.status_fields()["pending_changes"] == 0
+            assert engine.metrics.solve_seconds.labels("solve")._sum.get() == solves
+            moved = replace(job, hosts=tuple(range(24, 32)))
+            assert engine.put_job(moved, 0) == (generation + 1, version + 1)
+            assert engine.wait_idle(60) and calls
+        finally:
+            solves_module.solve = real  # type: ignore[assignment]
+    finally:
+        engine.close()

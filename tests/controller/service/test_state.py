@@ -22,9 +22,11 @@ def _job(fabric: Fabric, job_id: str, hosts: range) -> Job:
 def test_generations_count_up_and_stale_ones_change_nothing(tiny: Fabric) -> None:
     state = DesiredState(tiny)
     assert state.put_job(_job(tiny, "a", range(0, 2))) == 1
-    assert state.put_job(_job(tiny, "a", range(0, 2))) == 2
+    assert state.put_job(_job(tiny, "a", range(0, 3))) == 2
     assert state.put_job(_job(tiny, "a", range(0, 2)), generation=7) == 7
+    # the same job again, unchecked: no change (level-triggered), its generation returned
     version = state.version
+    assert state.put_job(_job(tiny, "a", range(0, 2))) == 7 and state.version == version
     with pytest.raises(PreconditionError, match="generation 7 is not newer than 7"):
         state.put_job(_job(tiny, "a", range(2, 4)), generation=7)
     assert state.version == version and state.jobs["a"][0].hosts == (0, 1)
