@@ -130,8 +130,8 @@ def link_factor(name: str, state: str) -> float:
     if state == "up":
         return 1.0
     if state == "drain":
-        raise FabricError(f"{name}=drain: drain names a switch (as --fail takes it); a link "
-                          "report takes down, up or a fraction: report the switch's links down")
+        raise FabricError(f"{name}=drain: drain takes a switch (SWITCH=drain); a link is "
+                          f"taken down ({name}=down), brought up or degraded ({name}=0.5)")
     try:
         value = float(state)
     except ValueError:
@@ -166,9 +166,16 @@ def link_changes(words: Sequence[str]) -> list[tuple[str, float]]:
                 f"{word!r}: give the link's state as LINK=down, LINK=up or LINK=0.5 (the "
                 "fraction of capacity left)"
             )
-        # SWITCH=drain: reported down, which the controller takes for every link of it
-        drain = state.strip().lower() == "drain"
-        out.append((name, 0.0 if drain else link_factor(name, state)))
+        # SWITCH=drain: reported down, which the controller takes for every link of it; a
+        # switch is drained or brought back, never degraded (a link's name has a ':')
+        said = state.strip().lower()
+        if ":" in name:
+            out.append((name, link_factor(name, state)))
+        elif said in ("drain", "down", "up"):
+            out.append((name, 1.0 if said == "up" else 0.0))
+        else:
+            raise FabricError(f"{word}: a switch is drained ({name}=drain) or brought back "
+                              f"({name}=up), not degraded; a link is named A:B")  # fmt: skip
     if not out:
         raise FabricError("no link given: LINK=down, LINK=up or LINK=0.5")
     return out

@@ -114,6 +114,15 @@ def test_link_changes_down_up_and_mistakes() -> None:
         link_changes(["degrade", "a:b"])
     with pytest.raises(FabricError, match="bad link state 'half'"):
         link_changes(["a:b=half"])
+    # drain takes a switch, a switch is drained or back: both were taken as something else
+    # (a link's drain as down, a switch at 0 as its drain)
+    with pytest.raises(FabricError, match=r"a:b=drain: drain takes a switch \(SWITCH=drain\)"):
+        link_changes(["a:b=drain"])
+    for state in ("0", "0.5", "1"):
+        with pytest.raises(FabricError, match="a switch is drained .* not degraded"):
+            link_changes([f"ctsw-p0-c1={state}"])
+    assert link_changes(["ctsw-p0-c1=up", "ctsw-p0-c2=DOWN"]) == [("ctsw-p0-c1", 1.0),
+                                                                 ("ctsw-p0-c2", 0.0)]
 
 
 @settings(max_examples=200, deadline=None)
