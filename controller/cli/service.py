@@ -306,11 +306,37 @@ def _clashes(entries: Sequence[dict[str, Any] | None],
 
 
 def cmd_job_rm(args: argparse.Namespace) -> int:
+    from controller.errors import JobError
+    from controller.model import validation
+
+    for i, job_id in enumerate(args.ids):  # every id checked before the first is deleted
+        validation.text(job_id, f"job id {i + 1} ({job_id!r})", JobError)
     with _client(args) as client:
         for job_id in dict.fromkeys(args.ids):  # each once, in the order given
             existed = client.delete_job(job_id)
             print(f"{job_id}: {'deleted' if existed else 'not found (nothing to do)'}",
                   flush=True)  # fmt: skip
+    return 0
+
+
+# a job spec's fields whose zero (or empty) value means "not given" on the wire
+_SPEC_OPTIONAL = ("dp", "pp", "tp", "collectives", "channels", "demand_gbps",
+                  "gpus_per_host", "priority")  # fmt: skip
+
+
+def cmd_job_export(args: argparse.Namespace) -> int:
+    """The controller's jobs as a placement file: what `tectl job put` and `--jobs` read."""
+    with _client(args) as client:
+        jobs = client.list_jobs()
+    doc = {"jobs": [{"id": job.id, "hosts": list(job.hosts)}
+                    | {k: job.spec[k] for k in _SPEC_OPTIONAL if job.spec.get(k)}
+                    for job in jobs]}  # fmt: skip
+    if args.output == "yaml":
+        import yaml
+
+        sys.stdout.write(yaml.safe_dump(doc, sort_keys=False))
+    else:
+        print(to_json(doc))
     return 0
 
 
@@ -1004,6 +1030,13 @@ def register(cli: Commands) -> None:
         "describe", help="one job: its shape, flows, predicted busbw and TE entries")))
     describe.add_argument("id", help="job id (`tectl job ls` lists them)")
     describe.set_defaults(func=cmd_job_describe)
+    export = client(jsub.add_parser(
+        "export", help="print the controller's jobs as a placement file ({\"jobs\": [...]}, "
+        "what `tectl job put` and `tectl solve --jobs` read): a backup, or the jobs of one "
+        "controller for another"))  # fmt: skip
+    export.add_argument("-o", "--output", choices=("json", "yaml"), default="json",
+                        help="file format (default json)")  # fmt: skip
+    export.set_defaults(func=cmd_job_export)
 
     link = client(sub.add_parser(
         "link", help="report links' states to a running controller: LINK=down, LINK=up or "

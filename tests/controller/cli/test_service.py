@@ -378,3 +378,40 @@ def test_status_names_the_widest_repairs_in_words() -> None:
     lines = _precomputed_lines(p)
     assert lines[-2].endswith("rtsw-p0-r0 (rtsw): 1 row moved (0 off it), 1 job")
     assert lines[-1].endswith("ctsw-p0-c0 (ctsw): 1,200 rows moved (3 off it), 2 jobs")
+
+
+def test_job_export_is_a_placement_file_job_put_takes_back(
+    small: Fabric, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`tectl job export` prints the controller's jobs as a placement file; put on another
+    controller it gives the same jobs (the `job ls -o json` listing, with generations and
+    figures, is not one: `job put` refuses it). `job rm` checks every id before it deletes
+    the first: an empty id among them deleted those before it."""
+    one = start(Engine(small, EmulatedDriver(small), debounce=0.01), "127.0.0.1:0")
+    two = start(Engine(small, EmulatedDriver(small), debounce=0.01), "127.0.0.1:0")
+    first = ["--server", f"127.0.0.1:{one.port}", "--insecure"]
+    second = ["--server", f"127.0.0.1:{two.port}", "--insecure"]
+    try:
+        jobs = tmp_path / "jobs.json"
+        jobs.write_text(json.dumps({"jobs": [
+            {"id": "a", "hosts": [small.host_name(h) for h in range(4)], "tp": 4,
+             "collectives": ["ring", "alltoall"], "demand_gbps": 200, "priority": 2},
+            {"id": "b", "hosts": [small.host_name(h) for h in (8, 9)]},
+        ]}))  # fmt: skip
+        assert main(["job", "put", str(jobs), *first]) == 0
+        capsys.readouterr()
+        for fmt in ("json", "yaml"):
+            assert main(["job", "export", "-o", fmt, *first]) == 0
+            out = tmp_path / f"export.{fmt}"
+            out.write_text(capsys.readouterr().out)
+            assert main(["job", "put", str(out), *second]) == 0
+            capsys.readouterr()
+            assert one.engine.jobs() == two.engine.jobs()
+        assert {job.id for job, _ in one.engine.jobs()} == {"a", "b"}
+        capsys.readouterr()
+        assert main(["job", "rm", "a", "", "b", *first]) == 2
+        assert "job id 2 ('')" in capsys.readouterr().err
+        assert {job.id for job, _ in one.engine.jobs()} == {"a", "b"}  # none deleted
+    finally:
+        one.stop()
+        two.stop()
