@@ -584,9 +584,8 @@ def cmd_routes_show(args: argparse.Namespace) -> int:
                 if args.switch:  # names the server does not know refused, as in a listing
                     for _ in client.stream_routes(args.switch, "", 1):
                         break
-                _watch(client, since, set(args.switch), epoch, hosts)
-            else:
-                _show(client, args)
+                return _watch(client, since, set(args.switch), epoch, hosts)
+            _show(client, args)
         except BrokenPipeError:  # `tectl routes show | head`
             sys.stderr.close()
     return 0
@@ -609,11 +608,13 @@ def _show(client: Client, args: argparse.Namespace) -> None:
 
 
 def _watch(client: Client, since: int, switches: Collection[str] = (), epoch: str = "",
-           hosts: Collection[str] | None = None) -> None:  # fmt: skip
+           hosts: Collection[str] | None = None) -> int:  # fmt: skip
     """Print the watch, its snapshot's entries then each delta's (only `switches`' entries
     and those towards `hosts`, when given); the client resumes it when the server drops it
-    for falling behind. Each sync line says how to resume from it."""
+    for falling behind. Each sync line says how to resume from it. A watch runs until it
+    is stopped: when the server ends it (stopping), that is said, and the exit code is 1."""
     first_chunk = True
+    last = InSync(since, epoch)
 
     def shown(e: RouteLine) -> bool:
         return _shown(e, switches) and (hosts is None or e.dst_host in hosts)
@@ -630,6 +631,7 @@ def _watch(client: Client, since: int, switches: Collection[str] = (), epoch: st
             sys.stdout.flush()
             first_chunk = not event.more
         elif isinstance(event, InSync):
+            last = event
             resume = f" (resume with --since {event.epoch}:{event.version})" if event.epoch else ""
             print(f"# in sync at version {event.version}{resume}", flush=True)
         elif isinstance(event, Resumed):
@@ -640,6 +642,10 @@ def _watch(client: Client, since: int, switches: Collection[str] = (), epoch: st
             lines += [_entry_line("- ", e) for e in event.removed if shown(e)]
             if lines or not filtered:  # filtered: a delta of other entries says nothing
                 print("\n".join([f"# delta version {event.version}", *lines]), flush=True)
+            last = InSync(event.version, last.epoch)
+    resume = f"; resume with --since {last.epoch}:{last.version}" if last.epoch else ""
+    print(f"tectl: the server ended the watch (it is stopping){resume}", file=sys.stderr)
+    return 1
 
 
 def _since(text: str) -> tuple[str, int]:

@@ -223,10 +223,18 @@ _NO_CONNECTION_HINT = ("no call reached the server: check --server (FABRIC_TE_SE
                        "and --tls-key)")  # fmt: skip
 
 
-def _failed(err: Any) -> InputError:
+_CUT_HINT = ("the stream was cut after the server had answered: it stopped, or the "
+             "connection dropped; run the command again once it is back")
+
+
+def _failed(err: Any, answered: bool = False) -> InputError:
+    """A call's gRPC error as an InputError; `answered`: a stream had received messages
+    (then a lost connection is a cut, not a server never reached)."""
     details = str(err.details())
     text = f"{err.code().name}: {details}"
-    if err.code().name == "UNAVAILABLE" and any(s in details.lower() for s in _NO_CONNECTION):
+    if err.code().name == "UNAVAILABLE" and answered:
+        text += f" ({_CUT_HINT})"
+    elif err.code().name == "UNAVAILABLE" and any(s in details.lower() for s in _NO_CONNECTION):
         text += f" ({_NO_CONNECTION_HINT})"
     return InputError(text)
 
@@ -401,11 +409,13 @@ class Client:
         import grpc
 
         request = self._pb.GetRoutesRequest(switches=list(switches), job=job, page_size=chunk)
+        answered = False
         try:
             for msg in self._stub.StreamRoutes(request):
+                answered = True
                 yield RoutesChunk(msg.version, msg.total_entries, _lines(msg.entries))
         except grpc.RpcError as err:  # a stream ends with a status
-            raise _failed(err) from None
+            raise _failed(err, answered) from None
 
     def watch_routes(self, since: int = 0, epoch: str = "") -> Iterator[WatchEvent]:
         """Route changes after version `since` of routes epoch `epoch` (as an InSync gave
@@ -418,10 +428,12 @@ class Client:
         from controller.service.servicer import RESUME_EPOCH_KEY, RESUME_VERSION_KEY
 
         seen = InSync(since, epoch)  # the last version received whole (not a snapshot's)
+        answered = False
         while True:
             watch = self._watch_once(seen)
             try:
                 for event in watch:
+                    answered = True
                     if isinstance(event, InSync):
                         seen = event
                     elif isinstance(event, Delta):  # after a sync, or after `seen` itself
@@ -430,7 +442,7 @@ class Client:
                 return
             except grpc.RpcError as err:
                 if err.code() != grpc.StatusCode.ABORTED:
-                    raise _failed(err) from None
+                    raise _failed(err, answered) from None
                 trailer = dict(err.trailing_metadata() or ())
                 resume = trailer.get(RESUME_VERSION_KEY)
                 if resume is not None:

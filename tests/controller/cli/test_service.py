@@ -415,3 +415,47 @@ def test_job_export_is_a_placement_file_job_put_takes_back(
     finally:
         one.stop()
         two.stop()
+
+
+def test_a_watch_ended_by_the_server_stopping_says_so(
+    small: Fabric, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A route watch whose server stopped after it had answered was told "no call reached
+    the server: check --server ..." (the connection cut), or ended silently with exit code
+    0 (the server closed the stream): it is told the stream was cut, or that the server
+    ended the watch, with where to resume, exit code 1."""
+    from controller.cli.service import _watch
+    from controller.errors import InputError
+    from controller.service.client import Client, InSync, Target
+
+    running = start(Engine(small, EmulatedDriver(small), debounce=0.01), "127.0.0.1:0")
+    stopped = False
+    try:
+        with Client.connect(Target(f"127.0.0.1:{running.port}", insecure=True)) as client:
+            try:
+                for event in client.watch_routes():
+                    if isinstance(event, InSync) and not stopped:
+                        running.stop(grace=0)
+                        stopped = True
+            except InputError as err:
+                said = str(err)
+                assert said.startswith("UNAVAILABLE") and "the stream was cut" in said, said
+                assert "check --server" not in said
+            assert stopped
+    finally:
+        if not stopped:
+            running.stop()
+
+    class Ended:  # a server that syncs, sends a delta and ends the watch
+        def watch_routes(self, since: int, epoch: str):  # type: ignore[no-untyped-def]
+            from controller.service.client import Delta
+
+            yield InSync(3, "e1")
+            yield Delta(4, (), ())
+
+    capsys.readouterr()
+    assert _watch(Ended(), 0) == 1  # type: ignore[arg-type]
+    out, err = capsys.readouterr()
+    assert "# in sync at version 3" in out
+    assert err == ("tectl: the server ended the watch (it is stopping); resume with --since "
+                   "e1:4\n")  # fmt: skip
