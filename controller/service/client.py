@@ -223,6 +223,8 @@ _NO_CONNECTION_HINT = ("no call reached the server: check --server (FABRIC_TE_SE
                        "and --tls-key)")  # fmt: skip
 
 
+_CUT = ("stream removed", "cancelling all calls")  # a connection lost, or a server
+# stopping, under a stream (with _NO_CONNECTION's)
 _CUT_HINT = ("the stream was cut after the server had answered: it stopped, or the "
              "connection dropped; run the command again once it is back")
 
@@ -232,10 +234,9 @@ def _failed(err: Any, answered: bool = False) -> InputError:
     (then a lost connection is a cut, not a server never reached)."""
     details = str(err.details())
     text = f"{err.code().name}: {details}"
-    if err.code().name == "UNAVAILABLE" and answered:
-        text += f" ({_CUT_HINT})"
-    elif err.code().name == "UNAVAILABLE" and any(s in details.lower() for s in _NO_CONNECTION):
-        text += f" ({_NO_CONNECTION_HINT})"
+    lost = any(s in details.lower() for s in _NO_CONNECTION + _CUT)
+    if err.code().name == "UNAVAILABLE" and lost:
+        text += f" ({_CUT_HINT if answered else _NO_CONNECTION_HINT})"
     return InputError(text)
 
 
