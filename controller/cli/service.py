@@ -921,7 +921,7 @@ def register(cli: Commands) -> None:
     add_fabric_arg(serve)
     serve.add_argument("--driver", default="emulated", help="switch driver (emulated)")
     serve.add_argument("--driver-dir", help="directory for --driver file (tables)")
-    serve.add_argument("--lab", help="lab name for --driver linux (see `tectl lab up`)")
+    serve.add_argument("--lab", help="lab name for --driver linux or ovs (see `tectl lab up`)")
     serve.add_argument(
         "--config-db", metavar="URL|FILE",
         help="for --driver sonic: the switches' CONFIG_DB, a Redis URL with a database per "

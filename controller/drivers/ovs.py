@@ -57,8 +57,9 @@ class OvsDriver(Driver):
         """Drive the instance in `rundir`, or that of lab `lab` (`tectl lab up --switch ovs`)."""
         self.fabric = fabric
         if (rundir is None) == (lab is None):
-            raise DriverError("ovs driver: give its lab (tectl: --lab NAME) or its rundir, not "
-                              "both")
+            which = "not both" if rundir is not None else "neither was given"
+            raise DriverError("ovs driver: give its lab (tectl serve --lab NAME, as `tectl lab "
+                              f"up --switch ovs` made it) or its rundir, one of them: {which}")
         self.rundir = Path(rundir) if rundir is not None else ovs_daemons.lab_rundir(str(lab))
         if not (self.rundir / "db.sock").exists():
             raise DriverUnavailable(f"no Open vSwitch running in {self.rundir} (no db.sock)")

@@ -36,6 +36,14 @@ def test_registered_under_the_driver_entry_points():
     )
 
 
+def test_a_driver_given_neither_lab_nor_rundir_says_so(tmp_path):
+    """It said "give its lab or its rundir, not both" where neither was given."""
+    with pytest.raises(DriverError, match="one of them: neither was given"):
+        OvsDriver(FABRIC)
+    with pytest.raises(DriverError, match="one of them: not both"):
+        OvsDriver(FABRIC, rundir=tmp_path, lab="x")
+
+
 def test_flows_match_port_destination_and_bucket_source_ports(driver):
     whole = entry(0, 1)
     part = Entry(SWITCH, whole.in_port, whole.dst_host, FABRIC.rack_link(0, 2), qp=5)
