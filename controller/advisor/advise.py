@@ -235,6 +235,26 @@ def _free_hosts(fabric: Fabric, jobs: Sequence[Job], avoid: Sequence[int],
     return free
 
 
+def _not_free(fabric: Fabric, jobs: Sequence[Job], avoid: Sequence[int],
+              health: LinkHealth) -> str:  # fmt: skip
+    """Why the other hosts are not free, counted by the first reason of each (for an
+    error): in a job, avoided, a NIC link down or its RTSW drained, not in the fabric."""
+    left = np.zeros(fabric.num_hosts, bool)
+    left[fabric.usable_hosts] = True
+    reasons = [f"{int((~left).sum())} not usable (a NIC without a cable)"]
+    for why, hosts in (("in a job", [h for job in jobs for h in job.hosts]),
+                       ("avoided", list(avoid))):  # fmt: skip
+        taken = np.zeros(fabric.num_hosts, bool)
+        taken[hosts] = True
+        reasons.append(f"{int((left & taken).sum())} {why}")
+        left &= ~taken
+    nic_up = health.factor[: fabric.num_access_links].reshape(fabric.num_hosts, -1) > 0
+    down = left & ~nic_up.all(axis=1)
+    reasons.append(f"{int(down.sum())} with a NIC link down or its RTSW drained")
+    shown = [r for r in reasons if not r.startswith("0 ")]
+    return f" ({'; '.join(shown)})" if shown else ""
+
+
 def _host_health(fabric: Fabric, health: LinkHealth) -> np.ndarray:
     """Per host, the least health factor of its NIC links (1: every NIC at full speed; a
     NIC degraded to half makes every flow of a job there run at half)."""
@@ -343,7 +363,8 @@ def candidates(
         need = f"{n} free host{'s' * (n != 1)}"
         asked = (f"hosts: {n} hosts" if request.hosts else
                  f"gpus: {n * fabric.gpus_per_host} GPUs need {need}")  # fmt: skip
-        raise AdvisorError(f"{asked}, only {int(free.sum())} are free (with every NIC link up)")
+        raise AdvisorError(f"{asked}, only {int(free.sum())} are free"
+                           + _not_free(fabric, jobs, request.avoid_hosts, health))
     rack_of = fabric.rack_of_host(np.arange(fabric.num_hosts))
     host_ok = _host_health(fabric, health)
     by_rack: dict[int, list[int]] = {}  # healthy hosts first: a rack partly taken keeps the rest

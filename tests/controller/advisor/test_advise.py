@@ -72,6 +72,17 @@ def test_score_agrees_with_solver_and_simulator(small: Fabric) -> None:
     assert got.te_mlu == pytest.approx(report.mlu)
 
 
+def test_too_few_free_hosts_says_why_the_others_are_not(small: Fabric) -> None:
+    """It said "(with every NIC link up)" whatever kept the hosts: a drained RTSW's hosts,
+    the running jobs' and the avoided ones are counted by reason."""
+    health = parse_health(small, ["rtsw-p1-r0=drain"])
+    with pytest.raises(AdvisorError) as err:
+        advise(small, health, RUNNING, Request(hosts=small.num_hosts, avoid_hosts=(31,)))
+    taken = len({h for job in RUNNING for h in job.hosts})
+    assert str(err.value).endswith(
+        f"({taken} in a job; 1 avoided; 2 with a NIC link down or its RTSW drained)")
+
+
 def test_deterministic(small: Fabric) -> None:
     health = parse_health(small, ["rtsw-p1-r2:ctsw-p1-c3"])
     a = advise(small, health, RUNNING, Request(gpus=32, tp=4, top=5))
