@@ -271,7 +271,8 @@ class Blast:
         self.jobs_sum += one.jobs_moved
         self.jobs_max = max(self.jobs_max, one.jobs_moved)
         self.moving_others += one.rows_off_element > 0
-        self.widest.append((-one.rows_moved, one.element))
+        if one.rows_moved:  # a repair that moves nothing is no one's widest
+            self.widest.append((-one.rows_moved, one.element))
         if len(self.widest) > 4 * WIDEST:
             self.widest = sorted(self.widest)[:WIDEST]
 
@@ -455,7 +456,8 @@ class Precomputer:
                     "failed": s.failed} | s.blast.fields()  # fmt: skip
 
     def widest(self) -> list[PrecomputedRepair]:
-        """The `WIDEST` repairs ready that move the most rows (ties: by element id)."""
+        """The `WIDEST` repairs ready that move the most rows, those that move any (ties: by
+        element id)."""
         with self._lock:
             s = self._set
             if s is None:
