@@ -822,3 +822,17 @@ def test_the_row_budget_computes_the_first_of_the_order_within_it() -> None:
         assert [r.element for r in engine.precomputer.ready()] == sorted(want)
     finally:
         engine.close()
+
+
+def test_repairs_that_move_nothing_are_no_ones_widest() -> None:
+    """Status listed repairs moving 0 rows as the widest where fewer than its ten moved
+    any (every one, on a fabric whose failures move nothing)."""
+    from types import SimpleNamespace
+
+    from controller.service.precomputed import Blast
+
+    blast = Blast()
+    for element, rows in enumerate([0, 3, 0, 1]):
+        blast.add(SimpleNamespace(element=element, rows_moved=rows, jobs_moved=0,  # type: ignore[arg-type]
+                                  rows_off_element=0))  # fmt: skip
+    assert sorted(blast.widest) == [(-3, 1), (-1, 3)] and blast.elements == 4
