@@ -58,11 +58,16 @@ def check_job_entry(entry: Any, path: str = "job") -> dict[str, Any]:
     if isinstance(names, str | bytes | Mapping) or not isinstance(names, Sequence) or not names:
         raise _fail("", f"{path}.hosts", "must be a non-empty list of host names")
     validation.listing(names, f"{path}.hosts", validation.MAX_GPUS, JobError)
+    first: dict[str, int] = {}
     for i, name in enumerate(names):
         if not isinstance(name, str):
             got = validation.shown(name)
             raise _fail("", f"{path}.hosts[{i}]", f"host name must be a string, got {got}")
         validation.text(name, f"{path}.hosts[{i}]", JobError)
+        if name in first:  # as parse_job says it, before a fabric is at hand
+            raise _fail("", f"{path}.hosts[{i}]",
+                        f"host {name!r} is listed twice (also hosts[{first[name]}])")  # fmt: skip
+        first[name] = i
     for key in INT_KEYS:
         if doc.get(key) is not None:
             hi = validation.MAX_CHANNELS if key == "channels" else validation.MAX_GPUS

@@ -223,3 +223,15 @@ def test_fill_is_refused_where_it_would_be_ignored(tiny: Fabric, tmp_path: Path)
     # a mix: the caller's default where --fill is not given
     mixed = load_jobs(tiny, "random", seed=1, default_fill=0.5)
     assert mixed == random_jobs(tiny, seed=1, fill=0.5)
+
+
+def test_a_host_listed_twice_is_refused_before_a_fabric_is_at_hand() -> None:
+    """`tectl job put` checks its file with no fabric (check_job_entry) before sending it;
+    a host given twice in a job passed that check and only the server refused it."""
+    from controller.errors import JobError
+    from controller.formats.placement import check_job_entry
+
+    with pytest.raises(JobError, match=r"jobs\[0\]\.hosts\[2\].*'h1' is listed twice "
+                                       r"\(also hosts\[0\]\)"):  # fmt: skip
+        check_job_entry({"id": "a", "hosts": ["h1", "h2", "h1"]}, "jobs[0]")
+    assert check_job_entry({"id": "a", "hosts": ["h1", "h2"]})["hosts"] == ["h1", "h2"]
