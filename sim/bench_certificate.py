@@ -11,7 +11,8 @@ pinning and oblivious spray (deterministic); adaptive spray is the fractional op
 ceiling min(1, 1 / LP optimum) for the worst job. Where the fabric runs WCMP, the promise is
 against WCMP: the first scenarios of each fabric (`WCMP_SCENARIOS`) are solved a second time
 certified against WCMP, their TE carried with WCMP as the fabric's hashing, and compared
-with WCMP's.
+with WCMP's. The `parallel` row is scenario s on a fabric of its own with 2-3 cables from
+each RTSW to each CTSW (`parallel_scenario`).
 """
 
 from __future__ import annotations
@@ -26,11 +27,11 @@ from typing import Any
 
 import numpy as np
 
-from controller.model.clos import PRESETS, build
+from controller.model.clos import PRESETS, ClosSpec, build
 from controller.model.fabric import Fabric
 from controller.model.flows import FlowSet
 from controller.model.health import LinkHealth, random_failures
-from controller.model.jobs import jobs_flows
+from controller.model.jobs import Job, jobs_flows
 from controller.solver.certificate import CertifyOptions
 from controller.solver.commodities import commodities
 from controller.solver.greedy import warm_up
@@ -42,12 +43,15 @@ from sim.jobmix import random_jobs
 
 SEEDS = range(1, 5)  # the certificate's default K = 4 hash seeds
 RIVALS = ("eecmp", "wcmp", "ecmp", "pinning", "spray")
+# not a preset: scenario s is on a fabric of its own (parallel_fabric), as an operator's lab
+# or a small cluster is cabled, with 2-3 cables from each RTSW to each CTSW
+PARALLEL = "parallel"
 # scenarios per fabric (quick: a tenth); `Config.scenarios` caps them (a meta-24k scenario
 # takes ~9 s on one core: the rivals are simulated in full, four seeds each)
-SCENARIOS = {"small": 1000, "pod": 1000, "meta-24k": 1000}
+SCENARIOS = {"small": 1000, "pod": 1000, "meta-24k": 1000, PARALLEL: 1000}
 # scenarios (the first ones) also solved with WCMP as the enforced reference; meta-24k's
 # second solve and certificate add ~2.5 s to its ~8 s
-WCMP_SCENARIOS = {"small": 1000, "pod": 1000, "meta-24k": 200}
+WCMP_SCENARIOS = {"small": 1000, "pod": 1000, "meta-24k": 200, PARALLEL: 1000}
 WORKERS = min(2, os.cpu_count() or 1)  # scenarios at a time, one process each
 
 
@@ -65,6 +69,37 @@ def scenario_health(fabric: Fabric, seed: int) -> LinkHealth:
         for link in fabric.switch_links(fabric.node_name(node)).tolist():
             factors[int(link)] = 0.0
     return health.with_factors(factors) if factors else health
+
+
+def parallel_fabric(seed: int) -> Fabric:
+    """Scenario `seed`'s fabric of the `parallel` row: a random Clos of 1-2 pods, 2-4 racks
+    of 1-3 hosts (2 or 4 NICs), 2-4 CTSWs a pod, 2-3 cables from each RTSW to each CTSW,
+    1-2 ATSWs a plane and 1-2 cables from each CTSW to each, taper 1-3."""
+    rng = np.random.default_rng(seed)
+    pods = int(rng.integers(1, 3))
+    return build(ClosSpec(
+        name=PARALLEL, pods=pods, racks_per_pod=int(rng.integers(2, 5)),
+        hosts_per_rack=int(rng.integers(1, 4)), nics_per_host=int(rng.choice([2, 4])),
+        ctsws_per_pod=int(rng.integers(2, 5)), rack_links=int(rng.integers(2, 4)),
+        atsws_per_plane=int(rng.integers(1, 3)) if pods > 1 else 0,
+        agg_links=int(rng.integers(1, 3)),
+        taper=float(rng.choice([1.0, 2.0, 3.0])) if pods > 1 else None,
+    ))  # fmt: skip
+
+
+def parallel_scenario(seed: int) -> tuple[Fabric, LinkHealth, list[Job]]:
+    """Scenario `seed` of the `parallel` row: its fabric, 1-3 random switch-to-switch links
+    down or degraded (to 0.25 or 0.5), and a job mix of 2-4 hosts a job (rings, pipelines,
+    all-to-all), half of them scattered."""
+    fabric = parallel_fabric(seed)
+    rng = np.random.default_rng([seed, 1])
+    factors: dict[int, float] = {}
+    for _ in range(int(rng.integers(1, 4))):
+        link = int(rng.integers(fabric.rack_base, fabric.num_links))
+        factors[link] = float(rng.choice([0.0, 0.0, 0.5, 0.25]))
+    jobs = random_jobs(fabric, seed=seed, sizes={2: 2, 3: 2, 4: 1}, fragmentation=0.5,
+                       patterns={"ring": 3, "pipeline": 1, "alltoall": 1})  # fmt: skip
+    return fabric, LinkHealth.all_up(fabric).with_factors(factors), jobs
 
 
 def _mean_jobs(reports: list[dict[str, float]]) -> dict[str, float]:
@@ -98,11 +133,16 @@ def te_jobs(
                        for s in seeds])  # fmt: skip
 
 
-def run_scenario(fabric: Fabric, seed: int, enforce_wcmp: bool = False) -> dict[str, Any]:
-    """TE against every rival on scenario `seed`; with `enforce_wcmp` also TE certified
-    against WCMP, as `te_wcmp` (None otherwise)."""
-    flows = jobs_flows(fabric, random_jobs(fabric, seed=seed))
-    health = scenario_health(fabric, seed)
+def run_scenario(fabric: Fabric | None, seed: int, enforce_wcmp: bool = False) -> dict[str, Any]:
+    """TE against every rival on scenario `seed` of `fabric` (None: of the `parallel`
+    row, its own fabric); with `enforce_wcmp` also TE certified against WCMP, as `te_wcmp`
+    (None otherwise)."""
+    if fabric is None:
+        fabric, health, jobs = parallel_scenario(seed)
+        flows = jobs_flows(fabric, jobs)
+    else:
+        flows = jobs_flows(fabric, random_jobs(fabric, seed=seed))
+        health = scenario_health(fabric, seed)
     opts = SolveOptions(certify=CertifyOptions(compare=("wcmp",)))
     start = time.perf_counter()
     res = solve(fabric, health, flows, options=opts)
@@ -153,6 +193,8 @@ _FABRIC: dict[str, Fabric] = {}
 
 def _scenario(name: str, seed: int) -> dict[str, Any]:
     """Scenario `seed` on preset `name`, in a worker process (the fabric built once)."""
+    if name == PARALLEL:
+        return run_scenario(None, seed, seed <= WCMP_SCENARIOS.get(name, 0))
     if name not in _FABRIC:
         _FABRIC[name] = build(PRESETS[name])
     return run_scenario(_FABRIC[name], seed, seed <= WCMP_SCENARIOS.get(name, 0))
@@ -187,7 +229,7 @@ def bench_certificate(cfg: Any) -> Iterator[Any]:
         if not n:
             continue
         runs = _run_all(name, n)
-        label = name if name != "meta-24k" else "meta-24k mix"
+        label = {"meta-24k": "meta-24k mix", PARALLEL: "parallel cables"}.get(name, name)
         rows.extend(summarise(label, runs))
         cert_s = [r["cert_s"] for r in runs]
         gap = [min(r["te"].values()) / r["ceiling"] for r in runs if r["te"]]
@@ -210,7 +252,11 @@ def bench_certificate(cfg: Any) -> Iterator[Any]:
         "the reference (`tectl solve --reference wcmp`): `wcmp, enforced` is the first "
         f"scenarios of each fabric (small {WCMP_SCENARIOS['small']:,}, pod "
         f"{WCMP_SCENARIOS['pod']:,}, meta-24k {WCMP_SCENARIOS['meta-24k']:,}) solved again "
-        "so, TE's rows without an entry riding WCMP, against WCMP (target 0)."
+        "so, TE's rows without an entry riding WCMP, against WCMP (target 0). The "
+        "`parallel cables` row: scenario s on a fabric of its own, as an operator's lab or a "
+        "small cluster is cabled (1-2 pods of 2-4 racks, 2-3 cables from each RTSW to each "
+        "CTSW: `sim.bench_certificate.parallel_fabric`), 1-3 random switch-to-switch links "
+        "down or degraded to 0.25-0.5, jobs of 2-4 hosts."
     )
     sec.text("")
     sec.table(["fabric", "scenarios", "rival", "jobs", "below", "worst TE/rival",
