@@ -71,6 +71,23 @@ def test_certificate_section_counts_no_job_below_the_enforced_reference() -> Non
     assert all(run["ceiling"] >= min(run["te"].values()) - 1e-9 for run in runs)
 
 
+def test_the_parallel_cables_row_is_its_own_fabric_a_scenario() -> None:
+    """Scenario s of the `parallel cables` row: a fabric of its own with 2-3 cables from
+    each RTSW to each CTSW, the same for the same seed; certified like the others."""
+    from sim.bench_certificate import parallel_scenario, run_scenario
+
+    fabric, health, jobs = parallel_scenario(7)
+    again = parallel_scenario(7)
+    assert fabric.fingerprint == again[0].fingerprint and jobs == again[2]
+    assert np.array_equal(health.factor, again[1].factor) and (health.factor < 1).any()
+    assert 2 <= fabric.rack_links <= 3 and jobs
+    seen = {parallel_scenario(s)[0].fingerprint for s in range(1, 9)}
+    assert len(seen) > 4  # fabrics of their own
+    run = run_scenario(None, 7, enforce_wcmp=True)
+    assert run["passed"] and run["wcmp_passed"] and run["te"]
+    assert set(run["te"]) <= {j.id for j in jobs}  # (a job of one host has no flow)
+
+
 def test_a_re_run_section_says_how_it_was_measured(tmp_path) -> None:
     from sim.bench import MARK, main, split_sections
 
