@@ -76,7 +76,7 @@ class EntryKeys:
     def key(self, fabric: Fabric) -> np.ndarray:
         """One integer per distinct (arriving arc, destination host, qp)."""
         top = int(self.qp.max(initial=ALL_QPS))
-        return _entry_key(fabric, self.in_arc, self.dst_host, self.qp, top)
+        return entry_key(fabric, self.in_arc, self.dst_host, self.qp, top)
 
     def switch(self, fabric: Fabric) -> np.ndarray:
         """The switch node each row's entry lives on (the one its arriving arc enters)."""
@@ -224,7 +224,7 @@ def align_entries(
         for hop in hops:
             arc = hop_arc(fabric, cls, src, dst, digits, hop.pos)
             qp = flows.qp[rows] if hop.role == RTSW_UP else np.full(rows.size, ALL_QPS)
-            key = _entry_key(fabric, arc, dst_host[rows], qp, top_qp)
+            key = entry_key(fabric, arc, dst_host[rows], qp, top_qp)
             order = by_pr[_stable_order(key[by_pr])]
             k = key[order]
             first = np.r_[True, k[1:] != k[:-1]]
@@ -256,7 +256,7 @@ def _stable_order(keys: np.ndarray) -> np.ndarray:
     return order
 
 
-def _entry_key(
+def entry_key(
     fabric: Fabric, arc: np.ndarray, dst_host: np.ndarray, qp: np.ndarray, top_qp: int
 ) -> np.ndarray:
     """One integer per (arriving arc, destination host, qp), qp in [ALL_QPS, top_qp]."""
@@ -281,7 +281,7 @@ def _runs(fabric: Fabric, keys: EntryKeys) -> _Runs:
     stable merge sort takes a few merges (4-5x faster here than _stable_order's radix
     passes, which suit keys in no order)."""
     top = int(keys.qp.max(initial=ALL_QPS))
-    key = _entry_key(fabric, keys.in_arc, keys.dst_host, keys.qp, top)
+    key = entry_key(fabric, keys.in_arc, keys.dst_host, keys.qp, top)
     order = np.argsort(key, kind="stable")
     ordered = key[order]
     return _Runs(key, order, ordered, np.r_[True, ordered[1:] != ordered[:-1]], top + 2)

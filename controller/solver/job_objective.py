@@ -101,7 +101,7 @@ from controller.model.rates import (
     stalled_rows,
 )
 from controller.routes.budget import table_usage
-from controller.routes.entries import align_entries
+from controller.routes.entries import align_entries, entry_key, entry_keys
 from controller.solver.bounds import lower_bound
 from controller.solver.candidates import Candidates, candidates
 from controller.solver.certificate import job_values
@@ -622,8 +622,9 @@ def raise_worst(
             break
         kept = False
         for target in below[:TARGETS].tolist():
-            for moved, follow in _proposals(target, state, rows, parent, flows, cand, movable,
-                                            cap, core, priority, jobs, host, floor):  # fmt: skip
+            for moved, follow in _proposals(fabric, target, state, rows, parent, flows, cand,
+                                            movable, cap, core, priority, jobs, host,
+                                            floor):  # fmt: skip
                 if tried >= tries or spent >= work:
                     break
                 new = _aligned(fabric, rows, state.path, moved, host, follow)
@@ -700,6 +701,7 @@ def _below(
 
 # ---- proposals ----------------------------------------------------------------------------
 def _proposals(
+    fabric: Fabric,
     target: int,
     state: _State,
     rows: FlowSet,
@@ -750,7 +752,7 @@ def _proposals(
     # move kept
     followed = floor is not None
     if followed and state.follow_first:
-        yield from _followed(state, cand, worst_rows, rows, parent, host)
+        yield from _followed(fabric, state, cand, worst_rows, rows, parent, host)
     if worst_rows.size:
         assert state.levels is not None
         batch = _levelled(cand, path, worst_rows, rows.demand, state.levels.copy())
@@ -812,11 +814,12 @@ def _proposals(
             if (batch != path).any():
                 yield batch, False
     if followed and not state.follow_first:
-        yield from _followed(state, cand, worst_rows, rows, parent, host)
+        yield from _followed(fabric, state, cand, worst_rows, rows, parent, host)
 
 
-def _followed(state: _State, cand: Candidates, worst_rows: np.ndarray, rows: FlowSet,
-              parent: np.ndarray, host: np.ndarray) -> Iterator[tuple[np.ndarray, bool]]:
+def _followed(fabric: Fabric, state: _State, cand: Candidates, worst_rows: np.ndarray,
+              rows: FlowSet, parent: np.ndarray, host: np.ndarray
+              ) -> Iterator[tuple[np.ndarray, bool]]:  # fmt: skip
     """Proposal (e): (a) again, each row choosing only among the paths on which it leaves
     every entry key it meets by the next hop the key's rows take (it follows them: a row
     leading a key drags the key's rows along, which (a) expects nothing of); then smaller
@@ -828,7 +831,7 @@ def _followed(state: _State, cand: Candidates, worst_rows: np.ndarray, rows: Flo
         return
     path = state.path
     if state.keys is None:
-        state.keys = _Keys.of(cand, path, rows, host)
+        state.keys = _Keys.of(fabric, rows, path)
     assert state.levels is not None
     levelled: list[int] = []
     batch = _levelled(cand, path, worst_rows, rows.demand, state.levels.copy(), levelled,
@@ -939,10 +942,10 @@ def _levelled(
         expect = lv.at(arcs, w, demand[r] / w).min(axis=1)
         if keys is not None:
             assert host is not None and rows_of is not None
-            h = int(host[r])
-            src = int(keys.source(rows_of.src_nic[r], h, rows_of.qp[r]))
-            keys.add(arcs[now], h, src, -1)
-            ok = keys.followed(arcs, h, src)
+            at, leaving = keys.pairs(arcs, int(rows_of.src_nic[r]), int(host[r]),
+                                     int(rows_of.qp[r]))  # fmt: skip
+            keys.add(at[now], leaving[now], -1)
+            ok = keys.followed(at, leaving)
             ok[now] = True
             expect = np.where(ok, expect, -np.inf)
         best = int(np.lexsort((np.arange(expect.size), np.arange(expect.size) != now,
@@ -956,76 +959,57 @@ def _levelled(
             best = now
             lv.move(arcs[now], w, now_level, 1.0)
         if keys is not None:
-            keys.add(arcs[best], h, src, 1)
+            keys.add(at[best], leaving[best], 1)
     return out
 
 
 @dataclass
 class _Keys:
-    """The entry keys a routing's TE rows meet (controller.routes.entries): per key the
-    next arc its rows leave by and how many rows do. At the source RTSW a key is (the row's
-    NIC, destination host, QP bucket) and its next arc the path's first; past it, (the arc
-    a row arrives on, destination host) and the arc after that. An aligned routing leaves
-    each key by one arc. Sorted arrays for the routing, a dict for the changes made to it
-    since."""
+    """The TE entry keys a routing's rows meet (controller.routes.entries: entry_keys and
+    entry_key, the one definition): per key the next arc its rows leave by and how many rows
+    do. An aligned routing leaves each key by one arc. Sorted arrays for the routing, a dict
+    for the changes made to it since."""
 
-    key: np.ndarray  # sorted distinct keys: source keys negative, the others arc * hosts + host
+    fabric: Fabric
+    key: np.ndarray  # sorted distinct keys (entry_key)
     out: np.ndarray  # per key: the arc its rows leave by
     count: np.ndarray  # per key: its rows
-    hosts: int
-    qps: int  # QP values a source key spans (ALL_QPS included)
+    top_qp: int  # entry_key's QP span: the rows' largest bucket
     changed: dict[int, tuple[int, int]] = field(default_factory=dict)  # key -> (out, count)
 
     @classmethod
-    def of(cls, cand: Candidates, path: np.ndarray, rows: FlowSet, host: np.ndarray) -> _Keys:
-        chosen = cand.all_chosen(path)
-        hosts = int(host.max(initial=0)) + 1
-        qps = int(rows.qp.max(initial=ALL_QPS)) - ALL_QPS + 1
-        keys = cls(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64),
-                   hosts, qps)  # fmt: skip
-        src = keys.source(rows.src_nic, host, rows.qp)
-        key, out = keys._pairs(chosen, host[:, None], src[:, None])
-        valid = key != _NO_KEY
-        key, out = key[valid], out[valid]
-        order = np.lexsort((out, key))
-        key, out = key[order], out[order]
+    def of(cls, fabric: Fabric, rows: FlowSet, path: np.ndarray) -> _Keys:
+        top = int(rows.qp.max(initial=ALL_QPS))
+        entries = entry_keys(fabric, Assignment(rows, path))
+        key = entry_key(fabric, entries.in_arc, entries.dst_host, entries.qp, top)
+        order = np.lexsort((entries.out_arc, key))
+        key, out = key[order], entries.out_arc[order]
         starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if key.size else key
         count = np.diff(np.r_[starts, key.size])
-        return dataclasses.replace(keys, key=key[starts], out=out[starts], count=count)
-
-    def source(self, nic: np.ndarray | int, host: np.ndarray | int,
-               qp: np.ndarray | int) -> np.ndarray:  # fmt: skip
-        """The source RTSW key of rows from `nic` to `host` in bucket `qp` (negative)."""
-        return -1 - ((np.asarray(nic, np.int64) * self.hosts + host) * self.qps
-                     + (np.asarray(qp, np.int64) - ALL_QPS))  # fmt: skip
+        return cls(fabric, key[starts], out[starts], count, top)
 
     def copy(self) -> _Keys:
         return dataclasses.replace(self, changed=dict(self.changed))
 
-    def _get(self, k: int) -> tuple[int, int]:
-        if k in self.changed:
-            return self.changed[k]
-        i = int(np.searchsorted(self.key, k))
-        if i < self.key.size and int(self.key[i]) == k:
-            return int(self.out[i]), int(self.count[i])
-        return -1, 0
-
-    def _pairs(self, arcs: np.ndarray, host: np.ndarray | int, src: np.ndarray | int
-               ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
-        """(keys, next arcs) of paths `arcs` ([..., hops], -1 padded; no key: _NO_KEY):
-        the source key, then one per arc followed by another."""
-        arriving, leaving = arcs[..., :-1], arcs[..., 1:]
+    def pairs(self, arcs: np.ndarray, nic: int, host: int, qp: int
+              ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+        """(keys, next arcs) [P, hops] of a row's candidate paths (`arcs`: their core arcs,
+        -1 padded) from `nic` to `host` in bucket `qp`: the source RTSW's key (the NIC's
+        access arc), then one per core arc followed by another; _NO_KEY where none."""
+        f = self.fabric
+        source = int(entry_key(f, np.asarray(f.up(f.access_link(nic))), np.asarray(host),
+                               np.asarray(qp), self.top_qp))  # fmt: skip
+        arriving, leaving = arcs[:, :-1], arcs[:, 1:]
         valid = (arriving >= 0) & (leaving >= 0)
-        inner = np.where(valid, arriving * self.hosts + host, _NO_KEY)
-        first = np.where(arcs[..., :1] >= 0, np.broadcast_to(src, arcs[..., :1].shape), _NO_KEY)
-        return (np.concatenate([first, inner], axis=-1),
-                np.concatenate([arcs[..., :1], np.where(valid, leaving, -1)], axis=-1))
+        inner = np.where(valid, entry_key(f, np.maximum(arriving, 0), np.asarray(host),
+                                          np.asarray(ALL_QPS), self.top_qp), _NO_KEY)  # fmt: skip
+        first = np.where(arcs[:, :1] >= 0, source, _NO_KEY)
+        return (np.concatenate([first, inner], axis=1),
+                np.concatenate([arcs[:, :1], np.where(valid, leaving, -1)], axis=1))
 
-    def followed(self, arcs: np.ndarray, host: int, src: int) -> np.ndarray:
-        """Per candidate path ([P, hops] arcs) of a row to `host` with source key `src`:
-        does it leave every key it meets by the arc the key's rows take (or meet no rows
-        there)?"""
-        keys, leaving = self._pairs(arcs, host, src)
+    def followed(self, keys: np.ndarray, leaving: np.ndarray) -> np.ndarray:
+        """Per candidate path (`pairs`' rows): does it leave every key it meets by the arc
+        the key's rows take (or meet no rows there)?"""
         out, count = np.full(keys.shape, -1, np.int64), np.zeros(keys.shape, np.int64)
         if self.key.size:
             i = np.minimum(np.searchsorted(self.key, keys), self.key.size - 1)
@@ -1037,9 +1021,16 @@ class _Keys:
         clash = (keys != _NO_KEY) & (count > 0) & (out != leaving)
         return ~clash.any(axis=1)
 
-    def add(self, arcs: np.ndarray, host: int, src: int, sign: int) -> None:
-        """A row on `arcs` (one path's) joins (+1) or leaves (-1) its keys."""
-        keys, leaving = self._pairs(arcs, host, src)
+    def _get(self, k: int) -> tuple[int, int]:
+        if k in self.changed:
+            return self.changed[k]
+        i = int(np.searchsorted(self.key, k))
+        if i < self.key.size and int(self.key[i]) == k:
+            return int(self.out[i]), int(self.count[i])
+        return -1, 0
+
+    def add(self, keys: np.ndarray, leaving: np.ndarray, sign: int) -> None:
+        """A row on one path (`pairs`' row of it) joins (+1) or leaves (-1) its keys."""
         for k, out in zip(keys.tolist(), leaving.tolist(), strict=True):
             if k != _NO_KEY:
                 now, count = self._get(k)

@@ -753,16 +753,16 @@ def test_fuzz_a_path_the_keys_say_is_followed_moves_its_row_alone(case) -> None:
     rows, path = res.assignment.flows, res.assignment.path
     cand = candidates(fabric, rows)
     host = rows.dst_host(fabric)
-    keys = _Keys.of(cand, path, rows, host)
+    keys = _Keys.of(fabric, rows, path)
     movable = np.flatnonzero((path >= 0) & (cand.cls != SAME_RACK))
     assume(movable.size > 0)
     rng = np.random.default_rng(seed)
     for r in rng.choice(movable, size=min(8, movable.size), replace=False).tolist():
-        arcs, h = cand.arcs(r), int(host[r])
-        src = int(keys.source(rows.src_nic[r], h, rows.qp[r]))
+        arcs = cand.arcs(r)
+        at, leaving = keys.pairs(arcs, int(rows.src_nic[r]), int(host[r]), int(rows.qp[r]))
         mine = keys.copy()
-        mine.add(arcs[path[r]], h, src, -1)
-        ok = mine.followed(arcs, h, src)
+        mine.add(at[path[r]], leaving[path[r]], -1)
+        ok = mine.followed(at, leaving)
         assert ok[path[r]]  # where it is
         for p in range(arcs.shape[0]):
             moved = path.copy()
@@ -823,14 +823,14 @@ def test_rows_from_one_nic_to_one_host_share_their_source_key() -> None:
     assert cand.arcs(0).shape[0] == 2  # one path a CTSW
     path = np.array([0, 0])
     host = rows.dst_host(fabric)
-    keys = _Keys.of(cand, path, rows, host)
-    src = int(keys.source(0, int(host[0]), int(rows.qp[0])))
-    keys.add(cand.arcs(0)[0], int(host[0]), src, -1)
-    assert keys.followed(cand.arcs(0), int(host[0]), src).tolist() == [True, False]
+    keys = _Keys.of(fabric, rows, path)
+    at, leaving = keys.pairs(cand.arcs(0), 0, int(host[0]), int(rows.qp[0]))
+    keys.add(at[0], leaving[0], -1)
+    assert keys.followed(at, leaving).tolist() == [True, False]
     moved = np.array([1, 0])
     assert _aligned(fabric, rows, path, moved, host, follow=True).tolist() == [0, 0]
     assert _aligned(fabric, rows, path, moved, host).tolist() == [1, 1]  # it leads: drags
     alone = FlowSet(rows.src_nic[:1], rows.dst_nic[:1], rows.demand[:1], rows.job[:1], ("j",))
-    keys = _Keys.of(candidates(fabric, alone), path[:1], alone, host[:1])
-    keys.add(cand.arcs(0)[0], int(host[0]), src, -1)
-    assert keys.followed(cand.arcs(0), int(host[0]), src).all()
+    keys = _Keys.of(fabric, alone, path[:1])
+    keys.add(at[0], leaving[0], -1)
+    assert keys.followed(at, leaving).all()
