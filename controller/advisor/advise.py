@@ -222,37 +222,43 @@ def _context(
     return ctx
 
 
+def _taken_hosts(fabric: Fabric, jobs: Sequence[Job], avoid: Sequence[int],
+                 health: LinkHealth | None = None) -> list[tuple[str, np.ndarray]]:  # fmt: skip
+    """Why hosts are not free, each reason a mask of hosts: not usable (the inventory lacks
+    it, or a NIC is uncabled), in a job, avoided, a NIC link down (or its RTSW drained)."""
+    unusable = np.ones(fabric.num_hosts, dtype=bool)
+    unusable[fabric.usable_hosts] = False
+    in_job = np.zeros(fabric.num_hosts, dtype=bool)
+    for job in jobs:
+        in_job[list(job.hosts)] = True
+    avoided = np.zeros(fabric.num_hosts, dtype=bool)
+    avoided[list(avoid)] = True
+    out = [("not usable (a NIC without a cable)", unusable), ("in a job", in_job),
+           ("avoided", avoided)]  # fmt: skip
+    if health is not None:
+        nic_up = health.factor[: fabric.num_access_links].reshape(fabric.num_hosts, -1) > 0
+        out.append(("with a NIC link down or its RTSW drained", np.asarray(~nic_up.all(axis=1))))
+    return out
+
+
 def _free_hosts(fabric: Fabric, jobs: Sequence[Job], avoid: Sequence[int],
                 health: LinkHealth | None = None) -> np.ndarray:  # fmt: skip
-    free = np.zeros(fabric.num_hosts, dtype=bool)
-    free[fabric.usable_hosts] = True  # a host the inventory lacks, or with a NIC uncabled: never
-    if health is not None:  # nor one with a NIC whose link is down (or its RTSW drained)
-        nic_up = health.factor[: fabric.num_access_links] > 0
-        free &= nic_up.reshape(fabric.num_hosts, -1).all(axis=1)
-    for job in jobs:
-        free[list(job.hosts)] = False
-    free[list(avoid)] = False
+    free = np.ones(fabric.num_hosts, dtype=bool)
+    for _, taken in _taken_hosts(fabric, jobs, avoid, health):
+        free &= ~taken
     return free
 
 
 def _not_free(fabric: Fabric, jobs: Sequence[Job], avoid: Sequence[int],
               health: LinkHealth) -> str:  # fmt: skip
     """Why the other hosts are not free, counted by the first reason of each (for an
-    error): in a job, avoided, a NIC link down or its RTSW drained, not in the fabric."""
-    left = np.zeros(fabric.num_hosts, bool)
-    left[fabric.usable_hosts] = True
-    reasons = [f"{int((~left).sum())} not usable (a NIC without a cable)"]
-    for why, hosts in (("in a job", [h for job in jobs for h in job.hosts]),
-                       ("avoided", list(avoid))):  # fmt: skip
-        taken = np.zeros(fabric.num_hosts, bool)
-        taken[hosts] = True
-        reasons.append(f"{int((left & taken).sum())} {why}")
+    error)."""
+    left, reasons = np.ones(fabric.num_hosts, dtype=bool), []
+    for why, taken in _taken_hosts(fabric, jobs, avoid, health):
+        if n := int((left & taken).sum()):
+            reasons.append(f"{n} {why}")
         left &= ~taken
-    nic_up = health.factor[: fabric.num_access_links].reshape(fabric.num_hosts, -1) > 0
-    down = left & ~nic_up.all(axis=1)
-    reasons.append(f"{int(down.sum())} with a NIC link down or its RTSW drained")
-    shown = [r for r in reasons if not r.startswith("0 ")]
-    return f" ({'; '.join(shown)})" if shown else ""
+    return f" ({'; '.join(reasons)})" if reasons else ""
 
 
 def _host_health(fabric: Fabric, health: LinkHealth) -> np.ndarray:
