@@ -157,8 +157,12 @@ def run_local(
                     raise InputError("resilience sweep stopped: its caller went away")
             parts = [(b, outs) for b, outs, _ in (f.result() for f in futures)]
         except BaseException:
+            # the worker processes first: shutdown() forgets them (Python 3.11 sets
+            # `_processes` to None), and then none was ended, each running its batch to the
+            # end past the caller's going away and a server's grace
+            procs = list((getattr(pool, "_processes", None) or {}).values())
             pool.shutdown(wait=False, cancel_futures=True)
-            for proc in list((getattr(pool, "_processes", None) or {}).values()):
+            for proc in procs:
                 proc.terminate()  # the batches running: nothing of theirs is kept
             raise
     out = _assemble(header, parts)
