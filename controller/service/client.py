@@ -111,9 +111,10 @@ def channel(target: Target) -> Any:
     from controller.service.tls import checked_pems
 
     options: list[tuple[str, Any]] = [("grpc.max_receive_message_length", MAX_RECEIVE_BYTES)]
+    if target.insecure:  # asked for: plaintext, whatever TLS files the environment names (a
+        # plaintext server refuses TLS, and a TLS server plaintext, loudly either way)
+        return grpc.insecure_channel(target.address, options=options)
     if not (target.ca and target.cert and target.key):
-        if target.insecure:
-            return grpc.insecure_channel(target.address, options=options)
         raise InputError("no client certificate: give --tls-ca, --tls-cert and --tls-key "
                          "(or FABRIC_TE_TLS_CA/_CERT/_KEY), or --insecure for a plaintext "
                          "local server")  # fmt: skip

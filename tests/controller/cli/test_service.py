@@ -459,3 +459,28 @@ def test_a_watch_ended_by_the_server_stopping_says_so(
     assert "# in sync at version 3" in out
     assert err == ("tectl: the server ended the watch (it is stopping); resume with --since "
                    "e1:4\n")  # fmt: skip
+
+
+def test_insecure_speaks_plaintext_where_tls_files_are_in_the_environment(
+    small: Fabric, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The README exports FABRIC_TE_TLS_CA/_CERT/_KEY for mTLS, then FABRIC_TE_INSECURE=1 for
+    the local demo: the client spoke TLS to the plaintext server (handshake failed, with a
+    hint saying --insecure speaks plaintext). Asked for, plaintext is spoken."""
+    from controller.cli.main import main as tectl
+
+    pki = tmp_path / "pki"
+    assert tectl(["certs", str(pki)]) == 0
+    monkeypatch.setenv("FABRIC_TE_TLS_CA", str(pki / "ca.pem"))
+    monkeypatch.setenv("FABRIC_TE_TLS_CERT", str(pki / "admin.pem"))
+    monkeypatch.setenv("FABRIC_TE_TLS_KEY", str(pki / "admin.key"))
+    running = start(Engine(small, EmulatedDriver(small), debounce=0.01), "127.0.0.1:0")
+    try:
+        capsys.readouterr()
+        assert main(["status", "--server", f"127.0.0.1:{running.port}", "--insecure"]) == 0
+        monkeypatch.setenv("FABRIC_TE_INSECURE", "1")
+        assert main(["status", "--server", f"127.0.0.1:{running.port}"]) == 0
+        assert "Tls handshake" not in capsys.readouterr().err
+    finally:
+        running.stop()
