@@ -131,9 +131,9 @@ def _describe(inputs: Inputs) -> str:
     gpus = int(f.installed[: f.num_access_links].sum()) // f.ports_per_nic  # a port a NIC
     return (
         f"fabric {f.name}: {gpus:,} GPUs in {f.pods} pod(s); "
-        f"{Counts.of(inputs.flows).text()}; {down.size - missing} links down, "
-        f"{inputs.health.degraded_links().size} degraded"
-        + (f", {missing} not installed" if missing else "")
+        f"{Counts.of(inputs.flows).text()}; {down.size - missing:,} links down, "
+        f"{inputs.health.degraded_links().size:,} degraded"
+        + (f", {missing:,} not installed" if missing else "")
     )
 
 

@@ -895,7 +895,8 @@ def add_tls_args(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument(
         "--tls-server-name",
         default=from_env.server_name,
-        help="name to verify in the server certificate, if not the host",
+        help="name to verify in the server certificate, if not the host "
+        "(FABRIC_TE_TLS_SERVER_NAME)",
     )
     p.add_argument(
         "--insecure",
