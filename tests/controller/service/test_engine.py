@@ -1360,21 +1360,22 @@ def test_a_round_failing_again_keeps_its_error_and_backs_off(
 
     monkeypatch.setattr(solves_module, "solve", broken)
     engine = Engine(FABRIC, EmulatedDriver(FABRIC), debounce=0.0, reconcile_interval=600.0,
-                    precompute=False, retry_first=0.1)  # fmt: skip
+                    precompute=False, retry_first=0.2)  # fmt: skip
     errors: list[str] = []
     try:
         engine.put_job(_jobs()[0], 0)
         assert _until(lambda: bool(engine.last_error), 30)
-        deadline = time.monotonic() + 3.0
+        deadline = time.monotonic() + 5.0
         while time.monotonic() < deadline:
             errors.append(engine.last_error)
             time.sleep(0.002)
         assert all(e == "RuntimeError: a solver bug" for e in errors)
         assert engine.status_fields()["pending_changes"] == 1
-        # waits 0.1, 0.2, 0.4, 0.8, 1.6 s: at most 6 solves in the first 3 s (30 without)
-        assert 4 <= len(calls) <= 6, len(calls)
+        # waits 0.2, 0.4, 0.8, 1.6 s (and 3.2): the first solve and at most 4 more in the
+        # next 5 s (25 without; a loaded machine only adds to each wait)
+        assert 3 <= len(calls) <= 6, len(calls)
         gaps = np.diff(calls)
-        assert (gaps[1:] > gaps[:-1] * 1.5).all(), gaps
+        assert (gaps[1:] > gaps[:-1] * 1.3).all(), gaps
     finally:
         engine.close()
 
