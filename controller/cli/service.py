@@ -319,17 +319,17 @@ def cmd_job_rm(args: argparse.Namespace) -> int:
     return 0
 
 
-# a job spec's fields whose zero (or empty) value means "not given" on the wire
-_SPEC_OPTIONAL = ("dp", "pp", "tp", "collectives", "channels", "demand_gbps",
-                  "gpus_per_host", "priority")  # fmt: skip
-
-
 def cmd_job_export(args: argparse.Namespace) -> int:
-    """The controller's jobs as a placement file: what `tectl job put` and `--jobs` read."""
+    """The controller's jobs as a placement file: what `tectl job put` and `--jobs` read
+    (a spec's optional keys whose zero or empty value means "not given" on the wire left
+    out)."""
+    from controller.formats.placement import JOB_KEYS, REQUIRED
+
     with _client(args) as client:
         jobs = client.list_jobs()
+    optional = [k for k in JOB_KEYS if k not in REQUIRED]
     doc = {"jobs": [{"id": job.id, "hosts": list(job.hosts)}
-                    | {k: job.spec[k] for k in _SPEC_OPTIONAL if job.spec.get(k)}
+                    | {k: job.spec[k] for k in optional if job.spec.get(k)}
                     for job in jobs]}  # fmt: skip
     if args.output == "yaml":
         import yaml
