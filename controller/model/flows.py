@@ -190,3 +190,14 @@ def distinct_counts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         starts = np.flatnonzero(np.r_[True, values[1:] != values[:-1]])
         return values[starts], np.diff(np.r_[starts, values.size])
     return np.unique(values, return_counts=True)
+
+
+def rank_within(groups: np.ndarray) -> np.ndarray:
+    """0-based rank of every element among equal `groups` values, in index order."""
+    order = np.argsort(groups, kind="stable")
+    g = groups[order]
+    start = np.r_[True, g[1:] != g[:-1]] if g.size else np.zeros(0, bool)
+    first = np.maximum.accumulate(np.where(start, np.arange(g.size), 0))
+    rank = np.empty(groups.size, np.int64)
+    rank[order] = np.arange(g.size) - first
+    return rank

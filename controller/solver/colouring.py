@@ -41,21 +41,11 @@ from scipy.sparse.csgraph import maximum_bipartite_matching
 
 from controller.model.assignment import UNROUTED, Assignment
 from controller.model.fabric import Fabric
+from controller.model.flows import rank_within
 from controller.model.paths import CROSS_POD, SAME_RACK, path_index
 from controller.solver.problem import Problem
 
 _EPS = 1e-9
-
-
-def _rank_within(groups: np.ndarray) -> np.ndarray:
-    """0-based rank of every element among equal `groups` values, in index order."""
-    order = np.argsort(groups, kind="stable")
-    g = groups[order]
-    start = np.r_[True, g[1:] != g[:-1]] if g.size else np.zeros(0, bool)
-    first = np.maximum.accumulate(np.where(start, np.arange(g.size), 0))
-    rank = np.empty(groups.size, np.int64)
-    rank[order] = np.arange(g.size) - first
-    return rank
 
 
 def edge_colouring(
@@ -96,7 +86,7 @@ def edge_colouring(
     avail_r = delta - fr.sum(axis=1)
 
     # 1. keep at most `avail` edges per vertex (earliest edge index first)
-    keep = (_rank_within(left) < avail_l[left]) & (_rank_within(right) < avail_r[right])
+    keep = (rank_within(left) < avail_l[left]) & (rank_within(right) < avail_r[right])
     kept = np.flatnonzero(keep)
     kl, kr = left[kept], right[kept]
 
@@ -348,7 +338,7 @@ def _agg_colouring(
 
     def split(vertex: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         per = np.maximum(n_avail[vertex], 1)
-        copy = _rank_within(vertex) // per
+        copy = rank_within(vertex) // per
         uniq, ids = np.unique(vertex * (idx.size + 1) + copy, return_inverse=True)
         return ids, uniq // (idx.size + 1)
 

@@ -88,7 +88,7 @@ from controller.errors import LpError
 from controller.model.assignment import UNROUTED, Assignment
 from controller.model.dataplane import Carried, carried, overrides_of
 from controller.model.fabric import ACCESS, Fabric
-from controller.model.flows import ALL_QPS, FlowSet
+from controller.model.flows import ALL_QPS, FlowSet, rank_within
 from controller.model.health import LinkHealth
 from controller.model.local_rates import TOL as LOCAL_TOL
 from controller.model.local_rates import Plane
@@ -840,12 +840,7 @@ def _followed(fabric: Fabric, state: _State, cand: Candidates, worst_rows: np.nd
         return
     yield batch, True
     moved = np.asarray(levelled, np.int64)
-    flow_of = parent[moved]
-    # each moved row's place among its flow's moved rows, in the order they moved
-    order = np.argsort(flow_of, kind="stable")
-    starts = np.r_[0, np.flatnonzero(np.diff(flow_of[order])) + 1]
-    place = np.empty(moved.size, np.int64)
-    place[order] = np.arange(order.size) - np.repeat(starts, np.diff(np.r_[starts, order.size]))
+    place = rank_within(parent[moved])  # among its flow's moved rows, in the order they moved
     k = (int(place.max()) + 1) // 2
     while k >= 1:
         step = path.copy()
