@@ -10,7 +10,7 @@ import numpy as np
 from controller.advisor.advise import SAME_POD, Request, Score
 from controller.api.fabric_te.v1 import te_pb2 as pb
 from controller.errors import AdvisorError, FabricError
-from controller.formats.placement import dump_placement, parse_job
+from controller.formats.placement import INT_KEYS, dump_placement, parse_job
 from controller.model import validation
 from controller.model.fabric import Fabric
 from controller.model.flows import ALL_QPS
@@ -29,7 +29,7 @@ def job_from_pb(fabric: Fabric, msg: pb.Job, field: str = "job") -> Job:
     """A validated Job; errors name the field as the client wrote it, under `field`
     (e.g. 'job.hosts[3]: unknown host ...', 'extra_jobs[1].channels: ...')."""
     doc: dict[str, object] = {"id": msg.id, "hosts": list(msg.hosts)}
-    for name in ("dp", "pp", "tp", "channels", "gpus_per_host"):
+    for name in INT_KEYS:  # proto3 scalars: 0 is unset
         value = getattr(msg, name)
         if value:
             doc[name] = int(value)
