@@ -336,6 +336,12 @@ class LinuxDriver(Driver):
                 target[entry.match] = entry
             for key in remove:
                 target.pop(key, None)
+            kept = {k: e for k, e in lost.items() if k not in target}  # port still down
+            # Stored before the kernel is changed: a process killed part-way through the
+            # batch leaves the store naming where the switch was going, so whoever restores
+            # it next (a batch, `reconcile`, the restorer) completes the batch rather than
+            # putting back entries it had already removed.
+            self.store.save(switch, {**kept, **target}, self.owners.realm)
             try:
                 self._converge(sw, before, target, ruled)
             except Exception as err:
@@ -345,12 +351,11 @@ class LinuxDriver(Driver):
                     self._converge(sw, now, before, ruled_now)
                 except Exception as again:  # the rollback itself failed: say so
                     undo = f"rollback failed ({again})"
+                self.store.save(switch, intent, self.owners.realm)  # the batch was not taken
                 held, _ = self._kernel(sw)
                 cls = DriverRejected if undo == "rolled back" else DriverError
                 raise cls(f"{switch}: kernel refused the batch ({err}); {undo}; the switch "
                           f"now holds {len(held)} TE entries") from err  # fmt: skip
-            kept = {k: e for k, e in lost.items() if k not in target}  # port still down
-            self.store.save(switch, {**kept, **target}, self.owners.realm)
 
     def _ports_up(self, sw: _Switch) -> set[int]:
         """Link ids of the switch's ports that are up (admin and carrier)."""
@@ -408,11 +413,11 @@ class LinuxDriver(Driver):
             sw = self._switch(switch)
             with sw.lock, self.store.locked(switch):
                 have, ruled = self._kernel(sw)
+                self.store.save(switch, {}, self.owners.realm)  # first, as in `_apply`
                 try:
                     self._converge(sw, have, {}, ruled)
                 except Exception as err:
                     raise DriverError(f"{switch}: cannot clear TE state: {err}") from err
-                self.store.save(switch, {}, self.owners.realm)
 
     def close(self) -> None:
         self._closed = True

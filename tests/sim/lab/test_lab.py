@@ -298,6 +298,38 @@ def test_the_restorer_never_puts_back_what_a_batch_removed_while_the_port_was_do
     assert driver.read(RTSW) == (elsewhere, kept)
 
 
+class _Killed(BaseException):
+    """Stands for SIGKILL part-way through a batch: no handler of the driver's runs."""
+
+
+def test_a_batch_cut_off_part_way_is_completed_never_undone_by_the_next(
+    tiny: Fabric, tiny_lab, driver, monkeypatch
+):
+    """A process killed after a batch's route deletes went in: the next batch to that switch
+    (from a fresh driver, as after a restart) must not put back the entries it removed."""
+    old = [Entry(RTSW, tiny.access_link(0), dst, tiny.rack_link(0, 1)) for dst in (4, 5, 6)]
+    driver.apply(RTSW, [Add(e) for e in old])
+    new = Entry(RTSW, tiny.access_link(1), DST, tiny.rack_link(0, 2))
+    send = driver._send
+
+    def killed_after_deletes(sw, what, *args, **kwargs):  # type: ignore[no-untyped-def]
+        send(sw, what, *args, **kwargs)
+        if what == "route deletes":
+            raise _Killed
+
+    monkeypatch.setattr(driver, "_send", killed_after_deletes)
+    with pytest.raises(_Killed):
+        driver.apply(RTSW, [Add(new), *(Delete(e) for e in old)])
+    fresh = LinuxDriver(fabric=tiny, lab=tiny_lab)
+    try:
+        assert fresh.read(RTSW) == (new,)
+        fresh.apply(RTSW, [])
+        assert fresh.read(RTSW) == (new,)
+        assert fresh.reconcile(RTSW) == 0
+    finally:
+        fresh.close()
+
+
 def _flows_and_routes(fabric: Fabric):
     assignment, routes = solved(fabric, seed=1, fill=1.0)
     rows = np.flatnonzero(assignment.routed)
