@@ -40,6 +40,7 @@ from controller.routes.plan import Op
 from controller.routes.tables import Entry
 
 MARK = 0xFE7E
+COOKIE_MASK = 0xFFFF << 48  # the cookie's bits that hold the mark
 PRIORITY = 100  # whole flow; a bucket's flow is one above
 SPORT_MASK = 0xFFFF & ~(SPORT_WIDTH - 1)
 OPENFLOW = "OpenFlow14"  # bundles
@@ -166,7 +167,9 @@ class OvsDriver(Driver):
             if not (0 <= dst < self.fabric.num_hosts and in_port in self._ports[switch]):
                 continue  # nothing of ours can be there
             gone = Entry(switch, in_port, dst, in_port, qp=qp)
-            lines.append(f"delete_strict {self._match(switch, gone)}")
+            # only a flow with our mark: a foreign flow of the same match is not ours to remove
+            lines.append(f"delete_strict cookie={MARK << 48:#x}/{COOKIE_MASK:#x},"
+                         f"{self._match(switch, gone)}")  # fmt: skip
         self.bundle(switch, lines)
 
     def read(self, switch: str) -> tuple[Entry, ...]:

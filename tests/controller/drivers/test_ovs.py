@@ -78,6 +78,17 @@ def test_flows_of_others_are_left_alone(driver):
     assert "actions=drop" in dump and driver.read(SWITCH) == (entry(1),)
 
 
+def test_a_delete_leaves_a_foreign_flow_of_the_same_match(driver):
+    """`delete_strict` matches whatever the cookie: a delete of an entry the switch does not
+    hold removed another's flow of that very match."""
+    driver.bundle(SWITCH, [f"add cookie=0x1,{driver._match(SWITCH, entry(0))},actions=drop"])
+    driver.apply(SWITCH, [Delete(entry(0))])
+    assert "cookie=0x1," in driver._ofctl(SWITCH, "dump-flows", options=["--no-stats"])
+    driver.apply(SWITCH, [Add(entry(1))])  # ours still go
+    driver.apply(SWITCH, [Delete(entry(1))])
+    assert driver.read(SWITCH) == ()
+
+
 @pytest.mark.parametrize("flow", [
     "priority=100,ip,in_port=3,nw_dst=10.1.0.6,actions=drop",
     "priority=300,ip,in_port=4,nw_dst=10.1.0.7,actions=output:6",
