@@ -133,6 +133,11 @@ class SonicDriver(Driver):
                 f"sonic driver: no CONFIG_DB for {len(unmapped)} of the {len(self._switches)} "
                 f"switches of {fabric.name!r} that hold TE entries: {', '.join(unmapped[:5])}"
                 + (f" and {len(unmapped) - 5} more" if len(unmapped) > 5 else ""))
+        shared = _shared_databases(databases)
+        if shared:  # rule keys name ports, not switches: one switch's rules would be another's
+            raise DriverError(f"sonic driver: {' and '.join(shared[:2])} are given one CONFIG_DB "
+                              f"({databases[shared[0]]}): each switch needs a database of its "
+                              "own")  # fmt: skip
         self._urls = dict(databases)
         self.capacity = capacity
         self.validate = validate
@@ -504,6 +509,28 @@ def _with_db(server: str, db: int) -> str:
     if url.scheme == "unix":  # urlunsplit would drop the empty host's "//"
         return f"unix://{url.netloc}{url.path}?{urlencode([*query, ('db', str(db))])}"
     return urlunsplit(url._replace(path=f"/{db}"))
+
+
+def _shared_databases(databases: Mapping[str, str]) -> list[str]:
+    """The first two switches (in name order) whose URLs name one database, or []."""
+    from urllib.parse import parse_qsl, urlsplit
+
+    seen: dict[tuple[str, str], str] = {}
+    for switch in sorted(databases):
+        url = urlsplit(databases[switch])
+        db = dict(parse_qsl(url.query)).get("db", "0")
+        try:
+            port = url.port or 6379
+        except ValueError:  # not a port: the connection will say so
+            port = url.netloc
+        if url.scheme == "unix":
+            key = (url.path, db)
+        else:
+            key = (f"{(url.hostname or 'localhost').lower()}:{port}", url.path.strip("/") or db)
+        if key in seen:
+            return [seen[key], switch]
+        seen[key] = switch
+    return []
 
 
 def _glob(text: str) -> str:

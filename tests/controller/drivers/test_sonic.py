@@ -238,6 +238,20 @@ def test_needs_a_database_for_each_switch():
     driver.close()
 
 
+@pytest.mark.parametrize("second", ["redis://localhost:1/3", "redis://localhost:1?db=3",
+                                    "redis://LOCALHOST:1/3/"])  # fmt: skip
+def test_two_switches_given_one_database_are_refused(second):
+    """Rule keys name a port and a host, not the switch: two switches in one database
+    would read, overwrite and delete each other's rules."""
+    urls = {sw: f"redis://localhost:1/{i + 10}"
+            for i, sw in enumerate(SonicPlan(FABRIC).switches())}  # fmt: skip
+    urls["rtsw-p0-r0"], urls["rtsw-p0-r1"] = "redis://localhost:1/3", second
+    with pytest.raises(DriverError, match="rtsw-p0-r0 and rtsw-p0-r1 are given one CONFIG_DB"):
+        SonicDriver(FABRIC, databases=urls, timeout=0.5)
+    urls["rtsw-p0-r1"] = "redis://localhost:1/4"
+    SonicDriver(FABRIC, databases=urls, timeout=0.5).close()
+
+
 @pytest.mark.parametrize(("server", "url"), [
     ("redis://127.0.0.1:6379", "redis://127.0.0.1:6379/3"),
     ("redis://:pw@host:6379/?client_name=te", "redis://:pw@host:6379/3?client_name=te"),
