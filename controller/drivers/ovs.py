@@ -61,7 +61,10 @@ class OvsDriver(Driver):
             which = "not both" if rundir is not None else "neither was given"
             raise DriverError("ovs driver: give its lab (tectl serve --lab NAME, as `tectl lab "
                               f"up --switch ovs` made it) or its rundir, one of them: {which}")
-        self.rundir = Path(rundir) if rundir is not None else ovs_daemons.lab_rundir(str(lab))
+        try:  # a bad lab name (`lab_dir` checks it) is the operator's error, said as such
+            self.rundir = Path(rundir) if rundir is not None else ovs_daemons.lab_rundir(str(lab))
+        except ValueError as err:
+            raise DriverError(str(err)) from err
         if not (self.rundir / "db.sock").exists():
             raise DriverUnavailable(f"no Open vSwitch running in {self.rundir} (no db.sock)")
         self.lab = LabPlan(fabric, "ovs")

@@ -44,6 +44,13 @@ def test_a_driver_given_neither_lab_nor_rundir_says_so(tmp_path):
         OvsDriver(FABRIC, rundir=tmp_path, lab="x")
 
 
+@pytest.mark.parametrize("lab", ["../x", "Bad_Name", "averyveryverylongname"])
+def test_a_bad_lab_name_is_a_driver_error_naming_it(lab):
+    """It was a ValueError out of the lab's naming plan: a traceback from `tectl serve`."""
+    with pytest.raises(DriverError, match="bad lab name"):
+        OvsDriver(FABRIC, lab=lab)
+
+
 def test_flows_match_port_destination_and_bucket_source_ports(driver):
     whole = entry(0, 1)
     part = Entry(SWITCH, whole.in_port, whole.dst_host, FABRIC.rack_link(0, 2), qp=5)
