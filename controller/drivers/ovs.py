@@ -46,6 +46,9 @@ SPORT_MASK = 0xFFFF & ~(SPORT_WIDTH - 1)
 OPENFLOW = "OpenFlow14"  # bundles
 _FLOW = re.compile(r"cookie=0x([0-9a-f]+),.*?priority=(\d+),?([^ ]*) actions=(\S+)$")
 _OUTPUT = re.compile(r"output:(\d+)")
+# ovs-ofctl's words when the bridge is not there or ovs-vswitchd went away mid-call
+_CONNECTION_LOST = ("Connection refused", "No such file", "Broken pipe", "End of file",
+                    "Connection reset")  # fmt: skip
 
 
 class OvsDriver(Driver):
@@ -126,7 +129,7 @@ class OvsDriver(Driver):
         if done.returncode:
             message = done.stderr.strip().splitlines()
             text = message[-1] if message else f"exit status {done.returncode}"
-            if "Connection refused" in done.stderr or "No such file" in done.stderr:
+            if any(lost in done.stderr for lost in _CONNECTION_LOST):  # not the switch's no
                 raise DriverUnavailable(f"{switch}: bridge unreachable: {text}")
             raise DriverRejected(f"{switch}: the switch refused the bundle: {text}")
         return done.stdout

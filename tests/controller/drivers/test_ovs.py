@@ -3,6 +3,7 @@ conformance suite, the flows it writes, and bundles applied all or nothing."""
 
 from __future__ import annotations
 
+import subprocess
 import tomllib
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import pytest
 
 from controller.drivers.conformance import CONFORMANCE_FABRIC, SWITCH, DriverConformance, entry
 from controller.drivers.ovs import OvsDriver
-from controller.errors import DriverError, DriverRejected
+from controller.errors import DriverError, DriverRejected, DriverUnavailable
 from controller.routes.plan import Add, Delete
 from controller.routes.tables import Entry
 
@@ -49,6 +50,19 @@ def test_a_bad_lab_name_is_a_driver_error_naming_it(lab):
     """It was a ValueError out of the lab's naming plan: a traceback from `tectl serve`."""
     with pytest.raises(DriverError, match="bad lab name"):
         OvsDriver(FABRIC, lab=lab)
+
+
+@pytest.mark.parametrize("said", ["Broken pipe", "End of file", "Connection reset by peer",
+                                  "Connection refused"])  # fmt: skip
+def test_ovs_vswitchd_gone_mid_call_is_unavailable_not_a_refusal(tmp_path, monkeypatch, said):
+    """ovs-vswitchd killed while a bundle was sent made ovs-ofctl say 'Broken pipe': that
+    was a DriverRejected ('the switch refused the bundle'), never retried by a push."""
+    (tmp_path / "db.sock").touch()
+    made = OvsDriver(FABRIC, rundir=tmp_path)
+    monkeypatch.setattr(subprocess, "run", lambda argv, **kw: subprocess.CompletedProcess(
+        argv, 1, "", f"ovs-ofctl: talking to unix:{tmp_path}/te1.mgmt ({said})\n"))
+    with pytest.raises(DriverUnavailable, match="bridge unreachable"):
+        made.bundle(SWITCH, ["add priority=100,ip,actions=drop"])
 
 
 def test_flows_match_port_destination_and_bucket_source_ports(driver):
