@@ -126,6 +126,16 @@ class _Switch:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
+def _shown(route: netlink.Route, sw: _Switch) -> str:
+    """A kernel route as `ip route` writes it: addresses, not integers."""
+    text = f"{ipaddress.IPv4Address(route.dst)}/{route.dst_len}"
+    if route.gateway:
+        text += f" via {ipaddress.IPv4Address(route.gateway)}"
+    link = sw.by_index.get(route.oif)
+    text += f" dev {sw.ifnames[link]}" if link in sw.ifnames else f" oif {route.oif}"
+    return text + (" (multipath)" if route.multipath else "")
+
+
 class LinuxDriver(Driver):
     """Programs the switches of lab `lab` (built for `fabric`) over netlink."""
 
@@ -240,9 +250,18 @@ class LinuxDriver(Driver):
             slot, q = divmod(route.table - TABLE_BASE, BUCKET_SLOTS)
             dst = route.dst - self._host_base
             next_hop = sw.by_index.get(route.oif)
-            if (slot >= len(links) or not 0 <= dst < hosts or next_hop is None
-                    or route.dst_len != 32 or route.multipath):  # fmt: skip
-                raise DriverError(f"{sw.name}: unexpected route in table {route.table}: {route}")
+            why = ("not a host route" if route.dst_len != 32
+                   else "a multipath route" if route.multipath
+                   else "not to a host of the fabric" if not 0 <= dst < hosts
+                   else "out of a port not of this switch" if next_hop is None
+                   else "in a table of no port of this switch" if slot >= len(links)
+                   else "")  # fmt: skip
+            if why or next_hop is None:
+                raise DriverError(
+                    f"{sw.name}: a route of protocol {ROUTE_PROTO} in TE table {route.table} "
+                    f"is {why}: {_shown(route, sw)}; TE tables hold only this driver's host "
+                    f"routes: remove it (ip route del ... table {route.table} proto "
+                    f"{ROUTE_PROTO} in the switch's namespace) to read and push the switch")
             realm = (route.realm or DEFAULT_REALM) & 0xFFFF
             if realm not in owners:
                 owners[realm] = self.owners.owner(realm)

@@ -19,7 +19,7 @@ import pytest
 from controller.drivers.linux import LinuxDriver
 from controller.drivers.linux_plan import LabPlan, sport_range
 from controller.drivers.push import read_back
-from controller.errors import DriverRejected, LabError
+from controller.errors import DriverError, DriverRejected, LabError
 from controller.model.fabric import Fabric
 from controller.routes.plan import Add, Delete, Replace
 from controller.routes.tables import Entry
@@ -210,6 +210,25 @@ def test_admin_down_drops_routes_and_reconcile_restores_them(tiny: Fabric, tiny_
         third = Entry(RTSW, tiny.access_link(1), 6, tiny.rack_link(0, 0))
         driver.apply(RTSW, [Add(third)])
         assert driver.read(RTSW) == (keep, other, third, bucket)
+
+
+def test_a_stray_route_in_a_te_table_is_named_as_ip_route_writes_it(tiny: Fabric, tiny_lab,
+                                                                     driver):  # fmt: skip
+    """A route of the driver's protocol in its tables that no TE entry can be (a /24) stops
+    the switch's reads; the error says what it is in addresses, and how to remove it."""
+    ns = LabPlan(tiny, tiny_lab).netns(RTSW)
+    table = driver.plan.table(RTSW, tiny.access_link(0), -1)
+    stray = ["route", "add", "10.1.0.0/24", "via", "10.128.0.33", "proto", "84",
+             "table", str(table)]  # fmt: skip
+    subprocess.run(["ip", "-n", ns, *stray], check=True)
+    try:
+        with pytest.raises(DriverError) as err:
+            driver.read(RTSW)
+        text = str(err.value)
+        assert "10.1.0.0/24 via 10.128.0.33 dev c0" in text, text
+        assert "not a host route" in text and f"table {table} proto 84" in text, text
+    finally:
+        subprocess.run(["ip", "-n", ns, "route", "flush", "table", str(table)], check=True)
 
 
 def _rules(plan: LabPlan) -> list[str]:
