@@ -520,7 +520,7 @@ def _shared_databases(databases: Mapping[str, str]) -> list[str]:
         url = urlsplit(databases[switch])
         db = dict(parse_qsl(url.query)).get("db", "0")
         try:
-            port = url.port or 6379
+            port = str(url.port or 6379)
         except ValueError:  # not a port: the connection will say so
             port = url.netloc
         if url.scheme == "unix":
