@@ -69,6 +69,14 @@ class OvsDriver(Driver):
         except ValueError as err:
             raise DriverError(str(err)) from err
         if not (self.rundir / "db.sock").exists():
+            if lab is not None and not self.rundir.parent.is_dir():
+                raise DriverUnavailable(f"no lab {lab!r} on this machine (no "
+                                        f"{self.rundir.parent}): start one with `tectl lab up "
+                                        f"--switch ovs --name {lab}`")  # fmt: skip
+            if lab is not None and not self.rundir.exists():
+                raise DriverUnavailable(f"lab {lab!r} has no Open vSwitch (no {self.rundir}): "
+                                        "a lab of Linux namespaces (`tectl lab up --switch "
+                                        "linux`) is programmed by the linux driver")  # fmt: skip
             raise DriverUnavailable(f"no Open vSwitch running in {self.rundir} (no db.sock)")
         self.lab = LabPlan(fabric, "ovs")
         self.bridges = ovs_daemons.switch_bridges(fabric)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from controller.drivers import linux_plan
 from controller.drivers.conformance import CONFORMANCE_FABRIC, SWITCH, DriverConformance, entry
 from controller.drivers.ovs import OvsDriver
 from controller.errors import DriverError, DriverRejected, DriverUnavailable
@@ -50,6 +51,17 @@ def test_a_bad_lab_name_is_a_driver_error_naming_it(lab):
     """It was a ValueError out of the lab's naming plan: a traceback from `tectl serve`."""
     with pytest.raises(DriverError, match="bad lab name"):
         OvsDriver(FABRIC, lab=lab)
+
+
+def test_a_lab_without_open_vswitch_is_named_as_such(tmp_path, monkeypatch):
+    """A lab of Linux namespaces, or no lab at all, was 'no Open vSwitch running in
+    .../ovs (no db.sock)', where `solve --apply ovs` names the driver to use."""
+    monkeypatch.setattr(linux_plan, "LAB_STATE_ROOT", tmp_path)
+    (tmp_path / "lx").mkdir()
+    with pytest.raises(DriverUnavailable, match="'lx' has no Open vSwitch.*linux driver"):
+        OvsDriver(FABRIC, lab="lx")
+    with pytest.raises(DriverUnavailable, match="no lab 'gone' on this machine.*--switch ovs"):
+        OvsDriver(FABRIC, lab="gone")
 
 
 @pytest.mark.parametrize("said", ["Broken pipe", "End of file", "Connection reset by peer",
