@@ -671,6 +671,16 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def _solving(d: dict[str, Any]) -> str:
+    """The inputs line's tail: the global solve running, if any."""
+    if not d.get("solving_version"):
+        return ""
+    what = ("the certificate of a settled link change" if d.get("solving_settle")
+            else "a global solve")  # fmt: skip
+    return (f"; {what} of state version {d['solving_version']:,} running for "
+            f"{d.get('solving_seconds', 0.0):.1f} s")
+
+
 def status_text(d: dict[str, Any]) -> str:
     """`tectl status` for a person: who pushes, what is installed, how good it is."""
     f, last, cert = d["fabric"], d["last_solve"], d.get("certificate")
@@ -688,7 +698,7 @@ def status_text(d: dict[str, Any]) -> str:
         f"{g(d['routes_version'])}), {g(d['switches_differing'])} switches differ, "
         f"{g(d['entries_missing'])} entries missing",
         f"inputs      state version {g(d['state_version'])}, "
-        f"{g(d['pending_changes'])} changes pending",
+        f"{g(d['pending_changes'])} changes pending{_solving(d)}",
         _links_line(d.get("links", []), drained=d.get("drained", [])),
     ]
     if last.get("restored"):

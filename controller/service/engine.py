@@ -129,10 +129,12 @@ class Engine(RouteCommands):
         self._roled = False  # had a role before (its first is logged at info level)
         self._refresh = False  # a follower saw a new stored assignment: read the switches
         self.latency = ReportLatency(self.metrics.report_to_installed_seconds)
+        self.metrics.solve_running.set_function(lambda: self.solving()[0])
         self._round: Taken | None = None  # the inputs last taken
         self._commands: list[Command] = []  # operators' commands waiting for the worker
         self._solve: GlobalSolve | None = None  # the global solve running or ended
         self._solve_ended = False  # it has ended: the worker pushes its result
+        self._solve_started = 0.0  # when it started (the engine's clock)
         self._dropped_last = False  # the last global result was dropped
         self._baseline: Baseline | None = None  # the last global solve pushed
         self.replica = replica or Replica(fabric)
@@ -673,6 +675,7 @@ class Engine(RouteCommands):
                                   after=self.installer.building,
                                   stopped=lambda: self._stop, on_end=ended,
                                   settled=settled, superseded=superseded)  # fmt: skip
+        self._solve_started = self._clock()
         self._solve.start()
 
     def _finish_solve(self) -> None:

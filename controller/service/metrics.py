@@ -142,6 +142,11 @@ class Metrics:
         self.queue_depth = Gauge(
             PREFIX + "pending_changes", "Accepted input changes not yet applied", registry=r
         )
+        self.solve_running = Gauge(
+            PREFIX + "global_solve_running_seconds",
+            "How long the global solve (or a settled link change's certificate) running in "
+            "its thread has run; 0 when none runs", registry=r,
+        )  # fmt: skip
 
         # ---- precomputed repairs of single failures ----------------------------------
         self.precomputed = PrecomputeMetrics(r)

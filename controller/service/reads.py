@@ -21,6 +21,7 @@ from controller.service.latency import ReportLatency
 from controller.service.predictor import Predictor
 from controller.service.preview import Preview, preview
 from controller.service.replica import Replica
+from controller.service.solves import GlobalSolve
 from controller.service.state import DesiredState
 from controller.solver import Certificate, SolveOptions, SolveResult
 
@@ -33,6 +34,10 @@ class EngineReads:
     _applied: int
     _busy: bool
     _deferred: Certificate | None
+    _solve: GlobalSolve | None
+    _solve_ended: bool
+    _solve_started: float
+    _clock: Callable[[], float]
     fabric: Fabric
     options: SolveOptions
     replica: Replica
@@ -68,7 +73,18 @@ class EngineReads:
                 "ops_pushed": self.ops_pushed,
                 "pending_changes": self._state.version - self._applied,
                 **self.latency_fields(),
-            }
+            } | dict(zip(("solving_seconds", "solving_version", "solving_settle"),
+                         self.solving(), strict=True))
+
+    def solving(self) -> tuple[float, int, bool]:
+        """(seconds, state version, whether it certifies a settled link change) of the
+        global solve running in its thread; (0, 0, False) when none runs (one that ended
+        waits for the worker to push it: not running)."""
+        task = self._solve
+        if task is None or self._solve_ended:
+            return 0.0, 0, False
+        return (max(0.0, self._clock() - self._solve_started), task.taken.version,
+                task.settled is not None)  # fmt: skip
 
     def latency_fields(self) -> dict[str, Any]:
         """Report-to-installed latency (see controller.service.latency) and repair counts."""

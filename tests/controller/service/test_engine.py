@@ -1408,3 +1408,45 @@ def test_putting_the_same_job_again_changes_nothing() -> None:
             solves_module.solve = real  # type: ignore[assignment]
     finally:
         engine.close()
+
+
+def test_a_global_solve_running_is_shown_with_its_version_and_age_until_it_ends() -> None:
+    """Status, its text and /metrics say a global solve runs, for which inputs and how
+    long: on a big fabric under failures one takes a minute, and 'changes pending' alone
+    does not tell a stuck controller from a busy one."""
+    from controller.cli.service import status_text
+
+    engine = Engine(FABRIC, EmulatedDriver(FABRIC), debounce=0.0, reconcile_interval=60.0)
+    gate, entered = threading.Event(), threading.Event()
+
+    def held(health: LinkHealth) -> None:
+        entered.set()
+        assert gate.wait(60)
+
+    def gauge() -> float | None:
+        return engine.metrics.registry.get_sample_value("fabric_te_global_solve_running_seconds")
+
+    try:
+        assert engine.solving() == (0.0, 0, False) and gauge() == 0.0
+        engine.solve_hook = held
+        engine.put_job(_jobs()[0], 0)
+        assert entered.wait(30)
+        time.sleep(0.05)
+        fields = engine.status_fields()
+        assert fields["solving_version"] == engine.state_version
+        assert fields["solving_seconds"] >= 0.05 and not fields["solving_settle"]
+        assert (gauge() or 0.0) >= 0.05
+        doc = {"fabric": {}, "last_solve": {}, "replica": "r", "role": "leader", "leader": "r",
+               "store_ok": True, "store": "memory", "store_revision": 0, "driver": "d",
+               "driver_ok": True, "installed_entries": 0, "routes_version": 0,
+               "switches_differing": 0, "entries_missing": 0, "state_version": 1,
+               "report_to_installed_count": 0, "last_error": "", "differing": [], **fields}
+        assert (f"a global solve of state version {engine.state_version} running for "
+                in status_text(doc))  # fmt: skip
+        gate.set()
+        assert engine.wait_idle(60)
+        assert engine.solving() == (0.0, 0, False) and gauge() == 0.0
+        assert engine.status_fields()["solving_version"] == 0
+    finally:
+        gate.set()
+        engine.close()
