@@ -50,7 +50,15 @@ from controller.model import validation
 from controller.model.clos import PRESETS, SPEC_FIELDS, ClosSpec, build, preset, te_entries
 from controller.model.documents import read_document
 from controller.model.fabric import MAX_PORTS_PER_NIC, Fabric
-from controller.model.inventory import ROLES, Cable, Device, fabric_from_cables, roles_by_pattern
+from controller.model.inventory import (
+    NOT_A_DEVICE_NAME,
+    ROLES,
+    Cable,
+    Device,
+    fabric_from_cables,
+    roles_by_pattern,
+    usable_device_name,
+)
 from controller.model.name_templates import named_cable_list
 
 TOP_KEYS = SPEC_FIELDS | {"preset", "links", "names", "ports", "rename"}
@@ -180,14 +188,23 @@ def _with_roles(devices: list[Device], cables: Sequence[Cable], given: Mapping[s
         if role not in ROLES:
             raise FabricError(f"roles.{pattern}: {role!r} is not a role; roles: "
                               f"{', '.join(ROLES)}")  # fmt: skip
+    def on(i: int) -> str:
+        c = cables[i]
+        where = f"cables[{i}]" if cable_names is None else cable_names[i]
+        return f"{where}: {c.a}:{c.a_port} - {c.b}:{c.b_port}"
+
     out = list(devices)
     unknown: dict[str, int] = {}  # device -> the first cable it is on
+    unusable: dict[str, int] = {}
     cabled = dict.fromkeys(n for c in cables for n in (c.a, c.b) if n not in listed)
     by_pattern = roles_by_pattern([n for n in cabled if n not in given],
                                   list(patterns.items()), "roles", ": ")  # fmt: skip
     for i, cab in enumerate(cables):
         for name in (cab.a, cab.b):
-            if name in listed or name in unknown:
+            if name in listed or name in unknown or name in unusable:
+                continue
+            if not usable_device_name(name):  # named by its cable: `devices` does not list it
+                unusable[name] = i
                 continue
             role = given.get(name) or by_pattern.get(name)
             if role is None:
@@ -195,14 +212,12 @@ def _with_roles(devices: list[Device], cables: Sequence[Cable], given: Mapping[s
                 continue
             out.append(Device(name, role))
             listed.add(name)
+    if unusable:
+        raise FabricError("bad device names in cables:\n  " + validation.report(
+            [f"{d!r} {NOT_A_DEVICE_NAME} ({on(i)})" for d, i in unusable.items()]))
     if places:
         out = [_placed(d, places[d.name]) if d.name in places else d for d in out]
     if unknown:
-        def on(i: int) -> str:
-            c = cables[i]
-            where = f"cables[{i}]" if cable_names is None else cable_names[i]
-            return f"{where}: {c.a}:{c.a_port} - {c.b}:{c.b_port}"
-
         how = ("list them under devices, give a_role/b_role columns or roles: {PATTERN: ROLE}"
                if cable_names is not None else "list them under devices or give roles: "
                "{PATTERN: ROLE}; a misspelt name is a device of its own")  # fmt: skip

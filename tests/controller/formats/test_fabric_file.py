@@ -349,3 +349,18 @@ def test_an_empty_fabric_file_is_called_empty(tmp_path: Path, suffix: str) -> No
     path.write_text("\n")
     with pytest.raises(FabricError, match="the file is empty"):
         load_fabric(str(path))
+
+
+def test_a_name_no_device_can_have_is_named_by_its_cable(tmp_path: Path) -> None:
+    """A CSV (or a YAML cable list) with a device name the loader refuses names its row or
+    cable, not an index into a `devices` list the file does not have."""
+    (tmp_path / "f.csv").write_text("a,a_port,b,b_port,gbps,a_role,b_role\n"
+                                    "gpu1,eth0,leaf 1,Ethernet1/1,400,host,rtsw\n")  # fmt: skip
+    with pytest.raises(FabricError, match=r"'leaf 1' cannot name a device .*\(row 2: "
+                       r"gpu1:eth0 - leaf 1:Ethernet1/1\)") as err:  # fmt: skip
+        load_fabric(str(tmp_path / "f.csv"))
+    assert "devices[" not in str(err.value)
+    doc = {"cables": [{"a": "gpu:1", "a_port": "e0", "b": "l1", "b_port": "e1", "gbps": 1}],
+           "roles": {"*": "host"}}  # fmt: skip
+    with pytest.raises(FabricError, match=r"'gpu:1' cannot name a device .*\(cables\[0\]: "):
+        parse_fabric(doc)
