@@ -215,6 +215,11 @@ def _with_roles(devices: list[Device], cables: Sequence[Cable], given: Mapping[s
     if unusable:
         raise FabricError("bad device names in cables:\n  " + validation.report(
             [f"{d!r} {NOT_A_DEVICE_NAME} ({on(i)})" for d, i in unusable.items()]))
+    for d in devices:  # a role column that says otherwise than `devices`
+        if d.name in given and given[d.name] != d.role:
+            first = next(i for i, c in enumerate(cables) if d.name in (c.a, c.b))
+            raise FabricError(f"{d.name}: role {d.role!r} in devices but {given[d.name]!r} in "
+                              f"the CSV cable list ({on(first)})")  # fmt: skip
     if places:
         out = [_placed(d, places[d.name]) if d.name in places else d for d in out]
     if unknown:

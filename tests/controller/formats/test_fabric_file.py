@@ -364,3 +364,17 @@ def test_a_name_no_device_can_have_is_named_by_its_cable(tmp_path: Path) -> None
            "roles": {"*": "host"}}  # fmt: skip
     with pytest.raises(FabricError, match=r"'gpu:1' cannot name a device .*\(cables\[0\]: "):
         parse_fabric(doc)
+
+
+def test_a_role_in_devices_and_another_in_the_csv_is_refused(tmp_path: Path) -> None:
+    """`devices:` and the CSV's role column that disagree about a device are refused, naming
+    both, as a rack or pod they disagree about is; not one taken silently over the other."""
+    (tmp_path / "c.csv").write_text("a,a_port,b,b_port,gbps,a_role,b_role\n"
+                                    "gpu1,eth0,leaf1,e1,400,host,rtsw\n"
+                                    "leaf1,e9,spine1,e1,400,rtsw,ctsw\n")  # fmt: skip
+    (tmp_path / "f.yaml").write_text("cables: c.csv\ndevices: [{name: leaf1, role: ctsw}]\n")
+    with pytest.raises(FabricError, match=r"leaf1: role 'ctsw' in devices but 'rtsw' in the "
+                       r"CSV cable list \(.*c.csv: row 2: gpu1:eth0 - leaf1:e1\)"):  # fmt: skip
+        load_fabric(str(tmp_path / "f.yaml"))
+    (tmp_path / "f.yaml").write_text("cables: c.csv\ndevices: [{name: leaf1, role: rtsw}]\n")
+    assert load_fabric(str(tmp_path / "f.yaml")).rtsw_name(0) == "leaf1"
