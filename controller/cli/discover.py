@@ -39,8 +39,8 @@ Tables = dict[str, list[Neighbour]]
 
 def read_devices(path: str) -> list[str]:
     """Device names, one a line ('#' comments and blank lines skipped; a name may hold
-    blanks, as LLDP system names and cable lists do); FabricError on a missing file, a
-    repeated name or no names."""
+    blanks, as LLDP system names may: one a fabric file cannot take is refused once its
+    table is read); FabricError on a missing file, a repeated name or no names."""
     try:
         lines = Path(path).read_text().splitlines()
     except OSError as err:
@@ -134,6 +134,7 @@ def cmd_fabric_discover(args: argparse.Namespace) -> int:
     from controller.formats.lldp import report_text
     from controller.model.device_roles import parse_role_patterns, with_roles
     from controller.model.discovery import discover
+    from controller.model.inventory import NOT_A_DEVICE_NAME, listing, usable_device_name
 
     patterns = parse_role_patterns(args.roles)  # bad flags fail before anything runs
     if args.lab:
@@ -160,6 +161,11 @@ def cmd_fabric_discover(args: argparse.Namespace) -> int:
     if problems and not args.allow_partial:
         sys.stderr.write("no document written (--allow-partial writes the cables that agree)\n")
         return EXIT_INCONSISTENT
+    unusable = [d.name for d in devices if not usable_device_name(d.name)]
+    if unusable:  # the document would be one no fabric file loads
+        raise FabricError("no fabric file would load the document: " + listing(
+            [repr(n) for n in unusable], 8) + f" {NOT_A_DEVICE_NAME}; rename these devices "
+            "(their LLDP system names, or their tables' file names)")
     text = dump(cable_list_document(args.name, devices, cables, args.ports_per_nic),
                 as_json=args.json)  # fmt: skip
     if args.out:

@@ -115,3 +115,16 @@ def test_a_directory_that_is_empty(tmp_path: Path, capsys):
     assert main(["fabric", "discover", str(empty)]) == 2
     assert "no DEVICE.json neighbour tables" in capsys.readouterr().err
     shutil.rmtree(empty)
+
+
+def test_device_names_no_fabric_file_takes_exit_2_without_a_document(tables: Path, capsys):
+    """A system name with a blank or a colon agrees on both ends, but the loader refuses it:
+    no document is written that `--fabric` would then refuse."""
+    old = "host-p0-r0-h0"
+    for path in tables.glob("*.json"):
+        path.write_text(path.read_text().replace(old, "host p0:0"))
+    (tables / f"{old}.json").rename(tables / "host p0:0.json")
+    assert main(["fabric", "discover", str(tables)]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert "no fabric file would load the document: 'host p0:0' cannot name a device" in err
