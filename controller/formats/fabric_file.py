@@ -48,7 +48,7 @@ from typing import Any
 from controller.errors import FabricError
 from controller.model import validation
 from controller.model.clos import PRESETS, SPEC_FIELDS, ClosSpec, build, preset, te_entries
-from controller.model.documents import read_document
+from controller.model.documents import read_document, read_text
 from controller.model.fabric import MAX_PORTS_PER_NIC, Fabric
 from controller.model.inventory import (
     NOT_A_DEVICE_NAME,
@@ -263,9 +263,9 @@ def _cable_list(doc: Mapping[str, Any], base: Path | None, source: str) -> Fabri
             raise FabricError("cables: a CSV path needs a fabric file to be relative to")
         path = base / doc["cables"]
         try:
-            text = path.read_text()
-        except (OSError, UnicodeDecodeError) as err:
-            raise FabricError(f"cables: cannot read {path}: {err}") from None
+            text = read_text(path, FabricError, "cable list")
+        except FabricError as err:
+            raise FabricError(f"cables: {err}") from None
         cables, given, places, rows = read_cable_csv(text, str(path))
         names = [f"{path}: {row}" for row in rows]
     else:
@@ -343,12 +343,7 @@ def load_fabric(ref: str) -> Fabric:
             f"{ref!r} is neither a fabric preset ({', '.join(sorted(PRESETS))}) nor a file"
         )
     if path.suffix.lower() == ".csv":
-        try:
-            text = path.read_text()
-        except (OSError, UnicodeDecodeError) as err:
-            raise FabricError(f"{path}: cannot read: {err}") from None
-        if len(text) > validation.MAX_DOCUMENT_BYTES:
-            raise FabricError(f"{path}: larger than {validation.MAX_DOCUMENT_BYTES:,} bytes")
+        text = read_text(path, FabricError, "cable list")
         cables, roles, places, rows = read_cable_csv(text, str(path))
         try:
             return fabric_from_cables(path.stem, _with_roles([], cables, roles, {}, places, rows),

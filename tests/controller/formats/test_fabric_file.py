@@ -378,3 +378,21 @@ def test_a_role_in_devices_and_another_in_the_csv_is_refused(tmp_path: Path) -> 
         load_fabric(str(tmp_path / "f.yaml"))
     (tmp_path / "f.yaml").write_text("cables: c.csv\ndevices: [{name: leaf1, role: rtsw}]\n")
     assert load_fabric(str(tmp_path / "f.yaml")).rtsw_name(0) == "leaf1"
+
+
+def test_a_csv_a_fabric_file_names_is_read_as_every_document_is(tmp_path: Path,
+                                                                monkeypatch) -> None:  # fmt: skip
+    """`cables: FILE` is size-capped and refused unless a regular file (`/dev/zero` ran out
+    of memory, a FIFO blocked), as the fabric file itself is."""
+    from controller.model import documents
+
+    rows = "a,a_port,b,b_port,gbps,a_role,b_role\n" + "".join(
+        f"gpu{i},eth0,leaf1,e{i},400,host,rtsw\n" for i in range(20))  # fmt: skip
+    (tmp_path / "c.csv").write_text(rows)
+    (tmp_path / "f.yaml").write_text("cables: c.csv\n")
+    monkeypatch.setattr(documents, "MAX_DOCUMENT_BYTES", len(rows) - 1)
+    with pytest.raises(FabricError, match=r"f.yaml: cables: .*c.csv: larger than"):
+        load_fabric(str(tmp_path / "f.yaml"))
+    (tmp_path / "f.yaml").write_text(f"cables: {tmp_path}\n")
+    with pytest.raises(FabricError, match=r"f.yaml: cables: .*: not a regular file"):
+        load_fabric(str(tmp_path / "f.yaml"))
