@@ -41,10 +41,12 @@ def read_devices(path: str) -> list[str]:
     """Device names, one a line ('#' comments and blank lines skipped; a name may hold
     blanks, as LLDP system names may: one a fabric file cannot take is refused once its
     table is read); FabricError on a missing file, a repeated name or no names."""
+    from controller.model.documents import read_text
+
     try:
-        lines = Path(path).read_text().splitlines()
-    except OSError as err:
-        raise FabricError(f"--devices {path}: {err.strerror or err}") from None
+        lines = read_text(path, FabricError, "the device list").splitlines()
+    except FabricError as err:  # not there, not a regular file, not UTF-8, too large
+        raise FabricError(f"--devices {err}") from None
     names: list[str] = []
     for number, line in enumerate(lines, 1):
         name = line.split("#", 1)[0].strip()
@@ -61,6 +63,7 @@ def read_devices(path: str) -> list[str]:
 def from_directory(path: str) -> tuple[Tables, dict[str, str]]:
     """The tables of DIR/*.json, by file stem; unreadable files named with why."""
     from controller.formats.lldp import read_table
+    from controller.model.documents import read_text
 
     root = Path(path)
     if not root.is_dir():
@@ -72,9 +75,12 @@ def from_directory(path: str) -> tuple[Tables, dict[str, str]]:
     unreadable: dict[str, str] = {}
     for file in files:
         try:
-            tables[file.stem] = read_table(file.stem, file.read_text())
-        except (OSError, UnicodeDecodeError) as err:
-            unreadable[file.stem] = f"{file}: {err}"
+            text = read_text(file, FabricError, "neighbour table")  # a FIFO would block
+        except FabricError as err:
+            unreadable[file.stem] = str(err)
+            continue
+        try:
+            tables[file.stem] = read_table(file.stem, text)
         except FabricError as err:
             unreadable[file.stem] = f"{file}: {str(err).removeprefix(file.stem + ': ')}"
     return tables, unreadable

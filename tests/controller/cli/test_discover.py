@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -128,3 +129,18 @@ def test_device_names_no_fabric_file_takes_exit_2_without_a_document(tables: Pat
     out, err = capsys.readouterr()
     assert out == ""
     assert "no fabric file would load the document: 'host p0:0' cannot name a device" in err
+
+
+def test_a_device_list_or_table_that_is_no_text_file_is_named(tables: Path, tmp_path: Path,
+                                                              capsys):  # fmt: skip
+    """A --devices file that is not UTF-8 exits 2 naming it (it was a UnicodeDecodeError
+    traceback); a table that is a FIFO is reported missing rather than read forever."""
+    devices = tmp_path / "devices.txt"
+    devices.write_bytes(b"leaf\xe9\n")
+    assert main(["fabric", "discover", "--command", "cat {device}", "--devices",
+                 str(devices)]) == 2  # fmt: skip
+    assert f"--devices {devices}: not UTF-8 text (byte 4 is 0xe9)" in capsys.readouterr().err
+    (tables / "atsw-c0-a0.json").unlink()
+    os.mkfifo(tables / "atsw-c0-a0.json")
+    assert main(["fabric", "discover", str(tables)]) == 1
+    assert "missing: atsw-c0-a0: no neighbour table (" in capsys.readouterr().err
