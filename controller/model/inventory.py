@@ -519,24 +519,20 @@ def _place_names(devices: Sequence[Device], role: dict[str, str], num_pods: int,
 def _nic_numbers(hosts: Sequence[str], up: dict[str, list[tuple[str, str, str, float]]]
                  ) -> dict[str, dict[int, tuple[str, str, str, float]]]:  # fmt: skip
     """NIC number -> (port, RTSW, RTSW port, Gbps) of every host's cabled ports. A port's
-    number is its place in the port list of a host cabled on every port (the fullest hosts,
-    in natural order, the first whose ports hold all of this host's): a port without a cable
-    leaves its own number out (a NIC not installed), not the last one. A host whose ports no
-    fuller host has (other port names) numbers its own, in natural order."""
+    number is its place in the natural order of the port names cabled on the hosts that
+    share port names with this one (eth0 ... eth7 when every host names its ports so): a
+    port without a cable leaves its own number out (a NIC not installed), not the last one,
+    also when no host is cabled on every port. Hosts whose port names no other host uses
+    (another NIC model's names) number theirs apart, in natural order."""
     ports = {h: sorted(up[h], key=lambda e: natural_key(e[0])) for h in hosts}
-    most = max((len(v) for v in ports.values()), default=0)
-    templates: list[dict[str, int]] = []
-    for h in hosts:  # natural order
-        if len(ports[h]) == most:
-            names = [e[0] for e in ports[h]]
-            if not any(t.keys() == set(names) for t in templates):
-                templates.append({port: n for n, port in enumerate(names)})
-    out = {}
+    families = _Groups()  # port names, joined when one host has both
     for h in hosts:
-        mine = [e[0] for e in ports[h]]
-        t = next((t for t in templates if all(port in t for port in mine)), None)
-        out[h] = {(t[e[0]] if t is not None else n): e for n, e in enumerate(ports[h])}
-    return out
+        for e in ports[h]:
+            families.join(ports[h][0][0], e[0])
+    number: dict[str, int] = {}
+    for family in families.groups(list(families.parent)):  # each in natural order
+        number |= {port: n for n, port in enumerate(family)}
+    return {h: {number[e[0]]: e for e in ports[h]} for h in hosts}
 
 
 def _slots(rack_groups: list[list[str]], rack_of: dict[str, int],

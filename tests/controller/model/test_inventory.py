@@ -262,6 +262,30 @@ def test_a_nic_without_a_cable_is_that_nic_not_installed(layout: str) -> None:
                                       full.link_ends[1][full.access_link(n)])  # fmt: skip
 
 
+@pytest.mark.parametrize("layout", ["classic", "rail"])
+def test_no_host_cabled_on_every_port_still_numbers_nics_by_port(layout: str) -> None:
+    """Every host of the fabric with one port left uncabled, a different one on each: a
+    NIC's number is still its port's (eth2 is NIC 2), so the rails hold and the shape is
+    the full one with those NICs not installed. A rail rack was refused and a classic one
+    read with a NIC fewer, each host's ports renumbered from 0."""
+    spec = replace(PRESETS["tiny"], nics_per_host=4) if layout == "classic" else LAYOUTS[layout]
+    shape = build(spec)
+    names = {**NAMES, "rtsw": "leaf-{pod_letter}{rack}-{slot}"} if layout != "classic" else NAMES
+    devices, cables = named_cable_list(shape, names, {"host": "eth{nic}", **PORTS})
+    full = load(devices, cables, layout)
+    hosts = [d.name for d in devices if d.role == "host"]
+    gone = {(h, f"eth{i % shape.nics_per_host}") for i, h in enumerate(hosts)}
+    fabric = load(devices, [c for c in cables if (c.a, c.a_port) not in gone], layout)
+    assert (fabric.nics_per_host, fabric.rtsws_per_rack) == (full.nics_per_host,
+                                                               full.rtsws_per_rack)  # fmt: skip
+    missing = {full.nic_name(int(n)) for n in range(full.num_nics)
+               if not fabric.installed[fabric.access_link(n)]}  # fmt: skip
+    assert missing == {f"{h}/{p}" for h, p in gone}
+    for n in range(full.num_nics):
+        if fabric.installed[fabric.access_link(n)]:
+            assert fabric.nic_name(n) == full.nic_name(n)
+
+
 def test_a_host_on_two_rtsws_that_fit_no_layout_is_refused() -> None:
     shape = build(LAYOUTS["rail"])
     names = {**NAMES, "rtsw": "leaf-{pod_letter}{rack}-{slot}"}
