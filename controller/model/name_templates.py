@@ -28,12 +28,14 @@ of several RTSWs). A cable the preset does not install (across planes) is not li
 
 from __future__ import annotations
 
+import re
 import string
 from collections.abc import Mapping
 
 from controller.errors import FabricError
 from controller.model.fabric import ACCESS, RACK, Fabric
 from controller.model.inventory import NOT_A_DEVICE_NAME, Cable, Device, usable_device_name
+from controller.model.validation import MAX_NAME
 
 NAME_FIELDS = {
     "host": ("pod", "pod_letter", "rack", "host", "rack_id", "host_id"),
@@ -70,12 +72,15 @@ def _check(template: object, where: str, allowed: tuple[str, ...]) -> str:
         parsed = list(string.Formatter().parse(template))
     except ValueError as err:
         raise FabricError(f"{where}: {template!r} is not a template ({err})") from None
-    for _, field, _, conversion in parsed:
+    for _, field, spec, conversion in parsed:
         if field is None:
             continue
         if field not in allowed or conversion:
             raise FabricError(f"{where}: unknown field {{{field}}} in {template!r}; fields: "
                               f"{', '.join(allowed)}")  # fmt: skip
+        if spec and any(int(w) > MAX_NAME for w in re.findall(r"\d+", spec)):
+            raise FabricError(f"{where}: {{{field}:{spec}}} in {template!r} pads to more than "
+                              f"{MAX_NAME} characters, the longest name")  # fmt: skip
     return template
 
 
@@ -240,6 +245,9 @@ def _ports_apart(cables: list[Cable], end_kinds: list[tuple[str, str]],
 
 def _usable(name: str, where: str) -> str:
     """`name` if it can name a device (inventory's rule), else FabricError naming `where`."""
+    if len(name) > MAX_NAME:  # said here, not as devices[i] of a list the file does not have
+        raise FabricError(f"{where}: gives a name of {len(name):,} characters "
+                          f"({name[:20]!r}...); at most {MAX_NAME}")  # fmt: skip
     if not usable_device_name(name):
         raise FabricError(f"{where}: {name!r} {NOT_A_DEVICE_NAME}")
     return name

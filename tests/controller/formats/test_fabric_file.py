@@ -396,3 +396,20 @@ def test_a_csv_a_fabric_file_names_is_read_as_every_document_is(tmp_path: Path,
     (tmp_path / "f.yaml").write_text(f"cables: {tmp_path}\n")
     with pytest.raises(FabricError, match=r"f.yaml: cables: .*: not a regular file"):
         load_fabric(str(tmp_path / "f.yaml"))
+
+
+def test_a_template_or_rename_giving_too_long_a_name_is_named() -> None:
+    """A name past the 128-character limit names the template or rename that made it (it
+    was devices[i] of a list no file has); a padding past it is refused before any name is
+    made (`{host_id:>100000000}` built a 100 MB name per host and printed it whole)."""
+    with pytest.raises(FabricError, match=r"names.host: \{host_id:0>200\} in .* pads to more "
+                       "than 128 characters"):  # fmt: skip
+        parse_fabric({"preset": "tiny", "names": {"host": "g{host_id:0>200}"}})
+    with pytest.raises(FabricError, match=r"names.host \(.*\): gives a name of 201 characters "
+                       r"\('xxxxxxxxxxxxxxxxxxxx'...\); at most 128") as err:  # fmt: skip
+        parse_fabric({"preset": "tiny", "names": {"host": "x" * 200 + "{host_id}"}})
+    assert "devices[" not in str(err.value)
+    with pytest.raises(FabricError, match=r"rename.ctsw-p0-c0: gives a name of 129 characters"):
+        parse_fabric({"preset": "tiny", "rename": {"ctsw-p0-c0": "s" * 129}})
+    assert parse_fabric({"preset": "tiny", "names": {"host": "g{host_id:03}"}}).host_name(1) \
+        == "g001"
