@@ -568,9 +568,17 @@ def _slots(rack_groups: list[list[str]], rack_of: dict[str, int],
         problems.add(f"host {h} is cabled to {len(above)} RTSWs: {', '.join(ports)}; the "
                      f"cables fit no layout ({layout})")  # fmt: skip
     if alone:
-        problems.add(f"host {listing(alone)} have every NIC on one RTSW while a rack has {S} "
-                     f"RTSWs ({listing(max(rack_groups, key=len))}): the cables fit no "
-                     f"layout ({layout})")  # fmt: skip
+        # the hosts on several RTSWs of those hosts' racks: what joined the RTSWs into one
+        racks = {rack_of[h] for h in alone if len(rack_groups[rack_of[h]]) > 1}
+        joiners = [h for h in sorted(nic_ports, key=natural_key) if rack_of[h] in racks and
+                   len({hi for _, hi, _, _ in nic_ports[h].values()}) > 1]  # fmt: skip
+        why = (f"; host {listing(joiners)}, cabled to several RTSWs, made them one rack"
+               if joiners else "")  # fmt: skip
+        shown = rack_groups[rack_of[alone[0]]]  # their rack, else one of S RTSWs
+        shown = shown if len(shown) > 1 else max(rack_groups, key=len)
+        problems.add(f"host {listing(alone)} have every NIC on one RTSW while a rack has "
+                     f"{len(shown)} RTSWs ({listing(shown)}{why}): the cables fit no layout "
+                     f"({layout})")  # fmt: skip
     for g in rack_groups:
         taken: dict[int, str] = {}
         for r in g:

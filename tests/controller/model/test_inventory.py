@@ -362,3 +362,15 @@ def test_pod_and_rack_templates() -> None:
         named_cable_list(shape, {"rack": "r{host}"})
     with pytest.raises(FabricError, match=r"rack 'r' of .* is also the rack of"):
         load(*named_cable_list(shape, {"rack": "r"}))
+
+
+def test_hosts_left_alone_in_a_rack_name_the_host_that_joined_its_rtsws() -> None:
+    """One host of a classic fabric cabled to its neighbour rack's RTSW as well makes the two
+    RTSWs one rack, which the others' cabling does not fit: the error names that host, not
+    only the hosts that are cabled as they should be."""
+    shape, devices, cables = cables_of("tiny", NAMES)
+    cables = [replace(c, b="leaf-a1", b_port="Ethernet99") if (c.a, c.a_port) ==
+              ("gpu-a00", "eth1") else c for c in cables]  # fmt: skip
+    with pytest.raises(FabricError, match=r"while a rack has 2 RTSWs \(leaf-a0, leaf-a1; host "
+                       r"gpu-a00, cabled to several RTSWs, made them one rack\)"):  # fmt: skip
+        load(devices, cables)
