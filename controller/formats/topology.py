@@ -25,7 +25,8 @@ loaded from one); hosts and racks an inventory does not have are left out. A hos
 its name lower-cased, as the kubelet registers it, and nothing else is rewritten: k8s-labels,
 kueue and volcano refuse a host name that is no Node name (or, where it is the
 fabric-te.io/host label's value, no label value), two hosts on one Node, and volcano two racks
-or pods on one HyperNode, rather than export a host as another or as a node no cluster has.
+or pods on one HyperNode, and the Slurm exports a name holding Slurm's syntax ('[', ']', ',',
+'=', '#', blanks), rather than export a host as another or as a node no cluster has.
 """
 
 from __future__ import annotations
@@ -174,8 +175,28 @@ def _rack_hosts(fabric: Fabric, rack: int) -> str:
     return hostlist_of(fabric.host_name(h) for h in _hosts_of_rack(fabric, rack))
 
 
+# What Slurm reads as syntax in a name: hostlist brackets and separators, key=value, blanks
+# and comments. A name holding one would be read as other names (gpu[7] as gpu7).
+_SLURM_SYNTAX = re.compile(r"[\[\],=#\s]")
+
+
+def _check_slurm_names(fabric: Fabric) -> None:
+    """Refuse (FabricError, naming them) host, rack, switch and pod names Slurm would read
+    as other names: rewriting one would export a host as another host."""
+    names = [(kind, name) for rack in _racks(fabric) for kind, name in (
+        *(("host", fabric.host_name(h)) for h in _hosts_of_rack(fabric, rack)),
+        ("rack switch", _rack_switch(fabric, rack)), ("rack block", _rack_block(fabric, rack)))]
+    names += [("pod", _pod_name(fabric, p)) for p in _pods(fabric)]
+    bad = sorted({f"{kind} {name!r}" for kind, name in names if _SLURM_SYNTAX.search(name)})
+    if bad:
+        raise FabricError("names the Slurm exports cannot use (Slurm reads '[', ']', ',', '=', "
+                          "'#' and blanks in them as syntax: gpu[7] as gpu7):\n  "
+                          + validation.report(bad))  # fmt: skip
+
+
 def slurm_conf(fabric: Fabric) -> str:
     """topology.conf for the tree plugin: rack switches, pod switches, one top switch."""
+    _check_slurm_names(fabric)
     lines = [f"# Slurm topology.conf (tree) for fabric {fabric.name}, by fabric-te"]
     for rack in _racks(fabric):
         lines.append(f"SwitchName={_rack_switch(fabric, rack)} Nodes={_rack_hosts(fabric, rack)}")
@@ -190,6 +211,7 @@ def slurm_conf(fabric: Fabric) -> str:
 
 def slurm_block_conf(fabric: Fabric) -> str:
     """topology.conf for the block plugin (Slurm 23.11+): a base block per rack."""
+    _check_slurm_names(fabric)
     lines = [f"# Slurm topology.conf (block) for fabric {fabric.name}, by fabric-te"]
     for rack in _racks(fabric):
         lines.append(f"BlockName={_rack_block(fabric, rack)} Nodes={_rack_hosts(fabric, rack)}")
@@ -219,6 +241,7 @@ def check_slurm_version(fmt: str, version: str) -> None:
 
 def slurm_yaml(fabric: Fabric) -> str:
     """topology.yaml (Slurm 25.05+): a default `tree` topology and a `block` one (racks)."""
+    _check_slurm_names(fabric)
     racks, pods = _racks(fabric), _pods(fabric)
     switches: list[dict[str, Any]] = [
         {"switch": _rack_switch(fabric, r), "nodes": _rack_hosts(fabric, r)} for r in racks

@@ -297,6 +297,23 @@ def test_a_host_name_no_node_can_have_is_refused(tmp_path: Path, name: str) -> N
             export(fabric, fmt)
 
 
+@pytest.mark.parametrize("names", [{"gpu-a00": "gpu[7]"}, {"leaf-a0": "leaf=2"},
+                                   {"gpu-a01": "g,3"}])  # fmt: skip
+def test_a_name_slurm_reads_as_syntax_is_refused_by_the_slurm_exports(
+    tmp_path: Path, names: dict[str, str]
+) -> None:
+    """`gpu[7]` came out as `Nodes=gpu[7]`, which Slurm reads as host gpu7, and `leaf=2` as
+    `SwitchName=leaf=2`: a topology.conf naming other hosts, written without a word."""
+    from controller.errors import FabricError
+
+    fabric = renamed(tmp_path, names)
+    (name,) = names.values()
+    for fmt in ("slurm-conf", "slurm-block-conf", "slurm-yaml"):
+        with pytest.raises(FabricError, match=re.escape(f"{name!r}")):
+            export(fabric, fmt)
+    assert name in export(fabric, "json")  # json takes names as they are
+
+
 def test_a_host_label_over_63_characters_is_refused(tmp_path: Path) -> None:
     """Two 71-character names that differ at the end were both cut to one 63-character
     fabric-te.io/host value; as Node names (up to 253) they are fine, so Volcano takes them."""
