@@ -14,6 +14,7 @@ for a driver's own tables), with the file name first.
 
 from __future__ import annotations
 
+import codecs
 import json
 from pathlib import Path
 from typing import Any
@@ -116,10 +117,12 @@ def read_text(
         raise (unreadable or err)(f"{path}: cannot read {what}: {bad.strerror or bad}") from None
     if len(data) > MAX_DOCUMENT_BYTES:
         raise err(f"{path}: larger than {MAX_DOCUMENT_BYTES >> 20} MiB")
-    try:
-        return data.decode("utf-8")
+    bom = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0  # as editors on
+    try:  # Windows write it; JSON refuses it, YAML and CSV would take it as text
+        return data[bom:].decode("utf-8")
     except UnicodeDecodeError as bad:
-        raise err(f"{path}: not UTF-8 text (byte {bad.start} is {data[bad.start]:#04x})") from None
+        at = bom + bad.start
+        raise err(f"{path}: not UTF-8 text (byte {at} is {data[at]:#04x})") from None
 
 
 def read_document(

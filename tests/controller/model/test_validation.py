@@ -141,6 +141,18 @@ def test_binary_junk_is_not_utf8_text_naming_the_file(tmp_path: Path) -> None:
         read_document(path, FabricError)
 
 
+@pytest.mark.parametrize("suffix", [".json", ".yaml"])
+def test_a_byte_order_mark_is_read_past(tmp_path: Path, suffix: str) -> None:
+    """Windows editors and PowerShell 5 start UTF-8 files with one; JSON refused the file
+    ("Unexpected UTF-8 BOM"). A byte that is not UTF-8 after it is still named by its place."""
+    path = tmp_path / f"doc{suffix}"
+    path.write_bytes(b"\xef\xbb\xbf" + b'{"preset": "tiny"}')
+    assert read_document(path, FabricError) == {"preset": "tiny"}
+    path.write_bytes(b"\xef\xbb\xbf" + b'{"preset": "\xff"}')
+    with pytest.raises(FabricError, match=r"not UTF-8 text \(byte 15 is 0xff\)"):
+        read_document(path, FabricError)
+
+
 def test_missing_file_names_it(tmp_path: Path) -> None:
     with pytest.raises(JobError, match="nope.json: cannot read placement file"):
         read_document(tmp_path / "nope.json", JobError, "placement file")
