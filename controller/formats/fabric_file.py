@@ -84,7 +84,8 @@ def _devices(items: Any) -> list[Device]:
                          d[k], bool) else d[k], f"devices[{i}].{k}", FabricError)
                      for k in ("rack", "pod"))  # fmt: skip
         out.append(Device(validation.text(d["name"], f"devices[{i}].name", FabricError),
-                          validation.text(d["role"], f"devices[{i}].role", FabricError),
+                          # any case, as a CSV's role columns take it
+                          validation.text(d["role"], f"devices[{i}].role", FabricError).lower(),
                           budget, rack, pod))  # fmt: skip
     return out
 
@@ -254,7 +255,9 @@ def _cable_list(doc: Mapping[str, Any], base: Path | None, source: str) -> Fabri
     ports = validation.integer(doc.get("ports_per_nic", 1), "ports_per_nic", 1,
                                MAX_PORTS_PER_NIC, FabricError)  # fmt: skip
     devices = _devices(doc.get("devices", []))
-    roles = validation.mapping(doc.get("roles", {}), "roles", FabricError)
+    roles = {pattern: role.lower() if isinstance(role, str) else role  # any case, as above
+             for pattern, role in validation.mapping(doc.get("roles", {}), "roles",
+                                                     FabricError).items()}  # fmt: skip
     given: dict[str, str] = {}
     places: Places = {}
     names: list[str] | None = None

@@ -42,6 +42,7 @@ def parse_role_patterns(specs: Iterable[str]) -> list[tuple[str, str]]:
     out = []
     for spec in specs:
         pattern, sep, role = spec.rpartition("=")
+        role = role.lower()  # any case, as a cable list's role columns take it
         if not sep or not pattern or role not in ROLES:
             raise FabricError(f"--roles {spec!r}: give PATTERN=ROLE with ROLE one of "
                               f"{', '.join(ROLES)}")  # fmt: skip

@@ -380,6 +380,19 @@ def test_a_role_in_devices_and_another_in_the_csv_is_refused(tmp_path: Path) -> 
     assert load_fabric(str(tmp_path / "f.yaml")).rtsw_name(0) == "leaf1"
 
 
+def test_roles_in_a_fabric_file_take_any_case_as_the_csv_columns_do(tmp_path: Path) -> None:
+    """`RTSW` in a CSV role column was taken, `role: RTSW` under devices or roles refused."""
+    from controller.model.device_roles import parse_role_patterns
+
+    (tmp_path / "c.csv").write_text("a,a_port,b,b_port,gbps\n"
+                                    "gpu1,eth0,leaf1,e1,400\nleaf1,e9,spine1,e1,400\n")  # fmt: skip
+    (tmp_path / "f.yaml").write_text("cables: c.csv\ndevices: [{name: leaf1, role: RTSW}]\n"
+                                     "roles: {'gpu*': Host, 'spine*': CTSW}\n")  # fmt: skip
+    fabric = load_fabric(str(tmp_path / "f.yaml"))
+    assert fabric.rtsw_name(0) == "leaf1" and fabric.host_name(0) == "gpu1"
+    assert parse_role_patterns(["leaf*=RTSW"]) == [("leaf*", "rtsw")]
+
+
 def test_a_csv_a_fabric_file_names_is_read_as_every_document_is(tmp_path: Path,
                                                                 monkeypatch) -> None:  # fmt: skip
     """`cables: FILE` is size-capped and refused unless a regular file (`/dev/zero` ran out
