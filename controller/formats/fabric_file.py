@@ -124,9 +124,13 @@ def read_cable_csv(text: str, source: str
     missing = [c for c in CABLE_KEYS if c not in header]
     unknown = [c for c in header if c not in CSV_COLUMNS]
     if missing or unknown or len(set(header)) != len(header):
+        other = next((sep for sep in (";", "\t", "|") if len(header) == 1 and sep in header[0]),
+                     None)  # fmt: skip
+        hint = f" (separated by {other!r}: a cable list's columns are separated by commas)" \
+            if other else ""  # fmt: skip
         raise FabricError(f"{source}: the header must name the columns {', '.join(CABLE_KEYS)} "
                           "(and optionally a_role, b_role, a_rack, b_rack, a_pod, b_pod) once "
-                          f"each; got {','.join(header)}")
+                          f"each; got {','.join(header)}{hint}")
     cables: list[Cable] = []
     names: list[str] = []
     roles: dict[str, str] = {}

@@ -214,6 +214,10 @@ def test_csv_cable_list_with_roles(tmp_path: Path) -> None:
     (tmp_path / "bad.csv").write_text("a,b,gbps\nx,y,1\n")
     with pytest.raises(FabricError, match="the header must name the columns"):
         load_fabric(str(tmp_path / "bad.csv"))
+    (tmp_path / "semi.csv").write_text(rows[0].replace(",", ";") + "\n")  # a locale's CSV
+    with pytest.raises(FabricError, match="separated by ';': a cable list's columns are "
+                                          "separated by commas"):  # fmt: skip
+        load_fabric(str(tmp_path / "semi.csv"))
     (tmp_path / "speed.csv").write_text(rows[0] + "\n" + rows[1].replace(",400,", ",fast,") + "\n")
     with pytest.raises(FabricError, match=r"speed.csv: row 2: gbps 'fast' is not a number"):
         load_fabric(str(tmp_path / "speed.csv"))
