@@ -430,6 +430,8 @@ class Engine(RouteCommands):
             self._settle_health(repaired, target.health, taken)
         elif then is Then.SOLVE:
             self._start_solve()
+        else:  # the solve running answers this round's job changes (the repair, its links)
+            self.latency.solving()
 
     def repair_for(self, health: LinkHealth) -> AssignResult:
         """Repair the installed routes for `health`: from the precomputed repair when the
@@ -556,9 +558,9 @@ class Engine(RouteCommands):
         self.installer.install(target, index)
         self._push(target)
 
-    def _push(self, target: Target) -> None:
+    def _push(self, target: Target, solved: bool = False) -> None:
         self.installer.push(target.assignment)
-        self.latency.installed(self._clock())
+        self.latency.installed(self._clock(), solved)
 
     def _settle_health(self, repaired: AssignResult, before: LinkHealth, taken: Taken) -> None:
         """Settle a link-change round (jobs unchanged since the last global solve) from its
@@ -676,6 +678,7 @@ class Engine(RouteCommands):
                                   stopped=lambda: self._stop, on_end=ended,
                                   settled=settled, superseded=superseded)  # fmt: skip
         self._solve_started = self._clock()
+        self.latency.solving()
         self._solve.start()
 
     def _finish_solve(self) -> None:
@@ -734,7 +737,7 @@ class Engine(RouteCommands):
         self.metrics.churn.inc(result.churn)
         target = Target(assignment, solved.ids, now.health)
         try:
-            self._push(target)
+            self._push(target, solved=True)
         finally:  # wanted from now on, whatever the push achieved: reconcile converges to it
             self.installer.target = target
             if task.settled is None:  # a settle certified keeps the last solve as its baseline

@@ -1,7 +1,10 @@
 """Report-to-installed latency: from an accepted input change to its routes read back.
 
 A round's clock starts at the oldest change it takes (changes that arrive while a round runs
-wait for the next one) and stops at the round's first push read back. A follower installs
+wait for the next one) and stops at the round's first push read back; a round that a global
+solve answers (job changes) hands its clock to the solve, stopped at the solve's push, so a
+link change repaired while the solve runs neither stops it (the job change is not installed
+yet) nor is counted from it (the repair answers the link change alone). A follower installs
 nothing: the changes it sees are the leader's to install, so they never start its clock
 (else its first round after a takeover would count the whole time it followed).
 """
@@ -24,6 +27,7 @@ class ReportLatency:
         self.samples: deque[float] = deque(maxlen=SAMPLES)
         self._pending: float | None = None  # when the oldest change not yet taken came
         self._round: float | None = None  # that time, for the round being installed
+        self._solve: float | None = None  # the oldest change a global solve is to install
 
     def changed(self, now: float) -> None:
         """An input change was accepted at `now`."""
@@ -36,14 +40,26 @@ class ReportLatency:
             self._round = self._pending
         self._pending = None
 
+    def solving(self) -> None:
+        """The round taken is answered by a global solve: its clock runs until the solve's
+        push (`installed(solved=True)`), whatever is pushed meanwhile."""
+        if self._round is not None:
+            self._solve = self._round if self._solve is None else min(self._solve, self._round)
+            self._round = None
+
     def followed(self) -> None:
         """A follower: the changes seen are the leader's to install."""
-        self._pending = self._round = None
+        self._pending = self._round = self._solve = None
 
-    def installed(self, now: float) -> None:
-        """The round's first push was read back at `now`."""
-        if self._round is not None:
-            seconds = now - self._round
+    def installed(self, now: float, solved: bool = False) -> None:
+        """The round's first push was read back at `now`; `solved`: a global solve's push,
+        which also installs the changes handed to it (one sample, from the oldest)."""
+        start = self._round
+        if solved and self._solve is not None:
+            start = self._solve if start is None else min(start, self._solve)
+            self._solve = None
+        if start is not None:
+            seconds = now - start
             self.histogram.observe(seconds)
             self.samples.append(seconds)
             self._round = None

@@ -119,6 +119,42 @@ def test_repair_is_pushed_while_a_global_solve_is_blocked_and_the_result_is_reba
         engine.close()
 
 
+def test_a_job_change_is_timed_to_its_solve_and_a_link_repaired_meanwhile_to_its_repair() -> None:
+    """The report-to-installed clock of a job change runs until the global solve answering
+    it is pushed; a link change repaired while that solve runs is timed from its own report
+    to its repair. The repair's push stopped the job's clock: the job change, installed
+    after a solve of a minute, was counted as the seconds until the link report's repair,
+    and the solve's push counted nothing (p99 3.3 s beside a 60 s install)."""
+    hold = 2.0
+    engine = Engine(FABRIC, EmulatedDriver(FABRIC), debounce=0.0, reconcile_interval=60.0)
+    gate, entered = threading.Event(), threading.Event()
+    try:
+        for job in _jobs():
+            engine.put_job(job, 0)
+        assert engine.wait_idle(60)
+
+        def slow_solve(health: LinkHealth) -> None:
+            entered.set()
+            assert gate.wait(60)
+
+        engine.solve_hook = slow_solve
+        before = len(engine.latency.samples)
+        engine.put_job(Job("late", tuple(range(24, 28)), dp=4, tp=4), 0)
+        assert entered.wait(30)
+        time.sleep(hold)  # the job change waits on its solve
+        rtsw = [e for e in engine.installed if e.switch.startswith("rtsw") and e.in_port < 128]
+        engine.report_links({rtsw[0].next_hop: 0.0})
+        assert _until(lambda: engine.repairs == 1)
+        gate.set()
+        assert engine.wait_idle(60)
+        link, job = list(engine.latency.samples)[before:]  # the repair's, then the solve's
+        assert link < hold <= job, (link, job)
+        assert engine.status_fields()["report_to_installed_max_seconds"] >= hold
+    finally:
+        gate.set()
+        engine.close()
+
+
 def test_one_job_change_plans_and_reads_only_the_racks_it_moved() -> None:
     driver = SpyDriver(FABRIC)
     engine = Engine(FABRIC, driver, debounce=0.0, reconcile_interval=60.0)
