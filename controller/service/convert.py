@@ -103,6 +103,11 @@ def link_reports(
                 first.setdefault(k, i)
             switches[node] = value == 0.0
             continue
+        if link in first and link in of_switch:
+            raise FabricError(f"{where}.link: {name!r} is a link of switch "
+                              f"{reports[first[link]].link!r}, reported in "
+                              f"{field}[{first[link]}]; report the switch or its links, "
+                              "not both")  # fmt: skip
         if link in first:
             raise FabricError(
                 f"{where}.link: {name!r} is the same link as {field}[{first[link]}].link"

@@ -178,6 +178,10 @@ OTHER_WAY = ":".join(reversed(LINK.split(":")))
          "reports[1].link: switch 'rtsw-p0-r0' is given twice (also in reports[0])"),
         ([_report(DOWN, link="rtsw-p0-r0"), _report(DOWN, link="rtsw-p0-r0")],
          "reports[1].link: switch 'rtsw-p0-r0' is given twice (also in reports[0])"),
+        # a switch and one of its links: it read "is the same link as reports[0].link"
+        ([_report(DOWN, link="ctsw-p0-c1"), _report(DOWN, link=LINK)],
+         f"reports[1].link: '{LINK}' is a link of switch 'ctsw-p0-c1', reported in "
+         "reports[0]; report the switch or its links, not both"),
     ],
 )  # fmt: skip
 def test_link_reports_are_checked(service, reports: list[pb.LinkReport], message: str) -> None:
