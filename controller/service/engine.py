@@ -130,6 +130,9 @@ class Engine(RouteCommands):
         self._refresh = False  # a follower saw a new stored assignment: read the switches
         self.latency = ReportLatency(self.metrics.report_to_installed_seconds)
         self.metrics.solve_running.set_function(lambda: self.solving()[0])
+        # read when scraped, as Status reads it: every path that moves `_applied` (a settle, a
+        # follower's catch-up, an adoption, a takeover) is counted, none has to set it
+        self.metrics.queue_depth.set_function(lambda: self._state.version - self._applied)
         self._round: Taken | None = None  # the inputs last taken
         self._commands: list[Command] = []  # operators' commands waiting for the worker
         self._solve: GlobalSolve | None = None  # the global solve running or ended
@@ -241,7 +244,6 @@ class Engine(RouteCommands):
         self.latency.changed(self._clock())
         self.precomputer.hold()  # its process pauses: the cores are the reaction's
         self._refresh |= refresh
-        self.metrics.queue_depth.set(self._state.version - self._applied)
         self._cond.notify_all()
         return self._state.version
 
@@ -400,8 +402,7 @@ class Engine(RouteCommands):
         with self._cond:
             if not failed:
                 self._applied = max(self._applied, version)
-            self.metrics.queue_depth.set(self._state.version - self._applied)
-            self._busy = False
+                self._busy = False
             self._cond.notify_all()
         self._frozen.freeze()
 

@@ -1486,3 +1486,22 @@ def test_a_global_solve_running_is_shown_with_its_version_and_age_until_it_ends(
     finally:
         gate.set()
         engine.close()
+
+
+def test_the_pending_changes_gauge_is_what_status_says_whatever_moved_it() -> None:
+    """The gauge was set by a settle and by a change only: a follower catching up, an
+    adoption or a takeover moved what Status counts and left /metrics behind."""
+    engine = Engine(FABRIC, EmulatedDriver(FABRIC), debounce=0.0, reconcile_interval=60.0)
+
+    def gauge() -> float | None:
+        return engine.metrics.registry.get_sample_value("fabric_te_pending_changes")
+
+    try:
+        engine.put_job(_jobs()[0], 0)
+        assert engine.wait_idle(60)
+        assert gauge() == engine.status_fields()["pending_changes"] == 0
+        with engine._cond:  # as a follower's catch-up or a takeover moves it: no settle
+            engine._applied = engine.state_version - 1
+        assert gauge() == engine.status_fields()["pending_changes"] == 1
+    finally:
+        engine.close()
