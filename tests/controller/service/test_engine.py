@@ -1223,7 +1223,7 @@ def test_a_round_that_fails_stays_pending_and_is_taken_again(
         engine.put_job(job, 0)
         assert _until(lambda: engine.last_error == "RuntimeError: a solver bug", 30)
         assert engine.status_fields()["pending_changes"] == 1
-        assert engine.metrics.queue_depth._value.get() == 1
+        assert engine.metrics.registry.get_sample_value("fabric_te_pending_changes") == 1
         assert _until(lambda: len(calls) >= 2 and engine.last_error == "", 30)
         assert engine.wait_idle(60)
         assert engine.status_fields()["pending_changes"] == 0
