@@ -337,3 +337,64 @@ def test_the_ranking_shows_what_each_routing_leaves_the_worst_job(
         assert shown[1] == shown[3] == "/", row
         want = [f"{100 * min(after[k]):.1f}%" for k in ("fabric-te", "eecmp", "wcmp")]
         assert shown[0::2] == want, (row, after)
+
+
+_KILLED_SWEEP = """
+import multiprocessing, time
+from controller.model.clos import PRESETS, build
+from controller.model.health import LinkHealth
+from controller.model.jobs import jobs_flows
+from controller.solver import solve
+from controller.solver.resilience import SweepInputs
+from controller.solver.sweep_runners import run_local
+from sim.jobmix import random_jobs
+
+def progress(done, total):  # the workers are up: name them, then wait to be killed
+    print(" ".join(str(p.pid) for p in multiprocessing.active_children()), flush=True)
+    time.sleep(600)
+
+if __name__ == "__main__":  # spawned workers import this file too
+    small = build(PRESETS["small"])
+    health = LinkHealth.all_up(small)
+    flows = jobs_flows(small, random_jobs(small, seed=2))
+    inputs = SweepInputs(small, health, solve(small, health, flows).assignment)
+    run_local(inputs, workers=2, in_process=False, progress=progress)
+"""
+
+
+def test_a_pool_sweep_killed_by_sigterm_leaves_no_worker_behind(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """`tectl resilience` ended by SIGTERM (or SIGKILL) runs no cleanup: its workers ran
+    their batches out and then waited for tasks forever, orphaned, each holding its Sweep.
+    They now die with the process that started them."""
+    import signal
+    import subprocess
+    import sys
+
+    script = tmp_path / "sweep.py"
+    script.write_text(_KILLED_SWEEP)
+    err = tmp_path / "stderr"
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
+                            stderr=err.open("w"), text=True,
+                            env={**os.environ, "PYTHONPATH": os.getcwd()})  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        pids = [int(p) for p in proc.stdout.readline().split()]
+        assert pids, f"the sweep started no worker process: {err.read_text()}"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+
+    def running(pid: int) -> bool:
+        try:
+            with open(f"/proc/{pid}/stat") as f:  # a zombie is ended, if not yet reaped
+                return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+        except FileNotFoundError:
+            return False
+
+    deadline = time.monotonic() + 10
+    while any(running(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = [p for p in pids if running(p)]
+    for pid in left:  # not to leave them running after a failure
+        os.kill(pid, signal.SIGKILL)
+    assert not left, f"worker processes {left} outlived their parent"
