@@ -150,8 +150,10 @@ def cmd_resilience(args: argparse.Namespace) -> int:
     return 0
 
 
-# offline inputs a controller decides itself: refused with --server (its own are swept)
-SERVER_OWNS = ("routes", "jobs", "fail", "ray", "table_budget", "reference", "hashes", "qps")
+# offline inputs a controller decides itself: refused with --server (its own are swept:
+# its fabric too, and a --fill of jobs it does not solve)
+SERVER_OWNS = ("fabric", "routes", "jobs", "fill", "fail", "ray", "table_budget", "reference",
+               "hashes", "qps")  # fmt: skip
 
 
 def _from_server(args: argparse.Namespace) -> int:

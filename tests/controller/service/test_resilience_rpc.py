@@ -100,6 +100,10 @@ def test_server_owned_options_are_refused_with_server(
 
     assert main(["resilience", "--server", "127.0.0.1:1", "--insecure", "--hashes", "8"]) == 2
     assert "--hashes: not with --server" in capsys.readouterr().err
+    # the controller's own fabric is swept: another named here was ignored, as was --fill
+    assert main(["resilience", "--server", "127.0.0.1:1", "--insecure", "--fabric", "tiny",
+                 "--fill", "0.5"]) == 2  # fmt: skip
+    assert "--fabric, --fill: not with --server" in capsys.readouterr().err
 
 
 def test_one_sweep_at_a_time(tiny: Fabric, service) -> None:  # type: ignore[no-untyped-def]
