@@ -48,6 +48,9 @@ def _inputs(args: argparse.Namespace, progress: Progress) -> Any:
     qps = DEFAULT_QPS if args.qps is None else args.qps
     if args.routes and args.jobs is not None:
         raise InputError("--routes and --jobs: give one (a route file holds its flows)")
+    if args.routes and args.fill is not None:
+        raise InputError(f"--fill {args.fill:g}: the share of hosts a job mix takes (--jobs "
+                         "random), not used with --routes (a route file holds its flows)")
     routed: Assignment | None = None
     with progress.stage("loading inputs"):
         if args.routes:

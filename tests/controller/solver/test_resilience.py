@@ -299,6 +299,9 @@ def test_tectl_resilience_refuses_routes_over_links_down(
     # a route file holds its flows: --jobs with it would be ignored, so it is refused
     assert main([*sweep_args, "--jobs", "random"]) == 2
     assert "give one" in capsys.readouterr().err
+    # so is --fill (the share of hosts of a job mix), which was taken and ignored, 7 or not
+    assert main([*sweep_args, "--fill", "7"]) == 2
+    assert "--fill 7: " in capsys.readouterr().err
     assert main(["resilience", "--fabric", "small", "--kinds", ""]) == 2  # not "all kinds"
 
 
