@@ -220,8 +220,12 @@ def run_ray(
     import ray
 
     start = time.perf_counter()
-    ray.init(address=address, ignore_reinit_error=True, log_to_driver=False,
-             logging_level=logging.ERROR)  # fmt: skip
+    try:
+        ray.init(address=address, ignore_reinit_error=True, log_to_driver=False,
+                 logging_level=logging.ERROR)  # fmt: skip
+    except (ConnectionError, ValueError) as err:  # no cluster there, or not an address
+        # (a ConnectionError is an OSError: tectl read it as its output failing to write)
+        raise InputError(f"--ray {address}: {err}") from err
     try:
         count = workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
         ref = ray.put(inputs)

@@ -401,3 +401,27 @@ def test_a_pool_sweep_killed_by_sigterm_leaves_no_worker_behind(tmp_path) -> Non
     for pid in left:  # not to leave them running after a failure
         os.kill(pid, signal.SIGKILL)
     assert not left, f"worker processes {left} outlived their parent"
+
+
+def test_tectl_resilience_ray_without_a_cluster_says_so(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--ray with no cluster at the address, or with what is no address: an error naming
+    --ray, exit 2; not "cannot write the output" (Ray's ConnectionError is an OSError) nor
+    a traceback (its ValueError)."""
+    ray = pytest.importorskip("ray")
+    from controller.cli.main import main
+
+    args = ["resilience", "--fabric", "tiny", "--kinds", "atsw", "--workers", "1"]
+    assert main([*args, "--ray", "no:such:address"]) == 2
+    err = capsys.readouterr().err
+    assert "tectl: error: --ray no:such:address: " in err and "Traceback" not in err
+
+    def no_cluster(**_: object) -> None:
+        raise ConnectionError("Could not find any running Ray instance.")
+
+    monkeypatch.setattr(ray, "init", no_cluster)
+    assert main([*args, "--ray", "auto"]) == 2
+    err = capsys.readouterr().err
+    assert "tectl: error: --ray auto: Could not find any running Ray instance" in err
+    assert "cannot write the output" not in err
