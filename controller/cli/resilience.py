@@ -39,12 +39,7 @@ def _inputs(args: argparse.Namespace, progress: Progress) -> Any:
     from controller.solver.qp_buckets import DEFAULT_QPS
     from controller.solver.resilience import SweepInputs, sample_doubles
 
-    kinds = (tuple(k.strip() for k in args.kinds.split(",")) if args.kinds is not None
-             else ELEMENT_KINDS)  # fmt: skip
-    unknown = sorted(set(kinds) - set(ELEMENT_KINDS))
-    if unknown or not kinds:
-        raise InputError(f"--kinds: unknown element kind(s) {unknown}; known: "
-                         f"{', '.join(ELEMENT_KINDS)}")  # fmt: skip
+    kinds = _kinds(args) or ELEMENT_KINDS
     qps = DEFAULT_QPS if args.qps is None else args.qps
     if args.routes and args.jobs is not None:
         raise InputError("--routes and --jobs: give one (a route file holds its flows)")
@@ -85,6 +80,20 @@ def _inputs(args: argparse.Namespace, progress: Progress) -> Any:
     return SweepInputs(fabric, health, assignment, qps=qps, table_budget=args.table_budget,
                        certify=certify, kinds=kinds, doubles=doubles,
                        hashed_jobs=hashed)  # fmt: skip
+
+
+def _kinds(args: argparse.Namespace) -> tuple[str, ...]:
+    """--kinds as a tuple, checked (empty: not given, every kind)."""
+    from controller.model.failures import ELEMENT_KINDS
+
+    if args.kinds is None:
+        return ()
+    kinds = tuple(k.strip() for k in args.kinds.split(","))
+    unknown = sorted(set(kinds) - set(ELEMENT_KINDS))
+    if unknown:
+        raise InputError(f"--kinds: unknown element kind(s) {unknown}; known: "
+                         f"{', '.join(ELEMENT_KINDS)}")  # fmt: skip
+    return kinds
 
 
 def _check_alive(path: str, fabric: Any, health: Any, assignment: Any) -> None:
@@ -170,7 +179,7 @@ def _from_server(args: argparse.Namespace) -> int:
                          "controller's installed routing and health under its own options")
     if args.plot:
         check_picture_path(args.plot)
-    kinds = tuple(k.strip() for k in args.kinds.split(",")) if args.kinds else ()
+    kinds = _kinds(args)  # as offline: --kinds '' is an error, not every kind
     print(f"  sweeping what {args.server} has installed ...", file=sys.stderr, flush=True)
     done = threading.Event()
 

@@ -104,6 +104,11 @@ def test_server_owned_options_are_refused_with_server(
     assert main(["resilience", "--server", "127.0.0.1:1", "--insecure", "--fabric", "tiny",
                  "--fill", "0.5"]) == 2  # fmt: skip
     assert "--fabric, --fill: not with --server" in capsys.readouterr().err
+    # --kinds is read as offline, before the call: '' (and a typo) are errors, not all kinds
+    for kinds in ("", "link,cable"):
+        assert main(["resilience", "--server", "127.0.0.1:1", "--insecure", "--kinds",
+                     kinds]) == 2  # fmt: skip
+        assert "--kinds: unknown element kind(s)" in capsys.readouterr().err
 
 
 def test_one_sweep_at_a_time(tiny: Fabric, service) -> None:  # type: ignore[no-untyped-def]
