@@ -29,6 +29,10 @@ BASELINES = ("ecmp", "eecmp", "wcmp", "pinning")
 # the spray rivals: a NIC spraying every flow evenly over all live paths without feedback,
 # and adaptive spray, modelled as the fractional optimum (no routing's worst job is above it)
 RIVALS = ("spray", "adaptive")
+# adaptive spray's figures that are not known: it is the optimum's ceiling on the worst job,
+# with no per-flow rates (so no mean) and no per-link loads (the table's '-', JSON's null)
+UNKNOWN_OF_ADAPTIVE = ("busbw_fraction_mean", "mean_flow_share", "throughput_fraction",
+                       "max_flows_per_link", "collided_links")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -46,6 +50,8 @@ class Row:
         }  # fmt: skip
         out.update(self.report.to_dict())
         out["mlu_over_bound"] = self.report.mlu / bound if bound else None
+        if self.method == "adaptive-spray":
+            out.update(dict.fromkeys(UNKNOWN_OF_ADAPTIVE))
         return out
 
 

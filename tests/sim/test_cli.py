@@ -440,6 +440,14 @@ def test_adaptive_spray_has_no_mean_in_the_table(capsys: pytest.CaptureFixture[s
     # nor in the gap line below it (it gave 'mean job x adaptive spray's')
     gap = next(line for line in out.splitlines() if line.startswith("gap to adaptive spray"))
     assert "worst job" in gap and "mean" not in gap
+    # nor in --json, where it read 0.857 beside the table's '-' (and 0 flows a link)
+    data = _json(capsys, ["solve", "--fabric", "small", "--jobs", "random", "--seed", "3",
+                          "--fail", "rtsw-p0-r0:ctsw-p0-c1", "--fail",
+                          "rtsw-p0-r1:ctsw-p0-c2=0.5", "--json"])  # fmt: skip
+    spray = next(r for r in data["rows"] if r["method"] == "adaptive-spray")
+    assert spray["busbw_fraction_mean"] is None and spray["links_over_capacity"] is None
+    assert spray["collided_links"] is None and spray["max_flows_per_link"] is None
+    assert abs(100 * spray["busbw_fraction_min"] - float(rows["adaptive-spray"][1][:-1])) < 0.05
 
 
 @pytest.mark.parametrize("fail", ["host-p0-r0-h0/nic0:rtsw-p0-r0", "rtsw-p0-r0=drain"])
