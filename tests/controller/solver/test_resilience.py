@@ -425,3 +425,25 @@ def test_tectl_resilience_ray_without_a_cluster_says_so(
     err = capsys.readouterr().err
     assert "tectl: error: --ray auto: Could not find any running Ray instance" in err
     assert "cannot write the output" not in err
+
+
+def test_the_time_left_is_not_counted_from_the_workers_start(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The workers take 60 s to start, then sweep an element a second: the first line says
+    what is done, the next ones the time left at that rate (it read ~6,039 s left of 99)."""
+    import controller.cli.resilience as cli
+
+    clock = [0.0]
+    monkeypatch.setattr(cli.time, "perf_counter", lambda: clock[0])
+    tick = cli._Ticker(quiet=False)
+    for t, done in ((61, 1), (66, 6), (71, 11)):
+        clock[0] = t
+        tick(done, 100)
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0] == "  swept 1/100 elements in 61 s (workers' start included)"
+    assert lines[1:] == ["  swept 6/100 elements, 1.0/s, ~94 s left",
+                         "  swept 11/100 elements, 1.0/s, ~89 s left"]  # fmt: skip
+    clock[0] = 200.0
+    tick(100, 100)  # the end is always said
+    assert "swept 100/100 elements" in capsys.readouterr().err
