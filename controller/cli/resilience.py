@@ -301,8 +301,9 @@ def report_text(r: Resilience, fabric_name: str, top: int = TOP) -> str:
         beyond = int((moved > crossed).sum())
         lines += [
             "",
-            f"blast radius: fabric-te's repairs moved {int(moved.sum()):,} flows in all "
-            f"(per element: median {int(np.median(moved)):,}, max {int(moved.max()):,}; "
+            f"blast radius: fabric-te's repairs, one per element, moved {int(moved.sum()):,} "
+            f"flows summed over the {n:,} elements (per element: median "
+            f"{int(np.median(moved)):,}, max {int(moved.max()):,}; "
             f"jobs moved: max {int(r.moved_jobs.max()):,}); {beyond:,} element(s) moved more "
             f"flows than crossed them (the certificate's hand-backs or shared entries); "
             f"{int((crossed == 0).sum()):,} element(s) carried no TE flow",

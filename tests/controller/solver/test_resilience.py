@@ -240,6 +240,8 @@ def test_tectl_resilience_text_json_and_plot(tmp_path, capsys: pytest.CaptureFix
     data = json.loads(capsys.readouterr().out)
     fabric = build(PRESETS["small"])
     n = len(single_failures(fabric, LinkHealth.all_up(fabric), ("link", "rtsw")))
+    # a sum over the repairs, each of one element: said so, not as if it were distinct flows
+    assert f"flows summed over the {n:,} elements (per element: median" in out
     assert len(data["elements"]) == n and len(data["ranking"]) == n
     assert set(data["routings"]) == {"fabric-te", "eecmp", "wcmp"}
     first = next(e for e in data["elements"] if e["name"] == data["ranking"][0])
