@@ -155,6 +155,9 @@ def cmd_resilience(args: argparse.Namespace) -> int:
         check_picture_path(args.plot)
     inputs = _inputs(args, progress)
     ticker = _Ticker(quiet=False)  # minutes of work: on stderr even beside --json's stdout
+    print(f"  sweeping on {'Ray at ' + args.ray if args.ray else 'local worker processes'}: "
+          "each worker builds the sweep first (seconds; up to a minute on meta-24k), then "
+          "reports as its batches end", file=sys.stderr, flush=True)  # fmt: skip
     if args.ray:
         result, stats = run_ray(inputs, address=args.ray, workers=args.workers, progress=ticker)
     else:

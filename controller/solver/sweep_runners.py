@@ -31,7 +31,9 @@ from controller.solver.resilience import Header, Outcome, Resilience, Sweep, Swe
 
 Progress = Callable[[int, int], None]  # (elements done, elements in all)
 ALIVE_POLL_S = 0.25  # how often a local sweep asks whether its caller is still there
-BATCHES_PER_WORKER = 8  # batches per worker: large tasks, yet a progress line now and then
+# batches per worker: large tasks (meta-24k: ~420 elements, ~20 s each), and a progress
+# line every batch (8 a worker left a minute or more between lines there)
+BATCHES_PER_WORKER = 32
 PR_SET_PDEATHSIG = 1  # prctl(2)
 
 

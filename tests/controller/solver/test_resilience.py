@@ -233,7 +233,9 @@ def test_tectl_resilience_text_json_and_plot(tmp_path, capsys: pytest.CaptureFix
     args = ["resilience", "--fabric", "small", "--seed", "2", "--workers", "1",
             "--kinds", "link,rtsw", "--top", "5"]  # fmt: skip
     assert main(args) == 0
-    out = capsys.readouterr().out
+    said = capsys.readouterr()
+    out = said.out
+    assert "sweeping on local worker processes: each worker builds the sweep first" in said.err
     assert "elements ranked by the jobs they stall" in out and "per kind" in out
     assert "jobs with no good repair" in out and "blast radius" in out
     assert main([*args, "--json"]) == 0
