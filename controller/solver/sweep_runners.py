@@ -16,6 +16,7 @@ import logging
 import multiprocessing
 import os
 import signal
+import socket
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -206,6 +207,25 @@ def ray_available() -> bool:
     return True
 
 
+RAY_CONNECT_S = 5.0  # a head that takes no TCP connection in this long is not there
+
+
+def _reachable(address: str) -> None:
+    """InputError naming `address` (host:port) when nothing takes a TCP connection there:
+    Ray itself retries for minutes before it says so, and only in its log."""
+    host, sep, port = address.rpartition(":")
+    if address == "auto" or not sep or not port.isdigit():
+        return  # "auto", or not an address: ray.init says what is wrong with it
+    try:
+        with socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)),
+                                      timeout=RAY_CONNECT_S):  # fmt: skip
+            pass
+    except OSError as err:
+        raise InputError(f"--ray {address}: no Ray head answers there ({err.strerror or err}); "
+                         "start one (ray start --head) or give its GCS address, host:port"
+                         ) from None
+
+
 def run_ray(
     inputs: SweepInputs,
     *,
@@ -222,6 +242,7 @@ def run_ray(
     import ray
 
     start = time.perf_counter()
+    _reachable(address)
     try:
         ray.init(address=address, ignore_reinit_error=True, log_to_driver=False,
                  logging_level=logging.ERROR)  # fmt: skip

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import time
 
 import numpy as np
@@ -429,6 +430,14 @@ def test_tectl_resilience_ray_without_a_cluster_says_so(
     err = capsys.readouterr().err
     assert "tectl: error: --ray auto: Could not find any running Ray instance" in err
     assert "cannot write the output" not in err
+    # host:port where nothing listens: said at once, not after Ray's minutes of retries
+    monkeypatch.setattr(ray, "init", lambda **_: pytest.fail("ray.init reached"))
+    with socket.socket() as closed:  # a port taken and closed: nothing listens there
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    assert main([*args, "--ray", f"127.0.0.1:{port}"]) == 2
+    err = capsys.readouterr().err
+    assert f"tectl: error: --ray 127.0.0.1:{port}: no Ray head answers there" in err
 
 
 def test_the_time_left_is_not_counted_from_the_workers_start(
