@@ -195,7 +195,7 @@ class SolveResult:
     mlu: float  # max utilisation over all arcs (flows handed back by the certificate: as hashed)
     bound: Bound
     lp: LpSolution | None
-    collided_links: int  # switch-to-switch arcs with more than one flow
+    collided_links: int  # switch-to-switch arcs over capacity with two or more flows on them
     churn: int  # flows moved against `previous`
     unroutable: np.ndarray = field(repr=False)  # flow indices with no healthy path
     fallback_ecmp: np.ndarray = field(repr=False)  # flow indices over the table budget
