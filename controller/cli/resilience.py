@@ -254,13 +254,14 @@ def report_text(r: Resilience, fabric_name: str, top: int = TOP) -> str:
     rows = []
     for rank, i in enumerate(r.ranking[:top].tolist(), start=1):
         j = int(np.argmax(loss[i, 0])) if jobs else 0
-        # every job with flows stalled: no other job whose loss the columns could show
-        others = bool((r.has_flows & ~r.stalled[i]).any())
+        # every job with flows stalled (by the element, or before it): no other job whose
+        # loss the columns could show
+        live = r.has_flows & ~r.stalled[i] & ~r.stalled_before
+        others = bool(live.any())
         losses = [_pct(worst[i, x]) if others else "-" for x in range(3)]
         # what each routing leaves its worst job (a loss is from each routing's own value
         # before, and fabric-te's is higher: its loss can be the larger, its job still
         # better off)
-        live = r.has_flows & ~r.stalled[i]
         after = " / ".join(_pct(float(r.after[i, x][live].min())) for x in range(3)) \
             if others else "-"  # fmt: skip
         rows.append([rank, r.names[i], KINDS[r.kind[i]], *losses, after,
@@ -299,6 +300,12 @@ def report_text(r: Resilience, fabric_name: str, top: int = TOP) -> str:
     stalled = r.stalled.any(axis=1)
     lines += ["", f"stalled (a flow with no path under any routing: its NIC's switch failed): "
                   f"{plural(int(stalled.sum()), 'element')}"]  # fmt: skip
+    before = np.flatnonzero(r.stalled_before)
+    if len(before):
+        lines.append(f"stalled before any failure (a flow with no path in the health swept "
+                     f"from, counted for no element): {plural(len(before), 'job')}: "
+                     + " ".join(r.job_ids[j] for j in before[:top].tolist())
+                     + (" ..." if len(before) > top else ""))  # fmt: skip
     moved, crossed = r.moved_flows, r.crossed_flows
     if n:
         beyond = int((moved > crossed).sum())
@@ -325,6 +332,7 @@ def report_data(r: Resilience, fabric_name: str) -> dict[str, Any]:
         "before": {name: dict(zip(r.job_ids, r.before[i].tolist(), strict=True))
                    for i, name in enumerate(ROUTING_NAMES)},
         "ranking": [r.names[i] for i in r.ranking.tolist()],
+        "stalled_before": [r.job_ids[j] for j in np.flatnonzero(r.stalled_before).tolist()],
         "elements": [
             {"name": r.names[i], "kind": KINDS[r.kind[i]],
              "worst_loss": dict(zip(ROUTING_NAMES, r.worst_loss[i].tolist(), strict=True)),

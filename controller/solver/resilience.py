@@ -112,7 +112,7 @@ class Resilience:
         """[elements, 3, jobs]: value before minus after, per routing (0 for jobs without
         flows and for stalled jobs, which no routing can help: see `stalled`)."""
         out = self.before[None] - self.after
-        keep = self.has_flows[None, None] & ~self.stalled[:, None, :]
+        keep = (self.has_flows & ~self.stalled_before)[None, None] & ~self.stalled[:, None, :]
         return np.where(keep, np.nan_to_num(out, nan=0.0), 0.0)
 
     @property
@@ -132,9 +132,17 @@ class Resilience:
         return np.lexsort((np.arange(len(self.names)), -w[:, 2], -w[:, 1], -w[:, 0], -stalls))
 
     @property
+    def stalled_before(self) -> np.ndarray:
+        """[jobs]: jobs with a flow that has no path before any element fails (a NIC's link
+        down in the health swept from): 0 under every routing whatever fails, so no element
+        stalls them."""
+        return self.has_flows & (self.before == 0.0).all(axis=0)
+
+    @property
     def stalled(self) -> np.ndarray:
-        """[elements, jobs]: jobs with a flow left without any path (0 under every routing)."""
-        return self.has_flows[None] & (self.after == 0.0).all(axis=1)
+        """[elements, jobs]: jobs the element stalls, a flow left without any path (0 under
+        every routing) that had one before."""
+        return (self.has_flows & ~self.stalled_before)[None] & (self.after == 0.0).all(axis=1)
 
     @property
     def no_good(self) -> np.ndarray:

@@ -320,6 +320,36 @@ def test_the_ranking_ties_losses_that_differ_by_rounding() -> None:
     assert r.ranking.tolist() == [2, 0, 1]
 
 
+def test_a_job_stalled_before_the_sweep_is_stalled_by_no_element(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The defect: a job whose host had every NIC link down in --fail read as stalled by
+    every element (each ranked for it, 'stalled: 40 elements'), hiding the one element that
+    stalls a job that ran. Job a is stalled before (0 under every routing), job b runs:
+    only c1 stalls a job, c0 costs b a quarter."""
+    z = np.zeros(2, np.int64)
+    before = np.array([[0.0, 1.0]] * 3)
+    after = np.stack([np.array([[0.0, 0.75]] * 3), np.zeros((3, 2))])
+    r = Resilience(("c0", "c1"), z.astype(np.int8), ("a", "b"), np.array([True, True]),
+                   before, after, z, z, z, z, z)  # fmt: skip
+    assert r.stalled_before.tolist() == [True, False]
+    assert r.stalled.tolist() == [[False, False], [False, True]]
+    assert r.ranking.tolist() == [1, 0]
+    assert r.worst_loss[0].tolist() == [0.25] * 3 and r.worst_loss[1].tolist() == [0.0] * 3
+
+    from controller.cli.main import main
+
+    down = ["--fail", "host-p0-r0-h0/nic0:rtsw-p0-r0", "--fail", "host-p0-r0-h0/nic1:rtsw-p0-r0"]
+    argv = ["resilience", "--fabric", "tiny", "--workers", "1", "--kinds", "ctsw", *down]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "stalled (a flow with no path under any routing: its NIC's switch failed): 0 " in text
+    assert "stalled before any failure" in text
+    assert main([*argv, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["stalled_before"] and not any(e["stalled"] for e in doc["elements"])
+
+
 def test_the_ranking_shows_what_each_routing_leaves_the_worst_job(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
