@@ -253,13 +253,22 @@ def rack_slots(fabric: Fabric, arc_capacity: np.ndarray, demand: float) -> tuple
 
 
 def _vertex_slots(slots: np.ndarray, degree: np.ndarray) -> np.ndarray:
-    """Smallest per-vertex slot cap s with sum(min(slots, s)) >= degree (max slot if none)."""
-    top = int(slots.max(initial=0))
-    cap = np.full(slots.shape[0], top, np.int64)
-    for s in range(top, 0, -1):
-        fits = np.minimum(slots, s).sum(axis=1) >= degree
-        cap[fits] = s
-    return cap
+    """Smallest per-vertex slot cap s >= 1 with sum(min(slots, s)) >= degree; where no cap
+    reaches the degree (the vertex's links down, or too few), its own largest slot count,
+    beyond which a cap changes none of its colours. Found by bisection (the sum grows with
+    s): a link holds capacity / demand slots, 1e8 for flows of 1 Mb/s on a 100 Tb/s link,
+    too many to try one by one, and a vertex cut off must not raise every vertex's cap (the
+    colours of the colouring) to the largest slot count of the fabric."""
+    own = slots.max(axis=1, initial=0)
+    fits = slots.sum(axis=1) >= degree
+    lo = np.ones(slots.shape[0], np.int64)
+    hi = np.where(fits, np.maximum(own, 1), lo)
+    while (lo < hi).any():
+        mid = (lo + hi) // 2
+        ok = np.minimum(slots, mid[:, None]).sum(axis=1) >= degree
+        hi = np.where(ok, mid, hi)
+        lo = np.where(ok, lo, mid + 1)
+    return np.where(fits, lo, own)
 
 
 def colour_assign(problem: Problem) -> ColourOutcome | None:

@@ -11,7 +11,12 @@ from controller.model.clos import ClosSpec, build
 from controller.model.flows import FlowSet
 from controller.model.health import LinkHealth
 from controller.model.paths import path_alive
-from controller.solver.colouring import collision_count, colour_assign, edge_colouring
+from controller.solver.colouring import (
+    _vertex_slots,
+    collision_count,
+    colour_assign,
+    edge_colouring,
+)
 from controller.solver.problem import Problem
 
 
@@ -147,6 +152,37 @@ def test_down_uplink_avoided():
     assert out.failed.size == 0
     assert path_alive(out.assignment.arcs(fabric), health.arc_capacity(fabric)).all()
     assert collision_count(fabric, out.assignment) == 0
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(1, 4), st.integers(1, 4), st.data())
+def test_vertex_slots_is_the_smallest_cap_that_holds_the_degree(n, links, data):
+    """Against the definition, one cap at a time: the smallest s >= 1 whose
+    sum(min(slots, s)) reaches the degree; a vertex no cap serves keeps its own largest
+    slot count."""
+    row = st.lists(st.integers(0, 9), min_size=links, max_size=links)
+    slots = np.array(data.draw(st.lists(row, min_size=n, max_size=n)))
+    degree = np.array(data.draw(st.lists(st.integers(0, 40), min_size=n, max_size=n)))
+    want = []
+    for row, d in zip(slots.tolist(), degree.tolist(), strict=True):
+        caps = [c for c in range(1, max(row) + 1) if sum(min(x, c) for x in row) >= d]
+        want.append(caps[0] if caps else (1 if d == 0 else max(row)))
+    assert _vertex_slots(slots, degree).tolist() == want
+
+
+def test_a_rack_cut_off_does_not_make_every_slot_a_colour():
+    """The defect: flows of 1 Mb/s fit 400,000 to a 400G uplink; a rack whose uplinks were
+    all down took the fabric's largest slot count as its cap, so the colouring peeled
+    400,000 x CTSWs colour classes (a 3-flow solve took minutes; on 100 Tb/s links it never
+    ended). The colours now follow what the racks with flows need."""
+    fabric = _pod(racks=3, hosts=1, nics=1, ctsws=3)
+    assert _vertex_slots(np.array([[400_000] * 3, [0] * 3]), np.array([1, 1])).tolist() == [1, 0]
+    cut = [fabric.rack_link(1, c) for c in range(3)]
+    health = LinkHealth.all_up(fabric).down(cut)
+    flows = FlowSet.build([0, 1, 2], [1, 2, 0], 0.001)
+    out = colour_assign(Problem(fabric, health, flows))
+    assert out is not None and out.slots == 1
+    assert out.failed.tolist() == [0, 1]  # to and from the rack cut off
 
 
 def test_unequal_demands_not_applicable():
