@@ -451,6 +451,13 @@ def worst_job_bound(
     return (1.0 if lam <= 1.0 else 1.0 / lam), name
 
 
+# a priority class's own LP (its max-concurrent-flow bound) is solved up to this many
+# commodities (RTSW pairs); beyond, its cut bounds stand in (work, not time)
+CLASS_LP_COMMODITIES = 4096
+# the seconds all the classes' LPs of one pass share (the solve's lp_time_limit)
+CLASS_LP_SECONDS = 30.0
+
+
 def class_bounds(
     fabric: Fabric,
     health: LinkHealth,
@@ -458,9 +465,15 @@ def class_bounds(
     delivered: np.ndarray,
     priority: np.ndarray,
     lp_mlu: float | None,
+    *,
+    lp_seconds: float = CLASS_LP_SECONDS,
+    backend: str = "auto",
 ) -> tuple[dict[int, float], float, str]:
     """(bound per priority class, the bound over every delivered flow, its source). The LP
-    counts only when every flow is delivered (it covers them all)."""
+    counts only when every flow is delivered (it covers them all). The classes' own LPs
+    share `lp_seconds` (0: none, the cut bounds serve, as the solve's `lp="never"` asks):
+    an LP that does not converge (a link degraded to 1e-6 of its speed beside line-rate
+    flows) costs its time limit, and must not cost it once per class."""
     lp = lp_mlu if bool(delivered.all()) else None
     mine = flows.take(np.flatnonzero(delivered))
     overall, source = worst_job_bound(fabric, health, mine, lp)
@@ -468,26 +481,26 @@ def class_bounds(
     if classes.size <= 1:
         return {int(p): overall for p in classes}, overall, source
     out = {}
+    deadline = time.perf_counter() + lp_seconds
     for p in classes[::-1].tolist():
         rows = np.flatnonzero(delivered & (priority[flows.job] == p))
         mine = flows.take(rows)
-        out[int(p)] = worst_job_bound(fabric, health, mine, _class_lp(fabric, health, mine))[0]
+        left = deadline - time.perf_counter()
+        own = _class_lp(fabric, health, mine, left, backend) if left > 0 else None
+        out[int(p)] = worst_job_bound(fabric, health, mine, own)[0]
     return out, overall, source
 
 
-# a priority class's own LP (its max-concurrent-flow bound) is solved up to this many
-# commodities (RTSW pairs); beyond, its cut bounds stand in (work, not time)
-CLASS_LP_COMMODITIES = 4096
-
-
-def _class_lp(fabric: Fabric, health: LinkHealth, flows: FlowSet) -> float | None:
+def _class_lp(fabric: Fabric, health: LinkHealth, flows: FlowSet, seconds: float,
+              backend: str) -> float | None:  # fmt: skip
     """The fractional min-MLU optimum of a class's flows alone (lambda*_class, module
-    docstring), when small enough and solvable; None: the cut bounds serve."""
+    docstring), when small enough and solvable within `seconds`; None: the cut bounds
+    serve."""
     comm = commodities(fabric, flows)
     if not 0 < len(comm) <= CLASS_LP_COMMODITIES:
         return None
     try:
-        lp = solve_lp(fabric, health, comm)
+        lp = solve_lp(fabric, health, comm, backend=backend, time_limit=seconds)
     except LpError:
         return None
     return None if lp.unroutable.size else float(lp.mlu)
@@ -526,6 +539,8 @@ def raise_worst(
     mlu: float | None = None,
     floor: np.ndarray | None = None,
     local: bool | None = None,
+    lp_seconds: float = CLASS_LP_SECONDS,
+    backend: str = "auto",
 ) -> tuple[np.ndarray, JobObjective]:
     """The rows' paths after the pass (module docstring; `path` itself when nothing moved)
     and what it found. `parent[i]`: row i's input flow in `flows` (whose jobs and priorities
@@ -536,7 +551,7 @@ def raise_worst(
     certificate's reference values; NaN or 0: none), module docstring "Floors"; `local`:
     predict the tries locally where the routing is fixed (None: where a try predicted in
     full would pass half the work limit and `floor` is given), module docstring "Local
-    predictions"."""
+    predictions"; `lp_seconds`, `backend`: the priority classes' own LPs (class_bounds)."""
     start = time.perf_counter()
     path = np.asarray(path, np.int64)
     parent = np.asarray(parent, np.int64)
@@ -595,7 +610,8 @@ def raise_worst(
     # the bound over the jobs the pass values: the stalled ones' flows left out too (their
     # load only lowers what the others can get, so the bound stays valid)
     delivered = np.isfinite(first.share) & ~np.isin(flows.job, stalled)
-    per_class, bound, source = class_bounds(fabric, health, flows, delivered, priority, lp_mlu)
+    per_class, bound, source = class_bounds(fabric, health, flows, delivered, priority, lp_mlu,
+                                            lp_seconds=lp_seconds, backend=backend)  # fmt: skip
     worst0, mean0 = _worst_mean(first.values, jobs)
     # the work limit counts the start's prediction too, unless the tries are local
     spent = 0 if local else first.rows

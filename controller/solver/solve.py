@@ -865,7 +865,8 @@ def job_objective(
         budget=switch_budget(fabric, _budget(fabric, opts)), mlu_bound=result.bound.value,
         lp_mlu=None if result.lp is None else result.lp.mlu, kind=cert.reference,
         seeds=cert.seeds, model=cert.model, rounds=opts.job_rounds, mlu=result.mlu,
-        floor=floor, local=local,
+        floor=floor, local=local, backend=opts.backend,
+        lp_seconds=0.0 if opts.lp == "never" else opts.lp_time_limit,
     )  # fmt: skip
     times = dict(result.times)
     times["job_objective"] = time.perf_counter() - t

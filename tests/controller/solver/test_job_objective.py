@@ -430,6 +430,40 @@ def test_floors_lead_the_vector_and_the_order() -> None:
     assert compare(better, other) == 1
 
 
+def test_the_class_lps_keep_to_the_solves_lp_options(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The defect: each priority class's own LP ran with a fixed 30 s limit whatever the
+    solve was told: on 12 GPUs with a link degraded to 1e-6 (PDLP does not converge) two
+    classes made a 60 s solve, under `--lp never --time-limit 1` too. Now `lp="never"`
+    runs none (the cut bounds serve) and the classes share `lp_time_limit`."""
+    import time
+
+    import controller.solver.job_objective as objective
+    from controller.errors import LpTimeout
+
+    fabric = build(PRESETS["small"])
+    rng = np.random.default_rng(6)  # as above: two classes, links over capacity
+    factor = np.ones(fabric.num_links)
+    hurt = rng.choice(np.arange(fabric.rack_base, fabric.num_links), 20, replace=False)
+    factor[hurt] = rng.choice([0.0, 0.25, 0.5], 20)
+    health = LinkHealth(factor)
+    jobs = [replace(j, priority=k % 2) for k, j in enumerate(random_jobs(fabric, seed=6))]
+    flows = jobs_flows(fabric, jobs)
+    limits: list[float] = []
+
+    def stuck(*args: object, time_limit: float = 30.0, **kw: object) -> object:
+        limits.append(time_limit)  # an LP that never converges: its whole limit, then none
+        time.sleep(min(time_limit, 0.3))
+        raise LpTimeout("stuck")
+
+    monkeypatch.setattr(objective, "solve_lp", stuck)
+    solve(fabric, health, flows, options=SolveOptions(lp="never"))
+    assert limits == []
+    solve(fabric, health, flows, options=SolveOptions(lp_time_limit=0.3))
+    assert limits and all(0 < t <= 0.3 for t in limits)
+    # each pass of the solve (first, with floors) shares one limit over its classes
+    assert len(limits) < 2 * len({j.priority for j in jobs})
+
+
 def test_by_class_a_lower_class_floor_never_outranks_a_higher_class() -> None:
     values = np.array([0.9, 0.5, 0.3])
     priority = np.array([0, 1, 1])
