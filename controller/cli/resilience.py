@@ -298,7 +298,8 @@ def report_text(r: Resilience, fabric_name: str, top: int = TOP) -> str:
         lines.append(format_table(["element", "job", "te before", "te after", "eecmp after",
                                    "wcmp after"], brows).rstrip("\n"))  # fmt: skip
     stalled = r.stalled.any(axis=1)
-    lines += ["", f"stalled (a flow with no path under any routing: its NIC's switch failed): "
+    lines += ["", "stalled (a flow with no path left under any routing: its NIC's switch, or "
+                  "every path out of its rack or pod, failed): "
                   f"{plural(int(stalled.sum()), 'element')}"]  # fmt: skip
     before = np.flatnonzero(r.stalled_before)
     if len(before):

@@ -343,7 +343,8 @@ def test_a_job_stalled_before_the_sweep_is_stalled_by_no_element(
     argv = ["resilience", "--fabric", "tiny", "--workers", "1", "--kinds", "ctsw", *down]
     assert main(argv) == 0
     text = capsys.readouterr().out
-    assert "stalled (a flow with no path under any routing: its NIC's switch failed): 0 " in text
+    assert ("stalled (a flow with no path left under any routing: its NIC's switch, or every "
+            "path out of its rack or pod, failed): 0 ") in text
     assert "stalled before any failure" in text
     assert main([*argv, "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
