@@ -402,7 +402,7 @@ class Engine(RouteCommands):
         with self._cond:
             if not failed:
                 self._applied = max(self._applied, version)
-                self._busy = False
+            self._busy = False
             self._cond.notify_all()
         self._frozen.freeze()
 
