@@ -55,14 +55,12 @@ as it is superseded, and the engine's lock is never held while computing.
 
 from __future__ import annotations
 
-import ctypes
 import gc
 import logging
 import mmap
 import os
 import pickle
 import signal
-import sys
 import threading
 import time
 import traceback
@@ -85,6 +83,7 @@ from controller.service.priority import background
 from controller.service.rounds import Target
 from controller.service.splices import splices_of
 from controller.solver import AssignResult, CertifyOptions, RouteIndex
+from controller.solver.sweep_runners import die_with_parent
 
 log = logging.getLogger("fabric_te.engine")
 PAUSE = 0.005  # s between looks while the engine is busy
@@ -99,7 +98,6 @@ FREEZE_EVERY = 64
 MISS_REASONS = ("not single", "not ready", "stale", "held", "off")
 WIDEST = 10  # repairs listed by rows moved (Status)
 CHILD_PAUSE = 0.0005  # s between the child's looks while it is held
-PR_SET_PDEATHSIG, PR_SET_NAME = 1, 15  # prctl(2)
 CHILD_NAME = b"fabric-te-prec"  # the child process's name (15 bytes at most)
 
 
@@ -771,7 +769,7 @@ def _child(pc: Precomputer, s: _Set, todo: list[int], fd: int, parent: int) -> N
     cores."""
     code = 1
     try:
-        _orphan_dies(parent)
+        die_with_parent(parent, CHILD_NAME)  # a set nobody takes is not computed on
         gc.freeze()  # the collector never walks (so never copies) what the parent holds
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.SIG_DFL)
@@ -798,16 +796,3 @@ def _child(pc: Precomputer, s: _Set, todo: list[int], fd: int, parent: int) -> N
         os._exit(code)
 
 
-def _orphan_dies(parent: int) -> None:
-    """Linux: SIGKILL this process when the thread that forked it ends (the parent died:
-    a set nobody takes is not computed on), and name it CHILD_NAME (`ps -o comm`, `top`).
-    Elsewhere the closed pipe ends it at its next repair."""
-    if sys.platform == "linux":
-        try:
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-            libc.prctl(PR_SET_NAME, CHILD_NAME)
-        except (OSError, AttributeError):
-            pass
-    if os.getppid() != parent:  # the parent died before the call
-        os._exit(0)

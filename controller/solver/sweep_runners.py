@@ -35,7 +35,7 @@ ALIVE_POLL_S = 0.25  # how often a local sweep asks whether its caller is still 
 # batches per worker: large tasks (meta-24k: ~420 elements, ~20 s each), and a progress
 # line every batch (8 a worker left a minute or more between lines there)
 BATCHES_PER_WORKER = 32
-PR_SET_PDEATHSIG = 1  # prctl(2)
+PR_SET_PDEATHSIG, PR_SET_NAME = 1, 15  # prctl(2)
 
 
 @dataclass(frozen=True)
@@ -77,14 +77,18 @@ _WORKER: Sweep | None = None
 _BUILD = 0.0
 
 
-def _die_with(parent: int) -> None:
-    """Linux: SIGKILL this worker process when the thread that started it ends. A parent
-    ended by SIGTERM, SIGKILL or a closed terminal's SIGHUP runs no cleanup, and its
-    workers ran their batches out, then waited for tasks forever, each holding its Sweep
-    (~1.2 GB on meta-24k). Elsewhere they are left to their batches' end."""
+def die_with_parent(parent: int, name: bytes | None = None) -> None:
+    """Linux: SIGKILL this process when the thread that started it ends, and name it
+    `name` in `ps -o comm` and `top` (15 bytes at most), if given. A parent ended by
+    SIGTERM, SIGKILL or a closed terminal's SIGHUP runs no cleanup: a sweep's workers ran
+    their batches out, then waited for tasks forever, each holding its Sweep (~1.2 GB on
+    meta-24k). Elsewhere the caller's own means end it (a batch's end, a closed pipe)."""
     if sys.platform == "linux":
         try:
-            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+            if name is not None:
+                libc.prctl(PR_SET_NAME, name)
         except (OSError, AttributeError):
             pass
     if os.getppid() != parent:  # the parent died before the call
@@ -96,7 +100,7 @@ def _init(inputs: SweepInputs, niceness: int = 0, parent: int = 0) -> None:
     whose end this worker's follows (0: a Ray actor, which Ray ends)."""
     global _WORKER, _BUILD
     if parent:
-        _die_with(parent)
+        die_with_parent(parent)
     start = time.perf_counter()
     if niceness:
         os.nice(niceness)  # a worker beside a service yields the cores to it
