@@ -674,16 +674,18 @@ def sweep(inputs: SweepInputs, elements: np.ndarray | None = None) -> Resilience
 
 def sample_doubles(failures: SingleFailures, count: int, seed: int) -> tuple[tuple[int, int], ...]:
     """`count` distinct pairs of single failures (a < b), drawn with `seed`, in the order
-    drawn (all pairs when there are no more)."""
+    drawn (all pairs when there are no more). A pair where one element's links hold the
+    other's (a switch and one of its links) is not drawn: it fails what the larger one
+    fails alone, a single failure already in the sweep."""
     n = len(failures)
-    total = n * (n - 1) // 2
     if count < 0:
         raise InputError(f"doubles must be >= 0, got {count}")
+    nested = _nested_pairs(failures)
     rng = np.random.default_rng(seed)
-    if count >= total:
+    if count >= n * (n - 1) // 2 - len(nested):
         a, b = np.triu_indices(n, 1)
-        return tuple(zip(a.tolist(), b.tolist(), strict=True))
-    seen: set[tuple[int, int]] = set()
+        return tuple(p for p in zip(a.tolist(), b.tolist(), strict=True) if p not in nested)
+    seen: set[tuple[int, int]] = set(nested)
     out: list[tuple[int, int]] = []
     while len(out) < count:
         a, b = sorted(rng.choice(n, size=2, replace=False).tolist())
@@ -691,3 +693,21 @@ def sample_doubles(failures: SingleFailures, count: int, seed: int) -> tuple[tup
             seen.add((a, b))
             out.append((a, b))
     return tuple(out)
+
+
+def _nested_pairs(failures: SingleFailures) -> set[tuple[int, int]]:
+    """The pairs (a < b) of elements where one's links are all among the other's: an
+    element's candidates are those that hold its first link (a link, its two switches)."""
+    holders: dict[int, list[int]] = {}
+    for i in range(len(failures)):
+        for k in failures.links_of(i).tolist():
+            holders.setdefault(k, []).append(i)
+    out: set[tuple[int, int]] = set()
+    for a in range(len(failures)):
+        mine = failures.links_of(a)
+        if not mine.size:
+            continue
+        for b in holders[int(mine[0])]:
+            if b != a and (mine.size == 1 or np.isin(mine, failures.links_of(b)).all()):
+                out.add((min(a, b), max(a, b)))
+    return out

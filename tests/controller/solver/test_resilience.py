@@ -220,7 +220,19 @@ def test_doubles_are_pairs_drawn_by_the_seed(tiny: Fabric) -> None:
     f = single_failures(tiny, LinkHealth.all_up(tiny))
     a, b = sample_doubles(f, 7, 3), sample_doubles(f, 7, 3)
     assert a == b and len(set(a)) == 7 and all(x < y for x, y in a)
-    assert len(sample_doubles(f, 10**6, 1)) == len(f) * (len(f) - 1) // 2
+
+    def nested(x: int, y: int) -> bool:  # one fails what the other fails alone
+        lx, ly = set(f.links_of(x).tolist()), set(f.links_of(y).tolist())
+        return lx <= ly or ly <= lx
+
+    pairs = [(x, y) for x in range(len(f)) for y in range(x + 1, len(f))]
+    some = sum(nested(x, y) for x, y in pairs)
+    assert some  # a switch and its own links: drawn, they were doubles that add nothing
+    everything = sample_doubles(f, 10**6, 1)
+    assert len(everything) == len(pairs) - some and not any(nested(*p) for p in everything)
+    for seed in range(5):  # drawn below the total too
+        drawn = sample_doubles(f, len(pairs) - some - 1, seed)
+        assert len(set(drawn)) == len(drawn) and not any(nested(*p) for p in drawn)
     inputs = _tiny_inputs(tiny)
     inputs = SweepInputs(inputs.fabric, inputs.health, inputs.assignment, doubles=a[:3])
     r = sweep(inputs)
