@@ -137,7 +137,6 @@ class Engine(RouteCommands):
         self._commands: list[Command] = []  # operators' commands waiting for the worker
         self._solve: GlobalSolve | None = None  # the global solve running or ended
         self._solve_ended = False  # it has ended: the worker pushes its result
-        self._solve_started = 0.0  # when it started (the engine's clock)
         self._dropped_last = False  # the last global result was dropped
         self._baseline: Baseline | None = None  # the last global solve pushed
         self.replica = replica or Replica(fabric)
@@ -677,8 +676,8 @@ class Engine(RouteCommands):
                                   hook=self.solve_hook, known=self.intake.known(), react=self.react,
                                   after=self.installer.building,
                                   stopped=lambda: self._stop, on_end=ended,
-                                  settled=settled, superseded=superseded)  # fmt: skip
-        self._solve_started = self._clock()
+                                  settled=settled, superseded=superseded,
+                                  started=self._clock())  # fmt: skip
         self.latency.solving()
         self._solve.start()
 

@@ -36,7 +36,6 @@ class EngineReads:
     _deferred: Certificate | None
     _solve: GlobalSolve | None
     _solve_ended: bool
-    _solve_started: float
     _clock: Callable[[], float]
     fabric: Fabric
     options: SolveOptions
@@ -83,7 +82,7 @@ class EngineReads:
         task = self._solve
         if task is None or self._solve_ended:
             return 0.0, 0, False
-        return (max(0.0, self._clock() - self._solve_started), task.taken.version,
+        return (max(0.0, self._clock() - task.started), task.taken.version,
                 task.settled is not None)  # fmt: skip
 
     def latency_fields(self) -> dict[str, Any]:

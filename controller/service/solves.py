@@ -74,8 +74,10 @@ class GlobalSolve:
         on_end: Callable[[], None],
         settled: SolveResult | None = None,
         superseded: Callable[[], bool] = lambda: False,
+        started: float = 0.0,
     ) -> None:
         self.fabric = fabric
+        self.started = started  # when the engine started it, on the engine's clock
         # a settled link change whose certificate is pending: certified in full here instead
         # of a solve (its routes stay; only the jobs the certificate hands back move)
         self.settled = settled
