@@ -84,16 +84,11 @@ def _inputs(args: argparse.Namespace, progress: Progress) -> Any:
 
 def _kinds(args: argparse.Namespace) -> tuple[str, ...]:
     """--kinds as a tuple, checked (empty: not given, every kind)."""
-    from controller.model.failures import ELEMENT_KINDS
+    from controller.model.failures import check_kinds
 
     if args.kinds is None:
         return ()
-    kinds = tuple(k.strip() for k in args.kinds.split(","))
-    unknown = sorted(set(kinds) - set(ELEMENT_KINDS))
-    if unknown:
-        raise InputError(f"--kinds: unknown element kind(s) {unknown}; known: "
-                         f"{', '.join(ELEMENT_KINDS)}")  # fmt: skip
-    return kinds
+    return check_kinds(tuple(k.strip() for k in args.kinds.split(",")), "--kinds", InputError)
 
 
 def _check_alive(path: str, fabric: Any, health: Any, assignment: Any) -> None:

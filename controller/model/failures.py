@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from controller.errors import FabricError
+from controller.errors import FabricError, FabricTeError
 from controller.model.fabric import ACCESS, Fabric
 from controller.model.health import LinkHealth
 
@@ -53,13 +53,22 @@ class SingleFailures:
         return LinkHealth(factor)
 
 
+def check_kinds(
+    kinds: tuple[str, ...], where: str = "", err: type[FabricTeError] = FabricError
+) -> tuple[str, ...]:
+    """`kinds`, or `err` naming the ones not in ELEMENT_KINDS (prefixed `where: `)."""
+    unknown = sorted(set(kinds) - set(ELEMENT_KINDS))
+    if unknown:
+        raise err(f"{where + ': ' if where else ''}unknown element kind(s) {unknown}; known: "
+                  f"{', '.join(ELEMENT_KINDS)}")  # fmt: skip
+    return kinds
+
+
 def single_failures(
     fabric: Fabric, health: LinkHealth, kinds: tuple[str, ...] = ELEMENT_KINDS
 ) -> SingleFailures:
     """Every element of `kinds` that is not already down under `health` (module docstring)."""
-    unknown = sorted(set(kinds) - set(ELEMENT_KINDS))
-    if unknown:
-        raise FabricError(f"unknown element kind(s) {unknown}; known: {list(ELEMENT_KINDS)}")
+    check_kinds(kinds)
     up = health.factor > 0.0
     names: list[str] = []
     kind: list[int] = []

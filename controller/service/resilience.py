@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from controller.errors import InputError, LimitError, OverDeadline, PreconditionError
 from controller.model.fabric import Fabric
-from controller.model.failures import ELEMENT_KINDS, single_failures
+from controller.model.failures import ELEMENT_KINDS, check_kinds, single_failures
 from controller.service.rounds import Target
 from controller.solver import SolveOptions
 from controller.solver.resilience import Resilience, SweepInputs, sample_doubles
@@ -41,10 +41,7 @@ class SweepRequest:
 
     def checked(self) -> SweepRequest:
         """The request, or InputError naming the field at fault."""
-        unknown = sorted(set(self.kinds) - set(ELEMENT_KINDS))
-        if unknown:
-            raise InputError(f"kinds: unknown element kind(s) {unknown}; known: "
-                             f"{', '.join(ELEMENT_KINDS)}")  # fmt: skip
+        check_kinds(self.kinds, "kinds", InputError)
         if len(set(self.kinds)) != len(self.kinds):
             raise InputError(f"kinds: listed twice in {list(self.kinds)}")
         if not 0 <= self.doubles <= MAX_DOUBLES:

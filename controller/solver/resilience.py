@@ -34,7 +34,7 @@ from controller.errors import InputError
 from controller.model.assignment import UNROUTED, Assignment
 from controller.model.dataplane import carried
 from controller.model.fabric import ACCESS, AGG, RACK, Fabric
-from controller.model.failures import ELEMENT_KINDS, SingleFailures, single_failures
+from controller.model.failures import ELEMENT_KINDS, SingleFailures, check_kinds, single_failures
 from controller.model.flows import ALL_QPS, FlowSet, distinct_below
 from controller.model.hashing import WcmpTables, hashed_arcs_seeds, hashed_routes
 from controller.model.health import LinkHealth
@@ -71,9 +71,9 @@ class SweepInputs:
     def __post_init__(self) -> None:
         if self.qps < 1:
             raise InputError(f"qps must be >= 1, got {self.qps}")
-        unknown = sorted(set(self.kinds) - set(ELEMENT_KINDS))
-        if unknown or not self.kinds:
-            raise InputError(f"unknown element kind(s) {unknown or self.kinds}; known: "
+        check_kinds(self.kinds, err=InputError)
+        if not self.kinds:
+            raise InputError(f"unknown element kind(s) {self.kinds}; known: "
                              f"{', '.join(ELEMENT_KINDS)}")  # fmt: skip
 
 
