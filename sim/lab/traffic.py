@@ -185,7 +185,9 @@ def verify(
         io.drain([dst], seen)  # anything left over from earlier flows
         seen.clear()
         send_burst(io, int(flows.src_nic[row]), flow_sport(flows, row), dst, row, packets)
-        deadline = time.monotonic() + 1.0
+        # up to 3 s: a next hop not yet resolved holds the burst for one ARP retry (1 s) or
+        # more on a loaded machine; the wait ends as soon as every packet is in
+        deadline = time.monotonic() + 3.0
         while len(seen.get(row, ())) < packets and time.monotonic() < deadline:
             io.drain([dst], seen, wait=0.05)
         settled = time.monotonic() + io.counter_lag
