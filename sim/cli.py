@@ -284,7 +284,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
 
     with progress.stage(WARM_UP_STAGE):
         warm_up()
-    with progress.stage("TE solve"):
+    with progress.stage("TE solve", steps="controller.solver"):
         result = solve(inputs.fabric, inputs.health, inputs.flows, options=options)
     from controller.routes.entries import build_routes
 

@@ -70,7 +70,7 @@ def _inputs(args: argparse.Namespace, progress: Progress) -> Any:
         jobs = load_jobs(fabric, args.jobs or "random", seed=args.seed, fill=args.fill)
         flows = jobs_flows(fabric, jobs)
         options = SolveOptions(qps=qps, table_budget=args.table_budget, certify=certify)
-        with progress.stage("TE solve"):
+        with progress.stage("TE solve", steps="controller.solver"):
             solved = solve(fabric, health, flows, options=options)
             assignment, hashed = solved.assignment, tuple(solved.hashed_jobs)
     doubles: tuple[tuple[int, int], ...] = ()

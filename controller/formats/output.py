@@ -7,6 +7,7 @@ a finite number (no LP ran, load on a dead link) is `null`, never NaN or Infinit
 from __future__ import annotations
 
 import json
+import logging
 import math
 import sys
 import time
@@ -102,20 +103,54 @@ class Progress:
         self.times: dict[str, float] = {}
 
     @contextmanager
-    def stage(self, name: str) -> Iterator[None]:
+    def stage(self, name: str, steps: str | None = None) -> Iterator[None]:
+        """Time the stage `name`. `steps`: a logger whose INFO records during the stage are
+        shown under it as they come (a solve's certificate rounds, which on a large fabric
+        under failures take a minute between them), the time then on a line of its own."""
         if not self.quiet:
             print(f"  {name} ...", end="", file=sys.stderr, flush=True)
+        shown = _Steps()
+        logger = logging.getLogger(steps) if steps is not None and not self.quiet else None
+        level = logger.level if logger is not None else logging.NOTSET
+        if logger is not None:
+            logger.addHandler(shown)
+            if not logger.isEnabledFor(logging.INFO):
+                logger.setLevel(logging.INFO)
         start = time.perf_counter()
         try:
             yield
         except BaseException:
             if not self.quiet:  # the error that follows starts a line of its own
-                print(" failed", file=sys.stderr, flush=True)
+                print(f"  {name}: failed" if shown.count else " failed", file=sys.stderr,
+                      flush=True)  # fmt: skip
             raise
+        finally:
+            if logger is not None:
+                logger.removeHandler(shown)
+                logger.setLevel(level)
         elapsed = time.perf_counter() - start
         self.times[name] = elapsed
         if not self.quiet:
-            print(f" {elapsed:.2f} s", file=sys.stderr, flush=True)
+            print(f"  {name}: {elapsed:.2f} s" if shown.count else f" {elapsed:.2f} s",
+                  file=sys.stderr, flush=True)  # fmt: skip
+
+
+class _Steps(logging.Handler):
+    """A stage's INFO records on stderr, indented under its line (Progress.stage)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.count = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = record.getMessage()
+        except Exception:  # a malformed record must not end the stage
+            self.handleError(record)
+            return
+        # the first ends the stage's "name ..." line
+        print(("" if self.count else "\n") + f"    {text}", file=sys.stderr, flush=True)
+        self.count += 1
 
 
 def emit(as_json: bool, data: object, text: str) -> None:

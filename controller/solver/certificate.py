@@ -474,6 +474,7 @@ def certify(
     inputs: FlowSet | None = None,
     stop: Callable[[], bool] | None = None,
     steered: np.ndarray | None = None,
+    shown: bool = False,
 ) -> tuple[Assignment, Certificate]:
     """Certify `assignment` (rows; `parent[i]`: row i's input flow) against the reference,
     handing failing jobs back to hashing until it holds (module docstring). Returns the
@@ -485,7 +486,9 @@ def certify(
     `stop` is asked before each seed's walk: when it says so, Superseded is raised.
     `steered` (bool per input flow): the flows that may hold TE rows, when the caller knows
     more than the rows say (a solve: every flow of a job not left to hashing whole); the
-    parts of those are simulated, as `prefetch` given the same simulates their reference."""
+    parts of those are simulated, as `prefetch` given the same simulates their reference.
+    `shown`: each fallback round logged at INFO, not DEBUG (a solve's progress; a sweep's
+    thousands of repairs stay quiet)."""
     opts = options or CertifyOptions()
     start = time.perf_counter()
     rows = assignment.flows
@@ -531,7 +534,7 @@ def certify(
         np.zeros(num_jobs, bool)
     if not alike.any():
         done = _checked(fabric, health, assignment, parent, flows, num_jobs, qps, opts, others,
-                        stop, int(has_flows.sum()))  # fmt: skip
+                        stop, int(has_flows.sum()), shown)  # fmt: skip
         path, rest_mlus = done.path, None
     else:
         # the parts with no TE row and no flow to a host one steers to are routed alike
@@ -543,7 +546,7 @@ def certify(
         part = Assignment(rows.take(keep_rows), assignment.path[keep_rows])
         done = _checked(fabric, health, part, index[parent[keep_rows]],
                         flows.take(keep_flows), num_jobs, qps, opts, others, stop,
-                        int(has_flows.sum()))  # fmt: skip
+                        int(has_flows.sum()), shown)  # fmt: skip
         path = assignment.path.copy()
         path[keep_rows] = done.path
         rest = flows.take(np.flatnonzero(alike[flows.job]))
@@ -616,6 +619,7 @@ def _checked(
     others: list[str],
     stop: Callable[[], bool] | None,
     jobs: int,
+    shown: bool = False,
 ) -> _Checked:
     """The fallback loop (module docstring) on `assignment`'s rows, whose input flows are
     `flows` (`parent[i]`: row i's); `jobs`: the jobs with flows of the whole routing (its
@@ -699,10 +703,11 @@ def _checked(
                 mine = te_rows
                 why = "last resort: everything back to " + opts.reference
         units = np.isin(unit_key, unit_key[mine]) & te_rows
-        log.debug("certificate round %d: %d job(s) below %s, %d TE row(s) handed back (%s)",
-                  rounds, int(failing.sum()), opts.reference, int(units.sum()),
-                  why.format(ratio=float(np.min(te[failing] / np.maximum(base[failing],
-                                                                          1e-300)))))  # fmt: skip
+        lowest = float(np.min(te[failing] / np.maximum(base[failing], 1e-300)))
+        log.log(logging.INFO if shown else logging.DEBUG,
+                "certificate round %d: %d job(s) below %s, %s TE row(s) handed back (%s)",
+                rounds, int(failing.sum()), opts.reference, f"{int(units.sum()):,}",
+                why.format(ratio=lowest))  # fmt: skip
         for j in np.unique(rows.job[units]).tolist():
             name = job_ids[j] if j < len(job_ids) else f"job{j}"
             ratio = te[j] / base[j] if base[j] > 0 else float("inf")

@@ -547,7 +547,11 @@ def solve(
         placed = place()
         assert placed is not None  # only a spray may not be made
         _go_on(stop, "placement")
+        log.info("placed %s flow(s) by %s: MLU %.4g, bound %.4g (%.2f s)", f"{len(flows):,}",
+                 placed.method, placed.mlu, placed.bound.value,
+                 time.perf_counter() - start)  # fmt: skip
         out = job_objective(fabric, health, flows, placed, previous, opts)
+        _log_pass(out)
         first = certified(fabric, health, out, opts, inputs=flows, stop=stop, steered=steered)
         out = floored(fabric, health, flows, out, first, previous, opts, stop, steered,
                       spray=lambda: place(spray_only=True))  # fmt: skip
@@ -558,6 +562,18 @@ def solve(
 
 
 Stop = Callable[[], bool] | None  # asked between a solve's stages: stop now?
+
+
+def _log_pass(result: SolveResult, floors: bool = False) -> None:
+    """One progress line for the job-level pass (a CLI shows the solve's INFO lines)."""
+    report = result.objective
+    if report is None or not report.moves:
+        return
+    if floors:  # it raises the jobs below their floors first, not the worst job
+        log.info("job pass with floors: %d move(s)", report.moves)
+    else:
+        log.info("job pass: worst job %.4g -> %.4g of line rate, %d move(s)",
+                 report.worst_before, report.worst, report.moves)  # fmt: skip
 
 
 def _go_on(stop: Stop, after: str) -> None:
@@ -936,6 +952,8 @@ def floored(
             again = start  # the floors moved nothing: what step 7 moved, if anything
     if again.objective is not None and again.objective.moves > 0:
         _go_on(stop, "the floored job pass")
+        _log_pass(again, floors=at_stake)
+        log.info("certifying %s", "the pass with floors" if at_stake else "the job pass")
         tried.append(("the pass with floors" if at_stake else "the job pass", certified(
             fabric, health, again, opts, inputs=flows, stop=stop, steered=steered)))  # fmt: skip
     # every flow sprayed: `qps` buckets over the paths spread a job as finely as the hashed
@@ -947,6 +965,7 @@ def floored(
                and not placed.method.endswith("qp-spray") else None)  # fmt: skip
     if sprayed is not None:
         _go_on(stop, "the spray")
+        log.info("every flow sprayed over its paths: the pass with floors, then certified")
         sprayed = job_objective(fabric, health, flows, sprayed, previous, opts, floor=floor)
         _go_on(stop, "the sprayed job pass")
         tried.append(("the spray with floors", certified(
@@ -970,6 +989,7 @@ def floored(
             path[np.isin(rows.job, room)] = UNROUTED
             if before.bettered_by(crowd(path)[1]):  # else: not worth a certificate
                 _go_on(stop, "the jobs with room")
+                log.info("certifying %d job(s) with room handed back first", room.size)
                 tried.append(("the jobs with room handed back first", _handed_first(
                     fabric, health, flows, placed, room, path, opts, stop, steered)))  # fmt: skip
     # over the jobs every certified routing valued, one set for all comparisons
@@ -1107,7 +1127,8 @@ def certified(
     t = time.perf_counter()
     assignment, cert = certify(fabric, health, result.assignment, qps=opts.qps,
                                parent=result.parent, options=opts.certify,
-                               inputs=inputs, stop=stop, steered=steered)  # fmt: skip
+                               inputs=inputs, stop=stop, steered=steered,
+                               shown=True)  # fmt: skip
     times = dict(result.times)
     times["certificate"] = time.perf_counter() - t
     if assignment is result.assignment:

@@ -586,3 +586,14 @@ def test_the_tables_line_names_only_the_tiers_the_fabric_has(
         line = next(x for x in capsys.readouterr().out.splitlines()
                     if x.startswith("TE entries:"))  # fmt: skip
         assert "rtsw " in line and "ctsw " in line and ("atsw " in line) == has_atsws
+
+
+def test_solve_shows_its_steps_while_it_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    # a solve of a large fabric under failures runs a minute: its stages show as they come
+    argv = ["solve", "--fabric", "small", "--jobs", "random", "--seed", "3"]
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert re.search(r"  TE solve \.\.\.\n    placed 640 flow\(s\) by \S+: MLU [\d.]+, "
+                     r"bound [\d.]+ \([\d.]+ s\)\n(    .*\n)*  TE solve: [\d.]+ s\n", err), err
+    assert main([*argv, "--json"]) == 0
+    assert "placed" not in capsys.readouterr().err

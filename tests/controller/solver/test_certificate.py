@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import logging
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -146,6 +147,20 @@ def test_everything_handed_back_is_the_reference_exactly(small: Fabric) -> None:
     # without a TE row the data plane is the reference, known without simulating it
     assert out is none and cert.passed and cert.rounds == 0
     assert cert.jobs_checked > 0 and cert.worst_ratio["eecmp"] == 1.0
+
+
+def test_a_shown_certificate_logs_each_round_as_progress(
+    small: Fabric, caplog: pytest.LogCaptureFixture
+) -> None:
+    flows = jobs_flows(small, random_jobs(small, seed=4))
+    bad = Assignment(flows, np.zeros(len(flows), np.int64))  # every flow on CTSW 0
+    with caplog.at_level(logging.INFO, logger="controller.solver.certificate"):
+        _, quiet = certify(small, LinkHealth.all_up(small), bad, qps=16)
+        assert quiet.rounds > 1 and not caplog.records  # a sweep's repairs: DEBUG only
+        _, cert = certify(small, LinkHealth.all_up(small), bad, qps=16, shown=True)
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == cert.rounds - 1  # the last round passed: nothing handed back
+    assert lines[0].startswith("certificate round 1: ") and "below eecmp" in lines[0]
 
 
 def test_a_bad_routing_is_handed_back_until_certified(small: Fabric) -> None:
