@@ -65,10 +65,25 @@ def test_certificate_section_counts_no_job_below_the_enforced_reference() -> Non
     assert runs[0]["te_wcmp"] is not None and runs[1]["te_wcmp"] is None
     rows = {row[2]: row for row in summarise("small", runs)}
     assert set(rows) == {"eecmp", "wcmp", "ecmp", "pinning", "spray", "wcmp, enforced"}
-    assert rows["eecmp"][4] == 0 and rows["eecmp"][5] >= 1 - 1e-9
+    # no job below the reference, so the reference is never the better routing either
+    assert rows["eecmp"][4] == 0 and rows["eecmp"][5] == 0 and rows["eecmp"][6] >= 1 - 1e-9
     # WCMP as the fabric's hashing: checked on the one scenario solved so
-    assert rows["wcmp, enforced"][1] == 1 and rows["wcmp, enforced"][4] == 0
+    assert rows["wcmp, enforced"][1] == 1 and rows["wcmp, enforced"][4:6] == [0, 0]
     assert all(run["ceiling"] >= min(run["te"].values()) - 1e-9 for run in runs)
+
+
+def test_a_rival_is_better_only_by_the_objective_te_seeks() -> None:
+    from sim.bench_certificate import rival_better
+
+    te = {"a": 0.8, "b": 0.9}
+    # a job below the rival, yet the rival's worst job is lower: a trade, not a loss
+    assert not rival_better(te, {"a": 1.0, "b": 0.5})
+    assert rival_better(te, {"a": 0.85, "b": 0.9})  # the worst job higher under the rival
+    assert rival_better(te, {"a": 1.0, "b": 0.8})  # the worst equal, the next higher
+    assert not rival_better(te, {"a": 0.9, "b": 0.8})  # the same values, other jobs
+    # over the jobs both value: c, which TE does not value, is left out
+    assert rival_better(te, {"a": 1.0, "b": 0.8, "c": 0.1})
+    assert not rival_better(te, dict(te))  # equal: not better
 
 
 def test_the_parallel_cables_row_is_its_own_fabric_a_scenario() -> None:
