@@ -45,9 +45,12 @@ _DIGITS = re.compile(r"(\d+)")
 @lru_cache(maxsize=1 << 18)  # names repeat: every device and port is sorted many times
 def natural_key(name: str) -> tuple[tuple[int, int | str], ...]:
     """Sort key that orders digit runs by value: eth2 before eth10, Ethernet4 before
-    Ethernet48."""
-    return tuple((1, int(part)) if part.isdigit() else (0, part)
-                 for part in _DIGITS.split(name) if part)  # fmt: skip
+    Ethernet48. A total order: names whose digit runs differ only in leading zeros (leaf1,
+    leaf01) end in the name itself, so they sort by it and not by the order they came in
+    (the tail sorts before any part, so a name still sorts before its extensions)."""
+    parts = tuple((1, int(part)) if part.isdigit() else (0, part)
+                  for part in _DIGITS.split(name) if part)  # fmt: skip
+    return (*parts, (-1, name))
 
 
 # ---- from the cable list to the index model ------------------------------------------------

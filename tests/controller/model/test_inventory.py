@@ -65,6 +65,33 @@ def test_order_and_orientation_do_not_matter(seed: int, flip: list[bool]) -> Non
     assert np.array_equal(again.capacity, reference.capacity)
 
 
+def test_names_equal_but_for_leading_zeros_keep_order_and_orientation_free() -> None:
+    """leaf-a1 and leaf-a01 (and spines and ports likewise) are equal digit for digit by
+    value: their order comes from the names, not from the order the devices and cables
+    came in, so any order still gives the same fabric."""
+    _, devices, cables = cables_of("tiny", NAMES)
+    rename = {"leaf-a0": "leaf-a1", "leaf-a1": "leaf-a01",
+              "spine-a0": "spine-a1", "spine-a1": "spine-a01", "spine-a2": "spine-a001"}
+    devices = [replace(d, name=rename.get(d.name, d.name)) for d in devices]
+    port = {("gpu-a00", "eth1"): "eth01"}  # beside its eth0... and eth1 on gpu-a01
+
+    def renamed(c: Cable) -> Cable:
+        return Cable(rename.get(c.a, c.a), port.get((c.a, c.a_port), c.a_port),
+                     rename.get(c.b, c.b), port.get((c.b, c.b_port), c.b_port), c.gbps)
+
+    cables = [renamed(c) for c in cables]
+    reference = load(devices, cables)
+    turned = [Cable(c.b, c.b_port, c.a, c.a_port, c.gbps) for c in cables]
+    for listed, cabled in ((devices[::-1], cables), (devices, cables[::-1]),
+                           (devices[::-1], turned[::-1])):
+        again = load(listed, cabled)
+        assert again.fingerprint == reference.fingerprint
+        assert again.node_names == reference.node_names
+        assert again.link_names == reference.link_names
+    # plain string order among the tied names: leaf-a01 before leaf-a1
+    assert reference.rtsw_name(0) == "leaf-a01" and reference.rtsw_name(1) == "leaf-a1"
+
+
 def test_the_operators_names_everywhere() -> None:
     _, devices, cables = cables_of("tiny", NAMES)
     f = load(devices, cables)
