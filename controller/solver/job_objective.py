@@ -78,13 +78,14 @@ beat the current vector by ten times that; the certificate that follows predicts
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from controller.errors import LpError
+from controller.errors import LpError, LpTimeout
 from controller.model.assignment import UNROUTED, Assignment
 from controller.model.dataplane import Carried, carried, overrides_of
 from controller.model.fabric import ACCESS, Fabric
@@ -107,6 +108,8 @@ from controller.solver.candidates import Candidates, candidates
 from controller.solver.certificate import job_values
 from controller.solver.commodities import commodities
 from controller.solver.lp import solve_lp
+
+log = logging.getLogger(__name__)
 
 ROUNDS = 32  # kept moves at most
 TRIES = 64  # candidate routings predicted at most
@@ -481,29 +484,42 @@ def class_bounds(
     if classes.size <= 1:
         return {int(p): overall for p in classes}, overall, source
     out = {}
+    late: list[int] = []  # classes whose LP the shared time cut short: their cuts serve
     deadline = time.perf_counter() + lp_seconds
     for p in classes[::-1].tolist():
         rows = np.flatnonzero(delivered & (priority[flows.job] == p))
         mine = flows.take(rows)
-        left = deadline - time.perf_counter()
-        own = _class_lp(fabric, health, mine, left, backend) if left > 0 else None
+        own, cut_short = (None, False) if lp_seconds <= 0 else _class_lp(
+            fabric, health, mine, deadline - time.perf_counter(), backend)
+        if cut_short:
+            late.append(int(p))
         out[int(p)] = worst_job_bound(fabric, health, mine, own)[0]
+    if late:
+        # the one outcome here that depends on the machine's speed, not on the inputs: said
+        log.warning("job objective: the LP of priority class%s %s did not finish within the "
+                    "%g s the classes' LPs share (the solve's LP time limit); the cut bounds "
+                    "serve for %s", "es" * (len(late) > 1), ", ".join(map(str, late)),
+                    lp_seconds, "them" if len(late) > 1 else "it")  # fmt: skip
     return out, overall, source
 
 
 def _class_lp(fabric: Fabric, health: LinkHealth, flows: FlowSet, seconds: float,
-              backend: str) -> float | None:  # fmt: skip
-    """The fractional min-MLU optimum of a class's flows alone (lambda*_class, module
-    docstring), when small enough and solvable within `seconds`; None: the cut bounds
-    serve."""
+              backend: str) -> tuple[float | None, bool]:  # fmt: skip
+    """(the fractional min-MLU optimum of a class's flows alone (lambda*_class, module
+    docstring), when small enough and solvable within `seconds`, else None: the cut bounds
+    serve; whether they serve because the LP needed more than `seconds`)."""
     comm = commodities(fabric, flows)
     if not 0 < len(comm) <= CLASS_LP_COMMODITIES:
-        return None
+        return None, False
+    if seconds <= 0:
+        return None, True
     try:
         lp = solve_lp(fabric, health, comm, backend=backend, time_limit=seconds)
+    except LpTimeout:
+        return None, True
     except LpError:
-        return None
-    return None if lp.unroutable.size else float(lp.mlu)
+        return None, False
+    return (None if lp.unroutable.size else float(lp.mlu)), False
 
 
 # ---- the pass -----------------------------------------------------------------------------

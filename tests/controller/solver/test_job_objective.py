@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import logging
 import os
 from dataclasses import replace
 
@@ -377,6 +378,36 @@ def test_a_small_priority_class_is_bounded_by_its_own_lp() -> None:
         assert bound <= cuts
         tighter += bound < cuts
     assert tighter  # class 0: 0.8125 by its LP, 1 by its cuts
+
+
+def test_a_class_lp_cut_short_by_the_shared_time_limit_says_so(
+        caplog: pytest.LogCaptureFixture) -> None:  # fmt: skip
+    """Which class bound serves then depends on the machine's speed, not on the inputs: the
+    one such outcome is reported, naming the classes; an LP never run (`lp_seconds` 0,
+    `--lp never`) or finished in time is not."""
+    from controller.solver.job_objective import class_bounds
+
+    fabric = build(PRESETS["small"])
+    rng = np.random.default_rng(6)  # the case above: class 0's LP is tighter than its cuts
+    factor = np.ones(fabric.num_links)
+    hurt = rng.choice(np.arange(fabric.rack_base, fabric.num_links), 20, replace=False)
+    factor[hurt] = rng.choice([0.0, 0.25, 0.5], 20)
+    health = LinkHealth(factor)
+    flows = jobs_flows(fabric, random_jobs(fabric, seed=6))
+    priority = np.arange(len(flows.job_ids)) % 2
+    delivered = np.ones(len(flows), bool)
+    with caplog.at_level(logging.WARNING, logger="controller.solver.job_objective"):
+        in_time, _, _ = class_bounds(fabric, health, flows, delivered, priority, None)
+        none_run, _, _ = class_bounds(fabric, health, flows, delivered, priority, None,
+                                      lp_seconds=0.0)  # fmt: skip
+    assert not caplog.records
+    assert in_time[0] < none_run[0]  # the LP's bound, the cuts'
+    with caplog.at_level(logging.WARNING, logger="controller.solver.job_objective"):
+        late, _, _ = class_bounds(fabric, health, flows, delivered, priority, None,
+                                  lp_seconds=1e-9)  # fmt: skip
+    assert late == none_run
+    [record] = caplog.records
+    assert "priority classes 1, 0 did not finish" in record.getMessage()
 
 
 # ---- where a QP would get the most, not where the load is lowest --------------------------
