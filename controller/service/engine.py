@@ -45,7 +45,7 @@ from controller.service.installer import Installer, RouteEvent
 from controller.service.intake import Intake
 from controller.service.latency import ReportLatency
 from controller.service.metrics import Metrics
-from controller.service.persist import inputs_digest, speeds_key
+from controller.service.persist import fabric_key, inputs_digest
 from controller.service.precomputed import SETTLE, Base, Precomputer, lost_arcs, moved_counts
 from controller.service.predictor import Predictor
 from controller.service.replica import Replica
@@ -125,7 +125,7 @@ class Engine(RouteCommands):
         self._swept = clock()  # when the last periodic reconcile ended
         self._frozen = Frozen(clock)  # the collector kept off the reaction path
         self._takeover = False  # became the leader: adopt or solve what is stored
-        self._speeds = speeds_key(fabric)  # in the digest of the inputs an assignment answers
+        self._fabric_key = fabric_key(fabric)  # in the digest of the inputs an assignment answers
         self._roled = False  # had a role before (its first is logged at info level)
         self._refresh = False  # a follower saw a new stored assignment: read the switches
         self.latency = ReportLatency(self.metrics.report_to_installed_seconds)
@@ -341,7 +341,7 @@ class Engine(RouteCommands):
                 self.precomputer.drop()  # computed for the jobs before: never used again
             self.latency.taken()
             self._round = Taken(inputs.jobs, inputs.health, inputs.version, inputs.generations,
-                                self._speeds)
+                                self._fabric_key)
 
     def _guarded(self, step: Callable[[], None]) -> None:
         """Run one step of the worker; a failure is logged, counted and ends the round: its
@@ -782,7 +782,7 @@ class Engine(RouteCommands):
         with self._cond:
             stored = self.intake.stored
             now = self._state.take(reset=False)
-            digest = inputs_digest(self._state.jobs, now.health, self._speeds)
+            digest = inputs_digest(self._state.jobs, now.health, self._fabric_key)
         version = now.version
         adopt = rounds.adopt_stored(None if stored is None else stored.digest, digest) or (
             stored is not None and self.intake.held is not None)  # held: whatever the inputs

@@ -31,8 +31,8 @@ from controller.service.persist import (
     JOBS,
     LINKS,
     Stored,
+    fabric_key,
     inputs_digest,
-    speeds_key,
 )
 from controller.service.replica import Replica
 from controller.service.state import DesiredState
@@ -96,7 +96,7 @@ class Intake:
         # held routes are adopted whatever the inputs: they answer to the file, not to them
         adopted = self.held is not None or (
             stored.assignment_inputs == inputs_digest(state.jobs, state.health,
-                                                      speeds_key(self.fabric)))
+                                                      fabric_key(self.fabric)))
         log.info("loaded %d jobs from %s (revision %d); stored assignment %s", len(stored.jobs),
                  self.replica.status_fields()["store"], stored.revision,
                  "adopted" if adopted else "to be re-solved")  # fmt: skip

@@ -57,28 +57,30 @@ class Stored:
     held: Held | None = None  # routes applied from a file, held (and their checkpoint)
 
 
-def speeds_key(fabric: Fabric) -> str:
-    """The fabric's link speeds as a key: a fabric file edited to other speeds under the
-    same name (its store's) makes other inputs, so a stored assignment is solved again
-    rather than adopted."""
-    return hashlib.sha256(np.ascontiguousarray(fabric.capacity, np.float64).tobytes()
-                          ).hexdigest()[:16]  # fmt: skip
+def fabric_key(fabric: Fabric) -> str:
+    """The fabric's fingerprint (its shape, and an inventory's names and cables) and link
+    speeds as a key: a fabric file edited to other speeds or other wiring under the same
+    name (its store's) makes other inputs, so a stored assignment, whose flows and paths are
+    ids, is solved again rather than adopted for devices its ids no longer name."""
+    h = hashlib.sha256(fabric.fingerprint.encode() + b"\0")
+    h.update(np.ascontiguousarray(fabric.capacity, np.float64).tobytes())
+    return h.hexdigest()[:16]
 
 
 def inputs_digest(jobs: Mapping[str, tuple[Job, int]], health: LinkHealth,
-                  speeds: str = "") -> str:  # fmt: skip
-    """A digest of (job ids, generations), link health and the link speeds (`speeds_key`):
+                  fabric: str = "") -> str:  # fmt: skip
+    """A digest of (job ids, generations), link health and the fabric (`fabric_key`):
     equal digests, equal inputs."""
-    return generations_digest(sorted((k, g) for k, (_, g) in jobs.items()), health, speeds)
+    return generations_digest(sorted((k, g) for k, (_, g) in jobs.items()), health, fabric)
 
 
 def generations_digest(generations: Sequence[tuple[str, int]], health: LinkHealth,
-                       speeds: str = "") -> str:  # fmt: skip
+                       fabric: str = "") -> str:  # fmt: skip
     """inputs_digest of the (job id, generation) pairs sorted by id."""
     h = hashlib.sha256(json.dumps(list(generations)).encode())
     h.update(np.ascontiguousarray(health.factor, dtype=np.float64).tobytes())
-    if speeds:
-        h.update(speeds.encode())
+    if fabric:
+        h.update(fabric.encode())
     return h.hexdigest()
 
 

@@ -42,11 +42,11 @@ class Taken:
     health: LinkHealth
     version: int
     generations: tuple[tuple[str, int], ...]
-    speeds: str = ""  # the fabric's link speeds (controller.service.persist.speeds_key)
+    fabric: str = ""  # the fabric's wiring and link speeds (controller.service.persist.fabric_key)
 
     @functools.cached_property
     def digest(self) -> str:
-        return generations_digest(self.generations, self.health, self.speeds)
+        return generations_digest(self.generations, self.health, self.fabric)
 
     @property
     def ids(self) -> tuple[str, ...]:

@@ -48,7 +48,7 @@ class RouteCommands(EngineReads):
     `controller.service.engine.Engine` (it reads through `EngineReads`)."""
 
     _taken: int
-    _speeds: str  # the fabric's link speeds, as the inputs digest takes them
+    _fabric_key: str  # the fabric's wiring and link speeds, as the inputs digest takes them
     _commands: list[Command]
     metrics: Metrics
     repair_now: Callable[[LinkHealth], AssignResult]
@@ -143,7 +143,7 @@ class RouteCommands(EngineReads):
         with self._cond:
             health = self._state.health
             assert health is not None
-            return health, inputs_digest(self._state.jobs, health, self._speeds)
+            return health, inputs_digest(self._state.jobs, health, self._fabric_key)
 
     def _apply(self, command: Command) -> PlanView:
         assignment = command.assignment

@@ -241,3 +241,47 @@ def test_a_drain_is_remembered_across_a_restart_with_what_its_links_are_beneath(
         assert not again.health.drained and not again.health.beneath
     finally:
         again.close()
+
+
+def test_a_fabric_rewired_under_the_same_name_and_speeds_is_solved_on_start(
+    small: Fabric, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cable list edited to other wiring (two hosts' cables swapped: a mislabelled pair
+    put right) keeps its name and its link speeds, but its ids name other devices: the
+    stored assignment, by id, answered to the old wiring, so it is solved again, not
+    adopted (the same file again: adopted)."""
+    from controller.model.inventory import Cable, fabric_from_cables
+    from controller.model.name_templates import named_cable_list
+    from controller.service import engine as engine_module
+
+    devices, cables = named_cable_list(small)
+    before = fabric_from_cables("dc1", devices, cables)
+    swap = {"host-p0-r0-h0": "host-p0-r1-h0", "host-p0-r1-h0": "host-p0-r0-h0"}
+    after = fabric_from_cables("dc1", devices, [
+        Cable(swap.get(c.a, c.a), c.a_port, c.b, c.b_port, c.gbps) for c in cables])
+    assert np.array_equal(after.capacity, before.capacity)
+    assert after.fingerprint != before.fingerprint
+    assert after.host_name(1) == "host-p0-r1-h0" != before.host_name(1)  # ids name others
+
+    engine = _engine(before, tmp_path)
+    engine.put_job(Job("a", (0, 1, 4, 5), dp=4, tp=4), 0)  # rack 0's hosts, then rack 2's
+    assert engine.wait_idle(30)
+    engine.close()
+    solved: list[object] = []
+
+    class Counted(engine_module.GlobalSolve):
+        def start(self) -> None:
+            solved.append(self)
+            super().start()
+
+    monkeypatch.setattr(engine_module, "GlobalSolve", Counted)
+    same = _engine(before, tmp_path)
+    try:
+        assert same.wait_idle(30) and not solved
+    finally:
+        same.close()
+    rewired = _engine(after, tmp_path)
+    try:
+        assert rewired.wait_idle(30) and solved  # adopted before: routes of the old wiring
+    finally:
+        rewired.close()
