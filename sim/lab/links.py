@@ -31,7 +31,9 @@ def _tc(ns: str, *args: str, missing_ok: bool = False) -> None:
 def set_link(plan: LabPlan, link: int, state: str, rate: str = "1gbit",
              fraction: float | None = None) -> None:  # fmt: skip
     """state: down, up or degrade (to `rate`; on Open vSwitch, to weight `fraction`); a
-    link not installed (no cable, so no ports in the lab) is refused, naming it."""
+    link degraded is up at that rate, a down one brought back (LINK=0.5 is up at half, as
+    the controller reads it); a link not installed (no cable, so no ports in the lab) is
+    refused, naming it."""
     try:
         plan.fabric.check_installed([link])
     except FabricError as err:
@@ -55,6 +57,9 @@ def set_link(plan: LabPlan, link: int, state: str, rate: str = "1gbit",
         for port in ends:
             _tc(plan.netns(port.node), "qdisc", "replace", "dev", port.ifname, "root", "tbf",
                 "rate", rate, "burst", "64kb", "latency", "50ms")  # fmt: skip
+            _ip(plan.netns(port.node), "link", "set", "dev", port.ifname, "up")
+        if record.underlay == "static":
+            install_static(plan, [port.node for port in ends])
     else:
         raise LabError(f"unknown link state {state!r}: down, up or degrade")
 
@@ -67,7 +72,7 @@ def _set_ovs_link(plan: LabPlan, link: int, state: str, fraction: float | None) 
     factor = {"down": 0.0, "up": 1.0}.get(state, 0.5 if fraction is None else fraction)
     health = ovs.load_health(plan).with_factors({link: factor})
     ovs.save_health(plan.lab, health)
-    if state == "up":
+    if state in ("up", "degrade"):
         ovs.set_port(plan, link, up=True)
     ovs.install_underlay(plan, health, [p.node for p in plan.ends(link)
                                         if p.node not in plan.hosts])  # fmt: skip

@@ -481,6 +481,13 @@ def test_tectl_lab_commands(tiny: Fabric, capsys):
         assert main(["lab", "link", "down", "rtsw-p0-r0:ctsw-p0-c1", "--name", name]) == 0
         assert main(["lab", "status", "--name", name]) == 0  # every namespace is there
         assert "78/80 ports up" in capsys.readouterr().out
+        # a down link degraded comes back up at the rate, as the controller reads LINK=0.5
+        assert main(["lab", "link", "rtsw-p0-r0:ctsw-p0-c1=0.5", "--name", name]) == 0
+        assert main(["lab", "status", "--name", name]) == 0
+        assert "80/80 ports up" in capsys.readouterr().out
+        qdisc = subprocess.run(["ip", "netns", "exec", plan.netns("rtsw-p0-r0"), "tc", "qdisc",
+                                "show", "dev", "c1"], capture_output=True, text=True).stdout
+        assert "tbf" in qdisc and "1Gbit" in qdisc
         assert main(["lab", "link", "rtsw-p0-r0:ctsw-p0-c1=up", "--name", name]) == 0
         assert capsys.readouterr().out == f"lab {name}: rtsw-p0-r0:ctsw-p0-c1=up\n"
         # degraded, in the one spelling and the older one: a tc rate limit either way

@@ -106,6 +106,26 @@ def test_a_link_down_is_solved_around_and_up_again(tiny: Fabric, ovs_lab, capsys
     assert f"output:{port}" in _ofctl(ovs_lab, tiny, RTSW, "dump-groups")
 
 
+def test_a_down_link_degraded_comes_back_up(tiny: Fabric, ovs_lab, capsys):
+    plan = LabPlan(tiny, ovs_lab)
+    link = "rtsw-p0-r0:ctsw-p0-c2"
+    port = bridge_ports(plan, RTSW)[int(tiny.link_by_name(link))]
+    assert main(["lab", "link", f"{link}=down", "--name", ovs_lab]) == 0
+    try:
+        assert main(["lab", "link", f"{link}=0.5", "--name", ovs_lab]) == 0
+        # up at half its weight, as the controller reads LINK=0.5: the port forwards again
+        desc = _ofctl(ovs_lab, tiny, RTSW, "dump-ports-desc")
+        assert "NO_FWD" not in desc.split(f" {port}(")[1].split("\n")[1]
+        assert f"weight:50,watch_port:{port}," in _ofctl(ovs_lab, tiny, RTSW, "dump-groups")
+        capsys.readouterr()
+        assert main(["lab", "verify", "--name", ovs_lab, "--sample", "16", "--packets",
+                     "5"]) == 0  # fmt: skip
+        assert "0 misrouted, 0 dropped" in capsys.readouterr().out
+    finally:
+        assert main(["lab", "link", f"{link}=up", "--name", ovs_lab]) == 0
+    assert "NO_FWD" not in _ofctl(ovs_lab, tiny, RTSW, "dump-ports-desc")
+
+
 def test_fail_static_kill_the_controller(tiny: Fabric, ovs_lab, tmp_path):
     """`tectl serve --driver ovs --lab NAME` installs a job mix; kill -9 it while every flow
     streams: nothing lost, the flows stay on the bridges and still steer."""
