@@ -8,7 +8,7 @@ error (an InputError subclass; DriverError for a driver's tables) whose message 
 the file name or the request field. Any other exception fails the test.
 
 `make test` runs a few dozen examples per case, derandomised; `make fuzz` runs many more
-(FABRIC_TE_FUZZ_EXAMPLES, default there 2000) with fresh randomness.
+(FABRIC_TE_FUZZ_EXAMPLES, 5,000 there by default) with fresh randomness.
 """
 
 from __future__ import annotations
