@@ -654,7 +654,8 @@ def register(cli: Any) -> None:
     """Add `simulate`, `solve` and `routes verify` to `tectl` (the ``fabric_te.commands``
     entry point; `cli` is a `controller.cli.main.Commands`)."""
     sub, add_fabric_arg = cli.sub, cli.add_fabric_arg
-    sim = sub.add_parser("simulate", help="simulate baseline routings (ECMP, E-ECMP, pinning)")
+    sim = sub.add_parser("simulate",
+                         help="simulate baseline routings (ECMP, E-ECMP, WCMP, pinning)")
     add_input_args(sim, add_fabric_arg)
     sim.add_argument(
         "--routing",
@@ -669,7 +670,8 @@ def register(cli: Any) -> None:
     sim.set_defaults(func=cmd_simulate)
 
     solve = sub.add_parser(
-        "solve", help="TE solve, side by side with ECMP, E-ECMP, pinning and the LP bound"
+        "solve", help="TE solve, side by side with ECMP, E-ECMP, WCMP, pinning, oblivious "
+        "and adaptive spray, and the lower bound on MLU"
     )
     add_input_args(solve, add_fabric_arg)
     solve.add_argument(
