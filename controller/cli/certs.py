@@ -38,7 +38,8 @@ def register(cli: Commands) -> None:
                    help=f"a client certificate per name (default: {', '.join(DEFAULT_CLIENTS)})")
     p.add_argument("--host", action="append", metavar="NAME_OR_IP",
                    help="server certificate SANs (default: localhost, 127.0.0.1, ::1)")
-    p.add_argument("--domain", default="fabric-te.test", help="SPIFFE trust domain")
+    p.add_argument("--domain", default="fabric-te.test",
+                   help="SPIFFE trust domain of the clients' URI SANs (fabric-te.test)")
     p.add_argument("--days", type=flag(int, 1, 3650), default=2, help="validity, 1-3650 (2)")
     p.add_argument("--force", action="store_true", help="replace existing keys")
     p.set_defaults(func=cmd_certs)
