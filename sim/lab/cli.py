@@ -447,8 +447,9 @@ def register(cli: Any) -> None:
     verify = group.add_parser("verify", help="solve a job mix, install it through the linux "
                               "driver and check sampled flows with real packets")  # fmt: skip
     common(verify)
-    verify.add_argument("--seed", type=int, default=1)
-    verify.add_argument("--fill", type=float, default=1.0)
+    verify.add_argument("--seed", type=int, default=1, help="seed of the random job mix (1)")
+    verify.add_argument("--fill", type=float, default=1.0,
+                        help="fraction of hosts the job mix takes (1.0)")
     verify.add_argument("--sample", type=int, default=64, help="flows to check (64)")
     verify.add_argument("--packets", type=int, default=20, help="packets per flow (20)")
     verify.set_defaults(func=cmd_verify)
