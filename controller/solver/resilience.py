@@ -655,9 +655,13 @@ class Header:
 
         after = (np.stack([o.values for o in outcomes]) if outcomes
                  else np.zeros((0, 3, len(self.job_ids))))  # fmt: skip
+        # a job without flows has no value under any routing (NaN: null in JSON), where
+        # fabric-te's figures would read 1 (no flow below its demand) and the hashings' NaN
+        after = np.where(self.has_flows[None, None], after, np.nan)
+        before = np.where(self.has_flows[None], self.before, np.nan)
         return Resilience(
             names=tuple(self.names[i] for i in elements.tolist()), kind=self.kind[elements],
-            job_ids=self.job_ids, has_flows=self.has_flows, before=self.before, after=after,
+            job_ids=self.job_ids, has_flows=self.has_flows, before=before, after=after,
             moved_flows=col("moved_flows"), moved_jobs=col("moved_jobs"),
             crossed_flows=col("crossed_flows"), crossed_jobs=col("crossed_jobs"),
             handed_back=col("handed_back"),

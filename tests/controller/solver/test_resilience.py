@@ -48,6 +48,19 @@ def _tiny_inputs(tiny: Fabric) -> SweepInputs:
     return SweepInputs(tiny, health, res.assignment)
 
 
+def test_a_job_without_flows_has_no_value_under_any_routing(tiny: Fabric) -> None:
+    # job c has no flow (a job of one host: no collective crosses hosts)
+    flows = FlowSet.build([0, 4], [4, 0], [400.0, 400.0], job=[0, 0], job_ids=("a", "c"))
+    health = LinkHealth.all_up(tiny)
+    r = sweep(SweepInputs(tiny, health, solve(tiny, health, flows).assignment))
+    c = r.job_ids.index("c")
+    assert r.has_flows.tolist() == [True, False]
+    # the same under every routing: none (null in --json), where fabric-te read 1
+    assert np.isnan(r.before[:, c]).all() and np.isnan(r.after[:, :, c]).all()
+    assert not np.isnan(r.before[:, 0]).any() and not np.isnan(r.after[:, :, 0]).any()
+    assert (r.worst_loss >= 0).all() and not r.no_good[:, c].any() and not r.stalled[:, c].any()
+
+
 def test_the_ranking_on_the_tiny_fabric_is_the_hand_derived_one(tiny: Fabric) -> None:
     """By hand: a pod-0 rack link or CTSW down leaves its racks 3 uplinks for 4 flows of
     line rate, so job a keeps at most 3/4 under any routing (the cut), a loss of at least
