@@ -252,6 +252,12 @@ def run_ray(
                  logging_level=logging.ERROR)  # fmt: skip
     except (ConnectionError, ValueError) as err:  # no cluster there, or not an address
         # (a ConnectionError is an OSError: tectl read it as its output failing to write)
+        if address == "auto" and isinstance(err, ConnectionError) and \
+                not os.environ.get("RAY_ADDRESS"):
+            # Ray's own words name its flag (--address), which tectl does not have
+            raise InputError("--ray auto: no Ray cluster runs on this node (RAY_ADDRESS "
+                             "unset); start one (ray start --head) or give its GCS "
+                             "address: --ray HOST:PORT") from err  # fmt: skip
         raise InputError(f"--ray {address}: {err}") from err
     try:
         count = workers or max(1, int(ray.cluster_resources().get("CPU", 1)))

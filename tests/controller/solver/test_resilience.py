@@ -482,10 +482,15 @@ def test_tectl_resilience_ray_without_a_cluster_says_so(
         raise ConnectionError("Could not find any running Ray instance.")
 
     monkeypatch.setattr(ray, "init", no_cluster)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
     assert main([*args, "--ray", "auto"]) == 2
     err = capsys.readouterr().err
-    assert "tectl: error: --ray auto: Could not find any running Ray instance" in err
-    assert "cannot write the output" not in err
+    # in tectl's words: Ray's name a flag (--address) tectl does not have
+    assert "tectl: error: --ray auto: no Ray cluster runs on this node" in err
+    assert "--ray HOST:PORT" in err and "cannot write the output" not in err
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:1")  # Ray's words then name that address
+    assert main([*args, "--ray", "auto"]) == 2
+    assert "--ray auto: Could not find any running Ray instance" in capsys.readouterr().err
     # host:port where nothing listens: said at once, not after Ray's minutes of retries
     monkeypatch.setattr(ray, "init", lambda **_: pytest.fail("ray.init reached"))
     with socket.socket() as closed:  # a port taken and closed: nothing listens there
