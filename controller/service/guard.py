@@ -339,13 +339,19 @@ class Guard(grpc.ServerInterceptor):
                   context: grpc.ServicerContext) -> Iterator[Any]:  # fmt: skip
         """Parse a client stream; errors end the call (as a domain error for our servicer,
         which maps it; as an abort for the others). Each message resets the idle clock."""
+        received = 0
         for i, raw in enumerate(requests):
             entry.last = time.monotonic()
+            received += len(raw) if isinstance(raw, bytes) else 0
             try:
                 if i >= self.limits.stream_max_messages:
                     raise LimitError(f"{call.method}: more than "
                                      f"{self.limits.stream_max_messages:,} messages in one "
                                      "stream; send them in batches")  # fmt: skip
+                if received > self.limits.stream_max_bytes:
+                    raise LimitError(f"{call.method}: more than "
+                                     f"{self.limits.stream_max_bytes:,} bytes in one stream "
+                                     f"(message {i}); send them in batches")  # fmt: skip
                 try:
                     yield self._parse(call.method, call.ours, raw, call.parse, call.descriptor)
                 except (InputError, LimitError) as err:

@@ -77,6 +77,9 @@ class Limits:
     whatif_seconds: float = 20.0
     watch_max_lag: int = 256  # route versions a watcher may fall behind before it is dropped
     stream_max_messages: int = 100_000  # messages of one StreamLinkReports
+    # bytes of one StreamLinkReports in all (held until it ends, applied as one batch):
+    # 100,000 reports of the longest link names of cluster-100k are ~4.8 MB
+    stream_max_bytes: int = 8 * MIB
     sweep_workers: int = 2  # worker processes of a Resilience sweep, at most
     sweep_seconds: float = 3600.0  # a Resilience sweep's deadline (or the client's, if sooner)
 

@@ -457,6 +457,23 @@ def test_empty_link_reports_change_nothing(small: Fabric, limited) -> None:
     assert after == version + 1  # a real change still counts
 
 
+@pytest.mark.parametrize("limited", [Limits(stream_max_bytes=200_000)], indirect=True)
+def test_a_link_report_stream_is_capped_in_bytes(small: Fabric, limited) -> None:
+    """The defect: a StreamLinkReports was held whole until it ended, 100,000 messages of
+    up to 64 KiB each (6.5 GB from one stream, four streams per identity): its bytes in all
+    are capped, and the stream ends RESOURCE_EXHAUSTED naming the cap."""
+    running, channel = limited
+    stub = pb_grpc.TrafficEngineeringStub(channel)
+    big = (pb.LinkReport(link="x" * 50_000, state=pb.LinkReport.DOWN) for _ in range(100))
+    with pytest.raises(grpc.RpcError) as err:
+        stub.StreamLinkReports(big, timeout=30)
+    assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "200,000 bytes in one stream (message 3)" in err.value.details()
+    assert running.engine.state_version == 0
+    down = pb.LinkReport(link=small.link_name(small.rack_base), state=pb.LinkReport.DOWN)
+    assert stub.StreamLinkReports(iter([down]), timeout=10).accepted == 1  # under it: applied
+
+
 def test_a_watcher_that_stops_reading_is_ended_and_its_client_resumes(small: Fabric) -> None:
     """The defect: a watcher whose application stopped reading (its connection still
     alive) was never dropped. gRPC holds the handler in its send once the stream's window
