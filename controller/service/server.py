@@ -50,10 +50,12 @@ class Running:
 
     def reload(self) -> None:
         """Re-read certificates and policy (SIGHUP); bad files keep the old ones."""
-        if self.tls is not None:
-            self.tls.reload()
-        if self.guard.policy is not None and self.guard.policy.reload():
-            self.guard.revoke()  # open streams the new policy no longer allows end now
+        try:
+            if self.tls is not None:
+                self.tls.reload()
+        finally:  # a revocation in the policy never waits on the certificate files
+            if self.guard.policy is not None and self.guard.policy.reload():
+                self.guard.revoke()  # open streams the new policy no longer allows end now
 
     def stop(self, grace: float = 5.0) -> None:
         """NOT_SERVING first, then stop within `grace` seconds in all: calls in flight and a

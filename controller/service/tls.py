@@ -59,6 +59,7 @@ def checked_pems(
     (`--tls-cert`, `--tls-key`, `ca_flag`), not a handshake that fails later without a
     word of which file. Used by the server and by the client alike."""
     from cryptography import x509
+    from cryptography.exceptions import UnsupportedAlgorithm
     from cryptography.hazmat.primitives import serialization
 
     data = {}
@@ -73,11 +74,15 @@ def checked_pems(
         raise InputError(f"{cert}: --tls-cert is not a PEM certificate: {err}") from None
     try:
         private = serialization.load_pem_private_key(data["--tls-key"], password=None)
-    except (ValueError, TypeError) as err:
+    except (ValueError, TypeError, UnsupportedAlgorithm) as err:
         raise InputError(f"{key}: --tls-key is not an unencrypted PEM private key: "
                          f"{err}") from None  # fmt: skip
     spki = (serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
-    if private.public_key().public_bytes(*spki) != leaf.public_key().public_bytes(*spki):
+    try:
+        public = leaf.public_key().public_bytes(*spki)
+    except (ValueError, UnsupportedAlgorithm) as err:
+        raise InputError(f"{cert}: --tls-cert has a key of no supported kind: {err}") from None
+    if private.public_key().public_bytes(*spki) != public:
         raise InputError(f"{key}: --tls-key does not match the certificate in {cert}")
     try:
         x509.load_pem_x509_certificates(data[ca_flag])

@@ -182,6 +182,41 @@ def test_rotation_keeps_the_watch(
         running.stop(grace=0.5)
 
 
+# a well-formed SEC1 key on secp112r1, a curve `cryptography` reads as UnsupportedAlgorithm
+UNSUPPORTED_KEY = ("-----BEGIN EC PRIVATE KEY-----\n"
+                   "MBwCAQEEDgEBAQEBAQEBAQEBAQEBoAcGBSuBBAAG\n"
+                   "-----END EC PRIVATE KEY-----\n")  # fmt: skip
+
+
+def test_a_key_of_an_unsupported_kind_is_refused_and_the_policy_still_reloads(
+    small: Fabric, certs: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The defect: a rotated key of a kind `cryptography` does not support raised out of
+    the certificate check instead of being refused: a traceback on every handshake (any
+    peer's), and SIGHUP stopped before the policy, so an identity removed from it kept
+    its access. Now it is refused as a bad file set is: logged once, the old one kept."""
+    running = _serve(small, certs)
+    try:
+        assert running.tls is not None and running.guard.policy is not None
+        live = running.tls.files.cert.parent
+        (live / "server.key").write_text(UNSUPPORTED_KEY)
+        with caplog.at_level(logging.INFO):
+            assert _stub(running, certs, "admin").Status(pb.StatusRequest(), timeout=10)
+            assert _stub(running, certs, "reader").Status(pb.StatusRequest(), timeout=10)
+            policy = running.guard.policy.path
+            policy.write_text("\n".join(line for line in policy.read_text().splitlines()
+                                        if "/reader:" not in line) + "\n")  # fmt: skip
+            running.reload()  # what SIGHUP does
+            with pytest.raises(grpc.RpcError) as err:
+                _stub(running, certs, "reader").Status(pb.StatusRequest(), timeout=10)
+            assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        assert not [r for r in caplog.records if r.exc_info]
+        refused = [r for r in caplog.records if "certificates not reloaded" in r.getMessage()]
+        assert len(refused) == 2 and "--tls-key" in refused[0].getMessage()  # fetch, SIGHUP
+    finally:
+        running.stop(grace=0.5)
+
+
 def test_plaintext_refused_off_loopback(small: Fabric) -> None:
     engine = Engine(small, EmulatedDriver(small), debounce=0.01)
     try:
