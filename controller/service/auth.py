@@ -64,6 +64,8 @@ class Identity:
 
 
 ANONYMOUS_IDENTITY = Identity(ANONYMOUS, (ANONYMOUS,))
+# a certificate the handshake accepted whose names do not parse: no name, so no role
+UNREADABLE_IDENTITY = Identity("unreadable-certificate", ())
 
 
 @functools.lru_cache(maxsize=1024)
@@ -72,16 +74,20 @@ def identity_of_pem(pem: bytes) -> Identity:
     from cryptography import x509
     from cryptography.x509.oid import NameOID
 
-    cert = x509.load_pem_x509_certificate(pem)
     try:
-        san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName)
-        uris = [str(u) for u in san.value.get_values_for_type(x509.UniformResourceIdentifier)]
-    except x509.ExtensionNotFound:
-        uris = []
-    cns = [f"CN={a.value!s}" for a in cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)]
+        cert = x509.load_pem_x509_certificate(pem)
+        try:
+            san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName)
+            uris = [str(u) for u in san.value.get_values_for_type(x509.UniformResourceIdentifier)]
+        except x509.ExtensionNotFound:
+            uris = []
+        subject = cert.subject
+    except ValueError:  # e.g. a SAN TLS accepts that `cryptography` does not parse
+        return UNREADABLE_IDENTITY
+    cns = [f"CN={a.value!s}" for a in subject.get_attributes_for_oid(NameOID.COMMON_NAME)]
     ous = [
         f"OU={a.value!s}"
-        for a in cert.subject.get_attributes_for_oid(NameOID.ORGANIZATIONAL_UNIT_NAME)
+        for a in subject.get_attributes_for_oid(NameOID.ORGANIZATIONAL_UNIT_NAME)
     ]
     names = tuple(uris + cns + ous)
     return Identity(names[0] if names else "unnamed-certificate", names)

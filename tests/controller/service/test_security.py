@@ -398,6 +398,61 @@ def nobodies(certs: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return d
 
 
+def test_a_certificate_whose_names_do_not_parse_has_no_role(
+    small: Fabric, nobodies: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The defect: a client certificate the CA signed and TLS accepted, with a URI SAN
+    `cryptography` does not parse, made every call of it UNKNOWN with a traceback (health
+    checks too). Now it has no name and so no role: PERMISSION_DENIED, health still open."""
+    import datetime as dt
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, ExtensionOID, NameOID
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    d = nobodies
+    ca = x509.load_pem_x509_certificate((d / "ca.pem").read_bytes())
+    ca_key = serialization.load_pem_private_key((d / "ca.key").read_bytes(), None)
+    key, now = ec.generate_private_key(ec.SECP256R1()), dt.datetime.now(dt.UTC)
+    bad_uri = b"\x30\x03\x86\x01\xff"  # SAN: one URI of the byte 0xff (not IA5)
+    cert = (
+        x509.CertificateBuilder().issuer_name(ca.subject)
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "admin")]))
+        .public_key(key.public_key()).serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(1))
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        .add_extension(x509.UnrecognizedExtension(ExtensionOID.SUBJECT_ALTERNATIVE_NAME,
+                                                  bad_uri), critical=False)
+        .sign(ca_key, hashes.SHA256())  # type: ignore[arg-type]
+    )  # fmt: skip
+    (d / "odd.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (d / "odd.key").write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                                  serialization.PrivateFormat.PKCS8,
+                                                  serialization.NoEncryption()))  # fmt: skip
+    running = _serve(small, d)
+    try:
+        creds = grpc.ssl_channel_credentials((d / "ca.pem").read_bytes(),
+                                             (d / "odd.key").read_bytes(),
+                                             (d / "odd.pem").read_bytes())  # fmt: skip
+        channel = grpc.secure_channel(f"localhost:{running.port}", creds)
+        stub = pb_grpc.TrafficEngineeringStub(channel)
+        with caplog.at_level(logging.INFO):
+            for call in (lambda: stub.Status(pb.StatusRequest(), timeout=10),
+                         lambda: next(stub.WatchRoutes(pb.WatchRoutesRequest(), timeout=10))):
+                with pytest.raises(grpc.RpcError) as err:
+                    call()
+                assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
+                assert "unreadable-certificate" in (err.value.details() or "")
+            health = health_pb2_grpc.HealthStub(channel)
+            reply = health.Check(health_pb2.HealthCheckRequest(), timeout=10)
+            assert reply.status == health_pb2.HealthCheckResponse.SERVING
+        assert not [r for r in caplog.records if r.exc_info]
+    finally:
+        running.stop(grace=0.5)
+
+
 class _Held:
     """A client stream that sends `first` and then holds the stream open, sending nothing."""
 
