@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import ipaddress
+import os
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +22,16 @@ def _key() -> Any:
 
 
 def _write(path: Path, data: bytes, private: bool = False) -> None:
-    path.write_bytes(data)
-    if private:
-        path.chmod(0o600)
+    """`data` in a new file at `path` (one there before, or a symbolic link, is replaced,
+    not written through); a private one is 0600 from its creation, never readable by others
+    between its write and a chmod."""
+    path.unlink(missing_ok=True)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+    fd = os.open(path, flags, 0o600 if private else 0o666)  # less the umask
+    with os.fdopen(fd, "wb") as out:
+        if private:
+            os.fchmod(fd, 0o600)  # whatever the umask
+        out.write(data)
 
 
 def _pem_key(key: Any) -> bytes:
@@ -113,5 +121,5 @@ def make_certs(
         role = client if client in ROLES else "reader"
         lines.append(f"  {uri}: [{role}]")
         uris[client] = uri
-    (directory / "policy.yaml").write_text("\n".join(lines) + "\n")
+    _write(directory / "policy.yaml", ("\n".join(lines) + "\n").encode())
     return uris
