@@ -153,6 +153,8 @@ def load_policy(path: str | Path) -> Policy:
         text = Path(path).read_text()
     except OSError as err:
         raise InputError(f"{path}: cannot read the policy file: {err.strerror}") from None
+    except UnicodeDecodeError as err:
+        raise InputError(f"{path}: the policy file is not UTF-8 text: {err}") from None
     try:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as err:
