@@ -22,6 +22,23 @@ def _engine(fabric: Fabric, tmp_path: Path) -> Engine:
     return Engine(fabric, driver, debounce=0.0, reconcile_interval=60.0, replica=replica)
 
 
+def _global_solves(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """Every global solve started from now on, listed as it starts (counted from an engine's
+    start: a hook set on the engine once built could miss the solve its worker starts at
+    once)."""
+    from controller.service import engine as engine_module
+
+    solved: list[object] = []
+
+    class Counted(engine_module.GlobalSolve):
+        def start(self) -> None:
+            solved.append(self)
+            super().start()
+
+    monkeypatch.setattr(engine_module, "GlobalSolve", Counted)
+    return solved
+
+
 def test_restart_loses_no_input_and_pushes_nothing(small: Fabric, tmp_path: Path) -> None:
     engine = _engine(small, tmp_path)
     for j in range(4):
@@ -79,22 +96,11 @@ def test_a_fabric_of_other_link_speeds_under_the_same_name_is_solved_on_start(
     (the same speeds: adopted, as before)."""
     from dataclasses import replace
 
-    from controller.service import engine as engine_module
-
     engine = _engine(small, tmp_path)
     engine.put_job(Job("a", tuple(range(0, 16)), dp=16, tp=4), 0)
     assert engine.wait_idle(30)
     engine.close()
-    # every global solve counted from the engine's start (a hook set on the engine once
-    # built could miss the solve its worker starts at once)
-    solved: list[object] = []
-
-    class Counted(engine_module.GlobalSolve):
-        def start(self) -> None:
-            solved.append(self)
-            super().start()
-
-    monkeypatch.setattr(engine_module, "GlobalSolve", Counted)
+    solved = _global_solves(monkeypatch)
     same = _engine(small, tmp_path)
     try:
         assert same.wait_idle(30) and not solved
@@ -252,7 +258,6 @@ def test_a_fabric_rewired_under_the_same_name_and_speeds_is_solved_on_start(
     adopted (the same file again: adopted)."""
     from controller.model.inventory import Cable, fabric_from_cables
     from controller.model.name_templates import named_cable_list
-    from controller.service import engine as engine_module
 
     devices, cables = named_cable_list(small)
     before = fabric_from_cables("dc1", devices, cables)
@@ -267,14 +272,7 @@ def test_a_fabric_rewired_under_the_same_name_and_speeds_is_solved_on_start(
     engine.put_job(Job("a", (0, 1, 4, 5), dp=4, tp=4), 0)  # rack 0's hosts, then rack 2's
     assert engine.wait_idle(30)
     engine.close()
-    solved: list[object] = []
-
-    class Counted(engine_module.GlobalSolve):
-        def start(self) -> None:
-            solved.append(self)
-            super().start()
-
-    monkeypatch.setattr(engine_module, "GlobalSolve", Counted)
+    solved = _global_solves(monkeypatch)
     same = _engine(before, tmp_path)
     try:
         assert same.wait_idle(30) and not solved

@@ -86,11 +86,16 @@ def test_groups_spread_and_weigh_and_lab_verify_passes(tiny: Fabric, ovs_lab, ca
     assert "switches Open vSwitch bridges" in capsys.readouterr().out
 
 
+def _taken_down(tiny: Fabric, lab: str, link: str) -> int:
+    """`lab link LINK=down`; returns the link's port on its RTSW's bridge."""
+    port = bridge_ports(LabPlan(tiny, lab), RTSW)[int(tiny.link_by_name(link))]
+    assert main(["lab", "link", f"{link}=down", "--name", lab]) == 0
+    return port
+
+
 def test_a_link_down_is_solved_around_and_up_again(tiny: Fabric, ovs_lab, capsys):
-    plan = LabPlan(tiny, ovs_lab)
     link = "rtsw-p0-r0:ctsw-p0-c1"
-    port = bridge_ports(plan, RTSW)[int(tiny.link_by_name(link))]
-    assert main(["lab", "link", f"{link}=down", "--name", ovs_lab]) == 0
+    port = _taken_down(tiny, ovs_lab, link)
     try:
         desc = _ofctl(ovs_lab, tiny, RTSW, "dump-ports-desc")
         assert "NO_RECV NO_FWD" in desc.split(f" {port}(")[1].split("\n")[1]
@@ -107,10 +112,8 @@ def test_a_link_down_is_solved_around_and_up_again(tiny: Fabric, ovs_lab, capsys
 
 
 def test_a_down_link_degraded_comes_back_up(tiny: Fabric, ovs_lab, capsys):
-    plan = LabPlan(tiny, ovs_lab)
     link = "rtsw-p0-r0:ctsw-p0-c2"
-    port = bridge_ports(plan, RTSW)[int(tiny.link_by_name(link))]
-    assert main(["lab", "link", f"{link}=down", "--name", ovs_lab]) == 0
+    port = _taken_down(tiny, ovs_lab, link)
     try:
         assert main(["lab", "link", f"{link}=0.5", "--name", ovs_lab]) == 0
         # up at half its weight, as the controller reads LINK=0.5: the port forwards again
