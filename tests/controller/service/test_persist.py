@@ -39,6 +39,23 @@ def _global_solves(monkeypatch: pytest.MonkeyPatch) -> list[object]:
     return solved
 
 
+def _stored_then_adopted(fabric: Fabric, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                         job: Job) -> list[object]:  # fmt: skip
+    """`job` solved and stored by one engine, then a restart on the same fabric adopts it
+    (no global solve); returns the global solves started from the restart on."""
+    engine = _engine(fabric, tmp_path)
+    engine.put_job(job, 0)
+    assert engine.wait_idle(30)
+    engine.close()
+    solved = _global_solves(monkeypatch)
+    same = _engine(fabric, tmp_path)
+    try:
+        assert same.wait_idle(30) and not solved
+    finally:
+        same.close()
+    return solved
+
+
 def test_restart_loses_no_input_and_pushes_nothing(small: Fabric, tmp_path: Path) -> None:
     engine = _engine(small, tmp_path)
     for j in range(4):
@@ -96,16 +113,8 @@ def test_a_fabric_of_other_link_speeds_under_the_same_name_is_solved_on_start(
     (the same speeds: adopted, as before)."""
     from dataclasses import replace
 
-    engine = _engine(small, tmp_path)
-    engine.put_job(Job("a", tuple(range(0, 16)), dp=16, tp=4), 0)
-    assert engine.wait_idle(30)
-    engine.close()
-    solved = _global_solves(monkeypatch)
-    same = _engine(small, tmp_path)
-    try:
-        assert same.wait_idle(30) and not solved
-    finally:
-        same.close()
+    solved = _stored_then_adopted(small, tmp_path, monkeypatch, Job("a", tuple(range(0, 16)),
+                                                                     dp=16, tp=4))
     slower = replace(small, capacity=small.capacity * np.where(
         np.arange(small.num_arcs) >= 2 * small.rack_base, 0.5, 1.0))  # fmt: skip
     assert slower.name == small.name and slower.fingerprint == small.fingerprint
@@ -268,16 +277,9 @@ def test_a_fabric_rewired_under_the_same_name_and_speeds_is_solved_on_start(
     assert after.fingerprint != before.fingerprint
     assert after.host_name(1) == "host-p0-r1-h0" != before.host_name(1)  # ids name others
 
-    engine = _engine(before, tmp_path)
-    engine.put_job(Job("a", (0, 1, 4, 5), dp=4, tp=4), 0)  # rack 0's hosts, then rack 2's
-    assert engine.wait_idle(30)
-    engine.close()
-    solved = _global_solves(monkeypatch)
-    same = _engine(before, tmp_path)
-    try:
-        assert same.wait_idle(30) and not solved
-    finally:
-        same.close()
+    # rack 0's hosts, then rack 2's
+    solved = _stored_then_adopted(before, tmp_path, monkeypatch, Job("a", (0, 1, 4, 5), dp=4,
+                                                                      tp=4))
     rewired = _engine(after, tmp_path)
     try:
         assert rewired.wait_idle(30) and solved  # adopted before: routes of the old wiring
