@@ -729,7 +729,8 @@ class Engine(RouteCommands):
         if plan.rebase:
             rebased, index = task.rebased(now.health)
             assignment = rebased.assignment
-            result = rebased_result(result, rebased)  # what is pushed, and reported
+            # what is pushed, and reported: against the bound under the health it answers to
+            result = rebased_result(result, rebased, task.bound_for(now.health))
             self.installer.keep_index(index)
             self.rebased += 1
         else:
@@ -741,8 +742,10 @@ class Engine(RouteCommands):
         finally:  # wanted from now on, whatever the push achieved: reconcile converges to it
             self.installer.target = target
             if task.settled is None:  # a settle certified keeps the last solve as its baseline
+                # a re-based result (and its bound) answers to the health it was re-based on
                 self._baseline = Baseline(self.fabric, result, task.flows, solved.version,
-                                          solved.health, self.options.qps,
+                                          now.health if plan.rebase else solved.health,
+                                          self.options.qps,
                                           self.options.table_budget)  # fmt: skip
                 self.global_solves += 1
             else:

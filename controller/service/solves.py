@@ -126,6 +126,16 @@ class GlobalSolve:
                                     hashed_jobs=result.hashed_jobs)  # fmt: skip
         return res, index
 
+    def bound_for(self, health: LinkHealth) -> Bound:
+        """The lower bound of this solve's flows under `health` (links that changed while
+        it ran): derived from the solve's own where capacity only went down, else computed
+        in full. The solve's bound does not hold for a re-based result: capacity back since
+        makes it no lower bound (MLU below it), capacity lost since makes the routing look
+        further from optimal than it is, and its repairs are then judged against that."""
+        assert self.result is not None and self.flows is not None
+        return bound_under(self.fabric, self.flows, health, self.options.qps,
+                           (self.taken.health, self.result.bound))  # fmt: skip
+
     def count(self, result: SolveResult, stop: Callable[[], bool]) -> SolveResult:
         """`result` (this solve's, or its settled result certified) with the MLU its
         certificate left to count (`solver.mlu_counted`)."""
@@ -235,11 +245,12 @@ class Baseline:
         return replace(out, usage=usage, tables={**counts, **budgets})
 
 
-def rebased_result(result: SolveResult, rebased: AssignResult) -> SolveResult:
+def rebased_result(result: SolveResult, rebased: AssignResult, bound: Bound) -> SolveResult:
     """A global `result` re-based on a link change that came while it ran (`rebased`, its
     repair): Status, the job figures and the next repairs' baseline read the routing pushed,
-    not the one solved (whose routes may cross the link now down). Its bound, tables and
-    split flows stand as solved (a bound under healthier links is still a lower bound)."""
+    not the one solved (whose routes may cross the link now down), against `bound`, the
+    lower bound under the health it is re-based on (`GlobalSolve.bound_for`). Its tables
+    and split flows stand as solved."""
     parent = np.asarray(result.parent)
     unroutable = distinct(parent[rebased.unroutable])
     handed, fallback, certificate = carried_off_te(result, rebased, parent)
@@ -249,5 +260,5 @@ def rebased_result(result: SolveResult, rebased: AssignResult) -> SolveResult:
     return replace(
         result, assignment=rebased.assignment, certificate=certificate, mlu=mlu,
         collided_links=int(rebased.collided_links.size), unroutable=unroutable,
-        handed_back=handed, fallback_ecmp=fallback, usage=rebased.usage,
+        handed_back=handed, fallback_ecmp=fallback, usage=rebased.usage, bound=bound,
     )  # fmt: skip

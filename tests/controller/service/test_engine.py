@@ -23,6 +23,7 @@ from controller.routes.plan import Batch, Op, diff
 from controller.routes.tables import Entry, Table
 from controller.service.engine import Engine
 from controller.service.installer import changed_racks
+from controller.solver import bound_under
 from sim.driver import EmulatedDriver
 
 FABRIC: Fabric = build(PRESETS["small"])
@@ -114,6 +115,52 @@ def test_repair_is_pushed_while_a_global_solve_is_blocked_and_the_result_is_reba
         assert 0 < fields["report_to_installed_p50_seconds"] <= fields[
             "report_to_installed_p99_seconds"
         ]  # fmt: skip
+    finally:
+        gate.set()
+        engine.close()
+
+
+@pytest.mark.parametrize("before, during", [(0.25, 1.0), (1.0, 0.25)])
+def test_a_rebased_result_is_judged_against_the_bound_of_the_health_it_answers_to(
+    before: float, during: float
+) -> None:
+    """A global solve re-based on a link change that came while it ran reports (and keeps as
+    the next repairs' baseline) its MLU against the lower bound under the health re-based
+    on, not the one solved for. With a NIC link restored meanwhile the solve's bound (4, the
+    link at a quarter) stood beside an MLU of 1: Status and /metrics read MLU/bound 0.25.
+    With the link degraded meanwhile the rebased MLU of 4 stood against a bound of 1: the
+    routing read 4 x from optimal, and repairs were then accepted up to 4.08 x the bound."""
+    link = FABRIC.link_names.index("host-p0-r0-h0/nic0:rtsw-p0-r0")
+    engine = Engine(FABRIC, EmulatedDriver(FABRIC), debounce=0.0, reconcile_interval=60.0,
+                    precompute=False)  # fmt: skip
+    gate, entered = threading.Event(), threading.Event()
+    try:
+        for job in _jobs():
+            engine.put_job(job, 0)
+        if before < 1.0:
+            engine.report_links({link: before})
+        assert engine.wait_idle(60)
+
+        def slow_solve(health: LinkHealth) -> None:
+            entered.set()
+            assert gate.wait(60)
+
+        engine.solve_hook = slow_solve
+        engine.put_job(Job("late", tuple(range(24, 28)), dp=4, tp=4), 0)
+        assert entered.wait(30)
+        engine.report_links({link: during})
+        gate.set()
+        assert engine.wait_idle(60)
+        assert engine.rebased == 1
+        last, baseline = engine.last_result, engine._baseline
+        assert last is not None and baseline is not None and baseline.result is last
+        health = LinkHealth.all_up(FABRIC).with_factors({link: during})
+        flows = jobs_flows(FABRIC, [job for job, _ in engine.jobs()])
+        want = bound_under(FABRIC, flows, health, 16, None).value
+        assert want == pytest.approx(max(1.0, 1.0 / during))
+        assert last.bound.value == pytest.approx(want)
+        assert last.mlu >= last.bound.value - 1e-9
+        assert last.ratio == pytest.approx(1.0)
     finally:
         gate.set()
         engine.close()
