@@ -35,7 +35,7 @@ from controller.model.jobs import Job, jobs_flows
 from controller.solver.certificate import CertifyOptions
 from controller.solver.commodities import commodities
 from controller.solver.greedy import warm_up
-from controller.solver.job_objective import compare
+from controller.solver.job_objective import compare, objective_vector
 from controller.solver.lp import solve_lp
 from controller.solver.solve import SolveOptions, SolveResult, solve
 from sim.bench_base import Section, log
@@ -198,8 +198,9 @@ def rival_better(te: dict[str, float], rival: dict[str, float]) -> bool:
     (lexicographic max-min of the job values, every job of equal priority: the worst job,
     then the next; controller.solver.job_objective), over the jobs both value?"""
     jobs = sorted(set(te) & set(rival))
-    mine = np.sort([te[j] for j in jobs])
-    theirs = np.sort([rival[j] for j in jobs])
+    every, equal = np.arange(len(jobs)), np.zeros(len(jobs), np.int64)
+    mine = objective_vector(np.array([te[j] for j in jobs], float), equal, every)
+    theirs = objective_vector(np.array([rival[j] for j in jobs], float), equal, every)
     return compare(theirs, mine) > 0
 
 
