@@ -187,6 +187,8 @@ class Engine(RouteCommands):
     def _load(self) -> None:
         """Take the stored inputs; adopt the stored assignment if it answers to them."""
         adopted = self.intake.load(self.replica.load())
+        if self.replica.is_leader():
+            self.intake.release_stale()
         self._applied = self._taken = self._state.origin  # the inputs read: still to take
         stored = self.intake.stored
         if stored is None:
@@ -797,6 +799,7 @@ class Engine(RouteCommands):
             self.last_result = None
         self._baseline = None
         self.precomputer.drop()
+        self.intake.release_stale()
         self.installer.forget(pushed=stored is not None)
         if stored is not None:
             self.installer.previous = stored.assignment

@@ -44,6 +44,9 @@ class Held:
     checkpoint: Assignment | None
     checkpoint_inputs: str = ""  # digest of the inputs the checkpoint answered to, if known
     checkpoint_source: str = ""  # the file whose held routes it is; "": the engine's own
+    # the fabric (controller.service.persist.fabric_key) the routes were applied on: their
+    # flows and paths are ids, which name other devices once the wiring changes
+    fabric: str = ""
 
 
 @dataclass(frozen=True)

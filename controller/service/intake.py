@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from controller.errors import InputError, StoreConflict, StoreCorrupt
+from controller.errors import FabricTeError, InputError, StoreConflict, StoreCorrupt
 from controller.model.assignment import Assignment
 from controller.model.fabric import Fabric
 from controller.model.flows import FlowSet
@@ -73,6 +73,9 @@ class Intake:
         self._writes = threading.Lock()  # one input write at a time: check, store, apply
         self.stored: StoredAssignment | None = None
         self.held: Held | None = None  # routes applied from a file, held (stored too)
+        # routes held on other wiring or speeds of this fabric (see `_on_this_fabric`): not
+        # re-installed; the leader removes their record (`release_stale`)
+        self.stale: Held | None = None
         # flows built as each job came (by id, with the job): a solve takes them, so a
         # job's flows are built once (a large all-to-all job's are costly)
         self.built: dict[str, tuple[Job, FlowSet]] = {}
@@ -91,7 +94,7 @@ class Intake:
         if stored.assignment is None:
             return False
         self.stored = StoredAssignment(stored.assignment, stored.assignment_inputs)
-        self.held = stored.held
+        self.held = self._on_this_fabric(stored.held)
         assert state.health is not None
         # held routes are adopted whatever the inputs: they answer to the file, not to them
         adopted = self.held is not None or (
@@ -101,6 +104,31 @@ class Intake:
                  self.replica.status_fields()["store"], stored.revision,
                  "adopted" if adopted else "to be re-solved")  # fmt: skip
         return adopted
+
+    def _on_this_fabric(self, held: Held | None) -> Held | None:
+        """`held`, unless its routes were applied on other wiring or link speeds of this
+        fabric (a fabric file edited under the same name): their ids name other devices,
+        so they are not re-installed and the inputs are solved instead (kept as `stale`)."""
+        if held is None or held.fabric == fabric_key(self.fabric):
+            return held
+        log.warning("routes held from %s were applied on other wiring or link speeds of "
+                    "fabric %r: not re-installed; the hold is released and the current "
+                    "inputs are solved", held.source, self.fabric.name)  # fmt: skip
+        self.stale = held
+        return None
+
+    def release_stale(self) -> None:
+        """Remove the record of routes held on other wiring (`_on_this_fabric`), as the
+        leader; a store that refuses is logged and the removal tried at the next takeover."""
+        if self.stale is None:
+            return
+        try:
+            self.store_held(None)
+        except FabricTeError as err:
+            log.warning("could not remove the record of the routes held from %s: %s",
+                        self.stale.source, err)  # fmt: skip
+            return
+        self.stale = None
 
     def known(self) -> dict[str, tuple[Job, FlowSet]]:
         """The flows built so far, by job id (a copy, for a solve in another thread)."""
@@ -267,7 +295,8 @@ class Intake:
                 elif key == LINKS:
                     self.state.set_health(into.health or LinkHealth.all_up(self.fabric))
                 elif key == HELD:
-                    self.held = into.held  # the leader applied a file (None: released)
+                    # the leader applied a file (None: released)
+                    self.held = self._on_this_fabric(into.held)
                 elif key == ASSIGNMENT and into.assignment is not None:
                     self.stored = StoredAssignment(into.assignment, into.assignment_inputs)
                     refresh = True  # the leader has pushed it: read what it did

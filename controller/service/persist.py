@@ -6,7 +6,8 @@ acknowledged, and read back on start or from another replica's writes.
     assignment    {"format": 1, "inputs": digest, "flows": {...}, "path": ...}
     held          {"format": 1, "source": name, "flows": n, "entries": n,
                    "checkpoint": {"job_ids": [...], "flows": {...}, "path": ...} or null,
-                   "checkpoint_inputs": digest, "checkpoint_source": name}
+                   "checkpoint_inputs": digest, "checkpoint_source": name,
+                   "fabric": fabric_key}
                   (only while routes applied from a file are held: controller.service.held)
 
 `assignment` is the last assignment the leader pushed, with a digest of the inputs it answers
@@ -160,7 +161,8 @@ class Persistence:
         point = None if held.checkpoint is None else _assignment_doc(held.checkpoint)
         return _doc({"source": held.source, "flows": held.flows, "entries": held.entries,
                      "checkpoint": point, "checkpoint_inputs": held.checkpoint_inputs,
-                     "checkpoint_source": held.checkpoint_source})  # fmt: skip
+                     "checkpoint_source": held.checkpoint_source,
+                     "fabric": held.fabric})  # fmt: skip
 
     def decode(self, key: str, value: bytes, into: Stored) -> None:
         """Decode one record into `into`; StoreCorrupt naming the key if it does not fit."""
@@ -186,7 +188,8 @@ class Persistence:
                 into.held = Held(str(doc["source"]), int(doc["flows"]), int(doc["entries"]),
                                  None if point is None else _assignment_of(point),
                                  str(doc["checkpoint_inputs"]),
-                                 str(doc["checkpoint_source"]))  # fmt: skip
+                                 str(doc["checkpoint_source"]),
+                                 str(doc.get("fabric", "")))  # fmt: skip
         except (FabricTeError, KeyError, TypeError, ValueError) as err:
             raise StoreCorrupt(f"record {key!r} does not fit fabric "
                                f"{self.fabric.name!r}: {err}") from err  # fmt: skip

@@ -167,7 +167,8 @@ class RouteCommands(EngineReads):
             return view
         self.intake.store_held(Held(
             command.source, view.flows, view.entries, replaced, point_inputs,
-            checkpoint_source="" if held is None else held.source))  # fmt: skip
+            checkpoint_source="" if held is None else held.source,
+            fabric=self._fabric_key))  # fmt: skip
         self._install_held(assignment, health, digest)
         log.info("routes applied and held", extra={"source": command.source,
                  "flows": view.flows, "entries": view.entries})  # fmt: skip
@@ -194,7 +195,8 @@ class RouteCommands(EngineReads):
         before = self.installed
         view = self.plan_routes(point)
         if held.checkpoint_source:  # a file's routes: held again, with no checkpoint left
-            self.intake.store_held(Held(held.checkpoint_source, view.flows, view.entries, None))
+            self.intake.store_held(Held(held.checkpoint_source, view.flows, view.entries, None,
+                                        fabric=self._fabric_key))  # fmt: skip
         else:
             self.intake.store_held(None)
         up = LinkHealth.all_up(self.fabric)

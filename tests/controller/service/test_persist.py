@@ -285,3 +285,50 @@ def test_a_fabric_rewired_under_the_same_name_and_speeds_is_solved_on_start(
         assert rewired.wait_idle(30) and solved  # adopted before: routes of the old wiring
     finally:
         rewired.close()
+
+
+def test_routes_held_on_other_wiring_are_released_and_solved_on_start(
+    small: Fabric, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Routes applied from a file and held are re-installed on a restart whatever the
+    inputs, but not on a fabric rewired under the same name and speeds: their ids name
+    other devices there. The hold is released (its record removed) and the jobs solved."""
+    from controller.model.health import LinkHealth
+    from controller.model.inventory import Cable, fabric_from_cables
+    from controller.model.jobs import jobs_flows
+    from controller.model.name_templates import named_cable_list
+    from controller.routes.entries import build_routes
+    from controller.service.persist import HELD
+    from controller.solver import solve
+
+    devices, cables = named_cable_list(small)
+    before = fabric_from_cables("dc1", devices, cables)
+    swap = {"host-p0-r0-h0": "host-p0-r1-h0", "host-p0-r1-h0": "host-p0-r0-h0"}
+    after = fabric_from_cables("dc1", devices, [
+        Cable(swap.get(c.a, c.a), c.a_port, c.b, c.b_port, c.gbps) for c in cables])
+    job = Job("a", (0, 1, 4, 5), dp=4, tp=4)
+
+    engine = _engine(before, tmp_path)
+    try:
+        engine.put_job(job, 0)
+        assert engine.wait_idle(30)
+        routed = solve(before, LinkHealth.all_up(before), jobs_flows(before, [job])).assignment
+        engine.apply_routes(routed, build_routes(before, routed), "routes.npz")
+        assert engine.intake.held is not None
+    finally:
+        engine.close()
+    same = _engine(before, tmp_path)  # the same wiring: still held
+    try:
+        assert same.wait_idle(30) and same.intake.held is not None
+    finally:
+        same.close()
+
+    solved = _global_solves(monkeypatch)
+    rewired = _engine(after, tmp_path)
+    try:
+        assert rewired.wait_idle(30)
+        assert rewired.intake.held is None and solved  # released, and the jobs solved
+        assert rewired.replica.persist is not None
+        assert HELD not in rewired.replica.persist.store.load().records
+    finally:
+        rewired.close()
