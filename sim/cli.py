@@ -800,8 +800,8 @@ def register(cli: Any) -> None:
 
 # SolveResult.metrics() keys that count things (floats there, as gauges are): ints in --json,
 # so that `te.flows` reads as `counts.flows` does
-_COUNT_KEYS = ("flows", "subflows", "churn", "collided_links", "unroutable", "fallback_ecmp",
-               "handed_back", "hashed_flows", "hashed_jobs", "qp_split_flows",
+_COUNT_KEYS = ("flows", "subflows", "churn", "shared_links_over_capacity", "unroutable",
+               "fallback_ecmp", "handed_back", "hashed_flows", "hashed_jobs", "qp_split_flows",
                "flows_without_te_path", "objective_floored_jobs", "objective_moves",
                "objective_stalled_jobs", "objective_tried", "certificate_fallback_flows",
                "certificate_fallback_jobs", "certificate_jobs", "certificate_jobs_checked",

@@ -294,7 +294,9 @@ class SolveResult:
             "bound": self.bound.value,
             "ratio": self.ratio,
             "lp_mlu": self.lp.mlu if self.lp is not None else float("nan"),
-            "collided_links": float(self.collided_links),
+            # switch-to-switch arcs over capacity shared by two or more flows (a simulated
+            # report's `collided_links` counts every arc carrying more than one flow)
+            "shared_links_over_capacity": float(self.collided_links),
             "churn": float(self.churn),
             "unroutable": float(self.unroutable.size),
             "fallback_ecmp": float(self.fallback_ecmp.size),

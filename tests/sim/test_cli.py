@@ -112,6 +112,9 @@ def test_every_json_output_is_strict(argv: list[str], capsys: pytest.CaptureFixt
         te, counts = data["te"], data["counts"]
         assert type(te["flows"]) is int and te["flows"] == counts["flows"]
         assert type(te["te_entries"]) is int and type(te["mlu"]) is float
+        # one key, one meaning: a row's `collided_links` counts every arc carrying more
+        # than one flow; the solve's own count (over capacity only) is named apart
+        assert type(te["shared_links_over_capacity"]) is int and "collided_links" not in te
 
 
 def test_demo_table_leads_with_job_bandwidth(capsys: pytest.CaptureFixture[str]) -> None:
