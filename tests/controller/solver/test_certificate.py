@@ -354,19 +354,32 @@ FUZZ = settings(
 
 @st.composite
 def fabrics(draw: st.DrawFn) -> Fabric:
-    """Tiny to wide shapes: pods, racks, CTSWs, rack links, taper, ATSWs, agg links."""
+    """Tiny to wide shapes: pods, racks, CTSWs, rack links, taper, ATSWs, agg links; one
+    RTSW a rack, or several (rail-optimized, S = N), in planes (rail-only, Q = S; dual-plane,
+    Q = 2) with NICs of one or two ports (HPN)."""
     pods = draw(st.integers(1, 3))
+    nics = draw(st.integers(1, 4))
+    layout = draw(st.sampled_from(["one", "one", "rail", "rail-only", "dual-plane"]))
+    if nics % 2:  # the layouts need an even number of NICs a host
+        layout = "one"
+    slots = {"one": 1, "rail": nics, "rail-only": nics}.get(layout) or draw(
+        st.sampled_from([2, nics]))
+    planes = {"one": 1, "rail": 1, "rail-only": slots, "dual-plane": 2}[layout]
     spec = ClosSpec(
         name="fuzz",
         pods=pods,
         racks_per_pod=draw(st.integers(1, 4)),
         hosts_per_rack=draw(st.integers(1, 3)),
-        nics_per_host=draw(st.integers(1, 4)),
-        ctsws_per_pod=draw(st.integers(1, 4)),
-        rack_links=draw(st.integers(1, 2)),
+        nics_per_host=nics,
+        ctsws_per_pod=planes * draw(st.integers(1, 4 // planes or 1)),
+        # a CTSW tells a host's RTSWs apart across pods only by one link to each (or planes)
+        rack_links=draw(st.integers(1, 2)) if pods == 1 or planes == slots else 1,
         atsws_per_plane=draw(st.integers(1, 2)) if pods > 1 else 0,
         agg_links=draw(st.integers(1, 2)),
         taper=draw(st.sampled_from([1.0, 1.5, 2.0, 4.0])) if pods > 1 else None,
+        rtsws_per_rack=slots,
+        planes=planes,
+        ports_per_nic=draw(st.sampled_from([1, 2])) if layout == "dual-plane" else 1,
     )
     fabric = build(spec)
     speeds = draw(st.lists(st.tuples(st.integers(0, fabric.num_links - 1),
