@@ -17,7 +17,15 @@ DEBS := iproute2 nftables frr etcd-server slurmctld prometheus redis-server liby
 
 .PHONY: demo test fuzz bench check protos clean system-deps sonic-extra ray-extra certs
 
+# Debian's python3 keeps venv's pip bootstrap (ensurepip) in python3-venv: installed with
+# apt-get when root and missing, else named.
 $(STAMP): pyproject.toml
+	@$(PYTHON) -c "import ensurepip" 2>/dev/null || \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "python3 has no ensurepip: installing python3-venv"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv; \
+	else echo "$(PYTHON) has no ensurepip, which venv needs: install python3-venv (Debian)" \
+		"or another Python 3.11+ with venv, then run make again" >&2; exit 1; fi
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
