@@ -129,15 +129,31 @@ def _configure(plan: LabPlan, directory: Path, parallel: int = 16) -> None:
             time.sleep(0.2)
 
 
-def stop(directory: Path) -> None:
-    """Stop every daemon whose pid file is under the lab's directory."""
-    pids = []
-    for pidfile in (directory / "frr").glob("*/*.pid"):
+def processes(directory: Path) -> list[int]:
+    """Pids of the processes run on the lab's FRR directory: a daemon (`-i` its pid file,
+    `-z`, `--vty_socket` there) or a vtysh configuring one, found by its command line, so
+    that one still starting, its pid file not yet written, is found too."""
+    mark = str(directory / "frr") + "/"
+    out = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
         try:
-            pids.append(int(pidfile.read_text().strip()))
-        except (OSError, ValueError):
+            args = cmdline.read_bytes().decode(errors="replace").split("\0")
+        except OSError:
             continue
-    stop_pids(pids, grace=2.0)
+        if any(flag in ("-i", "-z", "--vty_socket") and value.startswith(mark)
+               for flag, value in zip(args, args[1:], strict=False)):  # fmt: skip
+            out.append(int(cmdline.parent.name))
+    return out
+
+
+def stop(directory: Path, rounds: int = 3) -> None:
+    """Stop every process run on the lab's FRR directory (`processes`); again while any is
+    left (a daemon forks once as it starts)."""
+    for _ in range(rounds):
+        pids = processes(directory)
+        if not pids:
+            return
+        stop_pids(pids, grace=2.0)
 
 
 def expected_paths(plan: LabPlan) -> dict[str, dict[str, int]]:

@@ -465,6 +465,52 @@ def test_frr_underlay_converges_and_carries_te(tiny: Fabric):
     assert not subprocess.run(["pgrep", "-f", f"{name}-"], capture_output=True).stdout
 
 
+def _frr_processes(name: str) -> list[int]:
+    mark = str(lab.lab_path(name) / "frr") + "/"
+    out = []
+    for proc in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if mark in proc.read_bytes().decode(errors="replace"):
+                out.append(int(proc.parent.name))
+        except OSError:
+            continue
+    return out
+
+
+@pytest.mark.skipif(not os.access("/usr/lib/frr/bgpd", os.X_OK), reason="FRR not installed")
+def test_an_up_interrupted_while_frr_starts_leaves_no_daemon(tiny: Fabric, monkeypatch):
+    """Ctrl-C while the daemons are being started: those already launched have not written
+    their pid files yet, and must be stopped all the same."""
+    from sim.lab import frr
+
+    name = unique_name("li")
+    started: list[subprocess.Popen[bytes]] = []
+    real = subprocess.Popen
+
+    def popen(cmd, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if str(frr.FRR_BIN) not in " ".join(map(str, cmd)):
+            return real(cmd, *args, **kwargs)
+        if len(started) == 6:  # Ctrl-C as the 7th daemon is launched
+            raise KeyboardInterrupt
+        started.append(real(cmd, *args, **kwargs))
+        return started[-1]
+
+    monkeypatch.setattr(frr.subprocess, "Popen", popen)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            lab.up(tiny, name, "tiny", underlay="frr")
+        for proc in started:
+            proc.wait(timeout=10)
+        time.sleep(1.0)  # a daemon that was still starting would be up by now
+        left = _frr_processes(name)
+        assert not left, f"FRR processes of lab {name} left running: {left}"
+        assert not any(ns.startswith(name + "-") for ns in netns.existing())
+        assert not lab.lab_path(name).exists()
+    finally:
+        for pid in _frr_processes(name):
+            os.kill(pid, signal.SIGKILL)
+
+
 def test_tectl_lab_commands(tiny: Fabric, capsys):
     from controller.cli.main import main
 
