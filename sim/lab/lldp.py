@@ -5,8 +5,9 @@ One daemon per namespace, hosts and switches alike, each with its own control so
 file and configuration under `linux_plan.lldp_dir(lab)`: system name = the node's fabric
 name, a 1 s transmit interval, the port id = the interface name (`portidsubtype ifname`),
 and honest capabilities (hosts a Station, switches Bridge and Router: every lab namespace
-forwards, and lldpd in its chroot cannot see that anyway). They are stopped by pid, and only
-a pid that is an lldpd in the lab's own namespace.
+forwards, and lldpd in its chroot cannot see that anyway). They are stopped as every lldpd
+running in the lab's own namespaces (found there, so one whose pid file is not yet written
+too), and only those.
 """
 
 from __future__ import annotations
@@ -116,40 +117,35 @@ def wait_neighbours(plan: LabPlan, timeout: float = 30.0) -> float:
         time.sleep(0.2)
 
 
-def _ours(pid: int, netns: str) -> bool:
-    """Whether `pid` is an lldpd running in namespace `netns` (not a reused pid)."""
-    try:
-        comm = Path(f"/proc/{pid}/comm").read_text().strip()
-        return comm == "lldpd" and (os.stat(f"/proc/{pid}/ns/net").st_ino
-                                    == os.stat(NETNS_DIR / netns).st_ino)  # fmt: skip
-    except OSError:
-        return False
-
-
-def stop(lab: str) -> None:
-    """Stop every lldpd whose pid file is under the lab's LLDP directory and that runs in
-    the lab's namespace of that node (NODE.pid: namespace LAB-NODE, as LabPlan names it)."""
-    pids = []
-    for pidfile in sorted(lldp_dir(lab).glob("*.pid")) if lldp_dir(lab).exists() else []:
-        node = pidfile.stem
+def stop(lab: str, rounds: int = 3) -> None:
+    """Stop every lldpd running in a namespace of the lab's LLDP nodes (those with a
+    NODE.conf, which `start` writes before it launches any daemon: namespace LAB-NODE, as
+    LabPlan names it), found by namespace rather than pid file, so that one still starting,
+    its pid file not yet written, is stopped too; again while any is left (lldpd forks as it
+    starts)."""
+    directory = lldp_dir(lab)
+    nets = set()
+    for conf in sorted(directory.glob("*.conf")) if directory.exists() else []:
         try:
-            pid = int(pidfile.read_text().strip())
-        except (OSError, ValueError):
-            continue
-        if _ours(pid, f"{lab}-{node}"):
-            pids.append(pid)
-    pids += _children(set(pids))  # lldpd's unprivileged half; it follows the monitor out
-    stop_pids(pids, grace=STOP_GRACE)
-
-
-def _children(parents: set[int]) -> list[int]:
-    """The lldpd processes whose parent is one of `parents`."""
-    out = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            name, rest = stat.read_text().rsplit(")", 1)
+            nets.add(os.stat(NETNS_DIR / f"{lab}-{conf.stem}").st_ino)
         except OSError:
             continue
-        if name.endswith("(lldpd") and int(rest.split()[1]) in parents:
-            out.append(int(stat.parent.name))
-    return sorted(out)
+    for _ in range(rounds):
+        pids = _running_in(nets) if nets else []
+        if not pids:
+            return
+        stop_pids(pids, grace=STOP_GRACE)
+
+
+def _running_in(nets: set[int]) -> list[int]:
+    """The lldpd processes whose network namespace is one of `nets` (inode numbers)."""
+    out = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if (proc / "comm").read_text().strip() == "lldpd" and (
+                os.stat(proc / "ns" / "net").st_ino in nets
+            ):
+                out.append(int(proc.name))
+        except OSError:
+            continue
+    return out

@@ -125,3 +125,50 @@ def test_discover_reproduces_the_lab_and_names_what_breaks(tiny: Fabric, capsys)
     assert not [p for p in pids if Path(f"/proc/{p}").exists()
                 and Path(f"/proc/{p}/comm").read_text().strip() == "lldpd"
                 and Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"]
+
+
+def test_an_up_interrupted_while_lldpd_starts_leaves_no_daemon(tiny: Fabric, monkeypatch):
+    """Ctrl-C while lldpd is being started: the daemons already launched have not written
+    their pid files yet, and must be stopped all the same (nothing may be left running in
+    the lab's namespaces, which would outlive their names)."""
+    import signal
+    import subprocess
+
+    from controller.drivers.netns import NETNS_DIR
+
+    name = unique_name("li")
+    nets: set[int] = set()
+    started: list[subprocess.Popen[bytes]] = []
+    real = subprocess.Popen
+
+    def popen(cmd, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if "lldpd" not in cmd:
+            return real(cmd, *args, **kwargs)
+        if len(started) == 6:  # Ctrl-C as the 7th lldpd is launched
+            raise KeyboardInterrupt
+        nets.add(os.stat(NETNS_DIR / cmd[cmd.index("exec") + 1]).st_ino)
+        started.append(real(cmd, *args, **kwargs))
+        return started[-1]
+
+    def left() -> list[int]:
+        out = []
+        for ns in Path("/proc").glob("[0-9]*/ns/net"):
+            try:
+                if os.stat(ns).st_ino in nets:
+                    out.append(int(ns.parent.parent.name))
+            except OSError:
+                continue
+        return out
+
+    monkeypatch.setattr(lldp.subprocess, "Popen", popen)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            lab.up(tiny, name, "tiny", underlay="static", lldp=True)
+        for proc in started:
+            proc.wait(timeout=10)
+        time.sleep(1.0)  # a daemon that was still starting would be up by now
+        assert len(nets) == 6 and not left(), f"left running in lab {name}: {left()}"
+        assert not lab.lab_path(name).exists()
+    finally:
+        for pid in left():
+            os.kill(pid, signal.SIGKILL)
