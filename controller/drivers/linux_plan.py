@@ -39,7 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
-from controller.errors import DriverRejected
+from controller.errors import DriverRejected, LabError
 from controller.model.fabric import ACCESS, AGG, RACK, Fabric
 from controller.model.flows import ALL_QPS
 
@@ -79,7 +79,7 @@ def check_lab_name(name: str) -> str:
     letter; it prefixes every namespace the lab makes."""
     ok = name[:1].isalpha() and all(ch.isalnum() or ch == "-" for ch in name)
     if not ok or len(name) > LAB_NAME_MAX or name != name.lower():
-        raise ValueError(
+        raise LabError(
             f"bad lab name {name!r}: use 1-{LAB_NAME_MAX} lower-case letters, digits or '-',"
             " starting with a letter"
         )
