@@ -226,14 +226,25 @@ def solved(fabric: Fabric, seed: int, fill: float,
     return result.assignment, build_routes(fabric, result.assignment)
 
 
+def held(driver: Any) -> RouteSet:
+    """What the driver's switches hold; a DriverError naming every switch that cannot be
+    read (planning over it as if it held nothing would be wrong)."""
+    from controller.drivers.push import read_back
+    from controller.errors import DriverError
+
+    actual, unreadable = read_back(driver, driver.switches())
+    if unreadable:
+        raise DriverError("; ".join(unreadable.values()))
+    return actual
+
+
 def install(driver: Any, fabric: Fabric, routes: RouteSet) -> None:
     """Make the driver's switches hold exactly `routes` (fabric-te's entries)."""
-    from controller.drivers.push import push, read_back
+    from controller.drivers.push import push
     from controller.errors import DriverError
     from controller.routes.plan import diff
 
-    actual, _ = read_back(driver, driver.switches())
-    report = push(driver, diff(actual, routes, fabric))
+    report = push(driver, diff(held(driver), routes, fabric))
     if not report.ok:
         raise DriverError(f"routes did not install: {report.summary()}")
 
@@ -367,7 +378,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def cmd_apply(args: argparse.Namespace) -> int:
     """Install a saved route file on a running lab, then check sampled flows with packets."""
-    from controller.drivers.push import push, read_back
+    from controller.drivers.push import push
     from controller.formats.output import counts_text, plural
     from controller.formats.route_file import read_routes
     from controller.routes.plan import diff
@@ -376,8 +387,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
     fabric = lab_fabric(name)
     assignment, routes = read_routes(args.file, fabric)  # refuses another fabric's file
     with lab_driver(fabric, name) as driver:
-        installed, _ = read_back(driver, driver.switches())
-        plan = diff(installed, routes, fabric)
+        plan = diff(held(driver), routes, fabric)
         report = push(driver, plan, dry_run=args.dry_run)
     stages = sum(1 for stage in plan.stages if stage)
     lines = [f"lab {name} (fabric {fabric.name}): {args.file}: {len(routes):,} TE entries on "

@@ -231,6 +231,34 @@ def test_a_stray_route_in_a_te_table_is_named_as_ip_route_writes_it(tiny: Fabric
         subprocess.run(["ip", "-n", ns, "route", "flush", "table", str(table)], check=True)
 
 
+def test_lab_apply_refuses_to_plan_over_a_switch_it_cannot_read(tiny: Fabric, tiny_lab, driver,
+                                                                 tmp_path, capsys):  # fmt: skip
+    """A switch whose table cannot be read is not an empty switch: `lab apply` (dry run or
+    not) names it and plans nothing, as `solve --apply linux` does."""
+    from controller.cli.main import main
+    from controller.formats.route_file import write_routes
+
+    assignment, routes = solved(tiny, seed=1, fill=1.0)
+    saved = tmp_path / "routes.json"
+    write_routes(saved, tiny, assignment, routes)
+    install(driver, tiny, routes)
+    ns = LabPlan(tiny, tiny_lab).netns(RTSW)
+    table = driver.plan.table(RTSW, tiny.access_link(0), -1)
+    subprocess.run(["ip", "-n", ns, "route", "add", "10.1.0.0/24", "via", "10.128.0.33",
+                    "proto", "84", "table", str(table)], check=True)  # fmt: skip
+    try:
+        for dry in (["--dry-run"], []):
+            capsys.readouterr()
+            assert main(["lab", "apply", str(saved), "--name", tiny_lab, *dry]) == 1
+            out, err = capsys.readouterr()
+            assert "plan:" not in out, out
+            assert f"{RTSW}: a route of protocol 84 in TE table {table} is not a host" in err
+    finally:
+        subprocess.run(["ip", "-n", ns, "route", "del", "10.1.0.0/24", "proto", "84",
+                        "table", str(table)], check=True)  # fmt: skip
+    assert read_back(driver, driver.switches())[0] == routes
+
+
 def _rules(plan: LabPlan) -> list[str]:
     shown = subprocess.run(["ip", "-n", plan.netns(RTSW), "rule"], capture_output=True,
                            text=True, check=True).stdout  # fmt: skip
