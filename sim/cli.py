@@ -259,8 +259,10 @@ def cmd_solve(args: argparse.Namespace) -> int:
     with progress.stage("loading inputs"):
         inputs = load_inputs(args)
     if args.apply in ("linux", "ovs"):  # before the solve: a missing lab is an input error
+        from sim.lab.build import require_root
         from sim.lab.cli import pick_lab
 
+        require_root()
         args.lab = pick_lab(args.lab, inputs.fabric, args.apply)
     elif args.apply and args.lab is not None:
         raise InputError(f"--lab is for --apply linux or ovs, not --apply {args.apply}")

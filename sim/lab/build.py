@@ -118,7 +118,7 @@ def reap() -> list[LabRecord]:
 
 def require_root() -> None:
     if os.geteuid() != 0:
-        raise LabError("lab needs root: network namespaces cannot be made otherwise")
+        raise LabError("lab needs root: network namespaces cannot be made or entered otherwise")
 
 
 def check_size(fabric: Fabric, underlay: str, switch: str = "linux") -> None:

@@ -116,8 +116,9 @@ def cmd_down(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from sim.lab.build import status
+    from sim.lab.build import require_root, status
 
+    require_root()  # without, no namespace's ports can be read
     s = status(args.name)
     kind = "switches Open vSwitch bridges, " if s.switch == "ovs" else ""
     text = (f"lab {s.lab}: fabric {s.fabric}, {kind}underlay {s.underlay}, {s.state}; "
@@ -162,6 +163,22 @@ def cmd_gc(args: argparse.Namespace) -> int:
     return 0
 
 
+def whole_lab(name: str) -> None:
+    """A LabError unless this process may program lab `name` (root) and every namespace its
+    record lists is there."""
+    from controller.errors import LabError
+    from sim.lab import netns
+    from sim.lab.build import load_record, require_root
+
+    require_root()
+    record = load_record(name)
+    missing = sorted(set(record.namespaces) - netns.existing())
+    if missing:
+        raise LabError(f"lab {name!r} lacks {len(missing)} of its namespaces "
+                       f"({', '.join(missing[:5])}): `tectl lab down --name {name}` and "
+                       "build it again")  # fmt: skip
+
+
 def lab_fabric(name: str) -> Fabric:
     from controller.formats.fabric_file import load_fabric
     from sim.lab.build import load_record
@@ -172,8 +189,10 @@ def lab_fabric(name: str) -> Fabric:
 def cmd_link(args: argparse.Namespace) -> int:
     from controller.drivers.linux_plan import LabPlan
     from controller.model.health import factor_state, link_changes
+    from sim.lab.build import require_root
     from sim.lab.links import set_link
 
+    require_root()
     words = list(args.change)
     if args.factor is not None:
         words.append(str(args.factor))
@@ -355,6 +374,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from controller.drivers.linux_plan import LabPlan
     from sim.lab.links import lab_health
 
+    whole_lab(args.name)  # before the solve: it is of no use otherwise
     fabric = lab_fabric(args.name)
     plan = LabPlan(fabric, args.name)
     health = lab_health(plan)  # solve around the links that are down in the lab
@@ -382,8 +402,11 @@ def cmd_apply(args: argparse.Namespace) -> int:
     from controller.formats.output import counts_text, plural
     from controller.formats.route_file import read_routes
     from controller.routes.plan import diff
+    from sim.lab.build import require_root
 
+    require_root()
     name = pick_lab(args.name)
+    whole_lab(name)
     fabric = lab_fabric(name)
     assignment, routes = read_routes(args.file, fabric)  # refuses another fabric's file
     with lab_driver(fabric, name) as driver:

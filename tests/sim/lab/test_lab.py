@@ -259,6 +259,25 @@ def test_lab_apply_refuses_to_plan_over_a_switch_it_cannot_read(tiny: Fabric, ti
     assert read_back(driver, driver.switches())[0] == routes
 
 
+def test_verify_and_apply_on_a_lab_missing_a_namespace_name_it(tiny: Fabric, tmp_path, capsys):
+    """A namespace deleted by hand (`ip netns del`): verify and apply say which, before any
+    solve or push, instead of a FileNotFoundError traceback."""
+    from controller.cli.main import main
+
+    name = unique_name("lm")
+    lab.up(tiny, name, "tiny", underlay="static")
+    try:
+        subprocess.run(["ip", "netns", "del", f"{name}-{RTSW}"], check=True)
+        capsys.readouterr()
+        assert main(["lab", "verify", "--name", name, "--sample", "4"]) == 2
+        assert (f"lab {name!r} lacks 1 of its namespaces ({name}-{RTSW}): `tectl lab down "
+                f"--name {name}`") in capsys.readouterr().err  # fmt: skip
+        assert main(["lab", "apply", str(tmp_path / "any.json"), "--name", name]) == 2
+        assert f"lacks 1 of its namespaces ({name}-{RTSW})" in capsys.readouterr().err
+    finally:
+        lab.down(name)
+
+
 def _rules(plan: LabPlan) -> list[str]:
     shown = subprocess.run(["ip", "-n", plan.netns(RTSW), "rule"], capture_output=True,
                            text=True, check=True).stdout  # fmt: skip

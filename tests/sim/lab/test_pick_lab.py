@@ -57,3 +57,20 @@ def test_a_bad_lab_name_is_an_input_error_not_a_traceback(command, capsys):
 
     assert main(["lab", *command, "--name", "Bad_name"]) == 2
     assert "tectl: error: bad lab name 'Bad_name'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", [
+    ["lab", "status", "--name", "a"], ["lab", "verify", "--name", "a"],
+    ["lab", "link", "rtsw-p0-r0:ctsw-p0-c1=down", "--name", "a"],
+    ["lab", "apply", "routes.json", "--name", "a"],
+    ["solve", "--fabric", "tiny", "--apply", "linux", "--lab", "a"],
+])  # fmt: skip
+def test_lab_commands_without_root_say_so_first(command, running, monkeypatch, capsys):
+    """Not a count of 0/0 ports, nor a solve ended by `setns: Operation not permitted`
+    (which tectl called an output error)."""
+    from controller.cli.main import main
+
+    running(_record("a", "tiny"))
+    monkeypatch.setattr(build.os, "geteuid", lambda: 1000)
+    assert main(command) == 2
+    assert "tectl: error: lab needs root" in capsys.readouterr().err
