@@ -460,7 +460,7 @@ def register(cli: Any) -> None:
                     "package")  # fmt: skip
     up.add_argument("--fail", action="append", default=[], metavar="LINK[=STATE]",
                     help="link down (or =0.5 degraded: a tc rate limit); repeatable")
-    up.add_argument("--link-gbit", type=float, default=10.0,
+    up.add_argument("--link-gbit", type=flag(float, 0.001, 10_000), default=10.0,
                     help="rate a degraded link's factor applies to, Gbit/s (10)")
     up.add_argument("--owner", type=int, default=None, metavar="PID",
                     help="remove the lab (lab gc, the next lab up) once process PID is gone; "

@@ -74,3 +74,18 @@ def test_lab_commands_without_root_say_so_first(command, running, monkeypatch, c
     monkeypatch.setattr(build.os, "geteuid", lambda: 1000)
     assert main(command) == 2
     assert "tectl: error: lab needs root" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("gbit", ["nan", "inf", "-5", "0"])
+def test_lab_up_refuses_a_link_rate_that_is_no_rate(gbit, monkeypatch, capsys):
+    """--link-gbit nan/inf built the lab, then ended in a traceback; 0 or less gave 1 Mbit."""
+    from controller.cli.main import main
+
+    def up(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise AssertionError("a lab was built")
+
+    monkeypatch.setattr(build, "up", up)
+    with pytest.raises(SystemExit) as done:
+        main(["lab", "up", "--fabric", "tiny", "--name", "a", f"--link-gbit={gbit}"])
+    assert done.value.code == 2
+    assert "argument --link-gbit" in capsys.readouterr().err
