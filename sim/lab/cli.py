@@ -188,6 +188,7 @@ def lab_fabric(name: str) -> Fabric:
 
 def cmd_link(args: argparse.Namespace) -> int:
     from controller.drivers.linux_plan import LabPlan
+    from controller.errors import FabricError, LabError
     from controller.model.health import factor_state, link_changes
     from sim.lab.build import require_root
     from sim.lab.links import set_link
@@ -201,9 +202,13 @@ def cmd_link(args: argparse.Namespace) -> int:
     changes = link_changes(words)
     fabric = lab_fabric(args.name)
     plan = LabPlan(fabric, args.name)
+    links = [fabric.link_by_name(name) for name, _ in changes]  # all, before any is changed
+    try:
+        fabric.check_installed(links)
+    except FabricError as err:
+        raise LabError(f"lab {args.name}: {err}") from None
     lines, data = [], []
-    for name, factor in changes:
-        link = fabric.link_by_name(name)
+    for link, (_, factor) in zip(links, changes, strict=True):
         state, fraction = factor_state(factor)
         set_link(plan, link, state, rate=args.rate, fraction=fraction)
         shown = f"{fabric.link_name(link)}={state if fraction is None else f'{fraction:g}'}"

@@ -278,6 +278,24 @@ def test_verify_and_apply_on_a_lab_missing_a_namespace_name_it(tiny: Fabric, tmp
         lab.down(name)
 
 
+def test_lab_link_with_one_bad_name_changes_no_link(tiny: Fabric, tiny_lab, capsys):
+    """`lab link GOOD=down BAD=down` set GOOD down, then failed on BAD (exit 2, nothing said
+    of GOOD): every name is now checked before any link is changed."""
+    from controller.cli.main import main
+
+    good = "rtsw-p0-r0:ctsw-p0-c1"
+    ns = LabPlan(tiny, tiny_lab).netns(RTSW)
+    try:
+        assert main(["lab", "link", f"{good}=down", "rtsw-p0-r0:ctsw-p0-c9=down",
+                     "--name", tiny_lab]) == 2  # fmt: skip
+        assert "unknown link 'rtsw-p0-r0:ctsw-p0-c9'" in capsys.readouterr().err
+        shown = subprocess.run(["ip", "-n", ns, "-br", "link", "show", "c1"],
+                               capture_output=True, text=True, check=True).stdout  # fmt: skip
+        assert " UP " in shown, shown
+    finally:
+        assert main(["lab", "link", f"{good}=up", "--name", tiny_lab]) == 0
+
+
 def _rules(plan: LabPlan) -> list[str]:
     shown = subprocess.run(["ip", "-n", plan.netns(RTSW), "rule"], capture_output=True,
                            text=True, check=True).stdout  # fmt: skip
