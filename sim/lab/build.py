@@ -239,7 +239,9 @@ def up(fabric: Fabric, lab: str, source: str, underlay: str = "static",
             f"lab {lab!r} exists already ({directory if directory.exists() else clash[0]}); "
             f"`tectl lab down --name {lab}` first"
         )
-    owned = owner_of(os.getpid() if owner == -1 else owner) if owner is not None else None
+    # a kept lab (owner None) is owned by its builder until it is up: a build killed
+    # half-way is an orphan that `reap` removes, not a lab kept until `down`
+    owned = owner_of(os.getpid() if owner in (-1, None) else owner)
     pairs: list[tuple[str, str]] = []
     from sim.lab.underlay import Reach  # host pairs no cabled path joins: named, not waited for
 
@@ -264,6 +266,7 @@ def up(fabric: Fabric, lab: str, source: str, underlay: str = "static",
             ovs.build(plan, health if health is not None else LinkHealth.all_up(fabric))
             record.phases["switches"] = time.perf_counter() - start
             record.state = "up"
+            record.owner = owned if owner is not None else None
             record.build_seconds = time.perf_counter() - start
             record.save()
             return record
@@ -295,6 +298,7 @@ def up(fabric: Fabric, lab: str, source: str, underlay: str = "static",
         _remove(record)
         raise
     record.state = "up"
+    record.owner = owned if owner is not None else None
     record.build_seconds = time.perf_counter() - start
     record.save()
     return record

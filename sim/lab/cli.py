@@ -52,7 +52,9 @@ def cmd_up(args: argparse.Namespace) -> int:
     from controller.formats.fabric_file import load_fabric
     from controller.model.health import parse_health
     from sim.lab.build import down, reap, up
+    from sim.lab.shared import exit_on_signals
 
+    exit_on_signals()  # SIGTERM, SIGHUP: the half-built lab is removed, as on Ctrl-C
     for gone in reap():  # orphans first: their namespaces may clash, and nobody wants them
         print(f"removed orphaned lab {gone.lab} (owner pid {(gone.owner or {}).get('pid')} "
               "is gone)", file=sys.stderr)  # fmt: skip

@@ -778,6 +778,67 @@ def test_a_test_run_stopped_by_sigterm_removes_its_labs(tmp_path) -> None:  # ty
             lab.down(name)
 
 
+def _up_stopped_while_building(name: str, sig: int) -> subprocess.CompletedProcess[str]:
+    """`tectl lab up --fabric small --name NAME` (kept: no owner) in a new process, sent
+    `sig` once its record says it is building."""
+    root = Path(__file__).resolve().parents[3]
+    proc = subprocess.Popen([sys.executable, "-m", "controller.cli.main", "lab", "up",
+                             "--fabric", "small", "--name", name, "--underlay", "static"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, PYTHONPATH=str(root)))  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while proc.poll() is None and time.monotonic() < deadline:
+            try:
+                if lab.load_record(name).state == "building":
+                    break
+            except LabError:
+                pass
+            time.sleep(0.005)
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_a_lab_up_stopped_by_sigterm_or_sighup_removes_what_it_made(sig) -> None:  # type: ignore[no-untyped-def]
+    """As on Ctrl-C: `timeout`, a closed terminal or a cancelled job leave nothing behind
+    (they left a half-built lab, kept until `lab down`)."""
+    name = unique_name("lt")
+    try:
+        done = _up_stopped_while_building(name, sig)
+        assert done.returncode == 130, (done.returncode, done.stderr)
+        assert not lab.lab_path(name).exists()
+        assert not any(ns.startswith(name + "-") for ns in netns.existing())
+    finally:
+        if lab.lab_path(name).exists():
+            lab.down(name)
+
+
+def test_a_lab_up_killed_while_building_is_an_orphan(capsys) -> None:  # type: ignore[no-untyped-def]
+    """SIGKILL runs no handler: the half-built lab's record names its builder until it is
+    up, so `lab gc` (and the next `lab up`) remove it; it was kept until `lab down`."""
+    from controller.cli.main import main
+
+    name = unique_name("lk")
+    try:
+        done = _up_stopped_while_building(name, signal.SIGKILL)
+        assert done.returncode == -signal.SIGKILL
+        assert lab.load_record(name).state == "building"
+        time.sleep(2)  # an `ip -batch` the build had started outlives it for a moment
+        assert main(["lab", "gc"]) == 0
+        assert f"removed orphaned lab {name}" in capsys.readouterr().out
+        assert not lab.lab_path(name).exists()
+        assert not any(ns.startswith(name + "-") for ns in netns.existing())
+    finally:
+        if lab.lab_path(name).exists():
+            lab.down(name)
+
+
 def _tectl(*argv: str) -> subprocess.CompletedProcess[str]:
     """`tectl ARGV` in a new process, as a user runs it."""
     root = Path(__file__).resolve().parents[3]
