@@ -153,6 +153,10 @@ class LinuxDriver(Driver):
         directory = lab_dir(lab)
         if not directory.is_dir():
             raise DriverUnavailable(f"no lab {lab!r} on this machine (no {directory})")
+        if (directory / "ovs").is_dir():  # ovs_daemons.lab_rundir: its switches are bridges
+            raise DriverUnavailable(f"lab {lab!r} has Open vSwitch bridges for switches (no "
+                                    "namespace of their own): it is programmed by the ovs "
+                                    "driver (--driver ovs)")  # fmt: skip
         self.owners = OwnerRegistry(directory / "owners.json")
         self.store = IntentStore(directory / "te")  # each switch's wanted table, on disk
         self._host_base = int(HOST_LOOPBACKS.network_address)

@@ -91,3 +91,17 @@ def test_a_lab_of_an_inventory_names_its_ports_as_the_inventory_does() -> None:
     assert "'Ethernet1/2' of ctsw-p0-c0 (ctsw-p0-c0:atsw-c0-a0) is not a Linux" in why
     assert plan.port("rtsw-p0-r0", 0).ifname == "h0n0"
     assert "a preset" in LabPlan(build(PRESETS["tiny"]), "t").why_own_ports
+
+
+def test_the_linux_driver_refuses_a_lab_of_open_vswitch_bridges(tiny, tmp_path, monkeypatch):
+    """`serve --driver linux --lab NAME` on a `--switch ovs` lab served on, every switch
+    unreadable (no namespace of its own); the ovs driver already refuses the other way."""
+    from controller.drivers import linux_plan
+    from controller.drivers.linux import LinuxDriver
+    from controller.errors import DriverUnavailable
+
+    monkeypatch.setattr(linux_plan, "LAB_STATE_ROOT", tmp_path)
+    (tmp_path / "ov" / "ovs").mkdir(parents=True)
+    with pytest.raises(DriverUnavailable, match=r"lab 'ov' has Open vSwitch bridges for "
+                       r"switches .*--driver ovs"):  # fmt: skip
+        LinuxDriver(fabric=tiny, lab="ov")
