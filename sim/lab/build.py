@@ -234,11 +234,15 @@ def up(fabric: Fabric, lab: str, source: str, underlay: str = "static",
     names = list(plan.namespaces()) if switch == "linux" else [plan.netns(h) for h in plan.hosts]
     clash = sorted(set(names) & netns.existing())
     directory = lab_dir(lab)
-    if directory.exists() or clash:
+    if directory.exists():
         raise LabError(
-            f"lab {lab!r} exists already ({directory if directory.exists() else clash[0]}); "
-            f"`tectl lab down --name {lab}` first"
+            f"lab {lab!r} exists already ({directory}); `tectl lab down --name {lab}` first"
         )
+    if clash:  # not this lab's: another's (names can meet), or no lab's at all
+        whose = next((f"lab {r.lab!r}'s" for r in labs() if clash[0] in r.namespaces),
+                     "made by no lab")  # fmt: skip
+        raise LabError(f"namespace {clash[0]} exists already, {whose}: lab {lab!r} cannot "
+                       "be built under that name; choose another --name")  # fmt: skip
     # a kept lab (owner None) is owned by its builder until it is up: a build killed
     # half-way is an orphan that `reap` removes, not a lab kept until `down`
     owned = owner_of(os.getpid() if owner in (-1, None) else owner)

@@ -97,6 +97,25 @@ def test_a_failed_up_leaves_nothing(tiny: Fabric, monkeypatch):
     assert not lab.lab_path(name).exists()
 
 
+def test_a_namespace_in_the_way_is_named_and_left_alone(tiny: Fabric):
+    """A namespace of the lab's name that no lab made: `lab up` said the lab existed and
+    to run `lab down`, which then found no lab. It says whose the namespace is, and keeps
+    its hands off it."""
+    name = unique_name("lw")
+    stray = f"{name}-host-p0-r0-h0"
+    subprocess.run(["ip", "netns", "add", stray], check=True)
+    try:
+        with pytest.raises(LabError) as err:
+            lab.up(tiny, name, "tiny", underlay="static")
+        text = str(err.value)
+        assert f"namespace {stray} exists already, made by no lab" in text, text
+        assert "lab down" not in text, text
+        assert stray in netns.existing() and not lab.lab_path(name).exists()
+        assert not {ns for ns in netns.existing() if ns.startswith(name + "-")} - {stray}
+    finally:
+        subprocess.run(["ip", "netns", "del", stray], check=True)
+
+
 def test_non_root_and_missing_frr_are_clear_errors(tiny: Fabric, monkeypatch):
     from sim.lab import frr
 
