@@ -762,10 +762,11 @@ def test_the_child_pauses_while_the_engine_is_busy() -> None:
         assert engine.wait_idle(WAIT)
         child = _child_of(engine)
         time.sleep(0.3)
-        before = _cpu_ticks(child)
-        time.sleep(1.0)
-        # ~100 ticks of 10 ms on a core of its own; 20 leaves room for a loaded machine
-        # (the suite runs a worker per core beside it)
+        before, start = _cpu_ticks(child), time.monotonic()
+        # running: 20 ticks of 10 ms (0.2 s on a core of its own), waited for up to 10 s on
+        # a loaded machine (the suite runs a worker per core beside it)
+        while _cpu_ticks(child) - before < 20 and time.monotonic() - start < 10.0:
+            time.sleep(0.05)
         running = _cpu_ticks(child) - before
         busy[0] = True
         pc.hold()
