@@ -190,7 +190,7 @@ def lab_fabric(name: str) -> Fabric:
 
 def cmd_link(args: argparse.Namespace) -> int:
     from controller.drivers.linux_plan import LabPlan
-    from controller.errors import FabricError, LabError
+    from controller.errors import FabricError, FabricTeError, LabError
     from controller.model.health import factor_state, link_changes
     from sim.lab.build import require_root
     from sim.lab.links import set_link
@@ -216,7 +216,12 @@ def cmd_link(args: argparse.Namespace) -> int:
         shown = f"{fabric.link_name(link)}={state if fraction is None else f'{fraction:g}'}"
         text = f"lab {args.name}: {shown}"
         if args.controller:
-            report_link(args.controller, fabric.link_name(link), state, fraction)
+            try:
+                report_link(args.controller, fabric.link_name(link), state, fraction)
+            except FabricTeError as err:  # the lab's link is changed: say so, and how to tell
+                raise LabError(f"lab {args.name}: {shown} is set in the lab, but the controller "
+                               f"at {args.controller} was not told: {err}; tell it with "
+                               f"`tectl link {shown}`") from None  # fmt: skip
             text += f"; reported to {args.controller}"
         lines.append(text)
         data.append({"link": fabric.link_name(link), "state": state, "fraction": factor})
@@ -226,15 +231,11 @@ def cmd_link(args: argparse.Namespace) -> int:
 
 def report_link(address: str, link: str, state: str, factor: float | None) -> None:
     """Tell a running controller about the change, as `tectl link` does (TLS or plaintext
-    from the FABRIC_TE_* settings)."""
-    from controller.errors import InputError, LabError
+    from the FABRIC_TE_* settings); the client's error if it does not take it."""
     from controller.service.client import Client, Target
 
-    try:
-        with Client.connect(Target.from_env(address)) as client:
-            client.report_link(link, state, factor if state == "degrade" else None)
-    except InputError as err:
-        raise LabError(f"the controller at {address} did not take the link change: {err}") from None
+    with Client.connect(Target.from_env(address)) as client:
+        client.report_link(link, state, factor if state == "degrade" else None)
 
 
 def solved(fabric: Fabric, seed: int, fill: float,

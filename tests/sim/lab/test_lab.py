@@ -315,6 +315,26 @@ def test_lab_link_with_one_bad_name_changes_no_link(tiny: Fabric, tiny_lab, caps
         assert main(["lab", "link", f"{good}=up", "--name", tiny_lab]) == 0
 
 
+def test_lab_link_says_the_link_changed_when_the_controller_is_not_told(tiny: Fabric,
+                                                                          tiny_lab, capsys,
+                                                                          monkeypatch):
+    """`lab link LINK=down --controller ADDR` with no controller there: the link is down in
+    the lab all the same, and the error says so (it named only the unreachable controller)."""
+    from controller.cli.main import main
+    from sim.processes import free_port
+
+    good = "rtsw-p0-r0:ctsw-p0-c1"
+    monkeypatch.setenv("FABRIC_TE_INSECURE", "1")  # plaintext: the port has no listener
+    try:
+        assert main(["lab", "link", f"{good}=down", "--name", tiny_lab, "--controller",
+                     f"127.0.0.1:{free_port()}"]) != 0  # fmt: skip
+        err = capsys.readouterr().err
+        assert f"{good}=down is set in the lab, but the controller" in err, err
+        assert f"tectl link {good}=down" in err
+    finally:
+        assert main(["lab", "link", f"{good}=up", "--name", tiny_lab]) == 0
+
+
 def _rules(plan: LabPlan) -> list[str]:
     shown = subprocess.run(["ip", "-n", plan.netns(RTSW), "rule"], capture_output=True,
                            text=True, check=True).stdout  # fmt: skip
