@@ -628,11 +628,13 @@ class Engine(RouteCommands):
         seconds = time.perf_counter() - start + repaired.seconds
         usage = judged.index.counted_usage  # of `res`, as the repair (or re-optimisation) kept it
         result = baseline.settled(res, np.concatenate(churn), bound, method, seconds, usage)
+        # a re-optimisation moves only rows on paths: the repair's hand-backs stay on the
+        # hashing, though its certificate of that plane hands nobody back
+        handed = _handed(result) | _handed(repaired)
         if not _pending(result) and rounds.solve_on_new_hand_back(
-                handed_now=_handed(result), handed_last=_handed(last)):  # fmt: skip
+                handed_now=handed, handed_last=_handed(last)):  # fmt: skip
             log.info("the repair handed %d job(s) back to the fabric's hashing that the last "
-                     "solve did not: global solve",
-                     len(_handed(result) - _handed(last)))  # fmt: skip
+                     "solve did not: global solve", len(handed - _handed(last)))  # fmt: skip
             self._start_solve()
             return
         if _pending(result):

@@ -458,6 +458,48 @@ def test_a_repair_settled_with_a_job_handed_back_gets_a_global_solve(
         engine.close()
 
 
+def test_a_hand_back_by_the_repair_is_not_forgotten_by_the_re_optimisation_after_it() -> None:
+    """A full all-to-all, 30 of the 128 uplinks down, then all back: the restore's repair
+    leaves rows doubled up, so its certificate hands the job back to the fabric's hashing;
+    beyond the gap, the bounded re-optimisation runs warm from it, moves nothing (no row is
+    on a path) and certifies the plane afresh: all on hashing, nobody handed back. The
+    round settled on that: no TE entry left, and Status's certificate and figures said
+    nobody was handed back and no flow was hashed. The hand-back now gets its global
+    solve."""
+    from controller.formats.placement import parse_placement
+
+    hosts = [FABRIC.host_name(h) for h in range(FABRIC.num_hosts)]
+    job = parse_placement(FABRIC, {"jobs": [
+        {"id": "big", "hosts": hosts, "dp": 128, "tp": 1, "collectives": ["alltoall"]}]})[0]
+    engine = Engine(FABRIC, EmulatedDriver(FABRIC), debounce=0.0, reconcile_interval=60.0,
+                    precompute=False)  # fmt: skip
+    solves: list[LinkHealth] = []
+    engine.solve_hook = solves.append
+    try:
+        engine.put_job(job, 0)
+        assert engine.wait_idle(120)
+        first = engine.last_result
+        assert first is not None and first.assignment.routed.all()
+        uplinks = [FABRIC.link_by_name(f"rtsw-p{p}-r{r}:ctsw-p{p}-c{c}")
+                   for p in range(2) for r in range(8) for c in range(8)]  # fmt: skip
+        down = np.random.default_rng(1).choice(uplinks, 30, replace=False).tolist()
+        engine.report_links(dict.fromkeys(down, 0.0))
+        assert engine.wait_idle(120)
+        solved = len(solves)
+        engine.report_links(dict.fromkeys(down, 1.0))
+        assert engine.wait_idle(120)
+        up = engine.last_result
+        assert up is not None and up.certificate is not None
+        assert len(solves) == solved + 1  # the hand-back's global solve
+        # what Status says of it is what is installed
+        hashed = int((up.assignment.path < 0).sum())
+        assert bool(hashed) == bool(up.certificate.fallback_jobs)
+        assert up.assignment.routed.any() and len(engine.installed) > 0
+        assert engine.installed == engine.wanted
+    finally:
+        engine.close()
+
+
 
 def test_a_drain_undone_leaves_no_link_over_capacity_the_fabric_need_not_have() -> None:
     """pod, the seeded mix: a link down, its CTSW drained, then brought back. The restore's
