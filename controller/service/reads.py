@@ -67,8 +67,9 @@ class EngineReads:
 
     def status_fields(self) -> dict[str, Any]:
         """Reconcile and store figures for Status (plain values, named as its fields)."""
+        replica = self.replica.status_fields()  # not under the lock: a store may try a write
         with self._cond:
-            return self.replica.status_fields() | self.marks.fields() | {
+            return replica | self.marks.fields() | {
                 "ops_pushed": self.ops_pushed,
                 "pending_changes": self._state.version - self._applied,
                 **self.latency_fields(),

@@ -28,6 +28,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import logging
 import os
 import threading
 import zlib
@@ -40,6 +41,7 @@ from urllib.parse import quote
 
 from controller.errors import InputError, StoreConflict, StoreCorrupt, StoreUnavailable
 
+log = logging.getLogger("fabric_te.store")
 FORMAT = 1  # version of the stored layout and records; bumped on incompatible change
 STORES_GROUP = "fabric_te.stores"  # entry points: scheme -> Store class with from_url
 NAME_MAX = 255  # bytes in a file name on the file systems a store lives on (ext4, xfs, tmpfs)
@@ -201,6 +203,7 @@ class DirStore(Store):
                 "controller its own state directory, or share state through etcd"
             ) from None
         self._mutex = threading.Lock()
+        self._refused = ""  # why the last write failed ("": it did not)
         self._revs: dict[str, int] = {}
         self._revision = 0
         self._tombstone: tuple[str, Path] | None = None  # (key, file) of the newest
@@ -211,6 +214,22 @@ class DirStore(Store):
             self.close()
             raise
 
+    @property
+    def healthy(self) -> bool:
+        """False while writes are refused: from a write that failed until one succeeds;
+        while so, each call tries one (the format marker written again as it is), so that
+        the store reads as ok again once it takes writes, not only at the next input."""
+        if self._refused:
+            with self._mutex:
+                try:
+                    self._write_file(self.path / "format.json", self._marker())
+                except StoreUnavailable:
+                    pass
+        return not self._refused
+
+    def _marker(self) -> str:
+        return json.dumps({"format": FORMAT, "fabric": self.fabric_name})
+
     def _open_format(self) -> None:
         marker = self.path / "format.json"
         records = [p for p in self.path.iterdir() if p.suffix == ".rec"]
@@ -220,7 +239,7 @@ class DirStore(Store):
                     f"{self.url}: records without format.json: written by an older format "
                     f"(this controller reads format {FORMAT}); move the directory aside"
                 )
-            self._write_file(marker, json.dumps({"format": FORMAT, "fabric": self.fabric_name}))
+            self._write_file(marker, self._marker())
             return
         try:
             doc = json.loads(marker.read_text())
@@ -293,7 +312,14 @@ class DirStore(Store):
             _fsync_dir(self.path)
         except OSError as err:
             tmp.unlink(missing_ok=True)
-            raise StoreUnavailable(f"{self.url}: cannot write {path.name}: {err}") from err
+            why = f"{self.url}: cannot write {path.name}: {err}"
+            if not self._refused:
+                log.warning("store refusing writes: %s", why)
+            self._refused = why
+            raise StoreUnavailable(why) from err
+        if self._refused:
+            log.info("store takes writes again: %s", self.url)
+            self._refused = ""
 
     def load(self) -> Loaded:
         with self._mutex:

@@ -4,6 +4,8 @@ trusted (truncated, older format, another fabric) reported, never half-read."""
 from __future__ import annotations
 
 import json
+import logging
+import os
 from pathlib import Path
 
 import pytest
@@ -133,3 +135,34 @@ def test_deletes_keep_one_tombstone_while_open(tmp_path: Path) -> None:
     assert sorted(loaded.records) == sorted(
         [f"jobs/j{i}" for i in range(3, 50, 2)] + ["jobs/j48"])
     reopened.close()
+
+
+def test_a_store_refusing_writes_says_so_until_it_takes_them_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The directory refusing writes (a read-only or full disk): every input was refused
+    with UNAVAILABLE while Status (`store_ok`, this `healthy`) said the store was ok and the
+    log said nothing. Now it is not ok from the first refused write, logged once, and ok
+    again as soon as the directory takes writes, without waiting for the next input."""
+    store = DirStore(tmp_path / "s", "tiny")
+    assert store.healthy
+    real = os.replace
+
+    def refuse(src: str, dst: str) -> None:
+        raise PermissionError(1, "Operation not permitted", str(src))
+
+    monkeypatch.setattr(os, "replace", refuse)
+    with caplog.at_level(logging.INFO, logger="fabric_te.store"):
+        with pytest.raises(StoreUnavailable, match="cannot write"):
+            store.commit("jobs/a", b"{}", 0)
+        assert not store.healthy and not store.healthy
+        with pytest.raises(StoreUnavailable):
+            store.commit("jobs/b", b"{}", 0)
+        refused = [r for r in caplog.records if "refusing writes" in r.getMessage()]
+        assert len(refused) == 1 and refused[0].levelno == logging.WARNING
+        monkeypatch.setattr(os, "replace", real)
+        assert store.healthy
+        assert any("takes writes again" in r.getMessage() for r in caplog.records)
+    assert store.load().records == {}  # nothing refused was kept
+    assert store.commit("jobs/a", b"{}", 0) > 0 and store.healthy
+    store.close()
