@@ -252,8 +252,9 @@ class FileDriver(Driver):
             except BaseException:
                 Path(tmp).unlink(missing_ok=True)
                 raise
-        except OSError as err:
-            raise DriverUnavailable(f"cannot write {path}: {err}") from err
+        except OSError as err:  # the cause, not the temporary file's name: the same each
+            # time, so a switch left differing by it is not reported anew at every reconcile
+            raise DriverUnavailable(f"cannot write {path}: {err.strerror or err}") from err
 
     def close(self) -> None:
         self._closed = True

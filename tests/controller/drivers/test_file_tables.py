@@ -49,6 +49,30 @@ def test_a_directory_removed_under_the_driver_is_made_again_on_write(
     assert driver.read(SWITCH) == (_entry(tiny),)
 
 
+def test_a_refused_write_says_the_same_each_time(
+    tiny: Fabric, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A directory that refuses writes (read-only, full): the error named the random
+    temporary file of each attempt, so a switch marked differing "because" of it changed
+    reason at every reconcile and was logged again at warning level every interval, for as
+    long as the directory refused. It names the table and the cause, the same each time."""
+    import os
+
+    driver = FileDriver(tmp_path, fabric=tiny)
+
+    def refuse(src: str, dst: str) -> None:
+        raise PermissionError(1, "Operation not permitted", str(src))
+
+    monkeypatch.setattr(os, "replace", refuse)
+    said = set()
+    for _ in range(2):
+        with pytest.raises(DriverError, match="cannot write") as err:
+            driver.apply(SWITCH, [Add(_entry(tiny))])
+        said.add(str(err.value))
+    assert len(said) == 1 and ".tmp" not in said.pop()
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
 def test_table_for_another_fabric_is_refused_naming_the_file(tiny: Fabric, tmp_path: Path) -> None:
     path = _written(tiny, tmp_path)
     # same switch names, another shape: ids would mean other links
