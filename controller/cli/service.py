@@ -701,18 +701,20 @@ def status_text(d: dict[str, Any]) -> str:
         f"{g(d['pending_changes'])} changes pending{_solving(d)}",
         _links_line(d.get("links", []), drained=d.get("drained", [])),
     ]
-    if last.get("restored"):
+    if last.get("restored") or last.get("held"):
         quality = (
             f"MLU {last['mlu']:.4g} over bound {last.get('bound', 0):.4g} "
             f"(ratio {last.get('ratio', 0):.4g})" if math.isfinite(last.get("mlu", math.nan))
             else "MLU being counted (with the rate prediction: rows ride the fabric's hashing)"
         )  # fmt: skip
+        whose = ("none while routes applied from a file are held; theirs" if last.get("held")
+                 else "none since this controller started; the routing restored from the "
+                 "store")  # fmt: skip
         lines.append(
-            "last solve  none since this controller started; the routing restored from the "
-            f"store: {quality}; {g(int(last.get('flows', 0)))} flows "
+            f"last solve  {whose}: {quality}; {g(int(last.get('flows', 0)))} flows "
             f"({g(int(last.get('subflows', 0)))} subflows)"
         )
-        if not cert:
+        if not cert and last.get("restored"):
             lines.append("certificate not kept across a restart: the next solve certifies")
     elif last:
         quality = (

@@ -158,6 +158,7 @@ class Engine(RouteCommands):
                                              self.options.qps))  # fmt: skip
         self.last_result: SolveResult | None = None
         self._deferred: Certificate | None = None  # of a repair installed since, if pending
+        self._own: SolveResult | None = None  # the figures a file's held routes replaced
         self.last_error = ""
         self.repairs = 0  # repairs pushed
         self.reoptimised = 0  # health-only rounds that needed the bounded re-optimisation
@@ -799,7 +800,7 @@ class Engine(RouteCommands):
                  and last.method == RESTORED and last.assignment is stored.assignment)
         if not again:
             self.last_result = None
-        self._baseline = None
+        self._baseline = self._own = None
         self.precomputer.drop()
         self.intake.release_stale()
         self.installer.forget(pushed=stored is not None)

@@ -29,6 +29,9 @@ from controller.solver.greedy import collided_arcs, utilisation
 from controller.solver.job_objective import predict
 
 RESTORED = "restored"  # SolveResult.method of a routing adopted from the store
+# SolveResult.method of routes applied from a file and held (and of a repair of them): not
+# solved here either, so figured the same way (controller.service.route_commands)
+HELD = "held"
 # SolveResult.metrics() keys a restored result cannot know (reported as NaN, not 0)
 UNKNOWN = ("fallback_ecmp", "handed_back")
 WHY_UNKNOWN = ("rides the fabric's hashing whole; why (the certificate or the table budget) "
@@ -77,9 +80,10 @@ def restored_result(
 
 
 def status_metrics(result: SolveResult) -> dict[str, float]:
-    """`result.metrics()` for Status: a restored result's says so (`restored` 1) and has
-    NaN (no number) for what it cannot know (`UNKNOWN`)."""
+    """`result.metrics()` for Status: a restored result's says so (`restored` 1), as held
+    routes' do (`held` 1), and has NaN (no number) for what it cannot know (`UNKNOWN`)."""
     out = result.metrics()
-    if result.method == RESTORED:
-        out.update(dict.fromkeys(UNKNOWN, float("nan")), restored=1.0)
+    if result.method in (RESTORED, HELD):
+        out.update(dict.fromkeys(UNKNOWN, float("nan")))
+        out[result.method] = 1.0
     return out

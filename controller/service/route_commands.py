@@ -23,9 +23,9 @@ from controller.service.held import Held, PlanView, check_applicable, unlike_job
 from controller.service.metrics import Metrics
 from controller.service.persist import inputs_digest
 from controller.service.reads import EngineReads
-from controller.service.restored import RESTORED
+from controller.service.restored import HELD, restored_result
 from controller.service.rounds import Taken, Target
-from controller.solver import AssignResult, RouteIndex
+from controller.solver import AssignResult, Certificate, RouteIndex, SolveResult
 
 log = logging.getLogger("fabric_te.engine")
 COMMAND_SECONDS = 120.0  # an operator's command waits at most this long for the worker
@@ -50,6 +50,8 @@ class RouteCommands(EngineReads):
     _taken: int
     _fabric_key: str  # the fabric's wiring and link speeds, as the inputs digest takes them
     _commands: list[Command]
+    # the engine's own figures when a file's routes replaced its routes: back on a rollback
+    _own: SolveResult | None
     metrics: Metrics
     repair_now: Callable[[LinkHealth], AssignResult]
     repair_for: Callable[[LinkHealth], AssignResult]
@@ -169,6 +171,9 @@ class RouteCommands(EngineReads):
             command.source, view.flows, view.entries, replaced, point_inputs,
             checkpoint_source="" if held is None else held.source,
             fabric=self._fabric_key))  # fmt: skip
+        if held is None:
+            with self._cond:
+                self._own = self.last_result
         self._install_held(assignment, health, digest)
         log.info("routes applied and held", extra={"source": command.source,
                  "flows": view.flows, "entries": view.entries})  # fmt: skip
@@ -184,6 +189,21 @@ class RouteCommands(EngineReads):
         self._deferred = None
         self.metrics.set_certificate(None)
         self._push(target)
+        self._held_figures(assignment, health, None, count=True)
+
+    def _held_figures(self, assignment: Assignment, health: LinkHealth,
+                      certificate: Certificate | None, count: bool = False) -> None:  # fmt: skip
+        """Status, ListJobs and /metrics of the routes held now: figured from them as a
+        restart figures the routes it adopts (`restored`), with the certificate of the
+        repair that made them (a file's routes have none). `count`: the MLU of rows on the
+        fabric's hashing counted here as a restart counts it; else by the rate prediction
+        (a repair's round is not held up by it)."""
+        result = restored_result(self.fabric, health, assignment, self.options.qps,
+                                 self.options.certify if count else None)  # fmt: skip
+        result = replace(result, method=HELD, certificate=certificate)
+        with self._cond:
+            self.last_result = result
+        self.predictor.record(result, health)
 
     def _rollback(self, command: Command) -> PlanView:
         """Re-install the checkpoint, repaired for links down since (pushed once). Back to
@@ -212,10 +232,10 @@ class RouteCommands(EngineReads):
         self.intake.store_assignment(point, held.checkpoint_inputs or digest)
         self.installer.previous = point
         if not held.checkpoint_source:
-            solve = held.checkpoint_inputs != digest
-            if not solve:  # the engine's routes for the inputs they were solved for
-                self._figures_back(point, health)
-            self._resume(solve=solve)
+            self._figures_back(point, health)
+            self._resume(solve=held.checkpoint_inputs != digest)
+        else:
+            self._held_figures(point, health, None, count=True)
         log.info("routes rolled back", extra={"to": held.checkpoint_source or "engine"})
         # what was pushed: the checkpoint as repaired for the links down since, not as kept
         plan, wanted = plan_update(self.fabric, before, point)
@@ -223,18 +243,22 @@ class RouteCommands(EngineReads):
 
     def _figures_back(self, point: Assignment, health: LinkHealth) -> None:
         """Status, ListJobs and /metrics of the engine's routes rolled back to: its last
-        result where that is theirs (its certificate back in the gauge, which the apply
-        cleared); computed from the routes where a restart since left the figures of the
-        held routes, adopted from the store (`restored`)."""
+        result before the apply, certificate and all (a solve follows where the inputs
+        changed meanwhile); computed from the routes where there is none (a restart since
+        adopted the held routes from the store: `restored`)."""
         with self._cond:
-            last = self.last_result
-        if last is None or last.method == RESTORED:
+            own, self._own = self._own, None
+            if own is not None:
+                self.last_result = own
+        if own is None:
             self._restore(point, health)
         else:
-            self.metrics.set_certificate(last.certificate)
+            self.predictor.record(own, health)
 
     def _release(self, command: Command) -> PlanView:
         self.intake.store_held(None)
+        with self._cond:
+            self._own = None  # the solve that follows has figures of its own
         self._resume(solve=True)
         log.info("held routes released: the engine solves the current inputs")
         return PlanView((), 0, 0)
@@ -256,9 +280,9 @@ class RouteCommands(EngineReads):
             self.intake.store_assignment(res.assignment, taken.digest)
             self.installer.previous = res.assignment
             if res.certificate is not None and not res.certificate.pending:
-                with self._cond:  # Status and /metrics: the repair's certificate (a pending
-                    self._deferred = res.certificate  # one is set by the repair itself)
-                self.metrics.set_certificate(res.certificate)
+                with self._cond:  # Status: the repair's certificate (a pending one is set
+                    self._deferred = res.certificate  # by the repair itself)
+            self._held_figures(res.assignment, taken.health, res.certificate)  # and /metrics
             moved = res.assignment.flows.take(res.churn)  # flows moved: once however split
             self.metrics.churn.inc(np.unique(pair_keys(moved)[0]).size)
         self._settle(taken.version)

@@ -372,6 +372,56 @@ def test_routes_solved_for_the_controller_s_jobs_apply_without_a_warning(
     assert code == 0 and "warning" not in out
 
 
+def test_while_routes_are_held_status_metrics_and_jobs_describe_them(
+    small: Fabric, running: Running, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Routes applied from a file: Status's `last_solve`, the MLU gauges, the predicted
+    rates and ListJobs went on describing the engine's routing they replaced (a restart
+    figured the held routes); a link repaired on them moved none of it. They are now the
+    held routes' (as a restart figures them), and the engine's own again after a
+    rollback."""
+    engine, server = running.engine, ["--server", f"127.0.0.1:{running.port}", "--insecure"]
+    value = engine.metrics.registry.get_sample_value
+    jobs, path = tmp_path / "jobs.json", tmp_path / "routes.npz"
+    assert main(["solve", "--fabric", "small", "--jobs", "random", "--seed", "2",
+                 "--jobs-out", str(jobs)]) == 0  # fmt: skip
+    _route_file(path, capsys)  # the mix of seed 1: other jobs, other flows
+    _, file_routes = read_routes(path, small)
+    assert _tectl(capsys, "job", "put", str(jobs), *server)[0] == 0
+    assert engine.wait_predicted(60)
+    own = _status(capsys, server)
+    assert own["last_solve"]["te_entries"] == own["installed_entries"] != len(file_routes)
+
+    def agrees(status: dict) -> None:
+        last = status["last_solve"]
+        assert status["installed_entries"] == len(engine.installed)
+        assert value("fabric_te_max_link_utilisation_ratio") == pytest.approx(last["mlu"])
+        assert engine.wait_predicted(60)
+        assert sum(f.flows for f in engine.job_figures().values()) == last["flows"]
+
+    assert _tectl(capsys, "routes", "apply", str(path), *server)[0] == 0
+    held = _status(capsys, server)
+    assert held["installed_entries"] == len(file_routes)
+    assert held["last_solve"]["flows"] == held["held"]["flows"] != own["last_solve"]["flows"]
+    agrees(held)
+    code, text, _ = _tectl(capsys, "status", *server)
+    assert "routes applied from a file are held" in text
+    link = _used_uplink(small, engine.installed)
+    assert _tectl(capsys, "link", f"{link}=down", *server)[0] == 0
+    assert engine.wait_idle()
+    agrees(_status(capsys, server))
+    assert _tectl(capsys, "link", f"{link}=up", *server)[0] == 0
+    assert engine.wait_idle()
+    code, out, _ = _tectl(capsys, "routes", "rollback", *server)
+    assert code == 0 and "engine routes again" in out
+    assert engine.wait_idle()
+    back = _status(capsys, server)
+    assert "held" not in back and back["certificate"]["passed"]
+    agrees(back)
+    assert back["installed_entries"] == own["installed_entries"]
+    assert back["last_solve"]["mlu"] == pytest.approx(own["last_solve"]["mlu"])
+
+
 def test_routes_show_warns_of_switches_it_could_not_read(
     small: Fabric, capsys: pytest.CaptureFixture[str]
 ) -> None:
