@@ -370,6 +370,9 @@ class Engine(RouteCommands):
                 if error == self.last_error:  # the traceback was logged the first time
                     log.error("solve/push failed again: %s; taken again in %g s", error,
                               self._retry_s)  # fmt: skip
+                elif isinstance(err, DriverError):  # switches refusing: no bug to trace
+                    log.error("solve/push failed: %s; taken again in %g s", error,
+                              self._retry_s)  # fmt: skip
                 else:
                     log.exception("solve/push failed; taken again in %g s", self._retry_s)
                 self._retry_later(self._retry_s)

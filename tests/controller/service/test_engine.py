@@ -1430,12 +1430,15 @@ class BrokenSwitchDriver(EmulatedDriver):
 
 
 def test_a_switch_that_refuses_a_push_is_shown_differing_with_why_until_repaired(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A link report whose repair a switch refuses: the round fails (last_error, a push
     failure) and is taken again; the retry settles the routes wanted, and the switch that
     still refuses them is marked differing, with the driver's error, until a reconcile
-    repairs it."""
+    repairs it. The failure is logged as one line that says why (it was "solve/push
+    failed; taken again in 1 s" and a traceback, the cause only in its last line)."""
+    import logging
+
     import controller.service.rounds as rounds_module
 
     monkeypatch.setattr(rounds_module, "RETRY_FIRST_S", 0.2)
@@ -1450,11 +1453,15 @@ def test_a_switch_that_refuses_a_push_is_shown_differing_with_why_until_repaired
         link = int(used[used >= FABRIC.rack_base][0])
         driver.broken.add(rtsw)
         failures = engine.metrics.push_errors._value.get()
-        engine.report_links({link: 0.0})
-        assert _until(lambda: "write refused" in engine.last_error, 30)
-        assert _until(lambda: engine.status_fields()["pending_changes"] == 0, 30)
-        assert engine.wait_idle(60)
+        with caplog.at_level(logging.ERROR, logger="fabric_te.engine"):
+            engine.report_links({link: 0.0})
+            assert _until(lambda: "write refused" in engine.last_error, 30)
+            assert _until(lambda: engine.status_fields()["pending_changes"] == 0, 30)
+            assert engine.wait_idle(60)
         assert engine.metrics.push_errors._value.get() > failures
+        failed = [r for r in caplog.records if r.getMessage().startswith("solve/push failed")]
+        assert failed and all("write refused" in r.getMessage() and not r.exc_info
+                              for r in failed)  # fmt: skip
         marks = engine.installer.marks.fields()
         assert marks["switches_differing"] == 1 and not engine.installer.push_ok
         assert any(d.startswith(rtsw) and "write refused" in d for d in marks["differing"])
