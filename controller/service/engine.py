@@ -702,6 +702,7 @@ class Engine(RouteCommands):
         if self.intake.held is not None:  # started before a file's routes were applied
             task.index_when(wanted=False, now=True)
             log.info("dropped a global result: routes applied from a file are held")
+            self.latency.dropped()
             self._settle(now.version)
             return
         if task.abandoned:  # job changes superseded it: the latest inputs are solved

@@ -47,6 +47,12 @@ class ReportLatency:
             self._solve = self._round if self._solve is None else min(self._solve, self._round)
             self._round = None
 
+    def dropped(self) -> None:
+        """The changes taken install nothing (job changes while routes applied from a file
+        are held, and a global solve of them dropped for that): their clocks stop with no
+        sample, or the next round installed would be counted from them."""
+        self._round = self._solve = None
+
     def followed(self) -> None:
         """A follower: the changes seen are the leader's to install."""
         self._pending = self._round = self._solve = None

@@ -285,6 +285,8 @@ class RouteCommands(EngineReads):
             self._held_figures(res.assignment, taken.health, res.certificate)  # and /metrics
             moved = res.assignment.flows.take(res.churn)  # flows moved: once however split
             self.metrics.churn.inc(np.unique(pair_keys(moved)[0]).size)
+        else:  # job changes only: stored, nothing to install
+            self.latency.dropped()
         self._settle(taken.version)
 
 

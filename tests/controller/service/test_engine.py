@@ -1118,6 +1118,35 @@ def test_the_first_round_after_a_takeover_counts_only_its_own_wait(
         engine.close()
 
 
+def test_job_changes_while_routes_are_held_leave_no_clock_running() -> None:
+    """While routes applied from a file are held, a job change is stored and moves nothing:
+    nothing is installed for it, and its report-to-installed clock ran on until the next
+    push, so the next link report, repaired in milliseconds, was counted from the job
+    change (an hour later: an hour; FabricTeSlowToInstall fired). It stops with no
+    sample."""
+    from controller.routes.entries import build_routes
+
+    offset = [0.0]  # the engine's clock, moved forward by hand
+    engine = Engine(FABRIC, EmulatedDriver(FABRIC), debounce=0.0, reconcile_interval=600.0,
+                    precompute=False, clock=lambda: time.monotonic() + offset[0])  # fmt: skip
+    try:
+        engine.put_job(_jobs()[0], 0)
+        assert engine.wait_idle(60)
+        own = engine.installer.target
+        assert own is not None
+        engine.apply_routes(own.assignment, build_routes(FABRIC, own.assignment), "same.npz")
+        engine.put_job(_jobs()[1], 0)  # held: stored, nothing moves
+        assert engine.wait_idle(60)
+        offset[0] += 3600.0  # an hour later
+        used = np.unique(engine.installed.table(FABRIC.rtsw_name(0)).next_hop)
+        engine.report_links({int(used[used >= FABRIC.rack_base][0]): 0.0})
+        assert engine.wait_idle(60)
+        assert engine.repairs == 1
+        assert max(engine.latency.samples) < 60.0, list(engine.latency.samples)
+    finally:
+        engine.close()
+
+
 def test_a_write_that_changes_nothing_starts_no_round_and_no_clock() -> None:
     """The same job at the same generation again (a client's retry after an ambiguous
     answer) is acknowledged without a round: no pending change, no latency sample."""
