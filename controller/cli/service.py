@@ -754,7 +754,7 @@ def status_text(d: dict[str, Any]) -> str:
                      "started")  # fmt: skip
     pre = d.get("precomputed")
     if pre and not (follower and not pre["total"]):
-        lines += _precomputed_lines(pre)
+        lines += _precomputed_lines(pre, held=bool(d.get("held")))
     held = d.get("held")
     if held:
         point = ("checkpoint kept (`tectl routes rollback`)" if held["checkpoint"]
@@ -780,12 +780,16 @@ def precompute_options(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
-def _precomputed_lines(p: dict[str, Any]) -> list[str]:
-    """Status's precomputed repairs: how many are ready and what they move."""
+def _precomputed_lines(p: dict[str, Any], held: bool = False) -> list[str]:
+    """Status's precomputed repairs: how many are ready and what they move (`held`: routes
+    applied from a file are held, for which none are made or used)."""
     g = "{:,}".format
     if not p["enabled"]:
         return ["precomputed off (`tectl serve --precompute off`): every link report is "
                 "repaired on demand"]  # fmt: skip
+    if held:
+        return ["precomputed none while routes applied from a file are held: link reports "
+                f"are repaired on demand; {g(p['hits'])} reports served from them before"]
     if not p["total"] and not p["generation"]:  # no routing installed yet: nothing to cover
         return ["precomputed none yet: made once a routing is installed"]
     state = "done" if p["done"] else "refreshing"

@@ -363,6 +363,29 @@ def test_precomputed_repairs_before_any_routing_say_so() -> None:
         "precomputed none yet: made once a routing is installed"]
 
 
+def test_precomputed_repairs_while_routes_are_held_say_they_are_not_used() -> None:
+    """Routes applied from a file and held: the set is dropped and no refresh runs (a report
+    on held routes is repaired on demand); Status said "0 of 0 single failures ready
+    (generation 8, refreshing, ...)" for as long as they were held."""
+    from controller.cli.service import status_text
+
+    pre = {"enabled": True, "total": 0, "generation": 8, "done": False, "ready": 0,
+           "bytes": 0, "seconds": 0.0, "hits": 1, "rows_moved_max": 0, "rows_moved_mean": 0.0,
+           "jobs_moved_max": 0, "jobs_moved_mean": 0.0, "elements_moving_others": 0,
+           "widest": []}  # fmt: skip
+    doc = {"fabric": {}, "last_solve": {}, "replica": "r", "role": "leader", "leader": "r",
+           "store_ok": True, "store": "memory", "store_revision": 0, "driver": "d",
+           "driver_ok": True, "installed_entries": 0, "routes_version": 0,
+           "switches_differing": 0, "entries_missing": 0, "state_version": 1,
+           "pending_changes": 0, "report_to_installed_count": 0, "last_error": "",
+           "differing": [], "precomputed": pre,
+           "held": {"source": "r.npz", "flows": 1, "entries": 1, "checkpoint": True}}  # fmt: skip
+    text = status_text(doc)
+    assert "refreshing" not in text
+    assert ("precomputed none while routes applied from a file are held: link reports are "
+            "repaired on demand") in text
+
+
 def test_status_names_the_widest_repairs_in_words() -> None:
     """'1 jobs' was printed for one job moved; counts read as words."""
     from controller.cli.service import _precomputed_lines
