@@ -160,6 +160,7 @@ class Metrics:
             for gauge in (self.certificate_passed, self.certificate_fallback_jobs,
                           self.certificate_jobs_checked):  # fmt: skip
                 gauge.set(float("nan"))
+            self.certificate_pending.set(0.0)  # no certificate: none is still to come
             return
         self.certificate_passed.set(float(cert.passed))
         self.certificate_pending.set(float(cert.pending))

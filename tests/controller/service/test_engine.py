@@ -1094,6 +1094,53 @@ def test_a_repair_with_jobs_at_risk_is_pushed_at_once_then_certified_in_full() -
         engine.close()
 
 
+def test_routes_applied_while_a_certificate_is_pending_leave_no_pending_gauge() -> None:
+    """A repair installed with its certificate pending (its full certificate still to come
+    from the solve's thread), then routes applied from a file: they have no certificate,
+    and every certificate gauge said so but `certificate_pending`, left at 1 for as long as
+    the routes were held (FabricTeCertificatePending fired for a certificate nobody would
+    compute)."""
+    from dataclasses import replace
+
+    from controller.routes.entries import build_routes
+    from sim.jobmix import random_jobs
+
+    engine = Engine(FABRIC, EmulatedDriver(FABRIC), debounce=0.0, reconcile_interval=60.0,
+                    precompute=False)  # fmt: skip
+    engine.react = replace(engine.react, defer_above=0)  # as on a fabric where it is costly
+    gate, entered, gated = threading.Event(), threading.Event(), [False]
+
+    def hold(health: LinkHealth) -> None:  # the full certificate waits until released
+        if gated[0]:
+            entered.set()
+            gate.wait(60)
+
+    engine.solve_hook = hold
+    value = engine.metrics.registry.get_sample_value
+    try:
+        for job in random_jobs(FABRIC, seed=3):
+            engine.put_job(job, 0)
+        assert engine.wait_idle(120)
+        gated[0] = True
+        names = ["rtsw-p0-r0:ctsw-p0-c1", "rtsw-p0-r1:ctsw-p0-c2", "ctsw-p1-c3:atsw-c3-a0"]
+        links = {FABRIC.link_by_name(n): f for n, f in zip(names, (0.0, 0.5, 0.0), strict=True)}
+        engine.report_links(links)
+        assert entered.wait(60)  # the repair is installed, its certificate pending
+        assert value("fabric_te_certificate_pending") == 1
+        target = engine.installer.target
+        assert target is not None
+        engine.apply_routes(target.assignment, build_routes(FABRIC, target.assignment),
+                            "routes.npz")  # fmt: skip
+        assert engine.certificate is None
+        assert value("fabric_te_certificate_pending") == 0
+        gate.set()
+        assert engine.wait_idle(60)
+        assert value("fabric_te_certificate_pending") == 0
+    finally:
+        gate.set()
+        engine.close()
+
+
 def test_the_first_round_after_a_takeover_counts_only_its_own_wait(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
