@@ -287,11 +287,14 @@ class TierCounts:
     def totals(self) -> dict[str, tuple[int, int, float]]:
         """Per tier, (entries, entries on its fullest switch, that switch's budget): the
         fullest as the solve's table figures pick it (routes.budget.fullest_switches);
-        with no entry, 0 and the tier's least budget."""
+        with no entry, 0 and the tier's least budget; a tier the fabric has no switch of
+        (one pod, no ATSW) has no figures (not an unlimited budget)."""
         f, out = self._fabric, {}
         fullest = fullest_switches(f, self._usage, self._budget)
         for tier in SWITCH_TIERS:
-            lo = f.node_id(tier, 0) if f.tier_size(tier) else 0
+            if not f.tier_size(tier):
+                continue
+            lo = f.node_id(tier, 0)
             used = self._usage[lo : lo + f.tier_size(tier)]
             if not used.any():
                 out[tier] = (0, 0, float(self._budget[lo : lo + f.tier_size(tier)]

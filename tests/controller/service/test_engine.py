@@ -1482,6 +1482,28 @@ def test_table_metrics_read_a_named_fabric_and_each_switchs_own_budget() -> None
         engine.close()
 
 
+def test_a_tier_the_fabric_has_no_switch_of_has_no_table_series() -> None:
+    """One pod, no ATSW: the atsw tier's budget read +Inf, which the gauge's help calls an
+    unlimited budget; a tier without switches has no series at all."""
+    from controller.model.clos import ClosSpec
+
+    one = build(ClosSpec(name="one-pod", pods=1, racks_per_pod=2, hosts_per_rack=2,
+                         nics_per_host=2, ctsws_per_pod=2))  # fmt: skip
+    assert one.tier_size("atsw") == 0
+    engine = Engine(one, EmulatedDriver(one), debounce=0.0, reconcile_interval=60.0,
+                    precompute=False)  # fmt: skip
+    try:
+        engine.put_job(Job("j", tuple(range(one.num_hosts)), dp=one.num_hosts, tp=2), 0)
+        assert engine.wait_idle(60)
+        value = engine.metrics.registry.get_sample_value
+        assert value("fabric_te_switch_table_budget_entries", {"tier": "rtsw"}) is not None
+        for name in ("fabric_te_switch_table_budget_entries", "fabric_te_table_entries",
+                     "fabric_te_switch_table_entries_max"):  # fmt: skip
+            assert value(name, {"tier": "atsw"}) is None, name
+    finally:
+        engine.close()
+
+
 class BrokenSwitchDriver(EmulatedDriver):
     """The emulated driver with switches whose writes fail (a full disk, a refused
     session) while they are in `broken`; they read as usual."""
