@@ -188,8 +188,6 @@ class Engine(RouteCommands):
     def _load(self) -> None:
         """Take the stored inputs; adopt the stored assignment if it answers to them."""
         adopted = self.intake.load(self.replica.load())
-        if self.replica.is_leader():
-            self.intake.release_stale()
         self._applied = self._taken = self._state.origin  # the inputs read: still to take
         stored = self.intake.stored
         if stored is None:

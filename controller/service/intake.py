@@ -119,7 +119,8 @@ class Intake:
 
     def release_stale(self) -> None:
         """Remove the record of routes held on other wiring (`_on_this_fabric`), as the
-        leader; a store that refuses is logged and the removal tried at the next takeover."""
+        leader (at every takeover, a start's first included); a store that refuses is
+        logged and the removal tried at the next takeover."""
         if self.stale is None:
             return
         try:
