@@ -538,7 +538,10 @@ def test_a_settled_repair_reports_what_rides_the_hashing_as_the_solve_did() -> N
     from controller.solver import SolveOptions
     from sim.jobmix import random_jobs
 
-    engine = Engine(FABRIC, EmulatedDriver(FABRIC), debounce=0.0, reconcile_interval=60.0,
+    # the jobs solved at once (a debounce over their puts): put one by one into rounds
+    # solved as they came, on a loaded machine, they made another routing, whose repair
+    # hands a job back, which a global solve answers (not the case here)
+    engine = Engine(FABRIC, EmulatedDriver(FABRIC), debounce=1.0, reconcile_interval=60.0,
                     options=SolveOptions(table_budget=64), precompute=False)  # fmt: skip
     try:
         for job in random_jobs(FABRIC, seed=3):
